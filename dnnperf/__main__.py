@@ -1,0 +1,3 @@
+from dnnperf.cli import main
+
+main()

@@ -1,0 +1,104 @@
+"""What a typical inference runtime fuses (ONNX Runtime / TensorRT style), as a what-if.
+
+Rules: an elementwise op, a BatchNormalization or a Cast fuses into the layer that produced its
+input when that input has no other consumer and is not a model output; the producer may be a
+Conv/ConvTranspose/Gemm/MatMul (epilogue fusion: Conv+BN+ReLU, MatMul+bias+GELU) or another
+fused elementwise chain. A fused group launches one kernel and never writes or re-reads the
+intermediate tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from dnnperf.graph import Graph
+from dnnperf.workload import MATRIX_FAMILIES, Workload
+
+EPILOGUE_OPS = frozenset({
+    "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
+    "Gelu", "Erf", "Add", "Sub", "Mul", "Div", "Elu", "Selu", "Softplus", "Mish", "PRelu", "Swish",
+    "Cast", "Sqrt", "Pow", "Neg", "Exp", "Where", "BiasGelu", "FastGelu", "QuickGelu", "BiasAdd",
+})
+ANCHOR_FAMILIES = MATRIX_FAMILIES | {"elementwise", "cast"}
+
+
+def consumers_of(graph: Graph) -> dict[str, int]:
+    n: dict[str, int] = {}
+    for node in graph.nodes:
+        for i in set(node.inputs):
+            if i:
+                n[i] = n.get(i, 0) + 1
+    for o in graph.outputs:
+        n[o] = n.get(o, 0) + 1
+    return n
+
+
+def fusion_candidates(graph: Graph, rows) -> dict[str, tuple[str, str]]:
+    """node name -> (producer node name, shared tensor) for every node a runtime would fuse."""
+    cons = consumers_of(graph)
+    produced: dict[str, object] = {}
+    out = {}
+    for row in rows:
+        node = row.node
+        if node.op_type in EPILOGUE_OPS and row.workload is not None:
+            for i in node.inputs:
+                prod = produced.get(i)
+                if prod is None or cons.get(i, 0) != 1:
+                    continue
+                if prod.workload is None or prod.workload.family not in ANCHOR_FAMILIES:
+                    continue
+                out[node.name] = (prod.node.name, i)
+                break
+        for o in node.outputs:
+            if o:
+                produced[o] = row
+    return out
+
+
+def fuse(graph: Graph, rows, make_layer):
+    """Group rows into fused layers. ``rows`` carry (node, workload); ``make_layer`` builds a Layer."""
+    cands = fusion_candidates(graph, rows)
+    groups: list[list] = []
+    group_of: dict[str, int] = {}
+    for row in rows:
+        if row.workload is None:
+            continue
+        c = cands.get(row.node.name)
+        if c is not None and c[0] in group_of:
+            gi = group_of[c[0]]
+            groups[gi].append((row, c[1]))
+            group_of[row.node.name] = gi
+        else:
+            group_of[row.node.name] = len(groups)
+            groups.append([(row, None)])
+    layers = []
+    for g in groups:
+        if len(g) == 1:
+            layers.append(make_layer(g[0][0]))
+            continue
+        anchor = g[0][0]
+        total: Workload = anchor.workload
+        for row, shared in g[1:]:
+            w = row.workload
+            t = graph.tensors.get(shared)
+            saved = (t.nbytes or 0) if t is not None else 0
+            total = Workload(
+                family=total.family, dtype=total.dtype, macs=total.macs + w.macs,
+                other_ops=total.other_ops + w.other_ops,
+                act_bytes_read=total.act_bytes_read + w.act_bytes_read - saved,
+                weight_bytes=total.weight_bytes + w.weight_bytes,
+                bytes_written=total.bytes_written + w.bytes_written - saved,
+                parallel_work=max(total.parallel_work, w.parallel_work), gemm=total.gemm,
+                launches=total.launches,
+            )
+        last = g[-1][0]
+        layer = make_layer(anchor)
+        layers.append(replace(
+            layer,
+            name="+".join(r.node.name for r, _ in g),
+            op_type="+".join(r.node.op_type for r, _ in g),
+            nodes=tuple(r.node.name for r, _ in g),
+            workload=total,
+            output_shape=make_layer(last).output_shape,
+        ))
+    return layers

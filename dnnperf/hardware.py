@@ -1,0 +1,397 @@
+"""Hardware profiles: plain YAML a user can write from a spec sheet, strictly validated.
+
+All hardware numbers live in YAML (``profiles/*.yaml``); this module only reads and checks them.
+YAML is read with ``yaml.safe_load`` only (no object tags), with an alias budget so that an
+alias bomb is rejected instead of expanding.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from dnnperf.errors import DnnperfError
+
+SCHEMA_ID = "dnnperf-hw/1"
+PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4")
+SERVES = ("matrix", "vector")
+KINDS = ("gpu", "tpu", "npu", "cpu", "dsp")
+FAMILIES = ("conv", "depthwise_conv", "grouped_conv", "matmul", "attention", "rnn", "elementwise", "cast",
+            "norm", "softmax", "pool", "reduce", "resize", "movement", "control")
+
+# Documented schema: key -> (type, required, description). `hw schema` prints this.
+SCHEMA = {
+    "schema": ("str", True, f"always '{SCHEMA_ID}'"),
+    "name": ("str", True, "short id used with --hw"),
+    "title": ("str", True, "human-readable device name"),
+    "kind": ("str", True, f"one of {', '.join(KINDS)}"),
+    "headline": ("map", True, "the quoted peak: {precision: fp16, tops: 125} (dense, ops = 2 x MACs)"),
+    "units": ("list", True, "compute units: [{name, serves: [matrix|vector], peak_tops: {precision: TOP/s}, "
+                            "tile: {precision: [M, N, K]}, alignment: {precision: channels}}]"),
+    "memory": ("map", True, "{dram_gbs: GB/s, dram_gb: GB, onchip_mb: MB, activations_onchip: bool}"),
+    "parallelism": ("map", True, "{lanes: concurrently resident work items, compute_units: SMs/cores/arrays}"),
+    "launch_overhead_us": ("num", True, "per-kernel launch / dispatch cost in microseconds"),
+    "host_link_gbs": ("num|null", True, "host -> device link for inputs in GB/s; null when inputs are already in memory"),
+    "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope), default 1"),
+    "efficiency": ("map", False, "per op-family fraction of the roofline actually achieved (calibrated), default 1"),
+    "unoptimized_ops": ("list", False, "op types with no fast kernel: run at unoptimized_efficiency, no overlap"),
+    "unoptimized_efficiency": ("num", False, "fraction of peak those ops reach, default 0.1"),
+    "accelerator_families": ("list|null", False, "op families the accelerator runs; others go to fallback"),
+    "fallback": ("map", False, "{name, peak_tops: {precision: TOP/s}, dram_gbs, transfer_gbs} for unsupported ops"),
+    "price_per_hour": ("num|null", False, "on-demand price in USD per hour (cloud targets)"),
+    "price_source": ("str", False, "where and when the price was read"),
+    "sources": ("map", True, "field -> address of the published figure"),
+    "unverified": ("list", False, "fields whose figure is a widely quoted but unconfirmed value"),
+    "notes": ("str", False, "free text"),
+    "measured": ("map", False, "how a calibrated profile was measured"),
+}
+
+
+@dataclass(frozen=True)
+class Unit:
+    name: str
+    serves: tuple[str, ...]
+    peak_tops: dict[str, float]
+    tile: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    alignment: dict[str, int] = field(default_factory=dict)
+
+    def rate(self, precision: str) -> float | None:
+        """Peak ops/s for ``precision`` or None if the unit cannot run it."""
+        v = self.peak_tops.get(precision)
+        return None if v is None else v * 1e12
+
+
+@dataclass(frozen=True)
+class Fallback:
+    name: str
+    peak_tops: dict[str, float]
+    dram_gbs: float
+    transfer_gbs: float
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    name: str
+    title: str
+    kind: str
+    headline_precision: str
+    headline_tops: float
+    units: tuple[Unit, ...]
+    dram_gbs: float
+    dram_gb: float | None
+    onchip_mb: float | None
+    activations_onchip: bool
+    lanes: int
+    compute_units: int
+    launch_overhead_us: float
+    host_link_gbs: float | None
+    sustained_clock_fraction: float = 1.0
+    efficiency: dict[str, float] = field(default_factory=dict)
+    unoptimized_ops: tuple[str, ...] = ()
+    unoptimized_efficiency: float = 0.1
+    accelerator_families: tuple[str, ...] | None = None
+    fallback: Fallback | None = None
+    price_per_hour: float | None = None
+    price_source: str = ""
+    sources: dict[str, str] = field(default_factory=dict)
+    unverified: tuple[str, ...] = ()
+    notes: str = ""
+    path: str = ""
+
+    @property
+    def headline_rate(self) -> float:
+        return self.headline_tops * 1e12
+
+    @property
+    def dram_bps(self) -> float:
+        return self.dram_gbs * 1e9
+
+    def ridge_point(self, precision: str) -> float:
+        """Ops per byte above which the best unit for ``precision`` is compute-bound."""
+        best = max((u.rate(precision) or 0.0) for u in self.units)
+        return best / self.dram_bps if best else 0.0
+
+    def best_rate(self, precision: str, matrix: bool) -> float:
+        rates = [u.rate(precision) or 0.0 for u in self.units if ("matrix" if matrix else "vector") in u.serves]
+        return max(rates, default=0.0)
+
+    def with_overrides(self, **kw) -> "HardwareProfile":
+        from dataclasses import replace
+
+        return replace(self, **kw)
+
+
+# --------------------------------------------------------------------------------------------
+# YAML
+
+
+class _Loader:
+    pass
+
+
+def safe_yaml(text: str, what: str):
+    """yaml.safe_load with an alias budget (an alias bomb is rejected, not expanded)."""
+    import yaml
+
+    try:
+        events = 0
+        aliases = 0
+        for ev in yaml.parse(text, Loader=yaml.SafeLoader):
+            events += 1
+            if isinstance(ev, yaml.AliasEvent):
+                aliases += 1
+                if aliases > 100:
+                    raise DnnperfError(f"{what}: too many YAML aliases (alias bomb?) — write the values out")
+        return yaml.safe_load(text)
+    except DnnperfError:
+        raise
+    except yaml.constructor.ConstructorError as exc:
+        raise DnnperfError(f"{what}: YAML tag not allowed ({_first_line(exc)}) — profiles are plain data") from None
+    except yaml.YAMLError as exc:
+        raise DnnperfError(f"{what}: not valid YAML ({_first_line(exc)})") from None
+    except RecursionError:
+        raise DnnperfError(f"{what}: YAML nested too deeply") from None
+
+
+def _first_line(exc) -> str:
+    return " ".join(str(exc).split())[:160]
+
+
+def _num(v, where: str, *, positive=True, allow_zero=False, upper=None) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise DnnperfError(f"{where}: expected a number, got {type(v).__name__} {v!r}")
+    f = float(v)
+    if math.isnan(f) or math.isinf(f):
+        raise DnnperfError(f"{where}: must be a finite number, got {v!r}")
+    if positive and (f < 0 or (f == 0 and not allow_zero)):
+        raise DnnperfError(f"{where}: must be {'>= 0' if allow_zero else '> 0'}, got {v!r}")
+    if upper is not None and f > upper:
+        raise DnnperfError(f"{where}: must be <= {upper}, got {v!r}")
+    return f
+
+
+def _map(v, where: str) -> dict:
+    if not isinstance(v, dict):
+        raise DnnperfError(f"{where}: expected a mapping, got {type(v).__name__}")
+    return v
+
+
+def _str(v, where: str) -> str:
+    if not isinstance(v, str) or not v.strip():
+        raise DnnperfError(f"{where}: expected a non-empty string, got {v!r}")
+    return v
+
+
+def _prec_map(v, where: str) -> dict[str, float]:
+    out = {}
+    for k, x in _map(v, where).items():
+        if k not in PRECISIONS:
+            raise DnnperfError(f"{where}.{k}: unknown precision (use one of {', '.join(PRECISIONS)})")
+        out[k] = _num(x, f"{where}.{k}")
+    return out
+
+
+def _check_keys(d: dict, allowed, where: str) -> None:
+    for k in d:
+        if k not in allowed:
+            close = difflib.get_close_matches(str(k), list(allowed), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise DnnperfError(f"{where}: unknown key '{k}'{hint}")
+
+
+def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
+    """Validate a parsed YAML document and build the profile; every error names the field."""
+    d = _map(d, where)
+    _check_keys(d, SCHEMA, where)
+    for k, (_, required, _) in SCHEMA.items():
+        if required and k not in d:
+            raise DnnperfError(f"{where}: missing required key '{k}' (see `dnnperf hw schema`)")
+    if d["schema"] != SCHEMA_ID:
+        raise DnnperfError(f"{where}.schema: expected '{SCHEMA_ID}', got {d['schema']!r}")
+    kind = _str(d["kind"], f"{where}.kind")
+    if kind not in KINDS:
+        raise DnnperfError(f"{where}.kind: must be one of {', '.join(KINDS)}, got {kind!r}")
+    head = _map(d["headline"], f"{where}.headline")
+    _check_keys(head, ("precision", "tops"), f"{where}.headline")
+    hp = head.get("precision")
+    if hp not in PRECISIONS:
+        raise DnnperfError(f"{where}.headline.precision: must be one of {', '.join(PRECISIONS)}, got {hp!r}")
+    htops = _num(head.get("tops"), f"{where}.headline.tops")
+    units_raw = d["units"]
+    if not isinstance(units_raw, list) or not units_raw:
+        raise DnnperfError(f"{where}.units: expected a non-empty list of units")
+    units = []
+    for i, u in enumerate(units_raw):
+        w = f"{where}.units[{i}]"
+        u = _map(u, w)
+        _check_keys(u, ("name", "serves", "peak_tops", "tile", "alignment", "notes"), w)
+        serves = u.get("serves")
+        if not isinstance(serves, list) or not serves or any(s not in SERVES for s in serves):
+            raise DnnperfError(f"{w}.serves: a list drawn from {list(SERVES)}, got {serves!r}")
+        peaks = _prec_map(u.get("peak_tops"), f"{w}.peak_tops")
+        if not peaks:
+            raise DnnperfError(f"{w}.peak_tops: at least one precision is needed")
+        tiles = {}
+        for p, t in _map(u.get("tile", {}) or {}, f"{w}.tile").items():
+            if p not in PRECISIONS:
+                raise DnnperfError(f"{w}.tile.{p}: unknown precision")
+            if not isinstance(t, list) or len(t) != 3:
+                raise DnnperfError(f"{w}.tile.{p}: expected [M, N, K], got {t!r}")
+            dims = tuple(int(_num(x, f"{w}.tile.{p}")) for x in t)
+            if any(x < 1 or x > 65536 for x in dims):
+                raise DnnperfError(f"{w}.tile.{p}: each dim must be 1..65536, got {t!r}")
+            tiles[p] = dims
+        align = {}
+        for p, a in _map(u.get("alignment", {}) or {}, f"{w}.alignment").items():
+            if p not in PRECISIONS:
+                raise DnnperfError(f"{w}.alignment.{p}: unknown precision")
+            align[p] = int(_num(a, f"{w}.alignment.{p}", upper=4096))
+        units.append(Unit(_str(u.get("name"), f"{w}.name"), tuple(serves), peaks, tiles, align))
+    if not any("vector" in u.serves for u in units):
+        raise DnnperfError(f"{where}.units: one unit must serve 'vector' (elementwise work needs somewhere to run)")
+    mem = _map(d["memory"], f"{where}.memory")
+    _check_keys(mem, ("dram_gbs", "dram_gb", "onchip_mb", "activations_onchip", "onchip_gbs"), f"{where}.memory")
+    if "dram_gbs" not in mem:
+        raise DnnperfError(f"{where}.memory: missing 'dram_gbs'")
+    par = _map(d["parallelism"], f"{where}.parallelism")
+    _check_keys(par, ("lanes", "compute_units", "notes"), f"{where}.parallelism")
+    if "lanes" not in par or "compute_units" not in par:
+        raise DnnperfError(f"{where}.parallelism: needs 'lanes' and 'compute_units'")
+    host = d["host_link_gbs"]
+    fb = None
+    if d.get("fallback") is not None:
+        f = _map(d["fallback"], f"{where}.fallback")
+        _check_keys(f, ("name", "peak_tops", "dram_gbs", "transfer_gbs"), f"{where}.fallback")
+        fb = Fallback(_str(f.get("name"), f"{where}.fallback.name"), _prec_map(f.get("peak_tops"), f"{where}.fallback.peak_tops"),
+                      _num(f.get("dram_gbs"), f"{where}.fallback.dram_gbs"),
+                      _num(f.get("transfer_gbs"), f"{where}.fallback.transfer_gbs"))
+    fams = d.get("accelerator_families")
+    if fams is not None:
+        if not isinstance(fams, list) or any(x not in FAMILIES for x in fams):
+            raise DnnperfError(f"{where}.accelerator_families: a list drawn from {', '.join(FAMILIES)}")
+        if fb is None:
+            raise DnnperfError(f"{where}.accelerator_families needs a 'fallback' unit for the other families")
+    eff = {}
+    for k, v in _map(d.get("efficiency", {}) or {}, f"{where}.efficiency").items():
+        if k not in FAMILIES:
+            raise DnnperfError(f"{where}.efficiency.{k}: unknown op family (use {', '.join(FAMILIES)})")
+        eff[k] = _num(v, f"{where}.efficiency.{k}", upper=1.0)
+    unopt = d.get("unoptimized_ops", []) or []
+    if not isinstance(unopt, list) or any(not isinstance(x, str) for x in unopt):
+        raise DnnperfError(f"{where}.unoptimized_ops: a list of op type names")
+    sources = _map(d["sources"], f"{where}.sources")
+    unverified = d.get("unverified", []) or []
+    if not isinstance(unverified, list):
+        raise DnnperfError(f"{where}.unverified: a list of field names")
+    price = d.get("price_per_hour")
+    return HardwareProfile(
+        name=_str(d["name"], f"{where}.name"),
+        title=_str(d["title"], f"{where}.title"),
+        kind=kind,
+        headline_precision=hp,
+        headline_tops=htops,
+        units=tuple(units),
+        dram_gbs=_num(mem["dram_gbs"], f"{where}.memory.dram_gbs"),
+        dram_gb=None if mem.get("dram_gb") is None else _num(mem["dram_gb"], f"{where}.memory.dram_gb"),
+        onchip_mb=None if mem.get("onchip_mb") is None else _num(mem["onchip_mb"], f"{where}.memory.onchip_mb"),
+        activations_onchip=bool(mem.get("activations_onchip", False)),
+        lanes=int(_num(par["lanes"], f"{where}.parallelism.lanes")),
+        compute_units=int(_num(par["compute_units"], f"{where}.parallelism.compute_units")),
+        launch_overhead_us=_num(d["launch_overhead_us"], f"{where}.launch_overhead_us", allow_zero=True),
+        host_link_gbs=None if host is None else _num(host, f"{where}.host_link_gbs"),
+        sustained_clock_fraction=_num(d.get("sustained_clock_fraction", 1.0), f"{where}.sustained_clock_fraction", upper=1.0),
+        efficiency=eff,
+        unoptimized_ops=tuple(unopt),
+        unoptimized_efficiency=_num(d.get("unoptimized_efficiency", 0.1), f"{where}.unoptimized_efficiency", upper=1.0),
+        accelerator_families=None if fams is None else tuple(fams),
+        fallback=fb,
+        price_per_hour=None if price is None else _num(price, f"{where}.price_per_hour"),
+        price_source=str(d.get("price_source", "")),
+        sources={str(k): str(v) for k, v in sources.items()},
+        unverified=tuple(str(x) for x in unverified),
+        notes=str(d.get("notes", "")),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# lookup
+
+
+def profiles_dir() -> str:
+    """Shipped profiles: inside the wheel (dnnperf/profiles) or the repo's profiles/ folder."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    inside = os.path.join(here, "profiles")
+    if os.path.isdir(inside):
+        return inside
+    return os.path.join(os.path.dirname(here), "profiles")
+
+
+def shipped_names() -> list[str]:
+    d = profiles_dir()
+    if not os.path.isdir(d):
+        return []
+    return sorted(f[:-5] for f in os.listdir(d) if f.endswith(".yaml"))
+
+
+def load_profile(spec: str) -> HardwareProfile:
+    """``spec`` is a shipped profile name or a path to a YAML file."""
+    if not spec or not spec.strip():
+        raise DnnperfError("empty --hw value: pass a profile name (see `dnnperf hw list`) or a YAML path")
+    looks_like_path = spec.endswith((".yaml", ".yml")) or os.sep in spec or "/" in spec
+    if looks_like_path:
+        return _load_path(spec)
+    names = shipped_names()
+    if spec in names:
+        return _load_path(os.path.join(profiles_dir(), spec + ".yaml"))
+    close = difflib.get_close_matches(spec.lower(), names, n=3, cutoff=0.4)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    raise DnnperfError(f"unknown hardware profile '{spec}': {hint}see `dnnperf hw list`, or pass a YAML path")
+
+
+@lru_cache(maxsize=64)
+def _load_cached(path: str, mtime: float) -> HardwareProfile:
+    with open(path, "r", encoding="utf-8") as fh:
+        text = fh.read(1_000_001)
+    if len(text) > 1_000_000:
+        raise DnnperfError(f"profile '{path}' is larger than 1 MB — not a hardware profile")
+    data = safe_yaml(text, f"profile '{os.path.basename(path)}'")
+    from dataclasses import replace
+
+    return replace(profile_from_dict(data, where=os.path.basename(path)), path=path)
+
+
+def _load_path(path: str) -> HardwareProfile:
+    if not os.path.exists(path):
+        raise DnnperfError(f"profile file not found: '{path}' — check the path or use a name from `dnnperf hw list`")
+    if os.path.isdir(path):
+        raise DnnperfError(f"profile path '{path}' is a directory — pass a .yaml file")
+    try:
+        return _load_cached(os.path.abspath(path), os.path.getmtime(path))
+    except UnicodeDecodeError:
+        raise DnnperfError(f"profile '{path}' is not UTF-8 text — pass a YAML file") from None
+    except PermissionError:
+        raise DnnperfError(f"cannot read profile '{path}': permission denied") from None
+
+
+def load_profiles(specs: list[str]) -> list[HardwareProfile]:
+    """Expand comma lists and 'all'; keep order, drop duplicates."""
+    out: list[str] = []
+    for s in specs:
+        for part in s.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part == "all":
+                out.extend(shipped_names())
+            else:
+                out.append(part)
+    seen = []
+    for s in out:
+        if s not in seen:
+            seen.append(s)
+    if not seen:
+        raise DnnperfError("no hardware profile given: pass --hw NAME (see `dnnperf hw list`)")
+    return [load_profile(s) for s in seen]

@@ -1,0 +1,143 @@
+"""Op cost functions: one small function per op family, looked up in one explicit table.
+
+``cost_node(graph, node)`` returns a Workload, or raises ``Unsupported`` with the reason. Every
+entry in ``REGISTRY`` maps an ONNX op type (``domain:op`` for non-default domains) to a function
+``fn(ctx) -> Workload``; ``ctx`` gives shapes, dtypes, attributes and the byte accounting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+from dnnperf.graph import DTYPE_BITS, Graph, Node
+from dnnperf.workload import Workload
+
+
+class Unsupported(Exception):
+    """This node cannot be costed; the message says why. It is listed, never counted as zero."""
+
+
+class Ctx:
+    """What a cost function may know about its node."""
+
+    __slots__ = ("graph", "node")
+
+    def __init__(self, graph: Graph, node: Node):
+        self.graph = graph
+        self.node = node
+
+    # shapes -----------------------------------------------------------------------------
+    def has_input(self, i: int) -> bool:
+        return i < len(self.node.inputs) and bool(self.node.inputs[i])
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        t = self.graph.tensors.get(name)
+        if t is None or t.shape is None:
+            raise Unsupported(f"shape of tensor '{name}' could not be resolved")
+        return t.shape
+
+    def in_shape(self, i: int) -> tuple[int, ...]:
+        if not self.has_input(i):
+            raise Unsupported(f"input {i} is missing")
+        return self.shape(self.node.inputs[i])
+
+    def out_shape(self, i: int = 0) -> tuple[int, ...]:
+        return self.shape(self.node.outputs[i])
+
+    def numel(self, shape) -> int:
+        n = 1
+        for d in shape:
+            n *= d
+        return n
+
+    def out_numel(self, i: int = 0) -> int:
+        return self.numel(self.out_shape(i))
+
+    def in_numel(self, i: int = 0) -> int:
+        return self.numel(self.in_shape(i))
+
+    def dtype(self, i: int = 0) -> str:
+        if not self.has_input(i):
+            return "float32"
+        t = self.graph.tensors.get(self.node.inputs[i])
+        return t.dtype if t else "float32"
+
+    def attr(self, name: str, default=None):
+        return self.node.attrs.get(name, default)
+
+    def value(self, i: int):
+        """Constant value of input ``i`` (initializer or folded shape value), or None."""
+        if not self.has_input(i):
+            return None
+        return self.graph.values.get(self.node.inputs[i])
+
+    # bytes ------------------------------------------------------------------------------
+    def _nbytes(self, name: str) -> int:
+        t = self.graph.tensors.get(name)
+        if t is None or t.shape is None:
+            raise Unsupported(f"shape of tensor '{name}' could not be resolved")
+        return t.nbytes or 0
+
+    def byte_split(self) -> tuple[int, int, int]:
+        """(activation bytes read, weight bytes read, bytes written). Each distinct tensor once."""
+        act = wgt = 0
+        for name in dict.fromkeys(i for i in self.node.inputs if i):
+            b = self._nbytes(name)
+            if name in self.graph.initializers:
+                wgt += b
+            else:
+                act += b
+        out = sum(self._nbytes(o) for o in dict.fromkeys(o for o in self.node.outputs if o))
+        return act, wgt, out
+
+    def workload(self, family: str, macs: int = 0, other: int = 0, gemm=None, parallel: int | None = None,
+                 dtype: str | None = None, **kw) -> Workload:
+        act, wgt, out = self.byte_split()
+        if parallel is None:
+            parallel = sum(self.numel(self.out_shape(i)) for i, o in enumerate(self.node.outputs) if o)
+        return Workload(family=family, dtype=dtype or self.compute_dtype(), macs=int(macs), other_ops=int(other),
+                        act_bytes_read=act, weight_bytes=wgt, bytes_written=out, parallel_work=int(parallel),
+                        gemm=gemm, **kw)
+
+    def compute_dtype(self) -> str:
+        for i in self.node.inputs:
+            t = self.graph.tensors.get(i) if i else None
+            if t is not None and t.dtype in DTYPE_BITS and t.dtype not in ("int64", "int32", "bool", "string"):
+                return t.dtype
+        return self.dtype(0)
+
+
+CostFn = Callable[[Ctx], Workload]
+REGISTRY: dict[str, CostFn] = {}
+
+
+def register(table: dict[str, CostFn]) -> None:
+    for k, fn in table.items():
+        REGISTRY[k] = fn
+
+
+def key_of(node: Node) -> str:
+    dom = node.domain if node.domain not in ("", "ai.onnx") else ""
+    return f"{dom}:{node.op_type}" if dom else node.op_type
+
+
+def cost_node(graph: Graph, node: Node) -> Workload:
+    """The workload of ``node``; raises Unsupported when it cannot be costed."""
+    outs = [o for o in node.outputs if o]
+    if outs and all(o in graph.values for o in outs) and not node.subgraphs:
+        # folded at load time by any runtime (shape arithmetic): no kernel, no traffic
+        return Workload(family="shape", dtype="int64", launches=0)
+    fn = REGISTRY.get(key_of(node))
+    if fn is None:
+        if node.domain not in ("", "ai.onnx", "com.microsoft"):
+            raise Unsupported(f"custom op {node.domain}:{node.op_type} has no cost model")
+        raise Unsupported(f"op {key_of(node)} has no cost model")
+    return fn(Ctx(graph, node))
+
+
+def _load() -> None:
+    from dnnperf.ops import attention, control, elementwise, matrix, movement, norm, pool, rnn  # noqa: F401
+
+
+_load()

@@ -1,0 +1,97 @@
+"""Attention ops: two batched products (Q K^T and P V) per head plus a softmax.
+
+Softmax is counted as 5 ops per score (max, subtract, exp, sum, divide); the 1/sqrt(d) scale as 1.
+"""
+
+from __future__ import annotations
+
+from dnnperf.ops import Ctx, Unsupported, register
+from dnnperf.workload import Gemm
+
+_SOFTMAX_OPS = 5
+
+
+def _attn(ctx: Ctx, b: int, hq: int, s: int, l: int, d: int, dv: int, proj_macs: int = 0, proj_gemm=None):
+    scores = b * hq * s * l
+    macs = scores * d + scores * dv + proj_macs
+    other = scores * (_SOFTMAX_OPS + 1)
+    gemm = proj_gemm or Gemm(s, l, d, b * hq)
+    return ctx.workload("attention", macs=macs, other=other, gemm=gemm, parallel=max(scores, ctx.out_numel()))
+
+
+def attention_onnx(ctx: Ctx):
+    """ONNX Attention (opset 23): Q (B,Hq,S,D) or (B,S,Hq*D); K/V (B,Hkv,L,D) or 3-D."""
+    q, k, v = ctx.in_shape(0), ctx.in_shape(1), ctx.in_shape(2)
+    if len(q) == 4:
+        b, hq, s, d = q
+        l, dv = k[2], v[3]
+    elif len(q) == 3:
+        hq = int(ctx.attr("q_num_heads", 0))
+        hkv = int(ctx.attr("kv_num_heads", 0))
+        if hq <= 0 or hkv <= 0:
+            raise Unsupported("3-D Attention needs q_num_heads and kv_num_heads")
+        b, s = q[0], q[1]
+        d = q[2] // hq
+        l = k[1]
+        dv = v[2] // hkv
+    else:
+        raise Unsupported(f"Attention query rank {len(q)} not understood")
+    if ctx.has_input(4):  # past_key (B, Hkv, P, D)
+        l += ctx.in_shape(4)[2]
+    return _attn(ctx, b, hq, s, l, d, dv)
+
+
+def attention_ms(ctx: Ctx):
+    """com.microsoft Attention: fused QKV projection (Hin x 3H) + multi-head attention."""
+    x, w = ctx.in_shape(0), ctx.in_shape(1)
+    heads = int(ctx.attr("num_heads", 1))
+    b, s, hin = x
+    sizes = ctx.attr("qkv_hidden_sizes") or [w[1] // 3] * 3
+    hq, hk, hv = sizes
+    proj = b * s * hin * (hq + hk + hv)
+    l = s
+    if ctx.has_input(4):  # past (2, B, heads, P, head)
+        l += ctx.in_shape(4)[3]
+    return _attn(ctx, b, heads, s, l, hq // heads, hv // heads, proj_macs=proj,
+                 proj_gemm=Gemm(b * s, hq + hk + hv, hin))
+
+
+def mha_ms(ctx: Ctx):
+    """com.microsoft MultiHeadAttention: query (B,S,D), key (B,L,D), value (B,L,Dv)."""
+    q = ctx.in_shape(0)
+    heads = int(ctx.attr("num_heads", 1))
+    if len(q) != 3:
+        raise Unsupported("packed MultiHeadAttention query layouts are not costed")
+    b, s, d = q
+    if ctx.has_input(1):
+        k = ctx.in_shape(1)
+        l = k[1] if len(k) == 3 else k[2]
+        v = ctx.in_shape(2)
+        dv = v[2] if len(v) == 3 else v[3] * heads
+    else:
+        raise Unsupported("MultiHeadAttention without key is not costed")
+    return _attn(ctx, b, heads, s, l, d // heads, dv // heads)
+
+
+def gqa_ms(ctx: Ctx):
+    """com.microsoft GroupQueryAttention: query (B,S,D) with num_heads / kv_num_heads."""
+    q = ctx.in_shape(0)
+    hq = int(ctx.attr("num_heads", 1))
+    hkv = int(ctx.attr("kv_num_heads", hq))
+    b, s, dq = q
+    if ctx.has_input(1):
+        head = dq // hq
+    else:  # packed QKV
+        head = dq // (hq + 2 * hkv)
+    l = s
+    if ctx.has_input(3):  # past_key (B, Hkv, P, head)
+        l += ctx.in_shape(3)[2]
+    return _attn(ctx, b, hq, s, l, head, head)
+
+
+register({
+    "Attention": attention_onnx,
+    "com.microsoft:Attention": attention_ms,
+    "com.microsoft:MultiHeadAttention": mha_ms,
+    "com.microsoft:GroupQueryAttention": gqa_ms,
+})

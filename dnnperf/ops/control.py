@@ -1,0 +1,60 @@
+"""Control flow: the cost of If/Loop/Scan is the cost of the subgraphs they run.
+
+If: the dearer branch (the condition is unknown before run time). Loop: body x trip count when
+the trip count is a constant; otherwise one iteration, flagged in the workload's note. Scan:
+body x the scanned axis length.
+"""
+
+from __future__ import annotations
+
+from dnnperf.ops import Ctx, Unsupported, cost_node, register
+from dnnperf.workload import Workload
+
+
+def _body(graph, label: str) -> Workload:
+    total = Workload(family="control", launches=0)
+    for n in graph.nodes:
+        try:
+            w = cost_node(graph, n)
+        except Unsupported as exc:
+            raise Unsupported(f"{label} node '{n.name}': {exc}") from None
+        total = total + w
+    return Workload(family="control", dtype=total.dtype, macs=total.macs, other_ops=total.other_ops,
+                    act_bytes_read=total.act_bytes_read, weight_bytes=total.weight_bytes,
+                    bytes_written=total.bytes_written, parallel_work=total.parallel_work,
+                    gemm=total.gemm, launches=total.launches)
+
+
+def if_(ctx: Ctx):
+    branches = [_body(g, f"If branch {k}") for k, g in sorted(ctx.node.subgraphs.items())]
+    if not branches:
+        raise Unsupported("If without branches")
+    best = max(branches, key=lambda w: (w.ops, w.bytes_total))
+    return Workload(**{**best.__dict__, "note": "dearer branch costed (condition unknown before run time)"})
+
+
+def loop(ctx: Ctx):
+    body = ctx.node.subgraphs.get("body")
+    if body is None:
+        raise Unsupported("Loop without body")
+    w = _body(body, "Loop body")
+    m = ctx.value(0)
+    if m is not None and m.size == 1 and 0 <= int(m.reshape(-1)[0]) < 2**31:
+        return w.scaled(int(m.reshape(-1)[0]))
+    return Workload(**{**w.__dict__, "note": "unknown trip count: costed as ONE iteration"})
+
+
+def scan(ctx: Ctx):
+    body = ctx.node.subgraphs.get("body")
+    if body is None:
+        raise Unsupported("Scan without body")
+    w = _body(body, "Scan body")
+    n_scan = int(ctx.attr("num_scan_inputs", 1))
+    n_state = len(ctx.node.inputs) - n_scan
+    axes = ctx.attr("scan_input_axes") or [0] * n_scan
+    first = ctx.in_shape(n_state)
+    steps = first[int(axes[0]) % len(first)]
+    return w.scaled(steps)
+
+
+register({"If": if_, "Loop": loop, "Scan": scan})

@@ -1,0 +1,51 @@
+"""Elementwise unary and binary ops (with broadcasting): ops per output element from one table.
+
+Weights count elementary operations: arithmetic and comparisons 1; exp/log/tanh/erf and friends 1
+each as a single hardware-supported instruction is assumed; composite activations add their parts.
+"""
+
+from __future__ import annotations
+
+from dnnperf.ops import Ctx, register
+
+OPS_PER_ELEMENT = {
+    # arithmetic / logic
+    "Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Pow": 1, "Mod": 1, "Max": 1, "Min": 1, "Mean": 1, "Sum": 1,
+    "Equal": 1, "Less": 1, "Greater": 1, "LessOrEqual": 1, "GreaterOrEqual": 1, "And": 1, "Or": 1,
+    "Xor": 1, "Not": 1, "BitShift": 1, "BitwiseAnd": 1, "BitwiseOr": 1, "BitwiseXor": 1, "BitwiseNot": 1,
+    "Where": 1, "PRelu": 2, "Neg": 1, "Abs": 1, "Sign": 1, "Reciprocal": 1, "Floor": 1, "Ceil": 1,
+    "Round": 1, "Sqrt": 1, "IsNaN": 1, "IsInf": 1, "Cast": 1, "CastLike": 1,
+    # transcendental
+    "Exp": 1, "Log": 1, "Tanh": 1, "Erf": 1, "Sin": 1, "Cos": 1, "Tan": 1, "Asin": 1, "Acos": 1,
+    "Atan": 1, "Sinh": 1, "Cosh": 1, "Asinh": 1, "Acosh": 1, "Atanh": 1,
+    # activations
+    "Relu": 1, "LeakyRelu": 2, "Sigmoid": 3, "HardSigmoid": 3, "HardSwish": 4, "Clip": 2, "Elu": 3,
+    "Selu": 4, "Celu": 4, "Softplus": 3, "Softsign": 3, "ThresholdedRelu": 1, "Mish": 6, "Gelu": 8,
+    "Shrink": 2, "Swish": 4,
+    # quantisation
+    "QuantizeLinear": 3, "DequantizeLinear": 2, "DynamicQuantizeLinear": 5,
+}
+MS_OPS_PER_ELEMENT = {"BiasGelu": 9, "FastGelu": 8, "QuickGelu": 5, "Gelu": 8, "BiasAdd": 2,
+                      "QuickGeluGrad": 6, "BiasDropout": 2}
+
+
+def _make(weight: int):
+    def cost(ctx: Ctx):
+        n = sum(ctx.out_numel(i) for i, o in enumerate(ctx.node.outputs) if o and i == 0)
+        if ctx.node.op_type in ("Cast", "CastLike", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"):
+            family = "cast"
+        else:
+            family = "elementwise"
+        return ctx.workload(family, other=weight * n, dtype=ctx.compute_dtype())
+
+    return cost
+
+
+def _dyn_quant(ctx: Ctx):
+    n = ctx.in_numel(0)
+    return ctx.workload("cast", other=5 * n, parallel=n)
+
+
+register({op: _make(w) for op, w in OPS_PER_ELEMENT.items()})
+register({"DynamicQuantizeLinear": _dyn_quant})
+register({f"com.microsoft:{op}": _make(w) for op, w in MS_OPS_PER_ELEMENT.items()})

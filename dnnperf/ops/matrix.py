@@ -1,0 +1,189 @@
+"""Convolutions and matrix products: the ops whose multiply-accumulates count as MACs.
+
+Convolutions are costed as implicit GEMMs: M = batch x output pixels, N = output channels per
+group, K = input channels per group x kernel window, one GEMM per group.
+"""
+
+from __future__ import annotations
+
+import re
+from math import prod
+
+from dnnperf.ops import Ctx, Unsupported, register
+from dnnperf.workload import Gemm
+
+_ACT_OPS = {"Relu": 1, "LeakyRelu": 2, "Sigmoid": 4, "Tanh": 4, "HardSigmoid": 3, "HardSwish": 4, "Clip": 2}
+
+
+def _conv(ctx: Ctx, x_idx: int = 0, w_idx: int = 1, bias_idx: int | None = 2, extra_per_out: int = 0):
+    x = ctx.in_shape(x_idx)
+    w = ctx.in_shape(w_idx)
+    y = ctx.out_shape(0)
+    if len(x) < 3 or len(w) != len(x):
+        raise Unsupported(f"Conv input rank {len(x)} / weight rank {len(w)} not understood")
+    groups = int(ctx.attr("group", 1))
+    cin_g = w[1]
+    cout = y[1]
+    if groups <= 0 or cout % groups:
+        raise Unsupported(f"group={groups} does not divide {cout} output channels")
+    window = prod(w[2:])
+    out_pixels = prod(y[2:])
+    batch = y[0]
+    macs = batch * cout * out_pixels * cin_g * window
+    gemm = Gemm(m=batch * out_pixels, n=cout // groups, k=cin_g * window, count=groups)
+    cin = x[1]
+    if groups == 1:
+        family = "conv"
+    elif groups == cin and cout // groups <= 4:
+        family = "depthwise_conv"
+    else:
+        family = "grouped_conv"
+    other = batch * cout * out_pixels * extra_per_out
+    if bias_idx is not None and ctx.has_input(bias_idx):
+        other += batch * cout * out_pixels
+    return ctx.workload(family, macs=macs, other=other, gemm=gemm)
+
+
+def conv(ctx: Ctx):
+    return _conv(ctx)
+
+
+def fused_conv(ctx: Ctx):
+    act = ctx.attr("activation", "")
+    extra = _ACT_OPS.get(act, 1 if act else 0) + (1 if ctx.has_input(3) else 0)  # Z (sum) input
+    return _conv(ctx, extra_per_out=extra)
+
+
+def qlinear_conv(ctx: Ctx):
+    # x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B ; requantisation ~3 ops / output
+    return _conv(ctx, x_idx=0, w_idx=3, bias_idx=8, extra_per_out=3)
+
+
+def conv_integer(ctx: Ctx):
+    return _conv(ctx, x_idx=0, w_idx=1, bias_idx=None)
+
+
+def conv_transpose(ctx: Ctx):
+    x = ctx.in_shape(0)
+    w = ctx.in_shape(1)
+    y = ctx.out_shape(0)
+    groups = int(ctx.attr("group", 1))
+    cin = x[1]
+    cout_g = w[1]
+    window = prod(w[2:])
+    in_pixels = prod(x[2:])
+    macs = x[0] * cin * in_pixels * cout_g * window
+    gemm = Gemm(m=x[0] * in_pixels, n=cout_g * window, k=cin // max(groups, 1), count=groups)
+    other = prod(y) if ctx.has_input(2) else 0
+    # scattered accumulation (col2im) adds one add per MAC-output contribution: counted in MACs
+    return ctx.workload("conv" if groups == 1 else "grouped_conv", macs=macs, other=other, gemm=gemm)
+
+
+def gemm(ctx: Ctx):
+    a = ctx.in_shape(0)
+    b = ctx.in_shape(1)
+    if len(a) != 2 or len(b) != 2:
+        raise Unsupported("Gemm needs 2-D inputs")
+    m, k = (a[1], a[0]) if ctx.attr("transA", 0) else (a[0], a[1])
+    n = b[0] if ctx.attr("transB", 0) else b[1]
+    other = m * n if ctx.has_input(2) else 0
+    return ctx.workload("matmul", macs=m * n * k, other=other, gemm=Gemm(m, n, k))
+
+
+def _matmul_dims(a, b):
+    a2 = (1,) + tuple(a) if len(a) == 1 else tuple(a)
+    b2 = tuple(b) + (1,) if len(b) == 1 else tuple(b)
+    m, k = a2[-2], a2[-1]
+    n = b2[-1]
+    if b2[-2] != k:
+        raise Unsupported(f"MatMul inner dims differ ({k} vs {b2[-2]})")
+    batch = 1
+    ba, bb = a2[:-2], b2[:-2]
+    r = max(len(ba), len(bb))
+    ba = (1,) * (r - len(ba)) + ba
+    bb = (1,) * (r - len(bb)) + bb
+    for x, y in zip(ba, bb):
+        batch *= max(x, y)
+    return m, n, k, batch
+
+
+def matmul(ctx: Ctx, a_idx: int = 0, b_idx: int = 1, extra_per_out: int = 0, trans=(False, False)):
+    a = list(ctx.in_shape(a_idx))
+    b = list(ctx.in_shape(b_idx))
+    if trans[0] and len(a) >= 2:
+        a[-1], a[-2] = a[-2], a[-1]
+    if trans[1] and len(b) >= 2:
+        b[-1], b[-2] = b[-2], b[-1]
+    m, n, k, batch = _matmul_dims(a, b)
+    # a batched product whose right operand is a weight and whose batch comes from the left
+    # operand is one big GEMM with M = batch x m (the weight is shared): same MACs, better tiles
+    if b_idx < len(ctx.node.inputs) and ctx.node.inputs[b_idx] in ctx.graph.initializers and len(b) == 2:
+        g = Gemm(batch * m, n, k, 1)
+    else:
+        g = Gemm(m, n, k, batch)
+    return ctx.workload("matmul", macs=m * n * k * batch, other=m * n * batch * extra_per_out, gemm=g)
+
+
+def fused_matmul(ctx: Ctx):
+    return matmul(ctx, trans=(bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))))
+
+
+def qlinear_matmul(ctx: Ctx):
+    # a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp
+    return matmul(ctx, a_idx=0, b_idx=3, extra_per_out=3)
+
+
+def fused_gemm(ctx: Ctx):
+    w = gemm(ctx)
+    act = ctx.attr("activation", "")
+    extra = _ACT_OPS.get(act, 1 if act else 0)
+    return ctx.workload("matmul", macs=w.macs, other=w.other_ops + extra * ctx.out_numel(), gemm=w.gemm)
+
+
+def einsum(ctx: Ctx):
+    eq = str(ctx.attr("equation", "")).replace(" ", "")
+    if "..." in eq:
+        raise Unsupported("Einsum with ellipsis is not costed")
+    if "->" in eq:
+        lhs, rhs = eq.split("->")
+    else:
+        lhs = eq
+        letters = [c for c in lhs.replace(",", "")]
+        rhs = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    terms = lhs.split(",")
+    sizes: dict[str, int] = {}
+    for i, term in enumerate(terms):
+        shape = ctx.in_shape(i)
+        if len(term) != len(shape) or not re.fullmatch(r"[A-Za-z]*", term):
+            raise Unsupported(f"Einsum term '{term}' does not match input rank {len(shape)}")
+        for c, d in zip(term, shape):
+            sizes[c] = max(sizes.get(c, 1), d)
+    total = prod(sizes.values())
+    if len(terms) == 1:
+        return ctx.workload("reduce", other=total)
+    contracted = [c for c in sizes if c not in rhs]
+    k = prod(sizes[c] for c in contracted)
+    t0, t1 = set(terms[0]), set(terms[1])
+    batch = prod(sizes[c] for c in rhs if c in t0 and c in t1)
+    m = prod(sizes[c] for c in rhs if c in t0 and c not in t1)
+    n = prod(sizes[c] for c in rhs if c in t1 and c not in t0)
+    macs = total * (len(terms) - 1)
+    return ctx.workload("matmul", macs=macs, gemm=Gemm(max(m, 1), max(n, 1), max(k, 1), max(batch, 1)))
+
+
+register({
+    "Conv": conv,
+    "ConvInteger": conv_integer,
+    "QLinearConv": qlinear_conv,
+    "ConvTranspose": conv_transpose,
+    "Gemm": gemm,
+    "MatMul": matmul,
+    "MatMulInteger": matmul,
+    "QLinearMatMul": qlinear_matmul,
+    "Einsum": einsum,
+    "com.microsoft:FusedConv": fused_conv,
+    "com.microsoft:FusedMatMul": fused_matmul,
+    "com.microsoft:FusedGemm": fused_gemm,
+    "com.microsoft:QLinearConv": qlinear_conv,
+    "com.microsoft:MatMulIntegerToFloat": matmul,
+})

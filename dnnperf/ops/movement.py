@@ -1,0 +1,61 @@
+"""Data movement (bytes, no arithmetic), views (no kernel at all) and shape-only ops.
+
+Views such as Reshape or Squeeze only relabel a buffer: runtimes launch nothing and move nothing.
+Data movement ops (Concat, Transpose, Gather, Pad...) read and write every byte and do no math.
+"""
+
+from __future__ import annotations
+
+from dnnperf.ops import Ctx, register
+from dnnperf.workload import Workload
+
+
+def movement(ctx: Ctx):
+    return ctx.workload("movement")
+
+
+def gather(ctx: Ctx):
+    """Gather reads only the rows it picks (an embedding lookup does not stream the whole table)."""
+    act, wgt, out = ctx.byte_split()
+    data = ctx.node.inputs[0]
+    t = ctx.graph.tensors.get(data)
+    data_bytes = (t.nbytes or 0) if t else 0
+    if data in ctx.graph.initializers:
+        wgt = min(wgt, out)
+    else:
+        act = act - data_bytes + min(data_bytes, out)
+    return Workload(family="movement", dtype=ctx.compute_dtype(), act_bytes_read=act, weight_bytes=wgt,
+                    bytes_written=out, parallel_work=ctx.out_numel(0))
+
+
+def view(ctx: Ctx):
+    return Workload(family="view", dtype=ctx.dtype(0), launches=0)
+
+
+def shape_only(ctx: Ctx):
+    return Workload(family="shape", dtype="int64", launches=0)
+
+
+def fill(ctx: Ctx):
+    """ConstantOfShape / EyeLike / RandomX materialise a tensor: bytes written only."""
+    act, wgt, out = ctx.byte_split()
+    return Workload(family="movement", dtype=ctx.compute_dtype(), bytes_written=out,
+                    parallel_work=ctx.out_numel(0))
+
+
+MOVEMENT = ["Concat", "Split", "Slice", "GatherElements", "GatherND", "ScatterElements", "ScatterND",
+            "Scatter", "Expand", "Tile", "Transpose", "Pad", "DepthToSpace", "SpaceToDepth",
+            "ReverseSequence", "Compress", "OneHot", "Trilu", "NonZero", "Unique", "SplitToSequence",
+            "ConcatFromSequence", "SequenceAt", "SequenceConstruct", "SequenceInsert", "SequenceEmpty",
+            "SequenceLength", "CenterCropPad", "Col2Im", "ImageDecoder"]
+VIEWS = ["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Optional",
+         "OptionalGetElement", "OptionalHasElement"]
+SHAPE_ONLY = ["Shape", "Size", "Constant", "Range"]
+FILL = ["ConstantOfShape", "EyeLike", "RandomNormal", "RandomUniform", "RandomNormalLike",
+        "RandomUniformLike", "Multinomial", "Bernoulli"]
+
+register({op: movement for op in MOVEMENT})
+register({"Gather": gather})
+register({op: view for op in VIEWS})
+register({op: shape_only for op in SHAPE_ONLY})
+register({op: fill for op in FILL})

@@ -1,0 +1,36 @@
+"""Normalisation and softmax: a few ops per element, always memory-bound in practice.
+
+BatchNormalization at inference is a per-channel scale and shift (2 ops); Layer/Group/Instance
+norms compute mean and variance then normalise, scale and shift (~8 ops); RMS norm skips the mean
+(~5 ops); softmax is max, subtract, exp, sum, divide (5 ops).
+"""
+
+from __future__ import annotations
+
+from dnnperf.ops import Ctx, register
+
+_PER_ELEMENT = {
+    "BatchNormalization": 2, "LayerNormalization": 8, "GroupNormalization": 8,
+    "InstanceNormalization": 8, "MeanVarianceNormalization": 7, "RMSNormalization": 5,
+    "SimplifiedLayerNormalization": 5, "LpNormalization": 3,
+    "Softmax": 5, "LogSoftmax": 6, "Hardmax": 2,
+}
+_MS = {"SkipLayerNormalization": 9, "SkipSimplifiedLayerNormalization": 6, "LayerNormalization": 8,
+       "SimplifiedLayerNormalization": 5, "BiasSoftmax": 6}
+
+
+def _make(weight: int, family: str):
+    def cost(ctx: Ctx):
+        return ctx.workload(family, other=weight * ctx.in_numel(0), parallel=ctx.out_numel(0))
+
+    return cost
+
+
+def lrn(ctx: Ctx):
+    size = int(ctx.attr("size", 5))
+    return ctx.workload("norm", other=(2 * size + 4) * ctx.in_numel(0))
+
+
+register({op: _make(w, "softmax" if "max" in op.lower() else "norm") for op, w in _PER_ELEMENT.items()})
+register({f"com.microsoft:{op}": _make(w, "norm") for op, w in _MS.items()})
+register({"LRN": lrn})

@@ -1,0 +1,56 @@
+"""Pooling, reductions, resize and sorting.
+
+Windowed pooling: one op per window element per output. Global pooling and Reduce*: one op per
+input element. Resize: nearest 1 op per output element, linear 2^(spatial dims) x 2, cubic 4^d x 2.
+TopK: n x log2(k) comparisons along the axis.
+"""
+
+from __future__ import annotations
+
+from math import log2, prod
+
+from dnnperf.ops import Ctx, register
+
+
+def pool(ctx: Ctx):
+    k = ctx.attr("kernel_shape", [1])
+    return ctx.workload("pool", other=ctx.out_numel(0) * prod(k))
+
+
+def global_pool(ctx: Ctx):
+    return ctx.workload("pool", other=ctx.in_numel(0))
+
+
+def reduce(ctx: Ctx):
+    return ctx.workload("reduce", other=ctx.in_numel(0))
+
+
+def resize(ctx: Ctx):
+    mode = str(ctx.attr("mode", "nearest"))
+    nsp = max(len(ctx.out_shape(0)) - 2, 1)
+    per = {"nearest": 1, "linear": 2 * 2**nsp, "cubic": 2 * 4**nsp}.get(mode, 1)
+    return ctx.workload("resize", other=per * ctx.out_numel(0))
+
+
+def topk(ctx: Ctx):
+    x = ctx.in_shape(0)
+    k = ctx.value(1)
+    kk = int(k.reshape(-1)[0]) if k is not None else ctx.out_shape(0)[int(ctx.attr("axis", -1))]
+    return ctx.workload("reduce", other=int(prod(x) * max(1.0, log2(max(kk, 2)))))
+
+
+def roi(ctx: Ctx):
+    out = ctx.out_numel(0)
+    sr = int(ctx.attr("sampling_ratio", 2)) or 2
+    return ctx.workload("pool", other=out * sr * sr * 4)
+
+
+register({
+    "MaxPool": pool, "AveragePool": pool, "LpPool": pool, "MaxUnpool": pool,
+    "GlobalAveragePool": global_pool, "GlobalMaxPool": global_pool, "GlobalLpPool": global_pool,
+    "ReduceMean": reduce, "ReduceSum": reduce, "ReduceMax": reduce, "ReduceMin": reduce,
+    "ReduceProd": reduce, "ReduceL1": reduce, "ReduceL2": reduce, "ReduceLogSum": reduce,
+    "ReduceLogSumExp": reduce, "ReduceSumSquare": reduce, "ArgMax": reduce, "ArgMin": reduce,
+    "CumSum": reduce,
+    "Resize": resize, "Upsample": resize, "TopK": topk, "RoiAlign": roi, "MaxRoiPool": roi,
+})

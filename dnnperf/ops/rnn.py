@@ -1,0 +1,32 @@
+"""Recurrent cells. Each time step is a small GEMM (batch x gates*H x (I + H)) that must wait
+for the previous one, so only one step's outputs are available in parallel.
+
+Gate arithmetic per hidden unit per step: LSTM ~ 10 ops (3 sigmoids, 2 tanh, 3 mul, 2 add), GRU ~ 9,
+RNN ~ 2.
+"""
+
+from __future__ import annotations
+
+from dnnperf.ops import Ctx, register
+from dnnperf.workload import Gemm
+
+_GATES = {"LSTM": (4, 10), "GRU": (3, 9), "RNN": (1, 2)}
+
+
+def recurrent(ctx: Ctx):
+    gates, per_unit = _GATES[ctx.node.op_type]
+    x = ctx.in_shape(0)  # (S, B, I) or (B, S, I) with layout=1
+    w = ctx.in_shape(1)  # (dirs, gates*H, I)
+    if int(ctx.attr("layout", 0)) == 1:
+        b, s, i = x
+    else:
+        s, b, i = x
+    dirs, gh, _ = w
+    h = gh // gates
+    macs = dirs * s * b * gh * (i + h)
+    other = dirs * s * b * h * per_unit
+    return ctx.workload("rnn", macs=macs, other=other, gemm=Gemm(b, gh, i + h, dirs * s),
+                        parallel=dirs * b * gh, launches=s)
+
+
+register({"LSTM": recurrent, "GRU": recurrent, "RNN": recurrent})

@@ -1,0 +1,112 @@
+"""The performance rules: each a small pure function whose docstring states its assumption.
+
+They are composed in ``dnnperf.analysis``; none of them prints or reads files.
+"""
+
+from __future__ import annotations
+
+from math import ceil
+
+from dnnperf.hardware import HardwareProfile, Unit
+from dnnperf.workload import Gemm
+
+
+def roofline_time(ops: float, nbytes: float, rate: float, bandwidth: float) -> tuple[float, float]:
+    """(compute time, memory time) of a kernel: ops at ``rate`` ops/s, bytes at ``bandwidth`` B/s.
+
+    Roofline (Williams et al. 2009): a kernel takes the larger of the two when compute and memory
+    traffic overlap, which optimised library kernels achieve.
+    """
+    return (ops / rate if rate > 0 else 0.0), (nbytes / bandwidth if bandwidth > 0 else 0.0)
+
+
+def dim_fit(size: int, tile: int) -> float:
+    """Fraction of padded work that is useful when ``size`` is cut into ``tile``-sized pieces.
+
+    The last partial piece costs a full piece: 100 on a 256-wide side is 100/256 = 39%.
+    """
+    if size <= 0 or tile <= 1:
+        return 1.0
+    return size / (ceil(size / tile) * tile)
+
+
+def tile_efficiency(gemm: Gemm | None, tile: tuple[int, int, int] | None) -> float:
+    """Useful MACs / MACs of all launched tiles for an M x N x K product on an (M, N, K) tile.
+
+    A weight-stationary R x C systolic array is the tile (1, C, R): the weight block is K x N.
+    """
+    if gemm is None or tile is None:
+        return 1.0
+    tm, tn, tk = tile
+    return dim_fit(gemm.m, tm) * dim_fit(gemm.n, tn) * dim_fit(gemm.k, tk)
+
+
+def occupancy(parallel_work: int, lanes: int) -> float:
+    """Fraction of the device's lanes a kernel can keep busy (work starvation below 1).
+
+    Assumes one lane per independent output element, so a layer with fewer outputs than lanes
+    leaves the rest idle for its whole duration. Above ``lanes`` the work is spread in waves
+    that each keep every lane busy.
+    """
+    if lanes <= 0 or parallel_work >= lanes:
+        return 1.0
+    return max(parallel_work, 1) / lanes
+
+
+def aligned(gemm: Gemm | None, alignment: int | None) -> bool:
+    """A matrix unit with an alignment rule only takes products whose N and K (channels) are
+    multiples of it (e.g. fp16 tensor cores and multiples of 8 in older cuDNN/cuBLAS)."""
+    if gemm is None or not alignment or alignment <= 1:
+        return True
+    return gemm.n % alignment == 0 and gemm.k % alignment == 0
+
+
+def pick_unit(hw: HardwareProfile, precision: str, matrix: bool, gemm: Gemm | None) -> tuple[Unit, str, float, float]:
+    """The unit a runtime would use: the fastest (peak x tile fit) that serves the work type
+    and precision and accepts its alignment. Returns (unit, precision run, rate ops/s, tile eff).
+
+    Work whose precision no unit supports runs at the vector unit's fp32 rate (emulation/upcast).
+    """
+    best = None
+    kind = "matrix" if matrix else "vector"
+    for u in hw.units:
+        if kind not in u.serves:
+            continue
+        r = u.rate(precision)
+        if r is None:
+            continue
+        if matrix and not aligned(gemm, u.alignment.get(precision)):
+            continue
+        eff = tile_efficiency(gemm, u.tile.get(precision)) if matrix else 1.0
+        score = r * eff
+        if best is None or score > best[0]:
+            best = (score, u, precision, r, eff)
+    if best is None:
+        for u in hw.units:
+            if "vector" in u.serves:
+                p = "fp32" if "fp32" in u.peak_tops else next(iter(u.peak_tops))
+                r = u.rate(p)
+                cand = (r, u, p, r, 1.0)
+                if best is None or r > best[0]:
+                    best = cand
+    _, u, p, r, eff = best
+    return u, p, r, eff
+
+
+def launch_time(launches: int, overhead_us: float) -> float:
+    """Host-side cost of submitting kernels, paid once per launch and not hidden by the device
+    (the pessimistic case of eager execution; graph capture or fusion removes launches)."""
+    return launches * overhead_us * 1e-6
+
+
+def transfer_time(nbytes: int, link_gbs: float | None) -> float:
+    """Time to move ``nbytes`` over a host link of ``link_gbs`` GB/s (0 when there is no link)."""
+    if not link_gbs:
+        return 0.0
+    return nbytes / (link_gbs * 1e9)
+
+
+def lanes_needed_batch(parallel_work: int, batch: int, lanes: int) -> int:
+    """Smallest batch whose outputs cover every lane, given the work at the current batch."""
+    per_sample = max(parallel_work // max(batch, 1), 1)
+    return max(1, ceil(lanes / per_sample))

@@ -1,0 +1,105 @@
+"""The cost of one node, independent of any hardware.
+
+Convention: ``macs`` counts multiply-accumulates of matrix-type ops (Conv, ConvTranspose, Gemm,
+MatMul, Einsum, attention, recurrent cells); 1 MAC = 2 ops. ``other_ops`` counts every other
+arithmetic operation (elementwise, normalisation, softmax, pooling, reductions, resize), one op per
+elementary operation per element. Bytes are what the node reads and writes, assuming each tensor
+crosses DRAM once per node (perfect reuse inside the node, none between nodes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+# Families decide which unit runs a node and which fixes apply.
+MATRIX_FAMILIES = frozenset({"conv", "depthwise_conv", "grouped_conv", "matmul", "attention", "rnn"})
+FREE_FAMILIES = frozenset({"view", "shape"})  # no kernel launched, no bytes moved
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """Matrix shape seen by a matrix unit: ``count`` independent M x N x K products."""
+
+    m: int
+    n: int
+    k: int
+    count: int = 1
+
+    @property
+    def macs(self) -> int:
+        return self.m * self.n * self.k * self.count
+
+
+@dataclass(frozen=True)
+class Workload:
+    family: str
+    dtype: str = "float32"
+    macs: int = 0
+    other_ops: int = 0
+    act_bytes_read: int = 0
+    weight_bytes: int = 0
+    bytes_written: int = 0
+    parallel_work: int = 0  # independent output elements available to spread over lanes
+    gemm: Gemm | None = None
+    launches: int = 1
+    note: str = ""
+
+    @property
+    def ops(self) -> int:
+        """Total ops: 2 per MAC plus the other ops."""
+        return 2 * self.macs + self.other_ops
+
+    @property
+    def bytes_read(self) -> int:
+        return self.act_bytes_read + self.weight_bytes
+
+    @property
+    def bytes_total(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity in ops per DRAM byte (0 when nothing moves)."""
+        b = self.bytes_total
+        return self.ops / b if b else 0.0
+
+    @property
+    def is_matrix(self) -> bool:
+        return self.family in MATRIX_FAMILIES and self.macs > 0
+
+    def scaled(self, factor: int) -> "Workload":
+        """The same work repeated ``factor`` times (loop bodies, scan steps)."""
+        return replace(
+            self,
+            macs=self.macs * factor,
+            other_ops=self.other_ops * factor,
+            act_bytes_read=self.act_bytes_read * factor,
+            weight_bytes=self.weight_bytes * factor,
+            bytes_written=self.bytes_written * factor,
+            launches=self.launches * factor,
+            gemm=None if self.gemm is None else replace(self.gemm, count=self.gemm.count * factor),
+        )
+
+    def __add__(self, other: "Workload") -> "Workload":
+        return Workload(
+            family=self.family if self.ops >= other.ops else other.family,
+            dtype=self.dtype,
+            macs=self.macs + other.macs,
+            other_ops=self.other_ops + other.other_ops,
+            act_bytes_read=self.act_bytes_read + other.act_bytes_read,
+            weight_bytes=self.weight_bytes + other.weight_bytes,
+            bytes_written=self.bytes_written + other.bytes_written,
+            parallel_work=max(self.parallel_work, other.parallel_work),
+            gemm=self.gemm or other.gemm,
+            launches=self.launches + other.launches,
+        )
+
+
+PRECISION_OF_DTYPE = {
+    "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64",
+    "int8": "int8", "uint8": "int8", "int4": "int4", "uint4": "int4",
+    "float8e4m3fn": "fp8", "float8e4m3fnuz": "fp8", "float8e5m2": "fp8", "float8e5m2fnuz": "fp8",
+    "int32": "fp32", "int64": "fp32", "bool": "fp32", "int16": "fp16", "uint16": "fp16",
+}
+DTYPE_OF_PRECISION = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16",
+                      "int8": "int8", "fp8": "float8e4m3fn", "int4": "int4", "fp64": "float64"}

@@ -1,0 +1,88 @@
+"""(Re)export the weightless skeletons in sample_models/.
+
+Dev-only: needs torch==2.14.1, torchvision==0.29.1, transformers, onnx, onnxscript in a separate
+venv (never a dependency of dnnperf):
+
+    python -m venv /tmp/export && /tmp/export/bin/pip install torch==2.14.1 torchvision==0.29.1 \
+        transformers onnx onnxscript && /tmp/export/bin/pip install -e .
+    /tmp/export/bin/python scripts/export_sample_models.py
+
+Each model is exported with full random weights to a temporary file, then stripped with
+``dnnperf strip`` logic (dims and dtypes kept, payloads removed). torchvision's published MAC
+figures ("GFLOPS" in its docs, which count multiply-accumulates) are written to
+sample_models/published.json for the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+
+import torch
+import torchvision
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "..", "sample_models")
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+from dnnperf.graph import strip_file  # noqa: E402
+
+VISION = {
+    "resnet50": {},
+    "mobilenet_v2": {},
+    "shufflenet_v2_x1_0": {},
+    "squeezenet1_1": {},
+    "vit_b_16": {},
+    "swin_t": {},
+}
+
+
+def export_vision(name: str, kwargs: dict, published: dict) -> None:
+    model = torchvision.models.get_model(name, weights=None, **kwargs).eval()
+    meta = torchvision.models.get_model_weights(name).DEFAULT.meta
+    published[name] = {"gmacs": meta["_ops"], "params": meta["num_params"], "source": "torchvision weights meta (_ops)"}
+    x = torch.randn(1, 3, 224, 224)
+    with tempfile.TemporaryDirectory() as tmp:
+        full = os.path.join(tmp, f"{name}.onnx")
+        torch.onnx.export(model, (x,), full, opset_version=17, dynamo=False,
+                          input_names=["input"], output_names=["logits"],
+                          dynamic_axes={"input": {0: "batch_size"}, "logits": {0: "batch_size"}})
+        info = strip_file(full, os.path.join(OUT, f"{name}.onnx"))
+    print(name, info)
+
+
+def export_gpt2(published: dict) -> None:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = GPT2Config(use_cache=False)
+    cfg._attn_implementation = "eager"
+    model = GPT2LMHeadModel(cfg).eval()
+    ids = torch.randint(0, cfg.vocab_size, (1, 128))
+    batch = torch.export.Dim("batch_size", min=1, max=1024)
+    seq = torch.export.Dim("sequence_length", min=2, max=1024)
+    with tempfile.TemporaryDirectory() as tmp:
+        full = os.path.join(tmp, "gpt2.onnx")
+        torch.onnx.export(model, (ids,), full, dynamo=True, input_names=["input_ids"],
+                          output_names=["logits"], dynamic_shapes={"input_ids": {0: batch, 1: seq}},
+                          external_data=False)
+        info = strip_file(full, os.path.join(OUT, "gpt2.onnx"))
+    n_params = sum(p.numel() for p in model.parameters())
+    published["gpt2"] = {"params": n_params, "source": "transformers GPT2Config() defaults"}
+    print("gpt2", info)
+
+
+def main() -> None:
+    os.makedirs(OUT, exist_ok=True)
+    published: dict = {}
+    for name, kw in VISION.items():
+        export_vision(name, kw, published)
+    export_gpt2(published)
+    with open(os.path.join(OUT, "published.json"), "w") as fh:
+        json.dump(published, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+
+
+if __name__ == "__main__":
+    main()
