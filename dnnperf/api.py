@@ -122,6 +122,7 @@ class Report:
     score: Score
     fused_layers: int = 0
     alt_latency_s: dict = field(default_factory=dict)  # fusion what-if: {"none": s, "typical": s}
+    model_fixes: list = field(default_factory=list)
 
     @property
     def hw(self) -> HardwareProfile:
@@ -245,6 +246,7 @@ def report_dict(report: Report, top: int | None = None) -> dict:
             "top_cause": report.top_cause,
             "fusion_whatif_latency_s": {k: _r(v) for k, v in sorted(report.alt_latency_s.items())},
         },
+        "model_fixes": report.model_fixes,
         "ranking": rank,
         "layers": layers,
         "unsupported_ops": _unsupported_summary(insp.unsupported),

@@ -909,6 +909,14 @@ def strip_file(src: str, dst: str) -> dict:
     model = parse_model(data, src)
     before = len(data)
     del data
+    removed = skeletonize_inplace(model)
+    out = model.SerializeToString()
+    atomic_write_bytes(dst, out)
+    return {"input_bytes": before, "output_bytes": len(out), "weight_bytes_removed": removed}
+
+
+def skeletonize_inplace(model) -> int:
+    """Clear every weight payload (keeping dims, dtype and small shape constants); return bytes removed."""
     removed = 0
     for init in _all_initializers(model.graph):
         if _is_shape_like(init):
@@ -923,9 +931,7 @@ def strip_file(src: str, dst: str) -> dict:
         init.data_location = 1
         e = init.external_data.add()
         e.key, e.value = "location", "__dnnperf_stripped__"
-    out = model.SerializeToString()
-    atomic_write_bytes(dst, out)
-    return {"input_bytes": before, "output_bytes": len(out), "weight_bytes_removed": removed}
+    return removed
 
 
 def _all_initializers(g):

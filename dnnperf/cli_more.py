@@ -1,0 +1,291 @@
+"""Commands for pipelines and shell scripts: compare, sweep, baseline, check."""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+from dnnperf.cli import (BatchOpt, DimOpt, Fmt, FmtOpt, Fusion, OutOpt, Precision, QuietOpt, ShapeOpt, _emit,
+                         _inspect_many, _models, _overrides, _run, app)
+from dnnperf.errors import DnnperfError
+
+
+def _parse_time(s: Optional[str]) -> Optional[float]:
+    if s is None:
+        return None
+    txt = s.strip().lower()
+    for suf, scale in (("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9), ("s", 1.0)):
+        if txt.endswith(suf):
+            try:
+                v = float(txt[: -len(suf)]) * scale
+            except ValueError:
+                break
+            if v > 0:
+                return v
+            break
+    raise DnnperfError(f"--max-latency expects a positive time like 5ms, 200us or 0.01s, got '{s}'")
+
+
+def _parse_list(s: str, what: str, conv=int) -> list:
+    out = []
+    for part in s.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            out.append(conv(part))
+        except ValueError:
+            raise DnnperfError(f"{what}: '{part}' is not valid") from None
+    if not out:
+        raise DnnperfError(f"{what}: empty list")
+    return out
+
+
+@app.command()
+def compare(
+    model: str = typer.Argument(..., help="ONNX model file."),
+    hw: List[str] = typer.Option(["all"], "--hw", help="Profiles: comma list, repeatable, or 'all'."),
+    batch: Optional[int] = BatchOpt,
+    input_shape: Optional[List[str]] = ShapeOpt,
+    dim: Optional[List[str]] = DimOpt,
+    precision: Optional[Precision] = typer.Option(None, "--precision", "-p"),
+    fusion: Fusion = typer.Option(Fusion.none, "--fusion"),
+    sort: str = typer.Option("latency", "--sort", help="latency|throughput|peak|fraction|cost|name"),
+    max_latency: Optional[str] = typer.Option(None, "--max-latency", help="Requirement, e.g. 5ms: rank the targets that meet it."),
+    min_throughput: Optional[float] = typer.Option(None, "--min-throughput", help="Requirement in inferences/s."),
+    fmt: Fmt = FmtOpt,
+    output: Optional[str] = OutOpt,
+):
+    """One row per hardware target (model parsed once): latency, throughput, achieved vs peak TOP/s,
+    cost per million inferences, top cause and top bottleneck layer."""
+
+    def body():
+        from dnnperf.analysis import Settings
+        from dnnperf.api import inspect_model
+        from dnnperf.gate import compare as run_compare
+        from dnnperf.hardware import load_profiles
+        from dnnperf.render import csvfmt, markdown, table, to_json
+        from dnnperf.render import units as u
+
+        if min_throughput is not None and not min_throughput > 0:
+            raise DnnperfError("--min-throughput must be > 0")
+        profiles = load_profiles(hw)
+        insp = inspect_model(model, _overrides(batch, input_shape, dim))
+        settings = Settings(batch, precision.value if precision else None, fusion.value, False)
+        d = run_compare(insp, profiles, settings, sort, _parse_time(max_latency), min_throughput)
+        if fmt == Fmt.json:
+            _emit(to_json(d), output)
+            return
+        if fmt == Fmt.csv:
+            _emit(csvfmt.table(d["rows"], list(d["rows"][0])), output)
+            return
+        hdr = ["hardware", "latency", "throughput/s", "achieved TOP/s", "% of peak", "lanes busy", "$/1M inf",
+               "top cause", "top bottleneck"]
+        rows = [[r["hardware"], u.t(r["latency_s"]), f"{r['throughput_per_s']:.4g}",
+                 f"{r['achieved_tops']:.3g} / {r['peak_tops']:g}", u.pct(r["fraction_of_peak"]),
+                 u.pct(r["mean_occupancy"]),
+                 "-" if r["cost_per_million_usd"] is None else f"{r['cost_per_million_usd']:.3g}",
+                 r["top_cause"] + ("" if r["meets_requirement"] else " (misses)"), r["top_layer"] or "-"] for r in d["rows"]]
+        title = f"{d['model']} across {len(rows)} targets (batch {insp.batch})"
+        rec = d.get("recommendation")
+        if fmt == Fmt.md or output:
+            text = markdown.table(hdr, rows, title)
+            if rec:
+                text += f"\nRecommended: **{rec['chosen']}** ({rec.get('basis', '')}). {rec.get('note', '')}\n"
+            _emit(text, output)
+        else:
+            con = table.console()
+            table.simple(con, title, hdr, rows)
+            if rec:
+                con.print(f"recommended: {rec['chosen']} ({rec.get('basis', '')}). {rec.get('note', '')}", markup=False)
+                for m in rec["misses"]:
+                    con.print(f"  misses: {m['hardware']} {u.t(m['latency_s'])} (limited by {m['top_cause']})", markup=False)
+
+    _run(body)
+
+
+@app.command()
+def sweep(
+    model: str = typer.Argument(..., help="ONNX model file."),
+    hw: str = typer.Option("v100", "--hw", help="One profile name or YAML path."),
+    batch: str = typer.Option("1,2,4,8,16,32,64,128,256", "--batch", "-b", help="Comma list of batch sizes."),
+    precision: str = typer.Option("model", "--precision", "-p", help="Comma list: model,fp32,fp16,bf16,int8..."),
+    input_shape: Optional[List[str]] = ShapeOpt,
+    dim: Optional[List[str]] = DimOpt,
+    fusion: Fusion = typer.Option(Fusion.none, "--fusion"),
+    fmt: Fmt = FmtOpt,
+    output: Optional[str] = OutOpt,
+):
+    """Latency, throughput, lane occupancy and % of peak per batch size (and precision), and the batch
+    where starvation stops being the limiting cause."""
+
+    def body():
+        from dnnperf.gate import ModelSource, sweep as run_sweep
+        from dnnperf.hardware import PRECISIONS, load_profile
+        from dnnperf.render import csvfmt, markdown, table, to_json
+        from dnnperf.render import units as u
+
+        batches = _parse_list(batch, "--batch")
+        if any(b < 1 for b in batches):
+            raise DnnperfError("--batch values must be >= 1")
+        precs = _parse_list(precision, "--precision", str)
+        for p in precs:
+            if p != "model" and p not in PRECISIONS:
+                raise DnnperfError(f"--precision: unknown '{p}' (use model or {', '.join(PRECISIONS)})")
+        profile = load_profile(hw)
+        ov = _overrides(None, input_shape, dim)
+        d = run_sweep(ModelSource(model), ov, profile, batches, [None if p == "model" else p for p in precs], fusion.value)
+        if fmt == Fmt.json:
+            _emit(to_json(d), output)
+            return
+        if fmt == Fmt.csv:
+            _emit(csvfmt.table(d["rows"], list(d["rows"][0])), output)
+            return
+        hdr = ["precision", "batch", "latency", "throughput/s", "lanes busy", "TOP/s", "% of peak", "top cause"]
+        rows = [[r["precision"], r["batch"], u.t(r["latency_s"]), f"{r['throughput_per_s']:.4g}", u.pct(r["mean_occupancy"]),
+                 f"{r['achieved_tops']:.3g}", u.pct(r["fraction_of_peak"]), r["top_cause"]] for r in d["rows"]]
+        stops = "; ".join(f"{p}: {'batch ' + str(b) if b else 'not within the swept range'}"
+                          for p, b in d["starvation_ends_at_batch"].items())
+        title = f"{d['model']} on {d['hardware']}: batch sweep"
+        if fmt == Fmt.md or output:
+            _emit(markdown.table(hdr, rows, title) + f"\nStarvation stops being the limiting cause at: {stops}\n", output)
+        else:
+            con = table.console()
+            table.simple(con, title, hdr, rows)
+            con.print(f"starvation stops being the limiting cause at: {stops}", markup=False)
+
+    _run(body)
+
+
+def _collect(models, hw, batch, input_shape, dim, precision, fusion, quiet):
+    from dnnperf.analysis import Settings
+    from dnnperf.hardware import load_profiles
+
+    ov = _overrides(batch, input_shape, dim)
+    profiles = load_profiles(hw)
+    insps = _inspect_many(_models(models), ov, quiet)
+    settings = Settings(batch, precision.value if precision else None, fusion.value, False)
+    return [(m, i, p, settings, list(ov.dims)) for m, i in zip(models, insps) for p in profiles]
+
+
+@app.command()
+def baseline(
+    models: List[str] = typer.Argument(..., help="ONNX model files to record."),
+    hw: List[str] = typer.Option(["v100"], "--hw", help="Profiles (repeatable, comma lists)."),
+    batch: Optional[int] = BatchOpt,
+    input_shape: Optional[List[str]] = ShapeOpt,
+    dim: Optional[List[str]] = DimOpt,
+    precision: Optional[Precision] = typer.Option(None, "--precision", "-p"),
+    fusion: Fusion = typer.Option(Fusion.none, "--fusion"),
+    output: str = typer.Option("dnnperf-baseline.json", "--output", "-o", help="Baseline file (written atomically)."),
+    quiet: bool = QuietOpt,
+):
+    """Record estimated latency per model x profile x settings, with per-layer figures, for `check`."""
+
+    def body():
+        from dnnperf.gate import make_baseline
+        from dnnperf.render import to_json
+
+        data = make_baseline(_collect(models, hw, batch, input_shape, dim, precision, fusion, quiet))
+        _emit(to_json(data), output)
+        if not quiet:
+            sys.stderr.write(f"wrote {output}: {len(data['entries'])} entries\n")
+
+    _run(body)
+
+
+@app.command()
+def check(
+    models: List[str] = typer.Argument(..., help="The models recorded in the baseline (matched by file name)."),
+    baseline_path: str = typer.Option("dnnperf-baseline.json", "--baseline", help="Baseline JSON from `dnnperf baseline`."),
+    max_regression: str = typer.Option("5%", "--max-regression", help="Tolerance: 5% or 0.05."),
+    update: bool = typer.Option(False, "--update", help="Rewrite the baseline with the new estimates (exit 0)."),
+    fmt: Fmt = FmtOpt,
+    summary_file: Optional[str] = typer.Option(None, "--summary-file", help="Append a Markdown summary (e.g. $GITHUB_STEP_SUMMARY)."),
+    quiet: bool = QuietOpt,
+):
+    """CI gate: exit 0 when no estimate got slower than the tolerance, 1 when one did, 2 on bad input."""
+
+    def body():
+        from dnnperf.api import inspect_model
+        from dnnperf.gate import check as run_check, make_baseline, read_baseline
+        from dnnperf.graph import ShapeOverrides, atomic_write_bytes
+        from dnnperf.hardware import load_profile
+        from dnnperf.render import to_json
+        from dnnperf.render import units as u
+
+        tol = _tolerance(max_regression)
+        base = read_baseline(baseline_path)
+
+        def insp_fn(path, settings, dims):
+            return inspect_model(path, ShapeOverrides(batch=settings.batch, dims=tuple(dims)))
+
+        res = run_check(base, _models(models), tol, insp_fn)
+        if update:
+            items = []
+            by = {m.split("/")[-1]: m for m in models}
+            from dnnperf.analysis import Settings
+
+            for e in base["entries"]:
+                s = e["settings"]
+                st = Settings(s.get("batch"), None if s.get("precision") in (None, "model") else s["precision"],
+                              s.get("fusion", "none"), bool(s.get("overlap_input", False)))
+                dims = [tuple(x) for x in s.get("dims", [])]
+                items.append((by[e["model"]], insp_fn(by[e["model"]], st, dims), load_profile(e["hardware"]), st, dims))
+            atomic_write_bytes(baseline_path, to_json(make_baseline(items)).encode())
+            if not quiet:
+                sys.stderr.write(f"updated {baseline_path}\n")
+        md = _check_md(res)
+        if summary_file:
+            try:
+                with open(summary_file, "a", encoding="utf-8") as fh:
+                    fh.write(md)
+            except OSError as exc:
+                raise DnnperfError(f"cannot append to --summary-file '{summary_file}': {exc.strerror}") from None
+        if fmt == Fmt.json:
+            _emit(to_json(res), None)
+        elif fmt == Fmt.md:
+            _emit(md, None)
+        else:
+            for r in res["results"]:
+                line = (f"{r['status'].upper():<6} {r['model']} on {r['hardware']}: {u.t(r['old_latency_s'])} -> "
+                        f"{u.t(r['new_latency_s'])} ({'+' if (r['change'] or 0) >= 0 else ''}{(r['change'] or 0) * 100:.1f}%)")
+                sys.stdout.write(line + "\n")
+                for n in r["layers"][:10]:
+                    sys.stdout.write(f"    {n['change']:<7} {n['layer']} ({n['op_type']}): {u.t(n['old_s'])} -> "
+                                     f"{u.t(n['new_s'])}, cause {n['cause']}\n")
+            sys.stdout.write(("PASSED" if res["passed"] else "FAILED") + f" (tolerance {tol * 100:g}%)\n")
+        if not res["passed"] and not update:
+            raise typer.Exit(1)
+
+    _run(body)
+
+
+def _tolerance(s: str) -> float:
+    txt = s.strip()
+    try:
+        v = float(txt[:-1]) / 100 if txt.endswith("%") else float(txt)
+    except ValueError:
+        raise DnnperfError(f"--max-regression expects 5% or 0.05, got '{s}'") from None
+    if not (0 <= v < 100):
+        raise DnnperfError(f"--max-regression must be between 0% and 10000%, got '{s}'")
+    return v
+
+
+def _check_md(res: dict) -> str:
+    from dnnperf.render import units as u
+
+    lines = [f"### dnnperf latency gate: {'passed' if res['passed'] else 'FAILED'} "
+             f"(tolerance {res['tolerance'] * 100:g}%)\n", "| model | hardware | baseline | now | change | status |",
+             "|---|---|---|---|---|---|"]
+    for r in res["results"]:
+        ch = "n/a" if r["change"] is None else f"{r['change'] * 100:+.1f}%"
+        lines.append(f"| {r['model']} | {r['hardware']} | {u.t(r['old_latency_s'])} | {u.t(r['new_latency_s'])} | {ch} | {r['status']} |")
+    for r in res["results"]:
+        if r["status"] == "slower" and r["layers"]:
+            lines.append(f"\nLayers behind the regression of {r['model']} on {r['hardware']}:\n")
+            for n in r["layers"][:10]:
+                lines.append(f"- `{n['layer']}` ({n['op_type']}) {n['change']}: {u.t(n['old_s'])} -> {u.t(n['new_s'])}, cause `{n['cause']}`")
+    return "\n".join(lines) + "\n\n"

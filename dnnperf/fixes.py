@@ -1,0 +1,318 @@
+"""Match the solution catalogue (data/fixes.yaml) to scored layers and make each fix concrete.
+
+Each concretiser is a small function ``(cost, ctx) -> (text, saving_s) | None``: it computes the
+numbers for this layer on this profile (what batch fills the lanes, which channel count fits the
+tile, what precision moves the layer onto the fast unit...). A fix without numbers falls back to
+the catalogue's summary.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from functools import lru_cache
+from math import ceil
+
+from dnnperf import rules
+from dnnperf.analysis import LayerCost, score_layer, with_precision
+from dnnperf.workload import Gemm
+
+
+@lru_cache(maxsize=1)
+def catalogue() -> dict[str, dict]:
+    from dnnperf.hardware import safe_yaml
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "fixes.yaml")
+    with open(path, encoding="utf-8") as fh:
+        items = safe_yaml(fh.read(), "fix catalogue")
+    return {it["id"]: it for it in items}
+
+
+def fmt_time(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    if s >= 1e-6:
+        return f"{s * 1e6:.3g} us"
+    return f"{s * 1e9:.3g} ns"
+
+
+def fmt_bytes(b: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if b >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{int(b)} B"
+
+
+class Ctx:
+    def __init__(self, report):
+        self.report = report
+        self.hw = report.score.hw
+        self.settings = report.score.settings
+
+
+# -- concretisers ---------------------------------------------------------------------------
+
+
+def _raise_intensity(c: LayerCost, x: Ctx):
+    w = c.layer.workload
+    ridge = x.hw.ridge_point(c.precision)
+    if not ridge or w.intensity >= ridge:
+        return None
+    return (f"{w.intensity:.1f} ops/byte against a ridge point of {ridge:.0f} ops/byte ({c.precision} on {x.hw.name}): "
+            f"memory traffic, not math, sets this layer's {fmt_time(c.time_s)}", None)
+
+
+def _layer_fusion(c: LayerCost, x: Ctx):
+    l = c.layer
+    if x.settings.fusion == "none" and l.fusable_into:
+        save = l.saved_bytes_if_fused / x.hw.dram_bps + c.t_launch
+        save = min(save, c.time_s)
+        return (f"fuse {l.op_type} into '{l.fusable_into}': saves 1 launch and {fmt_bytes(l.saved_bytes_if_fused)} "
+                f"of DRAM traffic (~{fmt_time(save)})", save)
+    if len(l.nodes) > 1:
+        return None
+    if l.workload.family in ("elementwise", "norm", "softmax", "cast", "movement"):
+        return (f"fold this {l.op_type} into a neighbouring kernel: its {fmt_bytes(l.workload.bytes_total)} round trip "
+                f"and launch ({fmt_time(c.time_s)}) would disappear", c.time_s)
+    return None
+
+
+def _more_bandwidth(c: LayerCost, x: Ctx):
+    if c.t_memory <= c.t_compute:
+        return None
+    new = max(c.t_compute, c.t_memory / 2) + c.t_launch
+    return (f"with 2x the {x.hw.dram_gbs:g} GB/s this layer would take {fmt_time(new)} instead of {fmt_time(c.time_s)}",
+            c.time_s - new)
+
+
+def _bigger_batch(c: LayerCost, x: Ctx):
+    w = c.layer.workload
+    b = x.settings.batch or 1
+    if c.occupancy >= 1:
+        return None
+    need = rules.lanes_needed_batch(w.parallel_work, b, x.hw.lanes)
+    target = max(b * 8, 8) if need > b * 8 else need
+    per = max(w.parallel_work // b, 1)
+    occ_t = rules.occupancy(per * target, x.hw.lanes)
+    return (f"batch {b} -> {target} raises lane occupancy from {c.occupancy:.1%} to {occ_t:.1%}"
+            + (f"; all {x.hw.lanes:,} lanes busy from batch {need}" if need != target else ""), None)
+
+
+def _shallower_wider(c: LayerCost, x: Ctx):
+    w = c.layer.workload
+    if c.occupancy >= 1:
+        return None
+    return (f"{w.parallel_work:,} parallel outputs for {x.hw.lanes:,} lanes: a layer twice as wide keeps "
+            f"{rules.occupancy(2 * w.parallel_work, x.hw.lanes):.1%} of them busy at the same latency", None)
+
+
+def _downgrade(c: LayerCost, x: Ctx):
+    occ = x.report.score.totals["mean_occupancy"]
+    if occ >= 0.5:
+        return None
+    return (f"the model keeps {occ:.0%} of {x.hw.name}'s lanes busy on average: `dnnperf compare --hw all` "
+            "shows cheaper targets with similar latency", None)
+
+
+def _use_specialized_units(c: LayerCost, x: Ctx):
+    w = c.layer.workload
+    if not w.is_matrix:
+        return None
+    matrix_units = [u for u in x.hw.units if "matrix" in u.serves and "vector" not in u.serves]
+    if not matrix_units or any(u.name == c.unit for u in matrix_units):
+        return None
+    best = None
+    for u in matrix_units:
+        for p in u.peak_tops:
+            if p in ("fp64",):
+                continue
+            layer2 = replace(c.layer, workload=with_precision(w, p))
+            c2 = score_layer(layer2, x.hw, p)
+            if c2.unit == u.name and (best is None or c2.time_s < best[1].time_s):
+                best = (p, c2)
+    if best is None:
+        return None
+    p, c2 = best
+    if c2.time_s >= c.time_s:
+        return None
+    return (f"{c.precision} -> {p} moves this {c.layer.op_type} onto {c2.unit}: {fmt_time(c.time_s)} -> "
+            f"{fmt_time(c2.time_s)}", c.time_s - c2.time_s)
+
+
+def _fit_the_tile(c: LayerCost, x: Ctx):
+    w = c.layer.workload
+    g = w.gemm
+    if g is None or not w.is_matrix:
+        return None
+    unit = next((u for u in x.hw.units if u.name == c.unit), None)
+    # alignment: the fast unit refused the layer
+    for u in x.hw.units:
+        a = u.alignment.get(c.precision)
+        if a and u.name != c.unit and not rules.aligned(g, a):
+            n2 = ceil(g.n / a) * a
+            return _retry(c, x, replace(g, n=n2),
+                          f"output channels {g.n} -> {n2} (a multiple of {a}) lets {u.name} take this layer")
+    if unit is None or c.tile_efficiency >= 0.95:
+        return None
+    tile = unit.tile.get(c.precision)
+    if tile is None:
+        return None
+    tn = tile[1]
+    if tn > 1 and g.n % tn:
+        up = ceil(g.n / tn) * tn
+        down = (g.n // tn) * tn
+        parts = [f"output channels {g.n} fill {rules.dim_fit(g.n, tn):.0%} of the {tn}-wide tile"]
+        alt = _retry(c, x, replace(g, n=up), f"{g.n} -> {up} costs +{(up / g.n - 1):.0%} MACs")
+        if alt:
+            parts.append(alt[0])
+        if down > 0:
+            alt2 = _retry(c, x, replace(g, n=down), f"{g.n} -> {down} saves {(1 - down / g.n):.0%} MACs")
+            if alt2:
+                parts.append(alt2[0])
+        return ("; ".join(parts), None)
+    tk = tile[2]
+    if tk > 1 and g.k % tk:
+        return (f"reduction depth {g.k} fills {rules.dim_fit(g.k, tk):.0%} of the {tk}-deep tile: "
+                f"{ceil(g.k / tk) * tk} would waste nothing", None)
+    return None
+
+
+def _retry(c: LayerCost, x: Ctx, g2: Gemm, label: str):
+    w = c.layer.workload
+    scale = g2.macs / max(w.gemm.macs, 1)
+    w2 = replace(w, gemm=g2, macs=int(w.macs * scale), bytes_written=int(w.bytes_written * g2.n / max(w.gemm.n, 1)),
+                 parallel_work=int(w.parallel_work * g2.n / max(w.gemm.n, 1)))
+    c2 = score_layer(replace(c.layer, workload=w2), x.hw, x.settings.precision)
+    delta = c2.time_s - c.time_s
+    sign = "+" if delta >= 0 else "-"
+    return (f"{label}: {sign}{fmt_time(abs(delta))} ({fmt_time(c.time_s)} -> {fmt_time(c2.time_s)})", -delta)
+
+
+def _nas(c: LayerCost, x: Ctx):
+    return (f"`dnnperf lut --hw {x.hw.name} --from MODEL` writes this target's per-layer latency table", None)
+
+
+def _replace_slow(c: LayerCost, x: Ctx):
+    return (f"{c.layer.op_type} has no fast kernel here ({x.hw.unoptimized_efficiency:.0%} of peak, no overlap): "
+            f"{fmt_time(c.losses['unoptimized'] + c.losses['overlap'])} lost", c.losses["unoptimized"])
+
+
+def _cooling(c: LayerCost, x: Ctx):
+    return (f"sustained clock at {x.hw.sustained_clock_fraction:.0%} of boost costs this layer "
+            f"{fmt_time(c.losses['thermal'])}", c.losses["thermal"])
+
+
+def _use_all_units(c: LayerCost, x: Ctx):
+    fb = x.hw.fallback.name if x.hw.fallback else "the fallback unit"
+    return (f"{c.layer.op_type} ({c.layer.workload.family}) is not run by the accelerator: it falls back to {fb} "
+            f"and pays {fmt_time(c.losses['heterogeneity'])} extra", c.losses["heterogeneity"])
+
+
+def _fewer_launches(c: LayerCost, x: Ctx):
+    return (f"{c.layer.workload.launches} launch x {x.hw.launch_overhead_us:g} us = {fmt_time(c.t_launch)} against "
+            f"{fmt_time(c.time_s - c.t_launch)} of work", c.t_launch)
+
+
+def _software_pipelining(c: LayerCost, x: Ctx):
+    if c.losses["overlap"] <= 0:
+        return None
+    return (f"memory and math run back to back here: overlapping them saves up to {fmt_time(c.losses['overlap'])}",
+            c.losses["overlap"])
+
+
+CONCRETE = {
+    "raise_intensity": _raise_intensity,
+    "layer_fusion": _layer_fusion,
+    "more_bandwidth": _more_bandwidth,
+    "bigger_batch": _bigger_batch,
+    "shallower_wider": _shallower_wider,
+    "downgrade_hardware": _downgrade,
+    "use_specialized_units": _use_specialized_units,
+    "fit_the_tile": _fit_the_tile,
+    "nas_lookup_table": _nas,
+    "replace_slow_op": _replace_slow,
+    "software_pipelining": _software_pipelining,
+    "cooling": _cooling,
+    "use_all_units": _use_all_units,
+    "fewer_launches": _fewer_launches,
+}
+
+
+def fixes_for(c: LayerCost, x: Ctx, limit: int = 3) -> list[dict]:
+    """Concrete fixes for one layer: its cause first, then any other loss above 10% of its time."""
+    cat = catalogue()
+    causes = [c.cause] + [k for k, v in sorted(c.losses.items(), key=lambda kv: (-kv[1], kv[0]))
+                          if v > 0.1 * c.time_s and k != c.cause]
+    out: list[dict] = []
+    seen = set()
+    for cause in causes:
+        for fid, entry in cat.items():
+            if cause not in entry["causes"] or fid in seen:
+                continue
+            fn = CONCRETE.get(fid)
+            res = fn(c, x) if fn else None
+            if fn is not None and res is None:
+                continue
+            text, saving = res if res else (entry["summary"], None)
+            seen.add(fid)
+            out.append({"id": fid, "cause": cause, "problem": entry["problem"], "difficulty": entry["difficulty"],
+                        "text": text, "saving_s": None if saving is None else float(f"{max(saving, 0.0):.6g}")})
+            if len(out) >= limit:
+                return out
+    return out
+
+
+def attach_fixes(report) -> None:
+    x = Ctx(report)
+    for c in report.score.layers:
+        if c.time_s > 0 and c.cause != "compute":
+            c.fixes = fixes_for(c, x)
+    report.model_fixes = model_fixes(report)
+
+
+def model_fixes(report) -> list[dict]:
+    """Whole-model suggestions: input transfer, prefetching, fusion and launch totals."""
+    cat = catalogue()
+    sc = report.score
+    hw = sc.hw
+    out = []
+    t_in = sc.input_transfer_s
+    insp = report.inspection
+    if t_in > 0 and t_in > 0.02 * sc.totals["latency_s"]:
+        dtypes = sorted({insp.graph.tensors[n].dtype for n in insp.graph.inputs if n in insp.graph.tensors})
+        small = insp.input_bytes // 4 if "float32" in dtypes else insp.input_bytes // 2
+        out.append(_entry(cat, "compress_inputs", "input_io",
+                          f"input is {fmt_bytes(insp.input_bytes)} {'/'.join(dtypes)} over {hw.host_link_gbs:g} GB/s "
+                          f"= {fmt_time(t_in)}: send uint8 ({fmt_bytes(small)}, {fmt_time(t_in * small / insp.input_bytes)}) "
+                          "and decode on the device", t_in * (1 - small / insp.input_bytes)))
+        if not sc.settings.overlap_input:
+            out.append(_entry(cat, "prefetch", "overlap",
+                              f"prefetching the next input hides {fmt_time(min(t_in, sc.totals['latency_s'] - t_in))} "
+                              "of transfer behind compute (try --overlap-input)", min(t_in, sc.totals["latency_s"] - t_in)))
+    alt = report.alt_latency_s
+    if sc.settings.fusion == "none" and alt.get("typical", 0) < alt.get("none", 0) * 0.97:
+        saved = alt["none"] - alt["typical"]
+        out.append(_entry(cat, "layer_fusion", "memory",
+                          f"typical runtime fusion (Conv+BN+activation, MatMul+bias+activation, elementwise chains) "
+                          f"takes {fmt_time(alt['none'])} -> {fmt_time(alt['typical'])} (--fusion typical)", saved))
+    launches = sc.losses.get("launch_overhead", 0.0)
+    if launches > 0.2 * sc.totals["latency_s"]:
+        out.append(_entry(cat, "fewer_launches", "launch_overhead",
+                          f"{sc.totals['launches']} kernel launches x {hw.launch_overhead_us:g} us = {fmt_time(launches)} "
+                          f"({launches / sc.totals['latency_s']:.0%} of the estimate): capture a CUDA graph or use a fusing runtime",
+                          launches))
+    occ = sc.totals["mean_occupancy"]
+    if occ < 0.5:
+        b = sc.settings.batch or 1
+        out.append(_entry(cat, "bigger_batch", "parallelism",
+                          f"at batch {b} the layers keep {occ:.0%} of {hw.lanes:,} lanes busy on average "
+                          "(time-weighted): `dnnperf sweep --batch 1,2,4,...` shows where starvation stops", None))
+    return out
+
+
+def _entry(cat, fid, cause, text, saving):
+    e = cat[fid]
+    return {"id": fid, "cause": cause, "problem": e["problem"], "difficulty": e["difficulty"], "text": text,
+            "saving_s": None if saving is None else float(f"{max(saving, 0.0):.6g}")}

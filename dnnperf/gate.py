@@ -1,0 +1,251 @@
+"""Non-interactive uses: compare targets, sweep batch/precision, and the CI regression gate.
+
+All functions return plain data (dicts/lists); the CLI renders them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from dnnperf.analysis import Settings
+from dnnperf.api import Inspection, analyze, inspect_graph, ranked, report_dict
+from dnnperf.errors import DnnperfError
+from dnnperf.graph import ShapeOverrides, graph_from_model, parse_model, read_model_bytes, skeletonize_inplace
+from dnnperf.hardware import HardwareProfile, load_profile
+
+BASELINE_SCHEMA = "dnnperf-baseline/1"
+
+
+class ModelSource:
+    """A model parsed once and reduced to its skeleton; each sweep point re-resolves shapes on a
+    copy of the (small) skeleton instead of re-reading the file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        model = parse_model(read_model_bytes(path), path)
+        skeletonize_inplace(model)
+        self._skeleton = model.SerializeToString()
+
+    def inspect(self, ov: ShapeOverrides) -> Inspection:
+        return inspect_graph(graph_from_model(parse_model(self._skeleton, self.path), ov, self.path), self.path)
+
+
+def cost_per_million(hw: HardwareProfile, latency_s: float, batch: int) -> float | None:
+    """USD per million inferences at the profile's hourly price, one batch at a time."""
+    if hw.price_per_hour is None or latency_s <= 0:
+        return None
+    return hw.price_per_hour / 3600.0 * latency_s / max(batch, 1) * 1e6
+
+
+def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Settings, sort: str = "latency",
+            max_latency_s: float | None = None, min_throughput: float | None = None) -> dict:
+    rows = []
+    for hw in profiles:
+        rep = analyze(insp, hw, settings)
+        t = rep.score.totals
+        top = ranked(rep, 1)
+        b = rep.score.settings.batch or 1
+        meets = (max_latency_s is None or t["latency_s"] <= max_latency_s) and (
+            min_throughput is None or t["throughput_per_s"] >= min_throughput)
+        rows.append({
+            "hardware": hw.name, "title": hw.title, "latency_s": _r(t["latency_s"]),
+            "throughput_per_s": _r(t["throughput_per_s"]), "achieved_tops": _r(t["achieved_tops"]),
+            "peak_tops": hw.headline_tops, "fraction_of_peak": _r(t["fraction_of_peak"]),
+            "mean_occupancy": _r(t["mean_occupancy"]), "top_cause": rep.top_cause,
+            "top_layer": top[0].name if top else None, "top_layer_cause": top[0].cause if top else None,
+            "price_per_hour": hw.price_per_hour, "cost_per_million_usd": _r(cost_per_million(hw, t["latency_s"], b)),
+            "meets_requirement": meets,
+        })
+    keys = {
+        "latency": lambda r: (r["latency_s"], r["hardware"]),
+        "throughput": lambda r: (-r["throughput_per_s"], r["hardware"]),
+        "peak": lambda r: (-r["peak_tops"], r["hardware"]),
+        "fraction": lambda r: (-r["fraction_of_peak"], r["hardware"]),
+        "cost": lambda r: (r["cost_per_million_usd"] is None, r["cost_per_million_usd"] or 0, r["hardware"]),
+        "name": lambda r: r["hardware"],
+    }
+    if sort not in keys:
+        raise DnnperfError(f"--sort must be one of {', '.join(keys)}, got '{sort}'")
+    rows.sort(key=keys[sort])
+    out = {"schema_version": "dnnperf-compare/1", "model": insp.model_name, "settings": settings.as_dict(),
+           "sort": sort, "rows": rows}
+    if max_latency_s is not None or min_throughput is not None:
+        out["requirement"] = {"max_latency_s": max_latency_s, "min_throughput_per_s": min_throughput}
+        out["recommendation"] = recommend(rows)
+    return out
+
+
+def recommend(rows: list[dict]) -> dict:
+    """Cheapest target meeting the requirement (by cost, else by lowest quoted peak), why the others
+    miss, and cheaper near-equivalents when the chosen target is starved."""
+    ok = [r for r in rows if r["meets_requirement"]]
+    miss = [{"hardware": r["hardware"], "latency_s": r["latency_s"], "top_cause": r["top_cause"]}
+            for r in rows if not r["meets_requirement"]]
+    if not ok:
+        return {"chosen": None, "misses": miss, "note": "no target meets the requirement"}
+    priced = [r for r in ok if r["cost_per_million_usd"] is not None]
+    if priced:
+        chosen = min(priced, key=lambda r: (r["cost_per_million_usd"], r["hardware"]))
+        basis = "cost per million inferences"
+    else:
+        chosen = min(ok, key=lambda r: (r["peak_tops"], r["hardware"]))
+        basis = "lowest quoted peak (no prices)"
+    note = ""
+    if chosen["mean_occupancy"] < 0.5 or chosen["fraction_of_peak"] < 0.1:
+        near = [r["hardware"] for r in ok if r is not chosen and r["latency_s"] <= chosen["latency_s"] * 1.1
+                and r["peak_tops"] < chosen["peak_tops"]]
+        note = (f"{chosen['hardware']} keeps {chosen['mean_occupancy']:.0%} of its lanes busy and reaches "
+                f"{chosen['fraction_of_peak']:.1%} of peak")
+        if near:
+            note += f"; smaller targets within 10% of its latency: {', '.join(near)}"
+    return {"chosen": chosen["hardware"], "basis": basis, "misses": miss, "note": note}
+
+
+def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: list[int],
+          precisions: list[str | None], fusion: str = "none") -> dict:
+    rows = []
+    for prec in precisions:
+        for b in batches:
+            insp = src.inspect(ShapeOverrides(batch=b, input_shapes=ov.input_shapes, dims=ov.dims))
+            rep = analyze(insp, hw, Settings(b, prec, fusion, False), with_fixes=False)
+            t = rep.score.totals
+            starved = sum(c.time_s for c in rep.score.layers if c.cause == "parallelism")
+            rows.append({
+                "batch": b, "precision": prec or "model", "latency_s": _r(t["latency_s"]),
+                "throughput_per_s": _r(t["throughput_per_s"]), "mean_occupancy": _r(t["mean_occupancy"]),
+                "achieved_tops": _r(t["achieved_tops"]), "fraction_of_peak": _r(t["fraction_of_peak"]),
+                "top_cause": rep.top_cause, "starved_share": _r(starved / t["latency_s"] if t["latency_s"] else 0.0),
+            })
+    stop = {}
+    for prec in precisions:
+        pts = [r for r in rows if r["precision"] == (prec or "model")]
+        first = next((r["batch"] for r in pts if r["top_cause"] != "parallelism" and r["starved_share"] < 0.5), None)
+        stop[prec or "model"] = first
+    return {"schema_version": "dnnperf-sweep/1", "model": os.path.basename(src.path), "hardware": hw.name,
+            "rows": rows, "starvation_ends_at_batch": stop}
+
+
+# --------------------------------------------------------------------------------------------
+# CI gate
+
+
+@dataclass
+class Entry:
+    model: str
+    hw: str
+    settings: dict
+
+
+def make_baseline(items: list[tuple[str, Inspection, HardwareProfile, Settings, list]]) -> dict:
+    entries = []
+    for model_path, insp, hw, settings, dims in items:
+        rep = analyze(insp, hw, settings, with_fixes=False)
+        d = report_dict(rep)
+        entries.append({
+            "model": model_key(model_path),
+            "hardware": hw.name if not hw.path or _is_shipped(hw) else hw.path,
+            "settings": {**d["settings"], "dims": [list(x) for x in dims]},
+            "latency_s": d["totals"]["latency_s"],
+            "macs": d["totals"]["macs"],
+            "bytes": d["totals"]["bytes"],
+            "layers": {l["name"]: {"op_type": l["op_type"], "latency_s": l["latency_s"], "cause": l["cause"],
+                                   "macs": l["macs"]} for l in d["layers"]},
+        })
+    entries.sort(key=lambda e: (e["model"], e["hardware"]))
+    return {"schema_version": BASELINE_SCHEMA, "entries": entries}
+
+
+def _is_shipped(hw: HardwareProfile) -> bool:
+    from dnnperf.hardware import profiles_dir
+
+    return os.path.dirname(os.path.abspath(hw.path)) == os.path.abspath(profiles_dir())
+
+
+def model_key(path: str) -> str:
+    return os.path.basename(path)
+
+
+def read_baseline(path: str) -> dict:
+    if not os.path.exists(path):
+        raise DnnperfError(f"baseline not found: '{path}' — create it with `dnnperf baseline MODEL --hw NAME -o {path}`")
+    if os.path.isdir(path):
+        raise DnnperfError(f"baseline path '{path}' is a directory — pass the JSON file")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DnnperfError(f"baseline '{path}' is not valid JSON ({exc.__class__.__name__}) — regenerate it with `dnnperf baseline`") from None
+    if not isinstance(data, dict) or data.get("schema_version") != BASELINE_SCHEMA:
+        got = data.get("schema_version") if isinstance(data, dict) else type(data).__name__
+        raise DnnperfError(f"baseline '{path}' has schema {got!r}, expected '{BASELINE_SCHEMA}' — regenerate it with `dnnperf baseline`")
+    entries = data.get("entries")
+    if not isinstance(entries, list) or not entries:
+        raise DnnperfError(f"baseline '{path}' has no entries — regenerate it with `dnnperf baseline`")
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or not all(k in e for k in ("model", "hardware", "settings", "latency_s", "layers")):
+            raise DnnperfError(f"baseline '{path}' entry {i} is missing fields (model, hardware, settings, latency_s, layers)")
+        lat = e["latency_s"]
+        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not lat >= 0:
+            raise DnnperfError(f"baseline '{path}' entry {i}: latency_s must be a number >= 0")
+        if not isinstance(e["layers"], dict) or not isinstance(e["settings"], dict):
+            raise DnnperfError(f"baseline '{path}' entry {i}: layers and settings must be objects")
+    return data
+
+
+def check(baseline: dict, models: list[str], tolerance: float, inspect_fn) -> dict:
+    """Compare fresh estimates against the baseline. ``inspect_fn(path, settings) -> Inspection``."""
+    by_key = {}
+    for m in models:
+        k = model_key(m)
+        if k in by_key and by_key[k] != m:
+            raise DnnperfError(f"two models share the file name '{k}': baselines key models by file name")
+        by_key[k] = m
+    results = []
+    failed = False
+    for e in baseline["entries"]:
+        path = by_key.get(e["model"])
+        if path is None:
+            raise DnnperfError(f"baseline has model '{e['model']}' but it was not given — pass it, or rebuild the baseline")
+        hw = load_profile(e["hardware"])
+        s = e["settings"]
+        prec = s.get("precision")
+        settings = Settings(s.get("batch"), None if prec in (None, "model") else prec, s.get("fusion", "none"),
+                            bool(s.get("overlap_input", False)))
+        insp = inspect_fn(path, settings, [tuple(x) for x in s.get("dims", [])])
+        rep = analyze(insp, hw, settings, with_fixes=False)
+        d = report_dict(rep)
+        new = d["totals"]["latency_s"]
+        old = e["latency_s"]
+        change = (new - old) / old if old > 0 else (0.0 if new == 0 else float("inf"))
+        status = "slower" if change > tolerance else ("faster" if change < -1e-9 else "same")
+        layer_notes = []
+        for l in d["layers"]:
+            before = e["layers"].get(l["name"])
+            if before is None:
+                layer_notes.append({"layer": l["name"], "op_type": l["op_type"], "change": "added",
+                                    "old_s": None, "new_s": l["latency_s"], "cause": l["cause"]})
+            elif l["latency_s"] > before["latency_s"] * (1 + tolerance) and l["latency_s"] - before["latency_s"] > 1e-9:
+                layer_notes.append({"layer": l["name"], "op_type": l["op_type"], "change": "slower",
+                                    "old_s": before["latency_s"], "new_s": l["latency_s"], "cause": l["cause"]})
+        names = {l["name"] for l in d["layers"]}
+        for name, before in sorted(e["layers"].items()):
+            if name not in names:
+                layer_notes.append({"layer": name, "op_type": before.get("op_type"), "change": "removed",
+                                    "old_s": before.get("latency_s"), "new_s": None, "cause": before.get("cause")})
+        layer_notes.sort(key=lambda n: (-(n["new_s"] or 0) + (n["old_s"] or 0), n["layer"]))
+        if status == "slower":
+            failed = True
+        results.append({"model": e["model"], "hardware": e["hardware"], "old_latency_s": old, "new_latency_s": new,
+                        "change": _r(change) if change != float("inf") else None, "status": status,
+                        "layers": layer_notes if status == "slower" else [n for n in layer_notes if n["change"] != "slower"][:10]})
+    return {"schema_version": "dnnperf-check/1", "tolerance": tolerance, "passed": not failed, "results": results}
+
+
+def _r(x):
+    if x is None:
+        return None
+    if x == 0 or x != x:
+        return 0.0
+    return float(f"{x:.6g}")
