@@ -897,7 +897,7 @@ def _short(exc: BaseException) -> str:
 # strip
 
 
-def strip_file(src: str, dst: str) -> dict:
+def strip_file(src: str, dst: str, drop_metadata: bool = False) -> dict:
     """Write a weightless skeleton of ``src`` to ``dst`` (atomically). Returns a small summary.
 
     Each initializer keeps its dims and data type; its payload is cleared and it is marked as
@@ -910,6 +910,8 @@ def strip_file(src: str, dst: str) -> dict:
     before = len(data)
     del data
     removed = skeletonize_inplace(model)
+    if drop_metadata:
+        drop_metadata_inplace(model)
     out = model.SerializeToString()
     atomic_write_bytes(dst, out)
     return {"input_bytes": before, "output_bytes": len(out), "weight_bytes_removed": removed}
@@ -932,6 +934,33 @@ def skeletonize_inplace(model) -> int:
         e = init.external_data.add()
         e.key, e.value = "location", "__dnnperf_stripped__"
     return removed
+
+
+def drop_metadata_inplace(model) -> None:
+    """Remove doc strings and per-node metadata (exporters put stack traces with local paths there)."""
+    model.doc_string = ""
+
+    def clean(g):
+        g.doc_string = ""
+        for n in g.node:
+            n.doc_string = ""
+            del n.metadata_props[:]
+            for a in n.attribute:
+                if a.type == 5:
+                    clean(a.g)
+                elif a.type == 10:
+                    for sg in a.graphs:
+                        clean(sg)
+        for coll in (g.input, g.output, g.value_info):
+            for vi in coll:
+                vi.doc_string = ""
+                del vi.metadata_props[:]
+
+    clean(model.graph)
+    for f in model.functions:
+        for n in f.node:
+            n.doc_string = ""
+            del n.metadata_props[:]
 
 
 def _all_initializers(g):

@@ -49,7 +49,7 @@ def export_vision(name: str, kwargs: dict, published: dict) -> None:
         torch.onnx.export(model, (x,), full, opset_version=17, dynamo=False,
                           input_names=["input"], output_names=["logits"],
                           dynamic_axes={"input": {0: "batch_size"}, "logits": {0: "batch_size"}})
-        info = strip_file(full, os.path.join(OUT, f"{name}.onnx"))
+        info = strip_file(full, os.path.join(OUT, f"{name}.onnx"), drop_metadata=True)
     print(name, info)
 
 
@@ -67,7 +67,7 @@ def export_gpt2(published: dict) -> None:
         torch.onnx.export(model, (ids,), full, dynamo=True, input_names=["input_ids"],
                           output_names=["logits"], dynamic_shapes={"input_ids": {0: batch, 1: seq}},
                           external_data=False)
-        info = strip_file(full, os.path.join(OUT, "gpt2.onnx"))
+        info = strip_file(full, os.path.join(OUT, "gpt2.onnx"), drop_metadata=True)
     n_params = sum(p.numel() for p in model.parameters())
     published["gpt2"] = {"params": n_params, "source": "transformers GPT2Config() defaults"}
     print("gpt2", info)
