@@ -1,0 +1,80 @@
+"""Tiny ONNX graphs built in the tests with onnx.helper (expected numbers are computed by hand)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLES = os.path.join(ROOT, "sample_models")
+
+F32 = T.FLOAT
+
+
+def vi(name, shape, dtype=F32):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def weight(name, shape, dtype=F32):
+    """An initializer with real (zero) data."""
+    n = int(np.prod(shape)) if shape else 1
+    np_dtype = {T.FLOAT: np.float32, T.FLOAT16: np.float16, T.INT8: np.int8, T.INT64: np.int64,
+                T.UINT8: np.uint8, T.INT32: np.int32}[dtype]
+    return onnx.numpy_helper.from_array(np.zeros(shape, dtype=np_dtype).reshape(shape) if n else
+                                        np.zeros(shape, dtype=np_dtype), name)
+
+
+def ints(name, values):
+    return onnx.numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17, extra_opsets=(), functions=()):
+    g = helper.make_graph(nodes, "test", inputs, outputs, list(inits))
+    ops = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in extra_opsets]
+    m = helper.make_model(g, opset_imports=ops, functions=list(functions))
+    m.ir_version = 10 if opset >= 21 else 8
+    return m
+
+
+def save(m, tmp_path, name="m.onnx") -> str:
+    p = os.path.join(str(tmp_path), name)
+    with open(p, "wb") as fh:
+        fh.write(m.SerializeToString())
+    return p
+
+
+def conv_model(cin, cout, h, w, k, pads=None, group=1, dtype=F32, strides=None, dilations=None, auto_pad=None,
+               relu=False, batch=1, name="conv"):
+    attrs = {}
+    if pads is not None:
+        attrs["pads"] = pads
+    if strides is not None:
+        attrs["strides"] = strides
+    if dilations is not None:
+        attrs["dilations"] = dilations
+    if auto_pad is not None:
+        attrs["auto_pad"] = auto_pad
+    if group != 1:
+        attrs["group"] = group
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c" if relu else "y"], name=name, **attrs)]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["y"], name="relu"))
+    return model(nodes, [vi("x", [batch, cin, h, w], dtype)], [vi("y", None, dtype)],
+                 [weight("w", [cout, cin // group, k, k], dtype)])
+
+
+def chain_1x1(channels, h, w, n_layers):
+    """n 1x1 convs of channels -> channels: equal MACs to one 3x3 conv when n = 9."""
+    nodes = []
+    inits = []
+    prev = "x"
+    for i in range(n_layers):
+        out = "y" if i == n_layers - 1 else f"t{i}"
+        nodes.append(helper.make_node("Conv", [prev, f"w{i}"], [out], name=f"pw{i}"))
+        inits.append(weight(f"w{i}", [channels, channels, 1, 1]))
+        prev = out
+    return model(nodes, [vi("x", [1, channels, h, w])], [vi("y", None)], inits)

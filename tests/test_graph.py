@@ -1,0 +1,139 @@
+"""Loading: weightless, never opening external data, strip round trip, clear errors."""
+
+import builtins
+import io
+import os
+
+import numpy as np
+import onnx
+import pytest
+
+from dnnperf.api import inspect_model
+from dnnperf.errors import DnnperfError
+from dnnperf.graph import ShapeOverrides, load_graph, strip_file
+from helpers import SAMPLES, conv_model, model, save, vi, weight
+from onnx import helper
+
+
+def test_strip_round_trip_analyses_identically(tmp_path):
+    m = conv_model(16, 32, 20, 20, 3, pads=[1, 1, 1, 1], relu=True)
+    full = save(m, tmp_path, "full.onnx")
+    skel = str(tmp_path / "skel.onnx")
+    info = strip_file(full, skel)
+    assert info["weight_bytes_removed"] == 32 * 16 * 9 * 4
+    assert os.path.getsize(skel) < os.path.getsize(full)
+    a = inspect_model(full).totals()
+    b = inspect_model(skel).totals()
+    assert a == b
+    # the skeleton is still loadable by onnx without external data
+    onnx.load(skel, load_external_data=False)
+
+
+def _external_model(tmp_path, location):
+    m = conv_model(4, 8, 6, 6, 3)
+    init = m.graph.initializer[0]
+    init.ClearField("raw_data")
+    init.ClearField("float_data")
+    init.data_location = onnx.TensorProto.EXTERNAL
+    e = init.external_data.add()
+    e.key, e.value = "location", location
+    return save(m, tmp_path)
+
+
+@pytest.mark.parametrize("location", ["../../etc/passwd", "/etc/passwd", "weights.bin"])
+def test_external_data_is_never_opened(tmp_path, monkeypatch, location):
+    path = _external_model(tmp_path, location)
+    opened = []
+    real_open = builtins.open
+    real_io_open = io.open
+
+    def spy(file, *a, **k):
+        opened.append(str(file))
+        return real_open(file, *a, **k)
+
+    def spy_io(file, *a, **k):
+        opened.append(str(file))
+        return real_io_open(file, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", spy)
+    monkeypatch.setattr(io, "open", spy_io)
+    insp = inspect_model(path)
+    assert insp.rows[0].workload.macs == 8 * 16 * 4 * 9
+    assert all("passwd" not in p and "weights.bin" not in p for p in opened), opened
+
+
+@pytest.mark.parametrize("content,needle", [
+    (b"", "empty"),
+    (b"\x00\x01\x02 definitely not protobuf \xff\xfe" * 10, "not"),
+])
+def test_bad_files(tmp_path, content, needle):
+    p = tmp_path / "bad.onnx"
+    p.write_bytes(content)
+    with pytest.raises(DnnperfError) as e:
+        load_graph(str(p))
+    assert needle in str(e.value)
+
+
+def test_truncated_model(tmp_path):
+    data = open(os.path.join(SAMPLES, "resnet50.onnx"), "rb").read()
+    for cut in (10, 1000, len(data) // 2, len(data) - 7):
+        p = tmp_path / f"t{cut}.onnx"
+        p.write_bytes(data[:cut])
+        with pytest.raises(DnnperfError):
+            load_graph(str(p))
+
+
+def test_missing_path_and_directory(tmp_path):
+    with pytest.raises(DnnperfError, match="not found"):
+        load_graph(str(tmp_path / "nope.onnx"))
+    with pytest.raises(DnnperfError, match="directory"):
+        load_graph(str(tmp_path))
+
+
+def test_other_protobuf_type(tmp_path):
+    t = onnx.numpy_helper.from_array(np.zeros((3,), np.float32), "t")
+    p = tmp_path / "tensor.onnx"
+    p.write_bytes(t.SerializeToString())
+    with pytest.raises(DnnperfError):
+        load_graph(str(p))
+
+
+def test_future_opset(tmp_path):
+    m = conv_model(1, 1, 4, 4, 1)
+    m.opset_import[0].version = onnx.defs.onnx_opset_version() + 5
+    with pytest.raises(DnnperfError, match="opset"):
+        load_graph(save(m, tmp_path))
+
+
+def test_unresolved_dims_error_names_symbol_and_flag(tmp_path):
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["batch", "seq", 8])], [vi("y", None)])
+    with pytest.raises(DnnperfError) as e:
+        load_graph(save(m, tmp_path))
+    msg = str(e.value)
+    assert "seq" in msg and "--dim seq=" in msg
+    g = load_graph(save(m, tmp_path), ShapeOverrides(batch=2, dims=(("seq", 5),)))
+    assert g.tensors["y"].shape == (2, 5, 8)
+    g = load_graph(save(m, tmp_path), ShapeOverrides(input_shapes=(("x", (3, 4, 8)),)))
+    assert g.tensors["y"].shape == (3, 4, 8)
+
+
+def test_dim_for_unknown_symbol_is_rejected(tmp_path):
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["batch", 8])], [vi("y", None)])
+    with pytest.raises(DnnperfError, match="no symbolic input dimension 'nope'"):
+        load_graph(save(m, tmp_path), ShapeOverrides(dims=(("nope", 3),)))
+
+
+def test_overflowing_dims(tmp_path):
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2**40, 2**40])], [vi("y", None)])
+    with pytest.raises(DnnperfError, match="overflow"):
+        load_graph(save(m, tmp_path))
+
+
+def test_cycle_and_dangling(tmp_path):
+    cyc = model([helper.make_node("Relu", ["b"], ["a"]), helper.make_node("Relu", ["a"], ["b"])],
+                [vi("x", [1])], [vi("a", None)])
+    with pytest.raises(DnnperfError, match="cycle"):
+        load_graph(save(cyc, tmp_path))
+    dang = model([helper.make_node("Relu", ["ghost"], ["y"])], [vi("x", [1])], [vi("y", None)])
+    with pytest.raises(DnnperfError, match="ghost"):
+        load_graph(save(dang, tmp_path))

@@ -1,0 +1,56 @@
+"""Real architectures: MAC totals against torchvision's published figures, zero unsupported ops."""
+
+import json
+import os
+
+import pytest
+
+from dnnperf.api import inspect_model
+from dnnperf.graph import ShapeOverrides
+from helpers import SAMPLES
+
+with open(os.path.join(SAMPLES, "published.json")) as fh:
+    PUBLISHED = json.load(fh)
+
+# the issue's figures (torchvision docs, GMACs); published.json was written from the same meta
+TORCHVISION_GMACS = {"resnet50": 4.089, "mobilenet_v2": 0.301, "shufflenet_v2_x1_0": 0.145,
+                     "squeezenet1_1": 0.349, "vit_b_16": 17.564, "swin_t": 4.491}
+ALL = sorted(f[:-5] for f in os.listdir(SAMPLES) if f.endswith(".onnx"))
+
+
+def _ov(name):
+    return ShapeOverrides(batch=1, dims=(("sequence_length", 128),) if name == "gpt2" else ())
+
+
+@pytest.mark.parametrize("name", sorted(TORCHVISION_GMACS))
+def test_macs_match_torchvision_within_half_a_percent(name):
+    assert PUBLISHED[name]["gmacs"] == TORCHVISION_GMACS[name]
+    macs = inspect_model(os.path.join(SAMPLES, f"{name}.onnx"), _ov(name)).totals()["macs"]
+    assert abs(macs / 1e9 - TORCHVISION_GMACS[name]) / TORCHVISION_GMACS[name] < 0.005
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_sample_model_has_zero_unsupported_ops(name):
+    insp = inspect_model(os.path.join(SAMPLES, f"{name}.onnx"), _ov(name))
+    assert insp.unsupported == []
+    assert insp.graph.unresolved == []
+
+
+def test_gpt2_macs_by_hand():
+    # per token per layer: qkv 768x2304 + proj 768x768 + mlp 768x3072 x 2 = 7,077,888 MACs
+    # attention: QK^T and PV, 12 heads x 128 x 128 x 64 each; LM head 768 x 50257 per token
+    s, d, layers, vocab = 128, 768, 12, 50257
+    per_tok = layers * (d * 3 * d + d * d + 2 * d * 4 * d)
+    attn = layers * 2 * s * s * d
+    expected = s * per_tok + attn + s * d * vocab
+    assert expected == 16_114_089_984
+    insp = inspect_model(os.path.join(SAMPLES, "gpt2.onnx"), _ov("gpt2"))
+    assert insp.totals()["macs"] == expected
+
+
+def test_gpt2_needs_sequence_length():
+    from dnnperf.errors import DnnperfError
+
+    with pytest.raises(DnnperfError) as e:
+        inspect_model(os.path.join(SAMPLES, "gpt2.onnx"), ShapeOverrides(batch=1))
+    assert "sequence_length" in str(e.value) and "--dim sequence_length=" in str(e.value)

@@ -1,0 +1,254 @@
+"""MAC / op / byte counts against hand calculation and the article's worked examples."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper
+
+from dnnperf.api import inspect_model
+from helpers import F32, conv_model, ints, model, save, vi, weight
+
+
+def one(tmp_path, m, **kw):
+    from dnnperf.graph import ShapeOverrides
+
+    insp = inspect_model(save(m, tmp_path), ShapeOverrides(**kw))
+    return insp
+
+
+def layer(insp, op):
+    rows = [r for r in insp.rows if r.node.op_type == op]
+    assert rows, f"no {op} row"
+    return rows[0]
+
+
+def test_article_3x3_conv_is_225M_macs(tmp_path):
+    # 3*3*100*100*50*50 = 225,000,000 MACs = 450,000,000 ops (the article's first example)
+    insp = one(tmp_path, conv_model(100, 100, 50, 50, 3, pads=[1, 1, 1, 1]))
+    w = layer(insp, "Conv").workload
+    assert w.macs == 225_000_000
+    assert 2 * w.macs == 450_000_000
+    assert layer(insp, "Conv").output_shape == (1, 100, 50, 50)
+    # bytes: input 50*50*100*4, weights 3*3*100*100*4, output 50*50*100*4
+    assert w.act_bytes_read == 1_000_000
+    assert w.weight_bytes == 360_000
+    assert w.bytes_written == 1_000_000
+
+
+def test_article_1x1_conv_is_2450_macs(tmp_path):
+    # 1*1*10*5*7*7 = 2,450 MACs (the article's work-starvation example)
+    insp = one(tmp_path, conv_model(10, 5, 7, 7, 1))
+    assert layer(insp, "Conv").workload.macs == 2450
+    assert layer(insp, "Conv").workload.parallel_work == 5 * 7 * 7
+
+
+def test_fp16_halves_bytes(tmp_path):
+    insp = one(tmp_path, conv_model(100, 100, 50, 50, 3, pads=[1, 1, 1, 1], dtype=T.FLOAT16))
+    w = layer(insp, "Conv").workload
+    assert (w.act_bytes_read, w.weight_bytes, w.bytes_written) == (500_000, 180_000, 500_000)
+    assert w.dtype == "float16"
+
+
+def test_depthwise_stride_dilation_autopad(tmp_path):
+    # depthwise 3x3 on 32x112x112, pad 1: 32 * 112*112 * 9 MACs
+    insp = one(tmp_path, conv_model(32, 32, 112, 112, 3, pads=[1, 1, 1, 1], group=32))
+    w = layer(insp, "Conv").workload
+    assert w.macs == 32 * 112 * 112 * 9
+    assert w.family == "depthwise_conv"
+    # dilation 2, no pad: 10 -> 10 - 2*2 = 6
+    insp = one(tmp_path, conv_model(1, 1, 10, 10, 3, dilations=[2, 2]))
+    assert layer(insp, "Conv").output_shape == (1, 1, 6, 6)
+    assert layer(insp, "Conv").workload.macs == 36 * 9
+    # SAME_UPPER stride 2 on 7 -> ceil(7/2) = 4
+    insp = one(tmp_path, conv_model(4, 8, 7, 7, 3, strides=[2, 2], auto_pad="SAME_UPPER"))
+    assert layer(insp, "Conv").output_shape == (1, 8, 4, 4)
+    assert layer(insp, "Conv").workload.macs == 8 * 16 * 4 * 9
+
+
+def test_grouped_conv(tmp_path):
+    # 64 -> 128 channels in 4 groups, 3x3 on 8x8 with pad 1: 128 * 64 * (64/4) * 9
+    insp = one(tmp_path, conv_model(64, 128, 8, 8, 3, pads=[1, 1, 1, 1], group=4))
+    w = layer(insp, "Conv").workload
+    assert w.macs == 128 * 64 * 16 * 9
+    assert w.family == "grouped_conv"
+    assert (w.gemm.m, w.gemm.n, w.gemm.k, w.gemm.count) == (64, 32, 16 * 9, 4)
+
+
+def test_conv_transpose(tmp_path):
+    # input 4x5x5, weight (4, 2, 3, 3), stride 2: every input pixel x every weight tap
+    m = model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2])],
+              [vi("x", [1, 4, 5, 5])], [vi("y", None)], [weight("w", [4, 2, 3, 3])])
+    insp = one(tmp_path, m)
+    assert layer(insp, "ConvTranspose").output_shape == (1, 2, 11, 11)
+    assert layer(insp, "ConvTranspose").workload.macs == 4 * 25 * 2 * 9
+
+
+def test_gemm_with_transposes(tmp_path):
+    # A is (K=3, M=4) transposed, B is (N=5, K=3) transposed -> 4 x 5 x 3 = 60 MACs, + 20 bias adds
+    m = model([helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=1, transB=1)],
+              [vi("a", [3, 4]), vi("b", [5, 3])], [vi("y", None)], [weight("c", [5])])
+    w = layer(one(tmp_path, m), "Gemm").workload
+    assert w.macs == 60
+    assert w.other_ops == 20
+
+
+def test_batched_broadcast_matmul(tmp_path):
+    # (2,1,4,3) @ (5,3,6) -> (2,5,4,6): 2*5*4*6*3 MACs
+    m = model([helper.make_node("MatMul", ["a", "b"], ["y"])], [vi("a", [2, 1, 4, 3]), vi("b", [5, 3, 6])],
+              [vi("y", None)])
+    r = layer(one(tmp_path, m), "MatMul")
+    assert r.output_shape == (2, 5, 4, 6)
+    assert r.workload.macs == 720
+
+
+def test_einsum(tmp_path):
+    m = model([helper.make_node("Einsum", ["a", "b"], ["y"], equation="bij,bjk->bik")],
+              [vi("a", [2, 3, 4]), vi("b", [2, 4, 5])], [vi("y", None)])
+    assert layer(one(tmp_path, m), "Einsum").workload.macs == 2 * 3 * 5 * 4
+
+
+def test_attention_opset23(tmp_path):
+    # Q (1,2,4,8), K/V (1,2,6,8): QK^T 1*2*4*6*8 + PV 1*2*4*6*8 = 768 MACs
+    m = model([helper.make_node("Attention", ["q", "k", "v"], ["y"])],
+              [vi("q", [1, 2, 4, 8]), vi("k", [1, 2, 6, 8]), vi("v", [1, 2, 6, 8])], [vi("y", None)], opset=23)
+    w = layer(one(tmp_path, m), "Attention").workload
+    assert w.macs == 768
+    assert w.other_ops == 1 * 2 * 4 * 6 * 6  # softmax (5) + scale (1) per score
+
+
+def test_lstm(tmp_path):
+    # S=5, B=2, I=3, H=4: 5*2*(4*4)*(3+4) = 1120 MACs
+    m = model([helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=4)],
+              [vi("x", [5, 2, 3])], [vi("y", None)], [weight("w", [1, 16, 3]), weight("r", [1, 16, 4])])
+    w = layer(one(tmp_path, m), "LSTM").workload
+    assert w.macs == 1120
+    assert w.launches == 5  # one step after another
+
+
+def test_broadcast_add_and_softmax(tmp_path):
+    m = model([helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Softmax", ["s"], ["y"], axis=-1)],
+              [vi("a", [2, 3, 4]), vi("b", [4])], [vi("y", None)])
+    insp = one(tmp_path, m)
+    add = layer(insp, "Add").workload
+    assert add.macs == 0 and add.other_ops == 24
+    assert add.act_bytes_read == 24 * 4 + 4 * 4 and add.bytes_written == 96
+    assert layer(insp, "Softmax").workload.other_ops == 5 * 24
+
+
+def test_views_and_shape_chain_cost_nothing_but_resolve(tmp_path):
+    # Shape -> Gather -> Concat -> Reshape (a channel-shuffle style chain), then a MatMul
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "i0"], ["b"], axis=0),
+        helper.make_node("Unsqueeze", ["b", "ax"], ["bu"]),
+        helper.make_node("Concat", ["bu", "rest"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["r"]),
+        helper.make_node("MatMul", ["r", "w"], ["y"]),
+    ]
+    m = model(nodes, [vi("x", ["N", 4, 6])], [vi("y", None)],
+              [ints("i0", 0), ints("ax", [0]), ints("rest", [24]), weight("w", [24, 10])])
+    insp = one(tmp_path, m, batch=3)
+    assert layer(insp, "Reshape").output_shape == (3, 24)
+    assert layer(insp, "MatMul").workload.macs == 3 * 24 * 10
+    assert layer(insp, "Reshape").workload.launches == 0
+    assert layer(insp, "Reshape").workload.bytes_total == 0
+    assert not insp.unsupported
+
+
+def test_custom_op_is_listed_never_zero(tmp_path):
+    m = model([helper.make_node("MyFancyOp", ["x"], ["y"], domain="my.company")], [vi("x", [1, 8])],
+              [vi("y", None)], extra_opsets=[("my.company", 1)])
+    insp = one(tmp_path, m)
+    assert len(insp.unsupported) == 1
+    assert insp.unsupported[0]["op_type"] == "my.company:MyFancyOp"
+    assert insp.rows[0].workload is None
+
+
+def test_com_microsoft_fused_ops(tmp_path):
+    nodes = [
+        helper.make_node("FusedConv", ["x", "w"], ["c"], domain="com.microsoft", activation="Relu"),
+        helper.make_node("SkipLayerNormalization", ["t", "t2", "g"], ["n"], domain="com.microsoft"),
+        helper.make_node("Attention", ["t", "aw", "ab"], ["a"], domain="com.microsoft", num_heads=2),
+        helper.make_node("FastGelu", ["a"], ["y"], domain="com.microsoft"),
+    ]
+    m = model(nodes, [vi("x", [1, 3, 8, 8]), vi("t", [1, 4, 8]), vi("t2", [1, 4, 8])],
+              [vi("c", None), vi("n", None), vi("y", None)],
+              [weight("w", [16, 3, 3, 3]), weight("g", [8]), weight("aw", [8, 24]), weight("ab", [24])],
+              extra_opsets=[("com.microsoft", 1)])
+    insp = one(tmp_path, m)
+    assert not insp.unsupported, insp.unsupported
+    # FusedConv 3x3 no pad on 8x8 -> 6x6: 16 * 36 * 27 MACs
+    assert layer(insp, "FusedConv").workload.macs == 16 * 36 * 27
+    # Attention: projection 1*4*8*24 + scores 2 heads * 4 * 4 * (4 + 4)
+    assert layer(insp, "Attention").workload.macs == 1 * 4 * 8 * 24 + 2 * 4 * 4 * 8
+    assert layer(insp, "FastGelu").output_shape == (1, 4, 8)
+
+
+def test_quantized_ops(tmp_path):
+    nodes = [
+        helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["c"]),
+        helper.make_node("MatMulInteger", ["a", "b"], ["m"]),
+    ]
+    m = model(nodes, [vi("x", [1, 4, 5, 5], T.UINT8), vi("a", [3, 4], T.UINT8)],
+              [vi("c", None, T.UINT8), vi("m", None, T.INT32)],
+              [weight("xs", []), weight("xz", [], T.UINT8), weight("w", [8, 4, 3, 3], T.INT8), weight("ws", []),
+               weight("wz", [], T.INT8), weight("ys", []), weight("yz", [], T.UINT8), weight("b", [4, 2], T.UINT8)])
+    insp = one(tmp_path, m)
+    assert layer(insp, "QLinearConv").workload.macs == 8 * 9 * 4 * 9
+    assert layer(insp, "QLinearConv").workload.weight_bytes >= 8 * 4 * 9  # int8 weights: 1 byte each
+    assert layer(insp, "MatMulInteger").workload.macs == 3 * 2 * 4
+
+
+def _body_graph():
+    # body(i, cond, x) -> (cond, x @ w)
+    n = [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("MatMul", ["x_in", "w"], ["x_out"])]
+    return helper.make_graph(n, "body", [vi("i", [], T.INT64), vi("cond_in", [], T.BOOL), vi("x_in", [2, 4])],
+                             [vi("cond_out", [], T.BOOL), vi("x_out", [2, 4])])
+
+
+def test_loop_constant_trip_count_and_unknown(tmp_path):
+    loop = helper.make_node("Loop", ["M", "c", "x"], ["y"], body=_body_graph())
+    m = model([loop], [vi("x", [2, 4])], [vi("y", None)],
+              [ints("M", 3), onnx_bool("c"), weight("w", [4, 4])])
+    insp = one(tmp_path, m)
+    assert layer(insp, "Loop").workload.macs == 3 * 2 * 4 * 4
+    m2 = model([helper.make_node("Loop", ["M", "c", "x"], ["y"], body=_body_graph())],
+               [vi("x", [2, 4]), vi("M", [], T.INT64)], [vi("y", None)], [onnx_bool("c"), weight("w", [4, 4])])
+    insp2 = one(tmp_path, m2)
+    assert any("unknown trip count" in u["reason"] for u in insp2.unsupported)
+
+
+def test_if_costs_the_dearer_branch(tmp_path):
+    cheap = helper.make_graph([helper.make_node("Relu", ["x"], ["o1"])], "then", [], [vi("o1", [2, 4])])
+    dear = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["o2"])], "else", [], [vi("o2", [2, 4])])
+    m = model([helper.make_node("If", ["c"], ["y"], then_branch=cheap, else_branch=dear)],
+              [vi("x", [2, 4]), vi("c", [], T.BOOL)], [vi("y", None)], [weight("w", [4, 4])])
+    assert layer(one(tmp_path, m), "If").workload.macs == 2 * 4 * 4
+
+
+def test_model_local_function_is_inlined(tmp_path):
+    f = helper.make_function("local", "Mm", ["a", "b"], ["c"], [helper.make_node("MatMul", ["a", "b"], ["c"])],
+                             [helper.make_opsetid("", 17)])
+    m = model([helper.make_node("Mm", ["x", "w"], ["y"], domain="local")], [vi("x", [3, 5])], [vi("y", None)],
+              [weight("w", [5, 7])], extra_opsets=[("local", 1)], functions=[f])
+    insp = one(tmp_path, m)
+    assert not insp.unsupported
+    assert sum(r.workload.macs for r in insp.costed()) == 3 * 5 * 7
+
+
+def onnx_bool(name):
+    import onnx
+
+    return onnx.numpy_helper.from_array(np.array(True), name)
+
+
+def test_macs_scale_linearly_with_batch(tmp_path):
+    m = conv_model(8, 16, 10, 10, 3, pads=[1, 1, 1, 1], batch=1)
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    p = save(m, tmp_path)
+    from dnnperf.graph import ShapeOverrides
+
+    a = inspect_model(p, ShapeOverrides(batch=1)).totals()["macs"]
+    b = inspect_model(p, ShapeOverrides(batch=7)).totals()["macs"]
+    assert b == 7 * a == 7 * 16 * 100 * 8 * 9
