@@ -147,18 +147,23 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None)
     else:
         t_exec = max(t_compute, t_mem)
         losses["memory"] = max(0.0, t_mem - t_compute)
+    unit_name = unit.name
     if hw.accelerator_families is not None and hw.fallback is not None and w.family not in hw.accelerator_families:
+        # the accelerator cannot run this family: it runs on the fallback unit and its activations
+        # cross the link both ways; all of its excess over the ideal time is heterogeneity
         fb = hw.fallback
         fb_rate = (fb.peak_tops.get(prec) or fb.peak_tops.get("fp32") or max(fb.peak_tops.values())) * 1e12
-        t_fb = max(ops / fb_rate, w.bytes_total / (fb.dram_gbs * 1e9))
-        t_fb += rules.transfer_time(w.act_bytes_read + w.bytes_written, fb.transfer_gbs)
-        losses["heterogeneity"] = max(0.0, t_fb - t_exec)
-        t_exec = max(t_exec, t_fb)
+        t_exec = max(ops / fb_rate, w.bytes_total / (fb.dram_gbs * 1e9))
+        t_exec += rules.transfer_time(w.act_bytes_read + w.bytes_written, fb.transfer_gbs)
+        losses = {k: 0.0 for k in LOSS_KEYS}
+        losses["heterogeneity"] = max(0.0, t_exec - t_ideal)
+        t_exec = t_ideal + losses["heterogeneity"]
+        unit_name, tile_eff, occ, t_compute, t_mem = fb.name, 1.0, 1.0, ops / fb_rate, w.bytes_total / (fb.dram_gbs * 1e9)
     t_launch = rules.launch_time(w.launches, hw.launch_overhead_us)
     losses["launch_overhead"] = t_launch
     time_s = t_exec + t_launch
     cause = classify(losses, t_ideal, w.is_matrix)
-    return LayerCost(layer, unit.name, run_prec, tile_eff, occ, t_ideal, t_compute, t_mem, t_launch, time_s,
+    return LayerCost(layer, unit_name, run_prec, tile_eff, occ, t_ideal, t_compute, t_mem, t_launch, time_s,
                      losses, cause)
 
 

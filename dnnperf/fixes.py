@@ -240,14 +240,16 @@ CONCRETE = {
 }
 
 
-def fixes_for(c: LayerCost, x: Ctx, limit: int = 3) -> list[dict]:
-    """Concrete fixes for one layer: its cause first, then any other loss above 10% of its time."""
+def fixes_for(c: LayerCost, x: Ctx, limit: int = 4) -> list[dict]:
+    """Concrete fixes for one layer: the best fix for its cause and for every other loss above 10%
+    of its time, then further fixes for those causes until ``limit``."""
     cat = catalogue()
     causes = [c.cause] + [k for k, v in sorted(c.losses.items(), key=lambda kv: (-kv[1], kv[0]))
                           if v > 0.1 * c.time_s and k != c.cause]
-    out: list[dict] = []
-    seen = set()
+    per_cause: list[list[dict]] = []
+    seen: set[str] = set()
     for cause in causes:
+        found = []
         for fid, entry in cat.items():
             if cause not in entry["causes"] or fid in seen:
                 continue
@@ -257,10 +259,15 @@ def fixes_for(c: LayerCost, x: Ctx, limit: int = 3) -> list[dict]:
                 continue
             text, saving = res if res else (entry["summary"], None)
             seen.add(fid)
-            out.append({"id": fid, "cause": cause, "problem": entry["problem"], "difficulty": entry["difficulty"],
-                        "text": text, "saving_s": None if saving is None else float(f"{max(saving, 0.0):.6g}")})
+            found.append({"id": fid, "cause": cause, "problem": entry["problem"], "difficulty": entry["difficulty"],
+                          "text": text, "saving_s": None if saving is None else float(f"{max(saving, 0.0):.6g}")})
+        per_cause.append(found)
+    out = [f[0] for f in per_cause if f][:limit]
+    for found in per_cause:
+        for f in found[1:]:
             if len(out) >= limit:
                 return out
+            out.append(f)
     return out
 
 

@@ -18,11 +18,14 @@ def pool(ctx: Ctx):
 
 
 def global_pool(ctx: Ctx):
-    return ctx.workload("pool", other=ctx.in_numel(0))
+    """Reductions parallelise over their input (tree reduction), not over their few outputs."""
+    n = ctx.in_numel(0)
+    return ctx.workload("pool", other=n, parallel=n)
 
 
 def reduce(ctx: Ctx):
-    return ctx.workload("reduce", other=ctx.in_numel(0))
+    n = ctx.in_numel(0)
+    return ctx.workload("reduce", other=n, parallel=n)
 
 
 def resize(ctx: Ctx):
