@@ -143,7 +143,7 @@ def safe_yaml(text: str, what: str):
             events += 1
             if isinstance(ev, yaml.AliasEvent):
                 aliases += 1
-                if aliases > 100:
+                if aliases > 20:
                     raise DnnperfError(f"{what}: too many YAML aliases (alias bomb?) — write the values out")
         return yaml.safe_load(text)
     except DnnperfError:

@@ -1,0 +1,238 @@
+"""The command line: formats, exit codes, one-line errors, determinism, the CI gate."""
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from dnnperf.cli import app
+from helpers import ROOT, SAMPLES, conv_model, save
+
+runner = CliRunner()
+RESNET = os.path.join(SAMPLES, "resnet50.onnx")
+SQUEEZE = os.path.join(SAMPLES, "squeezenet1_1.onnx")
+SCHEMA = json.load(open(os.path.join(ROOT, "schema", "report.schema.json")))
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_inspect_json_totals():
+    r = invoke("inspect", SQUEEZE, "--format", "json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["totals"]["macs"] == sum(l["macs"] for l in d["layers"] if l["macs"])
+    assert d["totals"]["ops"] == 2 * d["totals"]["macs"] + d["totals"]["other_ops"]
+
+
+def test_inspect_csv_and_md():
+    r = invoke("inspect", SQUEEZE, "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert sum(int(x["macs"]) for x in rows) == 349_151_936
+    r = invoke("inspect", SQUEEZE, "--format", "md")
+    assert "| layer |" in r.stdout and "1 MAC = 2 ops" in r.stdout
+
+
+def test_analyze_json_validates_against_schema():
+    r = invoke("analyze", RESNET, "--hw", "v100", "--format", "json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    jsonschema.validate(d, SCHEMA)
+    assert d["totals"]["macs"] == 4_089_184_256
+    assert d["totals"]["latency_s"] == pytest.approx(sum(l["latency_s"] for l in d["layers"]) + d["totals"]["input_transfer_s"], rel=1e-4)
+    assert set(d["ranking"]) <= {l["name"] for l in d["layers"]}
+
+
+@pytest.mark.parametrize("hw", ["t4", "tpu-v1", "kirin970-npu", "cpu-avx512"])
+def test_analyze_every_format(hw):
+    for fmt in ("json", "csv", "md", "table"):
+        r = invoke("analyze", SQUEEZE, "--hw", hw, "--format", fmt, "--fusion", "typical")
+        assert r.exit_code == 0, r.output
+    d = json.loads(invoke("analyze", SQUEEZE, "--hw", hw, "-f", "json").stdout)
+    jsonschema.validate(d, SCHEMA)
+
+
+def test_table_output_has_summary_and_ranked_rows():
+    r = invoke("analyze", RESNET, "--hw", "v100", "--top", "3")
+    assert r.exit_code == 0
+    out = r.stdout
+    assert "estimated latency" in out and "quoted 125 TOP/s" in out
+    assert "Top 3 bottlenecks" in out
+    assert "\x1b[" not in out  # no colour when not a terminal
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["analyze", "nope.onnx"], "not found"),
+    (["analyze", RESNET, "--hw", "v1000"], "unknown hardware profile"),
+    (["analyze", RESNET, "--batch", "0"], "--batch"),
+    (["analyze", RESNET, "--batch", "-1"], "--batch"),
+    (["analyze", RESNET, "--top", "0"], "--top"),
+    (["inspect", RESNET, "--dim", "nope=3"], "nope"),
+    (["inspect", RESNET, "--input-shape", "input=1xfoo"], "--input-shape"),
+    (["check", RESNET, "--baseline", "missing.json"], "baseline not found"),
+])
+def test_bad_input_is_one_line_exit_2(args, needle):
+    r = invoke(*args)
+    assert r.exit_code == 2, r.output
+    assert needle in r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert r.stdout == ""
+
+
+def test_output_file_is_written_atomically(tmp_path):
+    out = tmp_path / "r.json"
+    r = invoke("analyze", SQUEEZE, "--hw", "t4", "-f", "json", "-o", out)
+    assert r.exit_code == 0 and json.loads(out.read_text())["hardware"]["name"] == "t4"
+    r = invoke("analyze", "nope.onnx", "-f", "json", "-o", tmp_path / "x.json")
+    assert r.exit_code == 2 and not (tmp_path / "x.json").exists()
+    assert sorted(os.listdir(tmp_path)) == ["r.json"]
+
+
+def test_deterministic_bytes_across_processes(tmp_path):
+    outs = []
+    for seed in ("0", "12345"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        p = subprocess.run([sys.executable, "-m", "dnnperf", "analyze", RESNET, "--hw", "v100", "--hw", "tpu-v2",
+                            "-f", "json"], capture_output=True, env=env, check=True)
+        q = subprocess.run([sys.executable, "-m", "dnnperf", "analyze", RESNET, "--hw", "t4", "-f", "csv"],
+                           capture_output=True, env=env, check=True)
+        outs.append((p.stdout, q.stdout))
+    assert outs[0] == outs[1]
+
+
+def test_hw_commands():
+    r = invoke("hw", "list", "--format", "json")
+    names = [x["name"] for x in json.loads(r.stdout)]
+    assert "v100" in names and "tpu-v1" in names
+    assert "dram_gbs" in invoke("hw", "show", "v100").stdout
+    assert "launch_overhead_us" in invoke("hw", "schema").stdout
+
+
+def test_strip_command(tmp_path):
+    full = save(conv_model(8, 8, 8, 8, 3), tmp_path, "full.onnx")
+    r = invoke("strip", full, "-o", tmp_path / "s.onnx")
+    assert r.exit_code == 0
+    a = json.loads(invoke("inspect", full, "-f", "json").stdout)["totals"]
+    b = json.loads(invoke("inspect", tmp_path / "s.onnx", "-f", "json").stdout)["totals"]
+    assert a == b
+
+
+def test_compare_json_matches_table():
+    r = invoke("compare", SQUEEZE, "--hw", "v100,t4,a100,tpu-v2,kirin970-npu", "-f", "json")
+    d = json.loads(r.stdout)
+    lat = [x["latency_s"] for x in d["rows"]]
+    assert lat == sorted(lat) and len(lat) == 5
+    t = invoke("compare", SQUEEZE, "--hw", "v100,t4,a100,tpu-v2,kirin970-npu").stdout
+    order = [x["hardware"] for x in d["rows"]]
+    positions = [t.index(f"\n{h} ") if f"\n{h} " in t else t.index(h) for h in order]
+    assert positions == sorted(positions)
+    c = invoke("compare", SQUEEZE, "--hw", "v100,t4", "-f", "csv").stdout
+    assert len(list(csv.DictReader(io.StringIO(c)))) == 2
+
+
+def test_sweep_json_and_starvation_end():
+    r = invoke("sweep", RESNET, "--hw", "v100", "--batch", "1,4,16,64", "--precision", "fp32,fp16", "-f", "json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert len(d["rows"]) == 8
+    occ = [x["mean_occupancy"] for x in d["rows"] if x["precision"] == "fp32"]
+    assert occ == sorted(occ) and occ[-1] > 0.95
+    assert d["starvation_ends_at_batch"]["fp32"] in (4, 16, 64)
+
+
+def _widened(tmp_path, cout):
+    m = conv_model(16, cout, 32, 32, 3, pads=[1, 1, 1, 1], relu=True)
+    return save(m, tmp_path, "net.onnx")
+
+
+def test_ci_gate_catches_a_widened_layer(tmp_path):
+    base = tmp_path / "base.json"
+    model = _widened(tmp_path, 32)
+    r = invoke("baseline", model, "--hw", "v100", "--hw", "t4", "-o", base)
+    assert r.exit_code == 0, r.output
+    first = base.read_bytes()
+    invoke("baseline", model, "--hw", "v100", "--hw", "t4", "-o", base)
+    assert base.read_bytes() == first  # deterministic
+    assert invoke("check", model, "--baseline", base).exit_code == 0
+    _widened(tmp_path, 128)  # widen the conv in place
+    r = invoke("check", model, "--baseline", base, "--max-regression", "5%")
+    assert r.exit_code == 1
+    assert "conv" in r.stdout and "SLOWER" in r.stdout
+    summary = tmp_path / "summary.md"
+    r = invoke("check", model, "--baseline", base, "-f", "json", "--summary-file", summary)
+    d = json.loads(r.stdout)
+    assert not d["passed"] and any(n["layer"] == "conv" for n in d["results"][0]["layers"])
+    assert "FAILED" in summary.read_text()
+    assert invoke("check", model, "--baseline", base, "--update").exit_code == 0
+    assert invoke("check", model, "--baseline", base).exit_code == 0
+
+
+def test_ci_gate_names_added_layers(tmp_path):
+    from onnx import helper
+
+    base = tmp_path / "base.json"
+    m = conv_model(16, 32, 32, 32, 3, pads=[1, 1, 1, 1])
+    p = save(m, tmp_path, "net.onnx")
+    invoke("baseline", p, "--hw", "v100", "-o", base)
+    m.graph.node[0].output[0] = "c"
+    m.graph.node.append(helper.make_node("Sigmoid", ["c"], ["y"], name="extra_sigmoid"))
+    save(m, tmp_path, "net.onnx")
+    r = invoke("check", p, "--baseline", base, "-f", "json")
+    assert r.exit_code == 1
+    layers = json.loads(r.stdout)["results"][0]["layers"]
+    assert any(n["layer"] == "extra_sigmoid" and n["change"] == "added" for n in layers)
+
+
+def test_faster_is_reported_not_failed(tmp_path):
+    base = tmp_path / "base.json"
+    model = _widened(tmp_path, 128)
+    invoke("baseline", model, "--hw", "v100", "-o", base)
+    _widened(tmp_path, 32)
+    r = invoke("check", model, "--baseline", base)
+    assert r.exit_code == 0 and "FASTER" in r.stdout
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("{not json", "not valid JSON"),
+    (json.dumps({"schema_version": "dnnperf-baseline/0", "entries": []}), "schema"),
+    (json.dumps({"schema_version": "dnnperf-baseline/1", "entries": [{"model": "x"}]}), "missing fields"),
+    (json.dumps({"schema_version": "dnnperf-baseline/1", "entries": [
+        {"model": "other.onnx", "hardware": "v100", "settings": {}, "latency_s": 1.0, "layers": {}}]}), "not given"),
+])
+def test_bad_baselines_exit_2(tmp_path, content, needle):
+    b = tmp_path / "b.json"
+    b.write_text(content)
+    r = invoke("check", SQUEEZE, "--baseline", b)
+    assert r.exit_code == 2 and needle in r.stderr
+
+
+def test_example_workflow_and_script_commands_run(tmp_path):
+    """The commands in examples/ run as written (paths relative to the repo root)."""
+    import re
+    import shlex
+
+    wf = open(os.path.join(ROOT, "examples", "github-actions.yml")).read()
+    cmds = [c.strip() for c in re.findall(r"^\s+(dnnperf [^\n]+)$", wf, re.M)]
+    assert any(c.startswith("dnnperf baseline") for c in cmds) and any(c.startswith("dnnperf check") for c in cmds)
+    work = tmp_path / "repo"
+    shutil.copytree(SAMPLES, work / "sample_models")
+    env = dict(os.environ, GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"))
+    dnnperf = [sys.executable, "-m", "dnnperf"]
+    for c in cmds:
+        c = c.replace('"$GITHUB_STEP_SUMMARY"', str(tmp_path / "summary.md"))
+        p = subprocess.run(dnnperf + shlex.split(c)[1:], cwd=work, env=env, capture_output=True, text=True)
+        assert p.returncode == 0, (c, p.stderr)
+    assert "latency gate" in (tmp_path / "summary.md").read_text()
+    script = os.path.join(ROOT, "examples", "compare-targets.sh")
+    p = subprocess.run(["bash", script, str(work / "sample_models" / "squeezenet1_1.onnx")], capture_output=True,
+                       text=True, env=dict(os.environ, DNNPERF=" ".join(dnnperf)))
+    assert p.returncode == 0, p.stderr
+    assert "fastest" in p.stdout

@@ -1,0 +1,100 @@
+"""Profiles: every shipped one loads and cites sources; malformed ones are rejected by field."""
+
+import math
+
+import pytest
+import yaml
+
+from dnnperf.errors import DnnperfError
+from dnnperf.hardware import load_profile, profile_from_dict, safe_yaml, shipped_names
+
+REQUIRED = ["v100", "t4", "a100", "h100", "h200", "rtx4090", "jetson-orin-nano", "tpu-v1", "tpu-v2", "tpu-v4",
+            "kirin970-npu", "cpu-avx512", "cpu-avx2", "raspberry-pi-4"]
+
+
+def test_required_profiles_ship():
+    names = shipped_names()
+    for n in REQUIRED:
+        assert n in names
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_profile_loads_with_sources(name):
+    p = load_profile(name)
+    assert p.name == name
+    assert p.sources, "every profile cites where its figures come from"
+    assert p.headline_tops > 0 and p.dram_gbs > 0 and p.lanes > 0
+
+
+def test_published_figures():
+    # spot checks against ../shared/reference/hardware-facts.md
+    v = load_profile("v100")
+    assert (v.headline_tops, v.dram_gbs, v.lanes) == (125, 900, 80 * 2048)
+    assert v.ridge_point("fp16") == pytest.approx(125e12 / 900e9)  # ~139 ops/byte
+    assert v.ridge_point("fp32") == pytest.approx(15.7e12 / 900e9)  # ~17
+    t1 = load_profile("tpu-v1")
+    assert t1.headline_tops == 92 and t1.units[0].tile["int8"] == (1, 256, 256)
+    assert 256 * 256 * 2 * 700e6 == pytest.approx(92e12, rel=0.01)  # 65,536 MACs x 2 x 700 MHz
+    assert load_profile("tpu-v2").units[0].tile["bf16"] == (1, 128, 128)
+    assert load_profile("a100").units[0].peak_tops["fp16"] == 312
+    assert load_profile("h100").units[0].peak_tops["fp16"] == 989.4
+
+
+def test_unknown_name_suggests():
+    with pytest.raises(DnnperfError) as e:
+        load_profile("v10")
+    assert "v100" in str(e.value)
+
+
+def _base():
+    return safe_yaml(open(load_profile("t4").path).read(), "t4")
+
+
+@pytest.mark.parametrize("mutate,needle", [
+    (lambda d: d.pop("memory"), "memory"),
+    (lambda d: d.update(bogus=1), "bogus"),
+    (lambda d: d["memory"].update(dram_gbs="fast"), "dram_gbs"),
+    (lambda d: d["memory"].update(dram_gbs=0), "dram_gbs"),
+    (lambda d: d["memory"].update(dram_gbs=-5), "dram_gbs"),
+    (lambda d: d["memory"].update(dram_gbs=math.nan), "dram_gbs"),
+    (lambda d: d["memory"].update(dram_gbs=math.inf), "dram_gbs"),
+    (lambda d: d["units"][0]["peak_tops"].update(fp16=0), "peak_tops"),
+    (lambda d: d["units"][0].update(tile={"fp16": [0, 16, 16]}), "tile"),
+    (lambda d: d["units"][0].update(tile={"fp16": [16, 16]}), "tile"),
+    (lambda d: d["units"][0]["peak_tops"].update(fp7=3), "fp7"),
+    (lambda d: d.update(headline={"precision": "fp16", "tops": "lots"}), "headline"),
+    (lambda d: d.update(schema="dnnperf-hw/0"), "schema"),
+    (lambda d: d.update(kind="toaster"), "kind"),
+    (lambda d: d.update(units=[]), "units"),
+])
+def test_malformed_profiles_name_the_field(mutate, needle):
+    d = _base()
+    mutate(d)
+    with pytest.raises(DnnperfError) as e:
+        profile_from_dict(d, "p")
+    assert needle in str(e.value)
+
+
+def test_yaml_is_safe(tmp_path):
+    p = tmp_path / "evil.yaml"
+    p.write_text("!!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(DnnperfError, match="tag"):
+        load_profile(str(p))
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p_] * 9)}]\n" for p_, c in zip("abcdefgh", "bcdefghi"))
+    p2 = tmp_path / "bomb.yaml"
+    p2.write_text(bomb)
+    with pytest.raises(DnnperfError, match="alias"):
+        load_profile(str(p2))
+    p3 = tmp_path / "notyaml.yaml"
+    p3.write_text("{{{{ : : [")
+    with pytest.raises(DnnperfError, match="YAML"):
+        load_profile(str(p3))
+
+
+def test_user_profile_file_works(tmp_path):
+    d = _base()
+    d["name"] = "my-t4"
+    p = tmp_path / "mine.yaml"
+    p.write_text(yaml.safe_dump(d))
+    assert load_profile(str(p)).name == "my-t4"
