@@ -152,7 +152,41 @@ def parse_model(data: bytes, path: str = "<bytes>"):
         )
     if len(model.graph.node) == 0:
         raise DnnperfError(f"'{path}' contains a graph with no nodes — nothing to analyse")
+    _check_text(model, path)
     return model
+
+
+def _check_text(model, path: str) -> None:
+    """Names must be valid UTF-8 (protobuf hands back bytes otherwise): a corrupt file otherwise."""
+
+    def bad(x) -> bool:
+        return isinstance(x, bytes)
+
+    def walk(g, depth=0):
+        for coll in (g.input, g.output, g.value_info, g.initializer):
+            for v in coll:
+                if bad(v.name):
+                    return v.name
+        for n in g.node:
+            for x in (n.name, n.op_type, n.domain, *n.input, *n.output):
+                if bad(x):
+                    return x
+            for a in n.attribute:
+                if bad(a.name) or (a.type == 3 and False):
+                    return a.name
+                if a.type == 5 and depth < 64:
+                    r = walk(a.g, depth + 1)
+                    if r is not None:
+                        return r
+        return None
+
+    found = walk(model.graph)
+    if found is None:
+        for imp in model.opset_import:
+            if bad(imp.domain):
+                found = imp.domain
+    if found is not None:
+        raise DnnperfError(f"'{path}' has names that are not valid UTF-8 ({found[:20]!r}...) — the file is corrupt; re-export it")
 
 
 def _default_opset(model) -> int:
@@ -288,6 +322,13 @@ def _parse_overrides(model, ov: ShapeOverrides, path: str, weights: set[str]) ->
                 f"(symbols: {', '.join(sorted(symbols_seen)) or 'none'})"
             )
     shapes = dict(ov.input_shapes)
+    if ov.batch is not None:
+        for name, dims in ov.input_shapes:
+            if dims and dims[0] != ov.batch:
+                raise DnnperfError(
+                    f"conflicting flags: --batch {ov.batch} but --input-shape gives '{name}' a first dim of {dims[0]}"
+                    " — drop one of them"
+                )
     missing = []
     assumed: list[str] = []
     for vi in real_inputs:
@@ -744,6 +785,12 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
         dims, _ = _type_shape(vi.type)
         if dims:
             _check_dims(tuple(d for d in dims if isinstance(d, int)), vi.name, path)
+            if vi.name not in init_info and any(d == 0 for d in dims):
+                raise DnnperfError(
+                    f"model input '{vi.name}' in '{path}' has a zero-sized dimension {list(dims)}: there is no work to "
+                    "analyse — pass real sizes with --input-shape NAME=AxBxC"
+                )
+    _check_domains(model, path)
     # topological sanity before inference (cycles, dangling names, duplicates)
     available = {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
     ordered = topo_order(list(model.graph.node), available)
@@ -778,37 +825,39 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
         st = _static(dims)
         if st is not None:
             _check_dims(st, name, path)
+        name = _s(name)
         tensors[name] = Tensor(name, st, dtype)
     for name, t in init_info.items():
-        tensors[name] = t
-    init_names = frozenset(init_info)
+        tensors[_s(name)] = Tensor(_s(name), t.shape, t.dtype)
+    init_names = frozenset(_s(n) for n in init_info)
     nodes = []
     unresolved = []
     seen_names: dict[str, int] = {}
     for idx, n in enumerate(ordered):
-        name = n.name or f"{n.op_type}_{idx}"
+        name = _s(n.name) or f"{_s(n.op_type)}_{idx}"
         if name in seen_names:
             seen_names[name] += 1
             name = f"{name}#{seen_names[name]}"
         else:
             seen_names[name] = 0
         attrs, subgraphs = _attrs(n, tensors, opset, path)
-        node = Node(name, n.op_type, n.domain or "", tuple(n.input), tuple(n.output), attrs, subgraphs)
+        node = Node(name, _s(n.op_type), _s(n.domain), tuple(_s(i) for i in n.input), tuple(_s(o) for o in n.output),
+                    attrs, subgraphs)
         nodes.append(node)
         for o in n.output:
             if o and (o not in tensors or tensors[o].shape is None):
                 unresolved.append(name)
                 break
-    graph_inputs = tuple(i.name for i in model.graph.input if i.name not in init_names)
+    graph_inputs = tuple(_s(i.name) for i in model.graph.input if _s(i.name) not in init_names)
     return Graph(
         name=model.graph.name or os.path.splitext(os.path.basename(path))[0],
         nodes=nodes,
         tensors=tensors,
         initializers=init_names,
         inputs=graph_inputs,
-        outputs=tuple(o.name for o in model.graph.output),
+        outputs=tuple(_s(o.name) for o in model.graph.output),
         opset=opset,
-        values={k: v for k, v in res.values.items()},
+        values={_s(k): v for k, v in res.values.items()},
         unresolved=unresolved,
         producer_version=f"{model.producer_name} {model.producer_version}".strip(),
         notes=notes,
@@ -871,6 +920,20 @@ def _subgraph(g, outer_tensors, opset, path, depth=[0]) -> Graph:
         depth[0] -= 1
 
 
+def _check_domains(model, path) -> None:
+    """Every node's domain must be imported by the model (ONNX requires it)."""
+    declared = {imp.domain or "" for imp in model.opset_import} | {"ai.onnx"}
+    if "" in declared:
+        declared.add("ai.onnx")
+    for n in model.graph.node:
+        dom = n.domain or ""
+        if dom not in declared:
+            raise DnnperfError(
+                f"node '{n.name or n.op_type}' in '{path}' uses domain '{dom}', which the model does not import "
+                "(no opset_import entry) — the model is malformed; re-export it"
+            )
+
+
 def _check_dims(dims, name, path):
     if dims is None:
         return
@@ -885,6 +948,13 @@ def _check_dims(dims, name, path):
             raise DnnperfError(
                 f"tensor '{name}' in '{path}' has dims {list(dims)} whose product overflows int64 — the model is malformed"
             )
+
+
+def _s(x) -> str:
+    """Protobuf hands back bytes for strings that are not valid UTF-8: make every name a str."""
+    if isinstance(x, bytes):
+        return x.decode("utf-8", "replace")
+    return x or ""
 
 
 def _short(exc: BaseException) -> str:

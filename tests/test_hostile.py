@@ -1,0 +1,245 @@
+"""Hostile inputs: every one ends with exit 2, one clear line on stderr, no traceback, nothing
+written; and external-data paths are never opened."""
+
+import builtins
+import io
+import json
+import os
+import random
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper
+from typer.testing import CliRunner
+
+from dnnperf.cli import app
+from helpers import SAMPLES, conv_model, model, save, vi, weight
+
+runner = CliRunner()
+RESNET = os.path.join(SAMPLES, "resnet50.onnx")
+
+
+def expect_exit2(args, needle=None):
+    r = runner.invoke(app, [str(a) for a in args])
+    assert r.exit_code == 2, (args, r.exit_code, r.output)
+    err = r.stderr
+    assert err.startswith("dnnperf: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err and r.stdout == ""
+    if needle:
+        assert needle in err, err
+    return err
+
+
+def write(tmp_path, name, data: bytes):
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+# -- model files -------------------------------------------------------------------------------
+
+def test_empty_random_truncated(tmp_path):
+    expect_exit2(["analyze", write(tmp_path, "e.onnx", b"")], "empty")
+    rnd = random.Random(7)
+    for i in range(5):
+        expect_exit2(["analyze", write(tmp_path, f"r{i}.onnx", bytes(rnd.getrandbits(8) for _ in range(4096)))])
+    data = open(RESNET, "rb").read()
+    for cut in (1, 17, 256, 5000, len(data) // 3, len(data) - 1):
+        expect_exit2(["analyze", write(tmp_path, f"t{cut}.onnx", data[:cut])])
+
+
+def test_other_message_directory_missing(tmp_path):
+    t = onnx.numpy_helper.from_array(np.zeros((4, 4), np.float32), "w")
+    expect_exit2(["inspect", write(tmp_path, "t.onnx", t.SerializeToString())])
+    g = helper.make_graph([], "g", [], [])
+    expect_exit2(["inspect", write(tmp_path, "g.onnx", g.SerializeToString())])
+    expect_exit2(["inspect", tmp_path], "directory")
+    expect_exit2(["inspect", tmp_path / "missing.onnx"], "not found")
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can read any file")
+def test_unreadable_file(tmp_path):
+    p = write(tmp_path, "u.onnx", open(RESNET, "rb").read())
+    p.chmod(0)
+    expect_exit2(["inspect", p], "permission")
+
+
+def test_graph_structure_errors(tmp_path):
+    cyc = model([helper.make_node("Relu", ["b"], ["a"]), helper.make_node("Relu", ["a"], ["b"])],
+                [vi("x", [1])], [vi("a", None)])
+    expect_exit2(["inspect", save(cyc, tmp_path, "c.onnx")], "cycle")
+    dup = model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Sigmoid", ["x"], ["y"])],
+                [vi("x", [1, 4])], [vi("y", None)])
+    expect_exit2(["inspect", save(dup, tmp_path, "d.onnx")], "produced twice")
+    dang = model([helper.make_node("Relu", ["never_made"], ["y"])], [vi("x", [1])], [vi("y", None)])
+    expect_exit2(["inspect", save(dang, tmp_path, "n.onnx")], "never_made")
+
+
+def test_bad_dims(tmp_path):
+    zero = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1, 0, 4])], [vi("y", None)])
+    expect_exit2(["inspect", save(zero, tmp_path, "z.onnx")], "zero-sized")
+    neg = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1, -3, 4])], [vi("y", None)])
+    expect_exit2(["inspect", save(neg, tmp_path, "neg.onnx")], "negative")
+    big = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2**31, 2**31, 2**31])], [vi("y", None)])
+    expect_exit2(["inspect", save(big, tmp_path, "big.onnx")], "overflow")
+    wbig = conv_model(1, 1, 4, 4, 1)
+    w = wbig.graph.initializer[0]
+    w.ClearField("raw_data")
+    del w.dims[:]
+    w.dims.extend([2**40, 2**40])
+    expect_exit2(["inspect", save(wbig, tmp_path, "wbig.onnx")], "overflow")
+
+
+def test_future_opset_and_unknown_domain(tmp_path):
+    m = conv_model(1, 1, 4, 4, 1)
+    m.opset_import[0].version = 999
+    expect_exit2(["inspect", save(m, tmp_path, "f.onnx")], "opset 999")
+    u = model([helper.make_node("Mystery", ["x"], ["y"], domain="evil.corp")], [vi("x", [1, 4])], [vi("y", None)])
+    expect_exit2(["inspect", save(u, tmp_path, "u.onnx")], "evil.corp")
+
+
+@pytest.mark.parametrize("location", ["../../etc/passwd", "/etc/passwd", "../../../../../../root/.ssh/id_rsa"])
+def test_external_data_paths_are_never_opened(tmp_path, monkeypatch, location):
+    m = conv_model(4, 8, 6, 6, 3)
+    init = m.graph.initializer[0]
+    init.ClearField("raw_data")
+    init.data_location = T.EXTERNAL
+    e = init.external_data.add()
+    e.key, e.value = "location", location
+    p = save(m, tmp_path, "ext.onnx")
+    opened = []
+    real_open, real_io_open, real_os_open = builtins.open, io.open, os.open
+
+    def spy(f, *a, **k):
+        opened.append(str(f))
+        return real_open(f, *a, **k)
+
+    def spy_io(f, *a, **k):
+        opened.append(str(f))
+        return real_io_open(f, *a, **k)
+
+    def spy_os(f, *a, **k):
+        opened.append(str(f))
+        return real_os_open(f, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", spy)
+    monkeypatch.setattr(io, "open", spy_io)
+    monkeypatch.setattr(os, "open", spy_os)
+    r = runner.invoke(app, ["analyze", str(p), "-f", "json"])
+    monkeypatch.undo()
+    assert r.exit_code == 0, r.output  # weights are never needed: the analysis simply works
+    assert json.loads(r.stdout)["totals"]["macs"] == 8 * 16 * 4 * 9
+    assert not any(("passwd" in o) or ("id_rsa" in o) for o in opened), opened
+
+
+def _deep_if_bytes(depth: int) -> bytes:
+    """A model whose If nodes nest ``depth`` subgraphs, encoded directly in protobuf wire format."""
+
+    def ld(field, payload: bytes) -> bytes:
+        key = (field << 3) | 2
+        n = len(payload)
+        out = bytearray([key])
+        while True:
+            b = n & 0x7F
+            n >>= 7
+            out.append(b | (0x80 if n else 0))
+            if not n:
+                break
+        return bytes(out) + payload
+
+    inner = b""
+    for _ in range(depth):
+        attr = ld(1, b"then_branch") + bytes([20 << 3, 5]) + ld(6, inner)
+        node = ld(1, b"c") + ld(2, b"o") + ld(4, b"If") + ld(5, attr)
+        inner = ld(1, node)
+    graph = inner
+    opset = ld(1, b"") + bytes([2 << 3, 17])
+    return bytes([1 << 3, 8]) + ld(7, graph) + ld(8, opset)
+
+
+def test_ten_thousand_deep_subgraphs(tmp_path):
+    expect_exit2(["inspect", write(tmp_path, "deep.onnx", _deep_if_bytes(10_000))])
+
+
+def test_one_gigabyte_doc_string_is_handled(tmp_path):
+    m = conv_model(4, 8, 6, 6, 3)
+    m.doc_string = "x" * (1 << 30)
+    p = tmp_path / "doc.onnx"
+    with open(p, "wb") as fh:
+        fh.write(m.SerializeToString())
+    del m
+    r = runner.invoke(app, ["analyze", str(p), "-f", "json"])
+    assert r.exit_code == 0
+    assert len(r.stdout) < 100_000  # the doc string is never echoed
+    p.unlink()
+
+
+# -- profiles ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,needle", [
+    ("{{{{ : [", "YAML"),
+    ("!!python/object/apply:os.system ['touch /tmp/dnnperf-pwned']\n", "tag"),
+    ("a: &a [x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b]\n"
+     "d: &d [*c,*c,*c,*c,*c,*c,*c,*c]\ne: [*d,*d,*d,*d,*d,*d,*d,*d]\n", "alias"),
+    ("schema: dnnperf-hw/1\nname: x\n", "missing required key"),
+    ("- just\n- a list\n", "mapping"),
+])
+def test_hostile_profiles(tmp_path, text, needle):
+    p = tmp_path / "p.yaml"
+    p.write_text(text)
+    expect_exit2(["analyze", RESNET, "--hw", p], needle)
+    assert not os.path.exists("/tmp/dnnperf-pwned")
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (("memory", "dram_gbs", "fast"), "dram_gbs"),
+    (("memory", "dram_gbs", 0), "dram_gbs"),
+    (("memory", "dram_gbs", -1), "dram_gbs"),
+    (("memory", "dram_gbs", float("nan")), "dram_gbs"),
+    (("memory", "dram_gbs", float("inf")), "dram_gbs"),
+    (("headline", "tops", 0), "tops"),
+    ((None, "surprise", 1), "surprise"),
+])
+def test_hostile_profile_values(tmp_path, edit, needle):
+    import yaml
+
+    from dnnperf.hardware import load_profile
+
+    d = yaml.safe_load(open(load_profile("v100").path))
+    sect, key, val = edit
+    (d[sect] if sect else d)[key] = val
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump(d))
+    expect_exit2(["analyze", RESNET, "--hw", p], needle)
+
+
+def test_zero_tile(tmp_path):
+    import yaml
+
+    from dnnperf.hardware import load_profile
+
+    d = yaml.safe_load(open(load_profile("v100").path))
+    d["units"][0]["tile"]["fp16"] = [0, 0, 0]
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump(d))
+    expect_exit2(["analyze", RESNET, "--hw", p], "tile")
+
+
+# -- CLI flags --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,needle", [
+    (["analyze", RESNET, "--batch", "0"], "--batch"),
+    (["analyze", RESNET, "--batch", "-1"], "--batch"),
+    (["analyze", RESNET, "--top", "0"], "--top"),
+    (["inspect", RESNET, "--dim", "not_a_symbol=4"], "not_a_symbol"),
+    (["inspect", RESNET, "--batch", "2", "--input-shape", "input=4x3x224x224"], "conflicting"),
+    (["inspect", RESNET, "--input-shape", "nosuch=1x3"], "nosuch"),
+    (["sweep", RESNET, "--batch", "1,0"], "--batch"),
+    (["sweep", RESNET, "--precision", "fp7"], "fp7"),
+    (["compare", RESNET, "--hw", "v100", "--max-latency", "fast"], "--max-latency"),
+    (["check", RESNET, "--max-regression", "lots"], "--max-regression"),
+])
+def test_bad_flags(args, needle):
+    expect_exit2(args, needle)
