@@ -208,6 +208,8 @@ def analyze(
     fusion: Fusion = typer.Option(Fusion.none, "--fusion", help="none: every node is a kernel; typical: what ORT/TensorRT fuse."),
     overlap_input: bool = typer.Option(False, "--overlap-input", help="Assume the next input is prefetched during compute."),
     top: int = typer.Option(10, "--top", "-n", help="How many bottleneck layers to show."),
+    totals_only: bool = typer.Option(False, "--totals-only", help="One row per model x profile (for sweeps over many files)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Worker processes for many files (default: all cores)."),
     fmt: Fmt = FmtOpt,
     output: Optional[str] = OutOpt,
     quiet: bool = QuietOpt,
@@ -217,17 +219,40 @@ def analyze(
 
     def body():
         from dnnperf.analysis import Settings
-        from dnnperf.api import analyze as run_analyze, report_dict
+        from dnnperf.batch import analyze_many
         from dnnperf.hardware import load_profiles
         from dnnperf.render import csvfmt, markdown, table, to_json
 
         if top < 1:
             raise DnnperfError(f"--top must be >= 1, got {top}")
+        if jobs is not None and jobs < 1:
+            raise DnnperfError(f"--jobs must be >= 1, got {jobs}")
         ov = _overrides(batch, input_shape, dim)
-        profiles = load_profiles(hw)
-        insps = _inspect_many(_models(models), ov, quiet)
+        load_profiles(hw)  # validate profiles before any work
+        paths = _models(models)
+        if len(paths) > 1:
+            from dataclasses import replace
+
+            ov = replace(ov, strict=False)
         settings = Settings(batch, precision.value if precision else None, fusion.value, overlap_input)
-        dicts = [report_dict(run_analyze(i, p, settings), None) for i in insps for p in profiles]
+        dicts = _with_progress(lambda tick: analyze_many(paths, ov, list(hw), settings, totals_only, jobs, tick),
+                               len(paths), quiet)
+        if totals_only:
+            if fmt == Fmt.csv:
+                _emit(csvfmt.table(dicts, list(dicts[0])), output)
+            elif fmt == Fmt.json:
+                _emit(to_json({"schema_version": "dnnperf-totals/1", "rows": dicts}), output)
+            else:
+                from dnnperf.render import units as u
+
+                hdr = ["model", "hardware", "latency", "TOP/s", "% of peak", "top cause"]
+                rows = [[d["model"], d["hardware"], u.t(d["latency_s"]), f"{d['achieved_tops']:.3g}",
+                         u.pct(d["fraction_of_peak"]), d["top_cause"]] for d in dicts]
+                if fmt == Fmt.md or output:
+                    _emit(markdown.table(hdr, rows, "dnnperf totals"), output)
+                else:
+                    table.simple(table.console(), "dnnperf totals", hdr, rows)
+            return
         if fmt == Fmt.json:
             _emit(to_json(dicts[0] if len(dicts) == 1 else {"schema_version": "dnnperf-reports/1", "reports": dicts}), output)
         elif fmt == Fmt.csv:
@@ -242,6 +267,17 @@ def analyze(
                 table.report(con, d, top)
 
     _run(body)
+
+
+def _with_progress(fn, total: int, quiet: bool):
+    """Run ``fn(tick)`` with a rich progress bar on stderr when there are many files."""
+    if total <= 3 or quiet or not sys.stderr.isatty():
+        return fn(None)
+    from rich.progress import Progress
+
+    with Progress(transient=True, console=__import__("rich.console").console.Console(file=sys.stderr)) as prog:
+        task = prog.add_task("analysing models", total=total)
+        return fn(lambda: prog.advance(task))
 
 
 @app.command()

@@ -41,29 +41,35 @@ _NP_DTYPES = {6: np.int32, 7: np.int64, 1: np.float32, 11: np.float64, 9: np.boo
               2: np.uint8, 3: np.int8, 12: np.uint32, 13: np.uint64, 4: np.uint16, 5: np.int16}
 
 
-@dataclass(frozen=True)
 class Tensor:
-    """A tensor's static description. ``shape`` is None when it could not be resolved."""
+    """A tensor's static description. ``shape`` is None when it could not be resolved.
 
-    name: str
-    shape: tuple[int, ...] | None
-    dtype: str
+    ``numel`` and ``nbytes`` are computed once (sub-byte types round up to whole bytes).
+    """
 
-    @property
-    def numel(self) -> int | None:
-        if self.shape is None:
-            return None
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+    __slots__ = ("name", "shape", "dtype", "numel", "nbytes")
 
-    @property
-    def nbytes(self) -> int | None:
-        n = self.numel
-        if n is None:
-            return None
-        return (n * DTYPE_BITS.get(self.dtype, 32) + 7) // 8
+    def __init__(self, name: str, shape: tuple[int, ...] | None, dtype: str):
+        self.name = name
+        self.shape = shape
+        self.dtype = dtype
+        if shape is None:
+            self.numel = self.nbytes = None
+        else:
+            n = 1
+            for d in shape:
+                n *= d
+            self.numel = n
+            self.nbytes = (n * DTYPE_BITS.get(dtype, 32) + 7) // 8
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Tensor) and (self.name, self.shape, self.dtype) == (other.name, other.shape, other.dtype)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.shape, self.dtype))
+
+    def __repr__(self) -> str:
+        return f"Tensor(name={self.name!r}, shape={self.shape!r}, dtype={self.dtype!r})"
 
 
 @dataclass
@@ -104,6 +110,7 @@ class ShapeOverrides:
     batch: int | None = None
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     dims: tuple[tuple[str, int], ...] = ()
+    strict: bool = True  # False when one set of flags serves many models: unknown names are ignored
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,33 +237,25 @@ def _is_shape_like(init) -> bool:
 
 
 def strip_weights_inplace(model) -> dict[str, Tensor]:
-    """Remove weight payloads from ``model.graph``; return the initializers' shapes and dtypes.
-
-    Weights become typed graph inputs so shape inference sees their shapes but copies no bytes.
-    External-data entries are read as dims and dtype only; their ``location`` is never opened.
-    """
-    import onnx
-
-    g = model.graph
-    kept = []
+    """Drop weight payloads in place (our own parsed copy: nothing is copied); return every
+    initializer's shape and dtype. Small integer initializers keep their values (they are shapes).
+    External-data entries are read as dims and dtype only; their ``location`` is never opened."""
     info: dict[str, Tensor] = {}
-    input_names = {i.name for i in g.input}
-    for init in g.initializer:
-        dims = tuple(int(d) for d in init.dims)
-        info[init.name] = Tensor(init.name, dims, DTYPE_NAMES.get(init.data_type, "float32"))
-        if _is_shape_like(init):
-            kept.append(init)
-    small = [onnx.TensorProto() for _ in kept]
-    for dst, src in zip(small, kept):
-        dst.CopyFrom(src)
-    del g.initializer[:]
-    g.initializer.extend(small)
-    kept_names = {t.name for t in small}
-    for name, t in info.items():
-        if name in kept_names or name in input_names:
-            continue
-        g.input.append(onnx.helper.make_tensor_value_info(name, _dtype_code(t.dtype), list(t.shape)))
+    for init in model.graph.initializer:
+        name = init.name
+        info[name] = Tensor(name, tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
+        if not _is_shape_like(init):
+            _clear_payload(init)
     return info
+
+
+def _clear_payload(init) -> None:
+    for f in ("raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data"):
+        init.ClearField(f)
+    del init.external_data[:]
+    init.data_location = 1
+    e = init.external_data.add()
+    e.key, e.value = "location", "__dnnperf_stripped__"
 
 
 def _dtype_code(name: str) -> int:
@@ -272,7 +271,7 @@ def _dtype_code(name: str) -> int:
 
 def _type_shape(tp) -> tuple[tuple | None, str]:
     """(dims or None, dtype) of a TypeProto; a dim is int, str (symbol) or None (unknown)."""
-    if not tp.HasField("tensor_type"):
+    if tp.WhichOneof("value") != "tensor_type":
         if tp.HasField("sequence_type") or tp.HasField("optional_type"):
             return None, "sequence"
         return None, "float32"
@@ -304,7 +303,7 @@ def _parse_overrides(model, ov: ShapeOverrides, path: str, weights: set[str]) ->
     real_inputs = [i for i in g.input if i.name not in init_names]
     by_name = {i.name: i for i in real_inputs}
     for name, _ in ov.input_shapes:
-        if name not in by_name:
+        if name not in by_name and ov.strict:
             raise DnnperfError(
                 f"--input-shape names '{name}', but the model's inputs are: "
                 f"{', '.join(sorted(by_name)) or '(none)'}"
@@ -316,7 +315,7 @@ def _parse_overrides(model, ov: ShapeOverrides, path: str, weights: set[str]) ->
             symbols_seen.update(d for d in dims if isinstance(d, str))
     dim_map = dict(ov.dims)
     for sym in dim_map:
-        if sym not in symbols_seen:
+        if sym not in symbols_seen and ov.strict:
             raise DnnperfError(
                 f"--dim {sym}=...: the model has no symbolic input dimension '{sym}' "
                 f"(symbols: {', '.join(sorted(symbols_seen)) or 'none'})"
@@ -456,11 +455,17 @@ class _Resolver:
 
     # -- shapes -----------------------------------------------------------------------------
     def infer_node(self, node) -> None:
-        from onnx import TypeProto, defs, helper, numpy_helper, shape_inference
-
-        known = [_static(self.types.get(o, (None, ""))[0]) for o in node.output if o]
-        if known and all(k is not None for k in known):
+        types = self.types
+        done = True
+        for o in node.output:
+            if o:
+                t = types.get(o)
+                if t is None or _static(t[0]) is None:
+                    done = False
+                    break
+        if done:
             return
+        from onnx import TypeProto, defs, helper, numpy_helper, shape_inference
         if node.domain not in ("", "ai.onnx"):
             out = custom_domain_shapes(node, self.types)
             for o, t in zip(node.output, out):
@@ -549,6 +554,40 @@ def _run_node(node, ins, opset_imports):
         return [ins[0].astype(_NP_DTYPES.get(to, np.float32))]
     if op == "Identity":
         return [ins[0]]
+    if op == "Slice":
+        data = ins[0]
+        starts = [int(x) for x in np.atleast_1d(ins[1])]
+        ends = [int(x) for x in np.atleast_1d(ins[2])]
+        axes = [int(x) for x in np.atleast_1d(ins[3])] if len(ins) > 3 and ins[3] is not None else list(range(len(starts)))
+        steps = [int(x) for x in np.atleast_1d(ins[4])] if len(ins) > 4 and ins[4] is not None else [1] * len(starts)
+        sl = [slice(None)] * data.ndim
+        for st, en, ax, sp in zip(starts, ends, axes, steps):
+            sl[ax % data.ndim] = slice(st, en if abs(en) < 2**62 else (None if sp > 0 else None), sp)
+        return [data[tuple(sl)]]
+    if op == "ConstantOfShape":
+        from onnx import numpy_helper
+
+        val = np.zeros(1, np.float32)
+        if "value" in attrs:
+            val = numpy_helper.to_array(attrs["value"].t).reshape(-1)
+        return [np.full(tuple(int(x) for x in np.atleast_1d(ins[0])), val[0], dtype=val.dtype)]
+    if op == "Range":
+        return [np.arange(ins[0].item(), ins[1].item(), ins[2].item()).astype(ins[0].dtype)]
+    if op == "Where":
+        return [np.where(ins[0], ins[1], ins[2])]
+    if op == "Expand":
+        shape = tuple(int(x) for x in np.atleast_1d(ins[1]))
+        return [ins[0] * np.ones(shape, dtype=ins[0].dtype)]
+    if op == "Mod" and np.issubdtype(ins[0].dtype, np.integer) and not ai("fmod", 0):
+        return [np.mod(ins[0], ins[1])]
+    if op == "Transpose":
+        perm = ai("perm", None)
+        return [np.transpose(ins[0], perm)]
+    if op == "Squeeze":
+        axes = ins[1] if len(ins) > 1 and ins[1] is not None else ai("axes", None)
+        if axes is None:
+            return [np.squeeze(ins[0])]
+        return [np.squeeze(ins[0], axis=tuple(int(a) for a in np.atleast_1d(axes)))]
     if op == "Reshape":
         shape = [int(s) for s in ins[1]]
         shape = [ins[0].shape[i] if s == 0 and not ai("allowzero", 0) else s for i, s in enumerate(shape)]
@@ -678,7 +717,36 @@ def _conv_out_shape(node, types):
 
 
 def topo_order(nodes, available: set[str], graph_name: str = "main graph") -> list:
-    """Kahn's algorithm over NodeProtos; reject cycles and inputs nobody produces."""
+    """Nodes in a valid execution order; reject cycles, duplicate producers and dangling inputs.
+
+    ONNX requires nodes to be stored sorted, so one pass usually confirms the order; otherwise
+    Kahn's algorithm sorts them (and finds cycles)."""
+    seen = set(available)
+    in_order = True
+    for n in nodes:
+        if any(a.type in (5, 10) for a in n.attribute):
+            in_order = False
+            break
+        for i in n.input:
+            if i and i not in seen:
+                in_order = False
+                break
+        if not in_order:
+            break
+        for o in n.output:
+            if o:
+                if o in seen:
+                    in_order = False
+                    break
+                seen.add(o)
+        if not in_order:
+            break
+    if in_order:
+        return list(nodes)
+    return _kahn(nodes, available, graph_name)
+
+
+def _kahn(nodes, available: set[str], graph_name: str) -> list:
     produced_by: dict[str, int] = {}
     for idx, n in enumerate(nodes):
         for o in n.output:
@@ -811,9 +879,10 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
                 res.types[vi.name] = (dims, dtype)
     for init in g.initializer:
         res.types[init.name] = (tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
-        v = _tensor_value(init)
-        if v is not None:
-            res.values[init.name] = v
+        if _is_shape_like(init):
+            v = _tensor_value(init)
+            if v is not None:
+                res.values[init.name] = v
     for n in ordered:
         for o in n.output:
             if o:
@@ -841,8 +910,7 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
         else:
             seen_names[name] = 0
         attrs, subgraphs = _attrs(n, tensors, opset, path)
-        node = Node(name, _s(n.op_type), _s(n.domain), tuple(_s(i) for i in n.input), tuple(_s(o) for o in n.output),
-                    attrs, subgraphs)
+        node = Node(name, n.op_type, n.domain, tuple(n.input), tuple(n.output), attrs, subgraphs)
         nodes.append(node)
         for o in n.output:
             if o and (o not in tensors or tensors[o].shape is None):
@@ -997,12 +1065,7 @@ def skeletonize_inplace(model) -> int:
         for d in init.dims:
             n *= d
         removed += (n * DTYPE_BITS.get(DTYPE_NAMES.get(init.data_type, "float32"), 32) + 7) // 8
-        for f in ("raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data"):
-            init.ClearField(f)
-        del init.external_data[:]
-        init.data_location = 1
-        e = init.external_data.add()
-        e.key, e.value = "location", "__dnnperf_stripped__"
+        _clear_payload(init)
     return removed
 
 

@@ -81,14 +81,22 @@ class Ctx:
 
     def byte_split(self) -> tuple[int, int, int]:
         """(activation bytes read, weight bytes read, bytes written). Each distinct tensor once."""
-        act = wgt = 0
-        for name in dict.fromkeys(i for i in self.node.inputs if i):
-            b = self._nbytes(name)
-            if name in self.graph.initializers:
-                wgt += b
+        act = wgt = out = 0
+        seen = set()
+        inits = self.graph.initializers
+        for name in self.node.inputs:
+            if not name or name in seen:
+                continue
+            seen.add(name)
+            if name in inits:
+                wgt += self._nbytes(name)
             else:
-                act += b
-        out = sum(self._nbytes(o) for o in dict.fromkeys(o for o in self.node.outputs if o))
+                act += self._nbytes(name)
+        seen = set()
+        for name in self.node.outputs:
+            if name and name not in seen:
+                seen.add(name)
+                out += self._nbytes(name)
         return act, wgt, out
 
     def workload(self, family: str, macs: int = 0, other: int = 0, gemm=None, parallel: int | None = None,

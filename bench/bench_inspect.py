@@ -1,0 +1,69 @@
+"""Issue 2 benchmark: `dnnperf inspect` (in-process) against the floor of onnx.load +
+onnx.shape_inference.infer_shapes on the same files, measured in the same run.
+
+    python bench/bench_inspect.py [--repeat 5]
+
+Prints, per file, the median seconds of both and the ratio dnnperf / floor (target: <= 1.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+
+def median_time(fn, repeat):
+    ts = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--nodes", type=int, default=50_000)
+    args = ap.parse_args()
+
+    import onnx
+
+    from dnnperf.api import inspect_model
+    from dnnperf.graph import ShapeOverrides
+    from gen import transformer_like
+
+    tmp = tempfile.mkdtemp()
+    big = os.path.join(tmp, f"generated_{args.nodes}.onnx")
+    with open(big, "wb") as fh:
+        fh.write(transformer_like(args.nodes).SerializeToString())
+    files = [(os.path.join(ROOT, "sample_models", f), ShapeOverrides(batch=1, dims=(("sequence_length", 128),) if f.startswith("gpt2") else ()))
+             for f in ("resnet50.onnx", "mobilenet_v2.onnx", "vit_b_16.onnx", "swin_t.onnx", "gpt2.onnx")]
+    files.append((big, ShapeOverrides()))
+
+    def floor(path):
+        m = onnx.load(path, load_external_data=False)
+        onnx.shape_inference.infer_shapes(m)
+
+    print(f"{'file':<28} {'nodes':>7} {'floor s':>9} {'dnnperf s':>10} {'ratio':>7}")
+    ratios = []
+    for path, ov in files:
+        n = len(onnx.load(path, load_external_data=False).graph.node)
+        tf = median_time(lambda: floor(path), args.repeat)
+        td = median_time(lambda: inspect_model(path, ov), args.repeat)
+        ratios.append(td / tf)
+        print(f"{os.path.basename(path):<28} {n:>7} {tf:>9.3f} {td:>10.3f} {td / tf:>7.2f}")
+    print(f"median ratio {statistics.median(ratios):.2f}  (floor = onnx.load + onnx.shape_inference.infer_shapes)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Many models x many profiles: parse each file once, score it per profile, spread files over a
+process pool. Workers return plain dicts, so results are identical to a serial run."""
+
+from __future__ import annotations
+
+import os
+
+from dnnperf.analysis import Settings
+from dnnperf.graph import ShapeOverrides
+
+
+def analyze_file(path: str, ov: ShapeOverrides, profile_specs: list[str], settings: Settings,
+                 totals_only: bool) -> list[dict]:
+    from dnnperf.api import analyze, inspect_model, report_dict
+    from dnnperf.hardware import load_profiles
+
+    insp = inspect_model(path, ov)
+    out = []
+    for hw in load_profiles(profile_specs):
+        d = report_dict(analyze(insp, hw, settings, with_fixes=not totals_only))
+        out.append(totals_row(d) if totals_only else d)
+    return out
+
+
+def totals_row(d: dict) -> dict:
+    t = d["totals"]
+    return {"model": d["model"]["name"], "path": d["model"]["path"], "hardware": d["hardware"]["name"],
+            "batch": d["settings"]["batch"], "macs": t["macs"], "bytes": t["bytes"], "latency_s": t["latency_s"],
+            "throughput_per_s": t["throughput_per_s"], "achieved_tops": t["achieved_tops"],
+            "fraction_of_peak": t["fraction_of_peak"], "top_cause": t["top_cause"],
+            "unsupported": sum(u["count"] for u in d["unsupported_ops"])}
+
+
+def _task(args):
+    from dnnperf.errors import DnnperfError
+
+    try:
+        return ("ok", analyze_file(*args))
+    except DnnperfError as exc:
+        return ("error", str(exc))
+
+
+def analyze_many(paths: list[str], ov: ShapeOverrides, profile_specs: list[str], settings: Settings,
+                 totals_only: bool, jobs: int | None, progress=None) -> list[dict]:
+    """Results in input order. ``jobs``: worker processes (None = all cores, 1 = in-process)."""
+    from dnnperf.errors import DnnperfError
+
+    jobs = jobs or os.cpu_count() or 1
+    tasks = [(p, ov, profile_specs, settings, totals_only) for p in paths]
+    results: list = []
+    if jobs == 1 or len(paths) == 1:
+        for t in tasks:
+            results.append(_task(t))
+            if progress:
+                progress()
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for r in pool.map(_task, tasks, chunksize=max(1, len(tasks) // (jobs * 8))):
+                results.append(r)
+                if progress:
+                    progress()
+    out = []
+    for status, val in results:
+        if status == "error":
+            raise DnnperfError(val)
+        out.extend(val)
+    return out
