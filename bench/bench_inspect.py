@@ -30,6 +30,23 @@ def median_time(fn, repeat):
     return statistics.median(ts)
 
 
+def materialise(src: str, dst: str) -> None:
+    """Give every stripped initializer real (random) bytes, as in a full export."""
+    import numpy as np
+    import onnx
+
+    m = onnx.load(src, load_external_data=False)
+    rng = np.random.default_rng(0)
+    for init in m.graph.initializer:
+        if init.data_location == onnx.TensorProto.EXTERNAL:
+            del init.external_data[:]
+            init.data_location = onnx.TensorProto.DEFAULT
+            n = int(np.prod(init.dims)) if len(init.dims) else 1
+            dt = onnx.helper.tensor_dtype_to_np_dtype(init.data_type)
+            init.raw_data = rng.standard_normal(n).astype(dt).tobytes()
+    onnx.save(m, dst)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
@@ -49,6 +66,11 @@ def main() -> None:
     files = [(os.path.join(ROOT, "sample_models", f), ShapeOverrides(batch=1, dims=(("sequence_length", 128),) if f.startswith("gpt2") else ()))
              for f in ("resnet50.onnx", "mobilenet_v2.onnx", "vit_b_16.onnx", "swin_t.onnx", "gpt2.onnx")]
     files.append((big, ShapeOverrides()))
+    # the same architectures with their weights materialised (what a user usually has on disk)
+    for name in ("resnet50", "vit_b_16"):
+        full = os.path.join(tmp, f"{name}_full.onnx")
+        materialise(os.path.join(ROOT, "sample_models", f"{name}.onnx"), full)
+        files.append((full, ShapeOverrides(batch=1)))
 
     def floor(path):
         m = onnx.load(path, load_external_data=False)

@@ -271,10 +271,15 @@ def fixes_for(c: LayerCost, x: Ctx, limit: int = 4) -> list[dict]:
     return out
 
 
-def attach_fixes(report) -> None:
+def attach_fixes(report, top: int = 200) -> None:
+    """Fixes for the layers that matter: the ``top`` layers by time lost, plus any layer losing at
+    least 0.5% of the model's lost time (on a 50,000-layer graph, the long tail gets none)."""
     x = Ctx(report)
-    for c in report.score.layers:
-        if c.time_s > 0 and c.cause != "compute":
+    layers = [c for c in report.score.layers if c.time_s > 0 and c.cause != "compute"]
+    total_lost = sum(c.lost_s for c in layers) or 1.0
+    ranked = sorted(layers, key=lambda c: (-c.lost_s, c.name))
+    for k, c in enumerate(ranked):
+        if k < top or c.lost_s >= 0.005 * total_lost:
             c.fixes = fixes_for(c, x)
     report.model_fixes = model_fixes(report)
 
