@@ -5,10 +5,12 @@ Per layer (a node, or a fused group with ``fusion='typical'``):
     t_ideal      ops at the device's quoted (headline) peak
     + specialization  the unit that really runs it (vector vs matrix, precision) and tile padding
     + parallelism     lanes left idle when the layer has fewer outputs than the device has lanes
-    + unoptimized     per-family efficiency below the roof (calibrated) or ops with no fast kernel
     + thermal         sustained clock below boost
     = t_compute
-    + memory          max(0, t_memory - t_compute)  (overlapped; no overlap for unoptimized ops)
+    + memory          max(0, t_memory - t_compute)  (overlapped; ops with no fast kernel: no overlap,
+                      the hidden part is reported as overlap)
+    + unoptimized     the kernel reaching only a fraction of its roof: calibrated per-family/op
+                      efficiency, or unoptimized_efficiency for ops with no fast kernel
     + heterogeneity   extra time when the op falls back off the accelerator (incl. transfers)
     + launch_overhead per-kernel launch cost
     = layer time
@@ -132,21 +134,23 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None)
     occ = rules.occupancy(w.parallel_work, hw.lanes)
     t_par = t_tile / occ
     unopt = w.family == "control" or layer.op_type in hw.unoptimized_ops
-    eff = hw.unoptimized_efficiency if unopt else hw.efficiency.get(w.family, 1.0)
-    t_eff = t_par / eff
-    t_compute = t_eff / hw.sustained_clock_fraction
+    t_compute = t_par / hw.sustained_clock_fraction
     losses["specialization"] = t_tile - t_ideal
     losses["parallelism"] = t_par - t_tile
-    losses["unoptimized"] = t_eff - t_par
-    losses["thermal"] = t_compute - t_eff
+    losses["thermal"] = t_compute - t_par
     mem_bytes = w.weight_bytes if hw.activations_onchip else w.bytes_total
-    _, t_mem = rules.roofline_time(ops, mem_bytes, rate, hw.dram_bps)
+    _, t_mem = rules.roofline_time(ops, mem_bytes, rate, rules.bandwidth_for(mem_bytes, hw))
+    losses["memory"] = max(0.0, t_mem - t_compute)
     if unopt:
-        t_exec = t_compute + t_mem  # no fast kernel: no overlap of traffic and math
-        losses["overlap"] = t_mem
+        # no fast kernel: traffic and math run back to back, at a fraction of the roof
+        losses["overlap"] = min(t_compute, t_mem)
+        t_roof = t_compute + t_mem
+        eff = hw.unoptimized_efficiency
     else:
-        t_exec = max(t_compute, t_mem)
-        losses["memory"] = max(0.0, t_mem - t_compute)
+        t_roof = max(t_compute, t_mem)
+        eff = family_efficiency(layer, hw)
+    t_exec = t_roof / eff
+    losses["unoptimized"] = t_exec - t_roof
     unit_name = unit.name
     if hw.accelerator_families is not None and hw.fallback is not None and w.family not in hw.accelerator_families:
         # the accelerator cannot run this family: it runs on the fallback unit and its activations
@@ -165,6 +169,16 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None)
     cause = classify(losses, t_ideal, w.is_matrix)
     return LayerCost(layer, unit_name, run_prec, tile_eff, occ, t_ideal, t_compute, t_mem, t_launch, time_s,
                      losses, cause)
+
+
+def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
+    """Calibrated fraction of the roof: an op-type figure (e.g. Pow) overrides the family's for a
+    single op; a fused group takes the lowest of its parts."""
+    eff = hw.efficiency.get(layer.workload.family, 1.0)
+    ops = [hw.op_efficiency[o] for o in layer.op_type.split("+") if o in hw.op_efficiency]
+    if not ops:
+        return eff
+    return min(ops) if len(layer.nodes) == 1 else min(eff, min(ops))
 
 
 def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:

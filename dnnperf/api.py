@@ -133,7 +133,7 @@ class Report:
         return top_cause(self.score)
 
 
-def build_layers(insp: Inspection, fusion: str = "none", precision: str | None = None) -> list[Layer]:
+def build_layers(insp: Inspection, fusion: str = "none", precision: str | None = None, chains: bool = True) -> list[Layer]:
     from dnnperf.fusion import fuse, fusion_candidates
 
     cands = fusion_candidates(insp.graph, insp.rows)
@@ -151,7 +151,7 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
                      fusable_into=c[0] if c else None, saved_bytes_if_fused=saved)
 
     if fusion == "typical":
-        return fuse(insp.graph, insp.rows, make)
+        return fuse(insp.graph, insp.rows, make, chains)
     if fusion != "none":
         raise DnnperfError(f"--fusion must be 'none' or 'typical', got '{fusion}'")
     return [make(r) for r in insp.rows if r.workload is not None]
@@ -160,12 +160,14 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
 def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixes: bool = True) -> Report:
     if settings.batch is None:
         settings = Settings(insp.batch, settings.precision, settings.fusion, settings.overlap_input)
-    layers = build_layers(insp, settings.fusion, settings.precision)
+    chains = hw.kind != "cpu"
+    layers = build_layers(insp, settings.fusion, settings.precision, chains)
     sc = score(layers, hw, settings, insp.input_bytes)
     alt = {settings.fusion: sc.totals["latency_s"]}
     other = "typical" if settings.fusion == "none" else "none"
     alt_settings = Settings(settings.batch, settings.precision, other, settings.overlap_input)
-    alt[other] = score(build_layers(insp, other, settings.precision), hw, alt_settings, insp.input_bytes).totals["latency_s"]
+    alt[other] = score(build_layers(insp, other, settings.precision, chains), hw, alt_settings,
+                       insp.input_bytes).totals["latency_s"]
     report = Report(insp, sc, fused_layers=sum(1 for l in layers if len(l.nodes) > 1), alt_latency_s=alt)
     if with_fixes:
         from dnnperf.fixes import attach_fixes

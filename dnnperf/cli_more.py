@@ -289,3 +289,87 @@ def _check_md(res: dict) -> str:
             for n in r["layers"][:10]:
                 lines.append(f"- `{n['layer']}` ({n['op_type']}) {n['change']}: {u.t(n['old_s'])} -> {u.t(n['new_s'])}, cause `{n['cause']}`")
     return "\n".join(lines) + "\n\n"
+
+
+@app.command()
+def calibrate(
+    output: str = typer.Option("profiles/local.yaml", "--output", "-o", help="Where to write the measured profile."),
+    quick: bool = typer.Option(False, "--quick", help="About 15 s instead of about 60 s."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="ONNX Runtime intra-op threads (default: ORT's)."),
+    quiet: bool = QuietOpt,
+):
+    """Measure this machine through ONNX Runtime (needs dnnperf[measure]) and write a profile:
+    peak GEMM throughput, bandwidth, per-op dispatch cost, per-family efficiency."""
+
+    def body():
+        import yaml
+
+        from dnnperf.graph import atomic_write_bytes
+        from dnnperf.measure import calibrate as run_calibrate, micro_models
+
+        if threads is not None and threads < 1:
+            raise DnnperfError("--threads must be >= 1")
+        total = len(micro_models(True))
+        if quiet or not sys.stderr.isatty():
+            prof = run_calibrate(quick, threads)
+        else:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            with Progress(console=Console(file=sys.stderr), transient=True) as p:
+                task = p.add_task("calibrating", total=total)
+                prof = run_calibrate(quick, threads, progress=lambda name: p.advance(task))
+        text = "# Measured by `dnnperf calibrate`; see `measured:` for how.\n" + yaml.safe_dump(prof, sort_keys=False)
+        import os
+
+        folder = os.path.dirname(os.path.abspath(output))
+        if not os.path.isdir(folder):
+            raise DnnperfError(f"cannot write '{output}': folder '{folder}' does not exist")
+        atomic_write_bytes(output, text.encode("utf-8"))
+        if not quiet:
+            sys.stderr.write(f"wrote {output}: fp32 {prof['units'][0]['peak_tops']['fp32']} TOP/s, "
+                             f"{prof['memory']['dram_gbs']} GB/s, dispatch {prof['launch_overhead_us']} us "
+                             f"({prof['measured']['seconds']} s)\n")
+
+    _run(body)
+
+
+@app.command()
+def validate(
+    model: str = typer.Argument(..., help="ONNX model (skeletons get random weights)."),
+    hw: str = typer.Option("profiles/local.yaml", "--hw", help="A calibrated profile of this machine."),
+    batch: Optional[int] = BatchOpt,
+    input_shape: Optional[List[str]] = ShapeOpt,
+    dim: Optional[List[str]] = DimOpt,
+    threads: Optional[int] = typer.Option(None, "--threads", help="ONNX Runtime threads (use the calibration's)."),
+    runs: int = typer.Option(20, "--runs", help="Timed runs (median)."),
+    fmt: Fmt = FmtOpt,
+    output: Optional[str] = OutOpt,
+):
+    """Run the model in ONNX Runtime with profiling, map its kernels back to dnnperf's layers
+    (fusions included) and print predicted vs measured per layer and for the model."""
+
+    def body():
+        from dnnperf.hardware import load_profile
+        from dnnperf.measure import validate as run_validate
+        from dnnperf.render import table, to_json
+        from dnnperf.render import units as u
+
+        if runs < 1:
+            raise DnnperfError("--runs must be >= 1")
+        profile = load_profile(hw)
+        d = run_validate(model, profile, _overrides(batch, input_shape, dim), threads, runs)
+        if fmt == Fmt.json:
+            _emit(to_json(d), output)
+            return
+        rows = sorted(d["layers"], key=lambda r: -(r["measured_s"] or 0))[:15]
+        con = table.console()
+        table.simple(con, f"{d['model']} on {d['hardware']}: predicted vs measured (ONNX Runtime, {d['threads']} threads)",
+                     ["layer", "op", "predicted", "measured", "error"],
+                     [[r["layer"][-48:], r["op_type"], u.t(r["predicted_s"]), u.t(r["measured_s"]),
+                       "-" if r["error"] is None else f"{r['error'] * 100:+.0f}%"] for r in rows])
+        con.print(f"model: predicted {u.t(d['predicted_s'])}, measured {u.t(d['measured_s'])}, "
+                  f"error {d['error'] * 100:+.1f}%; measured top-5 inside predicted top-10: "
+                  f"{d['top5_inside_predicted_top10']}; unmatched kernels: {len(d['kernels_unmatched'])}", markup=False)
+
+    _run(body)

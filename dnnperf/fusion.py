@@ -33,8 +33,11 @@ def consumers_of(graph: Graph) -> dict[str, int]:
     return n
 
 
-def fusion_candidates(graph: Graph, rows) -> dict[str, tuple[str, str]]:
-    """node name -> (producer node name, shared tensor) for every node a runtime would fuse."""
+def fusion_candidates(graph: Graph, rows, chains: bool = True) -> dict[str, tuple[str, str]]:
+    """node name -> (producer node name, shared tensor) for every node a runtime would fuse.
+
+    ``chains``: elementwise ops also fuse into elementwise producers (GPU compilers such as
+    TensorRT/XLA do; ONNX Runtime's CPU provider only fuses epilogues into Conv/MatMul/Gemm)."""
     cons = consumers_of(graph)
     produced: dict[str, object] = {}
     out = {}
@@ -47,6 +50,8 @@ def fusion_candidates(graph: Graph, rows) -> dict[str, tuple[str, str]]:
                     continue
                 if prod.workload is None or prod.workload.family not in ANCHOR_FAMILIES:
                     continue
+                if not chains and prod.workload.family not in MATRIX_FAMILIES and prod.node.name not in out:
+                    continue
                 out[node.name] = (prod.node.name, i)
                 break
         for o in node.outputs:
@@ -55,9 +60,9 @@ def fusion_candidates(graph: Graph, rows) -> dict[str, tuple[str, str]]:
     return out
 
 
-def fuse(graph: Graph, rows, make_layer):
+def fuse(graph: Graph, rows, make_layer, chains: bool = True):
     """Group rows into fused layers. ``rows`` carry (node, workload); ``make_layer`` builds a Layer."""
-    cands = fusion_candidates(graph, rows)
+    cands = fusion_candidates(graph, rows, chains)
     groups: list[list] = []
     group_of: dict[str, int] = {}
     for row in rows:

@@ -96,6 +96,7 @@ class Graph:
     opset: int
     values: dict[str, np.ndarray] = field(default_factory=dict)
     unresolved: list[str] = field(default_factory=list)  # node names with unknown output shapes
+    constants: frozenset = frozenset()  # weights and everything computed only from weights
     producer_version: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -917,6 +918,13 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
                 unresolved.append(name)
                 break
     graph_inputs = tuple(_s(i.name) for i in model.graph.input if _s(i.name) not in init_names)
+    constants = set(init_names) | set(res.values)
+    for node in nodes:
+        if node.inputs and not node.subgraphs and all(i in constants for i in node.inputs if i) \
+                and node.op_type not in ("RandomNormal", "RandomUniform", "Multinomial", "Bernoulli"):
+            constants.update(o for o in node.outputs if o)
+        elif not node.inputs and node.op_type in ("Constant",):
+            constants.update(o for o in node.outputs if o)
     return Graph(
         name=model.graph.name or os.path.splitext(os.path.basename(path))[0],
         nodes=nodes,
@@ -927,6 +935,7 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
         opset=opset,
         values={_s(k): v for k, v in res.values.items()},
         unresolved=unresolved,
+        constants=frozenset(constants),
         producer_version=f"{model.producer_name} {model.producer_version}".strip(),
         notes=notes,
     )

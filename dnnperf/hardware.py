@@ -31,12 +31,14 @@ SCHEMA = {
     "headline": ("map", True, "the quoted peak: {precision: fp16, tops: 125} (dense, ops = 2 x MACs)"),
     "units": ("list", True, "compute units: [{name, serves: [matrix|vector], peak_tops: {precision: TOP/s}, "
                             "tile: {precision: [M, N, K]}, alignment: {precision: channels}}]"),
-    "memory": ("map", True, "{dram_gbs: GB/s, dram_gb: GB, onchip_mb: MB, activations_onchip: bool}"),
+    "memory": ("map", True, "{dram_gbs: GB/s, dram_gb: GB, onchip_mb: MB, onchip_gbs: GB/s for layers whose bytes fit "
+                            "on chip (optional), activations_onchip: bool}"),
     "parallelism": ("map", True, "{lanes: concurrently resident work items, compute_units: SMs/cores/arrays}"),
     "launch_overhead_us": ("num", True, "per-kernel launch / dispatch cost in microseconds"),
     "host_link_gbs": ("num|null", True, "host -> device link for inputs in GB/s; null when inputs are already in memory"),
     "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope), default 1"),
     "efficiency": ("map", False, "per op-family fraction of the roofline actually achieved (calibrated), default 1"),
+    "op_efficiency": ("map", False, "per op-type fraction of the roofline (e.g. Pow, Tanh: calibrated), overrides the family's"),
     "unoptimized_ops": ("list", False, "op types with no fast kernel: run at unoptimized_efficiency, no overlap"),
     "unoptimized_efficiency": ("num", False, "fraction of peak those ops reach, default 0.1"),
     "accelerator_families": ("list|null", False, "op families the accelerator runs; others go to fallback"),
@@ -90,6 +92,8 @@ class HardwareProfile:
     host_link_gbs: float | None
     sustained_clock_fraction: float = 1.0
     efficiency: dict[str, float] = field(default_factory=dict)
+    op_efficiency: dict[str, float] = field(default_factory=dict)
+    onchip_gbs: float | None = None
     unoptimized_ops: tuple[str, ...] = ()
     unoptimized_efficiency: float = 0.1
     accelerator_families: tuple[str, ...] | None = None
@@ -126,10 +130,6 @@ class HardwareProfile:
 
 # --------------------------------------------------------------------------------------------
 # YAML
-
-
-class _Loader:
-    pass
 
 
 def safe_yaml(text: str, what: str):
@@ -279,6 +279,9 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         if k not in FAMILIES:
             raise DnnperfError(f"{where}.efficiency.{k}: unknown op family (use {', '.join(FAMILIES)})")
         eff[k] = _num(v, f"{where}.efficiency.{k}", upper=1.0)
+    op_eff = {}
+    for k, v in _map(d.get("op_efficiency", {}) or {}, f"{where}.op_efficiency").items():
+        op_eff[str(k)] = _num(v, f"{where}.op_efficiency.{k}", upper=1.0)
     unopt = d.get("unoptimized_ops", []) or []
     if not isinstance(unopt, list) or any(not isinstance(x, str) for x in unopt):
         raise DnnperfError(f"{where}.unoptimized_ops: a list of op type names")
@@ -304,6 +307,8 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         host_link_gbs=None if host is None else _num(host, f"{where}.host_link_gbs"),
         sustained_clock_fraction=_num(d.get("sustained_clock_fraction", 1.0), f"{where}.sustained_clock_fraction", upper=1.0),
         efficiency=eff,
+        op_efficiency=op_eff,
+        onchip_gbs=None if mem.get("onchip_gbs") is None else _num(mem["onchip_gbs"], f"{where}.memory.onchip_gbs"),
         unoptimized_ops=tuple(unopt),
         unoptimized_efficiency=_num(d.get("unoptimized_efficiency", 0.1), f"{where}.unoptimized_efficiency", upper=1.0),
         accelerator_families=None if fams is None else tuple(fams),

@@ -93,6 +93,14 @@ def pick_unit(hw: HardwareProfile, precision: str, matrix: bool, gemm: Gemm | No
     return u, p, r, eff
 
 
+def bandwidth_for(nbytes: int, hw: HardwareProfile) -> float:
+    """Bytes/s for a layer's traffic: the on-chip bandwidth when the profile gives one and the
+    layer's whole working set fits in on-chip memory (it stays in cache between layers), else DRAM."""
+    if hw.onchip_gbs and hw.onchip_mb and nbytes <= hw.onchip_mb * 1e6:
+        return hw.onchip_gbs * 1e9
+    return hw.dram_bps
+
+
 def launch_time(launches: int, overhead_us: float) -> float:
     """Host-side cost of submitting kernels, paid once per launch and not hidden by the device
     (the pessimistic case of eager execution; graph capture or fusion removes launches)."""

@@ -136,12 +136,20 @@ def cost_node(graph: Graph, node: Node) -> Workload:
     if outs and all(o in graph.values for o in outs) and not node.subgraphs:
         # folded at load time by any runtime (shape arithmetic): no kernel, no traffic
         return Workload(family="shape", dtype="int64", launches=0)
+    if node.inputs and all(i in graph.constants for i in node.inputs if i) and not node.subgraphs \
+            and node.op_type not in _NOT_FOLDED:
+        # every input is a weight or folded constant: runtimes fold it once at load time
+        return Workload(family="shape", dtype="float32", launches=0, note="")
     fn = REGISTRY.get(key_of(node))
     if fn is None:
         if node.domain not in ("", "ai.onnx", "com.microsoft"):
             raise Unsupported(f"custom op {node.domain}:{node.op_type} has no cost model")
         raise Unsupported(f"op {key_of(node)} has no cost model")
     return fn(Ctx(graph, node))
+
+
+_NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+                         "Bernoulli", "If", "Loop", "Scan"})
 
 
 def _load() -> None:

@@ -1,0 +1,78 @@
+"""Issue 5 accuracy benchmark: calibrate once, validate every sample model, report the figures.
+
+    pip install ".[measure]" && python bench/fidelity.py [--quick]
+
+Prints per model predicted vs measured latency (ONNX Runtime CPU, default thread count), the median
+absolute % error, the share within +-10%, the Spearman rank correlation across models, and how often
+the measured top-5 layers sit inside the predicted top-10. The baseline for the error is the
+measurement itself, taken in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+
+def spearman(a, b):
+    def ranks(x):
+        order = sorted(range(len(x)), key=lambda i: x[i])
+        r = [0.0] * len(x)
+        for k, i in enumerate(order):
+            r[i] = float(k)
+        return r
+
+    ra, rb = ranks(a), ranks(b)
+    n = len(a)
+    d2 = sum((x - y) ** 2 for x, y in zip(ra, rb))
+    return 1 - 6 * d2 / (n * (n * n - 1)) if n > 1 else 1.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--runs", type=int, default=30)
+    a = ap.parse_args()
+    import yaml
+
+    from dnnperf.graph import ShapeOverrides
+    from dnnperf.hardware import load_profile
+    from dnnperf.measure import calibrate, validate
+
+    prof = calibrate(quick=a.quick)
+    path = os.path.join(tempfile.mkdtemp(), "local.yaml")
+    with open(path, "w") as fh:
+        yaml.safe_dump(prof, fh, sort_keys=False)
+    hw = load_profile(path)
+    print(f"calibrated in {prof['measured']['seconds']} s: fp32 {prof['headline']['tops']} TOP/s, "
+          f"{prof['memory']['dram_gbs']} GB/s, dispatch {prof['launch_overhead_us']} us, efficiency {prof['efficiency']}")
+    rows = []
+    for f in sorted(os.listdir(os.path.join(ROOT, "sample_models"))):
+        if not f.endswith(".onnx"):
+            continue
+        ov = ShapeOverrides(batch=1, dims=(("sequence_length", 128),) if f.startswith("gpt2") else ())
+        d = validate(os.path.join(ROOT, "sample_models", f), hw, ov, runs=a.runs)
+        rows.append(d)
+        print(f"{f:<26} predicted {d['predicted_s'] * 1e3:8.3f} ms  measured {d['measured_s'] * 1e3:8.3f} ms  "
+              f"error {d['error'] * 100:+6.1f}%  top5-in-top10 {d['top5_inside_predicted_top10']}  "
+              f"unmatched kernels {len(d['kernels_unmatched'])}")
+    errs = [abs(r["error"]) for r in rows]
+    print(f"median |error| {statistics.median(errs) * 100:.1f}%   within +-10%: {sum(e <= 0.10 for e in errs)}/{len(errs)}   "
+          f"Spearman {spearman([r['predicted_s'] for r in rows], [r['measured_s'] for r in rows]):.3f}   "
+          f"measured top-5 inside predicted top-10: {sum(r['top5_inside_predicted_top10'] for r in rows)}/{len(rows)}")
+    misses = [r for r in rows if abs(r["error"]) > 0.10]
+    for r in misses:
+        worst = sorted((x for x in r["layers"] if x["measured_s"]), key=lambda x: -abs(x["predicted_s"] - x["measured_s"]))[:3]
+        print(f"  miss {r['model']}: worst layers " + "; ".join(
+            f"{x['layer'][-40:]} ({x['op_type']}) {x['predicted_s'] * 1e6:.0f} vs {x['measured_s'] * 1e6:.0f} us" for x in worst))
+
+
+if __name__ == "__main__":
+    main()
