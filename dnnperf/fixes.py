@@ -315,6 +315,9 @@ def model_fixes(report) -> list[dict]:
                           f"{sc.totals['launches']} kernel launches x {hw.launch_overhead_us:g} us = {fmt_time(launches)} "
                           f"({launches / sc.totals['latency_s']:.0%} of the estimate): capture a CUDA graph or use a fusing runtime",
                           launches))
+    down = downgrade_advice(report)
+    if down:
+        out.append(_entry(cat, "downgrade_hardware", "parallelism", down[0], down[1]))
     occ = sc.totals["mean_occupancy"]
     if occ < 0.5:
         b = sc.settings.batch or 1
@@ -322,6 +325,50 @@ def model_fixes(report) -> list[dict]:
                           f"at batch {b} the layers keep {occ:.0%} of {hw.lanes:,} lanes busy on average "
                           "(time-weighted): `dnnperf sweep --batch 1,2,4,...` shows where starvation stops", None))
     return out
+
+
+def downgrade_advice(report) -> tuple[str, float | None] | None:
+    """When the model starves a big device, the cheapest shipped target of the same kind that is
+    estimated within 10% of its latency (by price when both have one, else by quoted peak)."""
+    from dnnperf.analysis import Settings
+    from dnnperf.hardware import load_profile, shipped_names
+
+    sc = report.score
+    hw = sc.hw
+    t = sc.totals
+    if t["mean_occupancy"] >= 0.5 and t["fraction_of_peak"] >= 0.05:
+        return None
+    lat = t["latency_s"]
+    best = None
+    for name in shipped_names():
+        if name == hw.name:
+            continue
+        other = load_profile(name)
+        if other.kind != hw.kind or other.headline_tops >= hw.headline_tops:
+            continue
+        if hw.price_per_hour is not None and (other.price_per_hour is None or other.price_per_hour >= hw.price_per_hour):
+            continue
+        from dnnperf.api import analyze
+
+        s2 = Settings(sc.settings.batch, sc.settings.precision, sc.settings.fusion, sc.settings.overlap_input)
+        l2 = analyze(report.inspection, other, s2, with_fixes=False).score.totals["latency_s"]
+        if l2 > lat * 1.10:
+            continue
+        key = (other.price_per_hour if hw.price_per_hour is not None else other.headline_tops, name)
+        if best is None or key < best[0]:
+            best = (key, other, l2)
+    if best is None:
+        return None
+    _, other, l2 = best
+    b = sc.settings.batch or 1
+    text = (f"at batch {b} this model keeps {t['mean_occupancy']:.0%} of {hw.name}'s lanes busy and reaches "
+            f"{t['fraction_of_peak']:.1%} of its peak; {other.name} is estimated at {fmt_time(l2)} "
+            f"({(l2 / lat - 1) * 100:+.0f}% vs {fmt_time(lat)})")
+    if hw.price_per_hour and other.price_per_hour:
+        text += f" at {other.price_per_hour / hw.price_per_hour:.0%} of the price per hour"
+    else:
+        text += f" with {other.headline_tops:g} instead of {hw.headline_tops:g} quoted TOP/s"
+    return text, None
 
 
 def _entry(cat, fid, cause, text, saving):

@@ -1,0 +1,105 @@
+"""calibrate / validate (ONNX Runtime on tiny graphs): structure and bounds, never wall-clock."""
+
+import builtins
+import io
+import os
+
+import pytest
+import yaml
+
+pytest.importorskip("onnxruntime")
+
+from dnnperf.analysis import Settings  # noqa: E402
+from dnnperf.api import analyze, inspect_model  # noqa: E402
+from dnnperf.graph import ShapeOverrides, load_graph  # noqa: E402
+from dnnperf.hardware import load_profile, profile_from_dict  # noqa: E402
+from dnnperf.measure import calibrate, map_kernels, runnable_bytes, validate  # noqa: E402
+from helpers import conv_model, save  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def local_profile(tmp_path_factory):
+    prof = calibrate(quick=True)
+    p = tmp_path_factory.mktemp("cal") / "local.yaml"
+    p.write_text(yaml.safe_dump(prof, sort_keys=False))
+    return prof, str(p)
+
+
+def test_calibration_writes_a_valid_profile(local_profile):
+    prof, path = local_profile
+    hw = profile_from_dict(prof, "calibrated")
+    assert hw.kind == "cpu" and hw.headline_tops > 0 and hw.dram_gbs > 0
+    assert hw.onchip_gbs >= hw.dram_gbs  # cache is never slower than DRAM in the profile
+    assert hw.launch_overhead_us > 0
+    for fam, e in hw.efficiency.items():
+        assert 0 < e <= 1, fam
+    for op, e in hw.op_efficiency.items():
+        assert 0 < e <= 1, op
+    m = prof["measured"]
+    assert m["threads"] >= 1 and m["onnxruntime"] and m["cpu"] and m["date"]
+    assert load_profile(path).name == "local"
+
+
+def test_calibration_math():
+    # peak = 2 * n^3 / t; bandwidth = 3 arrays x 4 bytes x n / t (two reads, one write)
+    n, t = 1024, 0.01
+    assert 2 * n ** 3 / t / 1e12 == pytest.approx(0.2147, rel=1e-3)
+    e, t2 = 16 * 1024 * 1024, 0.004
+    assert 3 * 4 * e / t2 / 1e9 == pytest.approx(50.33, rel=1e-3)
+
+
+def _layers(path, hw_path):
+    g = load_graph(path)
+    insp = inspect_model(path)
+    rep = analyze(insp, load_profile(hw_path), Settings(fusion="typical"), with_fixes=False)
+    return g, [c.layer for c in rep.score.layers]
+
+
+def test_kernel_mapping_handles_fusion_and_renames(tmp_path, local_profile):
+    path = save(conv_model(8, 16, 12, 12, 3, pads=[1, 1, 1, 1], relu=True), tmp_path)
+    g, layers = _layers(path, local_profile[1])
+    assert [l.name for l in layers] == ["conv+relu"]
+    kernels = {
+        "conv": ("Conv", 10.0),                 # original node name
+        "y_nchwc": ("Conv", 5.0),               # named after the fused chain's output tensor
+        "conv/MatMulScaleFusion/": ("MatMul", 2.0),
+        "ReorderOutput": ("ReorderOutput", 1.0),
+    }
+    measured, unmatched = map_kernels(kernels, g, layers)
+    assert measured == {"conv+relu": 17.0}
+    assert unmatched == {"ReorderOutput": 1.0}
+
+
+def test_validate_tiny_model(tmp_path, local_profile):
+    path = save(conv_model(8, 16, 12, 12, 3, pads=[1, 1, 1, 1], relu=True), tmp_path)
+    d = validate(path, load_profile(local_profile[1]), ShapeOverrides(), runs=3)
+    assert d["measured_s"] > 0 and d["predicted_s"] > 0
+    assert d["kernels_matched"] >= 1
+    assert any(r["layer"] == "conv+relu" and r["measured_s"] > 0 for r in d["layers"])
+    assert d["error"] == pytest.approx((d["predicted_s"] - d["measured_s"]) / d["measured_s"], rel=1e-2, abs=1e-3)
+
+
+def test_skeleton_weights_are_materialised_without_opening_paths(tmp_path, monkeypatch):
+    import onnx
+
+    m = conv_model(4, 8, 6, 6, 3)
+    init = m.graph.initializer[0]
+    init.ClearField("raw_data")
+    init.data_location = onnx.TensorProto.EXTERNAL
+    e = init.external_data.add()
+    e.key, e.value = "location", "../../etc/passwd"
+    p = save(m, tmp_path)
+    opened = []
+    real = builtins.open
+
+    def spy(f, *a, **k):
+        opened.append(str(f))
+        return real(f, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", spy)
+    data = runnable_bytes(p)
+    monkeypatch.undo()
+    m2 = onnx.ModelProto()
+    m2.ParseFromString(data)
+    assert len(m2.graph.initializer[0].raw_data) == 8 * 4 * 9 * 4
+    assert not any("passwd" in o for o in opened)

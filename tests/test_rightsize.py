@@ -1,0 +1,80 @@
+"""Right-sizing: the article's downgrade advice, prices, requirement-driven target choice."""
+
+import json
+
+import pytest
+from onnx import helper
+from typer.testing import CliRunner
+
+from dnnperf.analysis import Settings
+from dnnperf.api import analyze, inspect_model
+from dnnperf.cli import app
+from dnnperf.gate import cost_per_million
+from dnnperf.graph import ShapeOverrides
+from dnnperf.hardware import load_profile
+from helpers import model, save, vi, weight
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("name", ["k80", "k80-board", "adreno640", "mali-g76", "kirin970-npu", "v100", "tpu-v1", "tpu-v2"])
+def test_every_device_the_article_names_ships(name):
+    p = load_profile(name)
+    assert p.sources and p.headline_tops > 0
+
+
+def test_k80_die_is_half_the_board():
+    die, board = load_profile("k80"), load_profile("k80-board")
+    assert board.headline_tops == pytest.approx(2 * die.headline_tops, rel=0.01)
+    assert board.dram_gbs == 2 * die.dram_gbs
+    assert die.headline_tops == pytest.approx(13 * 192 * 2 * 0.875e9 / 1e12, rel=0.01)
+
+
+def test_prices_and_cost_per_million():
+    for name in ("v100", "t4", "k80", "a100", "h100"):
+        p = load_profile(name)
+        assert p.price_per_hour and p.price_source
+    # 3.06 USD/h, 1 ms per inference at batch 1: 3.06 / 3600 * 1e-3 * 1e6 = 0.85 USD per million
+    assert cost_per_million(load_profile("v100"), 1e-3, 1) == pytest.approx(0.85, rel=1e-3)
+    assert cost_per_million(load_profile("h200"), 1e-3, 1) is None
+
+
+def small_cnn(tmp_path):
+    nodes, inits, x, c = [], [], "x", 3
+    for i in range(4):
+        nodes += [helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"])]
+        inits.append(weight(f"w{i}", [16, c, 3, 3]))
+        x, c = f"r{i}", 16
+    nodes.append(helper.make_node("Identity", [x], ["y"]))
+    m = model(nodes, [vi("x", ["N", 3, 32, 32])], [vi("y", None)], inits)
+    return save(m, tmp_path, "small.onnx")
+
+
+def test_small_model_on_v100_gets_the_downgrade_advice(tmp_path):
+    p = small_cnn(tmp_path)
+    rep = analyze(inspect_model(p, ShapeOverrides(batch=1)), load_profile("v100"), Settings())
+    down = [f for f in rep.model_fixes if f["id"] == "downgrade_hardware"]
+    assert down, rep.model_fixes
+    assert "t4" in down[0]["text"] and "of the price" in down[0]["text"]
+    assert rep.score.totals["mean_occupancy"] < 0.5
+
+
+def test_large_batch_does_not_get_the_downgrade_advice(tmp_path):
+    p = small_cnn(tmp_path)
+    rep = analyze(inspect_model(p, ShapeOverrides(batch=512)), load_profile("v100"), Settings())
+    assert not [f for f in rep.model_fixes if f["id"] == "downgrade_hardware"]
+
+
+def test_compare_with_requirement_ranks_by_cost(tmp_path):
+    p = small_cnn(tmp_path)
+    r = runner.invoke(app, ["compare", p, "--hw", "v100,t4,k80,a100,h100,kirin970-npu", "--max-latency", "1ms",
+                            "-f", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    rec = d["recommendation"]
+    ok = [x for x in d["rows"] if x["meets_requirement"]]
+    cheapest = min((x for x in ok if x["cost_per_million_usd"] is not None), key=lambda x: x["cost_per_million_usd"])
+    assert rec["chosen"] == cheapest["hardware"]
+    for m in rec["misses"]:
+        assert m["latency_s"] > 1e-3 and m["top_cause"]
