@@ -373,3 +373,90 @@ def validate(
                   f"{d['top5_inside_predicted_top10']}; unmatched kernels: {len(d['kernels_unmatched'])}", markup=False)
 
     _run(body)
+
+
+def _one_report(model, hw_spec, batch, input_shape, dim, precision, fusion):
+    from dnnperf.analysis import Settings
+    from dnnperf.api import analyze, inspect_model, report_dict
+    from dnnperf.hardware import load_profile
+
+    insp = inspect_model(model, _overrides(batch, input_shape, dim))
+    settings = Settings(batch, precision.value if precision else None, fusion.value, False)
+    return insp, settings, analyze(insp, load_profile(hw_spec), settings)
+
+
+@app.command()
+def plot(
+    model: str = typer.Argument(..., help="ONNX model file."),
+    hw: str = typer.Option("v100", "--hw", help="Profile name or YAML path."),
+    output: str = typer.Option("roofline.svg", "--output", "-o", help=".svg (no extra needed) or .png (needs dnnperf[plot])."),
+    chart: str = typer.Option("roofline", "--chart", help="roofline | waterfall"),
+    batch: Optional[int] = BatchOpt,
+    input_shape: Optional[List[str]] = ShapeOpt,
+    dim: Optional[List[str]] = DimOpt,
+    precision: Optional[Precision] = typer.Option(None, "--precision", "-p"),
+    fusion: Fusion = typer.Option(Fusion.none, "--fusion"),
+):
+    """Log-log roofline of the profile with every layer (sized by time, coloured by cause), or the
+    loss waterfall from the time at quoted peak to the estimate."""
+
+    def body():
+        from dnnperf.api import report_dict
+        from dnnperf.graph import atomic_write_bytes
+        from dnnperf.render import svg
+
+        if chart not in ("roofline", "waterfall"):
+            raise DnnperfError(f"--chart must be roofline or waterfall, got '{chart}'")
+        low = output.lower()
+        if not low.endswith((".svg", ".png")):
+            raise DnnperfError(f"--output must end in .svg or .png, got '{output}'")
+        _, _, rep = _one_report(model, hw, batch, input_shape, dim, precision, fusion)
+        d = report_dict(rep)
+        text = svg.roofline(d, svg.roofs_for(rep)) if chart == "roofline" else svg.waterfall(d)
+        if low.endswith(".svg"):
+            atomic_write_bytes(output, text.encode("utf-8"))
+            return
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise DnnperfError('PNG output needs matplotlib: pip install "dnnperf[plot]" (or write .svg)') from None
+        from dnnperf.render.png import save_png
+
+        save_png(d, svg.roofs_for(rep), chart, output)
+
+    _run(body)
+
+
+@app.command()
+def report(
+    model: str = typer.Argument(..., help="ONNX model file."),
+    hw: List[str] = typer.Option(["v100"], "--hw", help="First profile is the main one; the others are compared."),
+    output: str = typer.Option("report.html", "--output", "-o", help="The self-contained HTML file."),
+    batch: Optional[int] = BatchOpt,
+    input_shape: Optional[List[str]] = ShapeOpt,
+    dim: Optional[List[str]] = DimOpt,
+    precision: Optional[Precision] = typer.Option(None, "--precision", "-p"),
+    fusion: Fusion = typer.Option(Fusion.none, "--fusion"),
+    top: int = typer.Option(15, "--top", "-n"),
+):
+    """One self-contained HTML file (no network, inline SVG/CSS): summary, roofline, loss waterfall,
+    ranked bottlenecks with fixes, comparison across the requested profiles, settings."""
+
+    def body():
+        from dnnperf.api import analyze, report_dict
+        from dnnperf.graph import atomic_write_bytes
+        from dnnperf.hardware import load_profiles
+        from dnnperf.render import html, svg
+
+        if top < 1:
+            raise DnnperfError(f"--top must be >= 1, got {top}")
+        profiles = load_profiles(hw)
+        insp, settings, rep = _one_report(model, profiles[0].path or profiles[0].name, batch, input_shape, dim,
+                                          precision, fusion)
+        main = report_dict(rep)
+        others = [report_dict(analyze(insp, p, settings)) for p in profiles[1:]]
+        page = html.report(main, (svg.roofline(main, svg.roofs_for(rep)), svg.waterfall(main)),
+                           [main] + others if others else None, top)
+        atomic_write_bytes(output, page.encode("utf-8"))
+
+    _run(body)

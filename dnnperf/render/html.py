@@ -1,0 +1,119 @@
+"""One self-contained HTML report: inline CSS and SVG, no script from anywhere, prints cleanly."""
+
+from __future__ import annotations
+
+from html import escape
+
+from dnnperf import __version__
+from dnnperf.render import units as u
+
+CSS = """
+:root { --fg:#1b1b1b; --muted:#555; --line:#ddd; --accent:#0072B2; }
+* { box-sizing: border-box; }
+body { font: 15px/1.45 system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; color: var(--fg);
+       margin: 0 auto; padding: 24px 28px 60px; max-width: 1180px; }
+h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 19px; margin: 34px 0 10px; border-bottom: 1px solid var(--line); }
+.sub { color: var(--muted); margin: 0 0 18px; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(190px, 1fr)); gap: 12px; }
+.card { border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px; }
+.card b { display: block; font-size: 20px; } .card span { color: var(--muted); font-size: 13px; }
+table { border-collapse: collapse; width: 100%; font-size: 13.5px; }
+th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
+th { background: #f4f4f4; } td.num, th.num { text-align: right; white-space: nowrap; }
+code { font-size: 12.5px; word-break: break-all; }
+.cause { display: inline-block; padding: 0 6px; border-radius: 4px; color: white; font-size: 12px; }
+figure { margin: 12px 0; } figure svg { max-width: 100%; height: auto; border: 1px solid var(--line); }
+figcaption { color: var(--muted); font-size: 13px; }
+.fix { color: #222; } .diff { color: var(--muted); font-size: 12px; }
+@media print { body { max-width: none; padding: 0; font-size: 11px; } h2 { break-after: avoid; }
+  figure, tr { break-inside: avoid; } a { color: inherit; text-decoration: none; } }
+"""
+
+# Checks the page rendered (used by the headless-browser test; harmless for readers).
+SELF_CHECK = """
+window.addEventListener('error', function (e) { document.body.setAttribute('data-errors',
+  (document.body.getAttribute('data-errors') || '') + e.message + ';'); });
+window.addEventListener('load', function () {
+  var s = Array.prototype.map.call(document.querySelectorAll('svg.chart'), function (c) {
+    var r = c.getBoundingClientRect(); return Math.round(r.width) + 'x' + Math.round(r.height); });
+  document.body.setAttribute('data-charts', s.join(','));
+});
+"""
+
+
+def _cause(c: str) -> str:
+    from dnnperf.render.svg import CAUSE_COLOURS
+
+    col = CAUSE_COLOURS.get(c, "#888")
+    fg = "#111" if c in ("thermal",) else "white"
+    return f"<span class='cause' style='background:{col};color:{fg}'>{escape(c)}</span>"
+
+
+def report(main: dict, charts: tuple[str, str], comparison: list[dict] | None, top: int = 15) -> str:
+    t = main["totals"]
+    hw = main["hardware"]
+    st = main["settings"]
+    cards = [
+        ("estimated latency", u.t(t["latency_s"])),
+        ("throughput", f"{t['throughput_per_s']:.4g} / s"),
+        ("achieved", f"{t['achieved_tops']:.3g} TOP/s"),
+        ("of quoted peak", f"{u.pct(t['fraction_of_peak'])} of {hw['peak_tops']:g}"),
+        ("work", f"{u.count(t['macs'])}MACs"),
+        ("top cause", t["top_cause"]),
+    ]
+    by = {l["name"]: l for l in main["layers"]}
+    rows = []
+    for i, n in enumerate(main["ranking"][:top], 1):
+        l = by[n]
+        fixes = "".join(f"<div class='fix'>{escape(f['text'])} <span class='diff'>[{escape(f['id'])}, "
+                        f"{escape(f['difficulty'])}]</span></div>" for f in l["fixes"][:2]) or "-"
+        rows.append(f"<tr><td class='num'>{i}</td><td><code>{escape(n)}</code><div class='diff'>{escape(l['op_type'])} "
+                    f"{u.shape(l['output_shape'])}</div></td><td class='num'>{u.t(l['latency_s'])}</td>"
+                    f"<td class='num'>{u.t(l['lost_s'])}</td><td class='num'>{u.pct(l['occupancy'])}</td>"
+                    f"<td class='num'>{u.pct(l['tile_efficiency'])}</td><td>{_cause(l['cause'])}</td><td>{fixes}</td></tr>")
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>dnnperf: {escape(main['model']['name'])} on {escape(hw['name'])}</title>",
+        f"<style>{CSS}</style></head><body>",
+        f"<h1>{escape(main['model']['name'])} on {escape(hw['title'])}</h1>",
+        f"<p class='sub'>batch {st['batch']}, precision {escape(str(st['precision']))}, fusion {escape(st['fusion'])}, "
+        f"input {'prefetched' if st['overlap_input'] else 'not overlapped'}. Convention: 1 MAC = 2 ops.</p>",
+        "<div class='cards'>" + "".join(f"<div class='card'><span>{k}</span><b>{escape(v)}</b></div>" for k, v in cards)
+        + "</div>",
+        "<h2>Roofline</h2>",
+        f"<figure>{charts[0]}<figcaption>Each layer at its arithmetic intensity and achieved rate, sized by its share "
+        "of time and coloured by its limiting cause; roofs for every unit and precision the model runs on.</figcaption></figure>",
+        "<h2>Where the time goes</h2>",
+        f"<figure>{charts[1]}<figcaption>From the time at the quoted peak to the estimate, one step per cause."
+        "</figcaption></figure>",
+        f"<h2>Top {min(top, len(main['ranking']))} bottlenecks</h2>",
+        "<table><thead><tr><th class='num'>#</th><th>layer</th><th class='num'>time</th><th class='num'>lost</th>"
+        "<th class='num'>lanes</th><th class='num'>tile</th><th>cause</th><th>fix</th></tr></thead><tbody>"
+        + "".join(rows) + "</tbody></table>",
+    ]
+    if main.get("model_fixes"):
+        parts.append("<h2>Model-level fixes</h2><ul>" + "".join(
+            f"<li><b>{escape(f['id'])}</b> ({escape(f['difficulty'])}): {escape(f['text'])}</li>" for f in main["model_fixes"])
+            + "</ul>")
+    if comparison:
+        crow = "".join(
+            f"<tr><td>{escape(c['hardware']['name'])}</td><td class='num'>{u.t(c['totals']['latency_s'])}</td>"
+            f"<td class='num'>{c['totals']['throughput_per_s']:.4g}</td><td class='num'>{c['totals']['achieved_tops']:.3g} / "
+            f"{c['hardware']['peak_tops']:g}</td><td class='num'>{u.pct(c['totals']['fraction_of_peak'])}</td>"
+            f"<td>{_cause(c['totals']['top_cause'])}</td></tr>"
+            for c in sorted(comparison, key=lambda c: (c["totals"]["latency_s"], c["hardware"]["name"])))
+        parts.append("<h2>Across targets</h2><table><thead><tr><th>hardware</th><th class='num'>latency</th>"
+                     "<th class='num'>throughput/s</th><th class='num'>TOP/s achieved / quoted</th>"
+                     "<th class='num'>% of peak</th><th>top cause</th></tr></thead><tbody>" + crow + "</tbody></table>")
+    if main["unsupported_ops"]:
+        parts.append("<h2>Unsupported ops (not scored)</h2><ul>" + "".join(
+            f"<li>{escape(x['op_type'])} x{x['count']}: {escape(x['reason'])}</li>" for x in main["unsupported_ops"]) + "</ul>")
+    parts.append("<h2>Settings</h2><table><tbody>" + "".join(
+        f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in [
+            ("model", main["model"]["name"]), ("nodes", main["model"]["nodes"]), ("opset", main["model"]["opset"]),
+            ("hardware", hw["title"]), ("DRAM bandwidth", f"{hw['dram_gbs']:g} GB/s"), ("lanes", f"{hw['lanes']:,}"),
+            ("launch overhead", f"{hw['launch_overhead_us']:g} us"), ("batch", st["batch"]), ("precision", st["precision"]),
+            ("fusion", st["fusion"]), ("tool", f"dnnperf {__version__}")]) + "</tbody></table>")
+    parts.append(f"<script>{SELF_CHECK}</script></body></html>\n")
+    return "\n".join(parts)
