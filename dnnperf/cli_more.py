@@ -460,3 +460,133 @@ def report(
         atomic_write_bytes(output, page.encode("utf-8"))
 
     _run(body)
+
+
+@app.command()
+def lut(
+    hw: str = typer.Option("v100", "--hw", help="Profile name or YAML path."),
+    space: Optional[str] = typer.Option(None, "--space", help="Search space YAML (see README)."),
+    from_model: Optional[str] = typer.Option(None, "--from", help="Emit the table for the layers of this model."),
+    batch: Optional[int] = BatchOpt,
+    dim: Optional[List[str]] = DimOpt,
+    precision: Optional[Precision] = typer.Option(None, "--precision", "-p"),
+    fmt: Fmt = typer.Option(Fmt.csv, "--format", "-f", help="csv (default) or json."),
+    output: Optional[str] = OutOpt,
+):
+    """Latency lookup table for NAS (FBNet/SqueezeNAS style): one row per layer configuration,
+    indexed by `key` = op|cin|cout|k|s|res|e|b|prec."""
+
+    def body():
+        from dnnperf.design import KEY_DOC, lut_from_report, lut_space, read_space
+        from dnnperf.hardware import load_profile
+        from dnnperf.render import csvfmt, to_json
+
+        if (space is None) == (from_model is None):
+            raise DnnperfError("pass exactly one of --space SPACE.yaml or --from MODEL.onnx")
+        profile = load_profile(hw)
+        if space:
+            rows = lut_space(read_space(space), profile)
+        else:
+            from dnnperf.analysis import Settings
+            from dnnperf.api import analyze, inspect_model
+
+            insp = inspect_model(from_model, _overrides(batch, None, dim))
+            rows = lut_from_report(analyze(insp, profile, Settings(batch, precision.value if precision else None),
+                                           with_fixes=False))
+        if not rows:
+            raise DnnperfError("the table is empty: no configuration (or layer) could be costed")
+        if fmt == Fmt.json:
+            _emit(to_json({"schema_version": "dnnperf-lut/1", "hardware": profile.name, "key": KEY_DOC if space else
+                           "key = layer name", "rows": rows}), output)
+        else:
+            _emit(csvfmt.table(rows, list(rows[0])), output)
+
+    _run(body)
+
+
+@app.command()
+def shapes(
+    model: str = typer.Argument(..., help="ONNX model file."),
+    hw: str = typer.Option("tpu-v1", "--hw", help="Profile name or YAML path."),
+    span: str = typer.Option("12.5%", "--span", help="How far to look around each width."),
+    batch: Optional[int] = BatchOpt,
+    dim: Optional[List[str]] = DimOpt,
+    precision: Optional[Precision] = typer.Option(None, "--precision", "-p"),
+    top: int = typer.Option(20, "--top", "-n"),
+    fmt: Fmt = FmtOpt,
+    output: Optional[str] = OutOpt,
+):
+    """For each layer, nearby channel counts / hidden sizes that estimate faster per MAC on this
+    profile (tile fit, alignment, parallelism), ranked by gain."""
+
+    def body():
+        from dnnperf.analysis import Settings
+        from dnnperf.api import analyze, inspect_model
+        from dnnperf.design import shape_advice
+        from dnnperf.hardware import load_profile
+        from dnnperf.render import table, to_json
+        from dnnperf.render import units as u
+
+        sp = _tolerance(span)
+        if not 0 < sp <= 1:
+            raise DnnperfError("--span must be between 0% and 100%")
+        if top < 1:
+            raise DnnperfError(f"--top must be >= 1, got {top}")
+        insp = inspect_model(model, _overrides(batch, None, dim))
+        rep = analyze(insp, load_profile(hw), Settings(batch, precision.value if precision else None), with_fixes=False)
+        rows = shape_advice(rep, sp)
+        if fmt == Fmt.json:
+            _emit(to_json({"schema_version": "dnnperf-shapes/1", "model": insp.model_name, "hardware": rep.hw.name,
+                           "span": sp, "layers": rows}), output)
+            return
+        data = [[r["layer"][-48:], r["op_type"], u.t(r["latency_s"]), u.pct(r["tile_efficiency"]), r["text"]]
+                for r in rows[:top]]
+        table.simple(table.console(), f"{insp.model_name} on {rep.hw.name}: widths that fit the hardware better",
+                     ["layer", "op", "time", "tile fit", "nearby widths (this layer only)"], data)
+
+    _run(body)
+
+
+@app.command()
+def diff(
+    model_a: str = typer.Argument(..., help="Baseline variant."),
+    model_b: str = typer.Argument(..., help="New variant."),
+    hw: str = typer.Option("v100", "--hw"),
+    batch: Optional[int] = BatchOpt,
+    dim: Optional[List[str]] = DimOpt,
+    precision: Optional[Precision] = typer.Option(None, "--precision", "-p"),
+    fusion: Fusion = typer.Option(Fusion.none, "--fusion"),
+    top: int = typer.Option(20, "--top", "-n"),
+    fmt: Fmt = FmtOpt,
+    output: Optional[str] = OutOpt,
+):
+    """Layer-by-layer comparison of two variants (matched by name, then by position)."""
+
+    def body():
+        from dnnperf.analysis import Settings
+        from dnnperf.api import analyze, inspect_model
+        from dnnperf.design import diff as run_diff
+        from dnnperf.hardware import load_profile
+        from dnnperf.render import csvfmt, table, to_json
+        from dnnperf.render import units as u
+
+        profile = load_profile(hw)
+        ov = _overrides(batch, None, dim)
+        st = Settings(batch, precision.value if precision else None, fusion.value)
+        ra = analyze(inspect_model(model_a, ov), profile, st, with_fixes=False)
+        rb = analyze(inspect_model(model_b, ov), profile, st, with_fixes=False)
+        d = run_diff(ra, rb)
+        if fmt == Fmt.json:
+            _emit(to_json(d), output)
+            return
+        if fmt == Fmt.csv:
+            _emit(csvfmt.table(d["layers"], list(d["layers"][0])) if d["layers"] else "", output)
+            return
+        con = table.console()
+        table.simple(con, f"{d['a']} -> {d['b']} on {d['hardware']}: {u.t(d['a_latency_s'])} -> {u.t(d['b_latency_s'])}",
+                     ["layer (A / B)", "op", "A", "B", "delta", "matched by", "cause B"],
+                     [[(r["layer_a"] or r["layer_b"])[-44:], r["op_type"], u.t(r["a_s"]), u.t(r["b_s"]),
+                       ("+" if r["delta_s"] >= 0 else "-") + u.t(abs(r["delta_s"])), r["matched_by"], r["cause_b"] or "-"]
+                      for r in d["layers"][:top]])
+
+    _run(body)

@@ -1,0 +1,264 @@
+"""Design-space tools: latency lookup tables for NAS, layer-shape advice, model diffs.
+
+LUT rows are costed with the same op cost functions and scoring rules as `analyze`, on tiny
+in-memory graphs (no ONNX serialisation), so thousands of configurations take about a second.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+from dnnperf.analysis import Layer, LayerCost, score_layer
+from dnnperf.errors import DnnperfError
+from dnnperf.graph import Graph, Node, Tensor
+from dnnperf.hardware import PRECISIONS, HardwareProfile
+from dnnperf.ops import cost_node
+from dnnperf.workload import DTYPE_OF_PRECISION
+
+SPACE_KEYS = {
+    "ops": "op types: conv (k x k), dwconv (depthwise k x k), pwconv (1 x 1), mbconv (1x1 expand, k x k "
+           "depthwise, 1x1 project), linear (tokens = resolution)",
+    "channels_in": "input channels (or input features for linear)",
+    "channels_out": "output channels (ignored by dwconv: out = in)",
+    "kernel": "kernel sizes", "stride": "strides", "resolution": "input height = width (tokens for linear)",
+    "expansion": "mbconv expansion ratios (others ignore it)", "batch": "batch sizes",
+    "precision": f"precisions ({', '.join(PRECISIONS)})",
+}
+OPS = ("conv", "dwconv", "pwconv", "mbconv", "linear")
+KEY_DOC = ("key = op|cin|cout|k|s|res|e|b|prec, e.g. 'conv|32|64|3|1|56|1|1|fp16': one row per configuration; "
+           "latency_s is seconds for one layer (mbconv: its three convs) including launch overhead")
+
+
+def read_space(path: str) -> dict:
+    import os
+
+    from dnnperf.hardware import safe_yaml
+
+    if not os.path.isfile(path):
+        raise DnnperfError(f"search-space file not found: '{path}'")
+    with open(path, encoding="utf-8") as fh:
+        d = safe_yaml(fh.read(1_000_001), f"space '{path}'")
+    if not isinstance(d, dict):
+        raise DnnperfError(f"space '{path}': expected a mapping of {', '.join(SPACE_KEYS)}")
+    out = {}
+    for k in d:
+        if k not in SPACE_KEYS:
+            raise DnnperfError(f"space '{path}': unknown key '{k}' (keys: {', '.join(SPACE_KEYS)})")
+    defaults = {"ops": ["conv"], "channels_in": [32], "channels_out": [32], "kernel": [3], "stride": [1],
+                "resolution": [56], "expansion": [1], "batch": [1], "precision": ["fp32"]}
+    for k, default in defaults.items():
+        v = d.get(k, default)
+        if not isinstance(v, list) or not v:
+            raise DnnperfError(f"space '{path}'.{k}: expected a non-empty list")
+        if k == "ops":
+            bad = [x for x in v if x not in OPS]
+            if bad:
+                raise DnnperfError(f"space '{path}'.ops: unknown {bad} (use {', '.join(OPS)})")
+        elif k == "precision":
+            bad = [x for x in v if x not in PRECISIONS]
+            if bad:
+                raise DnnperfError(f"space '{path}'.precision: unknown {bad}")
+        else:
+            if any(isinstance(x, bool) or not isinstance(x, int) or x < 1 or x > 1_000_000 for x in v):
+                raise DnnperfError(f"space '{path}'.{k}: integers between 1 and 1,000,000")
+        out[k] = v
+    n = 1
+    for v in out.values():
+        n *= len(v)
+    if n > 5_000_000:
+        raise DnnperfError(f"space '{path}' has {n:,} configurations; keep it under 5,000,000")
+    return out
+
+
+# -- tiny graphs --------------------------------------------------------------------------------
+
+def _conv_layer(name, b, cin, cout, res, k, s, groups, dtype) -> tuple[Layer, int]:
+    out = (res + 2 * (k // 2) - k) // s + 1
+    t = {
+        "x": Tensor("x", (b, cin, res, res), dtype),
+        "w": Tensor("w", (cout, cin // groups, k, k), dtype),
+        "y": Tensor("y", (b, cout, out, out), dtype),
+    }
+    g = Graph(name, [], t, frozenset({"w"}), ("x",), ("y",), 17)
+    node = Node(name, "Conv", "", ("x", "w"), ("y",), {"group": groups, "kernel_shape": [k, k]})
+    return Layer(name, "Conv", (name,), cost_node(g, node), (b, cout, out, out)), out
+
+
+def _linear_layer(name, b, tokens, fin, fout, dtype) -> Layer:
+    t = {"x": Tensor("x", (b, tokens, fin), dtype), "w": Tensor("w", (fin, fout), dtype),
+         "y": Tensor("y", (b, tokens, fout), dtype)}
+    g = Graph(name, [], t, frozenset({"w"}), ("x",), ("y",), 17)
+    node = Node(name, "MatMul", "", ("x", "w"), ("y",), {})
+    return Layer(name, "MatMul", (name,), cost_node(g, node), (b, tokens, fout))
+
+
+def config_layers(op, cin, cout, k, s, res, e, b, dtype) -> list[Layer]:
+    if op == "conv":
+        return [_conv_layer("conv", b, cin, cout, res, k, s, 1, dtype)[0]]
+    if op == "pwconv":
+        return [_conv_layer("pwconv", b, cin, cout, res, 1, s, 1, dtype)[0]]
+    if op == "dwconv":
+        return [_conv_layer("dwconv", b, cin, cin, res, k, s, cin, dtype)[0]]
+    if op == "mbconv":
+        mid = cin * e
+        layers = []
+        if e != 1:
+            layers.append(_conv_layer("expand", b, cin, mid, res, 1, 1, 1, dtype)[0])
+        dw, out = _conv_layer("depthwise", b, mid, mid, res, k, s, mid, dtype)
+        layers.append(dw)
+        layers.append(_conv_layer("project", b, mid, cout, out, 1, 1, 1, dtype)[0])
+        return layers
+    if op == "linear":
+        return [_linear_layer("linear", b, res, cin, cout, dtype)]
+    raise DnnperfError(f"unknown op '{op}'")
+
+
+def lut_space(space: dict, hw: HardwareProfile) -> list[dict]:
+    rows = []
+    for op, cin, cout, k, s, res, e, b, prec in itertools.product(
+            space["ops"], space["channels_in"], space["channels_out"], space["kernel"], space["stride"],
+            space["resolution"], space["expansion"], space["batch"], space["precision"]):
+        if op in ("pwconv", "linear") and k != space["kernel"][0]:
+            continue  # kernel does not apply: one row, not duplicates
+        if op == "dwconv" and cout != space["channels_out"][0]:
+            continue
+        if op != "mbconv" and e != space["expansion"][0]:
+            continue
+        if res < k and op in ("conv", "dwconv", "mbconv"):
+            continue
+        dtype = DTYPE_OF_PRECISION[prec]
+        layers = config_layers(op, cin, cout, k, s, res, e, b, dtype)
+        costs = [score_layer(l, hw, prec) for l in layers]
+        lat = sum(c.time_s for c in costs)
+        main = max(costs, key=lambda c: c.time_s)
+        kk = 1 if op in ("pwconv", "linear") else k
+        co = cin if op == "dwconv" else cout
+        rows.append({
+            "key": f"{op}|{cin}|{co}|{kk}|{s}|{res}|{e}|{b}|{prec}", "op": op, "cin": cin, "cout": co, "kernel": kk,
+            "stride": s, "resolution": res, "expansion": e, "batch": b, "precision": prec,
+            "macs": sum(l.workload.macs for l in layers), "bytes": sum(l.workload.bytes_total for l in layers),
+            "latency_s": float(f"{lat:.6g}"), "cause": main.cause,
+        })
+    return rows
+
+
+def lut_from_report(report) -> list[dict]:
+    """Per-layer latency of an existing model: key = layer name, plus its shape signature."""
+    rows = []
+    prec = report.score.settings.precision or "model"
+    for c in report.score.layers:
+        w = c.layer.workload
+        if c.time_s <= 0:
+            continue
+        g = w.gemm
+        rows.append({"key": c.name, "op": c.layer.op_type, "output_shape": "x".join(map(str, c.layer.output_shape or ())),
+                     "gemm_mnk": f"{g.m}x{g.n}x{g.k}x{g.count}" if g else "", "precision": c.precision if prec == "model" else prec,
+                     "macs": w.macs, "bytes": w.bytes_total, "latency_s": float(f"{c.time_s:.6g}"), "cause": c.cause})
+    return rows
+
+
+# -- shapes ---------------------------------------------------------------------------------------
+
+def _rescale(c: LayerCost, n2: int) -> Layer:
+    w = c.layer.workload
+    g = w.gemm
+    f = n2 / g.n
+    return replace(c.layer, workload=replace(
+        w, gemm=replace(g, n=n2), macs=int(round(w.macs * f)), other_ops=int(round(w.other_ops * f)),
+        bytes_written=int(round(w.bytes_written * f)), weight_bytes=int(round(w.weight_bytes * f)),
+        parallel_work=max(1, int(round(w.parallel_work * f)))))
+
+
+def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
+    """For each matrix layer: nearby output widths (within +-span) that cost less time per MAC.
+
+    Only the layer itself is rescored (its output channels / hidden size N change; the next layer's
+    input width would change too and is not included). Ranked by time per MAC gained."""
+    hw = report.score.hw
+    prec = report.score.settings.precision
+    out = []
+    for c in report.score.layers:
+        w = c.layer.workload
+        if not w.is_matrix or w.gemm is None or c.time_s <= 0 or w.macs == 0:
+            continue
+        n = w.gemm.n
+        lo, hi = max(1, int(n * (1 - span))), int(n * (1 + span))
+        base_tpm = c.time_s / w.macs
+        cands = []
+        for n2 in range(lo, hi + 1):
+            if n2 == n:
+                continue
+            l2 = _rescale(c, n2)
+            c2 = score_layer(l2, hw, prec)
+            tpm = c2.time_s / max(l2.workload.macs, 1)
+            if tpm < base_tpm * 0.98:
+                cands.append({"to": n2, "macs_change": l2.workload.macs / w.macs - 1, "time_change": c2.time_s / c.time_s - 1,
+                              "time_per_mac_gain": 1 - tpm / base_tpm, "new_latency_s": c2.time_s, "unit": c2.unit,
+                              "tile_efficiency": c2.tile_efficiency})
+        if not cands:
+            continue
+        cands.sort(key=lambda x: (-x["time_per_mac_gain"], abs(x["to"] - n)))
+        best = cands[:per_layer]
+        out.append({"layer": c.name, "op_type": c.layer.op_type, "dim": "output channels" if "Conv" in c.layer.op_type
+                    else "output features", "current": n, "latency_s": c.time_s, "unit": c.unit,
+                    "tile_efficiency": c.tile_efficiency,
+                    "suggestions": [{k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in s.items()} for s in best],
+                    "text": "; ".join(f"{n} -> {s['to']}: {s['macs_change']:+.0%} MACs, {s['time_change']:+.0%} time" for s in best)})
+    out.sort(key=lambda r: (-r["suggestions"][0]["time_per_mac_gain"] * r["latency_s"], r["layer"]))
+    return out
+
+
+# -- diff -----------------------------------------------------------------------------------------
+
+def diff(rep_a, rep_b) -> dict:
+    """Layer-by-layer comparison: matched by name first, then by position among same-type layers."""
+    a = [c for c in rep_a.score.layers if c.time_s > 0]
+    b = [c for c in rep_b.score.layers if c.time_s > 0]
+    bn = {c.name: c for c in b}
+    pairs, left_a = [], []
+    used = set()
+    for c in a:
+        if c.name in bn:
+            pairs.append((c, bn[c.name], "name"))
+            used.add(c.name)
+        else:
+            left_a.append(c)
+    left_b = [c for c in b if c.name not in used]
+    # position: k-th unmatched layer of an op type in A <-> k-th of the same op type in B
+    by_type: dict[str, list] = {}
+    for c in left_b:
+        by_type.setdefault(c.layer.op_type, []).append(c)
+    only_a = []
+    for c in left_a:
+        q = by_type.get(c.layer.op_type)
+        if q:
+            pairs.append((c, q.pop(0), "position"))
+        else:
+            only_a.append(c)
+    only_b = [c for q in by_type.values() for c in q]
+    rows = []
+    for x, y, how in pairs:
+        rows.append({"layer_a": x.name, "layer_b": y.name, "op_type": x.layer.op_type, "matched_by": how,
+                     "a_s": x.time_s, "b_s": y.time_s, "delta_s": y.time_s - x.time_s, "cause_a": x.cause, "cause_b": y.cause,
+                     "macs_a": x.layer.workload.macs, "macs_b": y.layer.workload.macs})
+    for x in only_a:
+        rows.append({"layer_a": x.name, "layer_b": None, "op_type": x.layer.op_type, "matched_by": "only in A",
+                     "a_s": x.time_s, "b_s": 0.0, "delta_s": -x.time_s, "cause_a": x.cause, "cause_b": None,
+                     "macs_a": x.layer.workload.macs, "macs_b": 0})
+    for y in only_b:
+        rows.append({"layer_a": None, "layer_b": y.name, "op_type": y.layer.op_type, "matched_by": "only in B",
+                     "a_s": 0.0, "b_s": y.time_s, "delta_s": y.time_s, "cause_a": None, "cause_b": y.cause,
+                     "macs_a": 0, "macs_b": y.layer.workload.macs})
+    rows.sort(key=lambda r: (-abs(r["delta_s"]), str(r["layer_a"] or r["layer_b"])))
+    ta, tb = rep_a.score.totals["latency_s"], rep_b.score.totals["latency_s"]
+    for r in rows:
+        for k in ("a_s", "b_s", "delta_s"):
+            r[k] = float(f"{r[k]:.6g}")
+    return {"schema_version": "dnnperf-diff/1", "a": rep_a.inspection.model_name, "b": rep_b.inspection.model_name,
+            "hardware": rep_a.hw.name, "a_latency_s": float(f"{ta:.6g}"), "b_latency_s": float(f"{tb:.6g}"),
+            "delta_s": float(f"{tb - ta:.6g}"), "input_transfer_delta_s":
+            float(f"{rep_b.score.input_transfer_s - rep_a.score.input_transfer_s:.6g}"), "layers": rows}
+
+
+__all__ = ["read_space", "lut_space", "lut_from_report", "shape_advice", "diff", "KEY_DOC"]

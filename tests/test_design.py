@@ -1,0 +1,101 @@
+"""Design-space tools: LUT rows, width advice and diffs against hand-computed tile fit."""
+
+import csv
+import io
+import json
+
+import pytest
+from onnx import TensorProto as T
+from typer.testing import CliRunner
+
+from dnnperf.cli import app
+from helpers import conv_model, save
+
+runner = CliRunner()
+
+
+def test_lut_row_by_hand(tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text("ops: [conv]\nchannels_in: [32]\nchannels_out: [64]\nkernel: [3]\nstride: [1]\n"
+                     "resolution: [56]\nbatch: [1]\nprecision: [fp16]\n")
+    r = runner.invoke(app, ["lut", "--hw", "v100", "--space", str(space)])
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["key"] == "conv|32|64|3|1|56|1|1|fp16"
+    assert int(row["macs"]) == 56 * 56 * 64 * 32 * 9
+    # GEMM 3136 x 64 x 288 fills 16x16x16 tiles exactly; 200,704 outputs fill all 163,840 lanes;
+    # compute 2 * 57,802,752 / 125e12 = 0.925 us beats memory 638,976 B / 900 GB/s = 0.71 us; + 5 us launch
+    assert float(row["latency_s"]) == pytest.approx(2 * 57_802_752 / 125e12 + 5e-6, rel=1e-4)
+    assert row["cause"] == "compute"
+
+
+def test_lut_space_and_json(tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text("ops: [conv, dwconv, pwconv, mbconv, linear]\nchannels_in: [16, 32]\nchannels_out: [16, 32]\n"
+                     "kernel: [3, 5]\nstride: [1, 2]\nresolution: [28]\nexpansion: [1, 6]\nbatch: [1, 8]\n"
+                     "precision: [fp32, fp16]\n")
+    r = runner.invoke(app, ["lut", "--hw", "t4", "--space", str(space), "-f", "json"])
+    d = json.loads(r.stdout)
+    keys = [x["key"] for x in d["rows"]]
+    assert len(keys) == len(set(keys))  # a NAS code can index it directly
+    assert all(x["latency_s"] > 0 for x in d["rows"])
+    # 8 samples take at most 8x one sample
+    one = {x["key"]: x["latency_s"] for x in d["rows"]}
+    assert one["conv|32|32|3|1|28|1|8|fp16"] <= 8 * one["conv|32|32|3|1|28|1|1|fp16"]
+
+
+def test_lut_from_model():
+    import os
+
+    from helpers import SAMPLES
+
+    r = runner.invoke(app, ["lut", "--hw", "v100", "--from", os.path.join(SAMPLES, "squeezenet1_1.onnx")])
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert sum(int(x["macs"]) for x in rows) == 349_151_936
+
+
+@pytest.mark.parametrize("bad,needle", [("ops: [teleport]\n", "teleport"), ("kernel: [0]\n", "kernel"),
+                                        ("colour: [1]\n", "colour")])
+def test_bad_space(tmp_path, bad, needle):
+    space = tmp_path / "space.yaml"
+    space.write_text(bad)
+    r = runner.invoke(app, ["lut", "--space", str(space)])
+    assert r.exit_code == 2 and needle in r.stderr
+
+
+def test_shapes_on_a_256_systolic_array(tmp_path):
+    # 1x1 conv 256 -> 100 (int8) at 56x56 on TPU v1: every width from 88 to 112 is one pass of the
+    # 256-wide array, so the time stays and 112 gets 12% more MACs for free (100/256 -> 112/256 used)
+    p = save(conv_model(256, 100, 56, 56, 1, dtype=T.INT8), tmp_path)
+    r = runner.invoke(app, ["shapes", p, "--hw", "tpu-v1", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    layer = json.loads(r.stdout)["layers"][0]
+    assert layer["current"] == 100
+    assert layer["tile_efficiency"] == pytest.approx(100 / 256, rel=1e-3)
+    best = layer["suggestions"][0]
+    assert best["to"] == 112
+    assert best["macs_change"] == pytest.approx(0.12, abs=0.001)
+    assert abs(best["time_change"]) < 0.01
+    assert best["tile_efficiency"] == pytest.approx(112 / 256, rel=1e-3)
+
+
+def test_shapes_alignment_on_v100(tmp_path):
+    # fp16 with 100 output channels misses the tensor cores' multiple-of-8 rule; a multiple of 8 takes them
+    p = save(conv_model(128, 100, 28, 28, 3, pads=[1, 1, 1, 1], dtype=T.FLOAT16), tmp_path)
+    layer = json.loads(runner.invoke(app, ["shapes", p, "--hw", "v100", "-f", "json"]).stdout)["layers"][0]
+    best = layer["suggestions"][0]
+    assert best["to"] % 8 == 0 and best["unit"] == "tensor_cores" and layer["unit"] == "cuda_cores"
+    assert best["time_change"] < -0.5
+
+
+def test_diff_names_the_changed_layer(tmp_path):
+    a = save(conv_model(16, 32, 128, 128, 3, pads=[1, 1, 1, 1], relu=True), tmp_path, "a.onnx")
+    b = save(conv_model(16, 128, 128, 128, 3, pads=[1, 1, 1, 1], relu=True), tmp_path, "b.onnx")
+    d = json.loads(runner.invoke(app, ["diff", a, b, "--hw", "v100", "-f", "json"]).stdout)
+    assert d["delta_s"] > 0
+    conv = next(r for r in d["layers"] if r["layer_a"] == "conv")
+    assert conv["matched_by"] == "name" and conv["delta_s"] > 0
+    assert conv["macs_b"] == 4 * conv["macs_a"]
+    assert sum(r["delta_s"] for r in d["layers"]) == pytest.approx(d["delta_s"] - d["input_transfer_delta_s"], rel=1e-3)
