@@ -56,6 +56,8 @@ DimOpt = typer.Option(None, "--dim", help="SYMBOL=VALUE for a symbolic dim, e.g.
 FmtOpt = typer.Option(Fmt.table, "--format", "-f", help="Output format: table (people) or json/csv/md (scripts).")
 OutOpt = typer.Option(None, "--output", "-o", help="Write the output to this file (atomically) instead of stdout.")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress or notes on stderr.")
+PrecOpt = typer.Option(None, "--precision", "-p", help="What-if precision (default: the model's dtypes).")
+FusionOpt = typer.Option(Fusion.none, "--fusion", help="none: every node is a kernel; typical: what ORT/TensorRT fuse.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,8 +206,8 @@ def analyze(
     batch: Optional[int] = BatchOpt,
     input_shape: Optional[List[str]] = ShapeOpt,
     dim: Optional[List[str]] = DimOpt,
-    precision: Optional[Precision] = typer.Option(None, "--precision", "-p", help="What-if precision (default: the model's dtypes)."),
-    fusion: Fusion = typer.Option(Fusion.none, "--fusion", help="none: every node is a kernel; typical: what ORT/TensorRT fuse."),
+    precision: Optional[Precision] = PrecOpt,
+    fusion: Fusion = FusionOpt,
     overlap_input: bool = typer.Option(False, "--overlap-input", help="Assume the next input is prefetched during compute."),
     top: int = typer.Option(10, "--top", "-n", help="How many bottleneck layers to show."),
     totals_only: bool = typer.Option(False, "--totals-only", help="One row per model x profile (for sweeps over many files)."),

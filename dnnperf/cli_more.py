@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from dnnperf.cli import (BatchOpt, DimOpt, Fmt, FmtOpt, Fusion, OutOpt, Precision, QuietOpt, ShapeOpt, _emit,
+from dnnperf.cli import (BatchOpt, DimOpt, Fmt, FmtOpt, Fusion, FusionOpt, OutOpt, PrecOpt, Precision, QuietOpt,
+                         ShapeOpt, _emit,
                          _inspect_many, _models, _overrides, _run, app)
 from dnnperf.errors import DnnperfError
 
@@ -50,8 +51,8 @@ def compare(
     batch: Optional[int] = BatchOpt,
     input_shape: Optional[List[str]] = ShapeOpt,
     dim: Optional[List[str]] = DimOpt,
-    precision: Optional[Precision] = typer.Option(None, "--precision", "-p"),
-    fusion: Fusion = typer.Option(Fusion.none, "--fusion"),
+    precision: Optional[Precision] = PrecOpt,
+    fusion: Fusion = FusionOpt,
     sort: str = typer.Option("latency", "--sort", help="latency|throughput|peak|fraction|cost|name"),
     max_latency: Optional[str] = typer.Option(None, "--max-latency", help="Requirement, e.g. 5ms: rank the targets that meet it."),
     min_throughput: Optional[float] = typer.Option(None, "--min-throughput", help="Requirement in inferences/s."),
@@ -114,7 +115,7 @@ def sweep(
     precision: str = typer.Option("model", "--precision", "-p", help="Comma list: model,fp32,fp16,bf16,int8..."),
     input_shape: Optional[List[str]] = ShapeOpt,
     dim: Optional[List[str]] = DimOpt,
-    fusion: Fusion = typer.Option(Fusion.none, "--fusion"),
+    fusion: Fusion = FusionOpt,
     fmt: Fmt = FmtOpt,
     output: Optional[str] = OutOpt,
 ):
@@ -177,8 +178,8 @@ def baseline(
     batch: Optional[int] = BatchOpt,
     input_shape: Optional[List[str]] = ShapeOpt,
     dim: Optional[List[str]] = DimOpt,
-    precision: Optional[Precision] = typer.Option(None, "--precision", "-p"),
-    fusion: Fusion = typer.Option(Fusion.none, "--fusion"),
+    precision: Optional[Precision] = PrecOpt,
+    fusion: Fusion = FusionOpt,
     output: str = typer.Option("dnnperf-baseline.json", "--output", "-o", help="Baseline file (written atomically)."),
     quiet: bool = QuietOpt,
 ):
@@ -394,8 +395,8 @@ def plot(
     batch: Optional[int] = BatchOpt,
     input_shape: Optional[List[str]] = ShapeOpt,
     dim: Optional[List[str]] = DimOpt,
-    precision: Optional[Precision] = typer.Option(None, "--precision", "-p"),
-    fusion: Fusion = typer.Option(Fusion.none, "--fusion"),
+    precision: Optional[Precision] = PrecOpt,
+    fusion: Fusion = FusionOpt,
 ):
     """Log-log roofline of the profile with every layer (sized by time, coloured by cause), or the
     loss waterfall from the time at quoted peak to the estimate."""
@@ -435,8 +436,8 @@ def report(
     batch: Optional[int] = BatchOpt,
     input_shape: Optional[List[str]] = ShapeOpt,
     dim: Optional[List[str]] = DimOpt,
-    precision: Optional[Precision] = typer.Option(None, "--precision", "-p"),
-    fusion: Fusion = typer.Option(Fusion.none, "--fusion"),
+    precision: Optional[Precision] = PrecOpt,
+    fusion: Fusion = FusionOpt,
     top: int = typer.Option(15, "--top", "-n"),
 ):
     """One self-contained HTML file (no network, inline SVG/CSS): summary, roofline, loss waterfall,
@@ -469,7 +470,7 @@ def lut(
     from_model: Optional[str] = typer.Option(None, "--from", help="Emit the table for the layers of this model."),
     batch: Optional[int] = BatchOpt,
     dim: Optional[List[str]] = DimOpt,
-    precision: Optional[Precision] = typer.Option(None, "--precision", "-p"),
+    precision: Optional[Precision] = PrecOpt,
     fmt: Fmt = typer.Option(Fmt.csv, "--format", "-f", help="csv (default) or json."),
     output: Optional[str] = OutOpt,
 ):
@@ -511,7 +512,7 @@ def shapes(
     span: str = typer.Option("12.5%", "--span", help="How far to look around each width."),
     batch: Optional[int] = BatchOpt,
     dim: Optional[List[str]] = DimOpt,
-    precision: Optional[Precision] = typer.Option(None, "--precision", "-p"),
+    precision: Optional[Precision] = PrecOpt,
     top: int = typer.Option(20, "--top", "-n"),
     fmt: Fmt = FmtOpt,
     output: Optional[str] = OutOpt,
@@ -554,8 +555,8 @@ def diff(
     hw: str = typer.Option("v100", "--hw"),
     batch: Optional[int] = BatchOpt,
     dim: Optional[List[str]] = DimOpt,
-    precision: Optional[Precision] = typer.Option(None, "--precision", "-p"),
-    fusion: Fusion = typer.Option(Fusion.none, "--fusion"),
+    precision: Optional[Precision] = PrecOpt,
+    fusion: Fusion = FusionOpt,
     top: int = typer.Option(20, "--top", "-n"),
     fmt: Fmt = FmtOpt,
     output: Optional[str] = OutOpt,

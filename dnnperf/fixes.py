@@ -15,6 +15,8 @@ from math import ceil
 
 from dnnperf import rules
 from dnnperf.analysis import LayerCost, score_layer, with_precision
+from dnnperf.fmt import b as fmt_bytes
+from dnnperf.fmt import t as fmt_time
 from dnnperf.workload import Gemm
 
 
@@ -26,23 +28,6 @@ def catalogue() -> dict[str, dict]:
     with open(path, encoding="utf-8") as fh:
         items = safe_yaml(fh.read(), "fix catalogue")
     return {it["id"]: it for it in items}
-
-
-def fmt_time(s: float) -> str:
-    if s >= 1:
-        return f"{s:.3g} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    if s >= 1e-6:
-        return f"{s * 1e6:.3g} us"
-    return f"{s * 1e9:.3g} ns"
-
-
-def fmt_bytes(b: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if b >= scale:
-            return f"{b / scale:.3g} {unit}"
-    return f"{int(b)} B"
 
 
 class Ctx:

@@ -78,3 +78,24 @@ def chain_1x1(channels, h, w, n_layers):
         inits.append(weight(f"w{i}", [channels, channels, 1, 1]))
         prev = out
     return model(nodes, [vi("x", [1, channels, h, w])], [vi("y", None)], inits)
+
+
+def spy_opens(monkeypatch) -> list:
+    """Record every path opened through open(), io.open() and os.open() (external-data checks)."""
+    import builtins
+    import io
+
+    opened: list = []
+    real_open, real_io_open, real_os_open = builtins.open, io.open, os.open
+
+    def wrap(real):
+        def spy(f, *a, **k):
+            opened.append(str(f))
+            return real(f, *a, **k)
+
+        return spy
+
+    monkeypatch.setattr(builtins, "open", wrap(real_open))
+    monkeypatch.setattr(io, "open", wrap(real_io_open))
+    monkeypatch.setattr(os, "open", wrap(real_os_open))
+    return opened

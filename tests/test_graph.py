@@ -1,7 +1,5 @@
 """Loading: weightless, never opening external data, strip round trip, clear errors."""
 
-import builtins
-import io
 import os
 
 import numpy as np
@@ -11,7 +9,7 @@ import pytest
 from dnnperf.api import inspect_model
 from dnnperf.errors import DnnperfError
 from dnnperf.graph import ShapeOverrides, load_graph, strip_file
-from helpers import SAMPLES, conv_model, model, save, vi, weight
+from helpers import SAMPLES, conv_model, model, save, spy_opens, vi, weight
 from onnx import helper
 
 
@@ -43,20 +41,7 @@ def _external_model(tmp_path, location):
 @pytest.mark.parametrize("location", ["../../etc/passwd", "/etc/passwd", "weights.bin"])
 def test_external_data_is_never_opened(tmp_path, monkeypatch, location):
     path = _external_model(tmp_path, location)
-    opened = []
-    real_open = builtins.open
-    real_io_open = io.open
-
-    def spy(file, *a, **k):
-        opened.append(str(file))
-        return real_open(file, *a, **k)
-
-    def spy_io(file, *a, **k):
-        opened.append(str(file))
-        return real_io_open(file, *a, **k)
-
-    monkeypatch.setattr(builtins, "open", spy)
-    monkeypatch.setattr(io, "open", spy_io)
+    opened = spy_opens(monkeypatch)
     insp = inspect_model(path)
     assert insp.rows[0].workload.macs == 8 * 16 * 4 * 9
     assert all("passwd" not in p and "weights.bin" not in p for p in opened), opened

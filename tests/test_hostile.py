@@ -1,8 +1,6 @@
 """Hostile inputs: every one ends with exit 2, one clear line on stderr, no traceback, nothing
 written; and external-data paths are never opened."""
 
-import builtins
-import io
 import json
 import os
 import random
@@ -15,7 +13,7 @@ from onnx import helper
 from typer.testing import CliRunner
 
 from dnnperf.cli import app
-from helpers import SAMPLES, conv_model, model, save, vi, weight
+from helpers import SAMPLES, conv_model, model, save, spy_opens, vi, weight
 
 runner = CliRunner()
 RESNET = os.path.join(SAMPLES, "resnet50.onnx")
@@ -109,24 +107,7 @@ def test_external_data_paths_are_never_opened(tmp_path, monkeypatch, location):
     e = init.external_data.add()
     e.key, e.value = "location", location
     p = save(m, tmp_path, "ext.onnx")
-    opened = []
-    real_open, real_io_open, real_os_open = builtins.open, io.open, os.open
-
-    def spy(f, *a, **k):
-        opened.append(str(f))
-        return real_open(f, *a, **k)
-
-    def spy_io(f, *a, **k):
-        opened.append(str(f))
-        return real_io_open(f, *a, **k)
-
-    def spy_os(f, *a, **k):
-        opened.append(str(f))
-        return real_os_open(f, *a, **k)
-
-    monkeypatch.setattr(builtins, "open", spy)
-    monkeypatch.setattr(io, "open", spy_io)
-    monkeypatch.setattr(os, "open", spy_os)
+    opened = spy_opens(monkeypatch)
     r = runner.invoke(app, ["analyze", str(p), "-f", "json"])
     monkeypatch.undo()
     assert r.exit_code == 0, r.output  # weights are never needed: the analysis simply works

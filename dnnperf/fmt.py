@@ -1,0 +1,43 @@
+"""Human formatting of SI quantities for tables, Markdown and fix texts (JSON/CSV keep raw numbers)."""
+
+from __future__ import annotations
+
+
+def t(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s == 0:
+        return "0"
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    if s >= 1e-6:
+        return f"{s * 1e6:.3g} us"
+    return f"{s * 1e9:.3g} ns"
+
+
+def b(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def count(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.4g} {unit}"
+    return f"{int(n)}"
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.1f}%"
+
+
+def shape(s) -> str:
+    return "?" if s is None else "x".join(str(d) for d in s) or "scalar"
