@@ -3,9 +3,9 @@
 Dev-only: needs torch==2.14.1, torchvision==0.29.1, transformers, onnx, onnxscript in a separate
 venv (never a dependency of dnnperf):
 
-    python -m venv /tmp/export && /tmp/export/bin/pip install torch==2.14.1 torchvision==0.29.1 \
-        transformers onnx onnxscript && /tmp/export/bin/pip install -e .
-    /tmp/export/bin/python scripts/export_sample_models.py
+    python -m venv .venv-export && .venv-export/bin/pip install torch==2.14.1 torchvision==0.29.1 \
+        transformers onnx onnxscript && .venv-export/bin/pip install -e .
+    .venv-export/bin/python scripts/export_sample_models.py
 
 Each model is exported with full random weights to a temporary file, then stripped with
 ``dnnperf strip`` logic (dims and dtypes kept, payloads removed). torchvision's published MAC
