@@ -315,7 +315,7 @@ def model_fixes(report) -> list[dict]:
 def downgrade_advice(report) -> tuple[str, float | None] | None:
     """When the model starves a big device, the cheapest shipped target of the same kind that is
     estimated within 10% of its latency (by price when both have one, else by quoted peak)."""
-    from dnnperf.analysis import Settings
+    from dnnperf.analysis import score
     from dnnperf.hardware import load_profile, shipped_names
 
     sc = report.score
@@ -324,6 +324,7 @@ def downgrade_advice(report) -> tuple[str, float | None] | None:
     if t["mean_occupancy"] >= 0.5 and t["fraction_of_peak"] >= 0.05:
         return None
     lat = t["latency_s"]
+    layers = [c.layer for c in sc.layers]
     best = None
     for name in shipped_names():
         if name == hw.name:
@@ -333,10 +334,8 @@ def downgrade_advice(report) -> tuple[str, float | None] | None:
             continue
         if hw.price_per_hour is not None and (other.price_per_hour is None or other.price_per_hour >= hw.price_per_hour):
             continue
-        from dnnperf.api import analyze
-
-        s2 = Settings(sc.settings.batch, sc.settings.precision, sc.settings.fusion, sc.settings.overlap_input)
-        l2 = analyze(report.inspection, other, s2, with_fixes=False).score.totals["latency_s"]
+        # same kind of device: the same layers (and fusion) apply; only the scoring changes
+        l2 = score(layers, other, sc.settings, report.inspection.input_bytes).totals["latency_s"]
         if l2 > lat * 1.10:
             continue
         key = (other.price_per_hour if hw.price_per_hour is not None else other.headline_tops, name)

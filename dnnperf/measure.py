@@ -201,6 +201,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None) ->
     for name, (m, feeds, _) in models.items():
         sess = _session(m.SerializeToString(), threads)
         times[name] = _median_run(sess, feeds, warmup=2, runs=runs, budget_s=budget)
+        del sess
         if progress:
             progress(name)
     n = 512 if quick else 1024
@@ -337,6 +338,11 @@ def measure(path: str, graph, threads: int | None, runs: int = 20, warmup: int =
     # plain session for the end-to-end latency (profiling adds overhead per node)
     sess = _session(data, threads)
     latency = _median_run(sess, feeds, warmup=warmup, runs=runs, budget_s=10.0)
+    # an idle session's worker threads may keep spinning: free it before the profiled run
+    del sess
+    import gc
+
+    gc.collect()
     with tempfile.TemporaryDirectory() as tmp:
         prof = _session(data, threads, os.path.join(tmp, "ort"))
         for _ in range(warmup + runs):
