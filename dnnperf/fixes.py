@@ -334,6 +334,10 @@ def downgrade_advice(report) -> tuple[str, float | None] | None:
             continue
         if hw.price_per_hour is not None and (other.price_per_hour is None or other.price_per_hour >= hw.price_per_hour):
             continue
+        # cheap lower bound first: its launches plus all ops at its fastest unit
+        best_rate = max(max(u.peak_tops.values()) for u in other.units) * 1e12
+        if t["launches"] * other.launch_overhead_us * 1e-6 + t["ops"] / best_rate > lat * 1.10:
+            continue
         # same kind of device: the same layers (and fusion) apply; only the scoring changes
         l2 = score(layers, other, sc.settings, report.inspection.input_bytes).totals["latency_s"]
         if l2 > lat * 1.10:
