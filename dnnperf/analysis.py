@@ -17,7 +17,10 @@ Per layer (a node, or a fused group with ``fusion='typical'``):
 
 Memory traffic: each tensor crosses DRAM once per layer (perfect reuse inside a layer, none between
 layers, so fusion is what removes traffic). Profiles with ``activations_onchip`` (TPU v1's unified
-buffer) count only weight bytes against DRAM. Model time = sum of layers + host->device input
+buffer) count only weight bytes against DRAM. Profiles with an on-chip bandwidth (calibrated CPUs)
+read a layer's activations at that rate when they fit on chip (they were just written), and its
+weights too when all of the model's weights fit in an eighth of it; otherwise weights stream from
+DRAM once per inference. Model time = sum of layers + host->device input
 transfer, unless the input is prefetched (overlapped).
 """
 
@@ -116,7 +119,8 @@ def with_precision(w: Workload, precision: str) -> Workload:
                    bytes_written=sc(w.bytes_written))
 
 
-def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None) -> LayerCost:
+def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
+                weights_resident: bool = False) -> LayerCost:
     """Time and loss breakdown of one layer on ``hw`` (see the module docstring)."""
     w = layer.workload
     prec = precision or precision_of(w)
@@ -138,8 +142,7 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None)
     losses["specialization"] = t_tile - t_ideal
     losses["parallelism"] = t_par - t_tile
     losses["thermal"] = t_compute - t_par
-    mem_bytes = w.weight_bytes if hw.activations_onchip else w.bytes_total
-    _, t_mem = rules.roofline_time(ops, mem_bytes, rate, rules.bandwidth_for(mem_bytes, hw))
+    t_mem = rules.memory_time(w.act_bytes_read + w.bytes_written, w.weight_bytes, hw, weights_resident)
     losses["memory"] = max(0.0, t_mem - t_compute)
     if unopt:
         # no fast kernel: traffic and math run back to back, at a fraction of the roof
@@ -175,6 +178,10 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     """Calibrated fraction of the roof: an op-type figure (e.g. Pow) overrides the family's for a
     single op; a fused group takes the lowest of its parts."""
     eff = hw.efficiency.get(layer.workload.family, 1.0)
+    w = layer.workload
+    if hw.matrix_m_efficiency and w.is_matrix and w.gemm is not None:
+        g = w.gemm
+        eff = min(eff, rules.interp_log(min(g.m, g.n, g.k), hw.matrix_m_efficiency))
     ops = [hw.op_efficiency[o] for o in layer.op_type.split("+") if o in hw.op_efficiency]
     if not ops:
         return eff
@@ -198,7 +205,9 @@ def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:
 
 
 def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_bytes: int) -> Score:
-    costs = [score_layer(l, hw, settings.precision) for l in layers]
+    weights = sum(l.workload.weight_bytes for l in layers)
+    resident = bool(hw.onchip_mb) and weights <= hw.onchip_mb * 1e6 / 8
+    costs = [score_layer(l, hw, settings.precision, resident) for l in layers]
     compute_total = sum(c.time_s for c in costs)
     t_in = rules.transfer_time(input_bytes, hw.host_link_gbs)
     losses = {k: sum(c.losses[k] for c in costs) for k in LOSS_KEYS}

@@ -38,6 +38,8 @@ SCHEMA = {
     "host_link_gbs": ("num|null", True, "host -> device link for inputs in GB/s; null when inputs are already in memory"),
     "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope), default 1"),
     "efficiency": ("map", False, "per op-family fraction of the roofline actually achieved (calibrated), default 1"),
+    "matrix_m_efficiency": ("map", False, "smallest GEMM dimension min(M, N, K) -> fraction of the roof for "
+                                          "matrix layers (calibrated; log-interpolated: thin products reuse less)"),
     "op_efficiency": ("map", False, "per op-type fraction of the roofline (e.g. Pow, Tanh: calibrated), overrides the family's"),
     "unoptimized_ops": ("list", False, "op types with no fast kernel: run at unoptimized_efficiency, no overlap"),
     "unoptimized_efficiency": ("num", False, "fraction of peak those ops reach, default 0.1"),
@@ -93,6 +95,7 @@ class HardwareProfile:
     sustained_clock_fraction: float = 1.0
     efficiency: dict[str, float] = field(default_factory=dict)
     op_efficiency: dict[str, float] = field(default_factory=dict)
+    matrix_m_efficiency: tuple[tuple[int, float], ...] = ()
     onchip_gbs: float | None = None
     unoptimized_ops: tuple[str, ...] = ()
     unoptimized_efficiency: float = 0.1
@@ -283,6 +286,10 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     op_eff = {}
     for k, v in _map(d.get("op_efficiency", {}) or {}, f"{where}.op_efficiency").items():
         op_eff[str(k)] = _num(v, f"{where}.op_efficiency.{k}", upper=1.0)
+    m_eff = []
+    for k, v in _map(d.get("matrix_m_efficiency", {}) or {}, f"{where}.matrix_m_efficiency").items():
+        m = int(_num(k, f"{where}.matrix_m_efficiency key"))
+        m_eff.append((m, _num(v, f"{where}.matrix_m_efficiency.{k}", upper=1.0)))
     unopt = d.get("unoptimized_ops", []) or []
     if not isinstance(unopt, list) or any(not isinstance(x, str) for x in unopt):
         raise DnnperfError(f"{where}.unoptimized_ops: a list of op type names")
@@ -309,6 +316,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         sustained_clock_fraction=_num(d.get("sustained_clock_fraction", 1.0), f"{where}.sustained_clock_fraction", upper=1.0),
         efficiency=eff,
         op_efficiency=op_eff,
+        matrix_m_efficiency=tuple(sorted(m_eff)),
         onchip_gbs=None if mem.get("onchip_gbs") is None else _num(mem["onchip_gbs"], f"{where}.memory.onchip_gbs"),
         unoptimized_ops=tuple(unopt),
         unoptimized_efficiency=_num(d.get("unoptimized_efficiency", 0.1), f"{where}.unoptimized_efficiency", upper=1.0),

@@ -98,6 +98,8 @@ def _w(name, shape, dtype=np.float32, rng=None):
     return numpy_helper.from_array(rng.standard_normal(shape).astype(dtype), name)
 
 
+M_ROWS = (1, 4, 16, 49, 128, 512)
+NK_DIMS = (8, 24, 64)
 OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log")
 
 
@@ -137,6 +139,14 @@ def micro_models(quick: bool) -> dict:
                             {"a": np.ones(e, np.float32), "b": np.ones(e, np.float32)}, "elementwise")
     out["gemm_ffn"] = (_model([helper.make_node("MatMul", ["a", "b"], ["y"])], [_vi("a", [197, 768])], [_vi("y", None)],
                               [_w("b", [768, 3072])]), {"a": rng.standard_normal((197, 768)).astype(np.float32)}, "matmul")
+    for m_rows in M_ROWS:  # thin in M (few rows), N = K = 768
+        out[f"gemm_m{m_rows}"] = (_model([helper.make_node("MatMul", ["a", "b"], ["y"])], [_vi("a", [m_rows, 768])],
+                                         [_vi("y", None)], [_w("b", [768, 768])]),
+                                  {"a": rng.standard_normal((m_rows, 768)).astype(np.float32)}, "m_curve")
+    for d in NK_DIMS:  # thin in N and K (few channels), M = 3136 (56 x 56 pixels)
+        out[f"gemm_m{d}nk"] = (_model([helper.make_node("MatMul", ["a", "b"], ["y"])], [_vi("a", [3136, d])],
+                                      [_vi("y", None)], [_w("b", [d, d])]),
+                               {"a": rng.standard_normal((3136, d)).astype(np.float32)}, "m_curve")
     c = 256 * 1024
     out["onchip_add"] = (_model([helper.make_node("Add", ["a", "b"], ["y"])], [_vi("a", [c]), _vi("b", [c])],
                                 [_vi("y", None)]), {"a": np.ones(c, np.float32), "b": np.ones(c, np.float32)}, None)
@@ -232,6 +242,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None) ->
     base = profile_from_dict(profile, "calibration")
     eff: dict[str, list] = {}
     op_eff = {}
+    m_curve: dict[int, float] = {}
     for name, (m, feeds, family) in models.items():
         if family is None or name in ("gemm_fp32", "gemm_int8", "bandwidth_add"):
             continue
@@ -240,10 +251,14 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None) ->
         ratio = min(1.0, max(0.01, _predict_micro(m, base) / kernel_s))
         if family == "op":
             op_eff[name[3:]] = _sig(ratio)
+        elif family == "m_curve":
+            key = int(name[6:].replace("nk", ""))
+            m_curve[key] = _sig(min(ratio, m_curve.get(key, 1.0)))
         else:
             eff.setdefault(family, []).append(ratio)
     profile["efficiency"] = {k: _sig(statistics.median(v)) for k, v in sorted(eff.items())}
     profile["op_efficiency"] = dict(sorted(op_eff.items()))
+    profile["matrix_m_efficiency"] = dict(sorted(m_curve.items()))
     profile["measured"] = {
         "date": datetime.date.today().isoformat(),
         "cpu": cpu_name(),

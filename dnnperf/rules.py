@@ -11,15 +11,6 @@ from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.workload import Gemm
 
 
-def roofline_time(ops: float, nbytes: float, rate: float, bandwidth: float) -> tuple[float, float]:
-    """(compute time, memory time) of a kernel: ops at ``rate`` ops/s, bytes at ``bandwidth`` B/s.
-
-    Roofline (Williams et al. 2009): a kernel takes the larger of the two when compute and memory
-    traffic overlap, which optimised library kernels achieve.
-    """
-    return (ops / rate if rate > 0 else 0.0), (nbytes / bandwidth if bandwidth > 0 else 0.0)
-
-
 def dim_fit(size: int, tile: int) -> float:
     """Fraction of padded work that is useful when ``size`` is cut into ``tile``-sized pieces.
 
@@ -101,6 +92,15 @@ def bandwidth_for(nbytes: int, hw: HardwareProfile) -> float:
     return hw.dram_bps
 
 
+def memory_time(act_bytes: int, weight_bytes: int, hw: HardwareProfile, weights_resident: bool = False) -> float:
+    """Seconds of memory traffic: activations at ``bandwidth_for`` their size (or free when the
+    profile keeps activations on chip, like TPU v1's unified buffer); weights from DRAM unless the
+    whole model's weights stay resident on chip."""
+    t_act = 0.0 if hw.activations_onchip else act_bytes / bandwidth_for(act_bytes, hw)
+    w_bw = hw.onchip_gbs * 1e9 if (weights_resident and hw.onchip_gbs) else hw.dram_bps
+    return t_act + weight_bytes / w_bw
+
+
 def launch_time(launches: int, overhead_us: float) -> float:
     """Host-side cost of submitting kernels, paid once per launch and not hidden by the device
     (the pessimistic case of eager execution; graph capture or fusion removes launches)."""
@@ -118,3 +118,21 @@ def lanes_needed_batch(parallel_work: int, batch: int, lanes: int) -> int:
     """Smallest batch whose outputs cover every lane, given the work at the current batch."""
     per_sample = max(parallel_work // max(batch, 1), 1)
     return max(1, ceil(lanes / per_sample))
+
+
+def interp_log(x: float, points: tuple[tuple[int, float], ...]) -> float:
+    """Piecewise-linear in log(x) through calibrated (x, value) points, flat beyond the ends.
+
+    Used for the efficiency of GEMMs by row count M: few rows reuse each packed weight panel
+    little, so small-M products run further below the roof."""
+    import math
+
+    if not points:
+        return 1.0
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x <= x1:
+            f = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+            return y0 + f * (y1 - y0)
+    return points[-1][1]
