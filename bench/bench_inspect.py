@@ -80,8 +80,8 @@ def main() -> None:
     ratios = []
     for path, ov in files:
         n = len(onnx.load(path, load_external_data=False).graph.node)
-        tf = median_time(lambda: floor(path), args.repeat)
-        td = median_time(lambda: inspect_model(path, ov), args.repeat)
+        tf = median_time(lambda p=path: floor(p), args.repeat)
+        td = median_time(lambda p=path, o=ov: inspect_model(p, o), args.repeat)
         ratios.append(td / tf)
         print(f"{os.path.basename(path):<28} {n:>7} {tf:>9.3f} {td:>10.3f} {td / tf:>7.2f}")
     print(f"median ratio {statistics.median(ratios):.2f}  (floor = onnx.load + onnx.shape_inference.infer_shapes)")

@@ -16,7 +16,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -68,7 +67,7 @@ def main() -> None:
     print(f"dnnperf --help                  {t_help:7.3f} s")
     print(f"dnnperf analyze                 {t_cli:7.3f} s  ({t_cli / t_floor:.2f}x floor, peak RSS {rss:.0f} MB, exit {rc})")
 
-    print(f"\n== big graphs ==")
+    print("\n== big graphs ==")
     big = os.path.join(tmp, "transformer_like.onnx")
     with open(big, "wb") as fh:
         fh.write(transformer_like(a.nodes).SerializeToString())

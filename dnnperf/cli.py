@@ -123,13 +123,13 @@ def _run(fn):
         raise
     except KeyboardInterrupt:
         sys.stderr.write("dnnperf: interrupted\n")
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     except MemoryError:
         _fail("out of memory while reading the input — is it a real model/profile?", 2)
     except RecursionError:
         _fail("input nests too deeply to process", 2)
     except BrokenPipeError:
-        raise typer.Exit(0)
+        raise typer.Exit(0) from None
     except Exception as exc:  # a bug: still one line, never a traceback
         if os.environ.get("DNNPERF_DEBUG"):
             raise

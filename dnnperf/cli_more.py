@@ -378,7 +378,7 @@ def validate(
 
 def _one_report(model, hw_spec, batch, input_shape, dim, precision, fusion):
     from dnnperf.analysis import Settings
-    from dnnperf.api import analyze, inspect_model, report_dict
+    from dnnperf.api import analyze, inspect_model
     from dnnperf.hardware import load_profile
 
     insp = inspect_model(model, _overrides(batch, input_shape, dim))

@@ -910,7 +910,7 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
             name = f"{name}#{seen_names[name]}"
         else:
             seen_names[name] = 0
-        attrs, subgraphs = _attrs(n, tensors, opset, path)
+        attrs, subgraphs = _attrs(n, tensors, opset, path, 0, init_names)
         node = Node(name, n.op_type, n.domain, tuple(n.input), tuple(n.output), attrs, subgraphs)
         nodes.append(node)
         for o in n.output:
@@ -941,19 +941,19 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
     )
 
 
-def _attrs(n, tensors, opset, path) -> tuple[dict, dict]:
+def _attrs(n, tensors, opset, path, depth: int = 0, inits: frozenset = frozenset()) -> tuple[dict, dict]:
     from onnx import helper
 
     attrs: dict[str, Any] = {}
     subs: dict[str, Graph] = {}
     for a in n.attribute:
         if a.type == 5:
-            subs[a.name] = _subgraph(a.g, tensors, opset, path)
+            subs[a.name] = _subgraph(a.g, tensors, opset, path, depth + 1, inits)
         elif a.type == 4:  # TENSOR (Constant value): keep dims only
             attrs[a.name] = tuple(int(d) for d in a.t.dims)
         elif a.type == 10:
             for k, g in enumerate(a.graphs):
-                subs[f"{a.name}[{k}]"] = _subgraph(g, tensors, opset, path)
+                subs[f"{a.name}[{k}]"] = _subgraph(g, tensors, opset, path, depth + 1, inits)
         else:
             v = helper.get_attribute_value(a)
             if isinstance(v, bytes):
@@ -964,37 +964,34 @@ def _attrs(n, tensors, opset, path) -> tuple[dict, dict]:
     return attrs, subs
 
 
-def _subgraph(g, outer_tensors, opset, path, depth=[0]) -> Graph:
-    """A control-flow body with the shapes ONNX inference recorded in its value_info."""
-    depth[0] += 1
-    try:
-        if depth[0] > 64:
-            raise DnnperfError(f"'{path}' nests control-flow subgraphs more than 64 deep — refusing to analyse it")
-        tensors: dict[str, Tensor] = {}
-        for coll in (g.input, g.value_info, g.output):
-            for vi in coll:
-                dims, dtype = _type_shape(vi.type)
-                tensors[vi.name] = Tensor(vi.name, _static(dims), dtype)
-        inits = set()
-        for init in g.initializer:
-            tensors[init.name] = Tensor(init.name, tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
-            inits.add(init.name)
-        available = {i.name for i in g.input} | inits | set(outer_tensors)
-        ordered = topo_order(list(g.node), available, graph_name=f"subgraph '{g.name}'")
-        merged = dict(outer_tensors)
-        merged.update(tensors)
-        nodes = []
-        unresolved = []
-        for idx, n in enumerate(ordered):
-            attrs, subs = _attrs(n, merged, opset, path)
-            name = n.name or f"{g.name}/{n.op_type}_{idx}"
-            nodes.append(Node(name, n.op_type, n.domain or "", tuple(n.input), tuple(n.output), attrs, subs))
-            if any(o and (o not in merged or merged[o].shape is None) for o in n.output):
-                unresolved.append(name)
-        return Graph(g.name, nodes, merged, frozenset(inits | (set(outer_tensors) & {i for i in outer_tensors})),
-                     tuple(i.name for i in g.input), tuple(o.name for o in g.output), opset, unresolved=unresolved)
-    finally:
-        depth[0] -= 1
+def _subgraph(g, outer_tensors, opset, path, depth: int = 1, outer_inits: frozenset = frozenset()) -> Graph:
+    """A control-flow body with the shapes ONNX inference recorded in its value_info; weights of
+    the enclosing graphs stay weights inside it."""
+    if depth > 64:
+        raise DnnperfError(f"'{path}' nests control-flow subgraphs more than 64 deep — refusing to analyse it")
+    tensors: dict[str, Tensor] = {}
+    for coll in (g.input, g.value_info, g.output):
+        for vi in coll:
+            dims, dtype = _type_shape(vi.type)
+            tensors[vi.name] = Tensor(vi.name, _static(dims), dtype)
+    inits = set()
+    for init in g.initializer:
+        tensors[init.name] = Tensor(init.name, tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
+        inits.add(init.name)
+    available = {i.name for i in g.input} | inits | set(outer_tensors)
+    ordered = topo_order(list(g.node), available, graph_name=f"subgraph '{g.name}'")
+    merged = dict(outer_tensors)
+    merged.update(tensors)
+    nodes = []
+    unresolved = []
+    for idx, n in enumerate(ordered):
+        attrs, subs = _attrs(n, merged, opset, path, depth, frozenset(inits) | outer_inits)
+        name = n.name or f"{g.name}/{n.op_type}_{idx}"
+        nodes.append(Node(name, n.op_type, n.domain or "", tuple(n.input), tuple(n.output), attrs, subs))
+        if any(o and (o not in merged or merged[o].shape is None) for o in n.output):
+            unresolved.append(name)
+    return Graph(g.name, nodes, merged, frozenset(inits) | outer_inits, tuple(i.name for i in g.input),
+                 tuple(o.name for o in g.output), opset, unresolved=unresolved)
 
 
 def _check_domains(model, path) -> None:

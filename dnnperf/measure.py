@@ -243,7 +243,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None) ->
     eff: dict[str, list] = {}
     op_eff = {}
     m_curve: dict[int, float] = {}
-    for name, (m, feeds, family) in models.items():
+    for name, (m, _feeds, family) in models.items():
         if family is None or name in ("gemm_fp32", "gemm_int8", "bandwidth_add"):
             continue
         # subtract the fixed cost of one session.run (binding, allocation) measured on a 1-op model
@@ -396,7 +396,7 @@ def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
             producer[o] = n.name
     measured: dict[str, float] = {}
     unmatched: dict[str, float] = {}
-    for k, (op, us) in sorted(kernels.items()):
+    for k, (_op, us) in sorted(kernels.items()):
         target = None
         cands = [k]
         for suf in ("_nchwc", "_output_0_nchwc"):

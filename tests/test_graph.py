@@ -9,7 +9,7 @@ import pytest
 from dnnperf.api import inspect_model
 from dnnperf.errors import DnnperfError
 from dnnperf.graph import ShapeOverrides, load_graph, strip_file
-from helpers import SAMPLES, conv_model, model, save, spy_opens, vi, weight
+from helpers import SAMPLES, conv_model, model, save, spy_opens, vi
 from onnx import helper
 
 

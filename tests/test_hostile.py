@@ -13,7 +13,7 @@ from onnx import helper
 from typer.testing import CliRunner
 
 from dnnperf.cli import app
-from helpers import SAMPLES, conv_model, model, save, spy_opens, vi, weight
+from helpers import SAMPLES, conv_model, model, save, spy_opens, vi
 
 runner = CliRunner()
 RESNET = os.path.join(SAMPLES, "resnet50.onnx")

@@ -1,8 +1,6 @@
 """calibrate / validate (ONNX Runtime on tiny graphs): structure and bounds, never wall-clock."""
 
 import builtins
-import io
-import os
 
 import pytest
 import yaml

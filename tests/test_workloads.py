@@ -1,12 +1,11 @@
 """MAC / op / byte counts against hand calculation and the article's worked examples."""
 
 import numpy as np
-import pytest
 from onnx import TensorProto as T
 from onnx import helper
 
 from dnnperf.api import inspect_model
-from helpers import F32, conv_model, ints, model, save, vi, weight
+from helpers import conv_model, ints, model, save, vi, weight
 
 
 def one(tmp_path, m, **kw):

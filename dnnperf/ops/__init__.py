@@ -7,7 +7,6 @@ entry in ``REGISTRY`` maps an ONNX op type (``domain:op`` for non-default domain
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable
 
 from dnnperf.graph import DTYPE_BITS, Graph, Node

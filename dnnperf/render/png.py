@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 
 
 def save_png(d: dict, roofs, chart: str, path: str) -> None:

@@ -86,7 +86,6 @@ def roofline(d: dict, roofs: list[tuple[str, float]], width: int = 900, height: 
         out.append(f"<circle cx='{X(ridge):.1f}' cy='{Y(peak):.1f}' r='3.5' fill='#333'/>")
         out.append(f"<text x='{X(xhi) - 6:.1f}' y='{Y(peak) - 6:.1f}' text-anchor='end' fill='#333'>"
                    f"{escape(label)}: {_fmt_rate(peak)}ops/s, ridge {ridge:.3g} ops/B</text>")
-    ranked = set(d["ranking"][:labels])
     for x, y, l in sorted(pts, key=lambda p: -p[2]["latency_s"]):
         r = 2.5 + 14 * math.sqrt(l["latency_s"] / total)
         c = CAUSE_COLOURS.get(l["cause"], "#888")
