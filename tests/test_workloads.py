@@ -212,6 +212,8 @@ def test_loop_constant_trip_count_and_unknown(tmp_path):
               [ints("M", 3), onnx_bool("c"), weight("w", [4, 4])])
     insp = one(tmp_path, m)
     assert layer(insp, "Loop").workload.macs == 3 * 2 * 4 * 4
+    # the body's weight comes from the enclosing graph: 4x4 fp32 = 64 bytes read per iteration
+    assert layer(insp, "Loop").workload.weight_bytes == 3 * 64
     m2 = model([helper.make_node("Loop", ["M", "c", "x"], ["y"], body=_body_graph())],
                [vi("x", [2, 4]), vi("M", [], T.INT64)], [vi("y", None)], [onnx_bool("c"), weight("w", [4, 4])])
     insp2 = one(tmp_path, m2)
