@@ -211,15 +211,13 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
     compute_total = sum(c.time_s for c in costs)
     t_in = rules.transfer_time(input_bytes, hw.host_link_gbs)
     losses = {k: sum(c.losses[k] for c in costs) for k in LOSS_KEYS}
+    hidden = min(t_in, compute_total)  # what prefetching the next input hides behind compute
+    losses["input_io"] = t_in - hidden
     if settings.overlap_input:
-        hidden = min(t_in, compute_total)
         in_added = t_in - hidden
-        losses["input_io"] = in_added
     else:
         in_added = t_in
-        hidden = min(t_in, compute_total)
-        losses["overlap"] += hidden  # prefetching the next input would hide this much
-        losses["input_io"] = t_in - hidden
+        losses["overlap"] += hidden
     latency = compute_total + in_added
     ops = sum(c.layer.workload.ops for c in costs)
     macs = sum(c.layer.workload.macs for c in costs)

@@ -162,13 +162,15 @@ def sweep(
 
 def _collect(models, hw, batch, input_shape, dim, precision, fusion, quiet):
     from dnnperf.analysis import Settings
-    from dnnperf.hardware import load_profiles
+    from dnnperf.hardware import expand_specs, load_profile
 
     ov = _overrides(batch, input_shape, dim)
-    profiles = load_profiles(hw)
+    specs = expand_specs(hw)
+    for s in specs:
+        load_profile(s)  # validate before any work
     insps = _inspect_many(_models(models), ov, quiet)
     settings = Settings(batch, precision.value if precision else None, fusion.value, False)
-    return [(m, i, p, settings, list(ov.dims)) for m, i in zip(models, insps) for p in profiles]
+    return [(m, i, s, settings, list(ov.dims)) for m, i in zip(models, insps) for s in specs]
 
 
 @app.command()
@@ -213,7 +215,6 @@ def check(
         from dnnperf.api import inspect_model
         from dnnperf.gate import check as run_check, make_baseline, read_baseline
         from dnnperf.graph import ShapeOverrides, atomic_write_bytes
-        from dnnperf.hardware import load_profile
         from dnnperf.render import to_json
         from dnnperf.render import units as u
 
@@ -226,7 +227,9 @@ def check(
         res = run_check(base, _models(models), tol, insp_fn)
         if update:
             items = []
-            by = {m.split("/")[-1]: m for m in models}
+            from dnnperf.gate import model_key
+
+            by = {model_key(m): m for m in models}
             from dnnperf.analysis import Settings
 
             for e in base["entries"]:
@@ -234,7 +237,7 @@ def check(
                 st = Settings(s.get("batch"), None if s.get("precision") in (None, "model") else s["precision"],
                               s.get("fusion", "none"), bool(s.get("overlap_input", False)))
                 dims = [tuple(x) for x in s.get("dims", [])]
-                items.append((by[e["model"]], insp_fn(by[e["model"]], st, dims), load_profile(e["hardware"]), st, dims))
+                items.append((by[e["model"]], insp_fn(by[e["model"]], st, dims), e["hardware"], st, dims))
             atomic_write_bytes(baseline_path, to_json(make_baseline(items)).encode())
             if not quiet:
                 sys.stderr.write(f"updated {baseline_path}\n")

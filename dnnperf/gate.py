@@ -138,14 +138,17 @@ class Entry:
     settings: dict
 
 
-def make_baseline(items: list[tuple[str, Inspection, HardwareProfile, Settings, list]]) -> dict:
+def make_baseline(items: list[tuple[str, Inspection, str, Settings, list]]) -> dict:
+    """``items``: (model path, inspection, profile spec as the user wrote it, settings, --dim pairs).
+    The spec (a name, or a path relative to where CI runs) is stored, never an absolute path."""
     entries = []
-    for model_path, insp, hw, settings, dims in items:
+    for model_path, insp, spec, settings, dims in items:
+        hw = load_profile(spec)
         rep = analyze(insp, hw, settings, with_fixes=False)
         d = report_dict(rep)
         entries.append({
             "model": model_key(model_path),
-            "hardware": hw.name if not hw.path or _is_shipped(hw) else hw.path,
+            "hardware": spec,
             "settings": {**d["settings"], "dims": [list(x) for x in dims]},
             "latency_s": d["totals"]["latency_s"],
             "macs": d["totals"]["macs"],
@@ -155,12 +158,6 @@ def make_baseline(items: list[tuple[str, Inspection, HardwareProfile, Settings, 
         })
     entries.sort(key=lambda e: (e["model"], e["hardware"]))
     return {"schema_version": BASELINE_SCHEMA, "entries": entries}
-
-
-def _is_shipped(hw: HardwareProfile) -> bool:
-    from dnnperf.hardware import profiles_dir
-
-    return os.path.dirname(os.path.abspath(hw.path)) == os.path.abspath(profiles_dir())
 
 
 def model_key(path: str) -> str:

@@ -392,6 +392,11 @@ def _load_path(path: str) -> HardwareProfile:
 
 def load_profiles(specs: list[str]) -> list[HardwareProfile]:
     """Expand comma lists and 'all'; keep order, drop duplicates."""
+    return [load_profile(s) for s in expand_specs(specs)]
+
+
+def expand_specs(specs: list[str]) -> list[str]:
+    """``['v100,t4', 'all']`` -> profile names and paths as the user wrote them, in order, once each."""
     out: list[str] = []
     for s in specs:
         for part in s.split(","):
@@ -408,4 +413,4 @@ def load_profiles(specs: list[str]) -> list[HardwareProfile]:
             seen.append(s)
     if not seen:
         raise DnnperfError("no hardware profile given: pass --hw NAME (see `dnnperf hw list`)")
-    return [load_profile(s) for s in seen]
+    return seen

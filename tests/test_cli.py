@@ -236,3 +236,21 @@ def test_example_workflow_and_script_commands_run(tmp_path):
                        text=True, env=dict(os.environ, DNNPERF=" ".join(dnnperf)))
     assert p.returncode == 0, p.stderr
     assert "fastest" in p.stdout
+
+
+def test_baseline_keeps_profile_spec_as_written(tmp_path, monkeypatch):
+    import yaml
+
+    from dnnperf.hardware import load_profile
+
+    d = yaml.safe_load(open(load_profile("t4").path))
+    d["name"] = "my-t4"
+    (tmp_path / "my.yaml").write_text(yaml.safe_dump(d))
+    model = _widened(tmp_path, 32)
+    monkeypatch.chdir(tmp_path)
+    r = invoke("baseline", "net.onnx", "--hw", "my.yaml", "-o", "base.json")
+    assert r.exit_code == 0, r.output
+    entry = json.loads((tmp_path / "base.json").read_text())["entries"][0]
+    assert entry["hardware"] == "my.yaml" and entry["model"] == "net.onnx"  # no absolute paths
+    assert invoke("check", "net.onnx", "--baseline", "base.json").exit_code == 0
+    assert os.path.exists(model)
