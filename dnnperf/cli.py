@@ -98,8 +98,6 @@ def _overrides(batch, input_shape, dim):
         if iv < 1:
             raise DnnperfError(f"--dim {s}: value must be >= 1")
         dims.append((name, iv))
-    if batch is not None and any(True for _ in shapes):
-        pass
     return ShapeOverrides(batch=batch, input_shapes=tuple(shapes), dims=tuple(dims))
 
 

@@ -180,7 +180,7 @@ def _check_text(model, path: str) -> None:
                 if bad(x):
                     return x
             for a in n.attribute:
-                if bad(a.name) or (a.type == 3 and False):
+                if bad(a.name):
                     return a.name
                 if a.type == 5 and depth < 64:
                     r = walk(a.g, depth + 1)
@@ -445,6 +445,8 @@ class _Resolver:
             if v is None:
                 return None
             ins.append(v)
+        if not _fold_size_ok(node.op_type, ins):
+            return None
         try:
             outs = _run_node(node, ins, self.opset_imports)
         except Exception:
@@ -510,6 +512,26 @@ class _Resolver:
                 v = self.value(o)
                 if v is not None:
                     self.types[o] = (tuple(int(d) for d in np.shape(v)), self.types.get(o, (None, _np_name(v)))[1])
+
+
+def _fold_size_ok(op: str, ins: list) -> bool:
+    """Refuse to fold ops whose output size comes from their input values (Range, Expand...) when
+    that size is not small: a hostile shape subgraph must not allocate gigabytes."""
+    try:
+        if op == "Range":
+            start, limit, delta = (float(np.asarray(x).reshape(-1)[0]) for x in ins[:3])
+            return delta != 0 and abs((limit - start) / delta) <= _MAX_VALUE_ELEMS
+        if op in ("ConstantOfShape", "Expand", "Tile", "Reshape"):
+            vals = [int(v) for v in np.asarray(ins[1] if op != "ConstantOfShape" else ins[0]).reshape(-1)]
+            n = 1
+            for v in vals:
+                n *= max(abs(v), 1)
+            if op == "Tile":
+                n *= max(int(np.asarray(ins[0]).size), 1)
+            return n <= _MAX_VALUE_ELEMS
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return False
+    return True
 
 
 def _np_name(v) -> str:

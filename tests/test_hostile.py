@@ -224,3 +224,17 @@ def test_zero_tile(tmp_path):
 ])
 def test_bad_flags(args, needle):
     expect_exit2(args, needle)
+
+
+def test_hostile_shape_subgraph_is_not_materialised(tmp_path):
+    # Range(0, 2^40, 1) feeding a Reshape target: folding it would allocate terabytes
+    from helpers import ints
+
+    nodes = [helper.make_node("Range", ["s", "l", "d"], ["r"]),
+             helper.make_node("Shape", ["r"], ["rs"]),
+             helper.make_node("Reshape", ["x", "rs"], ["y"])]
+    m = model(nodes, [vi("x", [4, 4])], [vi("y", None)], [ints("s", 0), ints("l", 2**40), ints("d", 1)])
+    r = runner.invoke(app, ["inspect", str(save(m, tmp_path, "range.onnx")), "-f", "json"])
+    assert r.exit_code in (0, 2) and "Traceback" not in r.stderr
+    if r.exit_code == 0:
+        assert json.loads(r.stdout)["unsupported_ops"]  # listed, not silently zero
