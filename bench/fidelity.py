@@ -39,6 +39,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="calibrate and validate this many times, interleaved; keep the least contended")
     a = ap.parse_args()
     import yaml
 
@@ -46,19 +48,28 @@ def main() -> None:
     from dnnperf.hardware import load_profile
     from dnnperf.measure import calibrate, validate
 
-    prof = calibrate(quick=a.quick)
+    # A shared 2-core VM has slow phases lasting seconds (other tenants). Calibrate several times and
+    # keep the least contended calibration (highest GEMM peak); validate every model in several rounds
+    # spread over time and keep each model's least contended round (lowest measured latency).
+    profs = [calibrate(quick=a.quick) for _ in range(a.rounds)]
+    prof = max(profs, key=lambda p: p["headline"]["tops"])
     path = os.path.join(tempfile.mkdtemp(), "local.yaml")
     with open(path, "w") as fh:
         yaml.safe_dump(prof, fh, sort_keys=False)
     hw = load_profile(path)
     print(f"calibrated in {prof['measured']['seconds']} s: fp32 {prof['headline']['tops']} TOP/s, "
           f"{prof['memory']['dram_gbs']} GB/s, dispatch {prof['launch_overhead_us']} us, efficiency {prof['efficiency']}")
+    names = sorted(f for f in os.listdir(os.path.join(ROOT, "sample_models")) if f.endswith(".onnx"))
+    best: dict = {}
+    for _ in range(a.rounds):
+        for f in names:
+            ov = ShapeOverrides(batch=1, dims=(("sequence_length", 128),) if f.startswith("gpt2") else ())
+            d = validate(os.path.join(ROOT, "sample_models", f), hw, ov, runs=a.runs)
+            if f not in best or d["measured_s"] < best[f]["measured_s"]:
+                best[f] = d
     rows = []
-    for f in sorted(os.listdir(os.path.join(ROOT, "sample_models"))):
-        if not f.endswith(".onnx"):
-            continue
-        ov = ShapeOverrides(batch=1, dims=(("sequence_length", 128),) if f.startswith("gpt2") else ())
-        d = validate(os.path.join(ROOT, "sample_models", f), hw, ov, runs=a.runs)
+    for f in names:
+        d = best[f]
         rows.append(d)
         print(f"{f:<26} predicted {d['predicted_s'] * 1e3:8.3f} ms  measured {d['measured_s'] * 1e3:8.3f} ms  "
               f"error {d['error'] * 100:+6.1f}%  top5-in-top10 {d['top5_inside_predicted_top10']}  "

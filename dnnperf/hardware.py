@@ -40,6 +40,8 @@ SCHEMA = {
     "efficiency": ("map", False, "per op-family fraction of the roofline actually achieved (calibrated), default 1"),
     "matrix_m_efficiency": ("map", False, "smallest GEMM dimension min(M, N, K) -> fraction of the roof for "
                                           "matrix layers (calibrated; log-interpolated: thin products reuse less)"),
+    "memory_overlap": ("num", False, "fraction of the shorter of memory and compute time hidden behind the longer "
+                                     "(1 = perfect roofline overlap, the default; calibrated CPUs measure it)"),
     "op_efficiency": ("map", False, "per op-type fraction of the roofline (e.g. Pow, Tanh: calibrated), overrides the family's"),
     "unoptimized_ops": ("list", False, "op types with no fast kernel: run at unoptimized_efficiency, no overlap"),
     "unoptimized_efficiency": ("num", False, "fraction of peak those ops reach, default 0.1"),
@@ -96,6 +98,7 @@ class HardwareProfile:
     efficiency: dict[str, float] = field(default_factory=dict)
     op_efficiency: dict[str, float] = field(default_factory=dict)
     matrix_m_efficiency: tuple[tuple[int, float], ...] = ()
+    memory_overlap: float = 1.0
     onchip_gbs: float | None = None
     unoptimized_ops: tuple[str, ...] = ()
     unoptimized_efficiency: float = 0.1
@@ -317,6 +320,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         efficiency=eff,
         op_efficiency=op_eff,
         matrix_m_efficiency=tuple(sorted(m_eff)),
+        memory_overlap=_num(d.get("memory_overlap", 1.0), f"{where}.memory_overlap", allow_zero=True, upper=1.0),
         onchip_gbs=None if mem.get("onchip_gbs") is None else _num(mem["onchip_gbs"], f"{where}.memory.onchip_gbs"),
         unoptimized_ops=tuple(unopt),
         unoptimized_efficiency=_num(d.get("unoptimized_efficiency", 0.1), f"{where}.unoptimized_efficiency", upper=1.0),
