@@ -101,3 +101,28 @@ def test_skeleton_weights_are_materialised_without_opening_paths(tmp_path, monke
     m2.ParseFromString(data)
     assert len(m2.graph.initializer[0].raw_data) == 8 * 4 * 9 * 4
     assert not any("passwd" in o for o in opened)
+
+
+def test_ort_optimised_models_keep_their_macs(tmp_path):
+    """ORT's own fused graph (com.microsoft FusedConv etc.) costs the same MACs as the original."""
+    import onnxruntime as ort
+    import numpy as np
+    import onnx
+    from onnx import helper as oh
+
+    from helpers import model, vi
+
+    rng = np.random.default_rng(0)
+    w = onnx.numpy_helper.from_array(rng.standard_normal((16, 8, 3, 3)).astype(np.float32), "w")
+    b = onnx.numpy_helper.from_array(rng.standard_normal((16,)).astype(np.float32), "b")
+    m = model([oh.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), oh.make_node("Relu", ["c"], ["y"])],
+              [vi("x", [1, 8, 20, 20])], [vi("y", None)], [w, b])
+    src = save(m, tmp_path, "src.onnx")
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+    opt = inspect_model(str(tmp_path / "opt.onnx"))
+    assert not opt.unsupported
+    assert any(r.node.op_type == "FusedConv" for r in opt.rows)
+    assert opt.totals()["macs"] == inspect_model(src).totals()["macs"] == 16 * 400 * 8 * 9
