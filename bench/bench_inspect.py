@@ -63,7 +63,7 @@ def main() -> None:
     big = os.path.join(tmp, f"generated_{args.nodes}.onnx")
     with open(big, "wb") as fh:
         fh.write(transformer_like(args.nodes).SerializeToString())
-    files = [(os.path.join(ROOT, "sample_models", f), ShapeOverrides(batch=1, dims=(("sequence_length", 128),) if f.startswith("gpt2") else ()))
+    files = [(os.path.join(ROOT, "sample_models", f), ShapeOverrides(batch=1, dims=(("sequence_length", 128),) if f.startswith(("gpt2", "bert")) else ()))
              for f in ("resnet50.onnx", "mobilenet_v2.onnx", "vit_b_16.onnx", "swin_t.onnx", "gpt2.onnx")]
     files.append((big, ShapeOverrides()))
     # the same architectures with their weights materialised (what a user usually has on disk)

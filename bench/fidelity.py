@@ -63,7 +63,7 @@ def main() -> None:
     best: dict = {}
     for _ in range(a.rounds):
         for f in names:
-            ov = ShapeOverrides(batch=1, dims=(("sequence_length", 128),) if f.startswith("gpt2") else ())
+            ov = ShapeOverrides(batch=1, dims=(("sequence_length", 128),) if f.startswith(("gpt2", "bert")) else ())
             d = validate(os.path.join(ROOT, "sample_models", f), hw, ov, runs=a.runs)
             if f not in best or d["measured_s"] < best[f]["measured_s"]:
                 best[f] = d

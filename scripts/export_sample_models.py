@@ -73,12 +73,35 @@ def export_gpt2(published: dict) -> None:
     print("gpt2", info)
 
 
+def export_bert(published: dict) -> None:
+    from transformers import BertConfig, BertModel
+
+    cfg = BertConfig()
+    cfg._attn_implementation = "eager"
+    model = BertModel(cfg).eval()
+    ids = torch.randint(0, cfg.vocab_size, (1, 128))
+    mask = torch.ones(1, 128, dtype=torch.long)
+    batch = torch.export.Dim("batch_size", min=1, max=1024)
+    seq = torch.export.Dim("sequence_length", min=2, max=512)
+    with tempfile.TemporaryDirectory() as tmp:
+        full = os.path.join(tmp, "bert_base.onnx")
+        torch.onnx.export(model, (ids, mask), full, dynamo=True, input_names=["input_ids", "attention_mask"],
+                          output_names=["last_hidden_state", "pooler_output"],
+                          dynamic_shapes={"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}},
+                          external_data=False)
+        info = strip_file(full, os.path.join(OUT, "bert_base.onnx"), drop_metadata=True)
+    published["bert_base"] = {"params": sum(p.numel() for p in model.parameters()),
+                              "source": "transformers BertConfig() defaults"}
+    print("bert_base", info)
+
+
 def main() -> None:
     os.makedirs(OUT, exist_ok=True)
     published: dict = {}
     for name, kw in VISION.items():
         export_vision(name, kw, published)
     export_gpt2(published)
+    export_bert(published)
     with open(os.path.join(OUT, "published.json"), "w") as fh:
         json.dump(published, fh, indent=2, sort_keys=True)
         fh.write("\n")

@@ -216,7 +216,7 @@ def test_every_sample_model_on_every_profile_is_finite_and_positive():
     for f in sorted(os.listdir(SAMPLES)):
         if not f.endswith(".onnx"):
             continue
-        ov = ShapeOverrides(batch=1, dims=(("sequence_length", 32),) if f.startswith("gpt2") else ())
+        ov = ShapeOverrides(batch=1, dims=(("sequence_length", 32),) if f.startswith(("gpt2", "bert")) else ())
         insp = inspect_model(os.path.join(SAMPLES, f), ov)
         for name in shipped_names():
             t = analyze(insp, load_profile(name), Settings(), with_fixes=False).score.totals

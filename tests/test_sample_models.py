@@ -19,7 +19,7 @@ ALL = sorted(f[:-5] for f in os.listdir(SAMPLES) if f.endswith(".onnx"))
 
 
 def _ov(name):
-    return ShapeOverrides(batch=1, dims=(("sequence_length", 128),) if name == "gpt2" else ())
+    return ShapeOverrides(batch=1, dims=(("sequence_length", 128),) if name in ("gpt2", "bert_base") else ())
 
 
 @pytest.mark.parametrize("name", sorted(TORCHVISION_GMACS))
@@ -54,3 +54,13 @@ def test_gpt2_needs_sequence_length():
     with pytest.raises(DnnperfError) as e:
         inspect_model(os.path.join(SAMPLES, "gpt2.onnx"), ShapeOverrides(batch=1))
     assert "sequence_length" in str(e.value) and "--dim sequence_length=" in str(e.value)
+
+
+def test_bert_base_macs_by_hand():
+    # 12 layers x 128 tokens x (QKV 3 x 768^2 + output 768^2 + FFN 2 x 768 x 3072), attention
+    # 12 x 2 x 128 x 128 x 768, pooler 768 x 768 on the CLS token
+    s, d, layers = 128, 768, 12
+    expected = s * layers * (4 * d * d + 2 * d * 4 * d) + layers * 2 * s * s * d + d * d
+    assert expected == 11_174_215_680
+    insp = inspect_model(os.path.join(SAMPLES, "bert_base.onnx"), _ov("bert_base"))
+    assert insp.totals()["macs"] == expected
