@@ -245,6 +245,8 @@ def strip_weights_inplace(model) -> dict[str, Tensor]:
     for init in model.graph.initializer:
         name = init.name
         info[name] = Tensor(name, tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
+        if init.data_location == 1 and not init.raw_data:
+            continue  # already external (a skeleton): no payload here, and its location is never opened
         if not _is_shape_like(init):
             _clear_payload(init)
     return info
@@ -390,9 +392,17 @@ class _Resolver:
         self.opset = opset
         self.types: dict[str, Any] = {}  # name -> (dims tuple|None, dtype)
         self.values: dict[str, np.ndarray] = {}
-        self.producer: dict[str, Any] = {}
+        self._producer: dict[str, Any] | None = None
+        self.ordered: list = []
         self.opset_imports = list(model.opset_import)
         self.ir_version = model.ir_version
+
+    @property
+    def producer(self) -> dict:
+        """tensor name -> producing node, built on first use (only folding needs it)."""
+        if self._producer is None:
+            self._producer = {o: n for n in self.ordered for o in n.output if o}
+        return self._producer
 
     # -- values ---------------------------------------------------------------------------
     def value(self, name: str, depth: int = 0):
@@ -906,22 +916,17 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
             v = _tensor_value(init)
             if v is not None:
                 res.values[init.name] = v
-    for n in ordered:
-        for o in n.output:
-            if o:
-                res.producer[o] = n
+    res.ordered = ordered
     for n in ordered:
         res.infer_node(n)
     tensors: dict[str, Tensor] = {}
     for name, (dims, dtype) in res.types.items():
-        st = _static(dims)
-        if st is not None:
-            _check_dims(st, name, path)
-        name = _s(name)
-        tensors[name] = Tensor(name, st, dtype)
-    for name, t in init_info.items():
-        tensors[_s(name)] = Tensor(_s(name), t.shape, t.dtype)
-    init_names = frozenset(_s(n) for n in init_info)
+        t = Tensor(name, _static(dims), dtype)
+        if t.shape is not None and (t.numel > _MAX_ELEMS or (t.shape and min(t.shape) < 0)):
+            _check_dims(t.shape, name, path)  # raises with the full message
+        tensors[name] = t
+    tensors.update(init_info)
+    init_names = frozenset(init_info)
     nodes = []
     unresolved = []
     seen_names: dict[str, int] = {}

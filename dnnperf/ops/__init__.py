@@ -81,21 +81,21 @@ class Ctx:
     def byte_split(self) -> tuple[int, int, int]:
         """(activation bytes read, weight bytes read, bytes written). Each distinct tensor once."""
         act = wgt = out = 0
-        seen = set()
         inits = self.graph.initializers
-        for name in self.node.inputs:
-            if not name or name in seen:
-                continue
-            seen.add(name)
-            if name in inits:
-                wgt += self._nbytes(name)
-            else:
-                act += self._nbytes(name)
-        seen = set()
-        for name in self.node.outputs:
-            if name and name not in seen:
-                seen.add(name)
-                out += self._nbytes(name)
+        tensors = self.graph.tensors
+        for names, is_input in ((set(self.node.inputs), True), (set(self.node.outputs), False)):
+            for name in names:
+                if not name:
+                    continue
+                t = tensors.get(name)
+                if t is None or t.nbytes is None:
+                    raise Unsupported(f"shape of tensor '{name}' could not be resolved")
+                if not is_input:
+                    out += t.nbytes
+                elif name in inits:
+                    wgt += t.nbytes
+                else:
+                    act += t.nbytes
         return act, wgt, out
 
     def workload(self, family: str, macs: int = 0, other: int = 0, gemm=None, parallel: int | None = None,
