@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from dnnperf import __version__
+from dnnperf import CONVENTION, __version__
 from dnnperf.analysis import Layer, Score, Settings, score, top_cause, with_precision
 from dnnperf.errors import DnnperfError
 from dnnperf.graph import Graph, Node, ShapeOverrides, load_graph
@@ -120,7 +120,6 @@ def _key(node: Node) -> str:
 class Report:
     inspection: Inspection
     score: Score
-    fused_layers: int = 0
     alt_latency_s: dict = field(default_factory=dict)  # fusion what-if: {"none": s, "typical": s}
     model_fixes: list = field(default_factory=list)
 
@@ -168,7 +167,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     alt_settings = Settings(settings.batch, settings.precision, other, settings.overlap_input)
     alt[other] = score(build_layers(insp, other, settings.precision, chains), hw, alt_settings,
                        insp.input_bytes).totals["latency_s"]
-    report = Report(insp, sc, fused_layers=sum(1 for l in layers if len(l.nodes) > 1), alt_latency_s=alt)
+    report = Report(insp, sc, alt_latency_s=alt)
     if with_fixes:
         from dnnperf.fixes import attach_fixes
 
@@ -228,7 +227,7 @@ def report_dict(report: Report, top: int | None = None) -> dict:
     t = sc.totals
     return {
         "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "dnnperf", "version": __version__, "convention": "1 MAC = 2 ops; TOP/s = 1e12 ops/s"},
+        "tool": {"name": "dnnperf", "version": __version__, "convention": CONVENTION},
         "model": {"path": insp.path, "name": insp.model_name, "graph": insp.graph.name, "opset": insp.graph.opset,
                   "nodes": len(insp.rows), "input_bytes": insp.input_bytes},
         "hardware": {"name": hw.name, "title": hw.title, "kind": hw.kind, "peak_tops": hw.headline_tops,
@@ -286,7 +285,7 @@ def inspection_dict(insp: Inspection) -> dict:
         })
     return {
         "schema_version": "dnnperf-inspect/1",
-        "tool": {"name": "dnnperf", "version": __version__, "convention": "1 MAC = 2 ops"},
+        "tool": {"name": "dnnperf", "version": __version__, "convention": CONVENTION},
         "model": {"path": insp.path, "name": insp.model_name, "opset": insp.graph.opset, "nodes": len(insp.rows),
                   "input_bytes": insp.input_bytes, "batch": insp.batch},
         "totals": {k: (_r(v) if isinstance(v, float) else v) for k, v in insp.totals().items()},

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
-
 from dnnperf.analysis import Settings
 from dnnperf.api import Inspection, analyze, inspect_graph, ranked, report_dict
 from dnnperf.errors import DnnperfError
@@ -129,13 +127,6 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
 
 # --------------------------------------------------------------------------------------------
 # CI gate
-
-
-@dataclass
-class Entry:
-    model: str
-    hw: str
-    settings: dict
 
 
 def make_baseline(items: list[tuple[str, Inspection, str, Settings, list]]) -> dict:

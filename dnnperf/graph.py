@@ -100,9 +100,6 @@ class Graph:
     producer_version: str = ""
     notes: list[str] = field(default_factory=list)
 
-    def tensor(self, name: str) -> Tensor | None:
-        return self.tensors.get(name)
-
 
 @dataclass(frozen=True)
 class ShapeOverrides:

@@ -72,12 +72,6 @@ class Ctx:
         return self.graph.values.get(self.node.inputs[i])
 
     # bytes ------------------------------------------------------------------------------
-    def _nbytes(self, name: str) -> int:
-        t = self.graph.tensors.get(name)
-        if t is None or t.shape is None:
-            raise Unsupported(f"shape of tensor '{name}' could not be resolved")
-        return t.nbytes or 0
-
     def byte_split(self) -> tuple[int, int, int]:
         """(activation bytes read, weight bytes read, bytes written). Each distinct tensor once."""
         act = wgt = out = 0
