@@ -4,7 +4,8 @@ Per layer (a node, or a fused group with ``fusion='typical'``):
 
     t_ideal      ops at the device's quoted (headline) peak
     + specialization  the unit that really runs it (vector vs matrix, precision) and tile padding
-    + parallelism     lanes left idle when the layer has fewer outputs than the device has lanes
+    + parallelism     lanes left idle when the layer has fewer outputs than the device has lanes,
+                      or too little work per output to keep a lane busy (profile ops_per_item)
     + thermal         sustained clock below boost
     = t_compute
     + memory          max(0, t_memory - t_compute)  (overlapped; ops with no fast kernel: no overlap,
@@ -136,7 +137,7 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
     t_unit = ops / rate
     t_tile = t_unit / tile_eff
     occ = rules.occupancy(w.parallel_work, hw.lanes)
-    t_par = t_tile / occ
+    t_par = t_tile / (occ * rules.work_per_item_fit(ops, w.parallel_work, hw.ops_per_item))
     unopt = w.family == "control" or layer.op_type in hw.unoptimized_ops
     t_compute = t_par / hw.sustained_clock_fraction
     losses["specialization"] = t_tile - t_ideal

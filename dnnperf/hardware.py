@@ -33,7 +33,8 @@ SCHEMA = {
                             "tile: {precision: [M, N, K]}, alignment: {precision: channels}}]"),
     "memory": ("map", True, "{dram_gbs: GB/s, dram_gb: GB, onchip_mb: MB, onchip_gbs: GB/s for layers whose bytes fit "
                             "on chip (optional), activations_onchip: bool}"),
-    "parallelism": ("map", True, "{lanes: concurrently resident work items, compute_units: SMs/cores/arrays}"),
+    "parallelism": ("map", True, "{lanes: concurrently resident work items, compute_units: SMs/cores/arrays, "
+                                 "ops_per_item: ops each work item needs to keep its lane busy (optional, default 1)}"),
     "launch_overhead_us": ("num", True, "per-kernel launch / dispatch cost in microseconds"),
     "host_link_gbs": ("num|null", True, "host -> device link for inputs in GB/s; null when inputs are already in memory"),
     "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope), default 1"),
@@ -98,6 +99,7 @@ class HardwareProfile:
     efficiency: dict[str, float] = field(default_factory=dict)
     op_efficiency: dict[str, float] = field(default_factory=dict)
     matrix_m_efficiency: tuple[tuple[int, float], ...] = ()
+    ops_per_item: float = 1.0
     memory_overlap: float = 1.0
     onchip_gbs: float | None = None
     unoptimized_ops: tuple[str, ...] = ()
@@ -264,7 +266,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     if "dram_gbs" not in mem:
         raise DnnperfError(f"{where}.memory: missing 'dram_gbs'")
     par = _map(d["parallelism"], f"{where}.parallelism")
-    _check_keys(par, ("lanes", "compute_units", "notes"), f"{where}.parallelism")
+    _check_keys(par, ("lanes", "compute_units", "ops_per_item", "notes"), f"{where}.parallelism")
     if "lanes" not in par or "compute_units" not in par:
         raise DnnperfError(f"{where}.parallelism: needs 'lanes' and 'compute_units'")
     host = d["host_link_gbs"]
@@ -320,6 +322,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         efficiency=eff,
         op_efficiency=op_eff,
         matrix_m_efficiency=tuple(sorted(m_eff)),
+        ops_per_item=_num(par.get("ops_per_item", 1), f"{where}.parallelism.ops_per_item"),
         memory_overlap=_num(d.get("memory_overlap", 1.0), f"{where}.memory_overlap", allow_zero=True, upper=1.0),
         onchip_gbs=None if mem.get("onchip_gbs") is None else _num(mem["onchip_gbs"], f"{where}.memory.onchip_gbs"),
         unoptimized_ops=tuple(unopt),

@@ -44,6 +44,16 @@ def occupancy(parallel_work: int, lanes: int) -> float:
     return max(parallel_work, 1) / lanes
 
 
+def work_per_item_fit(ops: float, parallel_work: int, ops_per_item: float) -> float:
+    """Fraction of speed kept when each work item has too little to do to hide its latency.
+
+    A lane needs ``ops_per_item`` operations of its own to stay busy (the article's "many MACs per
+    thread"); with fewer, it idles in proportion. 1 (the default) means no such requirement."""
+    if ops_per_item <= 1 or parallel_work <= 0:
+        return 1.0
+    return min(1.0, (ops / parallel_work) / ops_per_item)
+
+
 def aligned(gemm: Gemm | None, alignment: int | None) -> bool:
     """A matrix unit with an alignment rule only takes products whose N and K (channels) are
     multiples of it (e.g. fp16 tensor cores and multiples of 8 in older cuDNN/cuBLAS)."""

@@ -222,3 +222,16 @@ def test_every_sample_model_on_every_profile_is_finite_and_positive():
             t = analyze(insp, load_profile(name), Settings(), with_fixes=False).score.totals
             assert 0 < t["latency_s"] < 100, (f, name)
             assert 0 < t["fraction_of_peak"] <= 1.0, (f, name)
+
+
+def test_work_per_item_requirement(tmp_path):
+    # the 1x1 conv has 20 ops per output (10 MACs); a device needing 80 ops per work item keeps a
+    # quarter of its speed on it, on top of the lanes it cannot fill
+    assert rules.work_per_item_fit(4900, 245, 80) == pytest.approx(0.25)
+    assert rules.work_per_item_fit(4900, 245, 1) == 1.0
+    hw = load_profile("v100")
+    m = conv_model(10, 5, 7, 7, 1)
+    base = conv_layer(run(tmp_path, m))
+    insp = inspect_model(save(m, tmp_path, "w.onnx"))
+    slow = conv_layer(analyze(insp, hw.with_overrides(ops_per_item=80), Settings()))
+    assert slow.time_s - slow.t_launch == pytest.approx(4 * (base.time_s - base.t_launch), rel=0.05)
