@@ -82,8 +82,7 @@ def report(con, d: dict, top: int = 10) -> None:
         con.print(f"Unsupported ops, NOT scored ({sum(x['count'] for x in d['unsupported_ops'])} nodes):")
         for x in d["unsupported_ops"]:
             con.print(f"  - {x['op_type']} x{x['count']}: {x['reason']}", markup=False)
-    for w in d.get("warnings", [])[:10]:
-        con.print(f"note: {w}", markup=False)
+    _notes(d)
 
 
 def inspection(con, d: dict) -> None:
@@ -105,8 +104,14 @@ def inspection(con, d: dict) -> None:
         con.print(f"Unsupported ops ({sum(x['count'] for x in d['unsupported_ops'])} nodes, NOT counted):")
         for x in d["unsupported_ops"]:
             con.print(f"  - {x['op_type']} x{x['count']}: {x['reason']}", markup=False)
+    _notes(d)
+
+
+def _notes(d: dict) -> None:
+    """Notes (e.g. an assumed batch size) go to stderr, like every other diagnostic."""
+    err = console(stderr=True)
     for w in d.get("warnings", [])[:10]:
-        con.print(f"note: {w}", markup=False)
+        err.print(f"note: {w}", markup=False)
 
 
 def simple(con, title: str, headers: list[str], rows: list[list[str]]) -> None:
