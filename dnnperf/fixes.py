@@ -14,7 +14,7 @@ from functools import lru_cache
 from math import ceil
 
 from dnnperf import rules
-from dnnperf.analysis import LayerCost, score_layer, with_precision
+from dnnperf.analysis import LayerCost, precision_of, score_layer, with_precision
 from dnnperf.fmt import b as fmt_bytes
 from dnnperf.fmt import t as fmt_time
 from dnnperf.workload import Gemm
@@ -120,9 +120,10 @@ def _use_specialized_units(c: LayerCost, x: Ctx):
     if best is None:
         return None
     p, c2 = best
-    if c2.time_s >= c.time_s:
+    src = x.settings.precision or precision_of(w)
+    if c2.time_s >= c.time_s or p == src:
         return None
-    return (f"{c.precision} -> {p} moves this {c.layer.op_type} onto {c2.unit}: {fmt_time(c.time_s)} -> "
+    return (f"{src} -> {p} moves this {c.layer.op_type} onto {c2.unit}: {fmt_time(c.time_s)} -> "
             f"{fmt_time(c2.time_s)}", c.time_s - c2.time_s)
 
 
