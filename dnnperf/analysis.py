@@ -180,17 +180,17 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
 
 
 def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
-    """Calibrated fraction of the roof: an op-type figure (e.g. Pow) overrides the family's for a
-    single op; a fused group takes the lowest of its parts."""
-    eff = hw.efficiency.get(layer.workload.family, 1.0)
+    """Calibrated fraction of the roof: the family's (thin GEMMs lower for matrix work); an op-type
+    figure (e.g. Pow) replaces it for a single op. A fused group runs at its anchor's efficiency:
+    its epilogue ops ride along in registers."""
     w = layer.workload
+    eff = hw.efficiency.get(w.family, 1.0)
     if hw.matrix_m_efficiency and w.is_matrix and w.gemm is not None:
         g = w.gemm
         eff = min(eff, rules.interp_log(min(g.m, g.n, g.k), hw.matrix_m_efficiency))
-    ops = [hw.op_efficiency[o] for o in layer.op_type.split("+") if o in hw.op_efficiency]
-    if not ops:
-        return eff
-    return min(ops) if len(layer.nodes) == 1 else min(eff, min(ops))
+    if len(layer.nodes) == 1 and layer.op_type in hw.op_efficiency:
+        return hw.op_efficiency[layer.op_type]
+    return eff
 
 
 def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:

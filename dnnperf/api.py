@@ -133,7 +133,7 @@ class Report:
 
 
 def build_layers(insp: Inspection, fusion: str = "none", precision: str | None = None, chains: bool = True) -> list[Layer]:
-    from dnnperf.fusion import fuse, fusion_candidates
+    from dnnperf.fusion import intermediate_bytes, fuse, fusion_candidates
 
     cands = fusion_candidates(insp.graph, insp.rows)
 
@@ -142,10 +142,7 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
         if precision:
             w = with_precision(w, precision)
         c = cands.get(row.node.name)
-        saved = 0
-        if c is not None:
-            t = insp.graph.tensors.get(c[1])
-            saved = 2 * (t.nbytes or 0) if t is not None else 0
+        saved = 2 * intermediate_bytes(insp.graph.tensors.get(c[1]), w) if c is not None else 0
         return Layer(row.node.name, row.node.op_type, (row.node.name,), w, row.output_shape,
                      fusable_into=c[0] if c else None, saved_bytes_if_fused=saved)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dnnperf.graph import Graph
+from dnnperf.graph import DTYPE_BITS, Graph
 from dnnperf.workload import MATRIX_FAMILIES, Workload
 
 EPILOGUE_OPS = frozenset({
@@ -60,6 +60,15 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True) -> dict[str, tupl
     return out
 
 
+def intermediate_bytes(t, w: Workload) -> int:
+    """Bytes of the tensor a fusion keeps on chip, in the precision the (what-if) workload uses."""
+    if t is None or not t.nbytes:
+        return 0
+    if t.dtype == w.dtype or t.dtype in ("int64", "int32", "bool"):
+        return t.nbytes
+    return t.nbytes * DTYPE_BITS.get(w.dtype, 32) // DTYPE_BITS.get(t.dtype, 32)
+
+
 def fuse(graph: Graph, rows, make_layer, chains: bool = True):
     """Group rows into fused layers. ``rows`` carry (node, workload); ``make_layer`` builds a Layer."""
     cands = fusion_candidates(graph, rows, chains)
@@ -78,15 +87,14 @@ def fuse(graph: Graph, rows, make_layer, chains: bool = True):
             groups.append([(row, None)])
     layers = []
     for g in groups:
+        parts = [make_layer(row) for row, _ in g]  # precision what-ifs already applied per part
         if len(g) == 1:
-            layers.append(make_layer(g[0][0]))
+            layers.append(parts[0])
             continue
-        anchor = g[0][0]
-        total: Workload = anchor.workload
-        for row, shared in g[1:]:
-            w = row.workload
-            t = graph.tensors.get(shared)
-            saved = (t.nbytes or 0) if t is not None else 0
+        total: Workload = parts[0].workload
+        for part, (_, shared) in zip(parts[1:], g[1:]):
+            w = part.workload
+            saved = intermediate_bytes(graph.tensors.get(shared), w)
             total = Workload(
                 family=total.family, dtype=total.dtype, macs=total.macs + w.macs,
                 other_ops=total.other_ops + w.other_ops,
@@ -96,14 +104,12 @@ def fuse(graph: Graph, rows, make_layer, chains: bool = True):
                 parallel_work=max(total.parallel_work, w.parallel_work), gemm=total.gemm,
                 launches=total.launches,
             )
-        last = g[-1][0]
-        layer = make_layer(anchor)
         layers.append(replace(
-            layer,
+            parts[0],
             name="+".join(r.node.name for r, _ in g),
             op_type="+".join(r.node.op_type for r, _ in g),
             nodes=tuple(r.node.name for r, _ in g),
             workload=total,
-            output_shape=make_layer(last).output_shape,
+            output_shape=parts[-1].output_shape,
         ))
     return layers

@@ -156,6 +156,20 @@ def test_typical_fusion_merges_conv_relu(tmp_path):
     assert relu.fixes and any(f["id"] == "layer_fusion" for f in relu.fixes)
 
 
+def test_fusion_and_precision_whatif_compose(tmp_path):
+    # Conv+Relu fused in an fp16 what-if: every byte figure is the fp16 one, the fp16 intermediate
+    # (16 x 32 x 32 x 2 bytes) is neither written nor read back
+    insp = inspect_model(save(conv_model(16, 16, 32, 32, 3, pads=[1, 1, 1, 1], relu=True), tmp_path))
+    parts = build_layers(insp, "none", "fp16")
+    fused = build_layers(insp, "typical", "fp16")
+    assert len(fused) == 1 and fused[0].workload.dtype == "float16"
+    assert fused[0].workload.bytes_total == sum(l.workload.bytes_total for l in parts) - 2 * 16 * 32 * 32 * 2
+    assert parts[1].saved_bytes_if_fused == 2 * 16 * 32 * 32 * 2
+    hw = load_profile("tpu-v1")
+    rep = analyze(insp, hw, Settings(precision="int8"))
+    assert rep.alt_latency_s["typical"] <= rep.alt_latency_s["none"]  # fusion never makes it slower
+
+
 def test_precision_whatif_halves_bytes(tmp_path):
     insp = inspect_model(save(conv_model(16, 16, 32, 32, 3, pads=[1, 1, 1, 1]), tmp_path))
     a = build_layers(insp, "none")[0].workload
