@@ -151,11 +151,11 @@ def sweep(
                           for p, b in d["starvation_ends_at_batch"].items())
         title = f"{d['model']} on {d['hardware']}: batch sweep"
         if fmt == Fmt.md or output:
-            _emit(markdown.table(hdr, rows, title) + f"\nStarvation stops being the limiting cause at: {stops}\n", output)
+            _emit(markdown.table(hdr, rows, title) + f"\nStarvation (idle lanes) drops below 10% of the latency at: {stops}\n", output)
         else:
             con = table.console()
             table.simple(con, title, hdr, rows)
-            con.print(f"starvation stops being the limiting cause at: {stops}", markup=False)
+            con.print(f"starvation (idle lanes) drops below 10% of the latency at: {stops}", markup=False)
 
     _run(body)
 

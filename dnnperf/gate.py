@@ -109,17 +109,18 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
             insp = src.inspect(ShapeOverrides(batch=b, input_shapes=ov.input_shapes, dims=ov.dims))
             rep = analyze(insp, hw, Settings(b, prec, fusion, False), with_fixes=False)
             t = rep.score.totals
-            starved = sum(c.time_s for c in rep.score.layers if c.cause == "parallelism")
+            lat = t["latency_s"] or 1.0
             rows.append({
                 "batch": b, "precision": prec or "model", "latency_s": _r(t["latency_s"]),
                 "throughput_per_s": _r(t["throughput_per_s"]), "mean_occupancy": _r(t["mean_occupancy"]),
                 "achieved_tops": _r(t["achieved_tops"]), "fraction_of_peak": _r(t["fraction_of_peak"]),
-                "top_cause": rep.top_cause, "starved_share": _r(starved / t["latency_s"] if t["latency_s"] else 0.0),
+                "top_cause": rep.top_cause, "parallelism_share": _r(rep.score.losses["parallelism"] / lat),
             })
     stop = {}
     for prec in precisions:
         pts = [r for r in rows if r["precision"] == (prec or "model")]
-        first = next((r["batch"] for r in pts if r["top_cause"] != "parallelism" and r["starved_share"] < 0.5), None)
+        # starvation has stopped when idle lanes cost less than 10% of the latency
+        first = next((r["batch"] for r in pts if r["parallelism_share"] < 0.10), None)
         stop[prec or "model"] = first
     return {"schema_version": "dnnperf-sweep/1", "model": os.path.basename(src.path), "hardware": hw.name,
             "rows": rows, "starvation_ends_at_batch": stop}
