@@ -241,6 +241,7 @@ def report_dict(report: Report, top: int | None = None) -> dict:
             "achieved_tops": _r(t["achieved_tops"]), "peak_tops": t["peak_tops"],
             "fraction_of_peak": _r(t["fraction_of_peak"]), "mean_occupancy": _r(t["mean_occupancy"]),
             "losses_s": {k: _r(v) for k, v in sc.losses.items()},
+            "loss_where": _loss_where(sc),
             "top_cause": report.top_cause,
             "fusion_whatif_latency_s": {k: _r(v) for k, v in sorted(report.alt_latency_s.items())},
         },
@@ -250,6 +251,24 @@ def report_dict(report: Report, top: int | None = None) -> dict:
         "unsupported_ops": _unsupported_summary(insp.unsupported),
         "warnings": list(insp.warnings),
     }
+
+
+def _loss_where(sc: Score) -> dict:
+    """For each cause, the op family that carries the largest part of it (and that part's share)."""
+    out = {}
+    for cause in sorted(sc.losses):
+        by: dict[str, float] = {}
+        for c in sc.layers:
+            v = c.losses.get(cause, 0.0)
+            if v > 0:
+                by[c.layer.workload.family] = by.get(c.layer.workload.family, 0.0) + v
+        total = sum(by.values())
+        if total > 0:
+            fam = max(by, key=lambda k: (by[k], k))
+            out[cause] = {"family": fam, "share": _r(by[fam] / total),
+                          "layers": sum(1 for c in sc.layers if c.losses.get(cause, 0.0) > 0
+                                        and c.layer.workload.family == fam)}
+    return out
 
 
 def _unsupported_summary(items: list[dict]) -> list[dict]:

@@ -22,8 +22,9 @@ def report(d: dict, top: int = 10) -> str:
          f"({u.pct(t['fraction_of_peak'])}); top cause: `{t['top_cause']}`",
          f"- {u.count(t['macs'])}MACs, {u.b(t['bytes'])} moved, {t['launches']} kernel launches\n",
          "### Where the time goes\n",
-         _table(["", "time", "share"], [["at quoted peak", u.t(t["ideal_s"]), u.pct(t["ideal_s"] / t["latency_s"] if t["latency_s"] else 0)]]
-                + [[k, u.t(v), u.pct(v / t["latency_s"] if t["latency_s"] else 0)]
+         _table(["", "time", "share", "mostly in"],
+                [["at quoted peak", u.t(t["ideal_s"]), u.pct(t["ideal_s"] / t["latency_s"] if t["latency_s"] else 0), ""]]
+                + [[k, u.t(v), u.pct(v / t["latency_s"] if t["latency_s"] else 0), _where(t, k)]
                    for k, v in sorted(t["losses_s"].items(), key=lambda kv: -kv[1]) if v > 0]),
          f"\n### Top {top} bottlenecks\n"]
     by = {l["name"]: l for l in d["layers"]}
@@ -42,6 +43,11 @@ def report(d: dict, top: int = 10) -> str:
         s.extend(f"- {x['op_type']} x{x['count']}: {x['reason']}" for x in d["unsupported_ops"])
         s.append("")
     return "\n".join(s) + "\n"
+
+
+def _where(t: dict, cause: str) -> str:
+    w = t.get("loss_where", {}).get(cause)
+    return f"{u.pct(w['share'])} in {w['layers']} {w['family']} layers" if w else ""
 
 
 def inspection(d: dict) -> str:

@@ -49,8 +49,14 @@ def report(con, d: dict, top: int = 10) -> None:
     gap = lat - t["ideal_s"]
     losses = sorted(((k, v) for k, v in t["losses_s"].items() if v > 0), key=lambda kv: -kv[1])
     if losses and gap > 0:
-        lines.append("where the time goes: at peak " + u.t(t["ideal_s"]) + " + " + ", ".join(
-            f"{k} {u.t(v)} ({v / gap:.0%} of the gap)" for k, v in losses[:5]))
+        where = t.get("loss_where", {})
+
+        def part(k, v):
+            w = where.get(k)
+            tail = f"; {w['share']:.0%} of it in {w['layers']} {w['family']} layers" if w else ""
+            return f"{k} {u.t(v)} ({v / gap:.0%} of the gap{tail})"
+
+        lines.append("where the time goes: at peak " + u.t(t["ideal_s"]) + " + " + ", ".join(part(k, v) for k, v in losses[:4]))
     wf = t.get("fusion_whatif_latency_s", {})
     if len(wf) == 2:
         lines.append("fusion what-if: " + ", ".join(f"{k} {u.t(v)}" for k, v in wf.items()))
