@@ -49,6 +49,10 @@ def test_analyze_json_validates_against_schema():
     assert d["totals"]["macs"] == 4_089_184_256
     assert d["totals"]["latency_s"] == pytest.approx(sum(l["latency_s"] for l in d["layers"]) + d["totals"]["input_transfer_s"], rel=1e-4)
     assert set(d["ranking"]) <= {l["name"] for l in d["layers"]}
+    for cause, w in d["totals"]["loss_where"].items():
+        fam = sum(l["losses_s"][cause] for l in d["layers"] if l["family"] == w["family"])
+        total = sum(l["losses_s"][cause] for l in d["layers"])
+        assert w["share"] == pytest.approx(fam / total, rel=1e-3)
 
 
 @pytest.mark.parametrize("hw", ["t4", "tpu-v1", "kirin970-npu", "cpu-avx512"])
