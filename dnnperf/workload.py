@@ -16,7 +16,7 @@ MATRIX_FAMILIES = frozenset({"conv", "depthwise_conv", "grouped_conv", "matmul",
 FREE_FAMILIES = frozenset({"view", "shape"})  # no kernel launched, no bytes moved
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Gemm:
     """Matrix shape seen by a matrix unit: ``count`` independent M x N x K products."""
 
@@ -30,7 +30,7 @@ class Gemm:
         return self.m * self.n * self.k * self.count
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Workload:
     family: str
     dtype: str = "float32"

@@ -7,6 +7,8 @@ body x the scanned axis length.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dnnperf.ops import Ctx, Unsupported, cost_node, register
 from dnnperf.workload import Workload
 
@@ -30,7 +32,7 @@ def if_(ctx: Ctx):
     if not branches:
         raise Unsupported("If without branches")
     best = max(branches, key=lambda w: (w.ops, w.bytes_total))
-    return Workload(**{**best.__dict__, "note": "dearer branch costed (condition unknown before run time)"})
+    return replace(best, note="dearer branch costed (condition unknown before run time)")
 
 
 def loop(ctx: Ctx):
@@ -41,7 +43,7 @@ def loop(ctx: Ctx):
     m = ctx.value(0)
     if m is not None and m.size == 1 and 0 <= int(m.reshape(-1)[0]) < 2**31:
         return w.scaled(int(m.reshape(-1)[0]))
-    return Workload(**{**w.__dict__, "note": "unknown trip count: costed as ONE iteration"})
+    return replace(w, note="unknown trip count: costed as ONE iteration")
 
 
 def scan(ctx: Ctx):
