@@ -72,7 +72,7 @@ class Tensor:
         return f"Tensor(name={self.name!r}, shape={self.shape!r}, dtype={self.dtype!r})"
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     name: str
     op_type: str
@@ -746,6 +746,9 @@ def _conv_out_shape(node, types):
 # topology
 
 
+_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
+
 def topo_order(nodes, available: set[str], graph_name: str = "main graph") -> list:
     """Nodes in a valid execution order; reject cycles, duplicate producers and dangling inputs.
 
@@ -754,8 +757,8 @@ def topo_order(nodes, available: set[str], graph_name: str = "main graph") -> li
     seen = set(available)
     in_order = True
     for n in nodes:
-        if any(a.type in (5, 10) for a in n.attribute):
-            in_order = False
+        if n.op_type in _SUBGRAPH_OPS or (n.domain and len(n.attribute) and any(a.type in (5, 10) for a in n.attribute)):
+            in_order = False  # bodies may read outer names: let Kahn's algorithm account for them
             break
         for i in n.input:
             if i and i not in seen:
@@ -918,6 +921,8 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
         res.infer_node(n)
     tensors: dict[str, Tensor] = {}
     for name, (dims, dtype) in res.types.items():
+        if name in init_info:
+            continue  # weights: their Tensor is already in init_info
         t = Tensor(name, _static(dims), dtype)
         if t.shape is not None and (t.numel > _MAX_ELEMS or (t.shape and min(t.shape) < 0)):
             _check_dims(t.shape, name, path)  # raises with the full message
