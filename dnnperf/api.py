@@ -135,7 +135,7 @@ class Report:
 def build_layers(insp: Inspection, fusion: str = "none", precision: str | None = None, chains: bool = True) -> list[Layer]:
     from dnnperf.fusion import intermediate_bytes, fuse, fusion_candidates
 
-    cands = fusion_candidates(insp.graph, insp.rows)
+    cands = fusion_candidates(insp.graph, insp.rows)  # every fusable node, for the fix hints
 
     def make(row: Row) -> Layer:
         w = row.workload
@@ -147,7 +147,7 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
                      fusable_into=c[0] if c else None, saved_bytes_if_fused=saved)
 
     if fusion == "typical":
-        return fuse(insp.graph, insp.rows, make, chains)
+        return fuse(insp.graph, insp.rows, make, cands if chains else fusion_candidates(insp.graph, insp.rows, False))
     if fusion != "none":
         raise DnnperfError(f"--fusion must be 'none' or 'typical', got '{fusion}'")
     return [make(r) for r in insp.rows if r.workload is not None]

@@ -103,7 +103,7 @@ def _overrides(batch, input_shape, dim):
 
 def _emit(text: str, output: Optional[str]) -> None:
     if output:
-        from dnnperf.graph import atomic_write_bytes
+        from dnnperf.files import atomic_write_bytes
 
         atomic_write_bytes(output, text.encode("utf-8"))
     else:

@@ -218,7 +218,8 @@ def check(
     def body():
         from dnnperf.api import inspect_model
         from dnnperf.gate import check as run_check, make_baseline, read_baseline
-        from dnnperf.graph import ShapeOverrides, atomic_write_bytes
+        from dnnperf.files import atomic_write_bytes
+        from dnnperf.graph import ShapeOverrides
         from dnnperf.render import to_json
         from dnnperf.render import units as u
 
@@ -313,7 +314,7 @@ def calibrate(
     def body():
         import yaml
 
-        from dnnperf.graph import atomic_write_bytes
+        from dnnperf.files import atomic_write_bytes
         from dnnperf.measure import calibrate as run_calibrate, micro_models
 
         if threads is not None and threads < 1:
@@ -329,12 +330,7 @@ def calibrate(
                 task = p.add_task("calibrating", total=total)
                 prof = run_calibrate(quick, threads, progress=lambda name: p.advance(task))
         text = "# Measured by `dnnperf calibrate`; see `measured:` for how.\n" + yaml.safe_dump(prof, sort_keys=False)
-        import os
-
-        folder = os.path.dirname(os.path.abspath(output))
-        if not os.path.isdir(folder):
-            raise DnnperfError(f"cannot write '{output}': folder '{folder}' does not exist")
-        atomic_write_bytes(output, text.encode("utf-8"))
+        atomic_write_bytes(output, text.encode("utf-8"))  # checks the folder, writes all or nothing
         if not quiet:
             sys.stderr.write(f"wrote {output}: fp32 {prof['units'][0]['peak_tops']['fp32']} TOP/s, "
                              f"{prof['memory']['dram_gbs']} GB/s, dispatch {prof['launch_overhead_us']} us "
@@ -411,7 +407,7 @@ def plot(
 
     def body():
         from dnnperf.api import report_dict
-        from dnnperf.graph import atomic_write_bytes
+        from dnnperf.files import atomic_write_bytes
         from dnnperf.render import svg
 
         if chart not in ("roofline", "waterfall"):
@@ -453,7 +449,7 @@ def report(
 
     def body():
         from dnnperf.api import analyze, report_dict
-        from dnnperf.graph import atomic_write_bytes
+        from dnnperf.files import atomic_write_bytes
         from dnnperf.hardware import load_profiles
         from dnnperf.render import html, svg
 

@@ -31,12 +31,10 @@ KEY_DOC = ("key = op|cin|cout|k|s|res|e|b|prec, e.g. 'conv|32|64|3|1|56|1|1|fp16
 
 
 def read_space(path: str) -> dict:
-    import os
-
+    from dnnperf.files import require_file
     from dnnperf.hardware import safe_yaml
 
-    if not os.path.isfile(path):
-        raise DnnperfError(f"search-space file not found: '{path}'")
+    require_file(path, "search-space file", "check the path", "a .yaml file")
     with open(path, encoding="utf-8") as fh:
         d = safe_yaml(fh.read(1_000_001), f"space '{path}'")
     if not isinstance(d, dict):

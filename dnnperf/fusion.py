@@ -69,9 +69,9 @@ def intermediate_bytes(t, w: Workload) -> int:
     return t.nbytes * DTYPE_BITS.get(w.dtype, 32) // DTYPE_BITS.get(t.dtype, 32)
 
 
-def fuse(graph: Graph, rows, make_layer, chains: bool = True):
-    """Group rows into fused layers. ``rows`` carry (node, workload); ``make_layer`` builds a Layer."""
-    cands = fusion_candidates(graph, rows, chains)
+def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]]):
+    """Group rows into fused layers along ``cands`` (from ``fusion_candidates``). ``rows`` carry
+    (node, workload); ``make_layer`` builds a Layer."""
     groups: list[list] = []
     group_of: dict[str, int] = {}
     for row in rows:

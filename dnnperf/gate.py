@@ -10,6 +10,7 @@ import os
 from dnnperf.analysis import Settings
 from dnnperf.api import Inspection, analyze, inspect_graph, ranked, report_dict
 from dnnperf.errors import DnnperfError
+from dnnperf.files import require_file
 from dnnperf.graph import ShapeOverrides, graph_from_model, parse_model, read_model_bytes, skeletonize_inplace
 from dnnperf.hardware import HardwareProfile, load_profile
 
@@ -157,10 +158,7 @@ def model_key(path: str) -> str:
 
 
 def read_baseline(path: str) -> dict:
-    if not os.path.exists(path):
-        raise DnnperfError(f"baseline not found: '{path}' — create it with `dnnperf baseline MODEL --hw NAME -o {path}`")
-    if os.path.isdir(path):
-        raise DnnperfError(f"baseline path '{path}' is a directory — pass the JSON file")
+    require_file(path, "baseline", f"create it with `dnnperf baseline MODEL --hw NAME -o {path}`", "the JSON file")
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from dnnperf.errors import DnnperfError
+from dnnperf.files import atomic_write_bytes, require_file
 
 # Largest integer tensor (elements) we keep or fold as a "shape value".
 _MAX_VALUE_ELEMS = 4096
@@ -119,10 +120,7 @@ def read_model_bytes(path: str) -> bytes:
     """Read a model file with one clear error for each way the path can be wrong."""
     if not path:
         raise DnnperfError("no model path given: pass the path of an .onnx file")
-    if not os.path.exists(path):
-        raise DnnperfError(f"model file not found: '{path}' — check the path")
-    if os.path.isdir(path):
-        raise DnnperfError(f"'{path}' is a directory, not an ONNX file — pass the .onnx file inside it")
+    require_file(path, "model file", "check the path", "the .onnx file inside it")
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -933,7 +931,7 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
     unresolved = []
     seen_names: dict[str, int] = {}
     for idx, n in enumerate(ordered):
-        name = _s(n.name) or f"{_s(n.op_type)}_{idx}"
+        name = n.name or f"{n.op_type}_{idx}"
         if name in seen_names:
             seen_names[name] += 1
             name = f"{name}#{seen_names[name]}"
@@ -946,7 +944,7 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
             if o and (o not in tensors or tensors[o].shape is None):
                 unresolved.append(name)
                 break
-    graph_inputs = tuple(_s(i.name) for i in model.graph.input if _s(i.name) not in init_names)
+    graph_inputs = tuple(i.name for i in model.graph.input if i.name not in init_names)
     constants = set(init_names) | set(res.values)
     for node in nodes:
         if node.inputs and not node.subgraphs and all(i in constants for i in node.inputs if i) \
@@ -960,9 +958,9 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
         tensors=tensors,
         initializers=init_names,
         inputs=graph_inputs,
-        outputs=tuple(_s(o.name) for o in model.graph.output),
+        outputs=tuple(o.name for o in model.graph.output),
         opset=opset,
-        values={_s(k): v for k, v in res.values.items()},
+        values=dict(res.values),
         unresolved=unresolved,
         constants=frozenset(constants),
         producer_version=f"{model.producer_name} {model.producer_version}".strip(),
@@ -1053,13 +1051,6 @@ def _check_dims(dims, name, path):
             )
 
 
-def _s(x) -> str:
-    """Protobuf hands back bytes for strings that are not valid UTF-8: make every name a str."""
-    if isinstance(x, bytes):
-        return x.decode("utf-8", "replace")
-    return x or ""
-
-
 def _short(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     text = re.sub(r"\s+", " ", text)
@@ -1140,26 +1131,3 @@ def _all_initializers(g):
             elif a.type == 10:
                 for sg in a.graphs:
                     yield from _all_initializers(sg)
-
-
-def atomic_write_bytes(dst: str, data: bytes) -> None:
-    """Write to a temp file in the same folder, then rename: no half-written file, ever."""
-    import tempfile
-
-    folder = os.path.dirname(os.path.abspath(dst)) or "."
-    if not os.path.isdir(folder):
-        raise DnnperfError(f"cannot write '{dst}': folder '{folder}' does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=".dnnperf-", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, dst)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from dnnperf.errors import DnnperfError
+from dnnperf.files import require_file
 
 SCHEMA_ID = "dnnperf-hw/1"
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4")
@@ -385,10 +386,7 @@ def _load_cached(path: str, mtime: float) -> HardwareProfile:
 
 
 def _load_path(path: str) -> HardwareProfile:
-    if not os.path.exists(path):
-        raise DnnperfError(f"profile file not found: '{path}' — check the path or use a name from `dnnperf hw list`")
-    if os.path.isdir(path):
-        raise DnnperfError(f"profile path '{path}' is a directory — pass a .yaml file")
+    require_file(path, "profile file", "check the path or use a name from `dnnperf hw list`", "a .yaml file")
     try:
         return _load_cached(os.path.abspath(path), os.path.getmtime(path))
     except UnicodeDecodeError:
