@@ -56,7 +56,7 @@ def main() -> None:
     import onnx
 
     from dnnperf.api import inspect_model
-    from dnnperf.graph import ShapeOverrides
+    from dnnperf.ir import ShapeOverrides
     from gen import transformer_like
 
     tmp = tempfile.mkdtemp()

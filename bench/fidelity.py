@@ -61,7 +61,7 @@ def main() -> None:
     a = ap.parse_args()
     import yaml
 
-    from dnnperf.graph import ShapeOverrides
+    from dnnperf.ir import ShapeOverrides
     from dnnperf.hardware import load_profile
     from dnnperf.measure import calibrate, validate
 

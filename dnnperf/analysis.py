@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from dnnperf import rules
-from dnnperf.graph import DTYPE_BITS
+from dnnperf.ir import DTYPE_BITS
 from dnnperf.hardware import HardwareProfile
 from dnnperf.workload import DTYPE_OF_PRECISION, FREE_FAMILIES, PRECISION_OF_DTYPE, Workload
 

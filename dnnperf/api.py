@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from dnnperf import CONVENTION, __version__
 from dnnperf.analysis import Layer, Score, Settings, score, top_cause, with_precision
 from dnnperf.errors import DnnperfError
-from dnnperf.graph import Graph, Node, ShapeOverrides, load_graph
+from dnnperf.ir import Graph, Node, ShapeOverrides
+from dnnperf.load import load_graph
 from dnnperf.hardware import HardwareProfile
 from dnnperf.ops import Unsupported, cost_node
 from dnnperf.workload import FREE_FAMILIES, Workload

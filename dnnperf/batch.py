@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from dnnperf.analysis import Settings
-from dnnperf.graph import ShapeOverrides
+from dnnperf.ir import ShapeOverrides
 
 
 def analyze_file(path: str, ov: ShapeOverrides, profile_specs: list[str], settings: Settings,

@@ -70,7 +70,7 @@ def _fail(msg: str, code: int = 2):
 
 
 def _overrides(batch, input_shape, dim):
-    from dnnperf.graph import ShapeOverrides
+    from dnnperf.ir import ShapeOverrides
 
     if batch is not None and batch < 1:
         raise DnnperfError(f"--batch must be >= 1, got {batch}")
@@ -289,7 +289,7 @@ def strip(
     like the original: share graphs in CI without shipping weights."""
 
     def body():
-        from dnnperf.graph import strip_file
+        from dnnperf.load.weights import strip_file
 
         info = strip_file(model, output)
         sys.stderr.write(f"wrote {output}: {info['output_bytes']:,} bytes (was {info['input_bytes']:,}; "

@@ -219,7 +219,7 @@ def check(
         from dnnperf.api import inspect_model
         from dnnperf.gate import check as run_check, make_baseline, read_baseline
         from dnnperf.files import atomic_write_bytes
-        from dnnperf.graph import ShapeOverrides
+        from dnnperf.ir import ShapeOverrides
         from dnnperf.render import to_json
         from dnnperf.render import units as u
 

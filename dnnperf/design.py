@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from dnnperf.analysis import Layer, LayerCost, score_layer
 from dnnperf.errors import DnnperfError
-from dnnperf.graph import Graph, Node, Tensor
+from dnnperf.ir import Graph, Node, Tensor
 from dnnperf.hardware import PRECISIONS, HardwareProfile
 from dnnperf.ops import cost_node
 from dnnperf.workload import DTYPE_OF_PRECISION

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dnnperf.graph import DTYPE_BITS, Graph
+from dnnperf.ir import DTYPE_BITS, Graph
 from dnnperf.workload import MATRIX_FAMILIES, Workload
 
 EPILOGUE_OPS = frozenset({

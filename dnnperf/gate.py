@@ -11,7 +11,8 @@ from dnnperf.analysis import Settings
 from dnnperf.api import Inspection, analyze, inspect_graph, ranked, report_dict
 from dnnperf.errors import DnnperfError
 from dnnperf.files import require_file
-from dnnperf.graph import ShapeOverrides, graph_from_model, parse_model, read_model_bytes, skeletonize_inplace
+from dnnperf.ir import ShapeOverrides
+from dnnperf.load import graph_from_model, parse_model, read_model
 from dnnperf.hardware import HardwareProfile, load_profile
 
 BASELINE_SCHEMA = "dnnperf-baseline/1"
@@ -23,9 +24,7 @@ class ModelSource:
 
     def __init__(self, path: str):
         self.path = path
-        model = parse_model(read_model_bytes(path), path)
-        skeletonize_inplace(model)
-        self._skeleton = model.SerializeToString()
+        self._skeleton = read_model(path).SerializeToString()
 
     def inspect(self, ov: ShapeOverrides) -> Inspection:
         return inspect_graph(graph_from_model(parse_model(self._skeleton, self.path), ov, self.path), self.path)

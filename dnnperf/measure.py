@@ -291,7 +291,7 @@ def _predict_micro(m, hw) -> float:
     """dnnperf's estimate for a micro-model (efficiency 1, no launch cost): the roofline part."""
     from dnnperf.analysis import Settings
     from dnnperf.api import analyze, inspect_graph
-    from dnnperf.graph import graph_from_model
+    from dnnperf.load import graph_from_model
 
     from onnx import ModelProto
 
@@ -314,7 +314,8 @@ def runnable_bytes(path: str) -> bytes:
     """The model with random weights wherever the payload is absent or external (never opened)."""
     from onnx import TensorProto, numpy_helper
 
-    from dnnperf.graph import DTYPE_NAMES, parse_model, read_model_bytes
+    from dnnperf.ir import DTYPE_NAMES
+    from dnnperf.load import parse_model, read_model_bytes
 
     model = parse_model(read_model_bytes(path), path)
     rng = np.random.default_rng(0)
@@ -442,7 +443,7 @@ def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
 def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 20) -> dict:
     from dnnperf.analysis import Settings
     from dnnperf.api import analyze, inspect_graph
-    from dnnperf.graph import load_graph
+    from dnnperf.load import load_graph
 
     graph = load_graph(path, overrides)
     insp = inspect_graph(graph, path)

@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "sample_models")
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from dnnperf.graph import strip_file  # noqa: E402
+from dnnperf.load.weights import strip_file  # noqa: E402
 
 VISION = {
     "resnet50": {},

@@ -7,7 +7,7 @@ import pytest
 from dnnperf import rules
 from dnnperf.analysis import Settings
 from dnnperf.api import analyze, build_layers, inspect_model
-from dnnperf.graph import ShapeOverrides
+from dnnperf.ir import ShapeOverrides
 from dnnperf.hardware import load_profile
 from dnnperf.workload import Gemm
 from helpers import SAMPLES, chain_1x1, conv_model, model, save, vi

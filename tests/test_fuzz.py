@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from dnnperf.analysis import Settings
 from dnnperf.api import analyze, inspect_model
 from dnnperf.cli import app
-from dnnperf.graph import ShapeOverrides
+from dnnperf.ir import ShapeOverrides
 from dnnperf.hardware import load_profile
 from helpers import SAMPLES, model, save, vi, weight
 

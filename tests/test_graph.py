@@ -8,7 +8,9 @@ import pytest
 
 from dnnperf.api import inspect_model
 from dnnperf.errors import DnnperfError
-from dnnperf.graph import ShapeOverrides, load_graph, strip_file
+from dnnperf.ir import ShapeOverrides
+from dnnperf.load import load_graph
+from dnnperf.load.weights import strip_file
 from helpers import SAMPLES, conv_model, model, save, spy_opens, vi
 from onnx import helper
 

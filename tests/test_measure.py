@@ -9,7 +9,8 @@ pytest.importorskip("onnxruntime")
 
 from dnnperf.analysis import Settings  # noqa: E402
 from dnnperf.api import analyze, inspect_model  # noqa: E402
-from dnnperf.graph import ShapeOverrides, load_graph  # noqa: E402
+from dnnperf.ir import ShapeOverrides  # noqa: E402
+from dnnperf.load import load_graph  # noqa: E402
 from dnnperf.hardware import load_profile, profile_from_dict  # noqa: E402
 from dnnperf.measure import calibrate, map_kernels, runnable_bytes, validate  # noqa: E402
 from helpers import conv_model, save  # noqa: E402

@@ -10,7 +10,7 @@ from dnnperf.analysis import Settings
 from dnnperf.api import analyze, inspect_model
 from dnnperf.cli import app
 from dnnperf.gate import cost_per_million
-from dnnperf.graph import ShapeOverrides
+from dnnperf.ir import ShapeOverrides
 from dnnperf.hardware import load_profile
 from helpers import model, save, vi, weight
 

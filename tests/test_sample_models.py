@@ -6,7 +6,7 @@ import os
 import pytest
 
 from dnnperf.api import inspect_model
-from dnnperf.graph import ShapeOverrides
+from dnnperf.ir import ShapeOverrides
 from helpers import SAMPLES
 
 with open(os.path.join(SAMPLES, "published.json")) as fh:

@@ -9,7 +9,7 @@ from helpers import conv_model, ints, model, save, vi, weight
 
 
 def one(tmp_path, m, **kw):
-    from dnnperf.graph import ShapeOverrides
+    from dnnperf.ir import ShapeOverrides
 
     insp = inspect_model(save(m, tmp_path), ShapeOverrides(**kw))
     return insp
@@ -248,7 +248,7 @@ def test_macs_scale_linearly_with_batch(tmp_path):
     m = conv_model(8, 16, 10, 10, 3, pads=[1, 1, 1, 1], batch=1)
     m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
     p = save(m, tmp_path)
-    from dnnperf.graph import ShapeOverrides
+    from dnnperf.ir import ShapeOverrides
 
     a = inspect_model(p, ShapeOverrides(batch=1)).totals()["macs"]
     b = inspect_model(p, ShapeOverrides(batch=7)).totals()["macs"]

@@ -3,13 +3,17 @@
 ``cost_node(graph, node)`` returns a Workload, or raises ``Unsupported`` with the reason. Every
 entry in ``REGISTRY`` maps an ONNX op type (``domain:op`` for non-default domains) to a function
 ``fn(ctx) -> Workload``; ``ctx`` gives shapes, dtypes, attributes and the byte accounting.
+
+Ops outside the default domain (ONNX Runtime's com.microsoft fused ops) also need a shape rule,
+since ONNX's shape inference does not know them: ``SHAPE_RULES`` maps the same keys to
+``fn(attrs, input_types, n_outputs) -> [(dims, dtype) | None, ...]``, written next to each op's cost.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from dnnperf.graph import DTYPE_BITS, Graph, Node
+from dnnperf.ir import DTYPE_BITS, NEVER_FOLDED, Graph, Node, op_key
 from dnnperf.workload import Workload
 
 
@@ -111,6 +115,8 @@ class Ctx:
 
 CostFn = Callable[[Ctx], Workload]
 REGISTRY: dict[str, CostFn] = {}
+ShapeFn = Callable[[dict, list, int], list]
+SHAPE_RULES: dict[str, ShapeFn] = {}
 
 
 def register(table: dict[str, CostFn]) -> None:
@@ -118,9 +124,17 @@ def register(table: dict[str, CostFn]) -> None:
         REGISTRY[k] = fn
 
 
+def register_shapes(table: dict[str, ShapeFn]) -> None:
+    for k, fn in table.items():
+        SHAPE_RULES[k] = fn
+
+
+def shape_rule(key: str) -> ShapeFn | None:
+    return SHAPE_RULES.get(key)
+
+
 def key_of(node: Node) -> str:
-    dom = node.domain if node.domain not in ("", "ai.onnx") else ""
-    return f"{dom}:{node.op_type}" if dom else node.op_type
+    return op_key(node.domain, node.op_type)
 
 
 def cost_node(graph: Graph, node: Node) -> Workload:
@@ -130,7 +144,7 @@ def cost_node(graph: Graph, node: Node) -> Workload:
         # folded at load time by any runtime (shape arithmetic): no kernel, no traffic
         return Workload(family="shape", dtype="int64", launches=0)
     if node.inputs and all(i in graph.constants for i in node.inputs if i) and not node.subgraphs \
-            and node.op_type not in _NOT_FOLDED:
+            and node.op_type not in NEVER_FOLDED:
         # every input is a weight or folded constant: runtimes fold it once at load time
         return Workload(family="shape", dtype="float32", launches=0, note="")
     fn = REGISTRY.get(key_of(node))
@@ -139,10 +153,6 @@ def cost_node(graph: Graph, node: Node) -> Workload:
             raise Unsupported(f"custom op {node.domain}:{node.op_type} has no cost model")
         raise Unsupported(f"op {key_of(node)} has no cost model")
     return fn(Ctx(graph, node))
-
-
-_NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
-                         "Bernoulli", "If", "Loop", "Scan"})
 
 
 def _load() -> None:

@@ -5,7 +5,7 @@ Softmax is counted as 5 ops per score (max, subtract, exp, sum, divide); the 1/s
 
 from __future__ import annotations
 
-from dnnperf.ops import Ctx, Unsupported, register
+from dnnperf.ops import Ctx, Unsupported, register, register_shapes
 from dnnperf.workload import Gemm
 
 _SOFTMAX_OPS = 5
@@ -94,4 +94,43 @@ register({
     "com.microsoft:Attention": attention_ms,
     "com.microsoft:MultiHeadAttention": mha_ms,
     "com.microsoft:GroupQueryAttention": gqa_ms,
+})
+
+
+# -- shape rules ----------------------------------------------------------------------------------
+
+
+def _attention_ms_shape(attrs, ins, n_out):
+    """Attention: input (B, S, Hin), weights (Hin, 3H) or qkv_hidden_sizes -> output (B, S, H_v)."""
+    x, w = ins[0], ins[1] if len(ins) > 1 else None
+    if x is None or w is None or x[0] is None or w[0] is None or len(x[0]) != 3:
+        return []
+    hid = w[0][1] // 3
+    if attrs.get("qkv_hidden_sizes"):
+        hid = list(attrs["qkv_hidden_sizes"])[2]
+    return [((x[0][0], x[0][1], hid), x[1])]
+
+
+def _mha_shape(attrs, ins, n_out):
+    q = ins[0]
+    if q is None or q[0] is None or len(q[0]) != 3:
+        return []
+    v = ins[2] if len(ins) > 2 else None
+    out_hidden = q[0][2]
+    if v is not None and v[0] is not None and len(v[0]) == 3:
+        out_hidden = v[0][2]
+    return [((q[0][0], q[0][1], out_hidden), q[1])]
+
+
+def _gqa_shape(attrs, ins, n_out):
+    q = ins[0]
+    if q is None or q[0] is None or len(q[0]) != 3:
+        return []
+    return [((q[0][0], q[0][1], q[0][2]), q[1])]
+
+
+register_shapes({
+    "com.microsoft:Attention": _attention_ms_shape,
+    "com.microsoft:MultiHeadAttention": _mha_shape,
+    "com.microsoft:GroupQueryAttention": _gqa_shape,
 })

@@ -6,7 +6,7 @@ each as a single hardware-supported instruction is assumed; composite activation
 
 from __future__ import annotations
 
-from dnnperf.ops import Ctx, register
+from dnnperf.ops import Ctx, register, register_shapes
 
 OPS_PER_ELEMENT = {
     # arithmetic / logic
@@ -29,6 +29,20 @@ MS_OPS_PER_ELEMENT = {"BiasGelu": 9, "FastGelu": 8, "QuickGelu": 5, "Gelu": 8, "
                       "QuickGeluGrad": 6, "BiasDropout": 2}
 
 
+def activation_ops(op_type: str) -> int:
+    """Ops per element of an activation fused into a producer (``activation`` attribute of FusedConv /
+    FusedGemm): the same figure as the standalone op, 1 for an unlisted one, 0 for none."""
+    if not op_type:
+        return 0
+    return OPS_PER_ELEMENT.get(op_type, 1)
+
+
+def same_as_first(attrs, ins, n_out):
+    """Shape rule: the first output has the first input's dims and dtype."""
+    x = ins[0] if ins else None
+    return [x] if x is not None and x[0] is not None else []
+
+
 def _make(weight: int):
     def cost(ctx: Ctx):
         n = sum(ctx.out_numel(i) for i, o in enumerate(ctx.node.outputs) if o and i == 0)
@@ -49,3 +63,4 @@ def _dyn_quant(ctx: Ctx):
 register({op: _make(w) for op, w in OPS_PER_ELEMENT.items()})
 register({"DynamicQuantizeLinear": _dyn_quant})
 register({f"com.microsoft:{op}": _make(w) for op, w in MS_OPS_PER_ELEMENT.items()})
+register_shapes({f"com.microsoft:{op}": same_as_first for op in MS_OPS_PER_ELEMENT})

@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 from math import prod
 
-from dnnperf.ops import Ctx, Unsupported, register
+from dnnperf.ops import Ctx, Unsupported, register, register_shapes
+from dnnperf.ops.elementwise import activation_ops
 from dnnperf.workload import Gemm
-
-_ACT_OPS = {"Relu": 1, "LeakyRelu": 2, "Sigmoid": 4, "Tanh": 4, "HardSigmoid": 3, "HardSwish": 4, "Clip": 2}
 
 
 def _conv(ctx: Ctx, x_idx: int = 0, w_idx: int = 1, bias_idx: int | None = 2, extra_per_out: int = 0):
@@ -49,8 +48,7 @@ def conv(ctx: Ctx):
 
 
 def fused_conv(ctx: Ctx):
-    act = ctx.attr("activation", "")
-    extra = _ACT_OPS.get(act, 1 if act else 0) + (1 if ctx.has_input(3) else 0)  # Z (sum) input
+    extra = activation_ops(ctx.attr("activation", "")) + (1 if ctx.has_input(3) else 0)  # Z (sum) input
     return _conv(ctx, extra_per_out=extra)
 
 
@@ -135,8 +133,7 @@ def qlinear_matmul(ctx: Ctx):
 
 def fused_gemm(ctx: Ctx):
     w = gemm(ctx)
-    act = ctx.attr("activation", "")
-    extra = _ACT_OPS.get(act, 1 if act else 0)
+    extra = activation_ops(ctx.attr("activation", ""))
     return ctx.workload("matmul", macs=w.macs, other=w.other_ops + extra * ctx.out_numel(), gemm=w.gemm)
 
 
@@ -170,6 +167,100 @@ def einsum(ctx: Ctx):
     macs = total * (len(terms) - 1)
     return ctx.workload("matmul", macs=macs, gemm=Gemm(max(m, 1), max(n, 1), max(k, 1), max(batch, 1)))
 
+
+# -- shape rules for the com.microsoft ops (ONNX's inference does not know them) -----------------
+
+
+def conv_out_shape(attrs: dict, x: tuple, w: tuple) -> tuple:
+    """Output dims of a convolution from its input/weight dims and attributes."""
+    nsp = len(x) - 2
+    k = list(attrs.get("kernel_shape") or w[2:])
+    strides = list(attrs.get("strides") or [1] * nsp)
+    dil = list(attrs.get("dilations") or [1] * nsp)
+    pads = list(attrs.get("pads") or [0] * (2 * nsp))
+    auto = attrs.get("auto_pad", "NOTSET")
+    out = []
+    for i in range(nsp):
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            out.append(-(-x[2 + i] // strides[i]))
+        elif auto == "VALID":
+            out.append((x[2 + i] - (k[i] - 1) * dil[i] - 1) // strides[i] + 1)
+        else:
+            out.append((x[2 + i] + pads[i] + pads[i + nsp] - (k[i] - 1) * dil[i] - 1) // strides[i] + 1)
+    return (x[0], w[0], *out)
+
+
+def matmul_out_shape(a: tuple, b: tuple) -> tuple:
+    """numpy.matmul broadcasting of two shapes."""
+    sa, sb = len(a) == 1, len(b) == 1
+    a = (1,) + tuple(a) if sa else tuple(a)
+    b = tuple(b) + (1,) if sb else tuple(b)
+    ba, bb = a[:-2], b[:-2]
+    r = max(len(ba), len(bb))
+    ba = (1,) * (r - len(ba)) + ba
+    bb = (1,) * (r - len(bb)) + bb
+    batch = tuple(max(x, y) for x, y in zip(ba, bb))
+    out = batch + (a[-2], b[-1])
+    if sa:
+        out = out[:-2] + out[-1:]
+    if sb:
+        out = out[:-1]
+    return out
+
+
+def _known(t):
+    return t is not None and t[0] is not None and all(isinstance(d, int) for d in t[0])
+
+
+def _fused_conv_shape(attrs, ins, n_out):
+    x, w = ins[0], ins[1] if len(ins) > 1 else None
+    if not (_known(x) and _known(w)):
+        return []
+    return [(conv_out_shape(attrs, x[0], w[0]), x[1])]
+
+
+def _fused_matmul_shape(attrs, ins, n_out):
+    a, b = ins[0], ins[1] if len(ins) > 1 else None
+    if not (_known(a) and _known(b)):
+        return []
+    ad, bd = list(a[0]), list(b[0])
+    if attrs.get("transA") and len(ad) >= 2:
+        ad[-1], ad[-2] = ad[-2], ad[-1]
+    if attrs.get("transB") and len(bd) >= 2:
+        bd[-1], bd[-2] = bd[-2], bd[-1]
+    return [(matmul_out_shape(tuple(ad), tuple(bd)), a[1])]
+
+
+def _fused_gemm_shape(attrs, ins, n_out):
+    a, b = ins[0], ins[1] if len(ins) > 1 else None
+    if not (_known(a) and _known(b)):
+        return []
+    m = a[0][1] if attrs.get("transA") else a[0][0]
+    n = b[0][0] if attrs.get("transB") else b[0][1]
+    return [((m, n), a[1])]
+
+
+def _qlinear_conv_shape(attrs, ins, n_out):
+    x, w = ins[0], ins[3] if len(ins) > 3 else None
+    if not (_known(x) and _known(w)):
+        return []
+    return [(conv_out_shape(attrs, x[0], w[0]), x[1])]
+
+
+def _matmul_to_float_shape(attrs, ins, n_out):
+    a, b = ins[0], ins[1] if len(ins) > 1 else None
+    if not (_known(a) and _known(b)):
+        return []
+    return [(matmul_out_shape(a[0], b[0]), "float32")]
+
+
+register_shapes({
+    "com.microsoft:FusedConv": _fused_conv_shape,
+    "com.microsoft:FusedMatMul": _fused_matmul_shape,
+    "com.microsoft:FusedGemm": _fused_gemm_shape,
+    "com.microsoft:QLinearConv": _qlinear_conv_shape,
+    "com.microsoft:MatMulIntegerToFloat": _matmul_to_float_shape,
+})
 
 register({
     "Conv": conv,

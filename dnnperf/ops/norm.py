@@ -7,7 +7,8 @@ norms compute mean and variance then normalise, scale and shift (~8 ops); RMS no
 
 from __future__ import annotations
 
-from dnnperf.ops import Ctx, register
+from dnnperf.ops import Ctx, register, register_shapes
+from dnnperf.ops.elementwise import same_as_first
 
 _PER_ELEMENT = {
     "BatchNormalization": 2, "LayerNormalization": 8, "GroupNormalization": 8,
@@ -34,3 +35,4 @@ def lrn(ctx: Ctx):
 register({op: _make(w, "softmax" if "max" in op.lower() else "norm") for op, w in _PER_ELEMENT.items()})
 register({f"com.microsoft:{op}": _make(w, "norm") for op, w in _MS.items()})
 register({"LRN": lrn})
+register_shapes({f"com.microsoft:{op}": same_as_first for op in _MS})

@@ -1,0 +1,117 @@
+"""The intermediate representation every stage after loading works on: tensors, nodes, graphs.
+
+No ``onnx`` import here: the loader (``dnnperf.load``) fills these types from a file, the op cost
+functions, scoring, fusion and design tools read them. Shapes are tuples of ints, ``None`` when a
+shape could not be resolved; dtypes are ONNX's element-type names ("float32", "int8"...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# ONNX TensorProto element type code -> name, and the storage bits of each name.
+DTYPE_NAMES = {
+    1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
+    8: "string", 9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64",
+    14: "complex64", 15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz",
+    19: "float8e5m2", 20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1",
+    24: "float8e8m0", 25: "uint2", 26: "int2",
+}
+DTYPE_CODES = {v: k for k, v in DTYPE_NAMES.items()}
+DTYPE_BITS = {
+    "float32": 32, "uint8": 8, "int8": 8, "uint16": 16, "int16": 16, "int32": 32, "int64": 64,
+    "string": 64, "bool": 8, "float16": 16, "float64": 64, "uint32": 32, "uint64": 64,
+    "complex64": 64, "complex128": 128, "bfloat16": 16, "float8e4m3fn": 8, "float8e4m3fnuz": 8,
+    "float8e5m2": 8, "float8e5m2fnuz": 8, "uint4": 4, "int4": 4, "float4e2m1": 4, "float8e8m0": 8,
+    "uint2": 2, "int2": 2,
+}
+# element types that carry indices, shapes or flags rather than the model's arithmetic
+INDEX_DTYPES = frozenset({"int64", "int32", "bool", "string"})
+
+# Ops whose outputs are not a function of their inputs: never folded at load time, even when every
+# input is a constant. Everything else computed only from weights is folded once by any runtime.
+NEVER_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+                          "Bernoulli", "If", "Loop", "Scan"})
+
+
+class Tensor:
+    """A tensor's static description. ``shape`` is None when it could not be resolved.
+
+    ``numel`` and ``nbytes`` are computed once (sub-byte types round up to whole bytes).
+    """
+
+    __slots__ = ("name", "shape", "dtype", "numel", "nbytes")
+
+    def __init__(self, name: str, shape: tuple[int, ...] | None, dtype: str):
+        self.name = name
+        self.shape = shape
+        self.dtype = dtype
+        if shape is None:
+            self.numel = self.nbytes = None
+        else:
+            n = 1
+            for d in shape:
+                n *= d
+            self.numel = n
+            self.nbytes = (n * DTYPE_BITS.get(dtype, 32) + 7) // 8
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Tensor) and (self.name, self.shape, self.dtype) == (other.name, other.shape, other.dtype)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.shape, self.dtype))
+
+    def __repr__(self) -> str:
+        return f"Tensor(name={self.name!r}, shape={self.shape!r}, dtype={self.dtype!r})"
+
+
+@dataclass(slots=True)
+class Node:
+    """One operator instance. ``attrs`` holds plain Python values (ints, floats, strings, lists;
+    tensor attributes as their dims); control-flow bodies are in ``subgraphs``."""
+
+    name: str
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: dict[str, Any]
+    subgraphs: dict[str, "Graph"] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """``Op`` for the default domain, ``domain:Op`` otherwise (the op-table key)."""
+        return op_key(self.domain, self.op_type)
+
+
+def op_key(domain: str, op_type: str) -> str:
+    return f"{domain}:{op_type}" if domain not in ("", "ai.onnx") else op_type
+
+
+@dataclass
+class Graph:
+    """Nodes in topological order plus every tensor's shape and dtype (no weight bytes)."""
+
+    name: str
+    nodes: list[Node]
+    tensors: dict[str, Tensor]
+    initializers: frozenset[str]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    opset: int
+    values: dict[str, Any] = field(default_factory=dict)  # small constant values (shapes): numpy arrays
+    unresolved: list[str] = field(default_factory=list)  # node names with unknown output shapes
+    constants: frozenset = frozenset()  # weights and everything computed only from weights
+    producer_version: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ShapeOverrides:
+    """How the user resolves dynamic dims: --batch, --input-shape NAME=AxB, --dim SYMBOL=V."""
+
+    batch: int | None = None
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    dims: tuple[tuple[str, int], ...] = ()
+    strict: bool = True  # False when one set of flags serves many models: unknown names are ignored

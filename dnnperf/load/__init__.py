@@ -1,0 +1,197 @@
+"""Load an ONNX file into a shape-resolved ``dnnperf.ir.Graph`` without ever touching weight bytes.
+
+This package is the only place that imports ``onnx`` (measurement aside). Its jobs, one module each:
+
+    read       bytes -> ModelProto without payloads; structural and text checks
+    overrides  --batch / --dim / --input-shape written into the inputs
+    topology   execution order, cycles and dangling names, the subgraph walker
+    fold       per-node inference and numpy folding where ONNX's own inference leaves gaps
+    weights    weightless skeletons (``dnnperf strip``)
+
+``load_graph`` runs them in order: read, check, override, ONNX shape inference with data
+propagation (C++, does almost everything), fold the rest, build the IR.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from dnnperf.errors import DnnperfError
+from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor
+from dnnperf.load.fold import Resolver, tensor_value
+from dnnperf.load.overrides import apply_overrides
+from dnnperf.load.read import (MAX_ELEMS, check_dims, check_domains, check_opset, is_shape_like, parse_model,
+                               plain_attrs, read_model, read_model_bytes, short, static, type_shape)
+from dnnperf.load.topology import MAX_DEPTH, node_subgraphs, topo_order
+from dnnperf.load.weights import skeleton_of, skeletonize_inplace
+
+__all__ = ["load_graph", "graph_from_model", "parse_model", "read_model", "read_model_bytes", "skeleton_of",
+           "skeletonize_inplace", "ShapeOverrides"]
+
+
+def load_graph(path: str, overrides: ShapeOverrides = ShapeOverrides()) -> Graph:
+    """Path -> shape-resolved Graph. Raises DnnperfError (exit 2) on any bad input."""
+    return graph_from_model(read_model(path), overrides, path)
+
+
+def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: str = "<model>") -> Graph:
+    """A parsed ModelProto (modified in place: payloads dropped, overrides written) -> Graph."""
+    import onnx
+
+    opset = check_opset(model, path)
+    if opset <= 0:
+        raise DnnperfError(f"'{path}' imports no default-domain opset — re-export the model with a standard opset")
+    if len(model.functions):
+        try:
+            import onnx.inliner
+
+            model = onnx.inliner.inline_local_functions(model)
+        except Exception as exc:
+            raise DnnperfError(f"cannot inline the model-local functions of '{path}': {short(exc)}") from None
+    g = model.graph
+    init_info: dict[str, Tensor] = {}
+    for init in g.initializer:
+        t = Tensor(init.name, tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
+        check_dims(t.shape, t.name, path)
+        init_info[init.name] = t
+    from dnnperf.load.read import strip_payloads_inplace
+
+    strip_payloads_inplace(model)  # no-op for files read by read_model; needed for in-memory models
+    notes = apply_overrides(model, overrides, path, set(init_info))
+    for vi in g.input:
+        dims, _ = type_shape(vi.type)
+        if dims:
+            check_dims(tuple(d for d in dims if isinstance(d, int)), vi.name, path)
+            if vi.name not in init_info and any(d == 0 for d in dims):
+                raise DnnperfError(
+                    f"model input '{vi.name}' in '{path}' has a zero-sized dimension {list(dims)}: there is no work to "
+                    "analyse — pass real sizes with --input-shape NAME=AxBxC"
+                )
+    check_domains(model, path)
+    available = {i.name for i in g.input} | set(init_info)
+    stored = list(g.node)
+    ordered = topo_order(stored, available)
+    if ordered is not stored:
+        index = {id(n): i for i, n in enumerate(stored)}
+        order = [index[id(n)] for n in ordered]
+    else:
+        order = None
+    del g.value_info[:]  # stale entries could disagree with the user's dims
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except RecursionError:
+        raise DnnperfError(f"'{path}' nests subgraphs too deeply for shape inference") from None
+    except Exception as exc:
+        raise DnnperfError(f"ONNX shape inference rejected '{path}': {short(exc)}") from None
+    ig = inferred.graph
+    inferred_nodes = list(ig.node)  # the same nodes, with subgraph bodies annotated by inference
+    ordered = inferred_nodes if order is None else [inferred_nodes[i] for i in order]
+    res = Resolver(inferred, opset, ordered)
+    types = res.types
+    for coll in (ig.input, ig.value_info, ig.output):
+        for vi in coll:
+            name = vi.name
+            old = types.get(name)
+            if old is None or static(old[0]) is None:
+                types[name] = type_shape(vi.type)
+    for init in ig.initializer:
+        types[init.name] = (tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
+        if is_shape_like(init):
+            v = tensor_value(init)
+            if v is not None:
+                res.values[init.name] = v
+    for n in ordered:
+        res.infer_node(n)
+    tensors: dict[str, Tensor] = {}
+    for name, (dims, dtype) in types.items():
+        if name in init_info:
+            continue  # weights: their Tensor is already in init_info
+        t = Tensor(name, static(dims), dtype)
+        if t.shape is not None and (t.numel > MAX_ELEMS or (t.shape and min(t.shape) < 0)):
+            check_dims(t.shape, name, path)  # raises with the full message
+        tensors[name] = t
+    tensors.update(init_info)
+    init_names = frozenset(init_info)
+    nodes, unresolved = _build_nodes(ordered, tensors, opset, path, init_names, None, 0)
+    graph_inputs = tuple(i.name for i in g.input if i.name not in init_names)
+    return Graph(
+        name=g.name or os.path.splitext(os.path.basename(path))[0],
+        nodes=nodes,
+        tensors=tensors,
+        initializers=init_names,
+        inputs=graph_inputs,
+        outputs=tuple(o.name for o in g.output),
+        opset=opset,
+        values=dict(res.values),
+        unresolved=unresolved,
+        constants=constants_of(nodes, init_names | set(res.values)),
+        producer_version=f"{model.producer_name} {model.producer_version}".strip(),
+        notes=notes,
+    )
+
+
+def constants_of(nodes: list[Node], known: set[str]) -> frozenset:
+    """Weights, folded values, and every output computed only from them (runtimes fold those once)."""
+    constants = set(known)
+    for node in nodes:
+        if node.inputs and not node.subgraphs and node.op_type not in NEVER_FOLDED \
+                and all(i in constants for i in node.inputs if i):
+            constants.update(o for o in node.outputs if o)
+        elif not node.inputs and node.op_type == "Constant":
+            constants.update(o for o in node.outputs if o)
+    return frozenset(constants)
+
+
+def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset, gname: str | None,
+                 depth: int) -> tuple[list[Node], list[str]]:
+    nodes: list[Node] = []
+    unresolved: list[str] = []
+    seen_names: dict[str, int] = {}
+    for idx, n in enumerate(ordered):
+        name = n.name or (f"{n.op_type}_{idx}" if gname is None else f"{gname}/{n.op_type}_{idx}")
+        if name in seen_names:
+            seen_names[name] += 1
+            name = f"{name}#{seen_names[name]}"
+        else:
+            seen_names[name] = 0
+        subs: dict[str, Graph] = {}
+        if n.attribute:
+            attrs: dict[str, Any] = plain_attrs(n)
+            for label, sg in node_subgraphs(n):
+                subs[label] = _subgraph(sg, tensors, opset, path, depth + 1, inits)
+        else:
+            attrs = {}
+        outs = tuple(n.output)
+        nodes.append(Node(name, n.op_type, n.domain or "", tuple(n.input), outs, attrs, subs))
+        for o in outs:
+            if o:
+                t = tensors.get(o)
+                if t is None or t.shape is None:
+                    unresolved.append(name)
+                    break
+    return nodes, unresolved
+
+
+def _subgraph(g, outer_tensors, opset, path, depth: int, outer_inits: frozenset) -> Graph:
+    """A control-flow body with the shapes ONNX inference recorded in its value_info; weights of
+    the enclosing graphs stay weights inside it."""
+    if depth > MAX_DEPTH:
+        raise DnnperfError(f"'{path}' nests control-flow subgraphs more than {MAX_DEPTH} deep — refusing to analyse it")
+    tensors: dict[str, Tensor] = {}
+    for coll in (g.input, g.value_info, g.output):
+        for vi in coll:
+            dims, dtype = type_shape(vi.type)
+            tensors[vi.name] = Tensor(vi.name, static(dims), dtype)
+    inits = set()
+    for init in g.initializer:
+        tensors[init.name] = Tensor(init.name, tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
+        inits.add(init.name)
+    available = {i.name for i in g.input} | inits | set(outer_tensors)
+    ordered = topo_order(list(g.node), available, graph_name=f"subgraph '{g.name}'")
+    merged = dict(outer_tensors)
+    merged.update(tensors)
+    all_inits = frozenset(inits) | outer_inits
+    nodes, unresolved = _build_nodes(ordered, merged, opset, path, all_inits, g.name, depth)
+    return Graph(g.name, nodes, merged, all_inits, tuple(i.name for i in g.input),
+                 tuple(o.name for o in g.output), opset, unresolved=unresolved)

@@ -1,0 +1,285 @@
+"""Constant folding: finish what ONNX shape inference left open, node by node, evaluating small
+shape subgraphs (Shape -> Gather -> Concat -> Reshape chains) with numpy.
+
+Folding refuses ops whose output size comes from input values (Range, Expand, Tile...) when that
+size is not small, so a hostile shape subgraph cannot allocate gigabytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dnnperf.ir import DTYPE_CODES, op_key
+from dnnperf.load.read import MAX_VALUE_ELEMS, plain_attrs, static, type_shape
+
+_NP_DTYPES = {6: np.int32, 7: np.int64, 1: np.float32, 11: np.float64, 9: np.bool_, 10: np.float16,
+              2: np.uint8, 3: np.int8, 12: np.uint32, 13: np.uint64, 4: np.uint16, 5: np.int16}
+
+# ops whose small integer outputs are evaluated at load time (shape arithmetic)
+FOLDABLE = frozenset({
+    "Shape", "Size", "Gather", "Concat", "Unsqueeze", "Squeeze", "Slice", "Cast", "Add", "Sub", "Mul",
+    "Div", "Identity", "Constant", "ConstantOfShape", "Range", "Reshape", "Equal", "Where", "ReduceProd",
+    "Expand", "Floor", "Ceil", "Sqrt", "Neg", "Abs", "Max", "Min", "Mod", "Not", "Less", "Greater",
+    "Tile", "Flatten", "Transpose", "Split", "ScatterND", "GatherElements", "ReduceSum", "ReduceMax",
+    "ReduceMin", "Pow", "Sign", "Clip", "NonZero", "Trilu", "CumSum", "And", "Or", "Xor",
+    "LessOrEqual", "GreaterOrEqual", "Round", "Reciprocal",
+})
+
+
+def tensor_value(init) -> np.ndarray | None:
+    try:
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(init)
+    except Exception:
+        return None
+
+
+class Resolver:
+    """Per-node shape inference with constant shape values folded in numpy."""
+
+    def __init__(self, model, opset: int, ordered: list):
+        self.model = model
+        self.opset = opset
+        self.types: dict[str, Any] = {}  # name -> (dims tuple|None, dtype)
+        self.values: dict[str, np.ndarray] = {}
+        self._producer: dict[str, Any] | None = None
+        self.ordered = ordered
+        self.opset_imports = list(model.opset_import)
+        self.ir_version = model.ir_version
+
+    @property
+    def producer(self) -> dict:
+        """tensor name -> producing node, built on first use (only folding needs it)."""
+        if self._producer is None:
+            self._producer = {o: n for n in self.ordered for o in n.output if o}
+        return self._producer
+
+    # -- values ---------------------------------------------------------------------------
+    def value(self, name: str, depth: int = 0):
+        if not name:
+            return None
+        if name in self.values:
+            return self.values[name]
+        node = self.producer.get(name)
+        if node is None or depth > 200 or node.op_type not in FOLDABLE or node.domain not in ("", "ai.onnx"):
+            return None
+        if node.op_type in ("Shape", "Size"):
+            dims = static(self.types.get(node.input[0], (None, ""))[0])
+            if dims is None:
+                return None
+            if node.op_type == "Size":
+                val = np.array(int(np.prod(dims, dtype=np.int64)), dtype=np.int64)
+            else:
+                a = plain_attrs(node)
+                val = np.array(dims[slice(a.get("start", 0), a.get("end", len(dims)))], dtype=np.int64)
+            self.values[node.output[0]] = val
+            return val
+        if node.op_type == "Constant":
+            from onnx import helper
+
+            for a in node.attribute:
+                v = helper.get_attribute_value(a)
+                if a.name == "value":
+                    arr = tensor_value(v)
+                elif a.name in ("value_int", "value_float", "value_ints", "value_floats"):
+                    arr = np.array(v)
+                else:
+                    arr = None
+                if arr is not None and arr.size <= MAX_VALUE_ELEMS:
+                    self.values[node.output[0]] = arr
+                    return arr
+            return None
+        ins = []
+        for i in node.input:
+            if not i:
+                ins.append(None)
+                continue
+            v = self.value(i, depth + 1)
+            if v is None:
+                return None
+            ins.append(v)
+        if not fold_size_ok(node.op_type, ins):
+            return None
+        try:
+            outs = run_node(node, ins, self.opset_imports)
+        except Exception:
+            return None
+        for oname, arr in zip(node.output, outs):
+            if arr is not None and np.asarray(arr).size <= MAX_VALUE_ELEMS:
+                self.values[oname] = np.asarray(arr)
+        return self.values.get(name)
+
+    # -- shapes -----------------------------------------------------------------------------
+    def infer_node(self, node) -> None:
+        types = self.types
+        for o in node.output:
+            if o:
+                t = types.get(o)
+                if t is None or static(t[0]) is None:
+                    break
+        else:
+            return  # every output already resolved
+        if node.domain not in ("", "ai.onnx"):
+            from dnnperf.ops import shape_rule
+
+            rule = shape_rule(op_key(node.domain, node.op_type))
+            if rule is not None:
+                ins = [types.get(i) if i else None for i in node.input]
+                try:
+                    out = rule(plain_attrs(node), ins, len(node.output))
+                except (ArithmeticError, ValueError, TypeError, KeyError, IndexError):
+                    out = []
+                for o, t in zip(node.output, out):
+                    if t is not None and o:
+                        types[o] = t
+            return
+        from onnx import TypeProto, defs, helper, numpy_helper, shape_inference
+
+        try:
+            schema = defs.get_schema(node.op_type, self.opset, node.domain)
+        except Exception:
+            return
+        in_types = {}
+        in_data = {}
+        for i in node.input:
+            if not i or i not in types:
+                continue
+            dims, dtype = types[i]
+            if dims is None:
+                continue
+            dims = [d if isinstance(d, int) else None for d in dims]
+            in_types[i] = helper.make_tensor_type_proto(DTYPE_CODES.get(dtype, 1), dims)
+            if dtype in ("int64", "int32"):
+                v = self.value(i)
+                if v is not None:
+                    in_data[i] = numpy_helper.from_array(np.asarray(v).astype(np.int64 if dtype == "int64" else np.int32), i)
+        try:
+            res = shape_inference.infer_node_outputs(schema, node, in_types, in_data, None, self.opset_imports,
+                                                     self.ir_version)
+        except Exception:
+            res = {}
+        for o, tp in res.items():
+            if isinstance(tp, TypeProto):
+                dims, dtype = type_shape(tp)
+                old = types.get(o)
+                if dims is not None and (old is None or static(old[0]) is None):
+                    types[o] = (dims, dtype)
+        # still unknown: shape from the folded value itself
+        for o in node.output:
+            if o and static(types.get(o, (None, ""))[0]) is None:
+                v = self.value(o)
+                if v is not None:
+                    types[o] = (tuple(int(d) for d in np.shape(v)), types.get(o, (None, _np_name(v)))[1])
+
+
+def fold_size_ok(op: str, ins: list) -> bool:
+    """Refuse to fold ops whose output size comes from their input values (Range, Expand...) when
+    that size is not small."""
+    try:
+        if op == "Range":
+            start, limit, delta = (float(np.asarray(x).reshape(-1)[0]) for x in ins[:3])
+            return delta != 0 and abs((limit - start) / delta) <= MAX_VALUE_ELEMS
+        if op in ("ConstantOfShape", "Expand", "Tile", "Reshape"):
+            vals = [int(v) for v in np.asarray(ins[1] if op != "ConstantOfShape" else ins[0]).reshape(-1)]
+            n = 1
+            for v in vals:
+                n *= max(abs(v), 1)
+            if op == "Tile":
+                n *= max(int(np.asarray(ins[0]).size), 1)
+            return n <= MAX_VALUE_ELEMS
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return False
+    return True
+
+
+def _np_name(v) -> str:
+    return {np.dtype(np.int64): "int64", np.dtype(np.int32): "int32", np.dtype(np.float32): "float32",
+            np.dtype(np.bool_): "bool"}.get(np.asarray(v).dtype, "float32")
+
+
+def run_node(node, ins, opset_imports):
+    """Evaluate one small node with numpy (common shape ops) or ONNX's reference evaluator."""
+    op = node.op_type
+    attrs = plain_attrs(node)
+    ai = attrs.get
+
+    if op == "Gather":
+        return [np.take(ins[0], ins[1].astype(np.int64), axis=ai("axis", 0))]
+    if op == "Concat":
+        return [np.concatenate([np.atleast_1d(x) for x in ins], axis=ai("axis", 0))]
+    if op == "Unsqueeze":
+        axes = ins[1] if len(ins) > 1 and ins[1] is not None else ai("axes", [])
+        out = ins[0]
+        r = out.ndim + len(list(np.atleast_1d(axes)))
+        for ax in sorted(int(a) % r for a in np.atleast_1d(axes)):
+            out = np.expand_dims(out, ax)
+        return [out]
+    if op in ("Add", "Sub", "Mul", "Equal", "Less", "Greater", "Max", "Min"):
+        fn = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Equal": np.equal, "Less": np.less,
+              "Greater": np.greater, "Max": np.maximum, "Min": np.minimum}[op]
+        out = ins[0]
+        for x in ins[1:]:
+            out = fn(out, x)
+        return [out.astype(ins[0].dtype) if op in ("Add", "Sub", "Mul", "Max", "Min") else out]
+    if op == "Div" and np.issubdtype(ins[0].dtype, np.integer):
+        return [(np.trunc(ins[0] / ins[1])).astype(ins[0].dtype)]
+    if op == "Cast":
+        return [ins[0].astype(_NP_DTYPES.get(ai("to", 7), np.float32))]
+    if op == "Identity":
+        return [ins[0]]
+    if op == "Slice":
+        data = ins[0]
+        starts = [int(x) for x in np.atleast_1d(ins[1])]
+        ends = [int(x) for x in np.atleast_1d(ins[2])]
+        axes = [int(x) for x in np.atleast_1d(ins[3])] if len(ins) > 3 and ins[3] is not None else list(range(len(starts)))
+        steps = [int(x) for x in np.atleast_1d(ins[4])] if len(ins) > 4 and ins[4] is not None else [1] * len(starts)
+        sl = [slice(None)] * data.ndim
+        for st, en, ax, sp in zip(starts, ends, axes, steps):
+            sl[ax % data.ndim] = slice(st, en if abs(en) < 2**62 else None, sp)
+        return [data[tuple(sl)]]
+    if op == "ConstantOfShape":
+        from onnx import numpy_helper
+
+        val = np.zeros(1, np.float32)
+        for a in node.attribute:
+            if a.name == "value":
+                val = numpy_helper.to_array(a.t).reshape(-1)
+        return [np.full(tuple(int(x) for x in np.atleast_1d(ins[0])), val[0], dtype=val.dtype)]
+    if op == "Range":
+        return [np.arange(ins[0].item(), ins[1].item(), ins[2].item()).astype(ins[0].dtype)]
+    if op == "Where":
+        return [np.where(ins[0], ins[1], ins[2])]
+    if op == "Expand":
+        shape = tuple(int(x) for x in np.atleast_1d(ins[1]))
+        return [ins[0] * np.ones(shape, dtype=ins[0].dtype)]
+    if op == "Mod" and np.issubdtype(ins[0].dtype, np.integer) and not ai("fmod", 0):
+        return [np.mod(ins[0], ins[1])]
+    if op == "Transpose":
+        return [np.transpose(ins[0], ai("perm", None))]
+    if op == "Squeeze":
+        axes = ins[1] if len(ins) > 1 and ins[1] is not None else ai("axes", None)
+        if axes is None:
+            return [np.squeeze(ins[0])]
+        return [np.squeeze(ins[0], axis=tuple(int(a) for a in np.atleast_1d(axes)))]
+    if op == "Reshape":
+        shape = [int(s) for s in ins[1]]
+        shape = [ins[0].shape[i] if s == 0 and not ai("allowzero", 0) else s for i, s in enumerate(shape)]
+        return [ins[0].reshape(shape)]
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    in_names = [f"i{k}" if x is not None else "" for k, x in enumerate(ins)]
+    n2 = helper.make_node(op, in_names, [f"o{k}" for k in range(len(node.output))], domain=node.domain)
+    n2.attribute.extend(node.attribute)
+    g = helper.make_graph(
+        [n2], "fold",
+        [helper.make_tensor_value_info(n, 0, None) for n in in_names if n],
+        [helper.make_tensor_value_info(f"o{k}", 0, None) for k in range(len(node.output))],
+    )
+    m = helper.make_model(g, opset_imports=opset_imports)
+    sess = ReferenceEvaluator(m)
+    feeds = {n: x for n, x in zip(in_names, ins) if n}
+    return sess.run(None, feeds)

@@ -1,0 +1,75 @@
+"""User overrides: write --batch / --dim / --input-shape into the graph inputs before inference,
+and fail with the flag that fixes it when a dimension stays symbolic."""
+
+from __future__ import annotations
+
+from dnnperf.errors import DnnperfError
+from dnnperf.ir import ShapeOverrides
+from dnnperf.load.read import type_shape
+
+
+def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str]) -> list[str]:
+    """Write the user's dims into the graph inputs; return notes; fail listing anything still symbolic."""
+    g = model.graph
+    init_names = {i.name for i in g.initializer} | weights
+    real_inputs = [i for i in g.input if i.name not in init_names]
+    by_name = {i.name: i for i in real_inputs}
+    for name, _ in ov.input_shapes:
+        if name not in by_name and ov.strict:
+            raise DnnperfError(
+                f"--input-shape names '{name}', but the model's inputs are: "
+                f"{', '.join(sorted(by_name)) or '(none)'}"
+            )
+    symbols_seen: set[str] = set()
+    for vi in real_inputs:
+        dims, _ = type_shape(vi.type)
+        if dims is not None:
+            symbols_seen.update(d for d in dims if isinstance(d, str))
+    dim_map = dict(ov.dims)
+    for sym in dim_map:
+        if sym not in symbols_seen and ov.strict:
+            raise DnnperfError(
+                f"--dim {sym}=...: the model has no symbolic input dimension '{sym}' "
+                f"(symbols: {', '.join(sorted(symbols_seen)) or 'none'})"
+            )
+    shapes = dict(ov.input_shapes)
+    if ov.batch is not None:
+        for name, dims in ov.input_shapes:
+            if dims and dims[0] != ov.batch:
+                raise DnnperfError(
+                    f"conflicting flags: --batch {ov.batch} but --input-shape gives '{name}' a first dim of {dims[0]}"
+                    " — drop one of them"
+                )
+    missing = []
+    assumed: list[str] = []
+    for vi in real_inputs:
+        if not vi.type.HasField("tensor_type"):
+            continue
+        shp = vi.type.tensor_type.shape
+        if vi.name in shapes:
+            new = shapes[vi.name]
+            del shp.dim[:]
+            for v in new:
+                shp.dim.add().dim_value = v
+            continue
+        for i, d in enumerate(shp.dim):
+            if i == 0 and (ov.batch is not None or (d.HasField("dim_param") and d.dim_param not in dim_map)):
+                if ov.batch is None:
+                    assumed.append(f"{vi.name}[0]='{d.dim_param}'")
+                d.Clear()
+                d.dim_value = ov.batch if ov.batch is not None else 1
+            elif d.HasField("dim_param") and d.dim_param in dim_map:
+                v = dim_map[d.dim_param]
+                d.Clear()
+                d.dim_value = v
+            elif not d.HasField("dim_value"):
+                missing.append((vi.name, i, d.dim_param or "?"))
+    if missing:
+        parts = [f"{n}[{i}]='{s}'" for n, i, s in missing]
+        syms = sorted({s for _, _, s in missing if s != "?"})
+        hint = " ".join(f"--dim {s}=N" for s in syms) or "--input-shape NAME=1x3x224x224"
+        raise DnnperfError(
+            f"unresolved dynamic input dims in '{path}': {', '.join(parts)} — fix with {hint}"
+            + (" (or --batch N for the first dim)" if any(i == 0 for _, i, _ in missing) else "")
+        )
+    return [f"batch dim {', '.join(assumed)} unresolved: assumed 1 (pass --batch N)"] if assumed else []

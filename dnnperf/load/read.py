@@ -1,0 +1,426 @@
+"""Read and check: bytes from a path, a ModelProto without weight payloads, one clear error per fault.
+
+Large files are read through a memory map and rebuilt without their initializers' payloads before
+protobuf sees them (only each tensor's dims, dtype and name are kept, plus small integer tensors,
+which are shapes): parsing then costs what the graph costs, not what the weights cost, and the
+weight bytes are never copied into memory. External-data locations are never opened.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+
+from dnnperf.errors import DnnperfError
+from dnnperf.files import require_file
+from dnnperf.ir import DTYPE_BITS, DTYPE_NAMES
+
+# Largest integer tensor (elements) kept or folded as a "shape value".
+MAX_VALUE_ELEMS = 4096
+# Refuse dims whose product cannot be represented: it is a broken or hostile file.
+MAX_ELEMS = 2**62
+# Files above this size are rebuilt without payloads before parsing (below it, parsing is cheaper).
+_SCAN_ABOVE_BYTES = 4 * 1024 * 1024
+STRIPPED_LOCATION = "__dnnperf_stripped__"
+
+
+def read_model(path: str):
+    """Path -> ModelProto with weight payloads dropped (see module docstring)."""
+    if not path:
+        raise DnnperfError("no model path given: pass the path of an .onnx file")
+    require_file(path, "model file", "check the path", "the .onnx file inside it")
+    try:
+        size = os.path.getsize(path)
+        if size == 0:
+            raise DnnperfError(f"'{path}' is empty (0 bytes) — re-export or re-download the model")
+        with open(path, "rb") as fh:
+            if size <= _SCAN_ABOVE_BYTES:
+                data = fh.read()
+            else:
+                with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                    try:
+                        data = skeleton_bytes(mm)
+                    except _WireError:
+                        raise _not_onnx(path) from None
+    except PermissionError:
+        raise DnnperfError(f"cannot read '{path}': permission denied — check the file's permissions") from None
+    except OSError as exc:
+        raise DnnperfError(f"cannot read '{path}': {exc.strerror or exc}") from None
+    model = parse_model(data, path)
+    strip_payloads_inplace(model)
+    return model
+
+
+def read_model_bytes(path: str) -> bytes:
+    """The whole file, with one clear error for each way the path can be wrong."""
+    if not path:
+        raise DnnperfError("no model path given: pass the path of an .onnx file")
+    require_file(path, "model file", "check the path", "the .onnx file inside it")
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except PermissionError:
+        raise DnnperfError(f"cannot read '{path}': permission denied — check the file's permissions") from None
+    except OSError as exc:
+        raise DnnperfError(f"cannot read '{path}': {exc.strerror or exc}") from None
+    if not data:
+        raise DnnperfError(f"'{path}' is empty (0 bytes) — re-export or re-download the model")
+    return data
+
+
+def _not_onnx(path: str) -> DnnperfError:
+    return DnnperfError(f"'{path}' is not a readable ONNX model (protobuf parse failed: truncated or not ONNX) — "
+                        "re-export it or check the download")
+
+
+def parse_model(data: bytes, path: str = "<bytes>"):
+    """Parse bytes as an ONNX ModelProto, rejecting other protobufs and truncated files."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError, UnicodeDecodeError):
+        raise _not_onnx(path) from None
+    except RecursionError:
+        raise DnnperfError(f"'{path}' nests subgraphs too deeply to parse — this is not a usable model") from None
+    if model.ir_version <= 0 or not model.HasField("graph") or len(model.opset_import) == 0:
+        raise DnnperfError(
+            f"'{path}' parsed as protobuf but is not an ONNX model (no ir_version, graph or opset_import) — "
+            "pass an .onnx model file"
+        )
+    if len(model.graph.node) == 0:
+        raise DnnperfError(f"'{path}' contains a graph with no nodes — nothing to analyse")
+    check_text(model, path)
+    return model
+
+
+def check_text(model, path: str) -> None:
+    """Names must be valid UTF-8 (protobuf hands back bytes otherwise): a corrupt file otherwise."""
+    from dnnperf.load.topology import walk_graphs
+
+    def bad(x) -> bool:
+        return isinstance(x, bytes)
+
+    found = None
+    for g in walk_graphs(model.graph, max_depth=64):
+        for coll in (g.input, g.output, g.value_info, g.initializer):
+            for v in coll:
+                if bad(v.name):
+                    found = v.name
+                    break
+        for n in g.node:
+            for x in (n.name, n.op_type, n.domain, *n.input, *n.output):
+                if bad(x):
+                    found = x
+            for a in n.attribute:
+                if bad(a.name):
+                    found = a.name
+        if found is not None:
+            break
+    if found is None:
+        for imp in model.opset_import:
+            if bad(imp.domain):
+                found = imp.domain
+    if found is not None:
+        raise DnnperfError(f"'{path}' has names that are not valid UTF-8 ({found[:20]!r}...) — the file is corrupt; re-export it")
+
+
+def default_opset(model) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return int(imp.version)
+    return 0
+
+
+def check_opset(model, path: str) -> int:
+    """The default-domain opset (0 for models that only use other domains, e.g. ai.onnx.ml)."""
+    import onnx
+
+    opset = default_opset(model)
+    supported = onnx.defs.onnx_opset_version()
+    if opset > supported:
+        raise DnnperfError(
+            f"'{path}' uses ONNX opset {opset}, newer than the installed onnx package supports ({supported}) — "
+            "upgrade onnx (pip install -U onnx) or export with an older opset"
+        )
+    return opset
+
+
+def check_domains(model, path) -> None:
+    """Every node's domain must be imported by the model (ONNX requires it)."""
+    declared = {imp.domain or "" for imp in model.opset_import} | {"ai.onnx"}
+    if "" in declared:
+        declared.add("ai.onnx")
+    for n in model.graph.node:
+        dom = n.domain or ""
+        if dom not in declared:
+            raise DnnperfError(
+                f"node '{n.name or n.op_type}' in '{path}' uses domain '{dom}', which the model does not import "
+                "(no opset_import entry) — the model is malformed; re-export it"
+            )
+
+
+def check_dims(dims, name, path):
+    if dims is None:
+        return
+    n = 1
+    for d in dims:
+        if not isinstance(d, int):
+            continue
+        if d < 0:
+            raise DnnperfError(f"tensor '{name}' in '{path}' has a negative dimension {list(dims)} — the model is malformed")
+        n *= d
+        if n > MAX_ELEMS:
+            raise DnnperfError(
+                f"tensor '{name}' in '{path}' has dims {list(dims)} whose product overflows int64 — the model is malformed"
+            )
+
+
+def short(exc: BaseException) -> str:
+    text = re.sub(r"\s+", " ", " ".join(str(exc).split()))
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+# --------------------------------------------------------------------------------------------
+# protos -> plain values
+
+
+def type_shape(tp) -> tuple[tuple | None, str]:
+    """(dims or None, dtype) of a TypeProto; a dim is int, str (symbol) or None (unknown)."""
+    which = tp.WhichOneof("value")
+    if which != "tensor_type":
+        if which in ("sequence_type", "optional_type", "map_type"):
+            return None, which.split("_")[0]
+        return None, "float32"
+    tt = tp.tensor_type
+    dtype = DTYPE_NAMES.get(tt.elem_type, "float32")
+    if not tt.HasField("shape"):
+        return None, dtype
+    dims = []
+    for d in tt.shape.dim:
+        v = d.dim_value
+        if v or d.HasField("dim_value"):
+            dims.append(int(v))
+        else:
+            p = d.dim_param
+            dims.append(p if p else None)
+    return tuple(dims), dtype
+
+
+_INT, _FLOAT, _STRING, _TENSOR, _FLOATS, _INTS, _STRINGS = 2, 1, 3, 4, 6, 7, 8
+
+
+def plain_attrs(n) -> dict:
+    """A node's attributes as plain Python values: numbers, strings, lists; a tensor attribute as
+    its dims (its data is never needed); graph-valued attributes are left to the subgraph builder."""
+    out = {}
+    for a in n.attribute:
+        t = a.type
+        if t == _INT:
+            out[a.name] = a.i
+        elif t == _FLOAT:
+            out[a.name] = a.f
+        elif t == _INTS:
+            out[a.name] = list(a.ints)
+        elif t == _STRING:
+            out[a.name] = a.s.decode("utf-8", "replace")
+        elif t == _FLOATS:
+            out[a.name] = list(a.floats)
+        elif t == _TENSOR:
+            out[a.name] = tuple(int(d) for d in a.t.dims)
+        elif t == _STRINGS:
+            out[a.name] = [x.decode("utf-8", "replace") for x in a.strings]
+    return out
+
+
+def static(dims) -> tuple[int, ...] | None:
+    if dims is None:
+        return None
+    for d in dims:
+        if d.__class__ is not int:
+            return None
+    return tuple(dims)
+
+
+# --------------------------------------------------------------------------------------------
+# weights out
+
+
+def is_shape_like(init) -> bool:
+    """Small integer initializers carry shapes (Reshape targets, Slice starts...): keep their data."""
+    if init.data_type not in (6, 7):
+        return False
+    if init.data_location == 1:  # EXTERNAL: never opened
+        return False
+    n = 1
+    for d in init.dims:
+        n *= d
+    if n > MAX_VALUE_ELEMS:
+        return False
+    return bool(init.raw_data) or len(init.int64_data) > 0 or len(init.int32_data) > 0 or n == 0
+
+
+def clear_payload(init) -> None:
+    """Drop a tensor's data in place and mark it external at a location that does not exist."""
+    for f in ("raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data"):
+        init.ClearField(f)
+    del init.external_data[:]
+    init.data_location = 1
+    e = init.external_data.add()
+    e.key, e.value = "location", STRIPPED_LOCATION
+
+
+def has_payload(init) -> bool:
+    return not (init.data_location == 1 and not init.raw_data)
+
+
+def strip_payloads_inplace(model) -> None:
+    """Drop the weight payloads of the main graph's initializers (small integer tensors stay)."""
+    for init in model.graph.initializer:
+        if has_payload(init) and not is_shape_like(init):
+            clear_payload(init)
+
+
+def tensor_nbytes(dims, data_type: int) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return (n * DTYPE_BITS.get(DTYPE_NAMES.get(data_type, "float32"), 32) + 7) // 8
+
+
+# --------------------------------------------------------------------------------------------
+# protobuf wire format: rebuild a ModelProto without initializer payloads
+
+
+class _WireError(Exception):
+    pass
+
+
+def _varint(buf, pos: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= end:
+            raise _WireError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise _WireError("varint too long")
+
+
+def _enc_varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _skip(buf, pos: int, wt: int, end: int) -> int:
+    if wt == 0:
+        return _varint(buf, pos, end)[1]
+    if wt == 1:
+        pos += 8
+    elif wt == 2:
+        ln, pos = _varint(buf, pos, end)
+        pos += ln
+    elif wt == 5:
+        pos += 4
+    else:
+        raise _WireError(f"unsupported wire type {wt}")
+    if pos > end:
+        raise _WireError("truncated field")
+    return pos
+
+
+_PAYLOAD_FIELDS = frozenset({4, 5, 6, 7, 9, 10, 11})  # float/int32/string/int64/raw/double/uint64 data
+
+
+def _tensor_skeleton(buf, start: int, end: int) -> bytes:
+    """A TensorProto's bytes without its payload (unless it is a small integer tensor)."""
+    fields = []
+    dims: list[int] = []
+    dtype = 0
+    location = 0
+    pos = start
+    while pos < end:
+        key, p = _varint(buf, pos, end)
+        fno, wt = key >> 3, key & 7
+        nxt = _skip(buf, p, wt, end)
+        if fno == 1:
+            if wt == 0:
+                dims.append(_varint(buf, p, end)[0])
+            elif wt == 2:
+                ln, q = _varint(buf, p, end)
+                while q < nxt:
+                    v, q = _varint(buf, q, nxt)
+                    dims.append(v)
+        elif fno == 2 and wt == 0:
+            dtype = _varint(buf, p, end)[0]
+        elif fno == 14 and wt == 0:
+            location = _varint(buf, p, end)[0]
+        fields.append((fno, pos, nxt))
+        pos = nxt
+    n = 1
+    for d in dims:
+        n *= d
+    payload = [f for f in fields if f[0] in _PAYLOAD_FIELDS]
+    keep_all = (dtype in (6, 7) and n <= MAX_VALUE_ELEMS and location != 1) or (location == 1 and not payload)
+    if keep_all:
+        return bytes(buf[start:end])
+    out = bytearray()
+    for fno, a, b in fields:
+        if fno in _PAYLOAD_FIELDS or fno in (13, 14):
+            continue
+        out += buf[a:b]
+    loc = STRIPPED_LOCATION.encode()
+    entry = b"\x0a" + _enc_varint(8) + b"location" + b"\x12" + _enc_varint(len(loc)) + loc
+    out += b"\x6a" + _enc_varint(len(entry)) + entry  # field 13 (external_data), length-delimited
+    out += b"\x70\x01"  # field 14 (data_location) = EXTERNAL
+    return bytes(out)
+
+
+def _graph_skeleton(buf, start: int, end: int) -> bytes:
+    out = bytearray()
+    pos = start
+    while pos < end:
+        key, p = _varint(buf, pos, end)
+        fno, wt = key >> 3, key & 7
+        nxt = _skip(buf, p, wt, end)
+        if fno == 5 and wt == 2:  # initializer
+            ln, q = _varint(buf, p, end)
+            t = _tensor_skeleton(buf, q, q + ln)
+            out += buf[pos:p] + _enc_varint(len(t)) + t
+        else:
+            out += buf[pos:nxt]
+        pos = nxt
+    return bytes(out)
+
+
+def skeleton_bytes(buf) -> bytes:
+    """ModelProto bytes with the main graph's initializer payloads left out (``buf``: bytes or mmap)."""
+    end = len(buf)
+    out = bytearray()
+    pos = 0
+    while pos < end:
+        key, p = _varint(buf, pos, end)
+        fno, wt = key >> 3, key & 7
+        nxt = _skip(buf, p, wt, end)
+        if fno == 7 and wt == 2:  # graph
+            ln, q = _varint(buf, p, end)
+            g = _graph_skeleton(buf, q, q + ln)
+            out += buf[pos:p] + _enc_varint(len(g)) + g
+        else:
+            out += buf[pos:nxt]
+        pos = nxt
+    return bytes(out)

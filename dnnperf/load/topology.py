@@ -1,0 +1,131 @@
+"""Topology: execution order, structural checks (cycles, duplicate producers, dangling names) and
+the one walker over control-flow subgraphs that every other loader step uses."""
+
+from __future__ import annotations
+
+import heapq
+
+from dnnperf.errors import DnnperfError
+
+SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+_GRAPH, _GRAPHS = 5, 10  # AttributeProto types
+
+
+def node_subgraphs(n):
+    """(attribute label, GraphProto) for every body a node carries."""
+    for a in n.attribute:
+        if a.type == _GRAPH:
+            yield a.name, a.g
+        elif a.type == _GRAPHS:
+            for k, g in enumerate(a.graphs):
+                yield f"{a.name}[{k}]", g
+
+
+def walk_graphs(g, max_depth: int = 64, _depth: int = 0):
+    """``g`` and every subgraph nested in its nodes, depth first, at most ``max_depth`` levels down."""
+    yield g
+    if _depth >= max_depth:
+        return
+    for n in g.node:
+        if n.attribute:
+            for _, sg in node_subgraphs(n):
+                yield from walk_graphs(sg, max_depth, _depth + 1)
+
+
+def all_initializers(g):
+    """Initializers of ``g`` and of every nested subgraph."""
+    for sg in walk_graphs(g, max_depth=10_000):
+        yield from sg.initializer
+
+
+def topo_order(nodes, available: set[str], graph_name: str = "main graph") -> list:
+    """Nodes in a valid execution order; reject cycles, duplicate producers and dangling inputs.
+
+    ONNX requires nodes to be stored sorted, so one pass usually confirms the order; otherwise
+    Kahn's algorithm sorts them (and finds cycles)."""
+    seen = set(available)
+    for n in nodes:
+        if n.op_type in SUBGRAPH_OPS or any(a.type in (_GRAPH, _GRAPHS) for a in n.attribute):
+            return _kahn(nodes, available, graph_name)  # bodies may read outer names
+        for i in n.input:
+            if i and i not in seen:
+                return _kahn(nodes, available, graph_name)
+        for o in n.output:
+            if o:
+                if o in seen:
+                    return _kahn(nodes, available, graph_name)
+                seen.add(o)
+    return nodes  # already in order (the same list object)
+
+
+def _kahn(nodes, available: set[str], graph_name: str) -> list:
+    produced_by: dict[str, int] = {}
+    for idx, n in enumerate(nodes):
+        for o in n.output:
+            if o:
+                if o in produced_by or o in available:
+                    raise DnnperfError(
+                        f"tensor '{o}' is produced twice in the {graph_name} (node '{n.name or n.op_type}') — "
+                        "the model is malformed; re-export it"
+                    )
+                produced_by[o] = idx
+    indeg = [0] * len(nodes)
+    users: dict[int, list[int]] = {}
+    for idx, n in enumerate(nodes):
+        deps = set()
+        direct = {i for i in n.input if i}
+        for i in _inputs_with_subgraphs(n):
+            if not i or i in available:
+                continue
+            p = produced_by.get(i)
+            if p is None:
+                if i in direct:
+                    raise DnnperfError(
+                        f"node '{n.name or n.op_type}' reads tensor '{i}', which no node, input or initializer "
+                        f"produces in the {graph_name} — the model is malformed; re-export it"
+                    )
+                continue  # an outer-scope name a body reads from further out: tolerated
+            deps.add(p)
+        indeg[idx] = len(deps)
+        for p in deps:
+            users.setdefault(p, []).append(idx)
+    ready = [i for i in range(len(nodes)) if indeg[i] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users.get(i, ()):
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) != len(nodes):
+        stuck = [nodes[i].name or nodes[i].op_type for i in range(len(nodes)) if indeg[i] > 0][:3]
+        raise DnnperfError(
+            f"the {graph_name} has a cycle (nodes {', '.join(stuck)} ... depend on each other) — "
+            "ONNX graphs must be acyclic; re-export the model"
+        )
+    return [nodes[i] for i in order]
+
+
+MAX_DEPTH = 64
+
+
+def _inputs_with_subgraphs(n, depth: int = 0):
+    """A node's inputs plus the outer-scope names its bodies read."""
+    yield from n.input
+    for _, g in node_subgraphs(n):
+        yield from outer_names(g, depth + 1)
+
+
+def outer_names(g, depth: int = 1):
+    """Names a (sub)graph reads without defining them (from an enclosing scope), nested bodies included."""
+    if depth > MAX_DEPTH:
+        raise DnnperfError(f"the model nests control-flow subgraphs more than {MAX_DEPTH} deep — refusing to analyse it")
+    local = {i.name for i in g.input} | {i.name for i in g.initializer}
+    for n in g.node:
+        local.update(o for o in n.output if o)
+    for n in g.node:
+        for i in _inputs_with_subgraphs(n, depth):
+            if i and i not in local:
+                yield i
