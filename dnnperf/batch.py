@@ -10,8 +10,10 @@ from dnnperf.ir import ShapeOverrides
 
 
 def analyze_file(path: str, ov: ShapeOverrides, profile_specs: list[str], settings: Settings,
-                 totals_only: bool) -> list[dict]:
-    from dnnperf.api import analyze, inspect_model, report_dict
+                 totals_only: bool) -> tuple[list[dict], list[str]]:
+    """(one report dict, or totals row, per profile; the inspection's notes)."""
+    from dnnperf.api import analyze, inspect_model
+    from dnnperf.documents import report_dict
     from dnnperf.hardware import load_profiles
 
     insp = inspect_model(path, ov)
@@ -19,7 +21,7 @@ def analyze_file(path: str, ov: ShapeOverrides, profile_specs: list[str], settin
     for hw in load_profiles(profile_specs):
         d = report_dict(analyze(insp, hw, settings, with_fixes=not totals_only))
         out.append(totals_row(d) if totals_only else d)
-    return out
+    return out, list(insp.warnings)
 
 
 def totals_row(d: dict) -> dict:
@@ -41,8 +43,8 @@ def _task(args):
 
 
 def analyze_many(paths: list[str], ov: ShapeOverrides, profile_specs: list[str], settings: Settings,
-                 totals_only: bool, jobs: int | None, progress=None) -> list[dict]:
-    """Results in input order. ``jobs``: worker processes (None = all cores, 1 = in-process)."""
+                 totals_only: bool, jobs: int | None, progress=None) -> tuple[list[dict], list[str]]:
+    """(results in input order, notes). ``jobs``: worker processes (None = all cores, 1 = in-process)."""
     from dnnperf.errors import DnnperfError
 
     jobs = jobs or os.cpu_count() or 1
@@ -61,9 +63,11 @@ def analyze_many(paths: list[str], ov: ShapeOverrides, profile_specs: list[str],
                 results.append(r)
                 if progress:
                     progress()
-    out = []
+    out: list[dict] = []
+    notes: list[str] = []
     for status, val in results:
         if status == "error":
             raise DnnperfError(val)
-        out.extend(val)
-    return out
+        out.extend(val[0])
+        notes.extend(val[1])
+    return out, notes

@@ -1,4 +1,5 @@
-"""Human formatting of SI quantities for tables, Markdown and fix texts (JSON/CSV keep raw numbers)."""
+"""Formatting of numbers: human SI strings for tables, Markdown and fix texts, and the one rounding
+rule for machine output (JSON/CSV keep raw numbers, rounded by ``sig``)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,13 @@ def pct(x: float | None) -> str:
 
 def shape(s) -> str:
     return "?" if s is None else "x".join(str(d) for d in s) or "scalar"
+
+
+def sig(x: float | None, digits: int = 6) -> float | None:
+    """Round to ``digits`` significant digits so machine output is stable and readable (None and NaN
+    stay None / become 0.0). The one rounding rule for JSON, CSV, baselines and profiles."""
+    if x is None:
+        return None
+    if x == 0 or x != x:
+        return 0.0
+    return float(f"{x:.{digits}g}")

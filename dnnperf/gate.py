@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import os
 from dnnperf.analysis import Settings
-from dnnperf.api import Inspection, analyze, inspect_graph, ranked, report_dict
+from dnnperf.api import Inspection, analyze, inspect_graph, ranked
+from dnnperf.documents import report_dict
 from dnnperf.errors import DnnperfError
 from dnnperf.files import require_file
 from dnnperf.ir import ShapeOverrides
@@ -130,7 +131,7 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
 # CI gate
 
 
-def make_baseline(items: list[tuple[str, Inspection, str, Settings, list]]) -> dict:
+def make_baseline(items: list[tuple[str, Inspection, str, Settings, list]], baseline_path: str | None = None) -> dict:
     """``items``: (model path, inspection, profile spec as the user wrote it, settings, --dim pairs).
     The spec (a name, or a path relative to where CI runs) is stored, never an absolute path."""
     entries = []
@@ -180,7 +181,7 @@ def read_baseline(path: str) -> dict:
     return data
 
 
-def check(baseline: dict, models: list[str], tolerance: float, inspect_fn) -> dict:
+def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, baseline_path: str | None = None) -> dict:
     """Compare fresh estimates against the baseline. ``inspect_fn(path, settings) -> Inspection``."""
     by_key = {}
     for m in models:

@@ -114,7 +114,7 @@ def test_deterministic_bytes_across_processes(tmp_path):
 
 def test_hw_commands():
     r = invoke("hw", "list", "--format", "json")
-    names = [x["name"] for x in json.loads(r.stdout)]
+    names = [x["name"] for x in json.loads(r.stdout)["rows"]]
     assert "v100" in names and "tpu-v1" in names
     assert "dram_gbs" in invoke("hw", "show", "v100").stdout
     assert "launch_overhead_us" in invoke("hw", "schema").stdout

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from html import escape
 
-from dnnperf.render import units as u
+from dnnperf import fmt as u
 
 # colour-blind-safe palette (Okabe-Ito + greys), one colour per cause
 CAUSE_COLOURS = {
@@ -31,14 +31,16 @@ def _fmt_rate(x: float) -> str:
     return f"{x:g}"
 
 
-def roofline(d: dict, roofs: list[tuple[str, float]], width: int = 900, height: int = 540, labels: int = 8) -> str:
+def roofline(d: dict, width: int = 900, height: int = 540, labels: int = 8) -> str:
     """Log-log roofline: x = arithmetic intensity (ops/byte), y = achieved ops/s per layer.
 
-    ``roofs``: (label, peak ops/s) for each unit x precision the model uses; the slanted roof is the
+    The report's ``hardware.roofs``: (label, peak ops/s) for the quoted peak and each unit x precision
+    the model uses; the slanted roof is the
     DRAM bandwidth. Points are sized by share of time and coloured by cause; the top layers are
     labelled in a column at the right, joined to their points by leader lines (no overlaps).
     """
     bw = d["hardware"]["dram_gbs"] * 1e9
+    roofs = [(r["label"], r["ops_per_s"]) for r in d["hardware"]["roofs"]]
     pts = [(l["intensity_ops_per_byte"], l["ops"] / l["latency_s"], l) for l in d["layers"]
            if l["latency_s"] > 0 and l["ops"] > 0 and l["intensity_ops_per_byte"] > 0]
     total = d["totals"]["latency_s"] or 1.0
@@ -161,15 +163,3 @@ def waterfall(d: dict, width: int = 900, height: int = 340) -> str:
                f"this model reaches {t['achieved_tops']:.3g} TOP/s ({t['fraction_of_peak']:.1%})</text>")
     out.append("</svg>")
     return "\n".join(out) + "\n"
-
-
-def roofs_for(report) -> list[tuple[str, float]]:
-    """The quoted peak, then one roof per unit x precision the model's layers actually ran on."""
-    used = sorted({(c.unit, c.precision) for c in report.score.layers if c.time_s > 0 and c.unit != "-"})
-    out = [(f"quoted peak {report.hw.headline_precision}", report.hw.headline_rate)]
-    for unit_name, prec in used:
-        unit = next((x for x in report.hw.units if x.name == unit_name), None)
-        if unit is None or unit.rate(prec) is None or unit.rate(prec) == report.hw.headline_rate:
-            continue
-        out.append((f"{unit_name} {prec}", unit.rate(prec)))
-    return out

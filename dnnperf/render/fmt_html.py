@@ -5,7 +5,10 @@ from __future__ import annotations
 from html import escape
 
 from dnnperf import __version__
-from dnnperf.render import units as u
+from dnnperf import fmt as u
+from dnnperf.render import svg
+
+EXTENSIONS = (".html", ".htm")
 
 CSS = """
 :root { --fg:#1b1b1b; --muted:#555; --line:#ddd; --accent:#0072B2; }
@@ -49,7 +52,8 @@ def _cause(c: str) -> str:
     return f"<span class='cause' style='background:{col};color:{fg}'>{escape(c)}</span>"
 
 
-def report(main: dict, charts: tuple[str, str], comparison: list[dict] | None, top: int = 15) -> str:
+def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
+    charts = (svg.roofline(main), svg.waterfall(main))
     t = main["totals"]
     hw = main["hardware"]
     st = main["settings"]
@@ -117,3 +121,15 @@ def report(main: dict, charts: tuple[str, str], comparison: list[dict] | None, t
             ("fusion", st["fusion"]), ("tool", f"dnnperf {__version__}")]) + "</tbody></table>")
     parts.append(f"<script>{SELF_CHECK}</script></body></html>\n")
     return "\n".join(parts)
+
+
+def _html_report(doc, style) -> str:
+    reports = doc.data["reports"]
+    return report(reports[0], reports if len(reports) > 1 else None, doc.options.get("top", 15))
+
+
+def _report(doc, style) -> str:
+    return report(doc.data, None, doc.options.get("top", 15))
+
+
+RENDERERS = {"html_report": _html_report, "report": _report}

@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 
+EXTENSIONS = (".png",)
 
-def save_png(d: dict, roofs, chart: str, path: str) -> None:
-    import matplotlib
+
+def png_bytes(d: dict, chart: str) -> bytes:
+    import io
+
+    from dnnperf.errors import DnnperfError
+
+    try:
+        import matplotlib
+    except ImportError:
+        raise DnnperfError('PNG output needs matplotlib: pip install "dnnperf[plot]" (or write .svg)') from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -15,6 +24,7 @@ def save_png(d: dict, roofs, chart: str, path: str) -> None:
     fig, ax = plt.subplots(figsize=(9, 5.4), dpi=120)
     if chart == "roofline":
         bw = d["hardware"]["dram_gbs"] * 1e9
+        roofs = [(r["label"], r["ops_per_s"]) for r in d["hardware"]["roofs"]]
         pts = [l for l in d["layers"] if l["latency_s"] > 0 and l["ops"] > 0 and l["intensity_ops_per_byte"] > 0]
         xs = [l["intensity_ops_per_byte"] for l in pts]
         lo, hi = min(xs + [0.1]) / 2, max(xs + [r[1] / bw for r in roofs]) * 3
@@ -42,5 +52,14 @@ def save_png(d: dict, roofs, chart: str, path: str) -> None:
         ax.set_ylabel("seconds")
     ax.set_title(f"{d['model']['name']} on {d['hardware']['title']}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
     plt.close(fig)
+    return buf.getvalue()
+
+
+def _chart(doc, style) -> bytes:
+    return png_bytes(doc.data["report"], doc.data["chart"])
+
+
+RENDERERS = {"chart": _chart}

@@ -1,0 +1,372 @@
+"""The CLI's leaf module: the app object, the options every command shares, and the ``command``
+decorator that carries the exit-code contract and the output plumbing for every command.
+
+A command body parses its own options, calls the library and returns a ``Document`` (or
+``(Document, exit_code)``); the decorator checks ``-f``/``-o`` before any work, renders the
+document, writes it to stdout or atomically to ``-o`` (never over one of the command's inputs),
+and prints notes to stderr unless ``-q``. Command modules import this one; nothing imports them
+back but the package's ``__init__``.
+
+Exit codes: 0 ok; 1 a gate or requirement failed (`check`, `compare` with a requirement nothing
+meets); 2 usage or input error (one line on stderr, nothing written); 3 internal error (a bug).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from contextlib import contextmanager
+from typing import Annotated, List, Optional
+
+import typer
+
+from dnnperf.errors import DnnperfError
+
+HELP = (
+    "Explain why a DNN does not run at the quoted TOP/s: per-layer workloads, roofline, starvation, "
+    "tile fit, launch and input-I/O rules, ranked bottlenecks with fixes.\n\n"
+    "Convention: 1 MAC = one multiply + one add = 2 ops; TOP/s = 10^12 ops/s.\n\n"
+    "Exit codes: 0 ok, 1 a gate or requirement failed, 2 usage/input error, 3 internal error."
+)
+
+app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None)
+hw_app = typer.Typer(help="List, show and document hardware profiles.", no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(hw_app, name="hw")
+
+# -- options shared by the commands (one declaration each; the same meaning everywhere) ----------
+
+Batch = Annotated[Optional[int], typer.Option("--batch", "-b", help="Batch size: sets the first dim of every model input.")]
+InputShape = Annotated[Optional[List[str]], typer.Option("--input-shape", help="NAME=1x3x224x224 for one input (repeatable).")]
+Dim = Annotated[Optional[List[str]], typer.Option(
+    "--dim", help="SYMBOL=VALUE for a symbolic dim, e.g. sequence_length=128 (repeatable).")]
+Format = Annotated[Optional[str], typer.Option(
+    "--format", "-f", help="table (people), json, csv, md, html... (default: from the -o extension, else table).")]
+Output = Annotated[Optional[str], typer.Option(
+    "--output", "-o", help="Write to this file (atomically; never over an input) instead of stdout.")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notes on stderr.")]
+Precision = Annotated[Optional[str], typer.Option(
+    "--precision", "-p", help="What-if precision: fp32, tf32, fp16, bf16, fp8, int8, int4 (default: the model's dtypes).")]
+Fusion = Annotated[str, typer.Option("--fusion", help="none: every node is a kernel; typical: what ORT/TensorRT fuse.")]
+Top = Annotated[int, typer.Option("--top", "-n", help="How many rows (bottleneck layers) to show.")]
+HwList = Annotated[Optional[List[str]], typer.Option("--hw", help="Profile name or YAML path; comma lists and 'all' work.")]
+HwOne = Annotated[str, typer.Option("--hw", help="Profile name or YAML path.")]
+
+
+# -- parsing helpers --------------------------------------------------------------------------
+
+
+def overrides(batch, input_shape, dim, strict: bool = True):
+    """--batch / --input-shape / --dim -> ShapeOverrides (each value checked, one-line errors)."""
+    from dnnperf.ir import ShapeOverrides
+
+    if batch is not None and batch < 1:
+        raise DnnperfError(f"--batch must be >= 1, got {batch}")
+    shapes = []
+    for s in input_shape or []:
+        if "=" not in s:
+            raise DnnperfError(f"--input-shape expects NAME=1x3x224x224, got '{s}'")
+        name, dims = s.rsplit("=", 1)
+        try:
+            vals = tuple(int(x) for x in dims.lower().replace(",", "x").split("x") if x)
+        except ValueError:
+            raise DnnperfError(f"--input-shape {s}: dims must be integers separated by 'x'") from None
+        if not vals or any(v < 1 for v in vals):
+            raise DnnperfError(f"--input-shape {s}: every dim must be >= 1")
+        shapes.append((name, vals))
+    dims = []
+    for s in dim or []:
+        if "=" not in s:
+            raise DnnperfError(f"--dim expects SYMBOL=VALUE, got '{s}'")
+        name, v = s.rsplit("=", 1)
+        try:
+            iv = int(v)
+        except ValueError:
+            raise DnnperfError(f"--dim {s}: value must be an integer") from None
+        if iv < 1:
+            raise DnnperfError(f"--dim {s}: value must be >= 1")
+        dims.append((name, iv))
+    return ShapeOverrides(batch=batch, input_shapes=tuple(shapes), dims=tuple(dims), strict=strict)
+
+
+def fusion_value(fusion: str) -> str:
+    if fusion not in ("none", "typical"):
+        raise DnnperfError(f"--fusion must be 'none' or 'typical', got '{fusion}'")
+    return fusion
+
+
+def precision_value(precision: Optional[str]) -> Optional[str]:
+    """A what-if precision name, or None for the model's own dtypes (`model`)."""
+    from dnnperf.hardware import PRECISIONS
+
+    if precision is None or precision == "model":
+        return None
+    if precision not in PRECISIONS:
+        raise DnnperfError(f"--precision: unknown '{precision}' (use model or {', '.join(PRECISIONS)})")
+    return precision
+
+
+def positive(value: int, flag: str) -> int:
+    if value < 1:
+        raise DnnperfError(f"{flag} must be >= 1, got {value}")
+    return value
+
+
+def parse_list(s: str, what: str, conv=int) -> list:
+    """'1,2,4' -> [1, 2, 4]; a range 'A..B' (powers of two, e.g. 1..256) and 'A,B,...,C' (doubling
+    from the last explicit value) are accepted for batch lists."""
+    out: list = []
+    parts = [p.strip() for p in s.split(",")]
+    i = 0
+    while i < len(parts):
+        part = parts[i]
+        i += 1
+        if not part:
+            continue
+        if conv is int and (part == "..." or ".." in part):
+            lo, hi = (part.split("..") + [""])[:2] if part != "..." else ("", "")
+            if part == "...":
+                if not out or i >= len(parts):
+                    raise DnnperfError(f"{what}: '...' needs a value before and after it (e.g. 1,2,4,...,256)")
+                lo_v, hi_v = out[-1], _int(parts[i], what)
+                i += 1
+            else:
+                lo_v, hi_v = _int(lo, what), _int(hi, what)
+            if lo_v < 1 or hi_v < lo_v:
+                raise DnnperfError(f"{what}: range {lo_v}..{hi_v} must go up from 1 or more")
+            v = lo_v * 2 if part == "..." else lo_v
+            while v <= hi_v:
+                out.append(v)
+                v *= 2
+            if out[-1] != hi_v:
+                out.append(hi_v)
+            continue
+        try:
+            out.append(conv(part))
+        except ValueError:
+            raise DnnperfError(f"{what}: '{part}' is not valid") from None
+    if not out:
+        raise DnnperfError(f"{what}: empty list")
+    return list(dict.fromkeys(out))
+
+
+def _int(s: str, what: str) -> int:
+    try:
+        return int(s)
+    except ValueError:
+        raise DnnperfError(f"{what}: '{s}' is not a whole number") from None
+
+
+def parse_time(s: Optional[str], flag: str = "--max-latency") -> Optional[float]:
+    if s is None:
+        return None
+    txt = s.strip().lower()
+    for suf, scale in (("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9), ("s", 1.0)):
+        if txt.endswith(suf):
+            try:
+                v = float(txt[: -len(suf)]) * scale
+            except ValueError:
+                break
+            if v > 0:
+                return v
+            break
+    raise DnnperfError(f"{flag} expects a positive time like 5ms, 200us or 0.01s, got '{s}'")
+
+
+def parse_fraction(s: str, flag: str) -> float:
+    """'5%' or '0.05' -> 0.05."""
+    txt = s.strip()
+    try:
+        v = float(txt[:-1]) / 100 if txt.endswith("%") else float(txt)
+    except ValueError:
+        raise DnnperfError(f"{flag} expects 5% or 0.05, got '{s}'") from None
+    if not (0 <= v < 100) or v != v:
+        raise DnnperfError(f"{flag} must be between 0% and 10000%, got '{s}'")
+    return v
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+class Out:
+    """Where and how a command's document goes; checked before the command does any work."""
+
+    def __init__(self, command: str, kinds: tuple[str, ...], fmt: Optional[str], output: Optional[str], quiet: bool,
+                 inputs: list[str], default_format: str = "table"):
+        from dnnperf.render import check_format, format_for_path, formats_for
+
+        self.command = command
+        self.quiet = quiet
+        self.output = None if output in (None, "-") else output
+        if self.output is not None:
+            check_output_path(self.output, inputs)
+        if fmt is None:
+            by_ext = format_for_path(self.output) if self.output else None
+            usable = {f for k in kinds for f in formats_for(k)}
+            fmt = by_ext if by_ext in usable else default_format
+        check_format(kinds, fmt, command)
+        self.fmt = fmt
+
+    def emit(self, doc) -> None:
+        from dnnperf.render import Style, render
+
+        tty = self.output is None and sys.stdout.isatty()
+        style = Style(color=tty and not os.environ.get("NO_COLOR") and self.fmt == "table", width=None if tty else 200)
+        if tty and self.fmt == "table":
+            import shutil
+
+            style = Style(color=style.color, width=shutil.get_terminal_size((200, 40)).columns)
+        body = render(doc, self.fmt, style, self.command)
+        data = body if isinstance(body, bytes) else body.encode("utf-8")
+        if self.output is not None:
+            from dnnperf.files import atomic_write_bytes
+
+            atomic_write_bytes(self.output, data)
+        else:
+            if isinstance(body, bytes) and sys.stdout.isatty():
+                raise DnnperfError(f"{self.fmt} output is binary: pass -o FILE")
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data) if hasattr(sys.stdout, "buffer") else sys.stdout.write(data.decode())
+            sys.stdout.flush()
+        self.notes(doc.notes)
+
+    def notes(self, notes) -> None:
+        if self.quiet:
+            return
+        for n in dict.fromkeys(notes):  # once each, in order (a note repeated per profile is one note)
+            sys.stderr.write(f"note: {' '.join(str(n).split())}\n")
+
+
+def check_output_path(output: str, inputs: list[str]) -> None:
+    """-o must name a file in an existing folder, and never one of the command's inputs."""
+    if os.path.isdir(output):
+        raise DnnperfError(f"-o '{output}' is a directory — pass a file name")
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise DnnperfError(f"cannot write '{output}': folder '{folder}' does not exist")
+    real = os.path.realpath(output)
+    for p in inputs:
+        if not p:
+            continue
+        same = os.path.realpath(p) == real
+        if not same and os.path.exists(p) and os.path.exists(output):
+            try:
+                same = os.path.samefile(p, output)
+            except OSError:
+                same = False
+        if same:
+            raise DnnperfError(f"-o '{output}' is one of this command's inputs — refusing to write over it; "
+                               "pick another output path")
+
+
+@contextmanager
+def progress(total: int, label: str, quiet: bool):
+    """A progress bar on stderr (never stdout) for long runs at a terminal; yields a tick function."""
+    if total <= 3 or quiet or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(transient=True, console=Console(file=sys.stderr)) as prog:
+        task = prog.add_task(label, total=total)
+        yield lambda *_: prog.advance(task)
+
+
+# -- the command decorator ----------------------------------------------------------------------
+
+_INPUT_PARAMS = ("model", "models", "hw", "baseline_path", "space", "from_model", "model_a", "model_b")
+
+
+def _input_paths(kw: dict) -> list[str]:
+    out = []
+    for k in _INPUT_PARAMS:
+        v = kw.get(k)
+        for x in (v if isinstance(v, (list, tuple)) else [v]):
+            if isinstance(x, str):
+                out.extend(p.strip() for p in x.split(",") if p.strip())
+    return out
+
+
+def command(group, name: str, kinds: tuple[str, ...], default_format: str = "table", no_output: bool = False):
+    """Register ``fn`` as ``dnnperf [group] name``. ``fn`` returns a Document, ``(Document, code)``,
+    or None when it wrote nothing (``no_output``)."""
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(**kw):
+            def body():
+                out = None if no_output else Out(name, kinds, kw.get("fmt"), kw.get("output"), kw.get("quiet", False),
+                                                  _input_paths(kw), default_format)
+                res = fn(**kw)
+                doc, code = res if isinstance(res, tuple) else (res, 0)
+                if out is not None and doc is not None:
+                    out.emit(doc)
+                if code:
+                    raise typer.Exit(code)
+
+            run(body)
+
+        group.command(name)(wrapper)
+        return wrapper
+
+    return deco
+
+
+def fail(msg: str, code: int = 2):
+    sys.stderr.write(f"dnnperf: error: {' '.join(str(msg).split())}\n")
+    raise typer.Exit(code)
+
+
+def run(fn):
+    """Run a command body with the exit-code contract: 2 for bad input, 3 for bugs, no traceback."""
+    try:
+        return fn()
+    except DnnperfError as exc:
+        fail(str(exc), exc.exit_code)
+    except typer.Exit:
+        raise
+    except KeyboardInterrupt:
+        sys.stderr.write("dnnperf: interrupted\n")
+        raise typer.Exit(130) from None
+    except MemoryError:
+        fail("out of memory while reading the input — is it a real model/profile?", 2)
+    except RecursionError:
+        fail("input nests too deeply to process", 2)
+    except BrokenPipeError:
+        raise typer.Exit(0) from None
+    except Exception as exc:  # a bug: still one line, never a traceback
+        if os.environ.get("DNNPERF_DEBUG"):
+            raise
+        fail(f"internal error ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}) — "
+             "please report it with the command line (DNNPERF_DEBUG=1 shows the traceback)", 3)
+
+
+def main() -> None:
+    """Entry point: usage errors from option parsing are one line and exit 2, like every other error."""
+    import importlib
+
+    # click's exception classes, whether typer vendors click or depends on it
+    click_exc = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    mod = importlib.import_module(click_exc.__module__)
+    no_args = getattr(mod, "NoArgsIsHelpError", ())
+    abort = tuple({typer.Abort, getattr(mod, "Abort", typer.Abort)})
+    cmd = typer.main.get_command(app)
+    try:
+        code = cmd.main(args=sys.argv[1:], prog_name="dnnperf", standalone_mode=False)
+    except no_args as exc:
+        exc.show()
+        sys.exit(2)
+    except click_exc as exc:
+        msg = exc.format_message()
+        ctx = getattr(exc, "ctx", None)
+        where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        sys.stderr.write(f"dnnperf: error: {' '.join(msg.split())}{where}\n")
+        sys.exit(2)
+    except abort:
+        sys.stderr.write("dnnperf: interrupted\n")
+        sys.exit(130)
+    if code not in (None, 0, 1, 2, 3, 130):
+        code = 2
+    sys.exit(code or 0)

@@ -1,0 +1,101 @@
+"""The CI regression gate: baseline (record estimates), check (compare against them)."""
+
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, InputShape, Output, Precision, Quiet, app, command,
+                             fusion_value, overrides, parse_fraction, precision_value, progress)
+from dnnperf.documents import Document
+from dnnperf.errors import DnnperfError
+
+ModelsArg = Annotated[List[str], typer.Argument(help="ONNX model files (matched to the baseline by file name).")]
+
+
+@command(app, "baseline", kinds=("baseline",), default_format="json")
+def baseline(
+    models: ModelsArg,
+    hw: HwList = None,
+    batch: Batch = None,
+    input_shape: InputShape = None,
+    dim: Dim = None,
+    precision: Precision = None,
+    fusion: Fusion = "none",
+    output: Output = "dnnperf-baseline.json",
+    fmt: Format = None,
+    quiet: Quiet = False,
+):
+    """Record estimated latency per model x profile x settings, with per-layer figures, for `check`."""
+    from dnnperf.analysis import Settings
+    from dnnperf.api import inspect_model
+    from dnnperf.gate import make_baseline
+    from dnnperf.hardware import expand_specs, load_profile
+
+    ov = overrides(batch, input_shape, dim, strict=len(models) == 1)
+    specs = expand_specs(list(hw or ["v100"]))
+    for s in specs:
+        load_profile(s)  # validate before any work
+    settings = Settings(batch, precision_value(precision), fusion_value(fusion), False)
+    insps = []
+    with progress(len(models), "parsing models", quiet) as tick:
+        for m in models:
+            insps.append(inspect_model(m, ov))
+            if tick:
+                tick()
+    items = [(m, i, s, settings, list(ov.dims)) for m, i in zip(models, insps) for s in specs]
+    data = make_baseline(items, output)
+    notes = [w for i in insps for w in i.warnings] + [f"wrote {output}: {len(data['entries'])} entries"]
+    return Document("baseline", data, notes=tuple(notes))
+
+
+@command(app, "check", kinds=("check",))
+def check(
+    models: ModelsArg,
+    baseline_path: Annotated[str, typer.Option("--baseline", help="Baseline JSON from `dnnperf baseline`.")] = "dnnperf-baseline.json",
+    max_regression: Annotated[str, typer.Option("--max-regression", help="Tolerance: 5% or 0.05.")] = "5%",
+    update: Annotated[bool, typer.Option("--update", help="Rewrite the baseline with the new estimates (exit 0).")] = False,
+    summary_file: Annotated[Optional[str], typer.Option("--summary-file", help="Append a Markdown summary (e.g. $GITHUB_STEP_SUMMARY).")] = None,
+    fmt: Format = None,
+    output: Output = None,
+    quiet: Quiet = False,
+):
+    """CI gate: exit 0 when no estimate got slower than the tolerance, 1 when one did, 2 on bad input."""
+    from dnnperf.analysis import Settings
+    from dnnperf.api import inspect_model
+    from dnnperf.files import atomic_write_bytes
+    from dnnperf.gate import check as run_check, make_baseline, model_key, read_baseline
+    from dnnperf.ir import ShapeOverrides
+    from dnnperf.render import render
+    from dnnperf.render.fmt_json import to_json
+
+    tol = parse_fraction(max_regression, "--max-regression")
+    base = read_baseline(baseline_path)
+
+    def insp_fn(path, settings, dims):
+        # the recorded --dim pairs served every model of the baseline: symbols a model lacks are fine
+        return inspect_model(path, ShapeOverrides(batch=settings.batch, dims=tuple(dims), strict=False))
+
+    res = run_check(base, list(models), tol, insp_fn, baseline_path)
+    notes: list[str] = []
+    if update:
+        by = {model_key(m): m for m in models}
+        items = []
+        for e in base["entries"]:
+            s = e["settings"]
+            st = Settings(s.get("batch"), None if s.get("precision") in (None, "model") else s["precision"],
+                          s.get("fusion", "none"), bool(s.get("overlap_input", False)))
+            dims = [tuple(x) for x in s.get("dims", [])]
+            items.append((by[e["model"]], insp_fn(by[e["model"]], st, dims), e["hardware"], st, dims))
+        atomic_write_bytes(baseline_path, to_json(make_baseline(items, baseline_path)).encode())
+        notes.append(f"updated {baseline_path}")
+    doc = Document("check", res, notes=tuple(notes))
+    if summary_file:
+        md = render(doc, "md")
+        try:
+            with open(summary_file, "a", encoding="utf-8") as fh:
+                fh.write(md if isinstance(md, str) else md.decode())
+        except OSError as exc:
+            raise DnnperfError(f"cannot append to --summary-file '{summary_file}': {exc.strerror}") from None
+    return doc, (0 if res["passed"] or update else 1)

@@ -1,0 +1,58 @@
+"""Measuring this machine through ONNX Runtime (dnnperf[measure]): calibrate, validate."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from dnnperf.cli.app import (Batch, Dim, Format, HwOne, InputShape, Output, Quiet, app, command, overrides, positive,
+                             progress)
+from dnnperf.documents import Document
+
+Threads = Annotated[Optional[int], typer.Option("--threads", help="ONNX Runtime intra-op threads (default: ORT's).")]
+
+
+@command(app, "calibrate", kinds=("calibration",), default_format="yaml")
+def calibrate(
+    output: Output = "profiles/local.yaml",
+    quick: Annotated[bool, typer.Option("--quick", help="A few seconds instead of about a minute.")] = False,
+    threads: Threads = None,
+    fmt: Format = None,
+    quiet: Quiet = False,
+):
+    """Measure this machine through ONNX Runtime (needs dnnperf[measure]) and write a profile:
+    peak GEMM throughput, bandwidth, per-op dispatch cost, per-family efficiency."""
+    from dnnperf.measure import calibrate as run_calibrate, micro_models
+
+    if threads is not None:
+        positive(threads, "--threads")
+    with progress(len(micro_models(True)), "calibrating", quiet) as tick:
+        prof = run_calibrate(quick, threads, progress=tick)
+    note = (f"wrote {output}: fp32 {prof['units'][0]['peak_tops']['fp32']} TOP/s, {prof['memory']['dram_gbs']} GB/s, "
+            f"dispatch {prof['launch_overhead_us']} us ({prof['measured']['seconds']} s)")
+    return Document("calibration", prof, notes=(note,))
+
+
+@command(app, "validate", kinds=("validate",))
+def validate(
+    model: Annotated[str, typer.Argument(help="ONNX model (skeletons get random weights).")],
+    hw: HwOne = "profiles/local.yaml",
+    batch: Batch = None,
+    input_shape: InputShape = None,
+    dim: Dim = None,
+    threads: Threads = None,
+    runs: Annotated[int, typer.Option("--runs", help="Timed runs (robust median).")] = 20,
+    fmt: Format = None,
+    output: Output = None,
+    quiet: Quiet = False,
+):
+    """Run the model in ONNX Runtime with profiling, map its kernels back to dnnperf's layers
+    (fusions included) and print predicted vs measured per layer and for the model."""
+    from dnnperf.hardware import load_profile
+    from dnnperf.measure import validate as run_validate
+
+    positive(runs, "--runs")
+    profile = load_profile(hw)
+    d = run_validate(model, profile, overrides(batch, input_shape, dim), threads, runs)
+    return Document("validate", d)

@@ -1,0 +1,91 @@
+"""Commands on model files: inspect (workloads), analyze (the estimate), strip (weightless copy)."""
+
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, InputShape, Out, Output, Precision, Quiet, Top, app,
+                             command, fusion_value, overrides, positive, precision_value, progress)
+from dnnperf.documents import Document
+from dnnperf.errors import DnnperfError
+
+ModelArg = Annotated[str, typer.Argument(help="ONNX model file (weights optional: skeletons work).")]
+
+
+@command(app, "inspect", kinds=("inspection",))
+def inspect(model: ModelArg, batch: Batch = None, input_shape: InputShape = None, dim: Dim = None,
+            fmt: Format = None, output: Output = None, quiet: Quiet = False):
+    """Per-layer workloads: MACs (1 MAC = 2 ops), other ops, bytes read (activations, weights), bytes
+    written, arithmetic intensity, and totals. No hardware involved."""
+    from dnnperf.api import inspect_model
+    from dnnperf.documents import inspection_dict
+
+    insp = inspect_model(model, overrides(batch, input_shape, dim))
+    return Document("inspection", inspection_dict(insp), notes=tuple(insp.warnings))
+
+
+@command(app, "analyze", kinds=("report", "reports", "totals"))
+def analyze(
+    models: Annotated[List[str], typer.Argument(help="One or more ONNX model files.")],
+    hw: HwList = None,
+    batch: Batch = None,
+    input_shape: InputShape = None,
+    dim: Dim = None,
+    precision: Precision = None,
+    fusion: Fusion = "none",
+    overlap_input: Annotated[bool, typer.Option("--overlap-input", help="Assume the next input is prefetched during compute.")] = False,
+    top: Top = 10,
+    totals_only: Annotated[bool, typer.Option("--totals-only", help="One row per model x profile (for many files).")] = False,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Worker processes for many files (default: all cores).")] = None,
+    fmt: Format = None,
+    output: Output = None,
+    quiet: Quiet = False,
+):
+    """Score every layer against a hardware profile: latency, loss breakdown, ranked bottlenecks
+    with concrete fixes."""
+    from dnnperf.analysis import Settings
+    from dnnperf.batch import analyze_many
+    from dnnperf.hardware import load_profiles
+
+    positive(top, "--top")
+    if jobs is not None:
+        positive(jobs, "--jobs")
+    specs = list(hw or ["v100"])
+    ov = overrides(batch, input_shape, dim, strict=len(models) == 1)
+    load_profiles(specs)  # validate profiles before any work
+    settings = Settings(batch, precision_value(precision), fusion_value(fusion), overlap_input)
+    with progress(len(models), "analysing models", quiet) as tick:
+        dicts, notes = analyze_many(list(models), ov, specs, settings, totals_only, jobs, tick)
+    if totals_only:
+        return Document("totals", {"schema_version": "dnnperf-totals/1", "rows": dicts}, notes=tuple(notes))
+    if len(dicts) == 1:
+        return Document("report", dicts[0], {"top": top}, notes=tuple(notes))
+    return Document("reports", {"schema_version": "dnnperf-reports/1", "reports": dicts}, {"top": top}, tuple(notes))
+
+
+@command(app, "strip", kinds=("model",), no_output=True)
+def strip(
+    model: Annotated[str, typer.Argument(help="ONNX model with weights.")],
+    output: Output = None,
+    in_place: Annotated[bool, typer.Option("--in-place", help="Replace MODEL itself with its skeleton.")] = False,
+    drop_metadata: Annotated[bool, typer.Option("--drop-metadata", help="Also remove doc strings and node metadata.")] = False,
+    quiet: Quiet = False,
+):
+    """Write a weightless copy (dims and dtypes kept, payloads removed) that dnnperf analyses exactly
+    like the original: share graphs in CI without shipping weights."""
+    from dnnperf.load.weights import skeleton_of
+
+    if in_place and output is not None:
+        raise DnnperfError("pass either -o FILE or --in-place, not both")
+    if not in_place and output is None:
+        raise DnnperfError("strip needs -o FILE (or --in-place to replace the model itself)")
+    target = model if in_place else output
+    out = Out("strip", ("model",), "onnx", target, quiet, [] if in_place else [model])
+    data, info = skeleton_of(model, drop_metadata)
+    removed = info["weight_bytes_removed"]
+    note = (f"wrote {target}: {info['output_bytes']:,} bytes (was {info['input_bytes']:,}; "
+            + (f"{removed:,} weight bytes removed)" if removed else "no weight payloads found: it was already a skeleton)"))
+    out.emit(Document("model", data, notes=(note,)))
+    return None

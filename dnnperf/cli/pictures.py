@@ -1,0 +1,75 @@
+"""Pictures: plot (roofline / loss waterfall as SVG or PNG) and report (one self-contained HTML page)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, Precision, Quiet, Top,
+                             app, command, fusion_value, overrides, positive, precision_value)
+from dnnperf.documents import Document
+from dnnperf.errors import DnnperfError
+
+ModelArg = Annotated[str, typer.Argument(help="ONNX model file.")]
+
+
+def _report_dict(insp, spec_or_profile, batch, precision, fusion):
+    from dnnperf.analysis import Settings
+    from dnnperf.api import analyze
+    from dnnperf.documents import report_dict
+
+    settings = Settings(batch, precision_value(precision), fusion_value(fusion), False)
+    return report_dict(analyze(insp, spec_or_profile, settings))
+
+
+@command(app, "plot", kinds=("chart",), default_format="svg")
+def plot(
+    model: ModelArg,
+    hw: HwOne = "v100",
+    output: Output = "roofline.svg",
+    chart: Annotated[str, typer.Option("--chart", help="roofline | waterfall")] = "roofline",
+    batch: Batch = None,
+    input_shape: InputShape = None,
+    dim: Dim = None,
+    precision: Precision = None,
+    fusion: Fusion = "none",
+    fmt: Format = None,
+    quiet: Quiet = False,
+):
+    """Log-log roofline of the profile with every layer (sized by time, coloured by cause), or the
+    loss waterfall from the time at quoted peak to the estimate (.svg; .png needs dnnperf[plot])."""
+    from dnnperf.api import inspect_model
+    from dnnperf.hardware import load_profile
+
+    if chart not in ("roofline", "waterfall"):
+        raise DnnperfError(f"--chart must be roofline or waterfall, got '{chart}'")
+    insp = inspect_model(model, overrides(batch, input_shape, dim))
+    d = _report_dict(insp, load_profile(hw), batch, precision, fusion)
+    return Document("chart", {"report": d, "chart": chart}, notes=tuple(insp.warnings))
+
+
+@command(app, "report", kinds=("html_report",), default_format="html")
+def report(
+    model: ModelArg,
+    hw: HwList = None,
+    output: Output = "report.html",
+    batch: Batch = None,
+    input_shape: InputShape = None,
+    dim: Dim = None,
+    precision: Precision = None,
+    fusion: Fusion = "none",
+    top: Top = 15,
+    fmt: Format = None,
+    quiet: Quiet = False,
+):
+    """One self-contained HTML file (no network, inline SVG/CSS): summary, roofline, loss waterfall,
+    ranked bottlenecks with fixes, comparison across the requested profiles (first is the main one)."""
+    from dnnperf.api import inspect_model
+    from dnnperf.hardware import load_profiles
+
+    positive(top, "--top")
+    profiles = load_profiles(list(hw or ["v100"]))
+    insp = inspect_model(model, overrides(batch, input_shape, dim))
+    reports = [_report_dict(insp, p, batch, precision, fusion) for p in profiles]
+    return Document("html_report", {"reports": reports}, {"top": top}, notes=tuple(insp.warnings))

@@ -1,0 +1,78 @@
+"""Commands that compare hardware targets and settings: compare, sweep."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, Precision, Quiet, app,
+                             command, fusion_value, overrides, parse_list, parse_time, precision_value)
+from dnnperf.documents import Document
+from dnnperf.errors import DnnperfError
+
+ModelArg = Annotated[str, typer.Argument(help="ONNX model file.")]
+
+
+@command(app, "compare", kinds=("compare",))
+def compare(
+    model: ModelArg,
+    hw: HwList = None,
+    batch: Batch = None,
+    input_shape: InputShape = None,
+    dim: Dim = None,
+    precision: Precision = None,
+    fusion: Fusion = "none",
+    sort: Annotated[str, typer.Option("--sort", help="latency|throughput|peak|fraction|cost|name")] = "latency",
+    max_latency: Annotated[Optional[str], typer.Option("--max-latency", help="Requirement, e.g. 5ms: rank the targets that meet it.")] = None,
+    min_throughput: Annotated[Optional[float], typer.Option("--min-throughput", help="Requirement in inferences/s.")] = None,
+    fmt: Format = None,
+    output: Output = None,
+    quiet: Quiet = False,
+):
+    """One row per hardware target (model parsed once): latency, throughput, achieved vs peak TOP/s,
+    cost per million inferences, top cause and top bottleneck layer. With a requirement
+    (--max-latency / --min-throughput), exits 1 when no target meets it."""
+    from dnnperf.analysis import Settings
+    from dnnperf.api import inspect_model
+    from dnnperf.gate import compare as run_compare
+    from dnnperf.hardware import load_profiles
+
+    if min_throughput is not None and not min_throughput > 0:
+        raise DnnperfError("--min-throughput must be > 0")
+    max_lat = parse_time(max_latency)
+    profiles = load_profiles(list(hw or ["all"]))
+    insp = inspect_model(model, overrides(batch, input_shape, dim))
+    settings = Settings(batch, precision_value(precision), fusion_value(fusion), False)
+    d = run_compare(insp, profiles, settings, sort, max_lat, min_throughput)
+    rec = d.get("recommendation")
+    code = 1 if rec is not None and rec["chosen"] is None else 0
+    return Document("compare", d, notes=tuple(insp.warnings)), code
+
+
+@command(app, "sweep", kinds=("sweep",))
+def sweep(
+    model: ModelArg,
+    hw: HwOne = "v100",
+    batch: Annotated[str, typer.Option("--batch", "-b", help="Batch sizes: 1,2,4 or 1..256 (powers of two) or 1,2,...,256.")] = "1,2,4,8,16,32,64,128,256",
+    precision: Annotated[str, typer.Option("--precision", "-p", help="Comma list: model,fp32,fp16,bf16,int8...")] = "model",
+    input_shape: InputShape = None,
+    dim: Dim = None,
+    fusion: Fusion = "none",
+    fmt: Format = None,
+    output: Output = None,
+    quiet: Quiet = False,
+):
+    """Latency, throughput, lane occupancy and % of peak per batch size (and precision), and the batch
+    where starvation stops being the limiting cause."""
+    from dnnperf.gate import ModelSource, sweep as run_sweep
+    from dnnperf.hardware import load_profile
+
+    batches = parse_list(batch, "--batch")
+    if any(b < 1 for b in batches):
+        raise DnnperfError("--batch values must be >= 1")
+    precs = [precision_value(p) for p in parse_list(precision, "--precision", str)]
+    profile = load_profile(hw)
+    ov = overrides(None, input_shape, dim)
+    d = run_sweep(ModelSource(model), ov, profile, batches, precs, fusion_value(fusion))
+    return Document("sweep", d, notes=tuple(d.pop("notes", ())))

@@ -1,0 +1,363 @@
+"""What each document looks like to a person, as format-neutral blocks, and to a spreadsheet, as rows.
+
+``human(doc)`` returns a list of blocks (``Lines``, ``Tab``) that the table and Markdown formats
+draw; ``machine(doc)`` returns (columns, rows) of raw numbers for CSV. One view per document kind;
+formats never look inside a document themselves, so a new format is one module and a new kind is
+one view here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dnnperf.fmt import b, count, pct, shape, t
+
+
+@dataclass
+class Lines:
+    """Free text: one string per line. ``title`` is a heading; ``panel`` boxes it on a terminal."""
+
+    lines: list[str]
+    title: str = ""
+    panel: bool = False
+
+
+@dataclass
+class Tab:
+    """A table of already formatted cells; the first column is left-aligned, the rest right-aligned
+    unless ``left`` names more left-aligned columns."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    left: tuple[int, ...] = (0,)
+    notes: list[str] = field(default_factory=list)
+
+
+def _short(name: str, n: int = 48) -> str:
+    return name if len(name) <= n else "..." + name[-(n - 3):]
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def _coverage_line(d: dict) -> str | None:
+    cov = d.get("coverage")
+    if not cov or cov.get("complete", True):
+        return None
+    return (f"PARTIAL ESTIMATE: {cov['nodes_scored']} of {cov['nodes_total']} nodes scored; "
+            f"{cov['nodes_unscored']} not scored ({', '.join(cov.get('unscored_op_types', [])[:5])}) — "
+            "the latency below leaves them out")
+
+
+def report_blocks(d: dict, top: int = 10) -> list:
+    tot = d["totals"]
+    hw = d["hardware"]
+    st = d["settings"]
+    lat = tot["latency_s"] or 1.0
+    lines = []
+    partial = _coverage_line(d)
+    if partial:
+        lines.append(partial)
+    lines += [
+        f"{d['model']['name']} on {hw['title']}  (batch {st['batch']}, precision {st['precision']}, fusion {st['fusion']})",
+        f"estimated latency {t(tot['latency_s'])}   throughput {tot['throughput_per_s']:.4g}/s   "
+        f"{count(tot['macs'])}MACs  {b(tot['bytes'])} moved  {tot['launches']} launches",
+        f"quoted {hw['peak_tops']:g} TOP/s {hw['peak_precision']}; this model reaches {tot['achieved_tops']:.3g} TOP/s "
+        f"({pct(tot['fraction_of_peak'])}); top cause: {tot['top_cause']}",
+    ]
+    gap = lat - tot["ideal_s"]
+    losses = sorted(((k, v) for k, v in tot["losses_s"].items() if v > 0), key=lambda kv: (-kv[1], kv[0]))
+    if losses and gap > 0:
+        where = tot.get("loss_where", {})
+
+        def part(k, v):
+            w = where.get(k)
+            tail = f"; {w['share']:.0%} of it in {w['layers']} {w['family']} layers" if w else ""
+            return f"{k} {t(v)} ({v / gap:.0%} of the gap{tail})"
+
+        lines.append("where the time goes: at peak " + t(tot["ideal_s"]) + " + " + ", ".join(part(k, v) for k, v in losses[:4]))
+    wf = tot.get("fusion_whatif_latency_s", {})
+    if len(wf) == 2:
+        lines.append("fusion what-if: " + ", ".join(f"{k} {t(v)}" for k, v in wf.items()))
+    blocks: list = [Lines(lines, title="dnnperf", panel=True)]
+    by = {layer["name"]: layer for layer in d["layers"]}
+    rows = []
+    for i, name in enumerate(d["ranking"][:top], 1):
+        layer = by[name]
+        fix = layer["fixes"][0]["text"] if layer["fixes"] else "-"
+        rows.append([str(i), _short(name), layer["op_type"], t(layer["latency_s"]), t(layer["lost_s"]),
+                     pct(layer["occupancy"]), pct(layer["tile_efficiency"]), layer["cause"], fix])
+    blocks.append(Tab(f"Top {top} bottlenecks (ranked by time lost against the quoted peak)",
+                      ["#", "layer", "op", "time", "lost", "occ", "tile", "cause", "fix"], rows, left=(1, 2, 7, 8)))
+    if d.get("model_fixes"):
+        blocks.append(Lines([f"{f['id']} [{f['difficulty']}]: {f['text']}" for f in d["model_fixes"]],
+                            title="Model-level fixes"))
+    if d["unsupported_ops"]:
+        n = sum(x["count"] for x in d["unsupported_ops"])
+        blocks.append(Lines([f"{x['op_type']} x{x['count']}: {x['reason']}" for x in d["unsupported_ops"]],
+                            title=f"Unsupported ops, NOT scored ({n} nodes)"))
+    return blocks
+
+
+def _report_doc(doc) -> list:
+    return report_blocks(doc.data, doc.options.get("top", 10))
+
+
+def _reports_doc(doc) -> list:
+    out: list = []
+    for d in doc.data["reports"]:
+        out.extend(report_blocks(d, doc.options.get("top", 10)))
+    return out
+
+
+REPORT_COLUMNS = ["model", "hardware", "name", "op_type", "family", "output_shape", "dtype", "macs", "other_ops",
+                  "ops", "act_bytes_read", "weight_bytes", "bytes_written", "intensity_ops_per_byte", "unit",
+                  "precision", "tile_efficiency", "occupancy", "ideal_s", "compute_s", "memory_s", "launch_s",
+                  "latency_s", "lost_s", "cause", "fix"]
+
+
+def _report_rows(reports: list[dict]):
+    rows = []
+    for d in reports:
+        for layer in d["layers"]:
+            r = dict(layer)
+            r["model"] = d["model"]["name"]
+            r["hardware"] = d["hardware"]["name"]
+            r["output_shape"] = "x".join(map(str, layer["output_shape"])) if layer["output_shape"] is not None else ""
+            r["fix"] = layer["fixes"][0]["text"] if layer["fixes"] else ""
+            rows.append(r)
+    return REPORT_COLUMNS, rows
+
+
+# -- inspection -------------------------------------------------------------------------------
+
+INSPECT_COLUMNS = ["name", "op_type", "family", "output_shape", "dtype", "macs", "other_ops", "act_bytes_read",
+                   "weight_bytes", "bytes_written", "intensity_ops_per_byte", "parallel_work", "supported"]
+
+
+def _inspection(doc) -> list:
+    d = doc.data
+    rows = []
+    for layer in d["layers"]:
+        ops_b = layer["intensity_ops_per_byte"]
+        rows.append([_short(layer["name"]), layer["op_type"], shape(layer["output_shape"]), layer["dtype"] or "-",
+                     count(layer["macs"]), count(layer["other_ops"]), b(layer["act_bytes_read"]),
+                     b(layer["weight_bytes"]), b(layer["bytes_written"]), "-" if ops_b is None else f"{ops_b:.3g}"])
+    tot = d["totals"]
+    rows.append(["TOTAL", "", "", "", count(tot["macs"]), count(tot["other_ops"]), b(tot["act_bytes_read"]),
+                 b(tot["weight_bytes"]), b(tot["bytes_written"]), f"{tot['intensity']:.3g}"])
+    blocks: list = []
+    partial = _coverage_line(d)
+    if partial:
+        blocks.append(Lines([partial]))
+    blocks.append(Tab(f"{d['model']['name']}: per-layer workloads (1 MAC = 2 ops)",
+                      ["layer", "op", "output", "dtype", "MACs", "other ops", "act read", "weights", "written", "ops/B"],
+                      rows, left=(0, 1, 2, 3)))
+    blocks.append(Lines([f"{tot['nodes']} nodes, {count(tot['macs'])}MACs = {count(tot['ops'])}ops "
+                         f"({count(tot['other_ops'])} of them non-MAC), {b(tot['bytes'])} moved"]))
+    if d["unsupported_ops"]:
+        n = sum(x["count"] for x in d["unsupported_ops"])
+        blocks.append(Lines([f"{x['op_type']} x{x['count']}: {x['reason']}" for x in d["unsupported_ops"]],
+                            title=f"Unsupported ops ({n} nodes, NOT counted)"))
+    return blocks
+
+
+def _inspection_rows(doc):
+    rows = []
+    for layer in doc.data["layers"]:
+        r = dict(layer)
+        r["output_shape"] = "x".join(map(str, layer["output_shape"])) if layer["output_shape"] is not None else ""
+        rows.append(r)
+    return INSPECT_COLUMNS, rows
+
+
+# -- rows documents ---------------------------------------------------------------------------
+
+
+def _totals(doc) -> list:
+    rows = [[r["model"], r["hardware"], t(r["latency_s"]), f"{r['achieved_tops']:.3g}", pct(r["fraction_of_peak"]),
+             pct(r.get("coverage")) if r.get("coverage", 1.0) < 1 else "100%", r["top_cause"]] for r in doc.data["rows"]]
+    return [Tab("dnnperf totals", ["model", "hardware", "latency", "TOP/s", "% of peak", "scored", "top cause"], rows,
+                left=(0, 1, 6))]
+
+
+def _compare(doc) -> list:
+    d = doc.data
+    rows = [[r["hardware"], t(r["latency_s"]), f"{r['throughput_per_s']:.4g}",
+             f"{r['achieved_tops']:.3g} / {r['peak_tops']:g}", pct(r["fraction_of_peak"]), pct(r["mean_occupancy"]),
+             "unpriced" if r["cost_per_million_usd"] is None else f"{r['cost_per_million_usd']:.3g}",
+             r["top_cause"] + ("" if r["meets_requirement"] else " (misses)"), _short(r["top_layer"] or "-", 40)]
+            for r in d["rows"]]
+    blocks: list = [Tab(f"{d['model']} across {len(rows)} targets (batch {d['settings']['batch']})",
+                        ["hardware", "latency", "throughput/s", "achieved TOP/s", "% of peak", "lanes busy", "$/1M inf",
+                         "top cause", "top bottleneck"], rows, left=(0, 7, 8))]
+    rec = d.get("recommendation")
+    if rec:
+        lines = []
+        if rec["chosen"]:
+            lines.append(f"recommended: {rec['chosen']} ({rec.get('basis', '')}). {rec.get('note', '')}".rstrip())
+        else:
+            lines.append(f"no target meets the requirement. {rec.get('note', '')}".rstrip())
+        for m in rec["misses"]:
+            lines.append(f"misses: {m['hardware']} {t(m['latency_s'])} (limited by {m['top_cause']})")
+        blocks.append(Lines(lines))
+    return blocks
+
+
+def _sweep(doc) -> list:
+    d = doc.data
+    rows = [[r["precision"], str(r["batch"]), t(r["latency_s"]), f"{r['throughput_per_s']:.4g}", pct(r["mean_occupancy"]),
+             f"{r['achieved_tops']:.3g}", pct(r["fraction_of_peak"]), r["top_cause"]] for r in d["rows"]]
+    stops = "; ".join(f"{p}: {'batch ' + str(x) if x else 'not within the swept range'}"
+                      for p, x in d["starvation_ends_at_batch"].items())
+    return [Tab(f"{d['model']} on {d['hardware']}: batch sweep",
+                ["precision", "batch", "latency", "throughput/s", "lanes busy", "TOP/s", "% of peak", "top cause"], rows,
+                left=(0, 7)),
+            Lines([f"starvation (idle lanes) drops below 10% of the latency at: {stops}"])]
+
+
+def _change(r) -> str:
+    return "n/a" if r["change"] is None else f"{r['change'] * 100:+.1f}%"
+
+
+def _check(doc) -> list:
+    res = doc.data
+    lines = []
+    for r in res["results"]:
+        lines.append(f"{r['status'].upper():<6} {r['model']} on {r['hardware']}: {t(r['old_latency_s'])} -> "
+                     f"{t(r['new_latency_s'])} ({_change(r)})")
+        for n in r["layers"][:10]:
+            lines.append(f"    {n['change']:<7} {n['layer']} ({n['op_type']}): {t(n['old_s'])} -> "
+                         f"{t(n['new_s'])}, cause {n['cause']}")
+    lines.append(("PASSED" if res["passed"] else "FAILED") + f" (tolerance {res['tolerance'] * 100:g}%)")
+    return [Lines(lines)]
+
+
+def _check_md(doc) -> list:
+    """The shape a CI step summary wants: a results table, then the layers behind each regression."""
+    res = doc.data
+    blocks: list = [Tab(f"dnnperf latency gate: {'passed' if res['passed'] else 'FAILED'} "
+                        f"(tolerance {res['tolerance'] * 100:g}%)",
+                        ["model", "hardware", "baseline", "now", "change", "status"],
+                        [[r["model"], r["hardware"], t(r["old_latency_s"]), t(r["new_latency_s"]), _change(r), r["status"]]
+                         for r in res["results"]], left=(0, 1, 5))]
+    for r in res["results"]:
+        if r["status"] == "slower" and r["layers"]:
+            blocks.append(Lines([f"{n['layer']} ({n['op_type']}) {n['change']}: {t(n['old_s'])} -> {t(n['new_s'])}, "
+                                 f"cause {n['cause']}" for n in r["layers"][:10]],
+                                title=f"Layers behind the regression of {r['model']} on {r['hardware']}"))
+    return blocks
+
+
+def _check_rows(doc):
+    cols = ["model", "hardware", "status", "old_latency_s", "new_latency_s", "change"]
+    return cols, [{k: r.get(k) for k in cols} for r in doc.data["results"]]
+
+
+def _lut(doc) -> list:
+    rows = doc.data["rows"]
+    cols = list(rows[0]) if rows else []
+    return [Tab(f"latency lookup table for {doc.data['hardware']} ({len(rows)} rows)", cols,
+                [[_cell(r[c]) for c in cols] for r in rows], left=(0, 1))]
+
+
+def _cell(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _shapes(doc) -> list:
+    d = doc.data
+    top = doc.options.get("top", 20)
+    rows = [[_short(r["layer"]), r["op_type"], t(r["latency_s"]), pct(r["tile_efficiency"]), r["text"]]
+            for r in d["layers"][:top]]
+    return [Tab(f"{d['model']} on {d['hardware']}: widths that fit the hardware better",
+                ["layer", "op", "time", "tile fit", "nearby widths (this layer only)"], rows, left=(0, 1, 4))]
+
+
+def _shapes_rows(doc):
+    cols = ["layer", "op_type", "dim", "current", "latency_s", "unit", "tile_efficiency", "best_to",
+            "best_time_per_mac_gain", "text"]
+    rows = []
+    for r in doc.data["layers"]:
+        s = r["suggestions"][0]
+        rows.append({**r, "best_to": s["to"], "best_time_per_mac_gain": s["time_per_mac_gain"]})
+    return cols, rows
+
+
+def _diff(doc) -> list:
+    d = doc.data
+    top = doc.options.get("top", 20)
+    rows = [[_short(r["layer_a"] or r["layer_b"], 44), r["op_type"], t(r["a_s"]), t(r["b_s"]),
+             ("+" if r["delta_s"] >= 0 else "-") + t(abs(r["delta_s"])), r["matched_by"], r["cause_b"] or "-"]
+            for r in d["layers"][:top]]
+    return [Tab(f"{d['a']} -> {d['b']} on {d['hardware']}: {t(d['a_latency_s'])} -> {t(d['b_latency_s'])}",
+                ["layer (A / B)", "op", "A", "B", "delta", "matched by", "cause B"], rows, left=(0, 1, 5, 6))]
+
+
+def _validate(doc) -> list:
+    d = doc.data
+    rows = sorted(d["layers"], key=lambda r: (-(r["measured_s"] or 0), r["layer"]))[:15]
+    return [Tab(f"{d['model']} on {d['hardware']}: predicted vs measured (ONNX Runtime, {d['threads']} threads)",
+                ["layer", "op", "predicted", "measured", "error"],
+                [[_short(r["layer"]), r["op_type"], t(r["predicted_s"]), t(r["measured_s"]),
+                  "-" if r["error"] is None else f"{r['error'] * 100:+.0f}%"] for r in rows], left=(0, 1)),
+            Lines([f"model: predicted {t(d['predicted_s'])}, measured {t(d['measured_s'])}, "
+                   f"error {d['error'] * 100:+.1f}%; measured top-5 inside predicted top-10: "
+                   f"{d['top5_inside_predicted_top10']}; unmatched kernels: {len(d['kernels_unmatched'])}"])]
+
+
+def _hw_list(doc) -> list:
+    rows = [[r["name"], r["title"], f"{r['peak_tops']:g} TOP/s {r['peak_precision']}", f"{r['dram_gbs']:g} GB/s",
+             f"{r['lanes']:,}", f"{r['launch_overhead_us']:g} us", r.get("validation") or "not validated"]
+            for r in doc.data["rows"]]
+    return [Tab("Hardware profiles", ["name", "title", "peak", "DRAM", "lanes", "launch", "validated"], rows,
+                left=(0, 1, 6))]
+
+
+def _hw_schema(doc) -> list:
+    rows = [[r["key"], r["type"], "required" if r["required"] else "optional", r["description"]] for r in doc.data["rows"]]
+    return [Tab("Hardware profile schema (dnnperf-hw/1)", ["key", "type", "required", "description"], rows,
+                left=(0, 1, 2, 3))]
+
+
+def _rows_of(doc):
+    rows = doc.data["rows"]
+    return (list(rows[0]) if rows else []), rows
+
+
+HUMAN = {
+    "report": _report_doc,
+    "reports": _reports_doc,
+    "inspection": _inspection,
+    "totals": _totals,
+    "compare": _compare,
+    "sweep": _sweep,
+    "check": _check,
+    "lut": _lut,
+    "shapes": _shapes,
+    "diff": _diff,
+    "validate": _validate,
+    "hw_list": _hw_list,
+    "hw_schema": _hw_schema,
+}
+# Markdown views that differ from the terminal's (a CI step summary wants a table)
+HUMAN_MD = {"check": _check_md}
+
+MACHINE = {
+    "report": lambda doc: _report_rows([doc.data]),
+    "reports": lambda doc: _report_rows(doc.data["reports"]),
+    "inspection": _inspection_rows,
+    "totals": _rows_of,
+    "compare": _rows_of,
+    "sweep": _rows_of,
+    "check": _check_rows,
+    "lut": _rows_of,
+    "shapes": _shapes_rows,
+    "diff": lambda doc: ((list(doc.data["layers"][0]) if doc.data["layers"] else []), doc.data["layers"]),
+    "validate": lambda doc: (["layer", "op_type", "predicted_s", "measured_s", "error"], doc.data["layers"]),
+    "hw_list": _rows_of,
+    "hw_schema": _rows_of,
+}

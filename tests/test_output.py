@@ -1,0 +1,196 @@
+"""Output through one place: every command x every format, with and without -o; notes and -q;
+refusing to write over an input or into a directory; escaping of names in every format."""
+
+import csv
+import io
+import json
+import os
+import xml.etree.ElementTree as ET
+
+import pytest
+from typer.testing import CliRunner
+
+from dnnperf.cli import app
+from dnnperf.render import format_names, formats_for
+from helpers import SAMPLES, conv_model, save
+
+runner = CliRunner()
+SQUEEZE = os.path.join(SAMPLES, "squeezenet1_1.onnx")
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("out")
+    a = save(conv_model(16, 32, 16, 16, 3, pads=[1, 1, 1, 1], relu=True), d, "a.onnx")
+    b = save(conv_model(16, 40, 16, 16, 3, pads=[1, 1, 1, 1], relu=True), d, "b.onnx")
+    space = d / "space.yaml"
+    space.write_text("ops: [conv, dwconv]\nchannels_in: [16]\nchannels_out: [16, 24]\nresolution: [28]\n")
+    base = d / "base.json"
+    assert invoke("baseline", a, "--hw", "v100", "-o", base).exit_code == 0
+    return {"a": a, "b": b, "space": str(space), "base": str(base), "dir": d}
+
+
+# command -> (args, document kind)
+def commands(f):
+    return {
+        "inspect": (["inspect", f["a"]], "inspection"),
+        "analyze": (["analyze", f["a"], "--hw", "t4"], "report"),
+        "analyze-many": (["analyze", f["a"], f["b"], "--hw", "t4"], "reports"),
+        "analyze-totals": (["analyze", f["a"], f["b"], "--hw", "t4", "--totals-only"], "totals"),
+        "compare": (["compare", f["a"], "--hw", "v100,t4"], "compare"),
+        "sweep": (["sweep", f["a"], "--hw", "t4", "--batch", "1,4"], "sweep"),
+        "check": (["check", f["a"], "--baseline", f["base"]], "check"),
+        "lut": (["lut", "--hw", "t4", "--space", f["space"]], "lut"),
+        "shapes": (["shapes", f["a"], "--hw", "tpu-v1"], "shapes"),
+        "diff": (["diff", f["a"], f["b"], "--hw", "t4"], "diff"),
+        "hw-list": (["hw", "list"], "hw_list"),
+        "hw-show": (["hw", "show", "t4"], "profile"),
+        "hw-schema": (["hw", "schema"], "hw_schema"),
+    }
+
+
+def _parse(fmt: str, text: str):
+    if fmt == "json":
+        return json.loads(text)
+    if fmt == "csv":
+        rows = list(csv.DictReader(io.StringIO(text)))
+        assert rows or text.strip(), "empty CSV"
+        return rows
+    if fmt == "md":
+        assert "|" in text or text.lstrip().startswith("-")
+    if fmt == "svg":
+        ET.fromstring(text)
+    if fmt == "html":
+        assert text.startswith("<!DOCTYPE html>")
+    if fmt == "yaml":
+        import yaml
+
+        assert isinstance(yaml.safe_load(text), dict)
+    assert text.strip()
+    return text
+
+
+@pytest.mark.parametrize("name", ["inspect", "analyze", "analyze-many", "analyze-totals", "compare", "sweep", "check",
+                                  "lut", "shapes", "diff", "hw-list", "hw-show", "hw-schema"])
+def test_every_command_every_format_and_output_file(files, name):
+    args, kind = commands(files)[name]
+    supported = formats_for(kind)
+    assert "json" in supported or kind == "profile"
+    for fmt in format_names():
+        r = invoke(*args, "-f", fmt)
+        if fmt not in supported:
+            assert r.exit_code == 2, (name, fmt, r.output)
+            assert "not available" in r.stderr and r.stdout == ""
+            continue
+        assert r.exit_code in (0, 1), (name, fmt, r.output)  # check may exit 1 on a regression
+        stdout = r.stdout
+        _parse(fmt, stdout)
+        out = files["dir"] / f"{name}.{fmt}"
+        r2 = invoke(*args, "-f", fmt, "-o", out)
+        assert r2.exit_code == r.exit_code, (name, fmt, r2.output)
+        assert r2.stdout == ""  # everything went to the file
+        assert out.read_text() == stdout, (name, fmt)
+
+
+def test_format_follows_the_output_extension(files, tmp_path):
+    out = tmp_path / "r.json"
+    assert invoke("analyze", files["a"], "--hw", "t4", "-o", out).exit_code == 0
+    assert json.loads(out.read_text())["hardware"]["name"] == "t4"
+    out = tmp_path / "r.csv"
+    assert invoke("compare", files["a"], "--hw", "v100,t4", "-o", out).exit_code == 0
+    assert len(list(csv.DictReader(io.StringIO(out.read_text())))) == 2
+
+
+def test_notes_go_to_stderr_for_every_format_and_q_hides_them():
+    for fmt in ("table", "json", "csv", "md"):
+        r = invoke("analyze", SQUEEZE, "--hw", "v100,t4,a100", "-f", fmt)
+        assert r.exit_code == 0
+        assert r.stderr.count("assumed 1") == 1, (fmt, r.stderr)  # once, not once per profile
+        if fmt == "json":  # machine output carries them as data as well
+            assert any("assumed 1" in w for w in json.loads(r.stdout)["reports"][0]["warnings"])
+        else:
+            assert "assumed 1" not in r.stdout
+        q = invoke("analyze", SQUEEZE, "--hw", "v100,t4,a100", "-f", fmt, "-q")
+        assert q.exit_code == 0 and q.stderr == "", (fmt, q.stderr)
+        assert q.stdout == r.stdout
+
+
+def test_output_never_overwrites_an_input(tmp_path):
+    m = save(conv_model(8, 8, 8, 8, 3), tmp_path, "m.onnx")
+    before = open(m, "rb").read()
+    for args in (["analyze", m, "--hw", "v100", "-f", "json", "-o", m],
+                 ["inspect", m, "-o", m],
+                 ["strip", m, "-o", m],
+                 ["plot", m, "-o", m],
+                 ["analyze", m, "--hw", "v100", "-o", os.path.join(str(tmp_path), ".", "m.onnx")]):
+        r = invoke(*args)
+        assert r.exit_code == 2, (args, r.output)
+        assert "inputs" in r.stderr and r.stderr.count("\n") == 1
+    assert open(m, "rb").read() == before
+    # a profile given with --hw is an input too
+    import yaml
+
+    from dnnperf.hardware import load_profile
+
+    prof = tmp_path / "p.yaml"
+    prof.write_text(yaml.safe_dump(yaml.safe_load(open(load_profile("t4").path))))
+    text = prof.read_text()
+    assert invoke("analyze", m, "--hw", prof, "-o", prof).exit_code == 2
+    assert prof.read_text() == text
+    assert sorted(os.listdir(tmp_path)) == ["m.onnx", "p.yaml"]
+
+
+def test_output_to_a_directory_is_exit_2(tmp_path):
+    m = save(conv_model(8, 8, 8, 8, 3), tmp_path, "m.onnx")
+    for args in (["analyze", m, "--hw", "v100", "-o", tmp_path], ["strip", m, "-o", tmp_path],
+                 ["inspect", m, "-o", tmp_path / "missing" / "x.json"]):
+        r = invoke(*args)
+        assert r.exit_code == 2, (args, r.output)
+        assert r.stderr.startswith("dnnperf: error:") and r.stderr.count("\n") == 1
+
+
+def test_strip_in_place_only_with_the_flag(tmp_path):
+    m = save(conv_model(8, 8, 8, 8, 3), tmp_path, "m.onnx")
+    size = os.path.getsize(m)
+    r = invoke("strip", m, "--in-place")
+    assert r.exit_code == 0, r.output
+    assert os.path.getsize(m) < size and "weight bytes removed" in r.stderr
+    r = invoke("strip", m, "--in-place")  # a skeleton has nothing left to remove: it says so
+    assert r.exit_code == 0 and "already a skeleton" in r.stderr
+    assert invoke("strip", m).exit_code == 2  # neither -o nor --in-place
+
+
+def _named(tmp_path, name):
+    from onnx import helper
+
+    m = conv_model(8, 8, 8, 8, 3, relu=True)
+    m.graph.node[0].name = name
+    return save(m, tmp_path, "named.onnx")
+
+
+@pytest.mark.parametrize("name", ["evil\nname | x", "<img src=x onerror=alert(1)>", "[bold]red[/bold]", "a`b*c_d"])
+def test_names_are_escaped_in_every_format(tmp_path, name):
+    p = _named(tmp_path, name)
+    md = invoke("analyze", p, "--hw", "v100", "-f", "md").stdout
+    assert "<img" not in md
+    for line in md.splitlines():
+        if line.startswith("| 1 |"):
+            assert line.count(" | ") == 8, line  # the newline / pipe did not break the row
+    table = invoke("analyze", p, "--hw", "v100").stdout
+    if name.startswith("[bold]"):
+        assert "[bold]red[/bold]" in table  # shown, not interpreted as markup
+    js = json.loads(invoke("analyze", p, "--hw", "v100", "-f", "json").stdout)
+    assert name in {layer["name"] for layer in js["layers"]}
+    rows = list(csv.DictReader(io.StringIO(invoke("analyze", p, "--hw", "v100", "-f", "csv").stdout)))
+    assert name in {r["name"] for r in rows}
+    html = invoke("report", p, "--hw", "v100", "-o", tmp_path / "r.html")
+    assert html.exit_code == 0 and "<img src" not in (tmp_path / "r.html").read_text()
+
+
+def test_unknown_format_is_one_line():
+    r = invoke("inspect", SQUEEZE, "-f", "xml")
+    assert r.exit_code == 2 and "unknown format" in r.stderr and r.stderr.count("\n") == 1
