@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dnnperf.analysis import Layer, Score, Settings, score, top_cause, with_precision
+from dnnperf.scoring import Layer, Score, Settings, score, top_cause, with_precision
 from dnnperf.errors import DnnperfError
 from dnnperf.hardware import HardwareProfile
 from dnnperf.inspection import Inspection, Row, inspect_graph
@@ -63,7 +63,10 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
     return [make(r) for r in insp.rows if r.workload is not None]
 
 
-def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixes: bool = True) -> Report:
+def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixes: bool = True,
+            alternatives: tuple[HardwareProfile, ...] | None = None) -> Report:
+    """Score ``insp`` on ``hw``; with fixes, ``alternatives`` are the profiles the downgrade advice
+    may suggest (None: the shipped profiles)."""
     if settings.batch is None:
         settings = Settings(insp.batch, settings.precision, settings.fusion, settings.overlap_input)
     chains = hw.kind != "cpu"
@@ -78,7 +81,11 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     if with_fixes:
         from dnnperf.fixes import attach_fixes
 
-        attach_fixes(report)
+        if alternatives is None:
+            from dnnperf.hardware import load_profiles
+
+            alternatives = tuple(load_profiles(["all"]))
+        attach_fixes(report, alternatives)
     return report
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from dnnperf.analysis import Settings
+from dnnperf.scoring import Settings
 from dnnperf.ir import ShapeOverrides
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
-from dnnperf.analysis import Layer, LayerCost, score_layer
+from dnnperf.scoring import Layer, LayerCost, score_layer
 from dnnperf.errors import DnnperfError
+from dnnperf.fmt import sig
 from dnnperf.ir import Graph, Node, Tensor
 from dnnperf.hardware import PRECISIONS, HardwareProfile
 from dnnperf.ops import cost_node
@@ -136,7 +137,7 @@ def lut_space(space: dict, hw: HardwareProfile) -> list[dict]:
             "key": f"{op}|{cin}|{co}|{kk}|{s}|{res}|{e}|{b}|{prec}", "op": op, "cin": cin, "cout": co, "kernel": kk,
             "stride": s, "resolution": res, "expansion": e, "batch": b, "precision": prec,
             "macs": sum(l.workload.macs for l in layers), "bytes": sum(l.workload.bytes_total for l in layers),
-            "latency_s": float(f"{lat:.6g}"), "cause": main.cause,
+            "latency_s": sig(lat), "cause": main.cause,
         })
     return rows
 
@@ -152,20 +153,14 @@ def lut_from_report(report) -> list[dict]:
         g = w.gemm
         rows.append({"key": c.name, "op": c.layer.op_type, "output_shape": "x".join(map(str, c.layer.output_shape or ())),
                      "gemm_mnk": f"{g.m}x{g.n}x{g.k}x{g.count}" if g else "", "precision": c.precision if prec == "model" else prec,
-                     "macs": w.macs, "bytes": w.bytes_total, "latency_s": float(f"{c.time_s:.6g}"), "cause": c.cause})
+                     "macs": w.macs, "bytes": w.bytes_total, "latency_s": sig(c.time_s), "cause": c.cause})
     return rows
 
 
 # -- shapes ---------------------------------------------------------------------------------------
 
 def _rescale(c: LayerCost, n2: int) -> Layer:
-    w = c.layer.workload
-    g = w.gemm
-    f = n2 / g.n
-    return replace(c.layer, workload=replace(
-        w, gemm=replace(g, n=n2), macs=int(round(w.macs * f)), other_ops=int(round(w.other_ops * f)),
-        bytes_written=int(round(w.bytes_written * f)), weight_bytes=int(round(w.weight_bytes * f)),
-        parallel_work=max(1, int(round(w.parallel_work * f)))))
+    return replace(c.layer, workload=c.layer.workload.with_width(n2))
 
 
 def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
@@ -201,7 +196,7 @@ def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
         out.append({"layer": c.name, "op_type": c.layer.op_type, "dim": "output channels" if "Conv" in c.layer.op_type
                     else "output features", "current": n, "latency_s": c.time_s, "unit": c.unit,
                     "tile_efficiency": c.tile_efficiency,
-                    "suggestions": [{k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in s.items()} for s in best],
+                    "suggestions": [{k: (sig(v, 4) if isinstance(v, float) else v) for k, v in s.items()} for s in best],
                     "text": "; ".join(f"{n} -> {s['to']}: {s['macs_change']:+.0%} MACs, {s['time_change']:+.0%} time" for s in best)})
     out.sort(key=lambda r: (-r["suggestions"][0]["time_per_mac_gain"] * r["latency_s"], r["layer"]))
     return out
@@ -252,11 +247,11 @@ def diff(rep_a, rep_b) -> dict:
     ta, tb = rep_a.score.totals["latency_s"], rep_b.score.totals["latency_s"]
     for r in rows:
         for k in ("a_s", "b_s", "delta_s"):
-            r[k] = float(f"{r[k]:.6g}")
+            r[k] = sig(r[k])
     return {"schema_version": "dnnperf-diff/1", "a": rep_a.inspection.model_name, "b": rep_b.inspection.model_name,
-            "hardware": rep_a.hw.name, "a_latency_s": float(f"{ta:.6g}"), "b_latency_s": float(f"{tb:.6g}"),
-            "delta_s": float(f"{tb - ta:.6g}"), "input_transfer_delta_s":
-            float(f"{rep_b.score.input_transfer_s - rep_a.score.input_transfer_s:.6g}"), "layers": rows}
+            "hardware": rep_a.hw.name, "a_latency_s": sig(ta), "b_latency_s": sig(tb),
+            "delta_s": sig(tb - ta), "input_transfer_delta_s":
+            sig(rep_b.score.input_transfer_s - rep_a.score.input_transfer_s), "layers": rows}
 
 
 __all__ = ["read_space", "lut_space", "lut_from_report", "shape_advice", "diff", "KEY_DOC"]

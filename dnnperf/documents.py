@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dnnperf import CONVENTION, __version__
-from dnnperf.analysis import Score
+from dnnperf.scoring import Score
 from dnnperf.api import Report, ranked
 from dnnperf.fmt import sig as _r
 from dnnperf.inspection import Inspection

@@ -14,10 +14,10 @@ from functools import lru_cache
 from math import ceil
 
 from dnnperf import rules
-from dnnperf.analysis import LayerCost, precision_of, score_layer, with_precision
+from dnnperf.scoring import LayerCost, precision_of, score_layer, with_precision
 from dnnperf.fmt import b as fmt_bytes
+from dnnperf.fmt import sig
 from dnnperf.fmt import t as fmt_time
-from dnnperf.workload import Gemm
 
 
 @lru_cache(maxsize=1)
@@ -138,7 +138,7 @@ def _fit_the_tile(c: LayerCost, x: Ctx):
         a = u.alignment.get(c.precision)
         if a and u.name != c.unit and not rules.aligned(g, a):
             n2 = ceil(g.n / a) * a
-            return _retry(c, x, replace(g, n=n2),
+            return _retry(c, x, n2,
                           f"output channels {g.n} -> {n2} (a multiple of {a}) lets {u.name} take this layer")
     if unit is None or c.tile_efficiency >= 0.95:
         return None
@@ -150,11 +150,11 @@ def _fit_the_tile(c: LayerCost, x: Ctx):
         up = ceil(g.n / tn) * tn
         down = (g.n // tn) * tn
         parts = [f"output channels {g.n} fill {rules.dim_fit(g.n, tn):.0%} of the {tn}-wide tile"]
-        alt = _retry(c, x, replace(g, n=up), f"{g.n} -> {up} costs +{(up / g.n - 1):.0%} MACs")
+        alt = _retry(c, x, up, f"{g.n} -> {up} costs +{(up / g.n - 1):.0%} MACs")
         if alt:
             parts.append(alt[0])
         if down > 0:
-            alt2 = _retry(c, x, replace(g, n=down), f"{g.n} -> {down} saves {(1 - down / g.n):.0%} MACs")
+            alt2 = _retry(c, x, down, f"{g.n} -> {down} saves {(1 - down / g.n):.0%} MACs")
             if alt2:
                 parts.append(alt2[0])
         return ("; ".join(parts), None)
@@ -165,11 +165,9 @@ def _fit_the_tile(c: LayerCost, x: Ctx):
     return None
 
 
-def _retry(c: LayerCost, x: Ctx, g2: Gemm, label: str):
-    w = c.layer.workload
-    scale = g2.macs / max(w.gemm.macs, 1)
-    w2 = replace(w, gemm=g2, macs=int(w.macs * scale), bytes_written=int(w.bytes_written * g2.n / max(w.gemm.n, 1)),
-                 parallel_work=int(w.parallel_work * g2.n / max(w.gemm.n, 1)))
+def _retry(c: LayerCost, x: Ctx, n2: int, label: str):
+    """Rescore this layer at output width ``n2``: (text with the time change, saving)."""
+    w2 = c.layer.workload.with_width(n2)
     c2 = score_layer(replace(c.layer, workload=w2), x.hw, x.settings.precision)
     delta = c2.time_s - c.time_s
     sign = "+" if delta >= 0 else "-"
@@ -246,7 +244,7 @@ def fixes_for(c: LayerCost, x: Ctx, limit: int = 4) -> list[dict]:
             text, saving = res if res else (entry["summary"], None)
             seen.add(fid)
             found.append({"id": fid, "cause": cause, "problem": entry["problem"], "difficulty": entry["difficulty"],
-                          "text": text, "saving_s": None if saving is None else float(f"{max(saving, 0.0):.6g}")})
+                          "text": text, "saving_s": None if saving is None else sig(max(saving, 0.0))})
         per_cause.append(found)
     out = [f[0] for f in per_cause if f][:limit]
     for found in per_cause:
@@ -257,9 +255,10 @@ def fixes_for(c: LayerCost, x: Ctx, limit: int = 4) -> list[dict]:
     return out
 
 
-def attach_fixes(report, top: int = 200) -> None:
+def attach_fixes(report, alternatives=(), top: int = 200) -> None:
     """Fixes for the layers that matter: the ``top`` layers by time lost, plus any layer losing at
-    least 0.5% of the model's lost time (on a 50,000-layer graph, the long tail gets none)."""
+    least 0.5% of the model's lost time (on a 50,000-layer graph, the long tail gets none).
+    ``alternatives``: the profiles the downgrade advice may point to (the caller loads them)."""
     x = Ctx(report)
     layers = [c for c in report.score.layers if c.time_s > 0 and c.cause != "compute"]
     total_lost = sum(c.lost_s for c in layers) or 1.0
@@ -267,10 +266,10 @@ def attach_fixes(report, top: int = 200) -> None:
     for k, c in enumerate(ranked):
         if k < top or c.lost_s >= 0.005 * total_lost:
             c.fixes = fixes_for(c, x)
-    report.model_fixes = model_fixes(report)
+    report.model_fixes = model_fixes(report, alternatives)
 
 
-def model_fixes(report) -> list[dict]:
+def model_fixes(report, alternatives=()) -> list[dict]:
     """Whole-model suggestions: input transfer, prefetching, fusion and launch totals."""
     cat = catalogue()
     sc = report.score
@@ -301,7 +300,7 @@ def model_fixes(report) -> list[dict]:
                           f"{sc.totals['launches']} kernel launches x {hw.launch_overhead_us:g} us = {fmt_time(launches)} "
                           f"({launches / sc.totals['latency_s']:.0%} of the estimate): capture a CUDA graph or use a fusing runtime",
                           launches))
-    down = downgrade_advice(report)
+    down = downgrade_advice(report, alternatives)
     if down:
         out.append(_entry(cat, "downgrade_hardware", "parallelism", down[0], down[1]))
     occ = sc.totals["mean_occupancy"]
@@ -313,11 +312,10 @@ def model_fixes(report) -> list[dict]:
     return out
 
 
-def downgrade_advice(report) -> tuple[str, float | None] | None:
-    """When the model starves a big device, the cheapest shipped target of the same kind that is
+def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
+    """When the model starves a big device, the cheapest of ``alternatives`` of the same kind that is
     estimated within 10% of its latency (by price when both have one, else by quoted peak)."""
-    from dnnperf.analysis import score
-    from dnnperf.hardware import load_profile, shipped_names
+    from dnnperf.scoring import score
 
     sc = report.score
     hw = sc.hw
@@ -327,10 +325,10 @@ def downgrade_advice(report) -> tuple[str, float | None] | None:
     lat = t["latency_s"]
     layers = [c.layer for c in sc.layers]
     best = None
-    for name in shipped_names():
+    for other in alternatives:
+        name = other.name
         if name == hw.name:
             continue
-        other = load_profile(name)
         if other.kind != hw.kind or other.headline_tops >= hw.headline_tops:
             continue
         if hw.price_per_hour is not None and (other.price_per_hour is None or other.price_per_hour >= hw.price_per_hour):
@@ -363,4 +361,4 @@ def downgrade_advice(report) -> tuple[str, float | None] | None:
 def _entry(cat, fid, cause, text, saving):
     e = cat[fid]
     return {"id": fid, "cause": cause, "problem": e["problem"], "difficulty": e["difficulty"], "text": text,
-            "saving_s": None if saving is None else float(f"{max(saving, 0.0):.6g}")}
+            "saving_s": None if saving is None else sig(max(saving, 0.0))}

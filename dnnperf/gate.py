@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-from dnnperf.analysis import Settings
+from dnnperf.scoring import Settings
 from dnnperf.api import Inspection, analyze, inspect_graph, ranked
 from dnnperf.documents import report_dict
 from dnnperf.errors import DnnperfError
+from dnnperf.fmt import sig as _r
 from dnnperf.files import require_file
 from dnnperf.ir import ShapeOverrides
 from dnnperf.load import graph_from_model, parse_model, read_model
@@ -228,11 +229,3 @@ def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, basel
                         "change": _r(change) if change != float("inf") else None, "status": status,
                         "layers": layer_notes if status == "slower" else [n for n in layer_notes if n["change"] != "slower"][:10]})
     return {"schema_version": "dnnperf-check/1", "tolerance": tolerance, "passed": not failed, "results": results}
-
-
-def _r(x):
-    if x is None:
-        return None
-    if x == 0 or x != x:
-        return 0.0
-    return float(f"{x:.6g}")

@@ -15,13 +15,13 @@ from functools import lru_cache
 
 from dnnperf.errors import DnnperfError
 from dnnperf.files import require_file
+from dnnperf.vocab import PROFILE_FAMILIES
 
 SCHEMA_ID = "dnnperf-hw/1"
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4")
 SERVES = ("matrix", "vector")
 KINDS = ("gpu", "tpu", "npu", "cpu", "dsp")
-FAMILIES = ("conv", "depthwise_conv", "grouped_conv", "matmul", "attention", "rnn", "elementwise", "cast",
-            "norm", "softmax", "pool", "reduce", "resize", "movement", "control")
+FAMILIES = PROFILE_FAMILIES
 
 # Documented schema: key -> (type, required, description). `hw schema` prints this.
 SCHEMA = {

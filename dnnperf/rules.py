@@ -1,6 +1,6 @@
 """The performance rules: each a small pure function whose docstring states its assumption.
 
-They are composed in ``dnnperf.analysis``; none of them prints or reads files.
+They are composed in ``dnnperf.scoring``; none of them prints or reads files.
 """
 
 from __future__ import annotations

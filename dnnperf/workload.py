@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-# Families decide which unit runs a node and which fixes apply.
-MATRIX_FAMILIES = frozenset({"conv", "depthwise_conv", "grouped_conv", "matmul", "attention", "rnn"})
-FREE_FAMILIES = frozenset({"view", "shape"})  # no kernel launched, no bytes moved
+from dnnperf.vocab import FREE_FAMILIES, MATRIX_FAMILIES  # noqa: F401  (re-exported: families live in vocab)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +77,19 @@ class Workload:
             launches=self.launches * factor,
             gemm=None if self.gemm is None else replace(self.gemm, count=self.gemm.count * factor),
         )
+
+    def with_width(self, n2: int) -> "Workload":
+        """What-if: the same layer with ``n2`` output channels / features (the GEMM's N) instead of
+        ``gemm.n``. MACs, epilogue ops, weights, output bytes and parallel outputs scale with the
+        width; the input does not. The one width what-if (fixes and ``dnnperf shapes`` use it)."""
+        g = self.gemm
+        if g is None or g.n <= 0:
+            return self
+        f = n2 / g.n
+        return replace(self, gemm=replace(g, n=n2), macs=int(round(self.macs * f)),
+                       other_ops=int(round(self.other_ops * f)), weight_bytes=int(round(self.weight_bytes * f)),
+                       bytes_written=int(round(self.bytes_written * f)),
+                       parallel_work=max(1, int(round(self.parallel_work * f))))
 
     def __add__(self, other: "Workload") -> "Workload":
         return Workload(

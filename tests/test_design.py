@@ -99,3 +99,25 @@ def test_diff_names_the_changed_layer(tmp_path):
     assert conv["matched_by"] == "name" and conv["delta_s"] > 0
     assert conv["macs_b"] == 4 * conv["macs_a"]
     assert sum(r["delta_s"] for r in d["layers"]) == pytest.approx(d["delta_s"] - d["input_transfer_delta_s"], rel=1e-3)
+
+
+def test_fix_text_and_shapes_agree_on_the_same_width_change(tmp_path):
+    """fit_the_tile's "100 -> 104" and `dnnperf shapes` price the same change identically."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from dnnperf.cli import app
+    from helpers import conv_model, save
+
+    p = save(conv_model(64, 100, 28, 28, 3, pads=[1, 1, 1, 1], dtype=10), tmp_path, "c100.onnx")  # fp16
+    run = CliRunner()
+    rep = json.loads(run.invoke(app, ["analyze", p, "--hw", "v100", "-f", "json"]).stdout)
+    fix = next(f for f in rep["layers"][0]["fixes"] if f["id"] == "fit_the_tile")
+    assert "100 -> 104" in fix["text"]
+    new_time_text = fix["text"].split("-> ")[-1].rstrip(")")
+    sh = json.loads(run.invoke(app, ["shapes", p, "--hw", "v100", "-f", "json", "--span", "10%"]).stdout)
+    s104 = next(s for s in sh["layers"][0]["suggestions"] if s["to"] == 104)
+    from dnnperf.fmt import t
+
+    assert t(s104["new_latency_s"]) == new_time_text

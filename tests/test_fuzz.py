@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from onnx import helper
 from typer.testing import CliRunner
 
-from dnnperf.analysis import Settings
+from dnnperf.scoring import Settings
 from dnnperf.api import analyze, inspect_model
 from dnnperf.cli import app
 from dnnperf.ir import ShapeOverrides

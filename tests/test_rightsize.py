@@ -6,7 +6,7 @@ import pytest
 from onnx import helper
 from typer.testing import CliRunner
 
-from dnnperf.analysis import Settings
+from dnnperf.scoring import Settings
 from dnnperf.api import analyze, inspect_model
 from dnnperf.cli import app
 from dnnperf.gate import cost_per_million

@@ -36,7 +36,7 @@ def lut(
     if space:
         rows = lut_space(read_space(space), profile)
     else:
-        from dnnperf.analysis import Settings
+        from dnnperf.scoring import Settings
         from dnnperf.api import analyze, inspect_model
 
         insp = inspect_model(from_model, overrides(batch, None, dim))
@@ -63,7 +63,7 @@ def shapes(
 ):
     """For each layer, nearby channel counts / hidden sizes that estimate faster per MAC on this
     profile (tile fit, alignment, parallelism), ranked by gain."""
-    from dnnperf.analysis import Settings
+    from dnnperf.scoring import Settings
     from dnnperf.api import analyze, inspect_model
     from dnnperf.design import shape_advice
     from dnnperf.hardware import load_profile
@@ -94,7 +94,7 @@ def diff(
     quiet: Quiet = False,
 ):
     """Layer-by-layer comparison of two variants (matched by name, then by position)."""
-    from dnnperf.analysis import Settings
+    from dnnperf.scoring import Settings
     from dnnperf.api import analyze, inspect_model
     from dnnperf.design import diff as run_diff
     from dnnperf.hardware import load_profile

@@ -28,7 +28,7 @@ def baseline(
     quiet: Quiet = False,
 ):
     """Record estimated latency per model x profile x settings, with per-layer figures, for `check`."""
-    from dnnperf.analysis import Settings
+    from dnnperf.scoring import Settings
     from dnnperf.api import inspect_model
     from dnnperf.gate import make_baseline
     from dnnperf.hardware import expand_specs, load_profile
@@ -62,7 +62,7 @@ def check(
     quiet: Quiet = False,
 ):
     """CI gate: exit 0 when no estimate got slower than the tolerance, 1 when one did, 2 on bad input."""
-    from dnnperf.analysis import Settings
+    from dnnperf.scoring import Settings
     from dnnperf.api import inspect_model
     from dnnperf.files import atomic_write_bytes
     from dnnperf.gate import check as run_check, make_baseline, model_key, read_baseline

@@ -45,7 +45,7 @@ def analyze(
 ):
     """Score every layer against a hardware profile: latency, loss breakdown, ranked bottlenecks
     with concrete fixes."""
-    from dnnperf.analysis import Settings
+    from dnnperf.scoring import Settings
     from dnnperf.batch import analyze_many
     from dnnperf.hardware import load_profiles
 

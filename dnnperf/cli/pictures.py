@@ -15,7 +15,7 @@ ModelArg = Annotated[str, typer.Argument(help="ONNX model file.")]
 
 
 def _report_dict(insp, spec_or_profile, batch, precision, fusion):
-    from dnnperf.analysis import Settings
+    from dnnperf.scoring import Settings
     from dnnperf.api import analyze
     from dnnperf.documents import report_dict
 

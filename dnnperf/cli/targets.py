@@ -33,7 +33,7 @@ def compare(
     """One row per hardware target (model parsed once): latency, throughput, achieved vs peak TOP/s,
     cost per million inferences, top cause and top bottleneck layer. With a requirement
     (--max-latency / --min-throughput), exits 1 when no target meets it."""
-    from dnnperf.analysis import Settings
+    from dnnperf.scoring import Settings
     from dnnperf.api import inspect_model
     from dnnperf.gate import compare as run_compare
     from dnnperf.hardware import load_profiles

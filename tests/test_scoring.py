@@ -5,7 +5,7 @@ import os
 import pytest
 
 from dnnperf import rules
-from dnnperf.analysis import Settings
+from dnnperf.scoring import Settings
 from dnnperf.api import analyze, build_layers, inspect_model
 from dnnperf.ir import ShapeOverrides
 from dnnperf.hardware import load_profile

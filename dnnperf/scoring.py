@@ -1,43 +1,45 @@
 """Score workloads against a hardware profile: per-layer time, loss breakdown and limiting cause.
 
-Per layer (a node, or a fused group with ``fusion='typical'``):
+A layer (one node, or a fused group with ``fusion='typical'``) starts at its ideal time, the ops at
+the device's quoted (headline) peak, and passes through an ordered table of loss steps. Each step
+is a small function that returns the layer's time after its rule; the increase is booked under the
+step's cause, so the losses always add up to the layer time exactly:
 
-    t_ideal      ops at the device's quoted (headline) peak
-    + specialization  the unit that really runs it (vector vs matrix, precision) and tile padding
-    + parallelism     lanes left idle when the layer has fewer outputs than the device has lanes,
-                      or too little work per output to keep a lane busy (profile ops_per_item)
-    + thermal         sustained clock below boost
-    = t_compute
-    + memory          max(0, t_memory - t_compute)  (overlapped; ops with no fast kernel: no overlap,
-                      the hidden part is reported as overlap)
-    + unoptimized     the kernel reaching only a fraction of its roof: calibrated per-family/op
-                      efficiency, or unoptimized_efficiency for ops with no fast kernel
-    + heterogeneity   extra time when the op falls back off the accelerator (incl. transfers)
-    + launch_overhead per-kernel launch cost
-    = layer time
+    specialization   the unit that really runs it (vector vs matrix, precision) and tile padding
+    parallelism      lanes left idle when the layer has fewer outputs than the device has lanes,
+                     or too little work per output to keep a lane busy (profile ops_per_item)
+    thermal          sustained clock below boost                            -> t_compute
+    memory           max(0, t_memory - t_compute): traffic the math does not hide (roofline)
+    overlap          the part of the shorter side a device does not hide (memory_overlap < 1;
+                     ops with no fast kernel run memory and math back to back)
+    unoptimized      the kernel reaching only a fraction of its roof (calibrated efficiencies,
+                     or unoptimized_efficiency for ops with no fast kernel)
+    launch_overhead  per-kernel launch cost
+
+Ops the accelerator cannot run take ``FALLBACK_STEPS`` instead (heterogeneity, then launch).
+Adding a rule is three edits: the function, its row in the step table, its cause in ``vocab``.
 
 Memory traffic: each tensor crosses DRAM once per layer (perfect reuse inside a layer, none between
 layers, so fusion is what removes traffic). Profiles with ``activations_onchip`` (TPU v1's unified
 buffer) count only weight bytes against DRAM. Profiles with an on-chip bandwidth (calibrated CPUs)
 read a layer's activations at that rate when they fit on chip (they were just written), and its
 weights too when all of the model's weights fit in an eighth of it; otherwise weights stream from
-DRAM once per inference. Model time = sum of layers + host->device input
-transfer, unless the input is prefetched (overlapped).
+DRAM once per inference. Model time = sum of layers + host->device input transfer, unless the
+input is prefetched (overlapped).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from dnnperf import rules
-from dnnperf.ir import DTYPE_BITS
-from dnnperf.hardware import HardwareProfile
-from dnnperf.workload import DTYPE_OF_PRECISION, FREE_FAMILIES, PRECISION_OF_DTYPE, Workload
+from dnnperf.hardware import HardwareProfile, Unit
+from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
+from dnnperf.vocab import FREE_FAMILIES, LOSS_KEYS, Cause
+from dnnperf.workload import DTYPE_OF_PRECISION, PRECISION_OF_DTYPE, Workload
 
-CAUSES = ("compute", "memory", "parallelism", "input_io", "overlap", "specialization", "unoptimized",
-          "launch_overhead", "heterogeneity", "thermal")
-LOSS_KEYS = ("memory", "parallelism", "specialization", "unoptimized", "thermal", "heterogeneity",
-             "launch_overhead", "input_io", "overlap")
+CAUSES = tuple(c.value for c in Cause)
 
 
 @dataclass
@@ -78,7 +80,7 @@ class LayerCost:
         return self.time_s - self.t_ideal
 
 
-@dataclass
+@dataclass(frozen=True)
 class Settings:
     batch: int | None = None
     precision: str | None = None  # None: the model's own dtypes
@@ -107,7 +109,7 @@ def precision_of(w: Workload) -> str:
 
 def with_precision(w: Workload, precision: str) -> Workload:
     """What-if: run this workload in ``precision``; float/int8 tensors scale their bytes."""
-    if w.family in FREE_FAMILIES or w.dtype in ("int64", "int32", "bool", "string"):
+    if w.family in FREE_FAMILIES or w.dtype in INDEX_DTYPES:
         return w
     new_dtype = DTYPE_OF_PRECISION[precision]
     old_bits = DTYPE_BITS.get(w.dtype, 32)
@@ -120,6 +122,106 @@ def with_precision(w: Workload, precision: str) -> Workload:
                    bytes_written=sc(w.bytes_written))
 
 
+# -- the loss steps ------------------------------------------------------------------------------
+
+
+@dataclass
+class LayerState:
+    """One layer while it passes through the steps; ``t`` is its time so far."""
+
+    layer: Layer
+    w: Workload
+    hw: HardwareProfile
+    precision: str
+    weights_resident: bool
+    t: float = 0.0
+    t_ideal: float = 0.0
+    unit: Unit | None = None
+    unit_name: str = "-"
+    run_precision: str = ""
+    rate: float = 0.0
+    tile_eff: float = 1.0
+    occupancy: float = 1.0
+    t_compute: float = 0.0
+    t_memory: float = 0.0
+    t_launch: float = 0.0
+    unoptimized: bool = False
+
+
+def _unit_and_tile(s: LayerState) -> float:
+    """The unit a runtime would use (fastest that serves the work and precision) and its tile padding."""
+    unit, run_prec, rate, eff = rules.pick_unit(s.hw, s.precision, s.w.is_matrix, s.w.gemm)
+    s.unit, s.unit_name, s.run_precision, s.rate, s.tile_eff = unit, unit.name, run_prec, rate, eff
+    return s.w.ops / rate / eff
+
+
+def _parallelism(s: LayerState) -> float:
+    """Idle lanes (work starvation) and too little work per lane."""
+    s.occupancy = rules.occupancy(s.w.parallel_work, s.hw.lanes)
+    return s.t / (s.occupancy * rules.work_per_item_fit(s.w.ops, s.w.parallel_work, s.hw.ops_per_item))
+
+
+def _thermal(s: LayerState) -> float:
+    """Compute runs at the sustained clock, not the boost clock."""
+    s.t_compute = s.t / s.hw.sustained_clock_fraction
+    return s.t_compute
+
+
+def _memory(s: LayerState) -> float:
+    """Roofline: traffic the math does not cover."""
+    s.t_memory = rules.memory_time(s.w.act_bytes_read + s.w.bytes_written, s.w.weight_bytes, s.hw, s.weights_resident)
+    s.unoptimized = s.w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops
+    return max(s.t, s.t_memory)
+
+
+def _overlap(s: LayerState) -> float:
+    """The shorter of math and traffic hides behind the longer only as far as the device overlaps
+    them (memory_overlap: 1 on GPUs/TPUs, measured on calibrated CPUs); ops with no fast kernel
+    run them back to back."""
+    short = min(s.t_compute, s.t_memory)
+    return s.t + (short if s.unoptimized else (1.0 - s.hw.memory_overlap) * short)
+
+
+def _efficiency(s: LayerState) -> float:
+    """The kernel reaches only a fraction of its roof."""
+    eff = s.hw.unoptimized_efficiency if s.unoptimized else family_efficiency(s.layer, s.hw)
+    return s.t / eff
+
+
+def _launch(s: LayerState) -> float:
+    """Host-side cost of submitting kernels (eager execution; fusion or graph capture removes it)."""
+    s.t_launch = rules.launch_time(s.w.launches, s.hw.launch_overhead_us)
+    return s.t + s.t_launch
+
+
+def _fallback(s: LayerState) -> float:
+    """The accelerator cannot run this family: the fallback unit runs it and its activations cross
+    the link both ways; all of its excess over the ideal time is heterogeneity."""
+    fb = s.hw.fallback
+    w = s.w
+    fb_rate = (fb.peak_tops.get(s.precision) or fb.peak_tops.get("fp32") or max(fb.peak_tops.values())) * 1e12
+    s.unit_name, s.run_precision = fb.name, s.precision
+    s.t_compute, s.t_memory = w.ops / fb_rate, w.bytes_total / (fb.dram_gbs * 1e9)
+    t = max(s.t_compute, s.t_memory) + rules.transfer_time(w.act_bytes_read + w.bytes_written, fb.transfer_gbs)
+    return max(s.t, t)
+
+
+Step = tuple[str, Callable[[LayerState], float]]
+STEPS: tuple[Step, ...] = (
+    (Cause.specialization.value, _unit_and_tile),
+    (Cause.parallelism.value, _parallelism),
+    (Cause.thermal.value, _thermal),
+    (Cause.memory.value, _memory),
+    (Cause.overlap.value, _overlap),
+    (Cause.unoptimized.value, _efficiency),
+    (Cause.launch_overhead.value, _launch),
+)
+FALLBACK_STEPS: tuple[Step, ...] = (
+    (Cause.heterogeneity.value, _fallback),
+    (Cause.launch_overhead.value, _launch),
+)
+
+
 def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
                 weights_resident: bool = False) -> LayerCost:
     """Time and loss breakdown of one layer on ``hw`` (see the module docstring)."""
@@ -130,53 +232,16 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
     losses = {k: 0.0 for k in LOSS_KEYS}
     if w.family in FREE_FAMILIES:
         return LayerCost(layer, "-", prec, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, losses, "compute")
-    ops = w.ops
-    unit, run_prec, rate, tile_eff = rules.pick_unit(hw, prec, w.is_matrix, w.gemm)
-    ideal_rate = max(hw.headline_rate, rate)
-    t_ideal = ops / ideal_rate
-    t_unit = ops / rate
-    t_tile = t_unit / tile_eff
-    occ = rules.occupancy(w.parallel_work, hw.lanes)
-    t_par = t_tile / (occ * rules.work_per_item_fit(ops, w.parallel_work, hw.ops_per_item))
-    unopt = w.family == "control" or layer.op_type in hw.unoptimized_ops
-    t_compute = t_par / hw.sustained_clock_fraction
-    losses["specialization"] = t_tile - t_ideal
-    losses["parallelism"] = t_par - t_tile
-    losses["thermal"] = t_compute - t_par
-    t_mem = rules.memory_time(w.act_bytes_read + w.bytes_written, w.weight_bytes, hw, weights_resident)
-    losses["memory"] = max(0.0, t_mem - t_compute)
-    if unopt:
-        # no fast kernel: traffic and math run back to back, at a fraction of the roof
-        losses["overlap"] = min(t_compute, t_mem)
-        t_roof = t_compute + t_mem
-        eff = hw.unoptimized_efficiency
-    else:
-        # roofline: the shorter of math and traffic hides behind the longer, as far as the device
-        # overlaps them (memory_overlap; 1 on GPUs/TPUs, measured on calibrated CPUs)
-        exposed = (1.0 - hw.memory_overlap) * min(t_compute, t_mem)
-        losses["overlap"] = exposed
-        t_roof = max(t_compute, t_mem) + exposed
-        eff = family_efficiency(layer, hw)
-    t_exec = t_roof / eff
-    losses["unoptimized"] = t_exec - t_roof
-    unit_name = unit.name
-    if hw.accelerator_families is not None and hw.fallback is not None and w.family not in hw.accelerator_families:
-        # the accelerator cannot run this family: it runs on the fallback unit and its activations
-        # cross the link both ways; all of its excess over the ideal time is heterogeneity
-        fb = hw.fallback
-        fb_rate = (fb.peak_tops.get(prec) or fb.peak_tops.get("fp32") or max(fb.peak_tops.values())) * 1e12
-        t_exec = max(ops / fb_rate, w.bytes_total / (fb.dram_gbs * 1e9))
-        t_exec += rules.transfer_time(w.act_bytes_read + w.bytes_written, fb.transfer_gbs)
-        losses = {k: 0.0 for k in LOSS_KEYS}
-        losses["heterogeneity"] = max(0.0, t_exec - t_ideal)
-        t_exec = t_ideal + losses["heterogeneity"]
-        unit_name, tile_eff, occ, t_compute, t_mem = fb.name, 1.0, 1.0, ops / fb_rate, w.bytes_total / (fb.dram_gbs * 1e9)
-    t_launch = rules.launch_time(w.launches, hw.launch_overhead_us)
-    losses["launch_overhead"] = t_launch
-    time_s = t_exec + t_launch
-    cause = classify(losses, t_ideal, w.is_matrix)
-    return LayerCost(layer, unit_name, run_prec, tile_eff, occ, t_ideal, t_compute, t_mem, t_launch, time_s,
-                     losses, cause)
+    s = LayerState(layer, w, hw, prec, weights_resident)
+    _, _, rate, _ = rules.pick_unit(hw, prec, w.is_matrix, w.gemm)
+    s.t = s.t_ideal = w.ops / max(hw.headline_rate, rate)
+    fallback = hw.accelerator_families is not None and hw.fallback is not None and w.family not in hw.accelerator_families
+    for cause, step in (FALLBACK_STEPS if fallback else STEPS):
+        t = step(s)
+        losses[cause] += t - s.t
+        s.t = t
+    return LayerCost(layer, s.unit_name, s.run_precision or prec, s.tile_eff, s.occupancy, s.t_ideal, s.t_compute,
+                     s.t_memory, s.t_launch, s.t, losses, classify(losses, s.t_ideal, w.is_matrix))
 
 
 def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
@@ -200,7 +265,7 @@ def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:
     parallelism problem (bigger batch or wider layers amortise the launch as well), while a tiny
     elementwise kernel is the textbook launch-bound case (fusion removes it).
     """
-    cands = {k: v for k, v in losses.items() if k not in ("input_io",)}
+    cands = {k: v for k, v in losses.items() if k != "input_io"}
     if is_matrix:
         cands.pop("launch_overhead", None)
     best = max(cands, key=lambda k: (cands[k], k))

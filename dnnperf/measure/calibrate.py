@@ -1,0 +1,107 @@
+"""Calibration: run the micro-benchmark table and turn its timings into a hardware profile."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import statistics
+import time
+
+from dnnperf.fmt import sig
+from dnnperf.measure.micro import micro_models, onchip_mb
+from dnnperf.measure.ort import cpu_name, median_run, ort, session
+
+
+def _sig(x: float) -> float:
+    return sig(x, 4)
+
+
+def calibrate(quick: bool = False, threads: int | None = None, progress=None) -> dict:
+    """Measure this CPU and return a profile dict (schema dnnperf-hw/1)."""
+    rt = ort()
+    t0 = time.perf_counter()
+    table = micro_models(quick)
+    runs = 15 if quick else 60
+    budget = 0.8 if quick else 3.5
+    times = {}
+    for mb in table:
+        sess = session(mb.model.SerializeToString(), threads)
+        times[mb.name] = median_run(sess, mb.feeds, warmup=2, runs=runs, budget_s=budget)
+        del sess
+        if progress:
+            progress(mb.name)
+    by = {mb.name: mb for mb in table}
+    peak_fp32 = max(mb.ops / times[mb.name] for mb in table if mb.role == "peak") / 1e12
+    peak_int8 = max(mb.ops / times[mb.name] for mb in table if mb.role == "peak_int8") / 1e12
+    bw = max(mb.nbytes / times[mb.name] for mb in table if mb.role == "dram") / 1e9
+    dispatch_us = max((times["dispatch_200"] - times["dispatch_1"]) / 199 * 1e6, 0.05)
+    onchip = by["onchip_add"]
+    onchip_bw = onchip.nbytes / max(times[onchip.name] - dispatch_us * 1e-6, 1e-9) / 1e9
+    n_threads = threads or os.cpu_count() or 1
+    profile = {
+        "schema": "dnnperf-hw/1",
+        "name": "local",
+        "title": f"{cpu_name()} ({n_threads} threads, ONNX Runtime CPU), calibrated",
+        "kind": "cpu",
+        "headline": {"precision": "fp32", "tops": _sig(peak_fp32)},
+        "units": [{"name": "cpu", "serves": ["matrix", "vector"],
+                   "peak_tops": {"fp32": _sig(peak_fp32), "int8": _sig(max(peak_int8, peak_fp32))}}],
+        "memory": {"dram_gbs": _sig(bw), "onchip_mb": _sig(onchip_mb()), "onchip_gbs": _sig(max(onchip_bw, bw))},
+        "parallelism": {"compute_units": n_threads, "lanes": n_threads * 8},
+        "launch_overhead_us": _sig(dispatch_us),
+        "host_link_gbs": None,
+        "sources": {"all": "measured on this machine by `dnnperf calibrate` (medians after warm-up)"},
+    }
+    from dnnperf.hardware import profile_from_dict
+
+    base = profile_from_dict(profile, "calibration")
+    eff: dict[str, list] = {}
+    op_eff = {}
+    m_curve: dict[int, float] = {}
+    for mb in table:
+        if mb.role not in ("family", "op", "m_curve") and not (mb.role == "peak" and mb.key):
+            continue
+        # subtract the fixed cost of one session.run (binding, allocation) measured on a 1-op model
+        kernel_s = max(times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6, 1e-7)
+        ratio = min(1.0, max(0.01, predict_micro(mb.model, base) / kernel_s))
+        if mb.role == "op":
+            op_eff[mb.key] = _sig(ratio)
+        elif mb.role == "m_curve":
+            key = int(mb.key)
+            m_curve[key] = _sig(min(ratio, m_curve.get(key, 1.0)))
+        else:
+            eff.setdefault(mb.key, []).append(ratio)
+    profile["efficiency"] = {k: _sig(statistics.median(v)) for k, v in sorted(eff.items())}
+    profile["op_efficiency"] = dict(sorted(op_eff.items()))
+    # how much of a cache-busting GEMM's weight streaming hides behind its math
+    cold = next(mb for mb in table if mb.role == "cold")
+    t_c = cold.ops / (peak_fp32 * 1e12)
+    t_m = cold.nbytes / (bw * 1e9)  # its weights, streamed from DRAM
+    t_meas = max(times[cold.name] - times["dispatch_1"], 1e-9)
+    profile["memory_overlap"] = _sig(min(1.0, max(0.0, (t_c + t_m - t_meas) / min(t_c, t_m))))
+    profile["matrix_m_efficiency"] = dict(sorted(m_curve.items()))
+    profile["measured"] = {
+        "date": datetime.date.today().isoformat(),
+        "cpu": cpu_name(),
+        "threads": n_threads,
+        "onnxruntime": rt.__version__,
+        "mode": "quick" if quick else "default",
+        "seconds": round(time.perf_counter() - t0, 1),
+        "micro_benchmarks_s": {k: _sig(v) for k, v in sorted(times.items())},
+    }
+    return profile
+
+
+def predict_micro(m, hw) -> float:
+    """dnnperf's estimate for a micro-model (efficiency 1, no launch cost): the roofline part."""
+    from onnx import ModelProto
+
+    from dnnperf.api import analyze, inspect_graph
+    from dnnperf.load import graph_from_model
+    from dnnperf.scoring import Settings
+
+    m2 = ModelProto()
+    m2.CopyFrom(m)
+    insp = inspect_graph(graph_from_model(m2), "<micro>")
+    rep = analyze(insp, hw, Settings(), with_fixes=False)
+    return sum(c.time_s - c.t_launch for c in rep.score.layers) + hw.launch_overhead_us * 1e-6

@@ -1,0 +1,164 @@
+"""The micro-benchmark table ``dnnperf calibrate`` runs: one-node ONNX models, each entry carrying
+the work it does (ops, bytes) so that the figure it measures is ``ops / t`` or ``bytes / t``.
+
+Roles: ``peak`` (matrix throughput), ``dram`` / ``onchip`` (bandwidth), ``dispatch`` (per-op cost),
+``cold`` (weight streaming behind math), ``family`` (one op family's efficiency against the
+roofline), ``op`` (one slow elementwise op), ``m_curve`` (thin GEMMs).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+M_ROWS = (1, 4, 16, 49, 128, 512)
+NK_DIMS = (8, 24, 64)
+OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log")
+
+
+@dataclass(frozen=True)
+class Micro:
+    name: str
+    model: Any  # onnx.ModelProto
+    feeds: dict
+    role: str  # peak | peak_int8 | dram | onchip | dispatch | cold | family | op | m_curve
+    key: str = ""  # the family, op type or thin dimension the entry measures
+    ops: float = 0.0  # arithmetic ops the kernel does (1 MAC = 2 ops)
+    nbytes: float = 0.0  # bytes it must move (inputs read + output written)
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    from onnx import helper
+
+    g = helper.make_graph(nodes, "calib", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def _vi(name, shape, dtype=1):
+    from onnx import helper
+
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def _w(name, shape, dtype=np.float32, rng=None):
+    from onnx import numpy_helper
+
+    rng = rng or np.random.default_rng(0)
+    if np.issubdtype(dtype, np.integer):
+        return numpy_helper.from_array(rng.integers(0, 100, size=shape).astype(dtype), name)
+    return numpy_helper.from_array(rng.standard_normal(shape).astype(dtype), name)
+
+
+def onchip_mb() -> float:
+    """The largest CPU cache reported by the kernel, in MB (4 MB when unknown)."""
+    best = 0.0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for d in os.listdir(base):
+            try:
+                with open(os.path.join(base, d, "size"), encoding="utf-8") as fh:
+                    txt = fh.read().strip().upper()
+            except OSError:
+                continue
+            mult = 1e6 if txt.endswith("M") else (1e3 if txt.endswith("K") else 1.0)
+            best = max(best, float(txt.rstrip("KMB")) * mult / 1e6)
+    except OSError:
+        pass
+    return best or 4.0
+
+
+def _matmul(name, m, k, n, role, key="", dtype=1):
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    if dtype == 2:  # uint8 x uint8 -> int32
+        model = _model([helper.make_node("MatMulInteger", ["a", "b"], ["y"])], [_vi("a", [m, k], 2)],
+                       [_vi("y", None, 6)], [_w("b", [k, n], np.uint8)])
+        feeds = {"a": rng.integers(0, 255, (m, k)).astype(np.uint8)}
+        return Micro(name, model, feeds, role, key, 2.0 * m * n * k, m * k + k * n + 4 * m * n)
+    model = _model([helper.make_node("MatMul", ["a", "b"], ["y"])], [_vi("a", [m, k])], [_vi("y", None)],
+                   [_w("b", [k, n])])
+    # a "cold" GEMM is there to stream its weights from DRAM: its bytes are the weights'
+    nbytes = 4.0 * k * n if role == "cold" else 4.0 * (m * k + k * n + m * n)
+    return Micro(name, model, {"a": rng.standard_normal((m, k)).astype(np.float32)}, role, key,
+                 2.0 * m * n * k, nbytes)
+
+
+def micro_models(quick: bool) -> list[Micro]:
+    """The table, in measuring order. Sizes are big enough to time, small enough for ~1 minute."""
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    n = 512 if quick else 1024
+    out = [
+        _matmul("gemm_fp32", n, n, n, "peak"),
+        _matmul("gemm_int8", n, n, n, "peak_int8", dtype=2),
+        _matmul("gemm_ffn", 197, 768, 3072, "peak", "matmul"),  # a key: also a matmul-family entry
+        _matmul("small_gemm", 128, 768, 768, "peak", "matmul"),
+    ]
+    e = (8 if quick else 16) * 1024 * 1024
+    add = _model([helper.make_node("Add", ["a", "b"], ["y"])], [_vi("a", [e]), _vi("b", [e])], [_vi("y", None)])
+    out.append(Micro("bandwidth_add", add, {"a": np.ones(e, np.float32), "b": np.ones(e, np.float32)}, "dram",
+                     ops=e, nbytes=3 * 4 * e))
+    cold_n = 8192 if quick else 16384  # weights of 25-50 MB: larger than the last-level cache
+    out.append(_matmul("gemm_cold", 49, 768, cold_n, "cold"))
+    for m_rows in M_ROWS:  # thin in M (few rows), N = K = 768
+        out.append(_matmul(f"gemm_m{m_rows}", m_rows, 768, 768, "m_curve", str(m_rows)))
+    for d in NK_DIMS:  # thin in N and K (few channels), M = 3136 (56 x 56 pixels)
+        out.append(_matmul(f"gemm_m{d}nk", 3136, d, d, "m_curve", str(d)))
+    c = 256 * 1024
+    add_c = _model([helper.make_node("Add", ["a", "b"], ["y"])], [_vi("a", [c]), _vi("b", [c])], [_vi("y", None)])
+    out.append(Micro("onchip_add", add_c, {"a": np.ones(c, np.float32), "b": np.ones(c, np.float32)}, "onchip",
+                     ops=c, nbytes=3 * 4 * c))
+    xe = rng.standard_normal((1, 128, 3072)).astype(np.float32)
+    for op in OP_MICRO:
+        binary = op in ("Pow", "Div")
+        ins = ["x", "p"] if binary else ["x"]
+        inits = [_w("p", [])] if binary else []
+        m = _model([helper.make_node(op, ins, ["y"])], [_vi("x", [1, 128, 3072])], [_vi("y", None)], inits)
+        out.append(Micro(f"op_{op}", m, {"x": np.abs(xe) if op in ("Pow", "Sqrt", "Log") else xe}, "op", op,
+                         nbytes=2 * 4 * xe.size))
+    chain = [helper.make_node("Relu", ["x" if i == 0 else f"t{i - 1}"], [f"t{i}" if i < 199 else "y"]) for i in range(200)]
+    out.append(Micro("dispatch_200", _model(chain, [_vi("x", [1, 16])], [_vi("y", None)]),
+                     {"x": np.ones((1, 16), np.float32)}, "dispatch", "200"))
+    out.append(Micro("dispatch_1", _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [1, 16])], [_vi("y", None)]),
+                     {"x": np.ones((1, 16), np.float32)}, "dispatch", "1"))
+    # one representative per op family
+    x56 = rng.standard_normal((1, 64, 56, 56)).astype(np.float32)
+    x144 = rng.standard_normal((1, 144, 56, 56)).astype(np.float32)
+    xa = rng.standard_normal((1, 12, 128, 128)).astype(np.float32)
+
+    def fam(name, node, ins, inits, feeds, family):
+        out.append(Micro(name, _model([node], ins, [_vi("y", None)], inits), feeds, "family", family))
+
+    fam("conv", helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1]), [_vi("x", [1, 64, 56, 56])],
+        [_w("w", [64, 64, 3, 3])], {"x": x56}, "conv")
+    fam("depthwise_conv", helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], group=144),
+        [_vi("x", [1, 144, 56, 56])], [_w("w", [144, 1, 3, 3])], {"x": x144}, "depthwise_conv")
+    fam("grouped_conv", helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], group=4),
+        [_vi("x", [1, 64, 56, 56])], [_w("w", [64, 16, 3, 3])], {"x": x56}, "grouped_conv")
+    fam("attention_like", helper.make_node("MatMul", ["a", "b"], ["y"]),
+        [_vi("a", [1, 12, 128, 64]), _vi("b", [1, 12, 64, 128])], [],
+        {"a": rng.standard_normal((1, 12, 128, 64)).astype(np.float32),
+         "b": rng.standard_normal((1, 12, 64, 128)).astype(np.float32)}, "attention")
+    fam("elementwise", helper.make_node("Sigmoid", ["x"], ["y"]), [_vi("x", [1, 64, 56, 56])], [], {"x": x56},
+        "elementwise")
+    fam("norm", helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1), [_vi("x", [1, 197, 768])],
+        [_w("g", [768]), _w("b", [768])], {"x": rng.standard_normal((1, 197, 768)).astype(np.float32)}, "norm")
+    fam("softmax", helper.make_node("Softmax", ["x"], ["y"], axis=-1), [_vi("x", [1, 12, 128, 128])], [], {"x": xa},
+        "softmax")
+    out.append(Micro("op_Transpose", _model([helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])],
+                                            [_vi("x", [1, 64, 56, 56])], [_vi("y", None)]), {"x": x56}, "op", "Transpose",
+                     nbytes=2 * 4 * x56.size))
+    fam("movement", helper.make_node("Concat", ["x", "x2"], ["y"], axis=1),
+        [_vi("x", [1, 64, 56, 56]), _vi("x2", [1, 64, 56, 56])], [], {"x": x56, "x2": x56}, "movement")
+    fam("pool", helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        [_vi("x", [1, 64, 56, 56])], [], {"x": x56}, "pool")
+    fam("reduce", helper.make_node("GlobalAveragePool", ["x"], ["y"]), [_vi("x", [1, 64, 56, 56])], [], {"x": x56},
+        "reduce")
+    return out

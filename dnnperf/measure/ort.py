@@ -1,0 +1,146 @@
+"""ONNX Runtime plumbing: sessions, robust timing, runnable copies of skeletons, profiled runs.
+
+The only module that imports onnxruntime, and only when called (optional extra ``dnnperf[measure]``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+from dnnperf.errors import DnnperfError
+
+
+def ort():
+    try:
+        import onnxruntime
+    except ImportError:
+        raise DnnperfError('onnxruntime is not installed: pip install "dnnperf[measure]"') from None
+    onnxruntime.set_default_logger_severity(3)
+    return onnxruntime
+
+
+def session(model_bytes: bytes, threads: int | None, profile_prefix: str | None = None):
+    rt = ort()
+    so = rt.SessionOptions()
+    if threads:
+        so.intra_op_num_threads = threads
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
+    try:
+        return rt.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # ORT raises its own exception types
+        raise DnnperfError(f"ONNX Runtime could not load the model: {' '.join(str(exc).split())[:300]}") from None
+
+
+def robust_median(ts: list[float]) -> float:
+    """Median of the faster half of the runs: on a shared machine other tenants only ever slow a run
+    down, so the faster half describes the device and the slower half describes the neighbours."""
+    ts = sorted(ts)
+    return statistics.median(ts[: max(1, (len(ts) + 1) // 2)])
+
+
+def timed_runs(sess, feeds, warmup: int, runs: int, budget_s: float) -> list[float]:
+    """Wall-clock seconds of up to ``runs`` runs after ``warmup`` (at least 3 runs; stops after ``budget_s``)."""
+    for _ in range(warmup):
+        sess.run(None, feeds)
+    ts = []
+    t_end = time.perf_counter() + budget_s
+    for i in range(runs):
+        t = time.perf_counter()
+        sess.run(None, feeds)
+        ts.append(time.perf_counter() - t)
+        if time.perf_counter() > t_end and i >= 2:
+            break
+    return ts
+
+
+def median_run(sess, feeds, warmup: int, runs: int, budget_s: float) -> float:
+    return robust_median(timed_runs(sess, feeds, warmup, runs, budget_s))
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def runnable_bytes(path: str) -> bytes:
+    """The model with random weights wherever the payload is absent or external (never opened)."""
+    from onnx import TensorProto, numpy_helper
+
+    from dnnperf.ir import DTYPE_NAMES
+    from dnnperf.load import parse_model, read_model_bytes
+    from dnnperf.load.topology import walk_graphs
+
+    model = parse_model(read_model_bytes(path), path)
+    rng = np.random.default_rng(0)
+    for g in walk_graphs(model.graph, max_depth=64):
+        for init in g.initializer:
+            if init.data_location != TensorProto.EXTERNAL:
+                continue
+            dims = tuple(init.dims)
+            dt = {1: np.float32, 10: np.float16, 7: np.int64, 6: np.int32, 3: np.int8, 2: np.uint8,
+                  11: np.float64, 9: np.bool_}.get(init.data_type)
+            if dt is None:
+                raise DnnperfError(f"cannot materialise weights of dtype {DTYPE_NAMES.get(init.data_type)} for validation")
+            if np.issubdtype(dt, np.floating):
+                arr = (rng.standard_normal(dims) * 0.05).astype(dt)
+            elif dt is np.bool_:
+                arr = np.ones(dims, dtype=bool)
+            else:
+                arr = np.zeros(dims, dtype=dt)
+            init.CopyFrom(numpy_helper.from_array(arr, init.name))
+    return model.SerializeToString()
+
+
+def feeds_for(graph) -> dict:
+    """Random inputs of the shapes and dtypes the (shape-resolved) graph declares."""
+    rng = np.random.default_rng(1)
+    feeds = {}
+    for name in graph.inputs:
+        t = graph.tensors[name]
+        if t.shape is None:
+            raise DnnperfError(f"input '{name}' has no resolved shape: pass --batch/--dim/--input-shape")
+        if t.dtype in ("int64", "int32"):
+            feeds[name] = rng.integers(0, 100, size=t.shape).astype(np.int64 if t.dtype == "int64" else np.int32)
+        elif t.dtype == "float16":
+            feeds[name] = rng.standard_normal(t.shape).astype(np.float16)
+        elif t.dtype == "bool":
+            feeds[name] = np.ones(t.shape, dtype=bool)
+        else:
+            feeds[name] = rng.standard_normal(t.shape).astype(np.float32)
+    return feeds
+
+
+def profiled_kernels(data: bytes, feeds: dict, threads: int | None, runs: int, warmup: int) -> dict:
+    """{ORT kernel name: (op, robust median us)} from ONNX Runtime's node profiler."""
+    with tempfile.TemporaryDirectory() as tmp:
+        prof = session(data, threads, os.path.join(tmp, "ort"))
+        for _ in range(warmup + runs):
+            prof.run(None, feeds)
+        pfile = prof.end_profiling()
+        with open(pfile, encoding="utf-8") as fh:
+            events = json.load(fh)
+    per: dict[str, list] = {}
+    ops: dict[str, str] = {}
+    for e in events:
+        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time"):
+            continue
+        name = e["name"][: -len("_kernel_time")]
+        per.setdefault(name, []).append(float(e["dur"]))
+        ops[name] = e.get("args", {}).get("op_name", "?")
+    # drop warm-up occurrences: keep the last `runs` of each kernel
+    return {k: (ops[k], robust_median(v[-runs:])) for k, v in per.items()}

@@ -1,0 +1,114 @@
+"""Validation: run a model in ONNX Runtime, map its kernels back to dnnperf's layers, compare."""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+
+from dnnperf.fmt import sig
+from dnnperf.measure.ort import feeds_for, median_run, profiled_kernels, runnable_bytes, session
+
+
+def _sig(x: float) -> float:
+    return sig(x, 4)
+
+
+def measure(path: str, graph, threads: int | None, runs: int = 20, warmup: int = 3):
+    """(robust median model latency s, {ORT kernel name: (op, median us)} from a profiled run)."""
+    data = runnable_bytes(path)
+    feeds = feeds_for(graph)
+    # plain session for the end-to-end latency (profiling adds overhead per node)
+    sess = session(data, threads)
+    latency = median_run(sess, feeds, warmup=warmup, runs=runs, budget_s=10.0)
+    del sess  # an idle session's worker threads may keep spinning: free it before the profiled run
+    gc.collect()
+    return latency, profiled_kernels(data, feeds, threads, runs, warmup)
+
+
+def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
+    """Attribute each ORT kernel to the dnnperf layer it implements.
+
+    ORT fuses nodes and renames them (e.g. ``<tensor>_nchwc`` for layout-transformed convs). A
+    kernel is matched by its node name, else by the tensor its name is derived from (the output of
+    the last fused node), else it stays unmatched (e.g. layout reorders ORT adds) and is reported.
+    Returns ({layer name: measured us}, {unmatched kernel: us}).
+    """
+    node_to_layer = {}
+    for l in layers:
+        for n in l.nodes:
+            node_to_layer[n] = l.name
+    producer = {}
+    for n in graph.nodes:
+        for o in n.outputs:
+            producer[o] = n.name
+    measured: dict[str, float] = {}
+    unmatched: dict[str, float] = {}
+    for k, (_op, us) in sorted(kernels.items()):
+        target = None
+        cands = [k]
+        for suf in ("_nchwc", "_output_0_nchwc"):
+            if k.endswith(suf):
+                cands.append(k[: -len(suf)])
+        for c in cands:
+            if c in node_to_layer:
+                target = node_to_layer[c]
+                break
+            if c in producer and producer[c] in node_to_layer:
+                target = node_to_layer[producer[c]]
+                break
+        if target is None:
+            # ORT names fused kernels "<first node>/<SomethingFusion>/" or "<node>_token_<n>"
+            base = re.sub(r"/[A-Za-z0-9]*Fusion/?$", "", k).split("_token_")[0]
+            if base in node_to_layer:
+                target = node_to_layer[base]
+        if target is None:
+            unmatched[k] = us
+        else:
+            measured[target] = measured.get(target, 0.0) + us
+    return measured, unmatched
+
+
+def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 20) -> dict:
+    from dnnperf.scoring import Settings
+    from dnnperf.api import analyze, inspect_graph
+    from dnnperf.load import load_graph
+
+    graph = load_graph(path, overrides)
+    insp = inspect_graph(graph, path)
+    rep = analyze(insp, hw, Settings(fusion="typical"), with_fixes=False)
+    latency, kernels = measure(path, graph, threads, runs=runs)
+    layers = [c.layer for c in rep.score.layers]
+    meas, unmatched = map_kernels(kernels, graph, layers)
+    pred = {c.name: c.time_s for c in rep.score.layers if c.time_s > 0}
+    rows = []
+    for c in rep.score.layers:
+        if c.name not in meas and c.time_s == 0:
+            continue
+        m_s = meas.get(c.name, 0.0) * 1e-6
+        rows.append({"layer": c.name, "op_type": c.layer.op_type, "predicted_s": _sig(c.time_s),
+                     "measured_s": _sig(m_s), "error": _sig((c.time_s - m_s) / m_s) if m_s > 0 else None})
+    top_meas = [k for k, _ in sorted(meas.items(), key=lambda kv: (-kv[1], kv[0]))[:5]]
+    # tie-aware: identical layers (12 equal encoder blocks) predict equal times, so a layer is "in the
+    # predicted top-k" when its predicted time reaches the k-th largest predicted time
+    ranked_pred = sorted(pred.values(), reverse=True)
+    kth5 = ranked_pred[min(4, len(ranked_pred) - 1)] if ranked_pred else 0.0
+    kth10 = ranked_pred[min(9, len(ranked_pred) - 1)] if ranked_pred else 0.0
+    top_pred5 = [k for k in pred if pred[k] >= kth5 * (1 - 1e-9)]
+    top_pred10 = [k for k in pred if pred[k] >= kth10 * (1 - 1e-9)]
+    predicted = rep.score.totals["latency_s"]
+    return {
+        "schema_version": "dnnperf-validate/1",
+        "model": os.path.basename(path),
+        "hardware": hw.name,
+        "threads": threads or os.cpu_count(),
+        "predicted_s": _sig(predicted),
+        "measured_s": _sig(latency),
+        "error": _sig((predicted - latency) / latency),
+        "measured_top5": top_meas,
+        "top5_also_predicted_top5": [k for k in top_meas if k in top_pred5],
+        "top5_inside_predicted_top10": all(k in top_pred10 for k in top_meas),
+        "kernels_matched": len(kernels) - len(unmatched),
+        "kernels_unmatched": {k: _sig(v * 1e-6) for k, v in sorted(unmatched.items())},
+        "layers": rows,
+    }

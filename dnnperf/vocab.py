@@ -1,0 +1,61 @@
+"""The project's vocabularies, each defined once: op families, loss causes, precisions.
+
+Everything else derives from these enums: the workload and profile validation, the scoring step
+table, the renderers' colours and the JSON Schema's enum lists (a test checks the schema against
+them). Values are plain strings in data and JSON (``Family.conv.value == "conv"``).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Family(str, Enum):
+    """What kind of kernel a node is: decides the unit that runs it and the fixes that apply."""
+
+    conv = "conv"
+    depthwise_conv = "depthwise_conv"
+    grouped_conv = "grouped_conv"
+    matmul = "matmul"
+    attention = "attention"
+    rnn = "rnn"
+    elementwise = "elementwise"
+    cast = "cast"
+    norm = "norm"
+    softmax = "softmax"
+    pool = "pool"
+    reduce = "reduce"
+    resize = "resize"
+    movement = "movement"
+    control = "control"
+    host = "host"  # runs on the host CPU (strings, ML-domain ops, data-dependent bookkeeping)
+    view = "view"  # relabels a buffer: no kernel, no bytes
+    shape = "shape"  # folded at load time: no kernel, no bytes
+
+
+class Cause(str, Enum):
+    """Why a layer (or the model) is slower than the quoted peak: each loss has one cause."""
+
+    compute = "compute"  # time at the quoted peak itself dominates
+    memory = "memory"
+    parallelism = "parallelism"
+    input_io = "input_io"
+    overlap = "overlap"
+    specialization = "specialization"
+    unoptimized = "unoptimized"
+    launch_overhead = "launch_overhead"
+    heterogeneity = "heterogeneity"
+    thermal = "thermal"
+
+
+def values(enum) -> tuple[str, ...]:
+    return tuple(m.value for m in enum)
+
+
+FAMILIES = values(Family)
+MATRIX_FAMILIES = frozenset({"conv", "depthwise_conv", "grouped_conv", "matmul", "attention", "rnn"})
+FREE_FAMILIES = frozenset({"view", "shape"})  # no kernel launched, no bytes moved
+# families a profile may name (efficiency, accelerator_families): everything that launches a kernel
+PROFILE_FAMILIES = tuple(f for f in FAMILIES if f not in FREE_FAMILIES)
+CAUSES = values(Cause)
+LOSS_KEYS = tuple(c for c in CAUSES if c != "compute")  # every cause but compute is a loss
