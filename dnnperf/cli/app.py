@@ -11,7 +11,6 @@ Exit codes: 0 ok; 1 a gate or requirement failed (`check`, `compare` with a requ
 meets); 2 usage or input error (one line on stderr, nothing written); 3 internal error (a bug).
 """
 
-from __future__ import annotations
 
 import functools
 import os

@@ -1,6 +1,5 @@
 """Design-space commands: lut (latency tables for NAS), shapes (widths that fit), diff (two variants)."""
 
-from __future__ import annotations
 
 from typing import Annotated, Optional
 

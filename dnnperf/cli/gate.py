@@ -1,6 +1,5 @@
 """The CI regression gate: baseline (record estimates), check (compare against them)."""
 
-from __future__ import annotations
 
 from typing import Annotated, List, Optional
 

@@ -1,6 +1,5 @@
 """Hardware profiles: hw list, hw show, hw schema."""
 
-from __future__ import annotations
 
 from typing import Annotated
 

@@ -1,6 +1,5 @@
 """Measuring this machine through ONNX Runtime (dnnperf[measure]): calibrate, validate."""
 
-from __future__ import annotations
 
 from typing import Annotated, Optional
 

@@ -1,6 +1,5 @@
 """Commands on model files: inspect (workloads), analyze (the estimate), strip (weightless copy)."""
 
-from __future__ import annotations
 
 from typing import Annotated, List, Optional
 

@@ -1,6 +1,5 @@
 """Pictures: plot (roofline / loss waterfall as SVG or PNG) and report (one self-contained HTML page)."""
 
-from __future__ import annotations
 
 from typing import Annotated
 

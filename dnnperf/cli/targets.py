@@ -1,6 +1,5 @@
 """Commands that compare hardware targets and settings: compare, sweep."""
 
-from __future__ import annotations
 
 from typing import Annotated, Optional
 

@@ -113,7 +113,11 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
         tensors[name] = t
     tensors.update(init_info)
     init_names = frozenset(init_info)
-    nodes, unresolved = _build_nodes(ordered, tensors, opset, path, init_names, None, 0)
+    try:
+        "".join(tensors)  # value names as dict keys: bytes means a corrupt file
+    except TypeError:
+        raise DnnperfError(f"'{path}' has names that are not valid UTF-8 — the file is corrupt; re-export it") from None
+    nodes, unresolved = _build_nodes(ordered, tensors, opset, path, init_names, None, 0, res.attrs)
     graph_inputs = tuple(i.name for i in g.input if i.name not in init_names)
     return Graph(
         name=g.name or os.path.splitext(os.path.basename(path))[0],
@@ -144,12 +148,27 @@ def constants_of(nodes: list[Node], known: set[str]) -> frozenset:
 
 
 def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset, gname: str | None,
-                 depth: int) -> tuple[list[Node], list[str]]:
+                 depth: int, attrs_of=plain_attrs) -> tuple[list[Node], list[str]]:
     nodes: list[Node] = []
     unresolved: list[str] = []
     seen_names: dict[str, int] = {}
+    append = nodes.append
+    get = tensors.get
+    join = "".join
     for idx, n in enumerate(ordered):
-        name = n.name or (f"{n.op_type}_{idx}" if gname is None else f"{gname}/{n.op_type}_{idx}")
+        op = n.op_type
+        ins = tuple(n.input)
+        outs = tuple(n.output)
+        name = n.name
+        domain = n.domain
+        try:  # a bytes value here means the file holds names that are not UTF-8
+            join((name, op, domain))
+            join(ins)
+            join(outs)
+        except TypeError:
+            raise DnnperfError(f"'{path}' has names that are not valid UTF-8 — the file is corrupt; re-export it") from None
+        if not name:
+            name = f"{op}_{idx}" if gname is None else f"{gname}/{op}_{idx}"
         if name in seen_names:
             seen_names[name] += 1
             name = f"{name}#{seen_names[name]}"
@@ -157,16 +176,16 @@ def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset
             seen_names[name] = 0
         subs: dict[str, Graph] = {}
         if n.attribute:
-            attrs: dict[str, Any] = plain_attrs(n)
-            for label, sg in node_subgraphs(n):
-                subs[label] = _subgraph(sg, tensors, opset, path, depth + 1, inits)
+            attrs: dict[str, Any] = attrs_of(n)
+            if len(attrs) < len(n.attribute):  # graph-valued (or exotic) attributes left out
+                for label, sg in node_subgraphs(n):
+                    subs[label] = _subgraph(sg, tensors, opset, path, depth + 1, inits)
         else:
             attrs = {}
-        outs = tuple(n.output)
-        nodes.append(Node(name, n.op_type, n.domain or "", tuple(n.input), outs, attrs, subs))
+        append(Node(name, op, domain, ins, outs, attrs, subs))
         for o in outs:
             if o:
-                t = tensors.get(o)
+                t = get(o)
                 if t is None or t.shape is None:
                     unresolved.append(name)
                     break

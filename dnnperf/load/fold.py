@@ -13,6 +13,7 @@ import numpy as np
 
 from dnnperf.ir import DTYPE_CODES, op_key
 from dnnperf.load.read import MAX_VALUE_ELEMS, plain_attrs, static, type_shape
+from dnnperf.load.shapes import RULES
 
 _NP_DTYPES = {6: np.int32, 7: np.int64, 1: np.float32, 11: np.float64, 9: np.bool_, 10: np.float16,
               2: np.uint8, 3: np.int8, 12: np.uint32, 13: np.uint64, 4: np.uint16, 5: np.int16}
@@ -28,13 +29,44 @@ FOLDABLE = frozenset({
 })
 
 
-def tensor_value(init) -> np.ndarray | None:
+def tensor_value(t) -> np.ndarray | None:
+    """A TensorProto's value as numpy, or None when it is large (not a shape) or unreadable."""
+    n = 1
+    for d in t.dims:
+        n *= d
+    if n > MAX_VALUE_ELEMS:
+        return None
+    dt = _NP_DTYPES.get(t.data_type)
+    if dt is not None and t.raw_data and t.data_type not in (10,):
+        try:
+            return np.frombuffer(t.raw_data, dtype=dt).reshape(tuple(t.dims)).copy()
+        except ValueError:
+            return None
     try:
         from onnx import numpy_helper
 
-        return numpy_helper.to_array(init)
+        return numpy_helper.to_array(t)
     except Exception:
         return None
+
+
+def constant_value(node) -> np.ndarray | None:
+    """The small value a Constant node holds (None when large or not numeric)."""
+    for a in node.attribute:
+        name = a.name
+        if name == "value":
+            return tensor_value(a.t)
+        if name == "value_int":
+            return np.array(a.i, dtype=np.int64)
+        if name == "value_ints":
+            v = list(a.ints)
+            return np.array(v, dtype=np.int64) if len(v) <= MAX_VALUE_ELEMS else None
+        if name == "value_float":
+            return np.array(a.f, dtype=np.float32)
+        if name == "value_floats":
+            v = list(a.floats)
+            return np.array(v, dtype=np.float32) if len(v) <= MAX_VALUE_ELEMS else None
+    return None
 
 
 class Resolver:
@@ -49,6 +81,14 @@ class Resolver:
         self.ordered = ordered
         self.opset_imports = list(model.opset_import)
         self.ir_version = model.ir_version
+        self._attrs: dict[int, dict] = {}
+
+    def attrs(self, node) -> dict:
+        """``plain_attrs(node)``, decoded once per node."""
+        a = self._attrs.get(id(node))
+        if a is None:
+            a = self._attrs[id(node)] = plain_attrs(node)
+        return a
 
     @property
     def producer(self) -> dict:
@@ -73,25 +113,15 @@ class Resolver:
             if node.op_type == "Size":
                 val = np.array(int(np.prod(dims, dtype=np.int64)), dtype=np.int64)
             else:
-                a = plain_attrs(node)
+                a = self.attrs(node)
                 val = np.array(dims[slice(a.get("start", 0), a.get("end", len(dims)))], dtype=np.int64)
             self.values[node.output[0]] = val
             return val
         if node.op_type == "Constant":
-            from onnx import helper
-
-            for a in node.attribute:
-                v = helper.get_attribute_value(a)
-                if a.name == "value":
-                    arr = tensor_value(v)
-                elif a.name in ("value_int", "value_float", "value_ints", "value_floats"):
-                    arr = np.array(v)
-                else:
-                    arr = None
-                if arr is not None and arr.size <= MAX_VALUE_ELEMS:
-                    self.values[node.output[0]] = arr
-                    return arr
-            return None
+            arr = constant_value(node)
+            if arr is not None:
+                self.values[node.output[0]] = arr
+            return arr
         ins = []
         for i in node.input:
             if not i:
@@ -129,12 +159,15 @@ class Resolver:
             if rule is not None:
                 ins = [types.get(i) if i else None for i in node.input]
                 try:
-                    out = rule(plain_attrs(node), ins, len(node.output))
+                    out = rule(self.attrs(node), ins, len(node.output))
                 except (ArithmeticError, ValueError, TypeError, KeyError, IndexError):
                     out = []
                 for o, t in zip(node.output, out):
                     if t is not None and o:
                         types[o] = t
+            return
+        rule = RULES.get(node.op_type)
+        if rule is not None and self._by_rule(node, *rule):
             return
         from onnx import TypeProto, defs, helper, numpy_helper, shape_inference
 
@@ -173,6 +206,33 @@ class Resolver:
                 v = self.value(o)
                 if v is not None:
                     types[o] = (tuple(int(d) for d in np.shape(v)), types.get(o, (None, _np_name(v)))[1])
+
+
+    def _by_rule(self, node, fn, value_inputs) -> bool:
+        """Resolve ``node``'s outputs with a plain-tuple shape rule; False to defer to ONNX."""
+        types = self.types
+        ins = node.input
+        dims = []
+        for i in ins:
+            t = types.get(i) if i else None
+            dims.append(static(t[0]) if t is not None else None)
+        vals = [None] * len(ins)
+        for k in value_inputs:
+            if k < len(ins) and ins[k]:
+                vals[k] = self.value(ins[k])
+        try:
+            out = fn(self.attrs(node), dims, vals, self.opset)
+        except (ArithmeticError, ValueError, TypeError, KeyError, IndexError):
+            return False
+        if not out or out[0] is None:
+            return False
+        first = types.get(ins[0]) if ins and ins[0] else None
+        for o, d in zip(node.output, out):
+            if o and d is not None:
+                old = types.get(o)
+                dtype = old[1] if old is not None and old[1] else (first[1] if first else "float32")
+                types[o] = (tuple(int(x) for x in d), dtype)
+        return True
 
 
 def fold_size_ok(op: str, ins: list) -> bool:

@@ -93,39 +93,7 @@ def parse_model(data: bytes, path: str = "<bytes>"):
         )
     if len(model.graph.node) == 0:
         raise DnnperfError(f"'{path}' contains a graph with no nodes — nothing to analyse")
-    check_text(model, path)
     return model
-
-
-def check_text(model, path: str) -> None:
-    """Names must be valid UTF-8 (protobuf hands back bytes otherwise): a corrupt file otherwise."""
-    from dnnperf.load.topology import walk_graphs
-
-    def bad(x) -> bool:
-        return isinstance(x, bytes)
-
-    found = None
-    for g in walk_graphs(model.graph, max_depth=64):
-        for coll in (g.input, g.output, g.value_info, g.initializer):
-            for v in coll:
-                if bad(v.name):
-                    found = v.name
-                    break
-        for n in g.node:
-            for x in (n.name, n.op_type, n.domain, *n.input, *n.output):
-                if bad(x):
-                    found = x
-            for a in n.attribute:
-                if bad(a.name):
-                    found = a.name
-        if found is not None:
-            break
-    if found is None:
-        for imp in model.opset_import:
-            if bad(imp.domain):
-                found = imp.domain
-    if found is not None:
-        raise DnnperfError(f"'{path}' has names that are not valid UTF-8 ({found[:20]!r}...) — the file is corrupt; re-export it")
 
 
 def default_opset(model) -> int:
@@ -190,8 +158,8 @@ def short(exc: BaseException) -> str:
 
 def type_shape(tp) -> tuple[tuple | None, str]:
     """(dims or None, dtype) of a TypeProto; a dim is int, str (symbol) or None (unknown)."""
-    which = tp.WhichOneof("value")
-    if which != "tensor_type":
+    if not tp.HasField("tensor_type"):
+        which = tp.WhichOneof("value")
         if which in ("sequence_type", "optional_type", "map_type"):
             return None, which.split("_")[0]
         return None, "float32"
@@ -202,11 +170,12 @@ def type_shape(tp) -> tuple[tuple | None, str]:
     dims = []
     for d in tt.shape.dim:
         v = d.dim_value
-        if v or d.HasField("dim_value"):
-            dims.append(int(v))
+        if v:
+            dims.append(v)
+        elif d.HasField("dim_value"):
+            dims.append(0)
         else:
-            p = d.dim_param
-            dims.append(p if p else None)
+            dims.append(d.dim_param or None)
     return tuple(dims), dtype
 
 
@@ -233,6 +202,11 @@ def plain_attrs(n) -> dict:
             out[a.name] = tuple(int(d) for d in a.t.dims)
         elif t == _STRINGS:
             out[a.name] = [x.decode("utf-8", "replace") for x in a.strings]
+    try:
+        "".join(out)
+    except TypeError:
+        raise DnnperfError(f"node '{n.name}' has attribute names that are not valid UTF-8 — the file is corrupt; "
+                           "re-export it") from None
     return out
 
 

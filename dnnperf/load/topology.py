@@ -44,17 +44,22 @@ def topo_order(nodes, available: set[str], graph_name: str = "main graph") -> li
     ONNX requires nodes to be stored sorted, so one pass usually confirms the order; otherwise
     Kahn's algorithm sorts them (and finds cycles)."""
     seen = set(available)
+    add = seen.add
     for n in nodes:
-        if n.op_type in SUBGRAPH_OPS or any(a.type in (_GRAPH, _GRAPHS) for a in n.attribute):
+        if n.op_type in SUBGRAPH_OPS:
             return _kahn(nodes, available, graph_name)  # bodies may read outer names
+        if n.attribute:
+            for a in n.attribute:
+                if a.type == _GRAPH or a.type == _GRAPHS:
+                    return _kahn(nodes, available, graph_name)
         for i in n.input:
-            if i and i not in seen:
+            if i not in seen and i:
                 return _kahn(nodes, available, graph_name)
         for o in n.output:
             if o:
                 if o in seen:
                     return _kahn(nodes, available, graph_name)
-                seen.add(o)
+                add(o)
     return nodes  # already in order (the same list object)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from dnnperf.ir import DTYPE_BITS, NEVER_FOLDED, Graph, Node, op_key
+from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES, NEVER_FOLDED, Graph, Node, op_key
 from dnnperf.workload import Workload
 
 
@@ -79,36 +79,46 @@ class Ctx:
     def byte_split(self) -> tuple[int, int, int]:
         """(activation bytes read, weight bytes read, bytes written). Each distinct tensor once."""
         act = wgt = out = 0
-        inits = self.graph.initializers
-        tensors = self.graph.tensors
-        for names, is_input in ((set(self.node.inputs), True), (set(self.node.outputs), False)):
-            for name in names:
-                if not name:
-                    continue
-                t = tensors.get(name)
-                if t is None or t.nbytes is None:
-                    raise Unsupported(f"shape of tensor '{name}' could not be resolved")
-                if not is_input:
-                    out += t.nbytes
-                elif name in inits:
-                    wgt += t.nbytes
-                else:
-                    act += t.nbytes
+        graph = self.graph
+        inits = graph.initializers
+        get = graph.tensors.get
+        ins = self.node.inputs
+        for name in (dict.fromkeys(ins) if len(ins) > 1 else ins):
+            if not name:
+                continue
+            t = get(name)
+            if t is None or t.nbytes is None:
+                raise Unsupported(f"shape of tensor '{name}' could not be resolved")
+            if name in inits:
+                wgt += t.nbytes
+            else:
+                act += t.nbytes
+        for name in self.node.outputs:
+            if not name:
+                continue
+            t = get(name)
+            if t is None or t.nbytes is None:
+                raise Unsupported(f"shape of tensor '{name}' could not be resolved")
+            out += t.nbytes
         return act, wgt, out
 
     def workload(self, family: str, macs: int = 0, other: int = 0, gemm=None, parallel: int | None = None,
                  dtype: str | None = None, **kw) -> Workload:
         act, wgt, out = self.byte_split()
         if parallel is None:
-            parallel = sum(self.numel(self.out_shape(i)) for i, o in enumerate(self.node.outputs) if o)
-        return Workload(family=family, dtype=dtype or self.compute_dtype(), macs=int(macs), other_ops=int(other),
-                        act_bytes_read=act, weight_bytes=wgt, bytes_written=out, parallel_work=int(parallel),
-                        gemm=gemm, **kw)
+            parallel = 0
+            get = self.graph.tensors.get
+            for o in self.node.outputs:
+                if o:
+                    parallel += get(o).numel  # resolved: byte_split checked every output
+        return Workload(family, dtype or self.compute_dtype(), int(macs), int(other), act, wgt, out, int(parallel),
+                        gemm, **kw)
 
     def compute_dtype(self) -> str:
+        get = self.graph.tensors.get
         for i in self.node.inputs:
-            t = self.graph.tensors.get(i) if i else None
-            if t is not None and t.dtype in DTYPE_BITS and t.dtype not in ("int64", "int32", "bool", "string"):
+            t = get(i) if i else None
+            if t is not None and t.dtype not in INDEX_DTYPES and t.dtype in DTYPE_BITS:
                 return t.dtype
         return self.dtype(0)
 
@@ -139,14 +149,26 @@ def key_of(node: Node) -> str:
 
 def cost_node(graph: Graph, node: Node) -> Workload:
     """The workload of ``node``; raises Unsupported when it cannot be costed."""
-    outs = [o for o in node.outputs if o]
-    if outs and all(o in graph.values for o in outs) and not node.subgraphs:
-        # folded at load time by any runtime (shape arithmetic): no kernel, no traffic
-        return Workload(family="shape", dtype="int64", launches=0)
-    if node.inputs and all(i in graph.constants for i in node.inputs if i) and not node.subgraphs \
-            and node.op_type not in NEVER_FOLDED:
-        # every input is a weight or folded constant: runtimes fold it once at load time
-        return Workload(family="shape", dtype="float32", launches=0, note="")
+    if not node.subgraphs:
+        values = graph.values
+        folded = False
+        for o in node.outputs:
+            if o:
+                if o not in values:
+                    folded = False
+                    break
+                folded = True
+        if folded:
+            # folded at load time by any runtime (shape arithmetic): no kernel, no traffic
+            return Workload(family="shape", dtype="int64", launches=0)
+        if node.inputs and node.op_type not in NEVER_FOLDED:
+            constants = graph.constants
+            for i in node.inputs:
+                if i and i not in constants:
+                    break
+            else:
+                # every input is a weight or folded constant: runtimes fold it once at load time
+                return Workload(family="shape", dtype="float32", launches=0)
     fn = REGISTRY.get(key_of(node))
     if fn is None:
         if node.domain not in ("", "ai.onnx", "com.microsoft"):

@@ -1,0 +1,282 @@
+"""Output shapes of the ops ONNX's data propagation most often leaves open (Reshape, Slice, Expand...
+behind shape subgraphs), computed on plain tuples: a fraction of the cost of a per-node call into
+ONNX's inference. Each rule gets the node's attributes, its inputs' dims (None when unknown) and the
+folded values of the inputs it names, and returns the outputs' dims, or None to defer to ONNX.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+Dims = tuple[int, ...]
+
+
+def _bcast(*shapes) -> Dims | None:
+    if any(s is None for s in shapes):
+        return None
+    r = max(len(s) for s in shapes)
+    out = []
+    for i in range(r):
+        d = 1
+        for s in shapes:
+            k = i - (r - len(s))
+            if k < 0:
+                continue
+            x = s[k]
+            if x != 1:
+                if d != 1 and d != x:
+                    return None
+                d = x
+        out.append(d)
+    return tuple(out)
+
+
+def _ints(v) -> list[int] | None:
+    if v is None:
+        return None
+    return [int(x) for x in np.asarray(v).reshape(-1)]
+
+
+def _same(attrs, dims, vals, opset):
+    return [dims[0]] if dims and dims[0] is not None else None
+
+
+def _reshape(attrs, dims, vals, opset):
+    x, shape = dims[0], _ints(vals[1])
+    if x is None or shape is None:
+        return None
+    out = [x[i] if s == 0 and not attrs.get("allowzero", 0) and i < len(x) else s for i, s in enumerate(shape)]
+    if out.count(-1) > 1:
+        return None
+    n = 1
+    for d in x:
+        n *= d
+    if -1 in out:
+        rest = 1
+        for d in out:
+            if d != -1:
+                rest *= d
+        if rest == 0 or n % rest:
+            return None
+        out[out.index(-1)] = n // rest
+    return [tuple(out)]
+
+
+def _slice(attrs, dims, vals, opset):
+    x = dims[0]
+    if x is None:
+        return None
+    if opset < 10:
+        starts, ends, axes, steps = attrs.get("starts"), attrs.get("ends"), attrs.get("axes"), None
+    else:
+        starts, ends = _ints(vals[1]), _ints(vals[2])
+        axes = _ints(vals[3]) if len(vals) > 3 and vals[3] is not None else None
+        steps = _ints(vals[4]) if len(vals) > 4 and vals[4] is not None else None
+        if (len(dims) > 3 and dims[3] is not None and axes is None) or (len(dims) > 4 and dims[4] is not None and steps is None):
+            return None
+    if starts is None or ends is None:
+        return None
+    axes = list(axes) if axes is not None else list(range(len(starts)))
+    steps = list(steps) if steps is not None else [1] * len(starts)
+    out = list(x)
+    for st, en, ax, sp in zip(starts, ends, axes, steps):
+        if sp == 0:
+            return None
+        ax %= len(x)
+        out[ax] = len(range(*slice(st, en, sp).indices(x[ax])))
+    return [tuple(out)]
+
+
+def _transpose(attrs, dims, vals, opset):
+    x = dims[0]
+    if x is None:
+        return None
+    perm = attrs.get("perm") or list(range(len(x)))[::-1]
+    return [tuple(x[p] for p in perm)]
+
+
+def _expand(attrs, dims, vals, opset):
+    shape = _ints(vals[1])
+    if dims[0] is None or shape is None:
+        return None
+    return [_bcast(dims[0], tuple(shape))]
+
+
+def _unsqueeze(attrs, dims, vals, opset):
+    x = dims[0]
+    axes = attrs.get("axes") if opset < 13 else _ints(vals[1] if len(vals) > 1 else None)
+    if x is None or axes is None:
+        return None
+    r = len(x) + len(axes)
+    out = list(x)
+    for a in sorted(a % r for a in axes):
+        out.insert(a, 1)
+    return [tuple(out)]
+
+
+def _squeeze(attrs, dims, vals, opset):
+    x = dims[0]
+    if x is None:
+        return None
+    axes = attrs.get("axes") if opset < 13 else _ints(vals[1] if len(vals) > 1 else None)
+    if axes is None:
+        if opset >= 13 and len(dims) > 1 and dims[1] is not None:
+            return None  # axes given but not constant
+        return [tuple(d for d in x if d != 1)]
+    drop = {a % len(x) for a in axes}
+    return [tuple(d for i, d in enumerate(x) if i not in drop)]
+
+
+def _matmul(attrs, dims, vals, opset):
+    a, b = dims[0], dims[1]
+    if a is None or b is None or not a or not b:
+        return None
+    sa, sb = len(a) == 1, len(b) == 1
+    a2 = (1,) + a if sa else a
+    b2 = b + (1,) if sb else b
+    batch = _bcast(a2[:-2], b2[:-2])
+    if batch is None or a2[-1] != b2[-2]:
+        return None
+    out = batch + (a2[-2], b2[-1])
+    if sa:
+        out = out[:-2] + out[-1:]
+    if sb:
+        out = out[:-1]
+    return [out]
+
+
+def _range(attrs, dims, vals, opset):
+    if any(v is None for v in vals[:3]):
+        return None
+    start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in vals[:3])
+    if delta == 0:
+        return None
+    return [(max(int(np.ceil((limit - start) / delta)), 0),)]
+
+
+def _concat(attrs, dims, vals, opset):
+    if any(d is None for d in dims) or not dims:
+        return None
+    ax = attrs.get("axis", 0) % len(dims[0])
+    out = list(dims[0])
+    out[ax] = sum(d[ax] for d in dims)
+    return [tuple(out)]
+
+
+def _gather(attrs, dims, vals, opset):
+    x, idx = dims[0], dims[1]
+    if x is None or idx is None:
+        return None
+    ax = attrs.get("axis", 0) % len(x)
+    return [tuple(x[:ax]) + tuple(idx) + tuple(x[ax + 1:])]
+
+
+def _constant_of_shape(attrs, dims, vals, opset):
+    shape = _ints(vals[0])
+    return None if shape is None else [tuple(shape)]
+
+
+def _pad(attrs, dims, vals, opset):
+    x = dims[0]
+    pads = attrs.get("pads") if opset < 11 else _ints(vals[1] if len(vals) > 1 else None)
+    if x is None or pads is None:
+        return None
+    axes = _ints(vals[3]) if len(vals) > 3 and vals[3] is not None else list(range(len(x)))
+    if len(dims) > 3 and dims[3] is not None and axes is None:
+        return None
+    out = list(x)
+    k = len(axes)
+    for j, a in enumerate(axes):
+        a %= len(x)
+        out[a] = x[a] + pads[j] + pads[j + k]
+    return [tuple(out)]
+
+
+def _flatten(attrs, dims, vals, opset):
+    x = dims[0]
+    if x is None:
+        return None
+    ax = attrs.get("axis", 1) % (len(x) + 1) if x else 0
+    a = 1
+    for d in x[:ax]:
+        a *= d
+    b = 1
+    for d in x[ax:]:
+        b *= d
+    return [(a, b)]
+
+
+def _gemm(attrs, dims, vals, opset):
+    a, b = dims[0], dims[1]
+    if a is None or b is None or len(a) != 2 or len(b) != 2:
+        return None
+    m = a[1] if attrs.get("transA") else a[0]
+    n = b[0] if attrs.get("transB") else b[1]
+    return [(m, n)]
+
+
+def _global_pool(attrs, dims, vals, opset):
+    x = dims[0]
+    return None if x is None else [tuple(x[:2]) + (1,) * (len(x) - 2)]
+
+
+def _where(attrs, dims, vals, opset):
+    return [_bcast(*dims)] if all(d is not None for d in dims) else None
+
+
+def _broadcast(attrs, dims, vals, opset):
+    return [_bcast(*dims)] if all(d is not None for d in dims) else None
+
+
+def _gather_nd(attrs, dims, vals, opset):
+    x, idx = dims[0], dims[1]
+    if x is None or idx is None:
+        return None
+    b = attrs.get("batch_dims", 0)
+    return [tuple(idx[:-1]) + tuple(x[b + idx[-1]:])]
+
+
+def _index_like(attrs, dims, vals, opset):
+    return [dims[1]] if len(dims) > 1 and dims[1] is not None else None
+
+
+def _layer_norm(attrs, dims, vals, opset):
+    x = dims[0]
+    return None if x is None else [x]  # Mean / InvStdDev outputs are left to ONNX
+
+
+# op -> (rule, indices of the inputs whose folded values the rule needs)
+RULES: dict[str, tuple[Callable, tuple[int, ...]]] = {
+    "Reshape": (_reshape, (1,)),
+    "Slice": (_slice, (1, 2, 3, 4)),
+    "Transpose": (_transpose, ()),
+    "Expand": (_expand, (1,)),
+    "Unsqueeze": (_unsqueeze, (1,)),
+    "Squeeze": (_squeeze, (1,)),
+    "MatMul": (_matmul, ()),
+    "Range": (_range, (0, 1, 2)),
+    "Concat": (_concat, ()),
+    "Gather": (_gather, ()),
+    "ConstantOfShape": (_constant_of_shape, (0,)),
+    "ScatterND": (_same, ()),
+    "ScatterElements": (_same, ()),
+    "Pad": (_pad, (1, 3)),
+    "Flatten": (_flatten, ()),
+    "Gemm": (_gemm, ()),
+    "GlobalAveragePool": (_global_pool, ()),
+    "GlobalMaxPool": (_global_pool, ()),
+    "Where": (_where, ()),
+    "GatherND": (_gather_nd, ()),
+    "GatherElements": (_index_like, ()),
+    "LayerNormalization": (_layer_norm, ()),
+}
+for _op in ("Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
+            "Xor", "Max", "Min", "Mod", "BitShift", "PRelu"):
+    RULES[_op] = (_broadcast, ())
+for _op in ("Erf", "Not", "Cast", "CastLike", "Softmax", "LogSoftmax", "Relu", "Sigmoid", "Tanh", "Sqrt", "Neg", "Abs",
+            "Exp", "Log", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "CumSum", "Identity", "Dropout", "Clip",
+            "LeakyRelu", "Elu", "Gelu", "HardSigmoid", "HardSwish", "Softplus", "IsNaN", "IsInf", "Sin", "Cos",
+            "BatchNormalization", "InstanceNormalization", "Trilu", "Mish", "Selu", "Celu"):
+    RULES.setdefault(_op, (_same, ()))
