@@ -72,6 +72,7 @@ def report_dict(report: Report, top: int | None = None) -> dict:
         })
     rank = [c.name for c in ranked(report, top)]
     t = sc.totals
+    cov = coverage_dict(insp, report)
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "dnnperf", "version": __version__, "convention": CONVENTION},
@@ -95,13 +96,29 @@ def report_dict(report: Report, top: int | None = None) -> dict:
             "loss_where": _loss_where(sc),
             "top_cause": report.top_cause,
             "fusion_whatif_latency_s": {k: _r(v) for k, v in sorted(report.alt_latency_s.items())},
+            "coverage": cov["scored_share"],
         },
+        "coverage": cov,
         "model_fixes": report.model_fixes,
         "ranking": rank,
         "layers": layers,
         "unsupported_ops": _unsupported_summary(insp.unsupported),
         "warnings": list(insp.warnings),
     }
+
+
+def coverage_dict(insp: Inspection, report: Report | None = None) -> dict:
+    """``Inspection.coverage()`` plus, with a hardware report, a lower bound on the unscored nodes'
+    time and the share of the (estimate + that bound) the scored nodes represent."""
+    cov = insp.coverage()
+    if report is not None:
+        from dnnperf.scoring import unscored_floor
+
+        floor = unscored_floor(insp.rows, insp.graph.tensors, report.hw) if not cov["complete"] else 0.0
+        lat = report.score.totals["latency_s"]
+        cov["unscored_floor_s"] = _r(floor)
+        cov["scored_share"] = _r(lat / (lat + floor)) if lat + floor > 0 else 1.0
+    return cov
 
 
 def roofs(report: Report) -> list[tuple[str, float]]:
@@ -138,7 +155,8 @@ def _loss_where(sc: Score) -> dict:
 def _unsupported_summary(items: list[dict]) -> list[dict]:
     by: dict[str, dict] = {}
     for it in items:
-        e = by.setdefault(it["op_type"], {"op_type": it["op_type"], "count": 0, "nodes": [], "reason": it["reason"]})
+        e = by.setdefault(it["op_type"], {"op_type": it["op_type"], "count": 0, "nodes": [], "reason": it["reason"],
+                                          "kind": it.get("kind", "unsupported")})
         e["count"] += 1
         if len(e["nodes"]) < 20:
             e["nodes"].append(it["node"])
@@ -169,6 +187,7 @@ def inspection_dict(insp: Inspection) -> dict:
         "model": {"path": insp.path, "name": insp.model_name, "opset": insp.graph.opset, "nodes": len(insp.rows),
                   "input_bytes": insp.input_bytes, "batch": insp.batch},
         "totals": {k: (_r(v) if isinstance(v, float) else v) for k, v in insp.totals().items()},
+        "coverage": coverage_dict(insp),
         "layers": rows,
         "unsupported_ops": _unsupported_summary(insp.unsupported),
         "warnings": list(insp.warnings),

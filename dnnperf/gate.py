@@ -15,9 +15,9 @@ from dnnperf.fmt import sig as _r
 from dnnperf.files import require_file
 from dnnperf.ir import ShapeOverrides
 from dnnperf.load import graph_from_model, parse_model, read_model
-from dnnperf.hardware import HardwareProfile, load_profile
+from dnnperf.hardware import HardwareProfile, load_profile, shipped_names
 
-BASELINE_SCHEMA = "dnnperf-baseline/1"
+BASELINE_SCHEMA = "dnnperf-baseline/2"
 
 
 class ModelSource:
@@ -132,24 +132,59 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
 # CI gate
 
 
+def profile_spec_for(spec: str, baseline_path: str | None) -> str:
+    """How a profile is recorded in a baseline: a shipped name as is; a YAML path relative to the
+    baseline file's folder (so `check` works from any directory), never absolute."""
+    if baseline_path is None or spec in shipped_names() or not os.path.exists(spec):
+        return spec
+    base_dir = os.path.dirname(os.path.abspath(baseline_path))
+    return os.path.relpath(os.path.abspath(spec), base_dir).replace(os.sep, "/")
+
+
+def profile_from_entry(spec: str, baseline_path: str | None) -> HardwareProfile:
+    if spec in shipped_names() or baseline_path is None:
+        return load_profile(spec)
+    return load_profile(os.path.join(os.path.dirname(os.path.abspath(baseline_path)), spec))
+
+
+def profile_hash(hw: HardwareProfile) -> str:
+    """sha256 (first 16 hex digits) of the profile file: an edited YAML moves the reference."""
+    import hashlib
+
+    with open(hw.path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()[:16]
+
+
+def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, settings: Settings, dims) -> dict:
+    from dnnperf import __version__
+
+    rep = analyze(insp, hw, settings, with_fixes=False)
+    d = report_dict(rep)
+    cov = d["coverage"]
+    return {
+        "model": model_key(model_path),
+        "hardware": spec,
+        "profile_sha256": profile_hash(hw),
+        "tool_version": __version__,
+        "settings": {**d["settings"], "dims": [list(x) for x in dims]},
+        "latency_s": d["totals"]["latency_s"],
+        "macs": d["totals"]["macs"],
+        "bytes": d["totals"]["bytes"],
+        "coverage": {"nodes_total": cov["nodes_total"], "nodes_scored": cov["nodes_scored"],
+                     "unscored_nodes": [r.node.name for r in insp.unscored()]},
+        "layers": {l["name"]: {"op_type": l["op_type"], "latency_s": l["latency_s"], "cause": l["cause"],
+                               "macs": l["macs"]} for l in d["layers"]},
+    }
+
+
 def make_baseline(items: list[tuple[str, Inspection, str, Settings, list]], baseline_path: str | None = None) -> dict:
     """``items``: (model path, inspection, profile spec as the user wrote it, settings, --dim pairs).
-    The spec (a name, or a path relative to where CI runs) is stored, never an absolute path."""
+    A shipped profile is stored by name, a custom one by its path relative to the baseline file,
+    with a hash of its content; never an absolute path."""
     entries = []
     for model_path, insp, spec, settings, dims in items:
         hw = load_profile(spec)
-        rep = analyze(insp, hw, settings, with_fixes=False)
-        d = report_dict(rep)
-        entries.append({
-            "model": model_key(model_path),
-            "hardware": spec,
-            "settings": {**d["settings"], "dims": [list(x) for x in dims]},
-            "latency_s": d["totals"]["latency_s"],
-            "macs": d["totals"]["macs"],
-            "bytes": d["totals"]["bytes"],
-            "layers": {l["name"]: {"op_type": l["op_type"], "latency_s": l["latency_s"], "cause": l["cause"],
-                                   "macs": l["macs"]} for l in d["layers"]},
-        })
+        entries.append(_entry(model_path, insp, profile_spec_for(spec, baseline_path), hw, settings, dims))
     entries.sort(key=lambda e: (e["model"], e["hardware"]))
     return {"schema_version": BASELINE_SCHEMA, "entries": entries}
 
@@ -165,7 +200,7 @@ def read_baseline(path: str) -> dict:
             data = json.load(fh)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DnnperfError(f"baseline '{path}' is not valid JSON ({exc.__class__.__name__}) — regenerate it with `dnnperf baseline`") from None
-    if not isinstance(data, dict) or data.get("schema_version") != BASELINE_SCHEMA:
+    if not isinstance(data, dict) or data.get("schema_version") not in (BASELINE_SCHEMA, "dnnperf-baseline/1"):
         got = data.get("schema_version") if isinstance(data, dict) else type(data).__name__
         raise DnnperfError(f"baseline '{path}' has schema {got!r}, expected '{BASELINE_SCHEMA}' — regenerate it with `dnnperf baseline`")
     entries = data.get("entries")
@@ -175,57 +210,124 @@ def read_baseline(path: str) -> dict:
         if not isinstance(e, dict) or not all(k in e for k in ("model", "hardware", "settings", "latency_s", "layers")):
             raise DnnperfError(f"baseline '{path}' entry {i} is missing fields (model, hardware, settings, latency_s, layers)")
         lat = e["latency_s"]
-        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not lat >= 0:
+        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not lat >= 0 or lat != lat:
             raise DnnperfError(f"baseline '{path}' entry {i}: latency_s must be a number >= 0")
         if not isinstance(e["layers"], dict) or not isinstance(e["settings"], dict):
             raise DnnperfError(f"baseline '{path}' entry {i}: layers and settings must be objects")
+        if not isinstance(e["model"], str) or not isinstance(e["hardware"], str):
+            raise DnnperfError(f"baseline '{path}' entry {i}: model and hardware must be strings")
+        for name, layer in e["layers"].items():
+            if not isinstance(layer, dict) or not isinstance(layer.get("latency_s"), (int, float)) \
+                    or isinstance(layer.get("latency_s"), bool):
+                raise DnnperfError(f"baseline '{path}' entry {i}: layer '{name}' has no numeric latency_s")
     return data
 
 
-def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, baseline_path: str | None = None) -> dict:
-    """Compare fresh estimates against the baseline. ``inspect_fn(path, settings) -> Inspection``."""
+def entry_settings(e: dict) -> tuple[Settings, list]:
+    s = e["settings"]
+    prec = s.get("precision")
+    batch = s.get("batch")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise DnnperfError(f"baseline entry for '{e['model']}': settings.batch must be a whole number >= 1")
+    return (Settings(batch, None if prec in (None, "model") else prec, s.get("fusion", "none"),
+                     bool(s.get("overlap_input", False))), [tuple(x) for x in s.get("dims", [])])
+
+
+def classify_change(old: float, new: float, rel: float, abs_s: float) -> tuple[str, float | None]:
+    """(status, relative change): slower/faster only beyond BOTH tolerances, on either side."""
+    delta = new - old
+    change = delta / old if old > 0 else (0.0 if new == 0 else None)
+    beyond_abs = abs(delta) > abs_s
+    if change is None:
+        return ("slower" if beyond_abs else "same"), None
+    if change > rel and beyond_abs:
+        return "slower", change
+    if change < -rel and beyond_abs:
+        return "faster", change
+    return "same", change
+
+
+def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, baseline_path: str | None = None,
+          abs_tolerance_s: float = 0.0, max_unscored: int = 0, hw_filter: list[str] | None = None) -> dict:
+    """Compare fresh estimates against the baseline. ``inspect_fn(path, settings, dims) -> Inspection``.
+
+    An entry fails when it is slower beyond both tolerances, when its profile file changed since the
+    baseline (the reference moved), when more than ``max_unscored`` nodes are not scored, or when its
+    coverage dropped. Entries for models not given (or profiles not in ``hw_filter``) are skipped
+    and listed."""
     by_key = {}
     for m in models:
         k = model_key(m)
         if k in by_key and by_key[k] != m:
             raise DnnperfError(f"two models share the file name '{k}': baselines key models by file name")
         by_key[k] = m
+    known = {e["model"] for e in baseline["entries"]}
+    extra = sorted(k for k in by_key if k not in known)
+    if extra:
+        raise DnnperfError(f"model '{extra[0]}' is not in the baseline (it has: {', '.join(sorted(known))}) — "
+                           "record it with `dnnperf baseline` or `check --update`")
     results = []
+    skipped = []
     failed = False
+    cache: dict = {}
     for e in baseline["entries"]:
         path = by_key.get(e["model"])
-        if path is None:
-            raise DnnperfError(f"baseline has model '{e['model']}' but it was not given — pass it, or rebuild the baseline")
-        hw = load_profile(e["hardware"])
-        s = e["settings"]
-        prec = s.get("precision")
-        settings = Settings(s.get("batch"), None if prec in (None, "model") else prec, s.get("fusion", "none"),
-                            bool(s.get("overlap_input", False)))
-        insp = inspect_fn(path, settings, [tuple(x) for x in s.get("dims", [])])
+        if path is None or (hw_filter and e["hardware"] not in hw_filter):
+            skipped.append(f"{e['model']} on {e['hardware']}")
+            continue
+        hw = profile_from_entry(e["hardware"], baseline_path)
+        settings, dims = entry_settings(e)
+        key = (path, settings.batch, tuple(dims))
+        insp = cache.get(key)
+        if insp is None:
+            insp = cache[key] = inspect_fn(path, settings, dims)
         rep = analyze(insp, hw, settings, with_fixes=False)
         d = report_dict(rep)
         new = d["totals"]["latency_s"]
         old = e["latency_s"]
-        change = (new - old) / old if old > 0 else (0.0 if new == 0 else float("inf"))
-        status = "slower" if change > tolerance else ("faster" if change < -1e-9 else "same")
+        status, change = classify_change(old, new, tolerance, abs_tolerance_s)
+        problems = []
+        recorded_hash = e.get("profile_sha256")
+        now_hash = profile_hash(hw)
+        if recorded_hash and recorded_hash != now_hash:
+            problems.append(f"profile '{e['hardware']}' changed since the baseline (sha256 {recorded_hash} -> {now_hash}): "
+                            "the reference moved; re-record with `check --update`")
+        unscored = [r.node.name for r in insp.unscored()]
+        if len(unscored) > max_unscored:
+            problems.append(f"{len(unscored)} node(s) NOT scored (allowed: {max_unscored}): {', '.join(unscored[:8])}"
+                            + (" ..." if len(unscored) > 8 else "") + " — the estimate leaves them out")
+        cov0 = e.get("coverage")
+        if cov0 and cov0.get("nodes_total"):
+            before = cov0["nodes_scored"] / cov0["nodes_total"]
+            now = d["coverage"]["nodes_scored"] / max(d["coverage"]["nodes_total"], 1)
+            newly = [n for n in unscored if n not in set(cov0.get("unscored_nodes", []))]
+            if now < before - 1e-12 or newly:
+                problems.append(f"coverage dropped ({before:.1%} -> {now:.1%} of nodes scored)"
+                                + (f"; newly unscored: {', '.join(newly[:8])}" if newly else ""))
         layer_notes = []
         for l in d["layers"]:
             before = e["layers"].get(l["name"])
             if before is None:
                 layer_notes.append({"layer": l["name"], "op_type": l["op_type"], "change": "added",
                                     "old_s": None, "new_s": l["latency_s"], "cause": l["cause"]})
-            elif l["latency_s"] > before["latency_s"] * (1 + tolerance) and l["latency_s"] - before["latency_s"] > 1e-9:
-                layer_notes.append({"layer": l["name"], "op_type": l["op_type"], "change": "slower",
-                                    "old_s": before["latency_s"], "new_s": l["latency_s"], "cause": l["cause"]})
+            else:
+                st, _ = classify_change(before["latency_s"], l["latency_s"], tolerance, 0.0)
+                if st != "same":
+                    layer_notes.append({"layer": l["name"], "op_type": l["op_type"], "change": st,
+                                        "old_s": before["latency_s"], "new_s": l["latency_s"], "cause": l["cause"]})
         names = {l["name"] for l in d["layers"]}
         for name, before in sorted(e["layers"].items()):
             if name not in names:
                 layer_notes.append({"layer": name, "op_type": before.get("op_type"), "change": "removed",
                                     "old_s": before.get("latency_s"), "new_s": None, "cause": before.get("cause")})
-        layer_notes.sort(key=lambda n: (-(n["new_s"] or 0) + (n["old_s"] or 0), n["layer"]))
-        if status == "slower":
-            failed = True
+        # by effect: the largest time difference first
+        layer_notes.sort(key=lambda n: (-abs((n["new_s"] or 0) - (n["old_s"] or 0)), n["layer"]))
+        bad = status == "slower" or bool(problems)
+        failed = failed or bad
         results.append({"model": e["model"], "hardware": e["hardware"], "old_latency_s": old, "new_latency_s": new,
-                        "change": _r(change) if change != float("inf") else None, "status": status,
-                        "layers": layer_notes if status == "slower" else [n for n in layer_notes if n["change"] != "slower"][:10]})
-    return {"schema_version": "dnnperf-check/1", "tolerance": tolerance, "passed": not failed, "results": results}
+                        "change": _r(change) if change is not None else None, "status": status, "problems": problems,
+                        "passed": not bad, "coverage": d["totals"]["coverage"], "layers": layer_notes})
+    if not results:
+        raise DnnperfError("no baseline entry matches the given models and --hw — nothing was checked")
+    return {"schema_version": "dnnperf-check/2", "tolerance": tolerance, "abs_tolerance_s": abs_tolerance_s,
+            "max_unscored": max_unscored, "passed": not failed, "results": results, "skipped": skipped}

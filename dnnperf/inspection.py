@@ -1,5 +1,13 @@
 """Per-node costing: a loaded Graph -> an Inspection (one Row per node: its Workload, or the reason
-it could not be costed). Hardware-independent; nothing is printed."""
+it could not be costed). Hardware-independent; nothing is printed.
+
+Nothing is scored as a silent zero: a node that cannot be costed keeps its reason and one of three
+kinds, and ``Inspection.coverage()`` says how much of the graph the totals stand for:
+
+    unsupported     the op itself has no cost model (a custom op, a preview op...)
+    shape_lost      its shapes are unknown because a node upstream of it could not be costed
+    shape_unknown   its shapes are unknown for another reason (unresolved dims, a contradiction)
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,7 @@ import os
 from dataclasses import dataclass
 
 from dnnperf.ir import Graph, Node
-from dnnperf.ops import Unsupported, cost_node, key_of
+from dnnperf.ops import REGISTRY, Unsupported, cost_node, key_of
 from dnnperf.workload import Workload
 
 
@@ -18,6 +26,8 @@ class Row:
     output_shape: tuple[int, ...] | None
     dtype: str
     reason: str = ""
+    kind: str = ""  # for unscored rows: unsupported | shape_lost | shape_unknown
+    root: str = ""  # for shape_lost rows: the unscored node upstream that lost the shapes
 
 
 @dataclass
@@ -36,6 +46,25 @@ class Inspection:
 
     def costed(self) -> list[Row]:
         return [r for r in self.rows if r.workload is not None]
+
+    def unscored(self) -> list[Row]:
+        return [r for r in self.rows if r.workload is None]
+
+    def coverage(self) -> dict:
+        """How much of the graph the figures stand for (every result carries this)."""
+        un = self.unscored()
+        kinds = {"unsupported": 0, "shape_lost": 0, "shape_unknown": 0}
+        for r in un:
+            kinds[r.kind or "shape_unknown"] += 1
+        return {
+            "complete": not un,
+            "nodes_total": len(self.rows),
+            "nodes_scored": len(self.rows) - len(un),
+            "nodes_unscored": len(un),
+            "unscored_by_kind": kinds,
+            "unscored_op_types": sorted({key_of(r.node) for r in un if r.kind != "shape_lost"}),
+            "unscored_nodes": [r.node.name for r in un[:50]],
+        }
 
     def totals(self) -> dict:
         ws = [r.workload for r in self.costed()]
@@ -56,33 +85,48 @@ class Inspection:
         }
 
 
+def _is_shape_reason(reason: str) -> bool:
+    return "could not be resolved" in reason or "unresolved" in reason
+
+
 def inspect_graph(graph: Graph, path: str) -> Inspection:
     rows: list[Row] = []
     unsupported: list[dict] = []
     warnings: list[str] = list(graph.notes)
     unresolved = set(graph.unresolved)
+    lost: dict[str, str] = {}  # tensor -> the unscored node upstream that made its shape unknown
     for node in graph.nodes:
         out = graph.tensors.get(node.outputs[0]) if node.outputs and node.outputs[0] else None
         shape = out.shape if out is not None else None
         dtype = out.dtype if out is not None else ""
+        reason = ""
         try:
             w = cost_node(graph, node)
         except Unsupported as exc:
             reason = str(exc)
-            if node.name in unresolved and "shape" not in reason:
-                reason = f"output shape unresolved; {reason}"
-            rows.append(Row(node, None, shape, dtype, reason))
-            unsupported.append({"node": node.name, "op_type": key_of(node), "reason": reason})
-            continue
         except (ArithmeticError, ValueError, TypeError, KeyError, IndexError) as exc:
             reason = f"malformed attributes or shapes ({type(exc).__name__})"
-            rows.append(Row(node, None, shape, dtype, reason))
-            unsupported.append({"node": node.name, "op_type": key_of(node), "reason": reason})
+        if reason:
+            root = next((lost[i] for i in node.inputs if i in lost), "")
+            if key_of(node) not in REGISTRY:
+                kind, root = "unsupported", root or node.name
+            elif root and (_is_shape_reason(reason) or node.name in unresolved):
+                kind = "shape_lost"
+                reason = f"shapes lost downstream of unscored node '{root}'; {reason}"
+            else:
+                kind = "shape_unknown"
+                if node.name in unresolved and "shape" not in reason:
+                    reason = f"output shape unresolved; {reason}"
+            for o in node.outputs:
+                if o and (root or kind != "shape_unknown"):
+                    lost[o] = root or node.name
+            rows.append(Row(node, None, shape, dtype, reason, kind, root if kind == "shape_lost" else ""))
+            unsupported.append({"node": node.name, "op_type": key_of(node), "reason": reason, "kind": kind})
             continue
         if w.note:
             warnings.append(f"{node.name} ({node.op_type}): {w.note}")
             if "unknown trip count" in w.note:
-                unsupported.append({"node": node.name, "op_type": key_of(node), "reason": w.note})
+                unsupported.append({"node": node.name, "op_type": key_of(node), "reason": w.note, "kind": "bound"})
         rows.append(Row(node, w, shape, dtype))
     input_bytes = 0
     batch = None
@@ -91,5 +135,17 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
         if t is not None and t.nbytes:
             input_bytes += t.nbytes
             if batch is None and t.shape:
-                batch = t.shape[0]
-    return Inspection(path, graph, rows, unsupported, warnings, input_bytes, batch)
+                batch = t.shape[graph.batch_axes.get(name, 0)] if len(t.shape) > graph.batch_axes.get(name, 0) else None
+    insp = Inspection(path, graph, rows, unsupported, warnings, input_bytes, batch)
+    cov = insp.coverage()
+    if not cov["complete"]:
+        k = cov["unscored_by_kind"]
+        no_model = sorted({key_of(r.node) for r in insp.unscored() if r.kind == "unsupported"})
+        parts = [f"{k['unsupported']} with no cost model ({', '.join(no_model[:6])})"] if k["unsupported"] else []
+        if k["shape_lost"]:
+            parts.append(f"{k['shape_lost']} downstream of them whose shapes are lost")
+        if k["shape_unknown"]:
+            parts.append(f"{k['shape_unknown']} whose shapes could not be resolved")
+        warnings.insert(0, f"PARTIAL: {cov['nodes_unscored']} of {cov['nodes_total']} nodes are NOT scored ("
+                           + "; ".join(parts) + ") — the figures leave them out")
+    return insp

@@ -105,6 +105,7 @@ class Graph:
     constants: frozenset = frozenset()  # weights and everything computed only from weights
     producer_version: str = ""
     notes: list[str] = field(default_factory=list)
+    batch_axes: dict[str, int] = field(default_factory=dict)  # input -> axis of its batch dim (default 0)
 
 
 @dataclass(frozen=True)

@@ -314,6 +314,22 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
     return Score(hw, settings, costs, input_bytes, t_in, totals, losses)
 
 
+def unscored_floor(rows, tensors: dict, hw: HardwareProfile) -> float:
+    """A lower bound on the time of the nodes that could not be scored: each moves the tensors whose
+    sizes are known once at DRAM bandwidth and launches one kernel (its math is unknown: left out)."""
+    t = 0.0
+    for r in rows:
+        if r.workload is not None:
+            continue
+        nbytes = 0
+        for name in dict.fromkeys(r.node.inputs + r.node.outputs):
+            tensor = tensors.get(name) if name else None
+            if tensor is not None and tensor.nbytes:
+                nbytes += tensor.nbytes
+        t += nbytes / hw.dram_bps + rules.launch_time(1, hw.launch_overhead_us)
+    return t
+
+
 def _weighted_occupancy(costs: list[LayerCost]) -> float:
     tot = sum(c.time_s for c in costs if c.layer.workload.family not in FREE_FAMILIES)
     if tot <= 0:

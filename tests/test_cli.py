@@ -200,8 +200,11 @@ def test_faster_is_reported_not_failed(tmp_path):
     model = _widened(tmp_path, 128)
     invoke("baseline", model, "--hw", "v100", "-o", base)
     _widened(tmp_path, 32)
-    r = invoke("check", model, "--baseline", base)
+    r = invoke("check", model, "--baseline", base, "--max-regression", "2%")
     assert r.exit_code == 0 and "FASTER" in r.stdout
+    # the tolerance works on both sides: -4.8% within 5% is SAME, not FASTER
+    r = invoke("check", model, "--baseline", base)
+    assert r.exit_code == 0 and r.stdout.startswith("SAME")
 
 
 @pytest.mark.parametrize("content,needle", [
@@ -209,7 +212,14 @@ def test_faster_is_reported_not_failed(tmp_path):
     (json.dumps({"schema_version": "dnnperf-baseline/0", "entries": []}), "schema"),
     (json.dumps({"schema_version": "dnnperf-baseline/1", "entries": [{"model": "x"}]}), "missing fields"),
     (json.dumps({"schema_version": "dnnperf-baseline/1", "entries": [
-        {"model": "other.onnx", "hardware": "v100", "settings": {}, "latency_s": 1.0, "layers": {}}]}), "not given"),
+        {"model": "other.onnx", "hardware": "v100", "settings": {}, "latency_s": 1.0, "layers": {}}]}),
+     "not in the baseline"),
+    (json.dumps({"schema_version": "dnnperf-baseline/2", "entries": [
+        {"model": "squeezenet1_1.onnx", "hardware": "v100", "settings": {"batch": "many"}, "latency_s": 1.0,
+         "layers": {}}]}), "settings.batch"),
+    (json.dumps({"schema_version": "dnnperf-baseline/2", "entries": [
+        {"model": "squeezenet1_1.onnx", "hardware": "v100", "settings": {}, "latency_s": 1.0,
+         "layers": {"x": {"latency_s": "slow"}}}]}), "numeric latency_s"),
 ])
 def test_bad_baselines_exit_2(tmp_path, content, needle):
     b = tmp_path / "b.json"

@@ -6,7 +6,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, InputShape, Output, Precision, Quiet, app, command,
-                             fusion_value, overrides, parse_fraction, precision_value, progress)
+                             fusion_value, overrides, parse_fraction, parse_time, precision_value, progress)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -53,41 +53,56 @@ def baseline(
 def check(
     models: ModelsArg,
     baseline_path: Annotated[str, typer.Option("--baseline", help="Baseline JSON from `dnnperf baseline`.")] = "dnnperf-baseline.json",
-    max_regression: Annotated[str, typer.Option("--max-regression", help="Tolerance: 5% or 0.05.")] = "5%",
+    max_regression: Annotated[str, typer.Option("--max-regression", help="Relative tolerance: 5% or 0.05.")] = "5%",
+    abs_tolerance: Annotated[str, typer.Option("--abs-tolerance", help="Changes smaller than this (e.g. 5us) are never SLOWER/FASTER.")] = "0s",
+    max_unscored: Annotated[int, typer.Option("--max-unscored", help="Nodes that may stay unscored (accept a known custom op).")] = 0,
+    hw: HwList = None,
     update: Annotated[bool, typer.Option("--update", help="Rewrite the baseline with the new estimates (exit 0).")] = False,
     summary_file: Annotated[Optional[str], typer.Option("--summary-file", help="Append a Markdown summary (e.g. $GITHUB_STEP_SUMMARY).")] = None,
     fmt: Format = None,
     output: Output = None,
     quiet: Quiet = False,
 ):
-    """CI gate: exit 0 when no estimate got slower than the tolerance, 1 when one did, 2 on bad input."""
-    from dnnperf.scoring import Settings
+    """CI gate: exit 0 when every estimate is within tolerance, fully scored and on an unchanged
+    profile; 1 when one got slower, lost coverage or its profile changed; 2 on bad input. Checks
+    the baseline entries of the models given (a subset is fine; --hw selects profiles)."""
     from dnnperf.api import inspect_model
     from dnnperf.files import atomic_write_bytes
-    from dnnperf.gate import check as run_check, make_baseline, model_key, read_baseline
+    from dnnperf.gate import check as run_check, entry_settings, make_baseline, model_key, read_baseline
+    from dnnperf.hardware import expand_specs
     from dnnperf.ir import ShapeOverrides
     from dnnperf.render import render
     from dnnperf.render.fmt_json import to_json
 
     tol = parse_fraction(max_regression, "--max-regression")
+    abs_s = 0.0 if abs_tolerance.strip() in ("0", "0s") else parse_time(abs_tolerance, "--abs-tolerance")
+    if max_unscored < 0:
+        raise DnnperfError(f"--max-unscored must be >= 0, got {max_unscored}")
     base = read_baseline(baseline_path)
 
     def insp_fn(path, settings, dims):
         # the recorded --dim pairs served every model of the baseline: symbols a model lacks are fine
         return inspect_model(path, ShapeOverrides(batch=settings.batch, dims=tuple(dims), strict=False))
 
-    res = run_check(base, list(models), tol, insp_fn, baseline_path)
-    notes: list[str] = []
+    res = run_check(base, list(models), tol, insp_fn, baseline_path, abs_s, max_unscored,
+                    expand_specs(list(hw)) if hw else None)
+    notes: list[str] = [f"skipped (model not given or --hw not selected): {', '.join(res['skipped'])}"] if res["skipped"] else []
     if update:
+        from dnnperf.gate import profile_from_entry
+
         by = {model_key(m): m for m in models}
         items = []
         for e in base["entries"]:
-            s = e["settings"]
-            st = Settings(s.get("batch"), None if s.get("precision") in (None, "model") else s["precision"],
-                          s.get("fusion", "none"), bool(s.get("overlap_input", False)))
-            dims = [tuple(x) for x in s.get("dims", [])]
-            items.append((by[e["model"]], insp_fn(by[e["model"]], st, dims), e["hardware"], st, dims))
-        atomic_write_bytes(baseline_path, to_json(make_baseline(items, baseline_path)).encode())
+            if e["model"] not in by:
+                continue
+            st, dims = entry_settings(e)
+            spec = profile_from_entry(e["hardware"], baseline_path).path if e["hardware"] not in expand_specs(["all"]) \
+                else e["hardware"]
+            items.append((by[e["model"]], insp_fn(by[e["model"]], st, dims), spec, st, dims))
+        fresh = make_baseline(items, baseline_path)["entries"]
+        kept = [e for e in base["entries"] if e["model"] not in by]
+        entries = sorted(kept + fresh, key=lambda e: (e["model"], e["hardware"]))
+        atomic_write_bytes(baseline_path, to_json({"schema_version": "dnnperf-baseline/2", "entries": entries}).encode())
         notes.append(f"updated {baseline_path}")
     doc = Document("check", res, notes=tuple(notes))
     if summary_file:

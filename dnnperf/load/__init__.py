@@ -20,7 +20,7 @@ from typing import Any
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor
 from dnnperf.load.fold import Resolver, tensor_value
-from dnnperf.load.overrides import apply_overrides
+from dnnperf.load.overrides import apply_overrides, batch_axes
 from dnnperf.load.read import (MAX_ELEMS, check_dims, check_domains, check_opset, is_shape_like, parse_model,
                                plain_attrs, read_model, read_model_bytes, short, static, type_shape)
 from dnnperf.load.topology import MAX_DEPTH, node_subgraphs, topo_order
@@ -58,7 +58,8 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
     from dnnperf.load.read import strip_payloads_inplace
 
     strip_payloads_inplace(model)  # no-op for files read by read_model; needed for in-memory models
-    notes = apply_overrides(model, overrides, path, set(init_info))
+    axes = batch_axes(model, set(init_info))
+    notes = apply_overrides(model, overrides, path, set(init_info), axes)
     for vi in g.input:
         dims, _ = type_shape(vi.type)
         if dims:
@@ -132,6 +133,7 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
         constants=constants_of(nodes, init_names | set(res.values)),
         producer_version=f"{model.producer_name} {model.producer_version}".strip(),
         notes=notes,
+        batch_axes=axes,
     )
 
 

@@ -8,17 +8,42 @@ from dnnperf.ir import ShapeOverrides
 from dnnperf.load.read import type_shape
 
 
-def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str]) -> list[str]:
-    """Write the user's dims into the graph inputs; return notes; fail listing anything still symbolic."""
+def batch_axes(model, weights: set[str]) -> dict[str, int]:
+    """Which dim of each model input is its batch: 0, except for inputs fed straight into a recurrent
+    op with layout 0 (sequence-first: [seq, batch, features]), whose batch is dim 1."""
+    axes = {}
+    inputs = {i.name for i in model.graph.input if i.name not in weights}
+    for n in model.graph.node:
+        if n.op_type in ("LSTM", "GRU", "RNN") and n.domain in ("", "ai.onnx") and n.input and n.input[0] in inputs:
+            layout = next((a.i for a in n.attribute if a.name == "layout"), 0)
+            axes[n.input[0]] = 0 if layout else 1
+    return axes
+
+
+def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
+                    axes: dict[str, int] | None = None) -> list[str]:
+    """Write the user's dims into the graph inputs; return notes; fail listing anything still symbolic.
+
+    ``axes``: the batch dim of each input (``batch_axes``); --batch sets that dim."""
+    axes = axes or {}
     g = model.graph
     init_names = {i.name for i in g.initializer} | weights
     real_inputs = [i for i in g.input if i.name not in init_names]
     by_name = {i.name: i for i in real_inputs}
-    for name, _ in ov.input_shapes:
-        if name not in by_name and ov.strict:
+    for name, dims in ov.input_shapes:
+        if name not in by_name:
+            if ov.strict:
+                raise DnnperfError(
+                    f"--input-shape names '{name}', but the model's inputs are: "
+                    f"{', '.join(sorted(by_name)) or '(none)'}"
+                )
+            continue
+        declared, _ = type_shape(by_name[name].type)
+        if declared is not None and len(declared) != len(dims):
+            shown = "x".join(str(d) if d is not None else "?" for d in declared)
             raise DnnperfError(
-                f"--input-shape names '{name}', but the model's inputs are: "
-                f"{', '.join(sorted(by_name)) or '(none)'}"
+                f"--input-shape {name}={'x'.join(map(str, dims))} gives {len(dims)} dims, but input '{name}' has "
+                f"rank {len(declared)} ({shown}) — pass {len(declared)} dims"
             )
     symbols_seen: set[str] = set()
     for vi in real_inputs:
@@ -35,9 +60,10 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str]) -> 
     shapes = dict(ov.input_shapes)
     if ov.batch is not None:
         for name, dims in ov.input_shapes:
-            if dims and dims[0] != ov.batch:
+            ax = axes.get(name, 0)
+            if len(dims) > ax and dims[ax] != ov.batch:
                 raise DnnperfError(
-                    f"conflicting flags: --batch {ov.batch} but --input-shape gives '{name}' a first dim of {dims[0]}"
+                    f"conflicting flags: --batch {ov.batch} but --input-shape gives '{name}' a batch dim of {dims[ax]}"
                     " — drop one of them"
                 )
     missing = []
@@ -52,10 +78,11 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str]) -> 
             for v in new:
                 shp.dim.add().dim_value = v
             continue
+        bax = axes.get(vi.name, 0)
         for i, d in enumerate(shp.dim):
-            if i == 0 and (ov.batch is not None or (d.HasField("dim_param") and d.dim_param not in dim_map)):
+            if i == bax and (ov.batch is not None or (d.HasField("dim_param") and d.dim_param not in dim_map)):
                 if ov.batch is None:
-                    assumed.append(f"{vi.name}[0]='{d.dim_param}'")
+                    assumed.append(f"{vi.name}[{bax}]='{d.dim_param}'")
                 d.Clear()
                 d.dim_value = ov.batch if ov.batch is not None else 1
             elif d.HasField("dim_param") and d.dim_param in dim_map:
@@ -70,6 +97,6 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str]) -> 
         hint = " ".join(f"--dim {s}=N" for s in syms) or "--input-shape NAME=1x3x224x224"
         raise DnnperfError(
             f"unresolved dynamic input dims in '{path}': {', '.join(parts)} — fix with {hint}"
-            + (" (or --batch N for the first dim)" if any(i == 0 for _, i, _ in missing) else "")
+            + (" (or --batch N for the batch dim)" if any(i == axes.get(n, 0) for n, i, _ in missing) else "")
         )
     return [f"batch dim {', '.join(assumed)} unresolved: assumed 1 (pass --batch N)"] if assumed else []

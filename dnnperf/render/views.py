@@ -45,9 +45,11 @@ def _coverage_line(d: dict) -> str | None:
     cov = d.get("coverage")
     if not cov or cov.get("complete", True):
         return None
-    return (f"PARTIAL ESTIMATE: {cov['nodes_scored']} of {cov['nodes_total']} nodes scored; "
-            f"{cov['nodes_unscored']} not scored ({', '.join(cov.get('unscored_op_types', [])[:5])}) — "
-            "the latency below leaves them out")
+    k = cov["unscored_by_kind"]
+    lost = f", {k['shape_lost']} more downstream with their shapes lost" if k["shape_lost"] else ""
+    share = f"; scored nodes are at most {cov['scored_share']:.0%} of the time" if "scored_share" in cov else ""
+    return (f"PARTIAL ESTIMATE: {cov['nodes_scored']} of {cov['nodes_total']} nodes scored — not scored: "
+            f"{', '.join(cov.get('unscored_op_types', [])[:5])}{lost}{share}; the figures below leave them out")
 
 
 def report_blocks(d: dict, top: int = 10) -> list:
@@ -96,7 +98,7 @@ def report_blocks(d: dict, top: int = 10) -> list:
     if d["unsupported_ops"]:
         n = sum(x["count"] for x in d["unsupported_ops"])
         blocks.append(Lines([f"{x['op_type']} x{x['count']}: {x['reason']}" for x in d["unsupported_ops"]],
-                            title=f"Unsupported ops, NOT scored ({n} nodes)"))
+                            title=f"NOT scored ({n} nodes)"))
     return blocks
 
 
@@ -225,24 +227,33 @@ def _check(doc) -> list:
     res = doc.data
     lines = []
     for r in res["results"]:
-        lines.append(f"{r['status'].upper():<6} {r['model']} on {r['hardware']}: {t(r['old_latency_s'])} -> "
+        mark = r["status"].upper() if r.get("passed", True) or r["status"] == "slower" else "FAILED"
+        lines.append(f"{mark:<6} {r['model']} on {r['hardware']}: {t(r['old_latency_s'])} -> "
                      f"{t(r['new_latency_s'])} ({_change(r)})")
+        for p in r.get("problems", []):
+            lines.append(f"    problem: {p}")
         for n in r["layers"][:10]:
             lines.append(f"    {n['change']:<7} {n['layer']} ({n['op_type']}): {t(n['old_s'])} -> "
                          f"{t(n['new_s'])}, cause {n['cause']}")
-    lines.append(("PASSED" if res["passed"] else "FAILED") + f" (tolerance {res['tolerance'] * 100:g}%)")
+        if len(r["layers"]) > 10:
+            lines.append(f"    ... {len(r['layers']) - 10} more changed layers (-f json lists all)")
+    tol = f"tolerance {res['tolerance'] * 100:g}%" + (f" and {t(res['abs_tolerance_s'])}" if res.get("abs_tolerance_s") else "")
+    lines.append(("PASSED" if res["passed"] else "FAILED") + f" ({tol})")
     return [Lines(lines)]
 
 
 def _check_md(doc) -> list:
-    """The shape a CI step summary wants: a results table, then the layers behind each regression."""
+    """The shape a CI step summary wants: a results table, then the layers behind each failure."""
     res = doc.data
     blocks: list = [Tab(f"dnnperf latency gate: {'passed' if res['passed'] else 'FAILED'} "
                         f"(tolerance {res['tolerance'] * 100:g}%)",
                         ["model", "hardware", "baseline", "now", "change", "status"],
-                        [[r["model"], r["hardware"], t(r["old_latency_s"]), t(r["new_latency_s"]), _change(r), r["status"]]
+                        [[r["model"], r["hardware"], t(r["old_latency_s"]), t(r["new_latency_s"]), _change(r),
+                          r["status"] if r.get("passed", True) or r["status"] == "slower" else "failed"]
                          for r in res["results"]], left=(0, 1, 5))]
     for r in res["results"]:
+        if r.get("problems"):
+            blocks.append(Lines(r["problems"], title=f"Problems with {r['model']} on {r['hardware']}"))
         if r["status"] == "slower" and r["layers"]:
             blocks.append(Lines([f"{n['layer']} ({n['op_type']}) {n['change']}: {t(n['old_s'])} -> {t(n['new_s'])}, "
                                  f"cause {n['cause']}" for n in r["layers"][:10]],
@@ -251,7 +262,7 @@ def _check_md(doc) -> list:
 
 
 def _check_rows(doc):
-    cols = ["model", "hardware", "status", "old_latency_s", "new_latency_s", "change"]
+    cols = ["model", "hardware", "status", "passed", "old_latency_s", "new_latency_s", "change", "coverage", "problems"]
     return cols, [{k: r.get(k) for k in cols} for r in doc.data["results"]]
 
 
