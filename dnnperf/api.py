@@ -22,8 +22,18 @@ __all__ = ["inspect_model", "inspect_graph", "analyze", "build_layers", "ranked"
 
 
 def inspect_model(path: str, overrides: ShapeOverrides = ShapeOverrides()) -> Inspection:
-    """Load ``path`` and cost every node (no hardware involved)."""
-    return inspect_graph(load_graph(path, overrides), path)
+    """Load ``path`` and cost every node (no hardware involved). Overrides that leave a node with
+    contradicting shapes (1 channel where the weights expect 3) are refused, naming the node."""
+    insp = inspect_graph(load_graph(path, overrides), path)
+    if overrides.input_shapes or overrides.dims or overrides.batch:
+        bad = next((r for r in insp.rows if r.kind == "contradiction"), None)
+        if bad is not None:
+            flags = " ".join([f"--input-shape {n}={'x'.join(map(str, d))}" for n, d in overrides.input_shapes]
+                             + [f"--dim {k}={v}" for k, v in overrides.dims]
+                             + ([f"--batch {overrides.batch}"] if overrides.batch else []))
+            raise DnnperfError(f"{flags} contradicts the model: node '{bad.node.name}' ({bad.node.op_type}): {bad.reason} "
+                               "— pass shapes that match the model's weights")
+    return insp
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dnnperf.errors import DnnperfError
 from dnnperf.fmt import sig as _r
 from dnnperf.files import require_file
 from dnnperf.ir import ShapeOverrides
-from dnnperf.load import graph_from_model, parse_model, read_model
+from dnnperf.load import parse_model, read_model, resolve
 from dnnperf.hardware import HardwareProfile, load_profile, shipped_names
 
 BASELINE_SCHEMA = "dnnperf-baseline/2"
@@ -29,7 +29,7 @@ class ModelSource:
         self._skeleton = read_model(path).SerializeToString()
 
     def inspect(self, ov: ShapeOverrides) -> Inspection:
-        return inspect_graph(graph_from_model(parse_model(self._skeleton, self.path), ov, self.path), self.path)
+        return inspect_graph(resolve(parse_model(self._skeleton, self.path), ov, self.path), self.path)
 
 
 def cost_per_million(hw: HardwareProfile, latency_s: float, batch: int) -> float | None:

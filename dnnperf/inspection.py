@@ -6,7 +6,8 @@ kinds, and ``Inspection.coverage()`` says how much of the graph the totals stand
 
     unsupported     the op itself has no cost model (a custom op, a preview op...)
     shape_lost      its shapes are unknown because a node upstream of it could not be costed
-    shape_unknown   its shapes are unknown for another reason (unresolved dims, a contradiction)
+    shape_unknown   its shapes are unknown for another reason (unresolved dims)
+    contradiction   its shapes contradict each other (input channels vs weights, inner dims)
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 from dataclasses import dataclass
 
 from dnnperf.ir import Graph, Node
-from dnnperf.ops import REGISTRY, Unsupported, cost_node, key_of
+from dnnperf.ops import REGISTRY, Contradiction, Unsupported, cost_node, key_of
 from dnnperf.workload import Workload
 
 
@@ -53,7 +54,7 @@ class Inspection:
     def coverage(self) -> dict:
         """How much of the graph the figures stand for (every result carries this)."""
         un = self.unscored()
-        kinds = {"unsupported": 0, "shape_lost": 0, "shape_unknown": 0}
+        kinds = {"unsupported": 0, "shape_lost": 0, "shape_unknown": 0, "contradiction": 0}
         for r in un:
             kinds[r.kind or "shape_unknown"] += 1
         return {
@@ -100,8 +101,11 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
         shape = out.shape if out is not None else None
         dtype = out.dtype if out is not None else ""
         reason = ""
+        contradiction = False
         try:
             w = cost_node(graph, node)
+        except Contradiction as exc:
+            reason, contradiction = str(exc), True
         except Unsupported as exc:
             reason = str(exc)
         except (ArithmeticError, ValueError, TypeError, KeyError, IndexError) as exc:
@@ -113,6 +117,8 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
             elif root and (_is_shape_reason(reason) or node.name in unresolved):
                 kind = "shape_lost"
                 reason = f"shapes lost downstream of unscored node '{root}'; {reason}"
+            elif contradiction:
+                kind = "contradiction"
             else:
                 kind = "shape_unknown"
                 if node.name in unresolved and "shape" not in reason:
@@ -146,6 +152,8 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
             parts.append(f"{k['shape_lost']} downstream of them whose shapes are lost")
         if k["shape_unknown"]:
             parts.append(f"{k['shape_unknown']} whose shapes could not be resolved")
+        if k["contradiction"]:
+            parts.append(f"{k['contradiction']} whose shapes contradict each other")
         warnings.insert(0, f"PARTIAL: {cov['nodes_unscored']} of {cov['nodes_total']} nodes are NOT scored ("
                            + "; ".join(parts) + ") — the figures leave them out")
     return insp

@@ -26,13 +26,47 @@ from dnnperf.load.read import (MAX_ELEMS, check_dims, check_domains, check_opset
 from dnnperf.load.topology import MAX_DEPTH, node_subgraphs, topo_order
 from dnnperf.load.weights import skeleton_of, skeletonize_inplace
 
-__all__ = ["load_graph", "graph_from_model", "parse_model", "read_model", "read_model_bytes", "skeleton_of",
+__all__ = ["load_graph", "resolve", "graph_from_model", "parse_model", "read_model", "read_model_bytes", "skeleton_of",
            "skeletonize_inplace", "ShapeOverrides"]
 
 
 def load_graph(path: str, overrides: ShapeOverrides = ShapeOverrides()) -> Graph:
     """Path -> shape-resolved Graph. Raises DnnperfError (exit 2) on any bad input."""
-    return graph_from_model(read_model(path), overrides, path)
+    return resolve(read_model(path), overrides, path)
+
+
+def _copy(model):
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    return m
+
+
+def resolve(model, overrides: ShapeOverrides = ShapeOverrides(), path: str = "<model>") -> Graph:
+    """``graph_from_model`` with --batch verified (see ``dnnperf.load.batch``): batch pins baked into
+    shape constants are rewritten, and the result must scale from a batch-1 load as a batch does."""
+    from dnnperf.load import batch as pin
+
+    b = overrides.batch
+    if b is None or b == 1:
+        return graph_from_model(model, overrides, path)
+    rewritten = _copy(model)
+    ref = graph_from_model(_copy(model), pin.batch_one(overrides, {}), path)
+    if ref.batch_axes:  # sequence-first recurrent inputs: the reference needs their batch axis
+        ref = graph_from_model(_copy(model), pin.batch_one(overrides, ref.batch_axes), path)
+    g = graph_from_model(model, overrides, path)
+    notes: list[str] = []
+    for _ in range(pin.MAX_ROUNDS):
+        pins = pin.pinned_reshapes(g, ref, b)
+        if not pins:
+            break
+        notes += pin.rewrite_pins(rewritten, pins)
+        g = graph_from_model(_copy(rewritten), overrides, path)
+    pin.verify(g, ref, b, f"--batch {b}")
+    if notes:
+        g.notes.append(pin.pin_note(notes, b))
+    return g
 
 
 def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: str = "<model>") -> Graph:

@@ -40,7 +40,7 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
             continue
         declared, _ = type_shape(by_name[name].type)
         if declared is not None and len(declared) != len(dims):
-            shown = "x".join(str(d) if d is not None else "?" for d in declared)
+            shown = "[" + ", ".join(str(d) if d is not None else "?" for d in declared) + "]"
             raise DnnperfError(
                 f"--input-shape {name}={'x'.join(map(str, dims))} gives {len(dims)} dims, but input '{name}' has "
                 f"rank {len(declared)} ({shown}) — pass {len(declared)} dims"

@@ -21,6 +21,11 @@ class Unsupported(Exception):
     """This node cannot be costed; the message says why. It is listed, never counted as zero."""
 
 
+class Contradiction(Unsupported):
+    """The node's shapes contradict each other (e.g. 1 input channel for weights that expect 3):
+    with user overrides this is the override's fault and is refused; otherwise the model is malformed."""
+
+
 class Ctx:
     """What a cost function may know about its node."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from math import prod
 
-from dnnperf.ops import Ctx, Unsupported, register, register_shapes
+from dnnperf.ops import Contradiction, Ctx, Unsupported, register, register_shapes
 from dnnperf.ops.elementwise import activation_ops
 from dnnperf.workload import Gemm
 
@@ -25,6 +25,10 @@ def _conv(ctx: Ctx, x_idx: int = 0, w_idx: int = 1, bias_idx: int | None = 2, ex
     cout = y[1]
     if groups <= 0 or cout % groups:
         raise Unsupported(f"group={groups} does not divide {cout} output channels")
+    if x[1] != cin_g * groups:
+        raise Contradiction(f"input has {x[1]} channels but the weights {list(w)} (group {groups}) expect {cin_g * groups}")
+    if w[0] != cout:
+        raise Contradiction(f"weights {list(w)} give {w[0]} output channels but the output has {cout}")
     window = prod(w[2:])
     out_pixels = prod(y[2:])
     batch = y[0]
@@ -94,7 +98,7 @@ def _matmul_dims(a, b):
     m, k = a2[-2], a2[-1]
     n = b2[-1]
     if b2[-2] != k:
-        raise Unsupported(f"MatMul inner dims differ ({k} vs {b2[-2]})")
+        raise Contradiction(f"MatMul inner dims differ ({k} vs {b2[-2]})")
     batch = 1
     ba, bb = a2[:-2], b2[:-2]
     r = max(len(ba), len(bb))

@@ -6,7 +6,7 @@ Data movement ops (Concat, Transpose, Gather, Pad...) read and write every byte 
 
 from __future__ import annotations
 
-from dnnperf.ops import Ctx, Unsupported, register
+from dnnperf.ops import Contradiction, Ctx, Unsupported, register
 from dnnperf.workload import Workload
 
 
@@ -33,7 +33,7 @@ def view(ctx: Ctx):
     if ctx.node.op_type in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity") and ctx.has_input(0):
         n_in, n_out = ctx.in_numel(0), ctx.out_numel(0)
         if n_in != n_out:
-            raise Unsupported(f"{ctx.node.op_type} changes the element count ({n_in} -> {n_out}): malformed model")
+            raise Contradiction(f"{ctx.node.op_type} changes the element count ({n_in} -> {n_out})")
     return Workload(family="view", dtype=ctx.dtype(0), launches=0)
 
 
