@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dnnperf.scoring import Layer, Score, Settings, score, top_cause, with_precision
+from dnnperf.scoring import Layer, Score, Settings, precision_of, score, top_cause, with_precision
 from dnnperf.errors import DnnperfError
 from dnnperf.hardware import HardwareProfile
 from dnnperf.inspection import Inspection, Row, inspect_graph
@@ -42,6 +42,7 @@ class Report:
     score: Score
     alt_latency_s: dict = field(default_factory=dict)  # fusion what-if: {"none": s, "typical": s}
     model_fixes: list = field(default_factory=list)
+    notes: list = field(default_factory=list)  # assumptions made for this hardware (precision mappings)
 
     @property
     def hw(self) -> HardwareProfile:
@@ -76,18 +77,33 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
 def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixes: bool = True,
             alternatives: tuple[HardwareProfile, ...] | None = None) -> Report:
     """Score ``insp`` on ``hw``; with fixes, ``alternatives`` are the profiles the downgrade advice
-    may suggest (None: the shipped profiles)."""
+    may suggest (None: the shipped profiles). ``settings.precision`` is checked against the device
+    (``dnnperf.precision``); "best" tries every precision the device runs and keeps the fastest."""
+    from dataclasses import replace
+
+    from dnnperf import precision as prec
+
     if settings.batch is None:
-        settings = Settings(insp.batch, settings.precision, settings.fusion, settings.overlap_input)
-    chains = hw.kind != "cpu"
-    layers = build_layers(insp, settings.fusion, settings.precision, chains)
-    sc = score(layers, hw, settings, insp.input_bytes)
+        settings = replace(settings, batch=insp.batch)
+    p, note = prec.resolve(hw, settings.precision)
+    notes = [note] if note else []
+    if p == "best":
+        cands = [c for c in prec.supported(hw) if c != "fp64"]
+        timed = [(_score(insp, hw, replace(settings, precision=c)).totals["latency_s"], prec.RUNG[c], c) for c in cands]
+        p = min(timed)[2]
+        notes.append(f"-p best on {hw.name}: {p} (fastest of {', '.join(cands)}; check the accuracy of the quantised model)")
+    elif p is None:
+        used = sorted({precision_of(r.workload) for r in insp.costed() if r.workload.is_matrix})
+        missing = [u for u in used if not prec.runs(hw, u)]
+        if missing:
+            notes.append(f"{hw.name} has no {'/'.join(missing)} units: the model's {'/'.join(missing)} matrix layers are "
+                         "costed at the rate of the unit that can run them")
+    settings = replace(settings, precision=p)
+    sc = _score(insp, hw, settings)
     alt = {settings.fusion: sc.totals["latency_s"]}
     other = "typical" if settings.fusion == "none" else "none"
-    alt_settings = Settings(settings.batch, settings.precision, other, settings.overlap_input)
-    alt[other] = score(build_layers(insp, other, settings.precision, chains), hw, alt_settings,
-                       insp.input_bytes).totals["latency_s"]
-    report = Report(insp, sc, alt_latency_s=alt)
+    alt[other] = _score(insp, hw, replace(settings, fusion=other)).totals["latency_s"]
+    report = Report(insp, sc, alt_latency_s=alt, notes=notes)
     if with_fixes:
         from dnnperf.fixes import attach_fixes
 
@@ -97,6 +113,11 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
             alternatives = tuple(load_profiles(["all"]))
         attach_fixes(report, alternatives)
     return report
+
+
+def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
+    layers = build_layers(insp, settings.fusion, settings.precision, hw.kind != "cpu")
+    return score(layers, hw, settings, insp.input_bytes)
 
 
 def ranked(report: Report, top: int | None = None) -> list:

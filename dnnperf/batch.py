@@ -18,10 +18,15 @@ def analyze_file(path: str, ov: ShapeOverrides, profile_specs: list[str], settin
 
     insp = inspect_model(path, ov)
     out = []
-    for hw in load_profiles(profile_specs):
-        d = report_dict(analyze(insp, hw, settings, with_fixes=not totals_only))
+    notes = list(insp.warnings)
+    profiles = load_profiles(profile_specs)
+    alternatives = None if totals_only else tuple(load_profiles(["all"]))
+    for hw in profiles:
+        rep = analyze(insp, hw, settings, with_fixes=not totals_only, alternatives=alternatives)
+        notes.extend(rep.notes)
+        d = report_dict(rep)
         out.append(totals_row(d) if totals_only else d)
-    return out, list(insp.warnings)
+    return out, notes
 
 
 def totals_row(d: dict) -> dict:
@@ -30,6 +35,7 @@ def totals_row(d: dict) -> dict:
             "batch": d["settings"]["batch"], "macs": t["macs"], "bytes": t["bytes"], "latency_s": t["latency_s"],
             "throughput_per_s": t["throughput_per_s"], "achieved_tops": t["achieved_tops"],
             "fraction_of_peak": t["fraction_of_peak"], "top_cause": t["top_cause"],
+            "precision": d["settings"]["precision"], "coverage": t["coverage"],
             "unsupported": sum(u["count"] for u in d["unsupported_ops"])}
 
 

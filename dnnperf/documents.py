@@ -103,7 +103,7 @@ def report_dict(report: Report, top: int | None = None) -> dict:
         "ranking": rank,
         "layers": layers,
         "unsupported_ops": _unsupported_summary(insp.unsupported),
-        "warnings": list(insp.warnings),
+        "warnings": list(insp.warnings) + list(report.notes),
     }
 
 

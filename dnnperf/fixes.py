@@ -101,30 +101,39 @@ def _downgrade(c: LayerCost, x: Ctx):
             "shows cheaper targets with similar latency", None)
 
 
+def _accuracy_sensitive(c: LayerCost, x: Ctx) -> str:
+    """The first layer (reads the raw input) and the output layer lose most accuracy when quantised."""
+    g = x.report.inspection.graph
+    nodes = set(c.layer.nodes)
+    inputs, outputs = set(g.inputs), set(g.outputs)
+    for n in g.nodes:
+        if n.name in nodes:
+            if any(i in inputs for i in n.inputs):
+                return "first layer: it sees the raw input; keep it at higher precision if accuracy drops"
+            if any(o in outputs for o in n.outputs):
+                return "output layer: keep it at higher precision if accuracy drops"
+    return ""
+
+
 def _use_specialized_units(c: LayerCost, x: Ctx):
+    """Walk the precision ladder one rung at a time (fp32 -> tf32 -> bf16/fp16 -> fp8 -> int8 -> int4)
+    and offer the nearest rung that moves the layer onto a matrix unit and makes it faster."""
+    from dnnperf.precision import cheaper_rungs
+
     w = c.layer.workload
     if not w.is_matrix:
         return None
-    matrix_units = [u for u in x.hw.units if "matrix" in u.serves and "vector" not in u.serves]
-    if not matrix_units or any(u.name == c.unit for u in matrix_units):
+    matrix_units = {u.name for u in x.hw.units if "matrix" in u.serves and "vector" not in u.serves}
+    if not matrix_units or c.unit in matrix_units:
         return None
-    best = None
-    for u in matrix_units:
-        for p in u.peak_tops:
-            if p in ("fp64",):
-                continue
-            layer2 = replace(c.layer, workload=with_precision(w, p))
-            c2 = score_layer(layer2, x.hw, p)
-            if c2.unit == u.name and (best is None or c2.time_s < best[1].time_s):
-                best = (p, c2)
-    if best is None:
-        return None
-    p, c2 = best
-    src = x.settings.precision or precision_of(w)
-    if c2.time_s >= c.time_s or p == src:
-        return None
-    return (f"{src} -> {p} moves this {c.layer.op_type} onto {c2.unit}: {fmt_time(c.time_s)} -> "
-            f"{fmt_time(c2.time_s)}", c.time_s - c2.time_s)
+    for p in cheaper_rungs(x.hw, c.precision):
+        c2 = score_layer(replace(c.layer, workload=with_precision(w, p)), x.hw, p)
+        if c2.unit in matrix_units and c2.time_s < c.time_s * 0.95:
+            text = (f"{c.precision} -> {p} moves this {c.layer.op_type} onto {c2.unit}: {fmt_time(c.time_s)} -> "
+                    f"{fmt_time(c2.time_s)}")
+            caution = _accuracy_sensitive(c, x)
+            return (text + (f" ({caution})" if caution else ""), c.time_s - c2.time_s)
+    return None
 
 
 def _fit_the_tile(c: LayerCost, x: Ctx):
@@ -300,6 +309,9 @@ def model_fixes(report, alternatives=()) -> list[dict]:
                           f"{sc.totals['launches']} kernel launches x {hw.launch_overhead_us:g} us = {fmt_time(launches)} "
                           f"({launches / sc.totals['latency_s']:.0%} of the estimate): capture a CUDA graph or use a fusing runtime",
                           launches))
+    lower = precision_advice(report)
+    if lower:
+        out.append(_entry(cat, "use_specialized_units", "specialization", lower[0], lower[1]))
     down = downgrade_advice(report, alternatives)
     if down:
         out.append(_entry(cat, "downgrade_hardware", "parallelism", down[0], down[1]))
@@ -308,8 +320,51 @@ def model_fixes(report, alternatives=()) -> list[dict]:
         b = sc.settings.batch or 1
         out.append(_entry(cat, "bigger_batch", "parallelism",
                           f"at batch {b} the layers keep {occ:.0%} of {hw.lanes:,} lanes busy on average "
-                          "(time-weighted): `dnnperf sweep --batch 1,2,4,...` shows where starvation stops", None))
+                          "(time-weighted): `dnnperf sweep --batch 1,2,4,...,256` shows where starvation stops", None))
+    # the biggest win first; advice without a figure after the quantified ones
+    out.sort(key=lambda f: (f["saving_s"] is None, -(f["saving_s"] or 0.0)))
     return out
+
+
+def precision_advice(report) -> tuple[str, float] | None:
+    """The whole model one rung down the precision ladder (the nearest rung a matrix unit runs that
+    saves at least 10%), and the best further rung: the article's "use the specialised units" for
+    the model, when it is among the biggest wins."""
+    from dnnperf.api import _score
+    from dnnperf.precision import RUNG, cheaper_rungs
+
+    sc = report.score
+    insp = report.inspection
+    lat = sc.totals["latency_s"]
+    current = sc.settings.precision or _model_precision(report)
+    if current is None or lat <= 0:
+        return None
+    found = []
+    for p in cheaper_rungs(sc.hw, current):
+        t = _score(insp, sc.hw, replace(sc.settings, precision=p)).totals["latency_s"]
+        if t < lat * 0.9:
+            found.append((p, t))
+    if not found:
+        return None
+    p1, t1 = found[0]
+    text = f"whole model {current} -> {p1}: {fmt_time(lat)} -> {fmt_time(t1)} (-{1 - t1 / lat:.0%}; -p {p1})"
+    best = min(found, key=lambda pt: (pt[1], RUNG[pt[0]]))
+    if best[0] != p1 and best[1] < t1 * 0.9:
+        text += f"; {best[0]}: {fmt_time(best[1])}"
+    text += "; quantise with calibration data and keep the first and output layers higher if accuracy drops"
+    return text, lat - t1
+
+
+def _model_precision(report) -> str | None:
+    """The precision most of the model's matrix work is stored in."""
+    from dnnperf.scoring import precision_of
+
+    by: dict[str, int] = {}
+    for r in report.inspection.costed():
+        if r.workload.is_matrix:
+            p = precision_of(r.workload)
+            by[p] = by.get(p, 0) + r.workload.macs
+    return max(by, key=lambda k: (by[k], k)) if by else None
 
 
 def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:

@@ -41,9 +41,20 @@ def cost_per_million(hw: HardwareProfile, latency_s: float, batch: int) -> float
 
 def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Settings, sort: str = "latency",
             max_latency_s: float | None = None, min_throughput: float | None = None) -> dict:
+    """One row per profile. A target that does not run the requested precision is left out and
+    listed under ``skipped`` with the reason (the others are still compared)."""
     rows = []
+    skipped = []
+    notes: list[str] = []
     for hw in profiles:
-        rep = analyze(insp, hw, settings)
+        try:
+            rep = analyze(insp, hw, settings, alternatives=tuple(profiles))
+        except DnnperfError as exc:
+            if settings.precision is None or "has no" not in str(exc):
+                raise
+            skipped.append({"hardware": hw.name, "reason": str(exc)})
+            continue
+        notes.extend(rep.notes)
         t = rep.score.totals
         top = ranked(rep, 1)
         b = rep.score.settings.batch or 1
@@ -56,8 +67,11 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
             "mean_occupancy": _r(t["mean_occupancy"]), "top_cause": rep.top_cause,
             "top_layer": top[0].name if top else None, "top_layer_cause": top[0].cause if top else None,
             "price_per_hour": hw.price_per_hour, "cost_per_million_usd": _r(cost_per_million(hw, t["latency_s"], b)),
+            "precision": rep.score.settings.precision or "model", "coverage": report_dict(rep)["totals"]["coverage"],
             "meets_requirement": meets,
         })
+    if not rows:
+        raise DnnperfError(f"no target runs the requested precision: {'; '.join(s['reason'] for s in skipped)}")
     keys = {
         "latency": lambda r: (r["latency_s"], r["hardware"]),
         "throughput": lambda r: (-r["throughput_per_s"], r["hardware"]),
@@ -70,53 +84,86 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
         raise DnnperfError(f"--sort must be one of {', '.join(keys)}, got '{sort}'")
     rows.sort(key=keys[sort])
     out = {"schema_version": "dnnperf-compare/1", "model": insp.model_name, "settings": settings.as_dict(),
-           "sort": sort, "rows": rows}
+           "sort": sort, "rows": rows, "skipped": skipped, "notes": notes}
     if max_latency_s is not None or min_throughput is not None:
         out["requirement"] = {"max_latency_s": max_latency_s, "min_throughput_per_s": min_throughput}
-        out["recommendation"] = recommend(rows)
+        out["recommendation"] = recommend(rows, max_latency_s, min_throughput)
     return out
 
 
-def recommend(rows: list[dict]) -> dict:
+def recommend(rows: list[dict], max_latency_s: float | None = None, min_throughput: float | None = None) -> dict:
     """Cheapest target meeting the requirement (by cost, else by lowest quoted peak), why the others
-    miss, and cheaper near-equivalents when the chosen target is starved."""
+    miss, targets that meet it but carry no price (cost cannot rank them: listed, never dropped),
+    and smaller near-equivalents when the chosen one is starved. Nothing meets it: the closest."""
     ok = [r for r in rows if r["meets_requirement"]]
     miss = [{"hardware": r["hardware"], "latency_s": r["latency_s"], "top_cause": r["top_cause"]}
             for r in rows if not r["meets_requirement"]]
     if not ok:
-        return {"chosen": None, "misses": miss, "note": "no target meets the requirement"}
+        if max_latency_s is not None:
+            best = min(rows, key=lambda r: (r["latency_s"], r["hardware"]))
+            gap = f"{_x(best['latency_s'] / max_latency_s)} the {_t(max_latency_s)} allowed"
+        else:
+            best = max(rows, key=lambda r: (r["throughput_per_s"], r["hardware"]))
+            gap = f"{_x(best['throughput_per_s'] / min_throughput)} the {min_throughput:g}/s required"
+        closest = {"hardware": best["hardware"], "latency_s": best["latency_s"],
+                   "throughput_per_s": best["throughput_per_s"], "top_cause": best["top_cause"]}
+        return {"chosen": None, "misses": miss, "closest": closest,
+                "note": f"closest: {best['hardware']} at {_t(best['latency_s'])} ({gap}), limited by {best['top_cause']}"}
     priced = [r for r in ok if r["cost_per_million_usd"] is not None]
+    unpriced = [r for r in ok if r["cost_per_million_usd"] is None]
     if priced:
         chosen = min(priced, key=lambda r: (r["cost_per_million_usd"], r["hardware"]))
-        basis = "cost per million inferences"
+        basis = "cost per million inferences among priced targets"
     else:
         chosen = min(ok, key=lambda r: (r["peak_tops"], r["hardware"]))
-        basis = "lowest quoted peak (no prices)"
-    note = ""
+        basis = "lowest quoted peak (no target has a price)"
+    notes = []
+    if priced and unpriced:
+        notes.append("also meet it but have no price (add price_per_hour to rank them by cost): " + ", ".join(
+            f"{r['hardware']} {_t(r['latency_s'])} ({_x(chosen['latency_s'] / r['latency_s'])} the speed of "
+            f"{chosen['hardware']})" for r in sorted(unpriced, key=lambda r: (r["latency_s"], r["hardware"]))))
     if chosen["mean_occupancy"] < 0.5 or chosen["fraction_of_peak"] < 0.1:
         near = [r["hardware"] for r in ok if r is not chosen and r["latency_s"] <= chosen["latency_s"] * 1.1
                 and r["peak_tops"] < chosen["peak_tops"]]
-        note = (f"{chosen['hardware']} keeps {chosen['mean_occupancy']:.0%} of its lanes busy and reaches "
-                f"{chosen['fraction_of_peak']:.1%} of peak")
+        starved = (f"{chosen['hardware']} keeps {chosen['mean_occupancy']:.0%} of its lanes busy and reaches "
+                   f"{chosen['fraction_of_peak']:.1%} of peak")
         if near:
-            note += f"; smaller targets within 10% of its latency: {', '.join(near)}"
-    return {"chosen": chosen["hardware"], "basis": basis, "misses": miss, "note": note}
+            starved += f"; smaller targets at most 10% slower than it: {', '.join(near)}"
+        notes.append(starved)
+    return {"chosen": chosen["hardware"], "basis": basis, "misses": miss, "note": "; ".join(notes),
+            "unpriced": [r["hardware"] for r in unpriced]}
+
+
+def _x(ratio: float) -> str:
+    return f"{ratio:,.0f}x" if ratio >= 10 else f"{ratio:.2g}x"
+
+
+def _t(s: float) -> str:
+    from dnnperf.fmt import t
+
+    return t(s)
 
 
 def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: list[int],
           precisions: list[str | None], fusion: str = "none") -> dict:
+    from dnnperf.documents import coverage_dict
+
     rows = []
+    notes: list[str] = []
     for prec in precisions:
         for b in batches:
             insp = src.inspect(ShapeOverrides(batch=b, input_shapes=ov.input_shapes, dims=ov.dims))
             rep = analyze(insp, hw, Settings(b, prec, fusion, False), with_fixes=False)
+            notes.extend(w for w in insp.warnings + rep.notes if w not in notes)
             t = rep.score.totals
             lat = t["latency_s"] or 1.0
             rows.append({
-                "batch": b, "precision": prec or "model", "latency_s": _r(t["latency_s"]),
+                "batch": b, "precision": prec or "model", "runs_as": rep.score.settings.precision or "model",
+                "latency_s": _r(t["latency_s"]),
                 "throughput_per_s": _r(t["throughput_per_s"]), "mean_occupancy": _r(t["mean_occupancy"]),
                 "achieved_tops": _r(t["achieved_tops"]), "fraction_of_peak": _r(t["fraction_of_peak"]),
                 "top_cause": rep.top_cause, "parallelism_share": _r(rep.score.losses["parallelism"] / lat),
+                "coverage": coverage_dict(insp, rep)["scored_share"],
             })
     stop = {}
     for prec in precisions:
@@ -125,7 +172,7 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
         first = next((r["batch"] for r in pts if r["parallelism_share"] < 0.10), None)
         stop[prec or "model"] = first
     return {"schema_version": "dnnperf-sweep/1", "model": os.path.basename(src.path), "hardware": hw.name,
-            "rows": rows, "starvation_ends_at_batch": stop}
+            "rows": rows, "starvation_ends_at_batch": stop, "notes": notes}
 
 
 # --------------------------------------------------------------------------------------------

@@ -46,7 +46,8 @@ Output = Annotated[Optional[str], typer.Option(
     "--output", "-o", help="Write to this file (atomically; never over an input) instead of stdout.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notes on stderr.")]
 Precision = Annotated[Optional[str], typer.Option(
-    "--precision", "-p", help="What-if precision: fp32, tf32, fp16, bf16, fp8, int8, int4 (default: the model's dtypes).")]
+    "--precision", "-p", help="What-if precision: fp32, tf32, fp16, bf16, fp8, int8, int4, or best (the fastest the "
+                              "device runs); default: the model's dtypes. Precisions a device lacks are refused.")]
 Fusion = Annotated[str, typer.Option("--fusion", help="none: every node is a kernel; typical: what ORT/TensorRT fuse.")]
 Top = Annotated[int, typer.Option("--top", "-n", help="How many rows (bottleneck layers) to show.")]
 HwList = Annotated[Optional[List[str]], typer.Option("--hw", help="Profile name or YAML path; comma lists and 'all' work.")]
@@ -96,13 +97,14 @@ def fusion_value(fusion: str) -> str:
 
 
 def precision_value(precision: Optional[str]) -> Optional[str]:
-    """A what-if precision name, or None for the model's own dtypes (`model`)."""
+    """A what-if precision name, "best", or None for the model's own dtypes (`model`). Whether the
+    device runs it is checked per profile (dnnperf.precision)."""
     from dnnperf.hardware import PRECISIONS
 
     if precision is None or precision == "model":
         return None
-    if precision not in PRECISIONS:
-        raise DnnperfError(f"--precision: unknown '{precision}' (use model or {', '.join(PRECISIONS)})")
+    if precision != "best" and precision not in PRECISIONS:
+        raise DnnperfError(f"--precision: unknown '{precision}' (use model, best or {', '.join(PRECISIONS)})")
     return precision
 
 

@@ -46,7 +46,8 @@ def compare(
     d = run_compare(insp, profiles, settings, sort, max_lat, min_throughput)
     rec = d.get("recommendation")
     code = 1 if rec is not None and rec["chosen"] is None else 0
-    return Document("compare", d, notes=tuple(insp.warnings)), code
+    notes = tuple(insp.warnings) + tuple(d.pop("notes")) + tuple(f"skipped {x['hardware']}: {x['reason']}" for x in d["skipped"])
+    return Document("compare", d, notes=notes), code
 
 
 @command(app, "sweep", kinds=("sweep",))

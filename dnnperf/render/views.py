@@ -209,7 +209,8 @@ def _compare(doc) -> list:
 
 def _sweep(doc) -> list:
     d = doc.data
-    rows = [[r["precision"], str(r["batch"]), t(r["latency_s"]), f"{r['throughput_per_s']:.4g}", pct(r["mean_occupancy"]),
+    rows = [[r["precision"] if r.get("runs_as", r["precision"]) == r["precision"] else f"{r['precision']} ({r['runs_as']})",
+             str(r["batch"]), t(r["latency_s"]), f"{r['throughput_per_s']:.4g}", pct(r["mean_occupancy"]),
              f"{r['achieved_tops']:.3g}", pct(r["fraction_of_peak"]), r["top_cause"]] for r in d["rows"]]
     stops = "; ".join(f"{p}: {'batch ' + str(x) if x else 'not within the swept range'}"
                       for p, x in d["starvation_ends_at_batch"].items())

@@ -1,0 +1,300 @@
+"""Never quietly wrong: partial estimates, impossible overrides and precisions a device lacks are
+loud (exit 1 or 2, or a visible mark), and the CI gate only passes what it can see."""
+
+import json
+import os
+import shutil
+
+import onnx
+import pytest
+import yaml
+from onnx import helper
+from typer.testing import CliRunner
+
+from dnnperf.cli import app
+from helpers import SAMPLES, model, save, vi, weight
+
+runner = CliRunner()
+RESNET = os.path.join(SAMPLES, "resnet50.onnx")
+GPT2 = os.path.join(SAMPLES, "gpt2.onnx")
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def one_line_error(r, code, *needles):
+    assert r.exit_code == code, r.output
+    assert r.stderr.startswith("dnnperf: error: ") and r.stderr.count("\n") == 1, r.stderr
+    for n in needles:
+        assert n in r.stderr, (n, r.stderr)
+
+
+@pytest.fixture(scope="module")
+def magic(tmp_path_factory):
+    """resnet50 with its ten layer4 convolutions turned into a vendor op nobody can cost."""
+    d = tmp_path_factory.mktemp("magic")
+    m = onnx.load(RESNET, load_external_data=False)
+    for n in m.graph.node:
+        if n.op_type == "Conv" and "layer4" in n.name:
+            n.op_type, n.domain = "MagicConv", "my.vendor"
+    m.opset_import.append(helper.make_opsetid("my.vendor", 1))
+    orig = d / "resnet50.onnx"
+    shutil.copy(RESNET, orig)
+    bad_dir = d / "bad"
+    bad_dir.mkdir()
+    onnx.save(m, bad_dir / "resnet50.onnx")
+    return str(orig), str(bad_dir / "resnet50.onnx")
+
+
+# -- 1. partial estimates --------------------------------------------------------------------
+
+def test_partial_estimate_is_marked_at_the_top(magic):
+    _, bad = magic
+    d = json.loads(invoke("analyze", bad, "--hw", "v100", "-f", "json").stdout)
+    cov = d["coverage"]
+    assert not cov["complete"] and cov["nodes_total"] == 169
+    assert cov["unscored_by_kind"]["unsupported"] == 10 and cov["unscored_op_types"][0] == "my.vendor:MagicConv"
+    assert cov["unscored_by_kind"]["shape_lost"] == 15  # downstream of the custom op, reported as such
+    assert 0 < d["totals"]["coverage"] < 1 and d["warnings"][0].startswith("PARTIAL")
+    table = invoke("analyze", bad, "--hw", "v100").stdout
+    assert table.splitlines()[0].startswith("PARTIAL ESTIMATE: 144 of 169 nodes scored")
+    md = invoke("analyze", bad, "--hw", "v100", "-f", "md").stdout
+    assert "PARTIAL ESTIMATE" in md.splitlines()[0] + md.splitlines()[1]
+
+
+def test_gate_fails_when_a_node_stops_being_scored(magic, tmp_path):
+    orig, bad = magic
+    base = tmp_path / "base.json"
+    assert invoke("baseline", orig, "--hw", "v100", "-o", base).exit_code == 0
+    assert json.loads(base.read_text())["entries"][0]["coverage"]["nodes_scored"] == 169
+    r = invoke("check", bad, "--baseline", base)
+    assert r.exit_code == 1, r.output  # it is FASTER (the layers vanished) and still fails
+    assert "NOT scored" in r.stdout and "/layer4/layer4.0/conv1/Conv" in r.stdout and "coverage dropped" in r.stdout
+    # a team can accept a known custom op explicitly, on a baseline recorded with it
+    base2 = tmp_path / "base2.json"
+    assert invoke("baseline", bad, "--hw", "v100", "-o", base2).exit_code == 0
+    assert invoke("check", bad, "--baseline", base2).exit_code == 1  # default: no unscored node allowed
+    assert invoke("check", bad, "--baseline", base2, "--max-unscored", "25").exit_code == 0
+
+
+# -- 2. the batch reaches every tensor that carried it --------------------------------------
+
+def macs(*args):
+    r = invoke("inspect", *args, "-f", "json", "-q")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)["totals"]["macs"]
+
+
+def test_batch_pinned_in_reshape_constants_is_rewritten():
+    one = macs(GPT2, "--dim", "sequence_length=128", "--batch", "1")
+    assert one == 16_114_089_984
+    assert macs(GPT2, "--dim", "sequence_length=128", "--batch", "4") == 4 * one  # was 68.08 G: batch folded into sequence
+    r = invoke("inspect", GPT2, "--dim", "sequence_length=128", "--batch", "4", "-f", "json")
+    assert "fixed the exported batch" in r.stderr
+    assert macs(GPT2, "--dim", "sequence_length=512", "--batch", "8") == 8 * macs(GPT2, "--dim", "sequence_length=512")
+
+
+def _quadratic_batch_model(tmp_path):
+    """x (B,4,8) -> [-1, 8] -> x x^T: a (4B x 4B) product that mixes samples (batch pinned wrong)."""
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["flat"], name="flatten"),
+             helper.make_node("Transpose", ["flat"], ["flat_t"], name="transpose"),
+             helper.make_node("MatMul", ["flat", "flat_t"], ["y"], name="mixing_matmul")]
+    from helpers import ints
+
+    return save(model(nodes, [vi("x", ["batch", 4, 8])], [vi("y", None)], [ints("shape", [-1, 8])]), tmp_path, "q.onnx")
+
+
+def _sliced_batch_model(tmp_path):
+    """x (B,4,8) -> x[0:1] -> MatMul with weights: the batch is dropped before the layer."""
+    from helpers import ints
+
+    nodes = [helper.make_node("Slice", ["x", "s", "e", "a"], ["x0"], name="first_sample"),
+             helper.make_node("MatMul", ["x0", "w"], ["y"], name="proj")]
+    return save(model(nodes, [vi("x", ["batch", 4, 8])], [vi("y", None)],
+                      [ints("s", [0]), ints("e", [1]), ints("a", [0]), weight("w", [8, 16])]), tmp_path, "s.onnx")
+
+
+def test_batch_that_cannot_be_applied_is_refused_naming_the_node(tmp_path):
+    one_line_error(invoke("inspect", _quadratic_batch_model(tmp_path), "--batch", "4"), 2,
+                   "--batch 4", "mixing_matmul", "16x")
+    one_line_error(invoke("inspect", _sliced_batch_model(tmp_path), "--batch", "4"), 2, "--batch 4", "proj")
+    assert invoke("inspect", _sliced_batch_model(tmp_path), "--batch", "1").exit_code == 0
+
+
+def test_sequence_first_lstm_reads_its_batch_from_dim_1(tmp_path):
+    # X is (seq=100, batch, 32); the model's batch is dim 1, not the sequence length
+    m = model([helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=64, name="lstm")],
+              [vi("x", [100, "batch", 32])], [vi("y", None)], [weight("w", [1, 256, 32]), weight("r", [1, 256, 64])])
+    p = save(m, tmp_path, "lstm.onnx")
+    d = json.loads(invoke("analyze", p, "--hw", "v100", "-f", "json", "-q").stdout)
+    assert d["settings"]["batch"] == 1  # not 100
+    assert d["totals"]["throughput_per_s"] == pytest.approx(1 / d["totals"]["latency_s"], rel=1e-3)
+    d8 = json.loads(invoke("analyze", p, "--hw", "v100", "--batch", "8", "-f", "json", "-q").stdout)
+    assert d8["settings"]["batch"] == 8
+    assert d8["totals"]["macs"] == 8 * d["totals"]["macs"]  # 100 x 8 x 256 x (32 + 64) per direction
+    assert d["totals"]["macs"] == 100 * 1 * 256 * (32 + 64)
+    texts = " ".join(f["text"] for f in d["model_fixes"] + [f for l in d["layers"] for f in l["fixes"]])
+    assert "batch 100" not in texts and "to 800" not in texts
+
+
+# -- 3. shapes that contradict the model ----------------------------------------------------
+
+def test_input_shape_with_wrong_rank_or_channels_is_refused():
+    one_line_error(invoke("analyze", RESNET, "--input-shape", "input=1x3x224"), 2, "rank 4", "input")
+    one_line_error(invoke("analyze", RESNET, "--input-shape", "input=1x1x224x224"), 2, "/conv1/Conv", "3", "--input-shape")
+    r = invoke("analyze", RESNET, "--input-shape", "input=1x3x320x320", "-f", "json")  # another resolution is fine
+    assert r.exit_code == 0 and json.loads(r.stdout)["coverage"]["complete"]
+
+
+# -- 4. precisions the device does not run --------------------------------------------------
+
+def latency(*args):
+    r = invoke("analyze", *args, "-f", "json", "-q")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)["totals"]["latency_s"]
+
+
+def test_precision_a_device_lacks_is_refused_or_mapped_with_a_note():
+    one_line_error(invoke("analyze", RESNET, "--hw", "tpu-v4", "-p", "fp16"), 2, "tpu-v4", "bf16")
+    one_line_error(invoke("analyze", RESNET, "--hw", "v100", "-p", "int4"), 2, "v100", "int4")
+    one_line_error(invoke("sweep", RESNET, "--hw", "v100", "-p", "int4", "--batch", "1"), 2, "int4")
+    one_line_error(invoke("sweep", RESNET, "--hw", "tpu-v2", "-p", "fp64", "--batch", "1"), 2, "fp64")
+    # a CPU without 16-bit units computes fp16 in fp32: never faster than fp32, and it says so
+    r = invoke("analyze", RESNET, "--hw", "cpu-avx512", "-p", "fp16")
+    assert r.exit_code == 0 and "costed as fp32" in r.stderr
+    assert latency(RESNET, "--hw", "cpu-avx512", "-p", "fp16") == latency(RESNET, "--hw", "cpu-avx512", "-p", "fp32")
+    # tpu-v4 stays first in compare when asked for 16-bit: bf16 is its format
+    d = json.loads(invoke("compare", RESNET, "--hw", "v100,t4,tpu-v4", "-p", "bf16", "-f", "json", "-q").stdout)
+    assert [r["hardware"] for r in d["rows"]][0] == "tpu-v4" and {s["hardware"] for s in d["skipped"]} == {"v100", "t4"}
+
+
+def test_best_precision_is_the_fastest_the_device_runs():
+    best = latency(RESNET, "--hw", "a100", "-p", "best")
+    for p in ("fp32", "tf32", "fp16", "bf16", "int8", "int4"):
+        assert best <= latency(RESNET, "--hw", "a100", "-p", p)
+    assert latency(RESNET, "--hw", "tpu-v1", "-p", "best") == latency(RESNET, "--hw", "tpu-v1", "-p", "int8")
+
+
+# -- 5. precision advice walks the ladder --------------------------------------------------------
+
+def test_precision_advice_walks_the_ladder_and_flags_sensitive_layers():
+    d = json.loads(invoke("analyze", RESNET, "--hw", "a100", "-f", "json", "-q").stdout)
+    texts = {l["name"]: [f["text"] for f in l["fixes"] if f["id"] == "use_specialized_units"] for l in d["layers"]}
+    assert texts["/conv1/Conv"] and texts["/conv1/Conv"][0].startswith("fp32 -> tf32")
+    assert "first layer" in texts["/conv1/Conv"][0]
+    assert all("int4" not in t for ts in texts.values() for t in ts)
+    g = json.loads(invoke("analyze", GPT2, "--dim", "sequence_length=128", "--hw", "a100", "-f", "json", "-q").stdout)
+    out = [f["text"] for l in g["layers"] for f in l["fixes"] if f["id"] == "use_specialized_units" and "output layer" in f["text"]]
+    assert out and out[0].startswith("fp32 -> tf32")
+    # the whole-model precision fix, first when it is the biggest win: resnet50 on TPU v1 fp32 -> int8
+    t = json.loads(invoke("analyze", RESNET, "--hw", "tpu-v1", "-f", "json", "-q").stdout)
+    first = t["model_fixes"][0]
+    assert first["id"] == "use_specialized_units" and "fp32 -> int8" in first["text"]
+    assert first["saving_s"] == pytest.approx(t["totals"]["latency_s"] - latency(RESNET, "--hw", "tpu-v1", "-p", "int8"),
+                                              rel=1e-3)
+
+
+# -- 6. a gate people can trust ----------------------------------------------------------------
+
+def _conv(tmp_path, cout, name="net.onnx"):
+    from helpers import conv_model
+
+    return save(conv_model(64, cout, 56, 56, 3, pads=[1, 1, 1, 1], relu=True), tmp_path, name)
+
+
+def test_gate_tolerance_both_sides_and_absolute(tmp_path):
+    base = tmp_path / "b.json"
+    p = _conv(tmp_path, 64)
+    invoke("baseline", p, "--hw", "t4", "-o", base)
+    data = json.loads(base.read_text())
+    lat = data["entries"][0]["latency_s"]
+    for factor, status in ((1.024, "SAME"), (0.997, "SAME"), (0.9, "FASTER"), (1.1, "SLOWER")):
+        data["entries"][0]["latency_s"] = lat / factor  # pretend the baseline was this much faster/slower
+        base.write_text(json.dumps(data))
+        r = invoke("check", p, "--baseline", base)
+        assert r.stdout.startswith(status), (factor, r.stdout)
+        assert r.exit_code == (1 if status == "SLOWER" else 0)
+    # an absolute tolerance absorbs a 10% change of a few microseconds
+    r = invoke("check", p, "--baseline", base, "--abs-tolerance", "1ms")
+    assert r.exit_code == 0 and r.stdout.startswith("SAME")
+
+
+def test_gate_ranks_changes_by_effect(tmp_path):
+    from helpers import conv_model
+
+    base = tmp_path / "b.json"
+    m = conv_model(16, 32, 32, 32, 3, pads=[1, 1, 1, 1])
+    p = save(m, tmp_path, "net.onnx")
+    invoke("baseline", p, "--hw", "v100", "-o", base)
+    m.graph.node[0].output[0] = "c"
+    m.graph.node.extend([helper.make_node("Sigmoid", ["c"], ["s"], name="small_added"),
+                         helper.make_node("Conv", ["s", "w2"], ["y"], name="big_added", pads=[1, 1, 1, 1])])
+    m.graph.initializer.append(weight("w2", [256, 32, 3, 3]))
+    save(m, tmp_path, "net.onnx")
+    d = json.loads(invoke("check", p, "--baseline", base, "-f", "json").stdout)
+    layers = d["results"][0]["layers"]
+    assert [n["layer"] for n in layers][:2] == ["big_added", "small_added"]
+
+
+def test_gate_notices_an_edited_profile_and_works_from_another_folder(tmp_path, monkeypatch):
+    from dnnperf.hardware import load_profile
+
+    prof = yaml.safe_load(open(load_profile("t4").path))
+    prof["name"] = "my-t4"
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "ci").mkdir()
+    ppath = tmp_path / "profiles" / "my.yaml"
+    ppath.write_text(yaml.safe_dump(prof))
+    p = _conv(tmp_path, 64)
+    monkeypatch.chdir(tmp_path)
+    assert invoke("baseline", "net.onnx", "--hw", "profiles/my.yaml", "-o", "ci/base.json").exit_code == 0
+    entry = json.loads((tmp_path / "ci" / "base.json").read_text())["entries"][0]
+    assert entry["hardware"] == "../profiles/my.yaml" and len(entry["profile_sha256"]) == 16
+    monkeypatch.chdir(tmp_path / "ci")  # check from another folder: the path is relative to the baseline
+    assert invoke("check", p, "--baseline", "base.json").exit_code == 0
+    prof["memory"]["dram_gbs"] = 100
+    ppath.write_text(yaml.safe_dump(prof))
+    r = invoke("check", p, "--baseline", "base.json")
+    assert r.exit_code == 1 and "changed since the baseline" in r.stdout
+
+
+def test_gate_checks_a_subset_and_selects_profiles(tmp_path):
+    a, b = _conv(tmp_path, 64, "a.onnx"), _conv(tmp_path, 32, "b.onnx")
+    base = tmp_path / "base.json"
+    assert invoke("baseline", a, b, "--hw", "v100,t4", "-o", base).exit_code == 0
+    r = invoke("check", a, "--baseline", base, "--hw", "t4", "-f", "json")
+    assert r.exit_code == 0
+    d = json.loads(r.stdout)
+    assert [(x["model"], x["hardware"]) for x in d["results"]] == [("a.onnx", "t4")]
+    assert len(d["skipped"]) == 3 and "skipped" in r.stderr
+
+
+# -- 7. requirements nothing meets ------------------------------------------------------------
+
+def test_compare_requirement_nothing_meets_exits_1_with_the_closest():
+    r = invoke("compare", RESNET, "--hw", "v100,t4,tpu-v4", "--max-latency", "1us", "-f", "json")
+    assert r.exit_code == 1
+    rec = json.loads(r.stdout)["recommendation"]
+    assert rec["chosen"] is None and rec["closest"]["hardware"] == "tpu-v4"
+    table = invoke("compare", RESNET, "--hw", "v100,t4,tpu-v4", "--max-latency", "1us").stdout
+    assert "no target meets the requirement" in table and "closest: tpu-v4" in table
+
+
+def test_unpriced_targets_are_shown_never_silently_dropped():
+    d = json.loads(invoke("compare", RESNET, "--hw", "h100,tpu-v4", "--max-latency", "5ms", "-f", "json").stdout)
+    rec = d["recommendation"]
+    assert rec["chosen"] == "h100" and rec["unpriced"] == ["tpu-v4"] and "tpu-v4" in rec["note"]
+    assert "unpriced" in invoke("compare", RESNET, "--hw", "h100,tpu-v4").stdout
+
+
+# -- 8. the batch list form the fixes suggest works -----------------------------------------
+
+def test_suggested_batch_list_form_runs():
+    d = json.loads(invoke("analyze", RESNET, "--hw", "h100", "-f", "json", "-q").stdout)
+    text = next(f["text"] for f in d["model_fixes"] if f["id"] == "bigger_batch")
+    form = text.split("--batch ")[1].split("`")[0]
+    r = invoke("sweep", RESNET, "--hw", "v100", "--batch", form, "-f", "json")
+    assert r.exit_code == 0
+    assert [x["batch"] for x in json.loads(r.stdout)["rows"]] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert invoke("sweep", RESNET, "--batch", "1..8", "-f", "json").exit_code == 0
