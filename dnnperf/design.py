@@ -170,6 +170,7 @@ def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
     input width would change too and is not included). Ranked by time per MAC gained."""
     hw = report.score.hw
     prec = report.score.settings.precision
+    runtime = report.score.settings.runtime
     out = []
     for c in report.score.layers:
         w = c.layer.workload
@@ -183,7 +184,7 @@ def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
             if n2 == n:
                 continue
             l2 = _rescale(c, n2)
-            c2 = score_layer(l2, hw, prec)
+            c2 = score_layer(l2, hw, prec, runtime=runtime)
             tpm = c2.time_s / max(l2.workload.macs, 1)
             if tpm < base_tpm * 0.98:
                 cands.append({"to": n2, "macs_change": l2.workload.macs / w.macs - 1, "time_change": c2.time_s / c.time_s - 1,

@@ -127,7 +127,9 @@ def _use_specialized_units(c: LayerCost, x: Ctx):
     if not matrix_units or c.unit in matrix_units:
         return None
     for p in cheaper_rungs(x.hw, c.precision):
-        c2 = score_layer(replace(c.layer, workload=with_precision(w, p)), x.hw, p)
+        if p == "int4" and c.precision != "int8":
+            break  # one step at a time: 4-bit only from a model that already runs in 8-bit
+        c2 = score_layer(replace(c.layer, workload=with_precision(w, p)), x.hw, p, runtime=x.settings.runtime)
         if c2.unit in matrix_units and c2.time_s < c.time_s * 0.95:
             text = (f"{c.precision} -> {p} moves this {c.layer.op_type} onto {c2.unit}: {fmt_time(c.time_s)} -> "
                     f"{fmt_time(c2.time_s)}")
@@ -177,7 +179,7 @@ def _fit_the_tile(c: LayerCost, x: Ctx):
 def _retry(c: LayerCost, x: Ctx, n2: int, label: str):
     """Rescore this layer at output width ``n2``: (text with the time change, saving)."""
     w2 = c.layer.workload.with_width(n2)
-    c2 = score_layer(replace(c.layer, workload=w2), x.hw, x.settings.precision)
+    c2 = score_layer(replace(c.layer, workload=w2), x.hw, x.settings.precision, runtime=x.settings.runtime)
     delta = c2.time_s - c.time_s
     sign = "+" if delta >= 0 else "-"
     return (f"{label}: {sign}{fmt_time(abs(delta))} ({fmt_time(c.time_s)} -> {fmt_time(c2.time_s)})", -delta)

@@ -102,7 +102,7 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]]):
                 weight_bytes=total.weight_bytes + w.weight_bytes,
                 bytes_written=total.bytes_written + w.bytes_written - saved,
                 parallel_work=max(total.parallel_work, w.parallel_work), gemm=total.gemm,
-                launches=total.launches,
+                launches=total.launches, conv=total.conv,
             )
         layers.append(replace(
             parts[0],

@@ -145,7 +145,7 @@ def _t(s: float) -> str:
 
 
 def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: list[int],
-          precisions: list[str | None], fusion: str = "none") -> dict:
+          precisions: list[str | None], fusion: str = "none", runtime: str = "eager") -> dict:
     from dnnperf.documents import coverage_dict
 
     rows = []
@@ -153,7 +153,7 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
     for prec in precisions:
         for b in batches:
             insp = src.inspect(ShapeOverrides(batch=b, input_shapes=ov.input_shapes, dims=ov.dims))
-            rep = analyze(insp, hw, Settings(b, prec, fusion, False), with_fixes=False)
+            rep = analyze(insp, hw, Settings(b, prec, fusion, False, runtime), with_fixes=False)
             notes.extend(w for w in insp.warnings + rep.notes if w not in notes)
             t = rep.score.totals
             lat = t["latency_s"] or 1.0
@@ -277,7 +277,7 @@ def entry_settings(e: dict) -> tuple[Settings, list]:
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise DnnperfError(f"baseline entry for '{e['model']}': settings.batch must be a whole number >= 1")
     return (Settings(batch, None if prec in (None, "model") else prec, s.get("fusion", "none"),
-                     bool(s.get("overlap_input", False))), [tuple(x) for x in s.get("dims", [])])
+                     bool(s.get("overlap_input", False)), s.get("runtime", "eager")), [tuple(x) for x in s.get("dims", [])])
 
 
 def classify_change(old: float, new: float, rel: float, abs_s: float) -> tuple[str, float | None]:

@@ -38,7 +38,10 @@ SCHEMA = {
                                  "ops_per_item: ops each work item needs to keep its lane busy (optional, default 1)}"),
     "launch_overhead_us": ("num", True, "per-kernel launch / dispatch cost in microseconds"),
     "host_link_gbs": ("num|null", True, "host -> device link for inputs in GB/s; null when inputs are already in memory"),
-    "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope), default 1"),
+    "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope); default 1, "
+                                               "or for GPUs the generation default by board power per SM"),
+    "gpu": ("map", False, "GPU library knowledge: {generation: volta|turing|ampere|ada|hopper|pascal|..., tdp_w: W, "
+                          "and any field of dnnperf/data/gpu_generations.yaml to override} (kind gpu; defaults apply)"),
     "efficiency": ("map", False, "per op-family fraction of the roofline actually achieved (calibrated), default 1"),
     "matrix_m_efficiency": ("map", False, "smallest GEMM dimension min(M, N, K) -> fraction of the roof for "
                                           "matrix layers (calibrated; log-interpolated: thin products reuse less)"),
@@ -97,6 +100,8 @@ class HardwareProfile:
     launch_overhead_us: float
     host_link_gbs: float | None
     sustained_clock_fraction: float = 1.0
+    sustained_clock_given: bool = False
+    gpu: dict = field(default_factory=dict)
     efficiency: dict[str, float] = field(default_factory=dict)
     op_efficiency: dict[str, float] = field(default_factory=dict)
     matrix_m_efficiency: tuple[tuple[int, float], ...] = ()
@@ -320,6 +325,8 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         launch_overhead_us=_num(d["launch_overhead_us"], f"{where}.launch_overhead_us", allow_zero=True),
         host_link_gbs=None if host is None else _num(host, f"{where}.host_link_gbs"),
         sustained_clock_fraction=_num(d.get("sustained_clock_fraction", 1.0), f"{where}.sustained_clock_fraction", upper=1.0),
+        sustained_clock_given="sustained_clock_fraction" in d,
+        gpu=_gpu_section(d.get("gpu"), kind, where),
         efficiency=eff,
         op_efficiency=op_eff,
         matrix_m_efficiency=tuple(sorted(m_eff)),
@@ -336,6 +343,28 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         unverified=tuple(str(x) for x in unverified),
         notes=str(d.get("notes", "")),
     )
+
+
+def _gpu_section(v, kind: str, where: str) -> dict:
+    """Validate the optional ``gpu:`` section (generation, tdp_w, library overrides)."""
+    if v is None:
+        return {}
+    from dnnperf.gpu import _FIELDS, GENERATIONS
+
+    g = _map(v, f"{where}.gpu")
+    if kind != "gpu":
+        raise DnnperfError(f"{where}.gpu: only profiles of kind gpu take a gpu section")
+    _check_keys(g, ("generation", "tdp_w") + _FIELDS, f"{where}.gpu")
+    if "generation" in g and g["generation"] not in GENERATIONS:
+        raise DnnperfError(f"{where}.gpu.generation: one of {', '.join(GENERATIONS)}, got {g['generation']!r}")
+    for k in ("tdp_w", "bandwidth_efficiency", "min_kernel_us", "split_k_min", "conv_efficiency",
+              "misaligned_efficiency"):
+        if k in g:
+            _num(g[k], f"{where}.gpu.{k}", upper=1.0 if k.endswith("efficiency") else None)
+    for k in ("library_efficiency", "feed_ops_per_element", "winograd"):
+        for kk, x in _map(g.get(k, {}) or {}, f"{where}.gpu.{k}").items():
+            _num(x, f"{where}.gpu.{k}.{kk}", upper=1.0 if k == "library_efficiency" else None)
+    return dict(g)
 
 
 # --------------------------------------------------------------------------------------------

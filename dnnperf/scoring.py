@@ -31,6 +31,7 @@ input is prefetched (overlapped).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from math import ceil
 from typing import Callable
 
 from dnnperf import rules
@@ -70,6 +71,9 @@ class LayerCost:
     losses: dict[str, float]
     cause: str
     fixes: list = field(default_factory=list)
+    algorithm: str = ""  # how a GPU library runs it: gemm, winograd, implicit_gemm, direct...
+    plan: object = None  # the GPU tile plan (dnnperf.gpu.Plan) of a matrix layer
+    t_device: float = 0.0  # device time (GPUs: the host's launch cost overlaps it)
 
     @property
     def name(self) -> str:
@@ -80,16 +84,20 @@ class LayerCost:
         return self.time_s - self.t_ideal
 
 
+RUNTIMES = ("eager", "graph", "tensorrt")
+
+
 @dataclass(frozen=True)
 class Settings:
     batch: int | None = None
     precision: str | None = None  # None: the model's own dtypes
     fusion: str = "none"  # none | typical
     overlap_input: bool = False
+    runtime: str = "eager"  # eager | graph | tensorrt (GPUs: who pays per kernel; see README)
 
     def as_dict(self) -> dict:
         return {"batch": self.batch, "precision": self.precision or "model", "fusion": self.fusion,
-                "overlap_input": self.overlap_input}
+                "overlap_input": self.overlap_input, "runtime": self.runtime}
 
 
 @dataclass
@@ -146,6 +154,13 @@ class LayerState:
     t_memory: float = 0.0
     t_launch: float = 0.0
     unoptimized: bool = False
+    lib: object = None  # GpuLibrary for GPU profiles
+    algorithm: str = ""
+    plan: object = None
+    misaligned: bool = False
+    gain: float = 1.0  # the convolution algorithm's MAC reduction (Winograd)
+    runtime: str = "eager"
+    t_device: float = 0.0
 
 
 def _unit_and_tile(s: LayerState) -> float:
@@ -206,6 +221,143 @@ def _fallback(s: LayerState) -> float:
     return max(s.t, t)
 
 
+# -- GPU steps: how a kernel library runs the layer (dnnperf.gpu) ----------------------------------
+
+
+def _is_conv(w: Workload) -> bool:
+    return w.family in ("conv", "grouped_conv") and bool(w.conv)
+
+
+def _gpu_unit(s: LayerState) -> float:
+    """The unit the library uses: tensor cores only for the precisions its GEMM / convolution
+    kernels run there, and for convolutions only when the channels fit the unit's alignment (else
+    the CUDA cores); the convolution algorithm it picks (Winograd does fewer multiplications than the
+    MAC count, so it lowers the ideal time too)."""
+    from dnnperf import gpu
+
+    w, hw, lib = s.w, s.hw, s.lib
+    conv = _is_conv(w)
+    matrix = w.is_matrix and w.family != "depthwise_conv"
+    allowed = lib.tensor_core_precisions.get("conv" if conv else "gemm", ())
+    units = hw.units
+    if w.is_matrix and s.precision not in allowed:
+        units = tuple(u for u in units if gpu.unit_class(u.name) == "cuda_cores") or units
+    if not conv:
+        # GEMM libraries pad any shape for the tensor cores; convolutions gather channel vectors
+        # that must fill the unit's alignment (NHWC in multiples of 8 halves)
+        units = tuple(replace(u, alignment={}) for u in units)
+    unit, run_prec, rate, _ = rules.pick_unit(replace(hw, units=units), s.precision, matrix, w.gemm)
+    s.unit, s.unit_name, s.run_precision, s.rate = unit, unit.name, run_prec, rate
+    tensor_ok = s.precision in allowed and any(
+        gpu.unit_class(u.name) == "tensor_cores" and s.precision in u.peak_tops for u in hw.units)
+    s.misaligned = matrix and conv and tensor_ok and gpu.unit_class(unit.name) == "cuda_cores"
+    s.algorithm = "elementwise" if not w.is_matrix else ("direct" if not matrix else "gemm")
+    ops = w.ops
+    if matrix and conv:
+        s.algorithm = "implicit_gemm"
+        cin, kh, kw, sh, sw, dilated = w.conv
+        shape = s.layer.output_shape or ()
+        if (kh, kw) == (3, 3) and (sh, sw) == (1, 1) and not dilated and w.family == "conv" and len(shape) == 4 \
+                and lib.winograd.get(run_prec) and gpu.unit_class(unit.name) == "cuda_cores":
+            gain = gpu.winograd_gain(lib, shape[2], shape[3])
+            if gain > 1.0:
+                s.algorithm = "winograd"
+                s.gain = gain
+                ops = 2 * w.macs / gain + w.other_ops
+                s.t_ideal = ops / max(hw.headline_rate, rate)
+    return ops / rate
+
+
+def _gpu_waves(s: LayerState) -> float:
+    """Tiles in waves over the SMs (tile and wave quantization, split-K, the K loop's latency, the
+    tile's L2 feed) for matrix work; lanes for the rest."""
+    from dnnperf import gpu
+
+    w, hw = s.w, s.hw
+    if s.algorithm in ("gemm", "implicit_gemm", "winograd") and w.gemm is not None:
+        g = w.gemm
+        s.plan = gpu.plan_gemm(g.m, g.n, g.k, g.count, hw.compute_units, s.lib, gpu.unit_class(s.unit_name), s.rate,
+                               gpu.clock_hz(hw, s.lib), s.run_precision,
+                               split_k=(s.algorithm == "gemm" or s.lib.conv_split_k) and s.run_precision in s.lib.split_k_precisions)
+        t = s.plan.seconds / getattr(s, "gain", 1.0) + 2 * w.other_ops / s.rate
+        s.occupancy = min(1.0, s.t / t) if t > 0 else 1.0
+        s.tile_eff = s.plan.tile_eff
+        return max(s.t, t)
+    return _parallelism(s)
+
+
+def _gpu_kernel_eff(s: LayerState) -> float:
+    """The fraction of the unit's rate the library's kernels reach: large-kernel efficiency, the
+    implicit-GEMM gather of convolutions, and for misaligned channels a generic kernel that also
+    pads each pixel's channel vector."""
+    from dnnperf import gpu
+
+    lib, w = s.lib, s.w
+    if s.algorithm == "elementwise":
+        return 1.0
+    uc = gpu.unit_class(s.unit_name)
+    eff = float(lib.library_efficiency.get(f"{uc}:{s.run_precision}",
+                                           lib.library_efficiency.get(uc, lib.library_efficiency.get("cuda_cores", 0.9))))
+    if s.algorithm in ("implicit_gemm", "winograd"):
+        eff *= lib.conv_efficiency
+    if s.misaligned and w.conv:
+        vec = int(lib.misaligned_vector.get(s.run_precision, 8))
+        cin = w.conv[0]
+        eff *= lib.misaligned_efficiency * cin / (ceil(cin / vec) * vec)
+    if w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops:
+        eff = min(eff, s.hw.unoptimized_efficiency)
+    return eff
+
+
+def _gpu_thermal(s: LayerState) -> float:
+    """The clock a board holds under load: its profile's figure, or the generation's power model
+    (board watts per SM against what the unit draws at the kernel's activity)."""
+    from dnnperf import gpu
+
+    hw = s.hw
+    busy = _gpu_kernel_eff(s) * (s.plan.tile_eff if s.plan is not None else 1.0)
+    f = hw.sustained_clock_fraction if hw.sustained_clock_given else gpu.sustained_clock_fraction(
+        s.lib, hw.gpu.get("tdp_w"), hw.compute_units, gpu.unit_class(s.unit_name), s.run_precision, busy)
+    s.t_compute = s.t / f
+    return s.t_compute
+
+
+def _gpu_efficiency(s: LayerState) -> float:
+    """Divide by the kernel's efficiency (``_gpu_kernel_eff``)."""
+    s.t_compute = s.t / _gpu_kernel_eff(s)
+    return s.t_compute
+
+
+def _extra_kernels(s: LayerState) -> int:
+    """Kernels a library launches besides the main one: layout reorders around a tensor-core
+    convolution (not under TensorRT, which keeps one layout), the reduction of a split-K GEMM."""
+    n = int(s.lib.reorder_kernels.get(s.run_precision, 0)) if _is_conv(s.w) and "tensor" in s.unit_name \
+        and s.runtime != "tensorrt" else 0
+    return n + (1 if s.plan is not None and s.plan.split_k > 1 else 0)
+
+
+def _gpu_memory(s: LayerState) -> float:
+    """DRAM traffic at the bandwidth streaming kernels reach, plus split-K partial sums."""
+    w = s.w
+    s.unoptimized = w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops
+    act = w.act_bytes_read + w.bytes_written
+    nbytes = act + w.weight_bytes + (s.plan.partial_bytes if s.plan is not None else 0)
+    s.t_memory = nbytes / (s.hw.dram_bps * s.lib.bandwidth_efficiency)
+    return max(s.t, s.t_memory)
+
+
+def _gpu_launch(s: LayerState) -> float:
+    """Every kernel takes at least the device's minimum kernel time. An eager framework also pays
+    its per-kernel host cost (launch_overhead_us), which runs ahead of the device: the layer takes
+    the longer of the two. A captured graph or TensorRT launches the whole model once: no host cost
+    per kernel, and a shorter device gap between kernels."""
+    kernels = s.w.launches + _extra_kernels(s)
+    floor = s.lib.min_kernel_us if s.runtime == "eager" else s.lib.graph_kernel_us
+    s.t_device = max(s.t, kernels * floor * 1e-6)
+    s.t_launch = rules.launch_time(kernels, s.hw.launch_overhead_us) if s.runtime == "eager" else 0.0
+    return max(s.t_device, s.t_launch)
+
+
 Step = tuple[str, Callable[[LayerState], float]]
 STEPS: tuple[Step, ...] = (
     (Cause.specialization.value, _unit_and_tile),
@@ -216,6 +368,15 @@ STEPS: tuple[Step, ...] = (
     (Cause.unoptimized.value, _efficiency),
     (Cause.launch_overhead.value, _launch),
 )
+GPU_STEPS: tuple[Step, ...] = (
+    (Cause.specialization.value, _gpu_unit),
+    (Cause.parallelism.value, _gpu_waves),
+    (Cause.thermal.value, _gpu_thermal),
+    (Cause.unoptimized.value, _gpu_efficiency),
+    (Cause.memory.value, _gpu_memory),
+    (Cause.overlap.value, _overlap),
+    (Cause.launch_overhead.value, _gpu_launch),
+)
 FALLBACK_STEPS: tuple[Step, ...] = (
     (Cause.heterogeneity.value, _fallback),
     (Cause.launch_overhead.value, _launch),
@@ -223,7 +384,7 @@ FALLBACK_STEPS: tuple[Step, ...] = (
 
 
 def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
-                weights_resident: bool = False) -> LayerCost:
+                weights_resident: bool = False, runtime: str = "eager") -> LayerCost:
     """Time and loss breakdown of one layer on ``hw`` (see the module docstring)."""
     w = layer.workload
     prec = precision or precision_of(w)
@@ -232,16 +393,29 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
     losses = {k: 0.0 for k in LOSS_KEYS}
     if w.family in FREE_FAMILIES:
         return LayerCost(layer, "-", prec, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, losses, "compute")
-    s = LayerState(layer, w, hw, prec, weights_resident)
+    s = LayerState(layer, w, hw, prec, weights_resident, runtime=runtime)
     _, _, rate, _ = rules.pick_unit(hw, prec, w.is_matrix, w.gemm)
     s.t = s.t_ideal = w.ops / max(hw.headline_rate, rate)
     fallback = hw.accelerator_families is not None and hw.fallback is not None and w.family not in hw.accelerator_families
-    for cause, step in (FALLBACK_STEPS if fallback else STEPS):
+    if fallback:
+        steps = FALLBACK_STEPS
+    elif hw.kind == "gpu":
+        from dnnperf.gpu import library_of  # noqa: F811
+
+        s.lib = library_of(hw)
+        steps = GPU_STEPS
+    else:
+        steps = STEPS
+    for cause, step in steps:
+        before, ideal = s.t, s.t_ideal
         t = step(s)
-        losses[cause] += t - s.t
+        if s.t_ideal != ideal and before == ideal:
+            before = s.t_ideal  # the algorithm does less work than the MAC count (Winograd): a lower ideal
+        losses[cause] += t - before
         s.t = t
     return LayerCost(layer, s.unit_name, s.run_precision or prec, s.tile_eff, s.occupancy, s.t_ideal, s.t_compute,
-                     s.t_memory, s.t_launch, s.t, losses, classify(losses, s.t_ideal, w.is_matrix))
+                     s.t_memory, s.t_launch, s.t, losses, classify(losses, s.t_ideal, w.is_matrix), algorithm=s.algorithm,
+                     plan=s.plan, t_device=s.t_device or (s.t - s.t_launch))
 
 
 def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
@@ -277,7 +451,7 @@ def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:
 def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_bytes: int) -> Score:
     weights = sum(l.workload.weight_bytes for l in layers)
     resident = bool(hw.onchip_mb) and weights <= hw.onchip_mb * 1e6 / 8
-    costs = [score_layer(l, hw, settings.precision, resident) for l in layers]
+    costs = [score_layer(l, hw, settings.precision, resident, settings.runtime) for l in layers]
     compute_total = sum(c.time_s for c in costs)
     t_in = rules.transfer_time(input_bytes, hw.host_link_gbs)
     losses = {k: sum(c.losses[k] for c in costs) for k in LOSS_KEYS}

@@ -41,6 +41,7 @@ class Workload:
     gemm: Gemm | None = None
     launches: int = 1
     note: str = ""
+    conv: tuple = ()  # convolutions: (input channels per group, kernel h, kernel w, stride h, stride w, dilated)
 
     @property
     def ops(self) -> int:

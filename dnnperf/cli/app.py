@@ -50,6 +50,10 @@ Precision = Annotated[Optional[str], typer.Option(
                               "device runs); default: the model's dtypes. Precisions a device lacks are refused.")]
 Fusion = Annotated[str, typer.Option("--fusion", help="none: every node is a kernel; typical: what ORT/TensorRT fuse.")]
 Top = Annotated[int, typer.Option("--top", "-n", help="How many rows (bottleneck layers) to show.")]
+Runtime = Annotated[str, typer.Option(
+    "--runtime", help="GPU runtime the estimate describes: eager (a framework launching each kernel from the host; "
+                      "default), graph (a captured CUDA graph), tensorrt (graph + TensorRT's fusions, no layout "
+                      "reorders).")]
 HwList = Annotated[Optional[List[str]], typer.Option("--hw", help="Profile name or YAML path; comma lists and 'all' work.")]
 HwOne = Annotated[str, typer.Option("--hw", help="Profile name or YAML path.")]
 
@@ -94,6 +98,18 @@ def fusion_value(fusion: str) -> str:
     if fusion not in ("none", "typical"):
         raise DnnperfError(f"--fusion must be 'none' or 'typical', got '{fusion}'")
     return fusion
+
+
+def settings(batch, precision, fusion, runtime: str = "eager", overlap_input: bool = False):
+    """Settings from the shared options (checked). TensorRT fuses like ``--fusion typical``."""
+    from dnnperf.scoring import RUNTIMES, Settings
+
+    if runtime not in RUNTIMES:
+        raise DnnperfError(f"--runtime must be one of {', '.join(RUNTIMES)}, got '{runtime}'")
+    f = fusion_value(fusion)
+    if runtime == "tensorrt":
+        f = "typical"
+    return Settings(batch, precision_value(precision), f, overlap_input, runtime)
 
 
 def precision_value(precision: Optional[str]) -> Optional[str]:

@@ -5,8 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwOne, Output, Precision, Quiet, Top, app, command,
-                             fusion_value, overrides, parse_fraction, positive, precision_value)
+from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwOne, Output, Precision, Quiet, Runtime, Top, app, command,
+                             overrides, parse_fraction, positive, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -35,12 +35,11 @@ def lut(
     if space:
         rows = lut_space(read_space(space), profile)
     else:
-        from dnnperf.scoring import Settings
         from dnnperf.api import analyze, inspect_model
 
         insp = inspect_model(from_model, overrides(batch, None, dim))
         notes = tuple(insp.warnings)
-        rows = lut_from_report(analyze(insp, profile, Settings(batch, precision_value(precision)), with_fixes=False))
+        rows = lut_from_report(analyze(insp, profile, settings(batch, precision, "none"), with_fixes=False))
     if not rows:
         raise DnnperfError("the table is empty: no configuration (or layer) could be costed")
     return Document("lut", {"schema_version": "dnnperf-lut/1", "hardware": profile.name,
@@ -62,7 +61,6 @@ def shapes(
 ):
     """For each layer, nearby channel counts / hidden sizes that estimate faster per MAC on this
     profile (tile fit, alignment, parallelism), ranked by gain."""
-    from dnnperf.scoring import Settings
     from dnnperf.api import analyze, inspect_model
     from dnnperf.design import shape_advice
     from dnnperf.hardware import load_profile
@@ -72,7 +70,7 @@ def shapes(
         raise DnnperfError("--span must be between 0% and 100%")
     positive(top, "--top")
     insp = inspect_model(model, overrides(batch, None, dim))
-    rep = analyze(insp, load_profile(hw), Settings(batch, precision_value(precision)), with_fixes=False)
+    rep = analyze(insp, load_profile(hw), settings(batch, precision, "none"), with_fixes=False)
     d = {"schema_version": "dnnperf-shapes/1", "model": insp.model_name, "hardware": rep.hw.name, "span": sp,
          "layers": shape_advice(rep, sp)}
     return Document("shapes", d, {"top": top}, notes=tuple(insp.warnings))
@@ -87,13 +85,13 @@ def diff(
     dim: Dim = None,
     precision: Precision = None,
     fusion: Fusion = "none",
+    runtime: Runtime = "eager",
     top: Top = 20,
     fmt: Format = None,
     output: Output = None,
     quiet: Quiet = False,
 ):
     """Layer-by-layer comparison of two variants (matched by name, then by position)."""
-    from dnnperf.scoring import Settings
     from dnnperf.api import analyze, inspect_model
     from dnnperf.design import diff as run_diff
     from dnnperf.hardware import load_profile
@@ -101,7 +99,7 @@ def diff(
     positive(top, "--top")
     profile = load_profile(hw)
     ov = overrides(batch, None, dim)
-    st = Settings(batch, precision_value(precision), fusion_value(fusion))
+    st = settings(batch, precision, fusion, runtime)
     ia, ib = inspect_model(model_a, ov), inspect_model(model_b, ov)
     d = run_diff(analyze(ia, profile, st, with_fixes=False), analyze(ib, profile, st, with_fixes=False))
     return Document("diff", d, {"top": top}, notes=tuple(ia.warnings) + tuple(ib.warnings))

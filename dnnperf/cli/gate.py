@@ -5,8 +5,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, InputShape, Output, Precision, Quiet, app, command,
-                             fusion_value, overrides, parse_fraction, parse_time, precision_value, progress)
+from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, InputShape, Output, Precision, Quiet, Runtime, app,
+                             command, overrides, parse_fraction, parse_time, progress, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -22,12 +22,12 @@ def baseline(
     dim: Dim = None,
     precision: Precision = None,
     fusion: Fusion = "none",
+    runtime: Runtime = "eager",
     output: Output = "dnnperf-baseline.json",
     fmt: Format = None,
     quiet: Quiet = False,
 ):
     """Record estimated latency per model x profile x settings, with per-layer figures, for `check`."""
-    from dnnperf.scoring import Settings
     from dnnperf.api import inspect_model
     from dnnperf.gate import make_baseline
     from dnnperf.hardware import expand_specs, load_profile
@@ -36,14 +36,14 @@ def baseline(
     specs = expand_specs(list(hw or ["v100"]))
     for s in specs:
         load_profile(s)  # validate before any work
-    settings = Settings(batch, precision_value(precision), fusion_value(fusion), False)
+    st = settings(batch, precision, fusion, runtime)
     insps = []
     with progress(len(models), "parsing models", quiet) as tick:
         for m in models:
             insps.append(inspect_model(m, ov))
             if tick:
                 tick()
-    items = [(m, i, s, settings, list(ov.dims)) for m, i in zip(models, insps) for s in specs]
+    items = [(m, i, s, st, list(ov.dims)) for m, i in zip(models, insps) for s in specs]
     data = make_baseline(items, output)
     notes = [w for i in insps for w in i.warnings] + [f"wrote {output}: {len(data['entries'])} entries"]
     return Document("baseline", data, notes=tuple(notes))

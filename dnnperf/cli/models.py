@@ -5,8 +5,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, InputShape, Out, Output, Precision, Quiet, Top, app,
-                             command, fusion_value, overrides, positive, precision_value, progress)
+from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, InputShape, Out, Output, Precision, Quiet, Runtime, Top,
+                             app, command, overrides, positive, progress, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -34,6 +34,7 @@ def analyze(
     dim: Dim = None,
     precision: Precision = None,
     fusion: Fusion = "none",
+    runtime: Runtime = "eager",
     overlap_input: Annotated[bool, typer.Option("--overlap-input", help="Assume the next input is prefetched during compute.")] = False,
     top: Top = 10,
     totals_only: Annotated[bool, typer.Option("--totals-only", help="One row per model x profile (for many files).")] = False,
@@ -44,7 +45,6 @@ def analyze(
 ):
     """Score every layer against a hardware profile: latency, loss breakdown, ranked bottlenecks
     with concrete fixes."""
-    from dnnperf.scoring import Settings
     from dnnperf.batch import analyze_many
     from dnnperf.hardware import load_profiles
 
@@ -54,9 +54,9 @@ def analyze(
     specs = list(hw or ["v100"])
     ov = overrides(batch, input_shape, dim, strict=len(models) == 1)
     load_profiles(specs)  # validate profiles before any work
-    settings = Settings(batch, precision_value(precision), fusion_value(fusion), overlap_input)
+    st = settings(batch, precision, fusion, runtime, overlap_input)
     with progress(len(models), "analysing models", quiet) as tick:
-        dicts, notes = analyze_many(list(models), ov, specs, settings, totals_only, jobs, tick)
+        dicts, notes = analyze_many(list(models), ov, specs, st, totals_only, jobs, tick)
     if totals_only:
         return Document("totals", {"schema_version": "dnnperf-totals/1", "rows": dicts}, notes=tuple(notes))
     if len(dicts) == 1:

@@ -5,21 +5,19 @@ from typing import Annotated
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, Precision, Quiet, Top,
-                             app, command, fusion_value, overrides, positive, precision_value)
+from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, Precision, Quiet, Runtime,
+                             Top, app, command, overrides, positive, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
 ModelArg = Annotated[str, typer.Argument(help="ONNX model file.")]
 
 
-def _report_dict(insp, spec_or_profile, batch, precision, fusion):
-    from dnnperf.scoring import Settings
+def _report_dict(insp, profile, st):
     from dnnperf.api import analyze
     from dnnperf.documents import report_dict
 
-    settings = Settings(batch, precision_value(precision), fusion_value(fusion), False)
-    return report_dict(analyze(insp, spec_or_profile, settings))
+    return report_dict(analyze(insp, profile, st))
 
 
 @command(app, "plot", kinds=("chart",), default_format="svg")
@@ -33,6 +31,7 @@ def plot(
     dim: Dim = None,
     precision: Precision = None,
     fusion: Fusion = "none",
+    runtime: Runtime = "eager",
     fmt: Format = None,
     quiet: Quiet = False,
 ):
@@ -44,7 +43,7 @@ def plot(
     if chart not in ("roofline", "waterfall"):
         raise DnnperfError(f"--chart must be roofline or waterfall, got '{chart}'")
     insp = inspect_model(model, overrides(batch, input_shape, dim))
-    d = _report_dict(insp, load_profile(hw), batch, precision, fusion)
+    d = _report_dict(insp, load_profile(hw), settings(batch, precision, fusion, runtime))
     return Document("chart", {"report": d, "chart": chart}, notes=tuple(insp.warnings))
 
 
@@ -58,6 +57,7 @@ def report(
     dim: Dim = None,
     precision: Precision = None,
     fusion: Fusion = "none",
+    runtime: Runtime = "eager",
     top: Top = 15,
     fmt: Format = None,
     quiet: Quiet = False,
@@ -70,5 +70,6 @@ def report(
     positive(top, "--top")
     profiles = load_profiles(list(hw or ["v100"]))
     insp = inspect_model(model, overrides(batch, input_shape, dim))
-    reports = [_report_dict(insp, p, batch, precision, fusion) for p in profiles]
+    st = settings(batch, precision, fusion, runtime)
+    reports = [_report_dict(insp, p, st) for p in profiles]
     return Document("html_report", {"reports": reports}, {"top": top}, notes=tuple(insp.warnings))

@@ -5,8 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, Precision, Quiet, app,
-                             command, fusion_value, overrides, parse_list, parse_time, precision_value)
+from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, Precision, Quiet, Runtime,
+                             app, command, overrides, parse_list, parse_time, precision_value, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -22,6 +22,7 @@ def compare(
     dim: Dim = None,
     precision: Precision = None,
     fusion: Fusion = "none",
+    runtime: Runtime = "eager",
     sort: Annotated[str, typer.Option("--sort", help="latency|throughput|peak|fraction|cost|name")] = "latency",
     max_latency: Annotated[Optional[str], typer.Option("--max-latency", help="Requirement, e.g. 5ms: rank the targets that meet it.")] = None,
     min_throughput: Annotated[Optional[float], typer.Option("--min-throughput", help="Requirement in inferences/s.")] = None,
@@ -32,7 +33,6 @@ def compare(
     """One row per hardware target (model parsed once): latency, throughput, achieved vs peak TOP/s,
     cost per million inferences, top cause and top bottleneck layer. With a requirement
     (--max-latency / --min-throughput), exits 1 when no target meets it."""
-    from dnnperf.scoring import Settings
     from dnnperf.api import inspect_model
     from dnnperf.gate import compare as run_compare
     from dnnperf.hardware import load_profiles
@@ -42,8 +42,7 @@ def compare(
     max_lat = parse_time(max_latency)
     profiles = load_profiles(list(hw or ["all"]))
     insp = inspect_model(model, overrides(batch, input_shape, dim))
-    settings = Settings(batch, precision_value(precision), fusion_value(fusion), False)
-    d = run_compare(insp, profiles, settings, sort, max_lat, min_throughput)
+    d = run_compare(insp, profiles, settings(batch, precision, fusion, runtime), sort, max_lat, min_throughput)
     rec = d.get("recommendation")
     code = 1 if rec is not None and rec["chosen"] is None else 0
     notes = tuple(insp.warnings) + tuple(d.pop("notes")) + tuple(f"skipped {x['hardware']}: {x['reason']}" for x in d["skipped"])
@@ -59,6 +58,7 @@ def sweep(
     input_shape: InputShape = None,
     dim: Dim = None,
     fusion: Fusion = "none",
+    runtime: Runtime = "eager",
     fmt: Format = None,
     output: Output = None,
     quiet: Quiet = False,
@@ -74,5 +74,6 @@ def sweep(
     precs = [precision_value(p) for p in parse_list(precision, "--precision", str)]
     profile = load_profile(hw)
     ov = overrides(None, input_shape, dim)
-    d = run_sweep(ModelSource(model), ov, profile, batches, precs, fusion_value(fusion))
+    st = settings(None, None, fusion, runtime)
+    d = run_sweep(ModelSource(model), ov, profile, batches, precs, st.fusion, runtime)
     return Document("sweep", d, notes=tuple(d.pop("notes", ())))

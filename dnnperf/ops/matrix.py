@@ -44,7 +44,12 @@ def _conv(ctx: Ctx, x_idx: int = 0, w_idx: int = 1, bias_idx: int | None = 2, ex
     other = batch * cout * out_pixels * extra_per_out
     if bias_idx is not None and ctx.has_input(bias_idx):
         other += batch * cout * out_pixels
-    return ctx.workload(family, macs=macs, other=other, gemm=gemm)
+    conv = ()
+    if len(w) == 4:
+        strides = list(ctx.attr("strides") or [1, 1])
+        dil = list(ctx.attr("dilations") or [1, 1])
+        conv = (cin_g, w[2], w[3], strides[0], strides[-1], any(d != 1 for d in dil))
+    return ctx.workload(family, macs=macs, other=other, gemm=gemm, conv=conv)
 
 
 def conv(ctx: Ctx):

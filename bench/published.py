@@ -1,0 +1,69 @@
+"""Issue 14 benchmark: dnnperf's GPU kernel estimates against published kernel times.
+
+    python bench/published.py [--data bench/data/deepbench-v100-t4.json] [--hw v100 --hw t4] [--worst 5]
+
+For each sheet (GPU x precision): median predicted/measured (all, GEMM, conv), the median error
+factor (max of predicted/measured and its inverse), the share of kernels within 1.25x and 2x, the
+Spearman rank correlation, and the worst kernels with the cause dnnperf gives them. The held-out
+quarter of the kernels (never used to set a constant) is reported on its own line. The baseline of
+every ratio is the published measurement itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from dnnperf.hardware import load_profile  # noqa: E402
+from dnnperf.published import load_published, sheets_for, stats, validate_published  # noqa: E402
+
+
+def line(name: str, s: dict) -> str:
+    if not s.get("kernels"):
+        return f"{name:<44} (no kernels)"
+    g = s["median_ratio_gemm"]
+    c = s["median_ratio_conv"]
+    return (f"{name:<44} {s['kernels']:>4}  {s['median_ratio']:5.2f}x  {'-' if g is None else f'{g:.2f}x':>6} "
+            f"{'-' if c is None else f'{c:.2f}x':>6}  {s['median_error']:5.2f}x  {s['within_1_25'] * 100:5.1f}%  "
+            f"{s['within_2'] * 100:5.1f}%  {s['rho']:.3f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=os.path.join(HERE, "data", "deepbench-v100-t4.json"))
+    ap.add_argument("--hw", action="append", default=None, help="profiles (default: v100 and t4)")
+    ap.add_argument("--worst", type=int, default=4)
+    args = ap.parse_args()
+    kernels = load_published(args.data)
+    specs = args.hw or ["v100", "t4"]
+    header = (f"{'sheet':<44} {'n':>4}  {'pred/meas':>6} {'GEMM':>6} {'conv':>6}  {'|err|':>6}  {'<=1.25x':>6}  "
+              f"{'<=2x':>6}  {'rho':>5}")
+    print(header)
+    every, held = [], []
+    worst = []
+    for spec in specs:
+        hw = load_profile(spec)
+        ks = sheets_for(kernels, hw)
+        res = validate_published(ks, hw)
+        for sheet in dict.fromkeys(k.sheet for k in ks):
+            rows = [r for r in res["rows"] if r["sheet"] == sheet]
+            print(line(f"{sheet} [{hw.name}]", stats(rows)))
+            worst.extend((max(r["ratio"], 1 / r["ratio"]), hw.name, r) for r in rows)
+        every.extend(res["rows"])
+        held.extend(r for r in res["rows"] if r["held_out"])
+    print(line("ALL sheets", stats(every)))
+    print(line("held-out quarter (never tuned on)", stats(held)))
+    print(line("fitted three quarters", stats([r for r in every if not r["held_out"]])))
+    if args.worst:
+        print(f"\nworst {args.worst} kernels:")
+        for e, hwn, r in sorted(worst, key=lambda x: -x[0])[: args.worst]:
+            print(f"  {e:5.2f}x  {hwn:<5} {r['precision']:<5} {r['kernel']:<62} predicted {r['predicted_s'] * 1e6:9.1f} us "
+                  f"measured {r['measured_s'] * 1e6:9.1f} us  cause {r['cause']}")
+
+
+if __name__ == "__main__":
+    main()

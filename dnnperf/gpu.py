@@ -1,0 +1,214 @@
+"""How GPU kernel libraries run matrix work: CTA tiles, waves over the SMs, split-K, the K-loop
+latency, tensor-core feed, the convolution algorithm, the clock a board holds. Pure functions on a
+``GpuLibrary`` (the generation defaults of ``data/gpu_generations.yaml`` merged with a profile's own
+``gpu:`` section); the GPU steps of ``dnnperf.scoring`` call them.
+
+A product (a GEMM, or a convolution as an implicit GEMM: M = batch x output pixels, N = output
+channels, K = input channels x window) is cut into tm x tn output tiles; each tile is one CTA that
+steps through K. CTAs run on the SMs in waves: the busiest SM runs ceil(CTAs / SMs) of them, partial
+tiles at the edges do full-tile work (tile and wave quantization). A CTA takes the longer of its math
+(at the SM's rate, reduced when the tile's reuse is too low to feed the unit from L2) and its K loop's
+latency (one L2 round trip per step of the MMA instruction's K, hidden only by other CTAs resident
+on the same SM). When
+there are fewer tiles than SMs and K is long, GEMM libraries split K (split-K) and add the partial
+sums. The library picks the tile that finishes first.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from math import ceil
+
+_FIELDS = ("tiles", "feed_ops_per_element", "library_efficiency", "bandwidth_efficiency", "split_k_min",
+           "conv_split_k", "min_kernel_us", "graph_kernel_us", "k_step_cycles", "k_step", "ctas_per_sm_tile", "winograd", "winograd_tile",
+           "winograd_efficiency", "tensor_core_precisions", "conv_efficiency", "misaligned_efficiency",
+           "misaligned_vector", "split_k_precisions", "reorder_kernels", "sm_watts", "boost_clock_mhz", "unverified")
+GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
+# the generation a profile's title implies when it names none
+_TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50")), ("hopper", ("h100", "h200", "h800", "gh200")),
+                ("ada", ("l4", "l40", "rtx 40", "ada", "rtx 6000 ada")),
+                ("ampere", ("a100", "a10", "a30", "a40", "a16", "a2", "rtx 30", "ampere", "orin")),
+                ("turing", ("t4", "rtx 20", "titan rtx", "turing", "quadro rtx")),
+                ("volta", ("v100", "titan v", "volta", "xavier")), ("pascal", ("p100", "p40", "p4", "gtx 10", "pascal")),
+                ("maxwell", ("m40", "m60", "gtx 9", "maxwell")), ("kepler", ("k80", "k40", "kepler")))
+
+
+@dataclass(frozen=True)
+class GpuLibrary:
+    generation: str
+    tiles: tuple[tuple[int, int], ...]
+    feed_ops_per_element: dict
+    library_efficiency: dict
+    bandwidth_efficiency: float
+    split_k_min: int
+    conv_split_k: bool
+    min_kernel_us: float
+    graph_kernel_us: float
+    k_step_cycles: float
+    k_step: dict
+    ctas_per_sm_tile: int
+    winograd: dict
+    winograd_tile: int
+    winograd_efficiency: float
+    tensor_core_precisions: dict
+    conv_efficiency: float
+    misaligned_efficiency: float
+    misaligned_vector: dict
+    split_k_precisions: tuple
+    reorder_kernels: dict
+    sm_watts: dict
+    boost_clock_mhz: float
+    unverified: bool
+
+
+@lru_cache(maxsize=1)
+def generation_table() -> dict:
+    from dnnperf.hardware import safe_yaml
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "gpu_generations.yaml")
+    with open(path, encoding="utf-8") as fh:
+        return safe_yaml(fh.read(), "gpu generation table")
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = {**out[k], **v} if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary:
+    """The generation's defaults (``default`` filled in) with a profile's overrides on top."""
+    table = generation_table()
+    merged = _merge(table["default"], (table.get(generation) or {}) if generation else {})
+    merged = _merge(merged, {k: v for k, v in (overrides or {}).items() if k in _FIELDS})
+    return GpuLibrary(
+        generation=generation or "default",
+        tiles=tuple((int(a), int(b)) for a, b in merged["tiles"]),
+        feed_ops_per_element=dict(merged["feed_ops_per_element"]),
+        library_efficiency=dict(merged["library_efficiency"]),
+        bandwidth_efficiency=float(merged["bandwidth_efficiency"]),
+        split_k_min=int(merged["split_k_min"]),
+        conv_split_k=bool(merged["conv_split_k"]),
+        min_kernel_us=float(merged["min_kernel_us"]),
+        graph_kernel_us=float(merged["graph_kernel_us"]),
+        k_step_cycles=float(merged["k_step_cycles"]),
+        k_step=dict(merged["k_step"]),
+        ctas_per_sm_tile=int(merged["ctas_per_sm_tile"]),
+        winograd=dict(merged.get("winograd") or {}),
+        winograd_tile=int(merged["winograd_tile"]),
+        winograd_efficiency=float(merged["winograd_efficiency"]),
+        tensor_core_precisions={k: tuple(v) for k, v in merged["tensor_core_precisions"].items()},
+        conv_efficiency=float(merged["conv_efficiency"]),
+        misaligned_efficiency=float(merged["misaligned_efficiency"]),
+        misaligned_vector=dict(merged["misaligned_vector"]),
+        split_k_precisions=tuple(merged["split_k_precisions"]),
+        reorder_kernels=dict(merged.get("reorder_kernels") or {}),
+        sm_watts=dict(merged["sm_watts"]),
+        boost_clock_mhz=float(merged["boost_clock_mhz"]),
+        unverified=bool(merged.get("unverified", True)),
+    )
+
+
+def infer_generation(title: str, name: str) -> str | None:
+    text = f" {title.lower()} {name.lower()} "
+    for gen, hints in _TITLE_HINTS:
+        if any(f" {h}" in text or f"{h} " in text or h in name.lower() for h in hints):
+            return gen
+    return None
+
+
+_LIBS: dict = {}
+
+
+def library_of(hw) -> GpuLibrary:
+    """The library knowledge for a GPU profile: its ``gpu.generation`` (or the one its title names),
+    the generation's defaults, its own overrides."""
+    key = (hw.name, hw.path, repr(sorted(hw.gpu.items())))
+    lib = _LIBS.get(key)
+    if lib is None:
+        g = dict(hw.gpu)
+        gen = g.pop("generation", None) or infer_generation(hw.title, hw.name)
+        lib = _LIBS[key] = library(gen, g)
+    return lib
+
+
+def unit_class(unit_name: str) -> str:
+    """Tensor cores (and other matrix-only units) vs the general CUDA cores."""
+    return "tensor_cores" if "tensor" in unit_name or "matrix" in unit_name else "cuda_cores"
+
+
+def clock_hz(hw, lib: GpuLibrary) -> float:
+    return float(hw.gpu.get("boost_clock_mhz") or lib.boost_clock_mhz) * 1e6
+
+
+def sustained_clock_fraction(lib: GpuLibrary, tdp_w: float | None, sms: int, unit: str, precision: str = "",
+                             busy: float = 1.0) -> float:
+    """Boards with less power per SM than a unit draws at full load throttle their clock, in
+    proportion to how busy the kernel keeps the unit (``busy``: its fraction of the unit's peak).
+    A 70 W T4 runs large fp32 GEMMs at about half its boost clock, tensor-core work higher."""
+    need = float(lib.sm_watts.get(f"{unit}:{precision}", lib.sm_watts.get(unit, lib.sm_watts.get("cuda_cores", 3.5))))
+    if not tdp_w or not sms or need <= 0 or busy <= 0:
+        return 1.0
+    return min(1.0, (tdp_w / sms) / (need * busy))
+
+
+def tile_efficiency(tm: int, tn: int, feed_ops: float) -> float:
+    """Fraction of the unit's rate a tile keeps: its reuse over what the unit needs from L2."""
+    reuse = 2.0 * tm * tn / (tm + tn)
+    return min(1.0, reuse / feed_ops)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the library runs one product: the tile, the split of K, and what it costs."""
+
+    tile: tuple[int, int]
+    split_k: int
+    ctas: int
+    waves: int  # rounds of resident CTAs on the busiest SM
+    seconds: float  # compute time at the unit's rate x tile feed (before library efficiency)
+    latency_bound: bool  # the K loop's latency, not math, sets the time
+    tile_eff: float
+    partial_bytes: int  # split-K partial sums written and read back
+
+
+def plan_gemm(m: int, n: int, k: int, count: int, sms: int, lib: GpuLibrary, unit: str, rate_per_s: float,
+              hz: float, precision: str, split_k: bool = True, acc_bytes: int = 4) -> Plan:
+    """The tile (and split-K) a library would pick for ``count`` products of m x n x k on ``sms``
+    SMs of total ``rate_per_s`` (ops/s at the clock ``hz``): the one that finishes first."""
+    feed = float(lib.feed_ops_per_element.get(unit, lib.feed_ops_per_element.get("cuda_cores", 48)))
+    rate_sm = rate_per_s / max(sms, 1)
+    step_s = lib.k_step_cycles / hz
+    k_per_step = float(lib.k_step.get(precision, 8))
+    best = None
+    for tm, tn in lib.tiles:
+        tiles = ceil(m / tm) * ceil(n / tn) * count
+        s = 1
+        if split_k and tiles < sms and k >= 2 * lib.split_k_min:
+            s = max(1, min(sms // max(tiles, 1), k // lib.split_k_min))
+        ks = ceil(k / s)
+        ctas = tiles * s
+        resident = max(1, min(8, lib.ctas_per_sm_tile // (tm * tn)))
+        eff = tile_efficiency(tm, tn, feed)
+        per_sm = ceil(ctas / sms)
+        waves = ceil(per_sm / resident)
+        busy = min(per_sm, resident)  # CTAs sharing the busiest SM in one round
+        math_s = busy * 2.0 * tm * tn * ks / (rate_sm * eff)
+        lat_s = ceil(ks / k_per_step) * step_s
+        t = waves * max(math_s, lat_s)
+        partial = (s - 1) * m * n * count * acc_bytes * 2 if s > 1 else 0
+        key = (t, -tm * tn)
+        if best is None or key < best[0]:
+            best = (key, Plan((tm, tn), s, ctas, waves, t, lat_s > math_s, eff, partial))
+    return best[1]
+
+
+def winograd_gain(lib: GpuLibrary, out_h: int, out_w: int) -> float:
+    """Effective MAC reduction of Winograd F(m x m, 3 x 3) on an out_h x out_w map: 9 m^2/(m+2)^2
+    fewer multiplies, times the transforms' efficiency, times how well m x m tiles cover the map."""
+    m = lib.winograd_tile
+    fill = (out_h * out_w) / (ceil(out_h / m) * ceil(out_w / m) * m * m)
+    return 9.0 * m * m / (m + 2) ** 2 * lib.winograd_efficiency * fill

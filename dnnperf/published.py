@@ -1,0 +1,210 @@
+"""Published kernel timings as ground truth: estimate each kernel and compare.
+
+A published file (e.g. ``bench/data/deepbench-v100-t4.json``, DeepBench's V100/T4 sheets) holds
+``sheets``; each sheet names its GPU and precision and lists GEMMs (C[M,N] = A[M,K] x B[K,N], ``ms``)
+and convolutions (N x C x H x W input, K filters of R x S, pads, strides, ``fwd_ms``). Each distinct
+kernel (same dimensions; DeepBench lists some GEMMs twice, with A or B transposed, whose times are
+then averaged geometrically) becomes a one-node graph, is scored on the matching profile, and its
+predicted kernel time (device time: the host's launch cost is not part of a published kernel time)
+is compared with the measured one.
+
+A deterministic quarter of the kernels (by a hash of their dimensions) is *held out*: the project's
+constants were never tuned on it, and the statistics are reported for it separately.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass
+
+from dnnperf.errors import DnnperfError
+from dnnperf.files import require_file
+from dnnperf.hardware import HardwareProfile
+from dnnperf.ir import Graph, Node, Tensor
+
+_PRECISION = {"float": "fp32", "16 bit inputs": "fp16", "int8": "int8", "mixed precision": "int8", "fp16": "fp16",
+              "half": "fp16", "fp32": "fp32", "bf16": "bf16", "tf32": "tf32"}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    sheet: str
+    gpu: str
+    precision: str
+    kind: str  # gemm | conv
+    dims: tuple  # gemm: (M, N, K); conv: (N, C, H, W, K, R, S, pad_h, pad_w, stride_h, stride_w)
+    measured_s: float
+    held_out: bool
+
+    @property
+    def label(self) -> str:
+        if self.kind == "gemm":
+            return "gemm M={} N={} K={}".format(*self.dims)
+        n, c, h, w, k, r, s, ph, pw, sh, sw = self.dims
+        return f"conv N={n} C={c} H={h} W={w} K={k} {r}x{s} pad {ph},{pw} stride {sh},{sw}"
+
+
+def sheet_precision(text: str) -> str:
+    low = str(text).lower()
+    for key, p in _PRECISION.items():
+        if low.startswith(key) or key in low:
+            return p
+    raise DnnperfError(f"published sheet precision '{text}' is not understood (expected Float, 16 bit..., Int8...)")
+
+
+def _held_out(kind: str, dims: tuple) -> bool:
+    h = hashlib.sha256(f"{kind}:{dims}".encode()).digest()
+    return h[0] % 4 == 0
+
+
+def load_published(path: str) -> list[Kernel]:
+    """Every distinct kernel of every sheet (see the module docstring)."""
+    require_file(path, "published data file", "pass a JSON file of published kernel timings", "the JSON file")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DnnperfError(f"'{path}' is not valid JSON ({exc.__class__.__name__})") from None
+    sheets = data.get("sheets") if isinstance(data, dict) else None
+    if not isinstance(sheets, dict) or not sheets:
+        raise DnnperfError(f"'{path}' has no 'sheets' object — see bench/data/deepbench-v100-t4.json for the format")
+    out: list[Kernel] = []
+    for name, sh in sheets.items():
+        if not isinstance(sh, dict):
+            raise DnnperfError(f"'{path}': sheet '{name}' is not an object")
+        prec = sheet_precision(sh.get("precision", ""))
+        gpu = str(sh.get("gpu", name))
+        groups: dict[tuple, list[float]] = {}
+        for g in sh.get("gemm", []) or []:
+            try:
+                key = ("gemm", (int(g["M"]), int(g["N"]), int(g["K"])))
+                ms = float(g["ms"])
+            except (KeyError, TypeError, ValueError):
+                raise DnnperfError(f"'{path}': sheet '{name}' has a GEMM without M, N, K and ms: {g}") from None
+            groups.setdefault(key, []).append(ms)
+        for c in sh.get("conv", []) or []:
+            try:
+                dims = tuple(int(c[k]) for k in ("N", "C", "H", "W", "K", "R", "S", "pad_h", "pad_w", "stride_h", "stride_w"))
+                ms = float(c["fwd_ms"])
+            except (KeyError, TypeError, ValueError):
+                raise DnnperfError(f"'{path}': sheet '{name}' has a conv without N, C, H, W, K, R, S, pads, strides "
+                                   f"and fwd_ms: {c}") from None
+            groups.setdefault(("conv", dims), []).append(ms)
+        for (kind, dims), times in groups.items():
+            if any(t <= 0 or t != t for t in times):
+                raise DnnperfError(f"'{path}': sheet '{name}' has a non-positive time for {kind} {dims}")
+            gm = math.exp(sum(math.log(t) for t in times) / len(times)) * 1e-3
+            out.append(Kernel(name, gpu, prec, kind, dims, gm, _held_out(kind, dims)))
+    return out
+
+
+def kernel_graph(k: Kernel, dtype: str) -> tuple[Graph, Node]:
+    """The one-node graph of a kernel: MatMul [M, K] x weight [K, N], or Conv."""
+    if k.kind == "gemm":
+        m, n, kk = k.dims
+        t = {"a": Tensor("a", (m, kk), dtype), "b": Tensor("b", (kk, n), dtype), "y": Tensor("y", (m, n), dtype)}
+        g = Graph("kernel", [], t, frozenset({"b"}), ("a",), ("y",), 17)
+        node = Node("gemm", "MatMul", "", ("a", "b"), ("y",), {})
+    else:
+        n, c, h, w, kout, r, s, ph, pw, sh, sw = k.dims
+        oh = (h + 2 * ph - r) // sh + 1
+        ow = (w + 2 * pw - s) // sw + 1
+        t = {"x": Tensor("x", (n, c, h, w), dtype), "w": Tensor("w", (kout, c, r, s), dtype),
+             "y": Tensor("y", (n, kout, oh, ow), dtype)}
+        g = Graph("kernel", [], t, frozenset({"w"}), ("x",), ("y",), 17)
+        node = Node("conv", "Conv", "", ("x", "w"), ("y",),
+                    {"kernel_shape": [r, s], "pads": [ph, pw, ph, pw], "strides": [sh, sw]})
+    g.nodes.append(node)
+    return g, node
+
+
+def predict(k: Kernel, hw: HardwareProfile):
+    """(predicted device seconds, the layer's cost) for one kernel on ``hw``."""
+    from dnnperf.ops import cost_node
+    from dnnperf.scoring import Layer, score_layer
+    from dnnperf.workload import DTYPE_OF_PRECISION
+
+    g, node = kernel_graph(k, DTYPE_OF_PRECISION[k.precision])
+    w = cost_node(g, node)
+    cost = score_layer(Layer(node.name, node.op_type, (node.name,), w, g.tensors["y"].shape), hw, k.precision)
+    return cost.t_device, cost
+
+
+def spearman(xs: list[float], ys: list[float]) -> float:
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for kk in range(i, j + 1):
+                r[order[kk]] = (i + j) / 2
+            i = j + 1
+        return r
+
+    if len(xs) < 2:
+        return 1.0
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    vx = math.sqrt(sum((a - mx) ** 2 for a in rx))
+    vy = math.sqrt(sum((b - my) ** 2 for b in ry))
+    return cov / (vx * vy) if vx and vy else 1.0
+
+
+def _median(v: list[float]) -> float:
+    s = sorted(v)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def stats(rows: list[dict]) -> dict:
+    """Median predicted/measured, median error factor (max of the ratio and its inverse), shares
+    within 1.25x and 2x, Spearman rank correlation of predicted vs measured."""
+    if not rows:
+        return {"kernels": 0}
+    ratios = [r["predicted_s"] / r["measured_s"] for r in rows]
+    err = [max(x, 1 / x) for x in ratios]
+    out = {
+        "kernels": len(rows),
+        "median_ratio": _median(ratios),
+        "median_error": _median(err),
+        "within_1_25": sum(e <= 1.25 for e in err) / len(err),
+        "within_2": sum(e <= 2.0 for e in err) / len(err),
+        "rho": spearman([r["predicted_s"] for r in rows], [r["measured_s"] for r in rows]),
+    }
+    for kind in ("gemm", "conv"):
+        sub = [x for r, x in zip(rows, ratios) if r["kind"] == kind]
+        out[f"median_ratio_{kind}"] = _median(sub) if sub else None
+    return out
+
+
+def validate_published(kernels: list[Kernel], hw: HardwareProfile) -> dict:
+    rows = []
+    for k in kernels:
+        pred, cost = predict(k, hw)
+        rows.append({"sheet": k.sheet, "kind": k.kind, "kernel": k.label, "precision": k.precision,
+                     "held_out": k.held_out, "measured_s": k.measured_s, "predicted_s": pred,
+                     "ratio": pred / k.measured_s, "cause": cost.cause, "unit": cost.unit})
+    return {"hardware": hw.name, "rows": rows, "all": stats(rows),
+            "fit": stats([r for r in rows if not r["held_out"]]),
+            "held_out": stats([r for r in rows if r["held_out"]])}
+
+
+def sheets_for(kernels: list[Kernel], hw: HardwareProfile) -> list[Kernel]:
+    """The kernels of the sheets measured on ``hw``'s GPU (matched by name in the sheet's GPU or
+    title); all of them when no sheet names it."""
+    keys = {hw.name.lower().replace("-", ""), *hw.title.lower().replace("-", " ").split()}
+    mine = [k for k in kernels if hw.name.lower().replace("-", "") in k.gpu.lower().replace(" ", "").replace("-", "")
+            or any(w and w in k.gpu.lower().split() for w in keys if len(w) >= 2 and any(ch.isdigit() for ch in w))]
+    return mine or kernels
+
+
+def default_data() -> str:
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(here, "bench", "data", "deepbench-v100-t4.json")
