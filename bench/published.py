@@ -1,6 +1,7 @@
 """Issue 14 benchmark: dnnperf's GPU kernel estimates against published kernel times.
 
     python bench/published.py [--data bench/data/deepbench-v100-t4.json] [--hw v100 --hw t4] [--worst 5]
+    python bench/published.py --records   # the profiles' `validation:` blocks
 
 For each sheet (GPU x precision): median predicted/measured (all, GEMM, conv), the median error
 factor (max of predicted/measured and its inverse), the share of kernels within 1.25x and 2x, the
@@ -19,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from dnnperf.hardware import load_profile  # noqa: E402
-from dnnperf.published import load_published, sheets_for, stats, validate_published  # noqa: E402
+from dnnperf.published import load_published, records, sheets_for, stats, validate_published  # noqa: E402
 
 
 def line(name: str, s: dict) -> str:
@@ -37,9 +38,21 @@ def main() -> None:
     ap.add_argument("--data", default=os.path.join(HERE, "data", "deepbench-v100-t4.json"))
     ap.add_argument("--hw", action="append", default=None, help="profiles (default: v100 and t4)")
     ap.add_argument("--worst", type=int, default=4)
+    ap.add_argument("--records", action="store_true",
+                    help="print each profile's `validation:` YAML block (paste it into the profile)")
     args = ap.parse_args()
     kernels = load_published(args.data)
     specs = args.hw or ["v100", "t4"]
+    if args.records:
+        import yaml
+
+        label = os.path.relpath(args.data, os.path.dirname(HERE)).replace(os.sep, "/")
+        for spec in specs:
+            hw = load_profile(spec)
+            recs = records(sheets_for(kernels, hw, strict=True), hw, label)
+            print(f"# {hw.name}")
+            print(yaml.safe_dump({"validation": recs}, sort_keys=False, width=200), end="")
+        return
     header = (f"{'sheet':<44} {'n':>4}  {'pred/meas':>6} {'GEMM':>6} {'conv':>6}  {'|err|':>6}  {'<=1.25x':>6}  "
               f"{'<=2x':>6}  {'rho':>5}")
     print(header)

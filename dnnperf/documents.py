@@ -82,6 +82,7 @@ def report_dict(report: Report, top: int | None = None) -> dict:
                      "peak_precision": hw.headline_precision, "dram_gbs": hw.dram_gbs, "lanes": hw.lanes,
                      "launch_overhead_us": hw.launch_overhead_us, "host_link_gbs": hw.host_link_gbs,
                      "price_per_hour": hw.price_per_hour,
+                     "validation": hw.validation_summary(),
                      "roofs": [{"label": k, "ops_per_s": v} for k, v in roofs(report)]},
         "settings": sc.settings.as_dict(),
         "totals": {

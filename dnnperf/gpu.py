@@ -24,7 +24,8 @@ from math import ceil
 _FIELDS = ("tiles", "feed_ops_per_element", "library_efficiency", "bandwidth_efficiency", "split_k_min",
            "conv_split_k", "min_kernel_us", "graph_kernel_us", "k_step_cycles", "k_step", "ctas_per_sm_tile", "winograd", "winograd_tile",
            "winograd_efficiency", "tensor_core_precisions", "conv_efficiency", "misaligned_efficiency",
-           "misaligned_vector", "split_k_precisions", "reorder_kernels", "sm_watts", "boost_clock_mhz", "unverified")
+           "misaligned_vector", "split_k_precisions", "reorder_kernels", "sm_watts", "boost_clock_mhz", "l2_usable_fraction",
+           "l2_bandwidth_factor", "dies", "unverified")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 # the generation a profile's title implies when it names none
 _TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50")), ("hopper", ("h100", "h200", "h800", "gh200")),
@@ -60,6 +61,9 @@ class GpuLibrary:
     reorder_kernels: dict
     sm_watts: dict
     boost_clock_mhz: float
+    l2_usable_fraction: float
+    l2_bandwidth_factor: float
+    dies: int
     unverified: bool
 
 
@@ -108,6 +112,9 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         reorder_kernels=dict(merged.get("reorder_kernels") or {}),
         sm_watts=dict(merged["sm_watts"]),
         boost_clock_mhz=float(merged["boost_clock_mhz"]),
+        l2_usable_fraction=float(merged["l2_usable_fraction"]),
+        l2_bandwidth_factor=float(merged["l2_bandwidth_factor"]),
+        dies=max(1, int(merged.get("dies", 1))),
         unverified=bool(merged.get("unverified", True)),
     )
 
@@ -173,6 +180,7 @@ class Plan:
     latency_bound: bool  # the K loop's latency, not math, sets the time
     tile_eff: float
     partial_bytes: int  # split-K partial sums written and read back
+    math_share: float = 1.0  # math time over the K loop's time: how busy the unit is kept
 
 
 def plan_gemm(m: int, n: int, k: int, count: int, sms: int, lib: GpuLibrary, unit: str, rate_per_s: float,
@@ -202,7 +210,7 @@ def plan_gemm(m: int, n: int, k: int, count: int, sms: int, lib: GpuLibrary, uni
         partial = (s - 1) * m * n * count * acc_bytes * 2 if s > 1 else 0
         key = (t, -tm * tn)
         if best is None or key < best[0]:
-            best = (key, Plan((tm, tn), s, ctas, waves, t, lat_s > math_s, eff, partial))
+            best = (key, Plan((tm, tn), s, ctas, waves, t, lat_s > math_s, eff, partial, min(1.0, math_s / lat_s) if lat_s > 0 else 1.0))
     return best[1]
 
 
@@ -212,3 +220,29 @@ def winograd_gain(lib: GpuLibrary, out_h: int, out_w: int) -> float:
     m = lib.winograd_tile
     fill = (out_h * out_w) / (ceil(out_h / m) * ceil(out_w / m) * m * m)
     return 9.0 * m * m / (m + 2) ** 2 * lib.winograd_efficiency * fill
+
+
+def board_share(hw, batch: int | None):
+    """The part of a multi-die board (``gpu.dies`` > 1: K80, dual-GPU cards) a batch runs on. A
+    framework sees each die as its own device, so a batch of B runs data-parallel on min(B, dies)
+    dies; batch 1 uses one. The profile describes the whole board; the result describes the dies
+    used (peaks, bandwidth, SMs, lanes, cache and power in proportion). Returns (profile, dies used)."""
+    from dataclasses import replace
+
+    if hw.kind != "gpu":
+        return hw, 1
+    dies = library_of(hw).dies
+    if dies <= 1:
+        return hw, 1
+    used = max(1, min(dies, int(batch or 1)))
+    f = used / dies
+    units = tuple(replace(u, peak_tops={k: v * f for k, v in u.peak_tops.items()}) for u in hw.units)
+    gpu = dict(hw.gpu, dies=1)
+    if "tdp_w" in gpu:
+        gpu["tdp_w"] = float(gpu["tdp_w"]) * f
+    share = replace(hw, units=units, dram_gbs=hw.dram_gbs * f, lanes=max(1, int(hw.lanes * f)),
+                    compute_units=max(1, int(round(hw.compute_units * f))), gpu=gpu,
+                    onchip_mb=hw.onchip_mb * f if hw.onchip_mb else hw.onchip_mb,
+                    onchip_gbs=hw.onchip_gbs * f if hw.onchip_gbs else hw.onchip_gbs,
+                    headline_tops=hw.headline_tops * f)
+    return share, used

@@ -58,7 +58,11 @@ SCHEMA = {
     "unverified": ("list", False, "fields whose figure is a widely quoted but unconfirmed value"),
     "notes": ("str", False, "free text"),
     "measured": ("map", False, "how a calibrated profile was measured"),
+    "validation": ("list", False, "how far to trust the profile: [{data, sheet, precision, kernels, median_error, "
+                                  "within_1_25, within_2, rho}] against published measurements (bench/published.py "
+                                  "--records prints them); absent: never validated"),
 }
+VALIDATION_KEYS = ("data", "sheet", "precision", "kernels", "median_error", "within_1_25", "within_2", "rho")
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,16 @@ class HardwareProfile:
     sources: dict[str, str] = field(default_factory=dict)
     unverified: tuple[str, ...] = ()
     notes: str = ""
+    validation: tuple[dict, ...] = ()
     path: str = ""
+
+    def validation_summary(self) -> str:
+        """One line: "fp16: median error 1.13x over 173 published kernels, 65% within 1.25x; ..." or
+        "not validated"."""
+        if not self.validation:
+            return "not validated"
+        return "; ".join(f"{v['precision']}: median error {v['median_error']:.2f}x over {v['kernels']} published "
+                         f"kernels, {v['within_1_25'] * 100:.0f}% within 1.25x" for v in self.validation)
 
     @property
     def headline_rate(self) -> float:
@@ -342,7 +355,31 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         sources={str(k): str(v) for k, v in sources.items()},
         unverified=tuple(str(x) for x in unverified),
         notes=str(d.get("notes", "")),
+        validation=_validation(d.get("validation"), where),
     )
+
+
+def _validation(v, where: str) -> tuple[dict, ...]:
+    if v is None:
+        return ()
+    if not isinstance(v, list):
+        raise DnnperfError(f"{where}.validation: expected a list of records, got {type(v).__name__}")
+    out = []
+    for i, rec in enumerate(v):
+        w = f"{where}.validation[{i}]"
+        rec = _map(rec, w)
+        _check_keys(rec, VALIDATION_KEYS + ("notes",), w)
+        missing = [k for k in VALIDATION_KEYS if k not in rec]
+        if missing:
+            raise DnnperfError(f"{w}: missing {', '.join(missing)} (bench/published.py --records prints complete records)")
+        r = {k: str(rec[k]) for k in ("data", "sheet", "precision")}
+        r["kernels"] = int(_num(rec["kernels"], f"{w}.kernels"))
+        r["median_error"] = _num(rec["median_error"], f"{w}.median_error")
+        for k in ("within_1_25", "within_2"):
+            r[k] = _num(rec[k], f"{w}.{k}", allow_zero=True, upper=1.0)
+        r["rho"] = _num(rec["rho"], f"{w}.rho", positive=False, upper=1.0)
+        out.append(r)
+    return tuple(out)
 
 
 def _gpu_section(v, kind: str, where: str) -> dict:

@@ -196,15 +196,54 @@ def validate_published(kernels: list[Kernel], hw: HardwareProfile) -> dict:
             "held_out": stats([r for r in rows if r["held_out"]])}
 
 
-def sheets_for(kernels: list[Kernel], hw: HardwareProfile) -> list[Kernel]:
+def records(kernels: list[Kernel], hw: HardwareProfile, data_label: str) -> list[dict]:
+    """The profile's ``validation`` records: one per sheet of ``kernels`` measured on ``hw``'s GPU."""
+    res = validate_published(kernels, hw)
+    out = []
+    for sheet in dict.fromkeys(r["sheet"] for r in res["rows"]):
+        rows = [r for r in res["rows"] if r["sheet"] == sheet]
+        st = stats(rows)
+        out.append({"data": data_label, "sheet": sheet, "precision": rows[0]["precision"], "kernels": st["kernels"],
+                    "median_error": round(st["median_error"], 2), "within_1_25": round(st["within_1_25"], 3),
+                    "within_2": round(st["within_2"], 3), "rho": round(st["rho"], 3)})
+    return out
+
+
+def sheets_for(kernels: list[Kernel], hw: HardwareProfile, strict: bool = False) -> list[Kernel]:
     """The kernels of the sheets measured on ``hw``'s GPU (matched by name in the sheet's GPU or
-    title); all of them when no sheet names it."""
+    title); all of them when no sheet names it (none when ``strict``)."""
     keys = {hw.name.lower().replace("-", ""), *hw.title.lower().replace("-", " ").split()}
     mine = [k for k in kernels if hw.name.lower().replace("-", "") in k.gpu.lower().replace(" ", "").replace("-", "")
             or any(w and w in k.gpu.lower().split() for w in keys if len(w) >= 2 and any(ch.isdigit() for ch in w))]
-    return mine or kernels
+    return mine if (mine or strict) else kernels
 
 
 def default_data() -> str:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return os.path.join(here, "bench", "data", "deepbench-v100-t4.json")
+
+
+def published_document(path: str, hw: HardwareProfile, worst: int = 10) -> dict:
+    """``dnnperf validate --published FILE --hw NAME``: per sheet and overall statistics, the held-out
+    quarter on its own, and the worst kernels with the cause dnnperf gives them."""
+    kernels = sheets_for(load_published(path), hw)
+    res = validate_published(kernels, hw)
+    rows = []
+    for sheet in dict.fromkeys(r["sheet"] for r in res["rows"]):
+        st = stats([r for r in res["rows"] if r["sheet"] == sheet])
+        rows.append({"set": sheet, **_rounded(st)})
+    rows.append({"set": "all", **_rounded(res["all"])})
+    rows.append({"set": "held-out quarter", **_rounded(res["held_out"])})
+    bad = sorted(res["rows"], key=lambda r: (-max(r["ratio"], 1 / r["ratio"]), r["kernel"]))[:worst]
+    return {"schema_version": "dnnperf-published/1", "data": path, "hardware": hw.name,
+            "convention": "ratio = predicted / measured device time; error = max(ratio, 1/ratio)",
+            "rows": rows,
+            "worst": [{"sheet": r["sheet"], "kernel": r["kernel"], "precision": r["precision"],
+                       "predicted_s": round(r["predicted_s"], 9), "measured_s": round(r["measured_s"], 9),
+                       "ratio": round(r["ratio"], 3), "cause": r["cause"]} for r in bad]}
+
+
+def _rounded(st: dict) -> dict:
+    keys = ("kernels", "median_ratio", "median_ratio_gemm", "median_ratio_conv", "median_error", "within_1_25",
+            "within_2", "rho")
+    return {k: (round(st[k], 4) if isinstance(st.get(k), float) else st.get(k)) for k in keys}

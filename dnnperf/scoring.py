@@ -315,7 +315,7 @@ def _gpu_thermal(s: LayerState) -> float:
     from dnnperf import gpu
 
     hw = s.hw
-    busy = _gpu_kernel_eff(s) * (s.plan.tile_eff if s.plan is not None else 1.0)
+    busy = _gpu_kernel_eff(s) * (s.plan.tile_eff * s.plan.math_share if s.plan is not None else 1.0)
     f = hw.sustained_clock_fraction if hw.sustained_clock_given else gpu.sustained_clock_fraction(
         s.lib, hw.gpu.get("tdp_w"), hw.compute_units, gpu.unit_class(s.unit_name), s.run_precision, busy)
     s.t_compute = s.t / f
@@ -341,8 +341,13 @@ def _gpu_memory(s: LayerState) -> float:
     w = s.w
     s.unoptimized = w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops
     act = w.act_bytes_read + w.bytes_written
-    nbytes = act + w.weight_bytes + (s.plan.partial_bytes if s.plan is not None else 0)
-    s.t_memory = nbytes / (s.hw.dram_bps * s.lib.bandwidth_efficiency)
+    l2 = (s.hw.onchip_mb or 0.0) * 1e6 * s.lib.l2_usable_fraction
+    on_chip = act if act <= l2 else 0  # the producer's output is still in L2; this output stays for its consumer
+    if s.weights_resident:
+        on_chip += w.weight_bytes
+    dram = act + w.weight_bytes - on_chip + (s.plan.partial_bytes if s.plan is not None else 0)
+    l2_bps = s.hw.onchip_gbs * 1e9 if s.hw.onchip_gbs else s.hw.dram_bps * s.lib.l2_bandwidth_factor
+    s.t_memory = dram / (s.hw.dram_bps * s.lib.bandwidth_efficiency) + on_chip / l2_bps
     return max(s.t, s.t_memory)
 
 
@@ -449,8 +454,16 @@ def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:
 
 
 def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_bytes: int) -> Score:
+    from dnnperf import gpu
+
+    board = hw
+    if hw.kind == "gpu":
+        hw, _ = gpu.board_share(hw, settings.batch)
     weights = sum(l.workload.weight_bytes for l in layers)
-    resident = bool(hw.onchip_mb) and weights <= hw.onchip_mb * 1e6 / 8
+    if hw.kind == "gpu":
+        resident = bool(hw.onchip_mb) and weights <= hw.onchip_mb * 1e6 * gpu.library_of(hw).l2_usable_fraction
+    else:
+        resident = bool(hw.onchip_mb) and weights <= hw.onchip_mb * 1e6 / 8
     costs = [score_layer(l, hw, settings.precision, resident, settings.runtime) for l in layers]
     compute_total = sum(c.time_s for c in costs)
     t_in = rules.transfer_time(input_bytes, hw.host_link_gbs)
@@ -479,13 +492,13 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
         "ideal_s": t_ideal,
         "input_transfer_s": t_in,
         "achieved_tops": achieved,
-        "peak_tops": hw.headline_tops,
-        "peak_precision": hw.headline_precision,
-        "fraction_of_peak": achieved / hw.headline_tops if hw.headline_tops else 0.0,
+        "peak_tops": board.headline_tops,
+        "peak_precision": board.headline_precision,
+        "fraction_of_peak": achieved / board.headline_tops if board.headline_tops else 0.0,
         "throughput_per_s": (settings.batch or 1) / latency if latency > 0 else 0.0,
         "mean_occupancy": _weighted_occupancy(costs),
     }
-    return Score(hw, settings, costs, input_bytes, t_in, totals, losses)
+    return Score(board, settings, costs, input_bytes, t_in, totals, losses)
 
 
 def unscored_floor(rows, tensors: dict, hw: HardwareProfile) -> float:

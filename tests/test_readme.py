@@ -26,6 +26,7 @@ def test_every_readme_command_runs(tmp_path):
     cmds = readme_commands()
     assert len(cmds) >= 10 and any(c.startswith("dnnperf analyze") for c in cmds)
     shutil.copytree(SAMPLES, tmp_path / "sample_models")
+    shutil.copytree(os.path.join(ROOT, "bench", "data"), tmp_path / "bench" / "data")
     for c in cmds:
         args = shlex.split(c.replace('"$GITHUB_STEP_SUMMARY"', str(tmp_path / "summary.md")))
         p = subprocess.run([sys.executable, "-m", "dnnperf", *args[1:]], cwd=tmp_path, capture_output=True, text=True)

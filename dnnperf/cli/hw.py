@@ -19,7 +19,8 @@ def hw_list(fmt: Format = None, output: Output = None, quiet: Quiet = False):
         p = load_profile(n)
         rows.append({"name": n, "title": p.title, "kind": p.kind, "peak_tops": p.headline_tops,
                      "peak_precision": p.headline_precision, "dram_gbs": p.dram_gbs, "lanes": p.lanes,
-                     "launch_overhead_us": p.launch_overhead_us, "price_per_hour": p.price_per_hour})
+                     "launch_overhead_us": p.launch_overhead_us, "price_per_hour": p.price_per_hour,
+                     "validation": _short_validation(p)})
     return Document("hw_list", {"schema_version": "dnnperf-hw-list/1", "rows": rows})
 
 
@@ -34,7 +35,15 @@ def hw_show(name: Annotated[str, typer.Argument(help="Profile name or YAML path.
     p = load_profile(name)
     with open(p.path, encoding="utf-8") as fh:
         text = fh.read()
-    return Document("profile", {"yaml": text, "profile": yaml.safe_load(text)})
+    return Document("profile", {"yaml": text, "profile": yaml.safe_load(text), "validation": p.validation_summary()})
+
+
+def _short_validation(p) -> str:
+    """"fp32 1.12x, fp16 1.13x (346 kernels)": median error factor per precision over published kernels."""
+    if not p.validation:
+        return "not validated"
+    n = sum(v["kernels"] for v in p.validation)
+    return ", ".join(f"{v['precision']} {v['median_error']:.2f}x" for v in p.validation) + f" ({n} kernels)"
 
 
 @command(hw_app, "schema", kinds=("hw_schema",))

@@ -33,10 +33,14 @@ def calibrate(
     return Document("calibration", prof, notes=(note,))
 
 
-@command(app, "validate", kinds=("validate",))
+@command(app, "validate", kinds=("validate", "published"))
 def validate(
-    model: Annotated[str, typer.Argument(help="ONNX model (skeletons get random weights).")],
+    model: Annotated[Optional[str], typer.Argument(help="ONNX model (skeletons get random weights).")] = None,
     hw: HwOne = "profiles/local.yaml",
+    published: Annotated[Optional[str], typer.Option(
+        "--published", help="Instead of a model: a JSON file of published kernel times (e.g. "
+                            "bench/data/deepbench-v100-t4.json); every kernel is estimated on --hw and compared.")] = None,
+    worst: Annotated[int, typer.Option("--worst", help="With --published: how many of the worst kernels to list.")] = 10,
     batch: Batch = None,
     input_shape: InputShape = None,
     dim: Dim = None,
@@ -47,8 +51,21 @@ def validate(
     quiet: Quiet = False,
 ):
     """Run the model in ONNX Runtime with profiling, map its kernels back to dnnperf's layers
-    (fusions included) and print predicted vs measured per layer and for the model."""
+    (fusions included) and print predicted vs measured per layer and for the model. With
+    --published FILE --hw NAME: compare estimates with published kernel times instead (no ONNX
+    Runtime needed)."""
+    from dnnperf.errors import DnnperfError
     from dnnperf.hardware import load_profile
+
+    if published is not None:
+        if model is not None:
+            raise DnnperfError("validate takes a model or --published FILE, not both")
+        from dnnperf.published import published_document
+
+        positive(worst + 1, "--worst")
+        return Document("published", published_document(published, load_profile(hw), worst))
+    if model is None:
+        raise DnnperfError("validate needs a model (dnnperf validate model.onnx --hw local) or --published FILE --hw NAME")
     from dnnperf.measure import validate as run_validate
 
     positive(runs, "--runs")

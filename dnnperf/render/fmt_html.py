@@ -116,7 +116,7 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
     parts.append("<h2>Settings</h2><table><tbody>" + "".join(
         f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in [
             ("model", main["model"]["name"]), ("nodes", main["model"]["nodes"]), ("opset", main["model"]["opset"]),
-            ("hardware", hw["title"]), ("DRAM bandwidth", f"{hw['dram_gbs']:g} GB/s"), ("lanes", f"{hw['lanes']:,}"),
+            ("hardware", hw["title"]), ("profile validated", hw.get("validation") or "not validated"), ("DRAM bandwidth", f"{hw['dram_gbs']:g} GB/s"), ("lanes", f"{hw['lanes']:,}"),
             ("launch overhead", f"{hw['launch_overhead_us']:g} us"), ("batch", st["batch"]), ("precision", st["precision"]),
             ("fusion", st["fusion"]), ("tool", f"dnnperf {__version__}")]) + "</tbody></table>")
     parts.append(f"<script>{SELF_CHECK}</script></body></html>\n")

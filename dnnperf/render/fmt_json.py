@@ -28,5 +28,5 @@ def _profile(doc, style) -> str:
 
 RENDERERS = {kind: _data for kind in (
     "report", "reports", "inspection", "totals", "compare", "sweep", "baseline", "check", "lut", "shapes", "diff",
-    "validate", "hw_list", "hw_schema", "calibration")}
+    "validate", "published", "hw_list", "hw_schema", "calibration")}
 RENDERERS["profile"] = _profile

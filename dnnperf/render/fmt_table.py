@@ -73,7 +73,8 @@ def _make(view):
 
 
 def _profile(doc, style) -> str:
-    return doc.data["yaml"]
+    head = f"# validation: {doc.data['validation']}\n" if doc.data.get("validation") else ""
+    return head + doc.data["yaml"]
 
 
 RENDERERS = {kind: _make(view) for kind, view in HUMAN.items()}

@@ -322,6 +322,23 @@ def _validate(doc) -> list:
                    f"{d['top5_inside_predicted_top10']}; unmatched kernels: {len(d['kernels_unmatched'])}"])]
 
 
+def _published(doc) -> list:
+    d = doc.data
+
+    def x(v):
+        return "-" if v is None else f"{v:.2f}x"
+
+    rows = [[r["set"], str(r["kernels"]), x(r["median_ratio"]), x(r["median_ratio_gemm"]), x(r["median_ratio_conv"]),
+             x(r["median_error"]), pct(r["within_1_25"]), pct(r["within_2"]), f"{r['rho']:.3f}"]
+            for r in d["rows"] if r.get("kernels")]
+    worst = [[r["kernel"], r["precision"], t(r["predicted_s"]), t(r["measured_s"]), f"{r['ratio']:.2f}x", r["cause"]]
+             for r in d["worst"]]
+    return [Tab(f"{d['hardware']} against published kernel times ({d['data']})",
+                ["set", "kernels", "pred/meas", "GEMM", "conv", "median error", "<=1.25x", "<=2x", "rank rho"], rows,
+                notes=[d["convention"]]),
+            Tab("Worst kernels", ["kernel", "precision", "predicted", "measured", "ratio", "cause"], worst, left=(0, 1, 5))]
+
+
 def _hw_list(doc) -> list:
     rows = [[r["name"], r["title"], f"{r['peak_tops']:g} TOP/s {r['peak_precision']}", f"{r['dram_gbs']:g} GB/s",
              f"{r['lanes']:,}", f"{r['launch_overhead_us']:g} us", r.get("validation") or "not validated"]
@@ -353,6 +370,7 @@ HUMAN = {
     "shapes": _shapes,
     "diff": _diff,
     "validate": _validate,
+    "published": _published,
     "hw_list": _hw_list,
     "hw_schema": _hw_schema,
 }
@@ -371,6 +389,7 @@ MACHINE = {
     "shapes": _shapes_rows,
     "diff": lambda doc: ((list(doc.data["layers"][0]) if doc.data["layers"] else []), doc.data["layers"]),
     "validate": lambda doc: (["layer", "op_type", "predicted_s", "measured_s", "error"], doc.data["layers"]),
+    "published": _rows_of,
     "hw_list": _rows_of,
     "hw_schema": _rows_of,
 }
