@@ -25,7 +25,8 @@ _FIELDS = ("tiles", "feed_ops_per_element", "library_efficiency", "bandwidth_eff
            "conv_split_k", "min_kernel_us", "graph_kernel_us", "k_step_cycles", "k_step", "ctas_per_sm_tile", "winograd", "winograd_tile",
            "winograd_efficiency", "tensor_core_precisions", "conv_efficiency", "misaligned_efficiency",
            "misaligned_vector", "split_k_precisions", "reorder_kernels", "sm_watts", "boost_clock_mhz", "l2_usable_fraction",
-           "l2_bandwidth_factor", "dies", "unverified")
+           "l2_bandwidth_factor", "gemv_max", "gemv_precisions", "dies",
+           "unverified")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 # the generation a profile's title implies when it names none
 _TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50")), ("hopper", ("h100", "h200", "h800", "gh200")),
@@ -63,6 +64,8 @@ class GpuLibrary:
     boost_clock_mhz: float
     l2_usable_fraction: float
     l2_bandwidth_factor: float
+    gemv_max: int
+    gemv_precisions: tuple
     dies: int
     unverified: bool
 
@@ -114,6 +117,8 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         boost_clock_mhz=float(merged["boost_clock_mhz"]),
         l2_usable_fraction=float(merged["l2_usable_fraction"]),
         l2_bandwidth_factor=float(merged["l2_bandwidth_factor"]),
+        gemv_max=int(merged["gemv_max"]),
+        gemv_precisions=tuple(merged["gemv_precisions"]),
         dies=max(1, int(merged.get("dies", 1))),
         unverified=bool(merged.get("unverified", True)),
     )
@@ -184,9 +189,15 @@ class Plan:
 
 
 def plan_gemm(m: int, n: int, k: int, count: int, sms: int, lib: GpuLibrary, unit: str, rate_per_s: float,
-              hz: float, precision: str, split_k: bool = True, acc_bytes: int = 4) -> Plan:
+              hz: float, precision: str, split_k: bool = True, acc_bytes: int = 4, gemv: bool = True) -> Plan:
     """The tile (and split-K) a library would pick for ``count`` products of m x n x k on ``sms``
-    SMs of total ``rate_per_s`` (ops/s at the clock ``hz``): the one that finishes first."""
+    SMs of total ``rate_per_s`` (ops/s at the clock ``hz``): the one that finishes first. ``gemv``:
+    whether the library has matrix-vector kernels for this call (BLAS products; not convolutions)."""
+    if gemv and min(m, n) <= lib.gemv_max and precision in lib.gemv_precisions:
+        # matrix-vector kernels: every SM streams a slice of the matrix and reduces K within the
+        # block; no tile K loop to wait on, the memory step bounds them
+        t = 2.0 * m * n * k * count / rate_per_s
+        return Plan((min(m, n), max(m, n)), 1, sms, 1, t, False, 1.0, 0, 1.0)
     feed = float(lib.feed_ops_per_element.get(unit, lib.feed_ops_per_element.get("cuda_cores", 48)))
     rate_sm = rate_per_s / max(sms, 1)
     step_s = lib.k_step_cycles / hz

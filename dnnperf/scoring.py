@@ -278,7 +278,8 @@ def _gpu_waves(s: LayerState) -> float:
         g = w.gemm
         s.plan = gpu.plan_gemm(g.m, g.n, g.k, g.count, hw.compute_units, s.lib, gpu.unit_class(s.unit_name), s.rate,
                                gpu.clock_hz(hw, s.lib), s.run_precision,
-                               split_k=(s.algorithm == "gemm" or s.lib.conv_split_k) and s.run_precision in s.lib.split_k_precisions)
+                               split_k=(s.algorithm == "gemm" or s.lib.conv_split_k) and s.run_precision in s.lib.split_k_precisions,
+                               gemv=s.algorithm == "gemm")
         t = s.plan.seconds / getattr(s, "gain", 1.0) + 2 * w.other_ops / s.rate
         s.occupancy = min(1.0, s.t / t) if t > 0 else 1.0
         s.tile_eff = s.plan.tile_eff
@@ -453,6 +454,37 @@ def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:
     return best
 
 
+def _workload_key(layer: Layer) -> tuple | None:
+    w = layer.workload
+    try:
+        key = (layer.op_type, len(layer.nodes), layer.output_shape, tuple(getattr(w, f) for f in w.__slots__))
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _score_all(layers: list[Layer], hw: HardwareProfile, precision, resident: bool, runtime: str) -> list[LayerCost]:
+    """Score every layer; layers identical in everything scoring reads (a decoder's 80 equal blocks)
+    are scored once and the result copied."""
+    import copy
+
+    memo: dict = {}
+    out = []
+    for l in layers:
+        key = _workload_key(l)
+        hit = memo.get(key) if key is not None else None
+        if hit is None:
+            c = score_layer(l, hw, precision, resident, runtime)
+            if key is not None:
+                memo[key] = c
+        else:
+            c = copy.copy(hit)
+            c.layer, c.losses, c.fixes = l, dict(hit.losses), []
+        out.append(c)
+    return out
+
+
 def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_bytes: int) -> Score:
     from dnnperf import gpu
 
@@ -464,7 +496,7 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
         resident = bool(hw.onchip_mb) and weights <= hw.onchip_mb * 1e6 * gpu.library_of(hw).l2_usable_fraction
     else:
         resident = bool(hw.onchip_mb) and weights <= hw.onchip_mb * 1e6 / 8
-    costs = [score_layer(l, hw, settings.precision, resident, settings.runtime) for l in layers]
+    costs = _score_all(layers, hw, settings.precision, resident, settings.runtime)
     compute_total = sum(c.time_s for c in costs)
     t_in = rules.transfer_time(input_bytes, hw.host_link_gbs)
     losses = {k: sum(c.losses[k] for c in costs) for k in LOSS_KEYS}

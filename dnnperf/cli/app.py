@@ -50,6 +50,13 @@ Precision = Annotated[Optional[str], typer.Option(
                               "device runs); default: the model's dtypes. Precisions a device lacks are refused.")]
 Fusion = Annotated[str, typer.Option("--fusion", help="none: every node is a kernel; typical: what ORT/TensorRT fuse.")]
 Top = Annotated[int, typer.Option("--top", "-n", help="How many rows (bottleneck layers) to show.")]
+Phase = Annotated[Optional[str], typer.Option(
+    "--phase", help="Decoders with a KV cache: prefill (time to first token), decode (time per output token) "
+                    "or both (and the end-to-end time of a request).")]
+Prompt = Annotated[int, typer.Option("--prompt", help="With --phase: prompt tokens prefilled.")]
+Context = Annotated[Optional[int], typer.Option(
+    "--context", help="With --phase decode: tokens already in the KV cache (default: --prompt).")]
+Generate = Annotated[int, typer.Option("--generate", help="With --phase both: output tokens generated.")]
 Runtime = Annotated[str, typer.Option(
     "--runtime", help="GPU runtime the estimate describes: eager (a framework launching each kernel from the host; "
                       "default), graph (a captured CUDA graph), tensorrt (graph + TensorRT's fusions, no layout "
@@ -88,8 +95,8 @@ def overrides(batch, input_shape, dim, strict: bool = True):
             iv = int(v)
         except ValueError:
             raise DnnperfError(f"--dim {s}: value must be an integer") from None
-        if iv < 1:
-            raise DnnperfError(f"--dim {s}: value must be >= 1")
+        if iv < 0:
+            raise DnnperfError(f"--dim {s}: value must be >= 0 (0 only for an empty cache or sequence)")
         dims.append((name, iv))
     return ShapeOverrides(batch=batch, input_shapes=tuple(shapes), dims=tuple(dims), strict=strict)
 

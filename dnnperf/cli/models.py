@@ -5,7 +5,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, InputShape, Out, Output, Precision, Quiet, Runtime, Top,
+from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, Generate, HwList, InputShape, Out, Output, Phase,
+                             Precision, Prompt, Quiet, Runtime, Top,
                              app, command, overrides, positive, progress, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
@@ -37,6 +38,10 @@ def analyze(
     runtime: Runtime = "eager",
     overlap_input: Annotated[bool, typer.Option("--overlap-input", help="Assume the next input is prefetched during compute.")] = False,
     top: Top = 10,
+    phase: Phase = None,
+    prompt: Prompt = 512,
+    context: Context = None,
+    generate: Generate = 128,
     totals_only: Annotated[bool, typer.Option("--totals-only", help="One row per model x profile (for many files).")] = False,
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Worker processes for many files (default: all cores).")] = None,
     fmt: Format = None,
@@ -55,6 +60,18 @@ def analyze(
     ov = overrides(batch, input_shape, dim, strict=len(models) == 1)
     load_profiles(specs)  # validate profiles before any work
     st = settings(batch, precision, fusion, runtime, overlap_input)
+    if phase is not None:
+        from dnnperf.llm import phase_report_dicts
+        from dnnperf.llm.phases import PhaseRequest
+
+        if len(models) != 1 or totals_only:
+            raise DnnperfError("--phase analyses one decoder at a time (without --totals-only)")
+        req = PhaseRequest(phase, prompt, context, generate)
+        dicts = phase_report_dicts(models[0], ov, specs, st, req, top)
+        notes = [n for d in dicts for n in d.get("notes", [])]
+        if len(dicts) == 1:
+            return Document("report", dicts[0], {"top": top}, notes=tuple(notes))
+        return Document("reports", {"schema_version": "dnnperf-reports/1", "reports": dicts}, {"top": top}, tuple(notes))
     with progress(len(models), "analysing models", quiet) as tick:
         dicts, notes = analyze_many(list(models), ov, specs, st, totals_only, jobs, tick)
     if totals_only:

@@ -94,15 +94,23 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
     strip_payloads_inplace(model)  # no-op for files read by read_model; needed for in-memory models
     axes = batch_axes(model, set(init_info))
     notes = apply_overrides(model, overrides, path, set(init_info), axes)
+    empty, real = [], 0
     for vi in g.input:
         dims, _ = type_shape(vi.type)
         if dims:
             check_dims(tuple(d for d in dims if isinstance(d, int)), vi.name, path)
-            if vi.name not in init_info and any(d == 0 for d in dims):
-                raise DnnperfError(
-                    f"model input '{vi.name}' in '{path}' has a zero-sized dimension {list(dims)}: there is no work to "
-                    "analyse — pass real sizes with --input-shape NAME=AxBxC"
-                )
+        if vi.name in init_info:
+            continue
+        if dims and any(d == 0 for d in dims):
+            empty.append((vi.name, dims))
+        else:
+            real += 1
+    if empty and not real:  # an empty KV cache next to real tokens is fine; nothing but empty inputs is not
+        name, dims = empty[0]
+        raise DnnperfError(
+            f"model input '{name}' in '{path}' has a zero-sized dimension {list(dims)}: there is no work to "
+            "analyse — pass real sizes with --input-shape NAME=AxBxC"
+        )
     check_domains(model, path)
     available = {i.name for i in g.input} | set(init_info)
     stored = list(g.node)

@@ -152,10 +152,11 @@ class Resolver:
                     break
         else:
             return  # every output already resolved
-        if node.domain not in ("", "ai.onnx"):
-            from dnnperf.ops import shape_rule
+        from dnnperf.ops import shape_rule
 
-            rule = shape_rule(op_key(node.domain, node.op_type))
+        contrib = shape_rule(op_key(node.domain, node.op_type))
+        if node.domain not in ("", "ai.onnx") or contrib is not None:
+            rule = contrib
             if rule is not None:
                 ins = [types.get(i) if i else None for i in node.input]
                 try:

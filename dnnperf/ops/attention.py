@@ -6,6 +6,7 @@ Softmax is counted as 5 ops per score (max, subtract, exp, sum, divide); the 1/s
 from __future__ import annotations
 
 from dnnperf.ops import Ctx, Unsupported, register, register_shapes
+from dnnperf.ops.elementwise import same_as_first
 from dnnperf.workload import Gemm
 
 _SOFTMAX_OPS = 5
@@ -86,10 +87,21 @@ def gqa_ms(ctx: Ctx):
     l = s
     if ctx.has_input(3):  # past_key (B, Hkv, P, head)
         l += ctx.in_shape(3)[2]
-    return _attn(ctx, b, hq, s, l, head, head)
+    w = _attn(ctx, b, hq, s, l, head, head)
+    if int(ctx.attr("do_rotary", 0)):  # rotary on q and k inside the kernel: 3 ops per element
+        rot = 3 * b * s * (hq + hkv) * head
+        w = ctx.workload("attention", macs=w.macs, other=w.other_ops + rot, gemm=w.gemm, parallel=w.parallel_work)
+    return w
+
+
+def rotary(ctx: Ctx):
+    """RotaryEmbedding (opset 23, com.microsoft): x * cos + rotate(x) * sin, 3 ops per element."""
+    return ctx.workload("elementwise", other=3 * ctx.in_numel(0), parallel=ctx.out_numel(0))
 
 
 register({
+    "RotaryEmbedding": rotary,
+    "com.microsoft:RotaryEmbedding": rotary,
     "Attention": attention_onnx,
     "com.microsoft:Attention": attention_ms,
     "com.microsoft:MultiHeadAttention": mha_ms,
@@ -123,13 +135,27 @@ def _mha_shape(attrs, ins, n_out):
 
 
 def _gqa_shape(attrs, ins, n_out):
+    """output (B, S, heads x head); present key/value (B, kv_heads, past + S, head): the cache grown
+    by this step's tokens (ONNX Runtime's shared-buffer mode keeps the past's length instead)."""
     q = ins[0]
     if q is None or q[0] is None or len(q[0]) != 3:
         return []
-    return [((q[0][0], q[0][1], q[0][2]), q[1])]
+    b, s, dq = q[0]
+    hq = int(attrs.get("num_heads", 1))
+    hkv = int(attrs.get("kv_num_heads", hq))
+    packed = len(ins) < 2 or ins[1] is None
+    head = dq // (hq + 2 * hkv) if packed else dq // hq
+    out = [((b, s, hq * head), q[1])]
+    past = ins[3] if len(ins) > 3 else None
+    if n_out > 1 and past is not None and past[0] is not None and len(past[0]) == 4:
+        pres = (past[0][0], past[0][1], past[0][2] + s, past[0][3])
+        out += [(pres, past[1]), (pres, past[1])]
+    return out[:max(n_out, 1)]
 
 
 register_shapes({
+    "RotaryEmbedding": same_as_first,
+    "com.microsoft:RotaryEmbedding": same_as_first,
     "com.microsoft:Attention": _attention_ms_shape,
     "com.microsoft:MultiHeadAttention": _mha_shape,
     "com.microsoft:GroupQueryAttention": _gqa_shape,

@@ -131,6 +131,27 @@ def matmul(ctx: Ctx, a_idx: int = 0, b_idx: int = 1, extra_per_out: int = 0, tra
     return ctx.workload("matmul", macs=m * n * k * batch, other=m * n * batch * extra_per_out, gemm=g)
 
 
+def matmul_nbits(ctx: Ctx):
+    """com.microsoft MatMulNBits: A [..., K] x a K x N weight stored as packed 2-8-bit blocks (the
+    weight bytes are the packed initializers'); dequantised on the fly, computed in A's precision.
+    Dequantisation is 2 ops per weight element (scale, zero point) per pass."""
+    a = ctx.in_shape(0)
+    k, n = int(ctx.attr("K", a[-1])), int(ctx.attr("N", 0))
+    if n <= 0:
+        raise Unsupported("MatMulNBits without its N attribute")
+    m = 1
+    for d in a[:-1]:
+        m *= d
+    return ctx.workload("matmul", macs=m * n * k, other=2 * n * k, gemm=Gemm(m, n, k, 1))
+
+
+def _matmul_nbits_shape(attrs, ins, n_out):
+    a = ins[0] if ins else None
+    if a is None or a[0] is None or "N" not in attrs:
+        return []
+    return [(tuple(a[0][:-1]) + (int(attrs["N"]),), a[1])]
+
+
 def fused_matmul(ctx: Ctx):
     return matmul(ctx, trans=(bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))))
 
@@ -264,6 +285,7 @@ def _matmul_to_float_shape(attrs, ins, n_out):
 
 
 register_shapes({
+    "com.microsoft:MatMulNBits": _matmul_nbits_shape,
     "com.microsoft:FusedConv": _fused_conv_shape,
     "com.microsoft:FusedMatMul": _fused_matmul_shape,
     "com.microsoft:FusedGemm": _fused_gemm_shape,
@@ -272,6 +294,7 @@ register_shapes({
 })
 
 register({
+    "com.microsoft:MatMulNBits": matmul_nbits,
     "Conv": conv,
     "ConvInteger": conv_integer,
     "QLinearConv": qlinear_conv,

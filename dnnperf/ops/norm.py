@@ -35,4 +35,17 @@ def lrn(ctx: Ctx):
 register({op: _make(w, "softmax" if "max" in op.lower() else "norm") for op, w in _PER_ELEMENT.items()})
 register({f"com.microsoft:{op}": _make(w, "norm") for op, w in _MS.items()})
 register({"LRN": lrn})
+def _skip_norm_shape(attrs, ins, n_out):
+    """Skip(Simplified)LayerNormalization: output, mean, inv_std_var ([..., 1], fp32), the residual sum."""
+    x = ins[0] if ins else None
+    if x is None or x[0] is None:
+        return []
+    stat = (tuple(x[0][:-1]) + (1,), 1)
+    return [x, stat, stat, x][:max(n_out, 1)]
+
+
 register_shapes({f"com.microsoft:{op}": same_as_first for op in _MS})
+register_shapes({"com.microsoft:SkipLayerNormalization": _skip_norm_shape,
+                 "com.microsoft:SkipSimplifiedLayerNormalization": _skip_norm_shape,
+                 # ONNX Runtime registers SimplifiedLayerNormalization in the default domain too
+                 "SimplifiedLayerNormalization": same_as_first})

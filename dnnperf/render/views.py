@@ -84,6 +84,8 @@ def report_blocks(d: dict, top: int = 10) -> list:
     if len(wf) == 2:
         lines.append("fusion what-if: " + ", ".join(f"{k} {t(v)}" for k, v in wf.items()))
     blocks: list = [Lines(lines, title="dnnperf", panel=True)]
+    if d.get("llm"):
+        blocks.append(_llm_block(d["llm"]))
     by = {layer["name"]: layer for layer in d["layers"]}
     rows = []
     for i, name in enumerate(d["ranking"][:top], 1):
@@ -101,6 +103,38 @@ def report_blocks(d: dict, top: int = 10) -> list:
         blocks.append(Lines([f"{x['op_type']} x{x['count']}: {x['reason']}" for x in d["unsupported_ops"]],
                             title=f"NOT scored ({n} nodes)"))
     return blocks
+
+
+def _llm_block(m: dict) -> Lines:
+    """Serving figures of a decoder's phases (see dnnperf.llm.phases for the conventions)."""
+    out = []
+    dec = m["decoder"]
+    out.append(f"KV cache: {dec['cache_inputs']} inputs over {dec['layers']} layers, {dec['cache_dtype']}, "
+               f"{b(dec['kv_bytes_per_token'])} per token per sequence; symbols set: "
+               + ", ".join(f"{k}={v}" for k, v in dec["symbols"].items() if v))
+    if "prefill" in m:
+        p = m["prefill"]
+        out.append(f"prefill {p['prompt']} tokens x batch {m['batch']}: time to first token {t(p['ttft_s'])}, "
+                   f"{p['tokens_per_s']:.4g} prompt tokens/s, {p['achieved_tops']:.3g} TOP/s, {p['bound']}-bound")
+    if "decode" in m:
+        q = m["decode"]
+        out.append(f"decode at context {q['context']} x batch {m['batch']}: {t(q['latency_s'])} per output token = "
+                   f"{q['tokens_per_s_per_sequence']:.4g} tokens/s per sequence, {q['tokens_per_s']:.4g} tokens/s in total, "
+                   f"{q['achieved_tops']:.3g} TOP/s, {q['bound']}-bound")
+    if "end_to_end" in m:
+        e = m["end_to_end"]
+        out.append(f"request of {e['prompt']} prompt + {e['generate']} output tokens: {t(e['seconds'])} end to end "
+                   f"({t(e['mean_time_per_output_token_s'])} per output token on average, "
+                   f"{e['output_tokens_per_s']:.4g} output tokens/s in total)")
+    mem, kv = m["memory"], m["kv_cache"]
+    cap = f" of {b(mem['device_bytes'])}" if mem.get("device_bytes") else ""
+    out.append(f"memory: weights {b(mem['weights_bytes'])} + KV cache {b(kv['bytes'])} ({kv['tokens']} tokens x batch "
+               f"{m['batch']}) = {b(mem['needed_bytes'])}{cap}"
+               + ("" if mem.get("fits") is not False else f" — does NOT fit ({b(mem['missing_bytes'])} missing)"))
+    for f in m.get("fixes", []):
+        out.append(f"fix {f['id']} [{f['difficulty']}]: {f['text']}"
+                   + (f" (assumes {f['assumes']})" if f.get("assumes") and f["id"] == "speculative_decoding" else ""))
+    return Lines(out, title=f"LLM phase: {m['phase']}")
 
 
 def _report_doc(doc) -> list:

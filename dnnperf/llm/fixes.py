@@ -1,0 +1,155 @@
+"""The article's fixes made concrete for LLM serving: each one with its saving on this model and
+device, computed from the phase's own report (no new measurements), and the assumptions it makes.
+
+- bigger batch (continuous batching): decode reads every weight once per step whatever the batch;
+  the batch at which a step's arithmetic intensity reaches the device's ridge point is where it
+  stops being memory-bound.
+- weight-only quantisation (int8 / int4): fewer weight bytes per step.
+- KV-cache quantisation (fp8 / int8): fewer cache bytes per step.
+- grouped-query attention: fewer KV heads, fewer cache bytes (needs a model trained that way).
+- fused attention (FlashAttention-style): the [batch, heads, S, T] score matrix never reaches DRAM.
+- speculative decoding: a small draft model proposes tokens the big one verifies in one pass.
+"""
+
+from __future__ import annotations
+
+from dnnperf.ir import DTYPE_BITS
+
+_MATRIX = ("MatMul", "Gemm", "com.microsoft:MatMulNBits", "MatMulNBits", "FusedMatMul")
+# speculative decoding: the assumptions it is priced with (stated in the fix)
+SPEC_DRAFT_TOKENS = 4
+SPEC_ACCEPTANCE = 0.7
+SPEC_DRAFT_COST = 0.05  # a draft step's time as a share of the target's
+
+
+def _bw(report) -> float:
+    from dnnperf import gpu
+
+    hw = report.score.hw
+    eff = gpu.library_of(hw).bandwidth_efficiency if hw.kind == "gpu" else 1.0
+    return hw.dram_bps * eff
+
+
+def _fix(fid: str, difficulty: str, text: str, saving_s: float, assumes: str = "") -> dict:
+    return {"id": fid, "difficulty": difficulty, "text": text, "saving_s": max(0.0, saving_s), "assumes": assumes}
+
+
+def llm_fixes(report, d: dict, dec, hw) -> list[dict]:
+    from dnnperf.fmt import b as nbytes, t as tfmt
+
+    fixes: list[dict] = []
+    phase = "decode" if "decode" in d else "prefill"
+    step = d[phase]["latency_s"]
+    batch = d["batch"]
+    tot = report.score.totals
+    bw = _bw(report)
+    weights = tot["weight_bytes"]
+    prec = report.score.settings.precision or "fp16"
+    ridge = hw.ridge_point(prec) or hw.ridge_point("fp16") or hw.ridge_point("fp32")
+    if phase == "decode":
+        ops1 = tot["ops"] / batch  # ops per sequence per step
+        cs = dec.bytes_per_token * (d["decode"]["context"] + 1)  # cache bytes one sequence reads per step
+        cap = (hw.dram_gb or 0) * 1e9
+        max_b = int((cap - weights) // cs) if cap and cs and cap > weights else None
+        if ops1 > ridge * cs and ridge > 0:
+            b_star = ridge * weights / (ops1 - ridge * cs)
+            where = f"decode stays memory-bound up to batch ~{b_star:.0f} (the ridge point, {ridge:.0f} ops/byte)"
+        else:
+            b_star = None
+            where = "the cache traffic alone keeps decode memory-bound at any batch"
+        lim = f"; memory holds batch <= {max_b} at this context" if max_b is not None else ""
+        if d["decode"]["bound"] in ("memory", "overhead"):
+            # a memory-bound step costs about the same at a larger batch until the ridge
+            target = int(min(b_star or 64, max_b or 10**9, 256))
+            if target > batch:
+                fixes.append(_fix("bigger_batch", "Easy",
+                                  f"continuous batching: {where}{lim}; batch {batch} -> {target} serves ~{target / batch:.0f}x "
+                                  "the tokens per second at nearly the same time per token", 0.0,
+                                  "the step time stays memory-bound (weights read once per step) up to that batch"))
+        wbits = _weight_bits(report)
+        if wbits >= 16:
+            for bits, name in ((8, "int8"), (4, "int4")):
+                save = weights * (1 - bits / wbits) / bw
+                fixes.append(_fix("weight_quantization", "Depends on library support",
+                                  f"weight-only {name} (e.g. GPTQ/AWQ, MatMulNBits): weights {nbytes(weights)} -> "
+                                  f"{nbytes(weights * bits / wbits)} per step, ~{tfmt(save)} less per token "
+                                  f"({tfmt(step)} -> {tfmt(max(step - save, 0))})", save,
+                                  "the step is memory-bound and dequantisation hides behind the loads"))
+        cbits = DTYPE_BITS.get(dec.cache_dtype, 16)
+        if cbits > 8:
+            save = batch * cs * (1 - 8 / cbits) / bw
+            fixes.append(_fix("kv_cache_quantization", "Depends on library support",
+                              f"fp8/int8 KV cache: {nbytes(batch * cs)} -> {nbytes(batch * cs * 8 / cbits)} read per step, "
+                              f"~{tfmt(save)} less per token, and {cbits // 8}x the tokens fit in the same memory", save,
+                              "the attention kernels read the quantised cache directly"))
+        heads_kv, hidden = _kv_heads_and_hidden(report, dec)
+        if heads_kv and hidden and heads_kv * (dec.cache[0].dims[-1] if dec.cache else 0) == hidden and heads_kv >= 8:
+            g = 8
+            save = batch * cs * (1 - g / heads_kv) / bw
+            fixes.append(_fix("grouped_query_attention", "Advanced",
+                              f"grouped-query attention with {g} KV heads instead of {heads_kv}: cache {heads_kv // g}x smaller "
+                              f"(~{tfmt(save)} less per token, {heads_kv // g}x the batch in memory); needs a model trained "
+                              "or uptrained that way", save))
+        if d["decode"]["bound"] == "memory":
+            k, a, c = SPEC_DRAFT_TOKENS, SPEC_ACCEPTANCE, SPEC_DRAFT_COST
+            tokens = (1 - a ** (k + 1)) / (1 - a)
+            speed = tokens / (1 + k * c)
+            fixes.append(_fix("speculative_decoding", "Advanced",
+                              f"speculative decoding: a draft model proposes {k} tokens, the model verifies them in one "
+                              f"memory-bound pass: ~{tokens:.2f} tokens per pass, ~{speed:.1f}x tokens/s per sequence "
+                              f"({tfmt(step)} -> {tfmt(step / speed)} per token)", step - step / speed,
+                              f"acceptance rate {a}, draft step {c:.0%} of the model's, verifying {k + 1} tokens costs one "
+                              "decode step (memory-bound); real gains depend on how well the draft predicts the model"))
+    scores = _score_matrix_layers(report)
+    if scores:
+        t_s = sum(c.time_s for c in scores)
+        moved = sum(c.layer.workload.bytes_total for c in scores)
+        fixes.append(_fix("fused_attention", "Easy with a library (FlashAttention, fused SDPA kernels)",
+                          f"fused attention: {len(scores)} layers around the score matrices move {nbytes(moved)} "
+                          f"({tfmt(t_s)}); a FlashAttention-style kernel keeps the scores on chip", t_s,
+                          "the fused kernel's math hides behind its loads of Q, K and V"))
+    return sorted(fixes, key=lambda f: (-f["saving_s"], f["id"]))
+
+
+def _weight_bits(report) -> int:
+    """Bits per weight element of the matrix layers (4 for packed 4-bit MatMulNBits)."""
+    for c in report.score.layers:
+        w = c.layer.workload
+        if c.layer.op_type in ("MatMulNBits", "com.microsoft:MatMulNBits") and w.macs:
+            return 4
+        if c.layer.op_type in ("MatMul", "Gemm") and w.weight_bytes and w.gemm is not None:
+            return int(round(8 * w.weight_bytes / (w.gemm.n * w.gemm.k)))
+    return 16
+
+
+def _kv_heads_and_hidden(report, dec):
+    c = dec.cache[0] if dec.cache else None
+    if c is None or len(c.dims) != 4:
+        return None, None
+    heads = c.dims[1] if isinstance(c.dims[1], int) else None
+    hidden = None
+    for lc in report.score.layers:
+        if lc.layer.op_type == "Gather" and lc.layer.output_shape:
+            hidden = lc.layer.output_shape[-1]
+            break
+    return heads, hidden
+
+
+def _score_matrix_layers(report) -> list:
+    """Non-matrix layers whose output is an attention score matrix [B, heads, S, T] with T > 1
+    (scale, mask, softmax): the traffic a fused attention kernel removes."""
+    out = []
+    for c in report.score.layers:
+        shp = c.layer.output_shape
+        if not shp or len(shp) != 4 or c.layer.op_type in _MATRIX:
+            continue
+        if c.layer.op_type in ("Softmax", "Mul", "Div", "Add", "Where", "Cast") and shp[3] > 1 and shp[1] > 1 \
+                and _is_scores(report, c):
+            out.append(c)
+    return out
+
+
+def _is_scores(report, c) -> bool:
+    # scores come from Q K^T: the layer's input chain starts at a MatMul with the same output shape
+    shp = c.layer.output_shape
+    return any(o.layer.op_type == "MatMul" and o.layer.output_shape == shp for o in report.score.layers)

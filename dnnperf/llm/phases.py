@@ -1,0 +1,274 @@
+"""Decoders with a KV cache: find the cache in the exported graph, run the prefill and decode phases,
+and turn latencies into what serving cares about (time to first token, tokens per second, cache
+memory).
+
+Conventions (stated in every result):
+
+- ``prompt`` N: prefill processes N tokens with an empty cache; its latency is the time to first token.
+- ``context`` C: a decode step processes 1 new token per sequence with C tokens already in the cache
+  (attention reads C + 1 keys and values); its latency is the time per output token.
+- ``generate`` M: the end-to-end time of a request is prefill(N) + the decode steps at contexts
+  N .. N + M - 1 (integrated with Simpson's rule over three contexts: decode time grows linearly
+  with the context, so the rule is exact for it).
+- KV cache bytes per token: the cache inputs' bytes for one position of one sequence (all layers,
+  keys and values), at the cache inputs' dtype.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from dnnperf.errors import DnnperfError
+from dnnperf.ir import DTYPE_BITS, ShapeOverrides
+
+PHASES = ("prefill", "decode", "both")
+
+
+@dataclass(frozen=True)
+class CacheInput:
+    name: str
+    dims: tuple  # as exported, symbols as strings
+    dtype: str
+    seq_axis: int
+    batch_axis: int
+
+    def bytes_per_token(self) -> int:
+        """Bytes of one cache position of one sequence (all other axes' sizes x dtype)."""
+        n = 1
+        for i, d in enumerate(self.dims):
+            if i in (self.seq_axis, self.batch_axis):
+                continue
+            if not isinstance(d, int):
+                raise DnnperfError(f"cache input '{self.name}' has an unresolved dimension {d!r} besides batch and "
+                                   "sequence — pass it with --dim")
+            n *= d
+        return n * DTYPE_BITS.get(self.dtype, 16) // 8
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """What was found in the graph: the token input, the cache inputs and the symbols to set."""
+
+    tokens: str
+    batch_symbol: str | None
+    seq_symbol: str | None
+    past_symbol: str | None
+    total_symbol: str | None
+    cache: tuple[CacheInput, ...]
+    fixed_past: int | None = None  # a cache length baked into the export
+
+    @property
+    def bytes_per_token(self) -> int:
+        return sum(c.bytes_per_token() for c in self.cache)
+
+    @property
+    def layers(self) -> int:
+        keys = [c for c in self.cache if "key" in c.name.lower().replace("key_values", "") or len(c.dims) == 5]
+        return len(keys) or len(self.cache) // 2
+
+    @property
+    def cache_dtype(self) -> str:
+        return self.cache[0].dtype if self.cache else "-"
+
+    def describe(self) -> dict:
+        return {"token_input": self.tokens, "cache_inputs": len(self.cache), "layers": self.layers,
+                "cache_dtype": self.cache_dtype, "kv_bytes_per_token": self.bytes_per_token,
+                "symbols": {"batch": self.batch_symbol, "sequence": self.seq_symbol, "past": self.past_symbol,
+                            "total": self.total_symbol}}
+
+    def overrides(self, base: ShapeOverrides, seq: int, past: int) -> ShapeOverrides:
+        """The user's overrides with the phase's sequence, past and total lengths set."""
+        dims = dict(base.dims)
+        for sym, v in ((self.seq_symbol, seq), (self.past_symbol, past), (self.total_symbol, past + seq)):
+            if sym:
+                dims[sym] = v
+        if self.fixed_past is not None and self.fixed_past != past:
+            raise DnnperfError(f"the model's cache length is fixed at {self.fixed_past} in the export; it cannot run "
+                               f"with {past} cached tokens — re-export with a dynamic past sequence axis")
+        return replace(base, dims=tuple(sorted(dims.items())))
+
+
+_PAST = re.compile(r"past|cache", re.I)
+
+
+def find_decoder(path: str) -> Decoder:
+    """The KV-cache inputs of an exported decoder: transformers-style ``past_key_values.N.key``,
+    ``past_key_N`` / ``past_value_N``, ONNX Runtime GenAI's names, and GPT-2's legacy ``past_N``
+    ([2, batch, heads, past, head]). Refuses (exit 2) a model without a recognisable cache."""
+    from dnnperf.load.read import read_model, type_shape
+
+    model = read_model(path)
+    inits = {i.name for i in model.graph.initializer}
+    ins = [(vi.name, *type_shape(vi.type)) for vi in model.graph.input if vi.name not in inits]
+    tokens = next((n for n, d, t in ins if n in ("input_ids", "tokens", "input")), None)
+    if tokens is None:
+        tokens = next((n for n, d, t in ins if d is not None and len(d) == 2 and t in ("int64", "int32")), None)
+    cache = []
+    for name, dims, dtype in ins:
+        if dims is None or not _PAST.search(name) or len(dims) not in (4, 5):
+            continue
+        if len(dims) == 5:  # legacy [2, batch, heads, past, head]
+            cache.append(CacheInput(name, tuple(dims), dtype, 3, 1))
+        else:
+            seq_axis = 2
+            sym = [i for i, d in enumerate(dims) if isinstance(d, str) and i != 0]
+            if sym and seq_axis not in sym:
+                seq_axis = sym[0]
+            cache.append(CacheInput(name, tuple(dims), dtype, seq_axis, 0))
+    if tokens is None or not cache:
+        raise DnnperfError(f"'{path}' has no recognisable KV cache (inputs named past_key_values.N.key/value, "
+                           "past_key_N, past_N...) — --phase needs a decoder exported with its cache "
+                           "(dnnperf llm skeleton writes one for any Llama-style configuration)")
+    tdims = next(d for n, d, t in ins if n == tokens) or ()
+    batch_sym = tdims[0] if len(tdims) > 0 and isinstance(tdims[0], str) else None
+    seq_sym = tdims[1] if len(tdims) > 1 and isinstance(tdims[1], str) else None
+    c0 = cache[0]
+    past = c0.dims[c0.seq_axis]
+    past_sym = past if isinstance(past, str) else None
+    total_sym = None
+    for n, d, t in ins:
+        if d and len(d) == 2 and "mask" in n.lower() and isinstance(d[1], str) and d[1] not in (seq_sym, past_sym):
+            total_sym = d[1]
+    return Decoder(tokens, batch_sym, seq_sym, past_sym, total_sym, tuple(cache),
+                   None if past_sym else int(past))
+
+
+# -- phases -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PhaseRequest:
+    phase: str = "decode"
+    prompt: int = 512
+    context: int | None = None  # decode: tokens in the cache (default: the prompt)
+    generate: int = 128
+
+    def check(self) -> None:
+        if self.phase not in PHASES:
+            raise DnnperfError(f"--phase must be one of {', '.join(PHASES)}, got '{self.phase}'")
+        for k in ("prompt", "generate"):
+            if getattr(self, k) < 1:
+                raise DnnperfError(f"--{k} must be >= 1, got {getattr(self, k)}")
+        if self.context is not None and self.context < 0:
+            raise DnnperfError(f"--context must be >= 0, got {self.context}")
+
+
+def _run(path, dec: Decoder, base: ShapeOverrides, hw, settings, seq: int, past: int, with_fixes: bool):
+    """One phase's report. The KV cache lives in device memory between steps: only the other inputs
+    (token ids, masks, positions) cross the host link."""
+    from dnnperf.api import analyze, inspect_model
+
+    insp = inspect_model(path, dec.overrides(base, seq, past))
+    resident = 0
+    for c in dec.cache:
+        t = insp.graph.tensors.get(c.name)
+        if t is not None and t.shape is not None:
+            resident += t.nbytes
+    insp = replace(insp, input_bytes=max(0, insp.input_bytes - resident))
+    return analyze(insp, hw, settings, with_fixes=with_fixes)
+
+
+def _bound(report) -> str:
+    """memory, compute or overhead: what holds most of the layers' time (overhead: kernels too small for
+    the device, starved or waiting on the host)."""
+    sides = {"memory": ("memory", "overlap"), "compute": ("compute", "specialization", "thermal", "unoptimized"),
+             "overhead": ("launch_overhead", "parallelism")}
+    t = {k: sum(c.time_s for c in report.score.layers if c.cause in v) for k, v in sides.items()}
+    return max(("memory", "compute", "overhead"), key=lambda k: (t[k], k == "memory"))
+
+
+def _fits(hw, weights: int, cache: int) -> dict:
+    cap = (hw.dram_gb or 0) * 1e9
+    need = weights + cache
+    return {"weights_bytes": weights, "cache_bytes": cache, "needed_bytes": need,
+            "device_bytes": cap or None, "fits": (need <= cap) if cap else None,
+            "missing_bytes": max(0, need - cap) if cap else None}
+
+
+def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverrides = ShapeOverrides(),
+                   strict_memory: bool = True, with_fixes: bool = True):
+    """(the report to render, the ``llm`` section). The report is the decode step's (prefill's for
+    --phase prefill); the section holds both phases' serving figures, cache memory and LLM fixes."""
+    req.check()
+    dec = find_decoder(path)
+    batch = settings.batch or base.batch or 1
+    base = replace(base, batch=batch)
+    settings = replace(settings, batch=batch)
+    ctx = req.context if req.context is not None else req.prompt
+    per_tok = dec.bytes_per_token
+    out: dict = {"phase": req.phase, "batch": batch, "decoder": dec.describe(),
+                 "conventions": "prompt: tokens prefilled into an empty cache; context: tokens already cached when "
+                                "a decode step runs; KV bytes per token: one position of one sequence, all layers"}
+    # the largest cache the request holds decides whether it fits
+    peak_ctx = max(ctx + 1, req.prompt + req.generate if req.phase == "both" else 0,
+                   req.prompt if req.phase == "prefill" else 0)
+    main = None
+    if req.phase in ("prefill", "both"):
+        pre = _run(path, dec, base, hw, settings, req.prompt, 0, with_fixes and req.phase == "prefill")
+        t = pre.score.totals["latency_s"]
+        out["prefill"] = {"prompt": req.prompt, "latency_s": t, "ttft_s": t, "tokens_per_s": batch * req.prompt / t,
+                          "bound": _bound(pre), "achieved_tops": pre.score.totals["achieved_tops"]}
+        main = pre
+        weights = pre.score.totals["weight_bytes"]
+    if req.phase in ("decode", "both"):
+        c0 = req.prompt if req.phase == "both" else ctx
+        dec_rep = _run(path, dec, base, hw, settings, 1, c0, with_fixes)
+        t = dec_rep.score.totals["latency_s"]
+        out["decode"] = {"context": c0, "latency_s": t, "tokens_per_s_per_sequence": 1.0 / t,
+                         "tokens_per_s": batch / t, "bound": _bound(dec_rep),
+                         "achieved_tops": dec_rep.score.totals["achieved_tops"],
+                         "bytes_per_step": dec_rep.score.totals["bytes"]}
+        main = dec_rep
+        weights = dec_rep.score.totals["weight_bytes"]
+        if req.phase == "both":
+            m = req.generate
+            if m > 1:
+                mid = _run(path, dec, base, hw, settings, 1, c0 + (m - 1) // 2, False).score.totals["latency_s"]
+                last = _run(path, dec, base, hw, settings, 1, c0 + m - 1, False).score.totals["latency_s"]
+                decode_total = m / 6.0 * (t + 4 * mid + last)
+            else:
+                decode_total = t
+            e2e = out["prefill"]["ttft_s"] + decode_total
+            out["end_to_end"] = {"prompt": req.prompt, "generate": m, "seconds": e2e,
+                                 "decode_seconds": decode_total,
+                                 "output_tokens_per_s": batch * m / e2e,
+                                 "mean_time_per_output_token_s": decode_total / m}
+    cache_bytes = per_tok * peak_ctx * batch
+    out["kv_cache"] = {"bytes_per_token": per_tok, "tokens": peak_ctx, "bytes": cache_bytes,
+                       "dtype": dec.cache_dtype}
+    out["memory"] = _fits(hw, weights, cache_bytes)
+    mem = out["memory"]
+    if strict_memory and mem["fits"] is False:
+        raise DnnperfError(
+            f"does not fit {hw.name}'s {hw.dram_gb:g} GB: weights {weights / 1e9:.2f} GB + KV cache "
+            f"{cache_bytes / 1e9:.2f} GB (batch {batch} x {peak_ctx} tokens x {per_tok / 1e6:.3g} MB) = "
+            f"{mem['needed_bytes'] / 1e9:.2f} GB, {mem['missing_bytes'] / 1e9:.2f} GB missing — lower --batch or the "
+            "context, quantise the weights (-p int8) or the cache, or pick a device with more memory")
+    if with_fixes:
+        from dnnperf.llm.fixes import llm_fixes
+
+        out["fixes"] = llm_fixes(main, out, dec, hw)
+    return main, out
+
+
+def sweep_phases(path: str, hw, settings, req: PhaseRequest, batches: list[int], base: ShapeOverrides = ShapeOverrides()):
+    """One row per batch for the decode (or prefill) phase: tokens/s, bound, cache memory and
+    whether it fits. Rows past the memory limit are kept and marked."""
+    rows = []
+    for b in batches:
+        rep, d = analyze_phases(path, hw, replace(settings, batch=b), replace(req, phase=req.phase if req.phase != "both" else "decode"),
+                                replace(base, batch=b), strict_memory=False, with_fixes=False)
+        ph = d.get("decode") or d.get("prefill")
+        rows.append({
+            "batch": b, "phase": d["phase"] if d["phase"] != "both" else "decode",
+            "context": ph.get("context", ph.get("prompt")),
+            "latency_s": ph["latency_s"],
+            "tokens_per_s": ph["tokens_per_s"],
+            "tokens_per_s_per_sequence": ph.get("tokens_per_s_per_sequence", ph["tokens_per_s"] / b),
+            "achieved_tops": ph["achieved_tops"],
+            "bound": ph["bound"],
+            "kv_cache_bytes": d["kv_cache"]["bytes"],
+            "needed_bytes": d["memory"]["needed_bytes"],
+            "fits": d["memory"]["fits"],
+        })
+    return rows
