@@ -99,3 +99,16 @@ def spy_opens(monkeypatch) -> list:
     monkeypatch.setattr(io, "open", wrap(real_io_open))
     monkeypatch.setattr(os, "open", wrap(real_os_open))
     return opened
+
+
+def sample_overrides(name: str, batch: int = 1, seq: int = 128):
+    """The dims each sample model needs: sequence length for the transformers, one decode step at
+    16 cached tokens for the KV-cache decoders."""
+    from dnnperf.ir import ShapeOverrides
+
+    if name.startswith(("gpt2", "bert")):
+        return ShapeOverrides(batch=batch, dims=(("sequence_length", seq),))
+    if name.startswith("tiny_llama"):
+        dims = (("past_sequence_length", 16), ("sequence_length", 1))
+        return ShapeOverrides(batch=batch, dims=dims + ((("total_sequence_length", 17),) if "genai" in name else ()))
+    return ShapeOverrides(batch=batch)

@@ -7,7 +7,7 @@ import pytest
 
 from dnnperf.api import inspect_model
 from dnnperf.ir import ShapeOverrides
-from helpers import SAMPLES
+from helpers import SAMPLES, sample_overrides
 
 with open(os.path.join(SAMPLES, "published.json")) as fh:
     PUBLISHED = json.load(fh)
@@ -19,7 +19,7 @@ ALL = sorted(f[:-5] for f in os.listdir(SAMPLES) if f.endswith(".onnx"))
 
 
 def _ov(name):
-    return ShapeOverrides(batch=1, dims=(("sequence_length", 128),) if name in ("gpt2", "bert_base") else ())
+    return sample_overrides(name)
 
 
 @pytest.mark.parametrize("name", sorted(TORCHVISION_GMACS))

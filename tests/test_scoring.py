@@ -10,7 +10,7 @@ from dnnperf.api import analyze, build_layers, inspect_model
 from dnnperf.ir import ShapeOverrides
 from dnnperf.hardware import load_profile
 from dnnperf.workload import Gemm
-from helpers import SAMPLES, chain_1x1, conv_model, model, save, vi
+from helpers import SAMPLES, chain_1x1, conv_model, model, sample_overrides, save, vi
 from onnx import TensorProto as T
 from onnx import helper
 
@@ -247,7 +247,7 @@ def test_every_sample_model_on_every_profile_is_finite_and_positive():
     for f in sorted(os.listdir(SAMPLES)):
         if not f.endswith(".onnx"):
             continue
-        ov = ShapeOverrides(batch=1, dims=(("sequence_length", 32),) if f.startswith(("gpt2", "bert")) else ())
+        ov = sample_overrides(f[:-5], seq=32)
         insp = inspect_model(os.path.join(SAMPLES, f), ov)
         for name in shipped_names():
             t = analyze(insp, load_profile(name), Settings(), with_fixes=False).score.totals

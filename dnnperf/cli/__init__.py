@@ -8,6 +8,7 @@
     pictures   plot, report
     measure    calibrate, validate
     hw         hw list / show / schema
+    llm        llm skeleton (LLM phases are analyze/sweep --phase)
 """
 
 # registration order is the order of `dnnperf --help`: the pipeline first
@@ -18,6 +19,7 @@ from dnnperf.cli import design  # noqa: F401
 from dnnperf.cli import pictures  # noqa: F401
 from dnnperf.cli import measure  # noqa: F401
 from dnnperf.cli import hw  # noqa: F401
+from dnnperf.cli import llm  # noqa: F401
 from dnnperf.cli.app import app, main
 
 __all__ = ["app", "main"]

@@ -33,6 +33,9 @@ app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=True, pretty_e
                   rich_markup_mode=None)
 hw_app = typer.Typer(help="List, show and document hardware profiles.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(hw_app, name="hw")
+llm_app = typer.Typer(help="Large language models: weightless decoder skeletons of any configuration.",
+                      no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(llm_app, name="llm")
 
 # -- options shared by the commands (one declaration each; the same meaning everywhere) ----------
 

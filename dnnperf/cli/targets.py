@@ -5,7 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, Precision, Quiet, Runtime,
+from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, Phase, Precision,
+                             Prompt, Quiet, Runtime,
                              app, command, overrides, parse_list, parse_time, precision_value, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
@@ -49,7 +50,7 @@ def compare(
     return Document("compare", d, notes=notes), code
 
 
-@command(app, "sweep", kinds=("sweep",))
+@command(app, "sweep", kinds=("sweep", "llm_sweep"))
 def sweep(
     model: ModelArg,
     hw: HwOne = "v100",
@@ -59,18 +60,32 @@ def sweep(
     dim: Dim = None,
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
+    phase: Phase = None,
+    prompt: Prompt = 512,
+    context: Context = None,
     fmt: Format = None,
     output: Output = None,
     quiet: Quiet = False,
 ):
     """Latency, throughput, lane occupancy and % of peak per batch size (and precision), and the batch
-    where starvation stops being the limiting cause."""
+    where starvation stops being the limiting cause. With --phase decode (or prefill) on a decoder:
+    tokens/s per batch, where decode turns compute-bound and where the KV cache stops fitting."""
     from dnnperf.gate import ModelSource, sweep as run_sweep
     from dnnperf.hardware import load_profile
 
     batches = parse_list(batch, "--batch")
     if any(b < 1 for b in batches):
         raise DnnperfError("--batch values must be >= 1")
+    if phase is not None:
+        from dnnperf.llm.phases import PhaseRequest, sweep_document
+
+        precs = [precision_value(p) for p in parse_list(precision, "--precision", str)]
+        if len(precs) != 1:
+            raise DnnperfError("--phase sweeps one precision at a time")
+        st = settings(None, None if precs[0] == "model" else precs[0], fusion, runtime)
+        d = sweep_document(model, load_profile(hw), st, PhaseRequest(phase, prompt, context), batches,
+                           overrides(None, input_shape, dim))
+        return Document("llm_sweep", d)
     precs = [precision_value(p) for p in parse_list(precision, "--precision", str)]
     profile = load_profile(hw)
     ov = overrides(None, input_shape, dim)

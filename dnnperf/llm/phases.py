@@ -272,3 +272,27 @@ def sweep_phases(path: str, hw, settings, req: PhaseRequest, batches: list[int],
             "fits": d["memory"]["fits"],
         })
     return rows
+
+
+def sweep_document(path: str, hw, settings, req: PhaseRequest, batches: list[int],
+                   base: ShapeOverrides = ShapeOverrides()) -> dict:
+    """``sweep --phase``: the rows of ``sweep_phases`` and where decode turns compute-bound, where the
+    cache stops fitting, and the best throughput that fits."""
+    import os
+
+    from dnnperf.fmt import sig
+
+    req.check()
+    rows = sweep_phases(path, hw, settings, req, batches, base)
+    compute_from = next((r["batch"] for r in rows if r["bound"] == "compute"), None)
+    fits = [r for r in rows if r["fits"] is not False]
+    fit_max = max((r["batch"] for r in fits), default=None) if rows and rows[0]["fits"] is not None else None
+    best = max(fits, key=lambda r: (r["tokens_per_s"], -r["batch"]), default=None)
+    for r in rows:
+        for k in ("latency_s", "tokens_per_s", "tokens_per_s_per_sequence", "achieved_tops"):
+            r[k] = sig(r[k])
+    return {"schema_version": "dnnperf-llm-sweep/1", "model": os.path.basename(path), "hardware": hw.name,
+            "phase": rows[0]["phase"] if rows else req.phase, "rows": rows,
+            "summary": {"compute_bound_from_batch": compute_from, "fits_up_to_batch": fit_max,
+                        "best_batch": best["batch"] if best else None,
+                        "best_tokens_per_s": best["tokens_per_s"] if best else None}}

@@ -72,7 +72,7 @@ PRESETS = {
     "llama-3-70b": LlamaConfig(80, 8192, 64, 8, 28672, 128256, 8192, name="llama-3-70b"),
     "mistral-7b": LlamaConfig(32, 4096, 32, 8, 14336, 32000, 32768, name="mistral-7b"),
     "tinyllama-1.1b": LlamaConfig(22, 2048, 32, 4, 5632, 32000, 2048, name="tinyllama-1.1b"),
-    "tiny": LlamaConfig(2, 256, 8, 2, 688, 1024, 512, name="tiny-llama"),
+    "tiny": LlamaConfig(2, 256, 8, 2, 688, 1024, 8192, name="tiny-llama"),
 }
 
 _ONNX_DTYPE = {"fp16": 10, "bf16": 16, "fp32": 1}

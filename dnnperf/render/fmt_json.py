@@ -27,6 +27,6 @@ def _profile(doc, style) -> str:
 
 
 RENDERERS = {kind: _data for kind in (
-    "report", "reports", "inspection", "totals", "compare", "sweep", "baseline", "check", "lut", "shapes", "diff",
+    "report", "reports", "inspection", "totals", "compare", "sweep", "llm_sweep", "baseline", "check", "lut", "shapes", "diff",
     "validate", "published", "hw_list", "hw_schema", "calibration")}
 RENDERERS["profile"] = _profile

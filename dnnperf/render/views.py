@@ -255,6 +255,23 @@ def _sweep(doc) -> list:
             Lines([f"starvation (idle lanes) drops below 10% of the latency at: {stops}"])]
 
 
+def _llm_sweep(doc) -> list:
+    d = doc.data
+    rows = [[str(r["batch"]), str(r["context"]), t(r["latency_s"]), f"{r['tokens_per_s']:.4g}",
+             f"{r['tokens_per_s_per_sequence']:.4g}", f"{r['achieved_tops']:.3g}", r["bound"], b(r["kv_cache_bytes"]),
+             b(r["needed_bytes"]), {True: "yes", False: "NO", None: "-"}[r["fits"]]] for r in d["rows"]]
+    s = d["summary"]
+    lines = [f"decode turns compute-bound at batch {s['compute_bound_from_batch']}" if s["compute_bound_from_batch"]
+             else "memory- or overhead-bound over the whole swept range",
+             f"memory holds up to batch {s['fits_up_to_batch']}" if s["fits_up_to_batch"] is not None
+             else "the device's memory size is not in the profile",
+             f"best total throughput that fits: {s['best_tokens_per_s']:.4g} tokens/s at batch {s['best_batch']}"
+             if s["best_batch"] else "no swept batch fits in memory"]
+    return [Tab(f"{d['model']} on {d['hardware']}: {d['phase']} sweep (tokens/s: per step x batch)",
+                ["batch", "context", "step", "tokens/s", "per sequence", "TOP/s", "bound", "KV cache", "needs", "fits"],
+                rows, left=(6, 9)), Lines(lines)]
+
+
 def _change(r) -> str:
     return "n/a" if r["change"] is None else f"{r['change'] * 100:+.1f}%"
 
@@ -399,6 +416,7 @@ HUMAN = {
     "totals": _totals,
     "compare": _compare,
     "sweep": _sweep,
+    "llm_sweep": _llm_sweep,
     "check": _check,
     "lut": _lut,
     "shapes": _shapes,
@@ -418,6 +436,7 @@ MACHINE = {
     "totals": _rows_of,
     "compare": _rows_of,
     "sweep": _rows_of,
+    "llm_sweep": _rows_of,
     "check": _check_rows,
     "lut": _rows_of,
     "shapes": _shapes_rows,

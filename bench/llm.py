@@ -1,0 +1,78 @@
+"""LLM requests against published latencies (issue 16), and the speed of analysing big decoders.
+
+    python bench/llm.py
+
+1. For every published row (model, GPU, batch, prompt, output tokens, end-to-end latency; sources
+   in bench/data/llm-published.json) a weightless skeleton of the model is written with
+   ``dnnperf llm skeleton`` (ONNX Runtime GenAI style, 16-bit weights: fused attention and norms
+   like the TensorRT-LLM engines measured) and analysed with ``--phase both --runtime tensorrt``;
+   predicted / measured is printed per row with the median error and the rank correlation.
+2. Wall time of ``dnnperf analyze --phase decode`` on a 70B-class skeleton (80 layers, plain-op
+   export style: ~3,900 nodes), against ``onnx.load`` + ``onnx.shape_inference`` of the same file
+   measured in the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+from dnnperf.hardware import load_profile  # noqa: E402
+from dnnperf.llm.phases import PhaseRequest, analyze_phases  # noqa: E402
+from dnnperf.llm.skeleton import PRESETS, skeleton_bytes  # noqa: E402
+from dnnperf.published import spearman  # noqa: E402
+from dnnperf.scoring import Settings  # noqa: E402
+
+
+def published(tmp: str) -> None:
+    with open(os.path.join(HERE, "data", "llm-published.json"), encoding="utf-8") as fh:
+        data = json.load(fh)
+    print(f"{'model':<11} {'hw':<5} {'batch':>5}  {'measured':>9} {'predicted':>9}  {'pred/meas':>9}  (ttft, time per output token)")
+    pairs = []
+    for r in data["rows"]:
+        path = os.path.join(tmp, f"{r['model']}.onnx")
+        if not os.path.exists(path):
+            with open(path, "wb") as fh:
+                fh.write(skeleton_bytes(PRESETS[r["model"]], "genai", 16))
+        _, d = analyze_phases(path, load_profile(r["hw"]), Settings(batch=r["batch"], runtime="tensorrt"),
+                              PhaseRequest("both", r["prompt"], None, r["generate"]), with_fixes=False)
+        pred = d["end_to_end"]["seconds"] * 1e3
+        pairs.append((pred, r["latency_ms"]))
+        print(f"{r['model']:<11} {r['hw']:<5} {r['batch']:>5}  {r['latency_ms']:7.1f}ms {pred:7.1f}ms  {pred / r['latency_ms']:8.2f}x"
+              f"  ({d['prefill']['ttft_s'] * 1e3:.1f} ms, {d['end_to_end']['mean_time_per_output_token_s'] * 1e3:.2f} ms)")
+    err = sorted(max(p / m, m / p) for p, m in pairs)
+    med = err[len(err) // 2] if len(err) % 2 else 0.5 * (err[len(err) // 2 - 1] + err[len(err) // 2])
+    print(f"{len(pairs)} rows: median error {med:.2f}x, within 1.5x {sum(e <= 1.5 for e in err) / len(err):.0%}, "
+          f"rank rho {spearman([p for p, _ in pairs], [m for _, m in pairs]):.3f}")
+
+
+def speed(tmp: str) -> None:
+    path = os.path.join(tmp, "llama-3-70b.onnx")
+    with open(path, "wb") as fh:
+        fh.write(skeleton_bytes(PRESETS["llama-3-70b"], "plain"))
+    base = ("import onnx, time; t = time.perf_counter(); m = onnx.load(%r, load_external_data=False); "
+            "onnx.shape_inference.infer_shapes(m); print(time.perf_counter() - t)" % path)
+    ref = min(float(subprocess.run([sys.executable, "-c", base], capture_output=True, text=True).stdout) for _ in range(3))
+    walls = []
+    for _ in range(3):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "dnnperf", "analyze", path, "--hw", "h200", "--phase", "decode",
+                        "--context", "1024", "-q", "-o", os.path.join(tmp, "r.json")], check=True, cwd=ROOT)
+        walls.append(time.perf_counter() - t)
+    w = min(walls)
+    print(f"llama-3-70b skeleton (80 layers): dnnperf analyze --phase decode {w:.2f} s end to end (fresh process); "
+          f"onnx.load + shape_inference alone {ref:.2f} s in process; ratio {w / ref:.1f}x")
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as tmp:
+        published(tmp)
+        speed(tmp)
