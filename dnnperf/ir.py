@@ -20,6 +20,7 @@ DTYPE_NAMES = {
 }
 DTYPE_CODES = {v: k for k, v in DTYPE_NAMES.items()}
 DTYPE_BITS = {
+    "sequence": 0, "map": 0,  # handles to a sequence / map: elements are counted where produced
     "float32": 32, "uint8": 8, "int8": 8, "uint16": 16, "int16": 16, "int32": 32, "int64": 64,
     "string": 64, "bool": 8, "float16": 16, "float64": 64, "uint32": 32, "uint64": 64,
     "complex64": 64, "complex128": 128, "bfloat16": 16, "float8e4m3fn": 8, "float8e4m3fnuz": 8,

@@ -69,13 +69,36 @@ def resolve(model, overrides: ShapeOverrides = ShapeOverrides(), path: str = "<m
     return g
 
 
+# ops whose first input has the output's shape: a shape known downstream (a graph output's declared
+# shape) resolves the input when forward inference could not (a reduction over runtime axes)
+_SAME_SHAPE = frozenset({
+    "Cast", "CastLike", "Sqrt", "Log", "Exp", "Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Reciprocal", "Floor", "Ceil",
+    "Round", "Sin", "Cos", "Tan", "Erf", "Softmax", "LogSoftmax", "Identity", "Not", "Sign", "Softplus", "Softsign",
+    "Elu", "Selu", "LeakyRelu", "HardSigmoid", "HardSwish", "Gelu", "Mish", "IsNaN", "IsInf", "Clip", "Dropout",
+    "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "ThresholdedRelu", "Celu", "Shrink",
+})
+
+
+def _backward_shapes(ordered, types) -> None:
+    for n in reversed(ordered):
+        if n.op_type not in _SAME_SHAPE or n.domain not in ("", "ai.onnx") or not n.input or not n.output:
+            continue
+        x, y = n.input[0], n.output[0]
+        tx, ty = types.get(x), types.get(y)
+        if ty is None or static(ty[0]) is None:
+            continue
+        if tx is None or static(tx[0]) is None:
+            types[x] = (static(ty[0]), tx[1] if tx is not None else ty[1])
+
+
 def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: str = "<model>") -> Graph:
     """A parsed ModelProto (modified in place: payloads dropped, overrides written) -> Graph."""
     import onnx
 
     opset = check_opset(model, path)
     if opset <= 0:
-        raise DnnperfError(f"'{path}' imports no default-domain opset — re-export the model with a standard opset")
+        # only other domains (ai.onnx.ml, training): valid; schemas are looked up per domain
+        opset = onnx.defs.onnx_opset_version()
     if len(model.functions):
         try:
             import onnx.inliner
@@ -146,6 +169,7 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
                 res.values[init.name] = v
     for n in ordered:
         res.infer_node(n)
+    _backward_shapes(ordered, types)
     tensors: dict[str, Tensor] = {}
     for name, (dims, dtype) in types.items():
         if name in init_info:

@@ -69,6 +69,10 @@ def constant_value(node) -> np.ndarray | None:
     return None
 
 
+_NP_DTYPES = {"int64": np.int64, "int32": np.int32, "float32": np.float32, "float16": np.float16, "float64": np.float64,
+              "int8": np.int8, "uint8": np.uint8, "bool": np.bool_, "int16": np.int16}
+
+
 class Resolver:
     """Per-node shape inference with constant shape values folded in numpy."""
 
@@ -104,7 +108,16 @@ class Resolver:
         if name in self.values:
             return self.values[name]
         node = self.producer.get(name)
-        if node is None or depth > 200 or node.op_type not in FOLDABLE or node.domain not in ("", "ai.onnx"):
+        if node is None:
+            # any tensor with a zero-sized static shape has a known value: it is empty
+            t = self.types.get(name)
+            dims = static(t[0]) if t is not None else None
+            if dims is not None and 0 in dims and t[1] in _NP_DTYPES:
+                val = np.zeros(dims, dtype=_NP_DTYPES[t[1]])
+                self.values[name] = val
+                return val
+            return None
+        if depth > 200 or node.op_type not in FOLDABLE or node.domain not in ("", "ai.onnx"):
             return None
         if node.op_type in ("Shape", "Size"):
             dims = static(self.types.get(node.input[0], (None, ""))[0])

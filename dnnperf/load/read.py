@@ -160,8 +160,11 @@ def type_shape(tp) -> tuple[tuple | None, str]:
     """(dims or None, dtype) of a TypeProto; a dim is int, str (symbol) or None (unknown)."""
     if not tp.HasField("tensor_type"):
         which = tp.WhichOneof("value")
-        if which in ("sequence_type", "optional_type", "map_type"):
-            return None, which.split("_")[0]
+        if which == "optional_type":  # an optional holds its element (or nothing): cost it as the element
+            return type_shape(tp.optional_type.elem_type)
+        if which in ("sequence_type", "map_type"):
+            # a handle: its elements are counted where they are produced and consumed (0 bytes itself)
+            return (), which.split("_")[0]
         return None, "float32"
     tt = tp.tensor_type
     dtype = DTYPE_NAMES.get(tt.elem_type, "float32")

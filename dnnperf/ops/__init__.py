@@ -183,7 +183,7 @@ def cost_node(graph: Graph, node: Node) -> Workload:
 
 
 def _load() -> None:
-    from dnnperf.ops import attention, control, elementwise, matrix, movement, norm, pool, rnn  # noqa: F401
+    from dnnperf.ops import attention, control, elementwise, extra, matrix, movement, norm, pool, rnn  # noqa: F401
 
 
 _load()

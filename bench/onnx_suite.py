@@ -1,0 +1,115 @@
+"""Issue 17: every model of ONNX's own node test suite through ``dnnperf inspect``.
+
+    python bench/onnx_suite.py [--jobs N] [--show 20]
+
+``onnx.backend.test.case.node.collect_testcases()`` builds one small model per test case of every
+operator from the installed onnx package. Each is written to a temporary file and inspected as a user
+would (in-process, the same code path as ``dnnperf inspect -f json``). Counted: crashes (an exception
+that is not dnnperf's one-line error), refusals (exit 2), models analysed with unscored nodes (by op
+type and reason), and models with nothing to analyse. The baseline of the time ratio is the same
+files through ``onnx.load`` + ``onnx.shape_inference`` in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+
+def cases():
+    import warnings
+
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return collect_testcases()
+
+
+def check_one(args) -> dict:
+    name, data, tmp = args
+    from dnnperf.api import inspect_model
+    from dnnperf.errors import DnnperfError
+
+    path = os.path.join(tmp, name + ".onnx")
+    with open(path, "wb") as fh:
+        fh.write(data)
+    t = time.perf_counter()
+    try:
+        insp = inspect_model(path)
+    except DnnperfError as exc:
+        return {"name": name, "status": "refused", "reason": str(exc)[:300], "s": time.perf_counter() - t}
+    except Exception as exc:  # a crash: what this benchmark exists to find
+        return {"name": name, "status": "crash", "reason": f"{type(exc).__name__}: {exc}"[:300],
+                "s": time.perf_counter() - t}
+    s = time.perf_counter() - t
+    unscored = [(r.node.domain or "", r.node.op_type, r.kind, (r.reason or "")[:120]) for r in insp.unscored()]
+    if unscored:
+        return {"name": name, "status": "unscored", "unscored": unscored, "s": s}
+    if not insp.costed() or insp.totals()["ops"] == 0 and insp.totals()["bytes"] == 0:
+        return {"name": name, "status": "empty", "s": s}
+    return {"name": name, "status": "ok", "s": s}
+
+
+def baseline_one(args) -> float:
+    name, data, tmp = args
+    import onnx
+
+    t = time.perf_counter()
+    try:
+        m = onnx.load_from_string(data)
+        onnx.shape_inference.infer_shapes(m)
+    except Exception:
+        pass
+    return time.perf_counter() - t
+
+
+def run(jobs: int | None = None) -> tuple[list[dict], float, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        tasks = [(c.name, c.model.SerializeToString(), tmp) for c in cases() if c.model is not None]
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            t = time.perf_counter()
+            res = list(pool.map(check_one, tasks, chunksize=16))
+            ours = time.perf_counter() - t
+            t = time.perf_counter()
+            list(pool.map(baseline_one, tasks, chunksize=16))
+            base = time.perf_counter() - t
+    return res, ours, base
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--show", type=int, default=20)
+    args = ap.parse_args()
+    import onnx
+
+    res, ours, base = run(args.jobs)
+    by = collections.Counter(r["status"] for r in res)
+    print(f"onnx {onnx.__version__} (opset {onnx.defs.onnx_opset_version()}): {len(res)} node test models")
+    for k in ("ok", "unscored", "empty", "refused", "crash"):
+        print(f"  {k:<9} {by.get(k, 0)}")
+    ops = collections.Counter()
+    for r in res:
+        for dom, op, kind, reason in r.get("unscored", []):
+            ops[(dom, op, kind)] += 1
+    if ops:
+        print(f"unscored op types: {len({(d, o) for d, o, _ in ops})}")
+        for (dom, op, kind), n in ops.most_common(args.show):
+            print(f"  {n:>4}  {(dom + ':' if dom else '') + op:<40} {kind}")
+    for r in [r for r in res if r["status"] in ("refused", "crash")][: args.show]:
+        print(f"  {r['status']}: {r['name']}: {r['reason']}")
+    print(f"time: dnnperf {ours:.1f} s vs onnx.load + shape_inference {base:.1f} s on the same files "
+          f"({ours / base:.1f}x)")
+
+
+if __name__ == "__main__":
+    main()
