@@ -131,7 +131,7 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
             continue
         if w.note:
             warnings.append(f"{node.name} ({node.op_type}): {w.note}")
-            if "unknown trip count" in w.note:
+            if "unknown trip count" in w.note or "upper bound" in w.note:
                 unsupported.append({"node": node.name, "op_type": key_of(node), "reason": w.note, "kind": "bound"})
         rows.append(Row(node, w, shape, dtype))
     input_bytes = 0

@@ -79,6 +79,48 @@ _SAME_SHAPE = frozenset({
 })
 
 
+def _bound_shapes(ordered, types, res) -> bool:
+    """Upper bounds for outputs whose size depends on the data (Unique, NonMaxSuppression, NonZero);
+    the cost functions say that they were costed at the bound."""
+    changed = False
+    for n in ordered:
+        if n.op_type not in ("Unique", "NonMaxSuppression", "NonZero") or n.domain not in ("", "ai.onnx"):
+            continue
+        if all(o and static(types.get(o, (None, ""))[0]) is not None for o in n.output if o):
+            continue
+        x = types.get(n.input[0]) if n.input else None
+        dims = static(x[0]) if x is not None else None
+        if dims is None:
+            continue
+        numel = 1
+        for d in dims:
+            numel *= d
+        if n.op_type == "Unique":
+            axis = res.attrs(n).get("axis")
+            if axis is None:
+                shapes = [((numel,), x[1]), ((numel,), "int64"), ((numel,), "int64"), ((numel,), "int64")]
+            else:
+                a = int(axis) % len(dims)
+                shapes = [(tuple(dims), x[1])] + [((dims[a],), "int64")] * 3
+        elif n.op_type == "NonZero":
+            shapes = [((len(dims), numel), "int64")]
+        else:
+            sc = types.get(n.input[1]) if len(n.input) > 1 else None
+            sdims = static(sc[0]) if sc is not None else None
+            if sdims is None or len(sdims) != 3:
+                continue
+            b, c, boxes = sdims
+            cap = res.value(n.input[2]) if len(n.input) > 2 and n.input[2] else None
+            if cap is not None and cap.size == 1:
+                boxes = min(boxes, max(0, int(cap.reshape(-1)[0])))
+            shapes = [((b * c * boxes, 3), "int64")]
+        for o, t in zip(n.output, shapes):
+            if o:
+                types[o] = t
+                changed = True
+    return changed
+
+
 def _backward_shapes(ordered, types) -> None:
     for n in reversed(ordered):
         if n.op_type not in _SAME_SHAPE or n.domain not in ("", "ai.onnx") or not n.input or not n.output:
@@ -128,12 +170,10 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
             empty.append((vi.name, dims))
         else:
             real += 1
-    if empty and not real:  # an empty KV cache next to real tokens is fine; nothing but empty inputs is not
+    if empty and not real:  # valid, but nothing to compute: say so and carry on
         name, dims = empty[0]
-        raise DnnperfError(
-            f"model input '{name}' in '{path}' has a zero-sized dimension {list(dims)}: there is no work to "
-            "analyse — pass real sizes with --input-shape NAME=AxBxC"
-        )
+        notes.append(f"model input '{name}' has a zero-sized dimension {list(dims)}: there is no work to analyse "
+                     "— pass real sizes with --input-shape NAME=AxBxC")
     check_domains(model, path)
     available = {i.name for i in g.input} | set(init_info)
     stored = list(g.node)
@@ -169,6 +209,9 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
                 res.values[init.name] = v
     for n in ordered:
         res.infer_node(n)
+    if _bound_shapes(ordered, types, res):
+        for n in ordered:  # downstream of the bounded outputs
+            res.infer_node(n)
     _backward_shapes(ordered, types)
     tensors: dict[str, Tensor] = {}
     for name, (dims, dtype) in types.items():

@@ -59,4 +59,14 @@ def scan(ctx: Ctx):
     return w.scaled(steps)
 
 
-register({"If": if_, "Loop": loop, "Scan": scan})
+def sequence_map(ctx: Ctx):
+    """SequenceMap: the body once per element of the input sequence; the length is known only at
+    run time, so one iteration is costed (an explicit lower bound, as for Loop)."""
+    body = ctx.node.subgraphs.get("body")
+    if body is None:
+        raise Unsupported("SequenceMap without body")
+    w = _body(body, "SequenceMap body")
+    return replace(w, note="unknown trip count (sequence length): costed as ONE iteration")
+
+
+register({"If": if_, "Loop": loop, "Scan": scan, "SequenceMap": sequence_map})

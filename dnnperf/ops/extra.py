@@ -172,6 +172,32 @@ def flex_attention(ctx: Ctx):
                         parallel=max(scores, ctx.out_numel()))
 
 
+def nms(ctx: Ctx):
+    """NonMaxSuppression: per batch and class, sort the boxes (n log n) and compare each kept box
+    with the rest (IoU, ~12 ops): bounded by every pair, n^2 / 2. Its output size depends on the
+    data: costed at the upper bound (every box of every class selected)."""
+    boxes = ctx.in_shape(0)  # (batch, spatial, 4)
+    scores = ctx.in_shape(1)  # (batch, classes, spatial)
+    b, c, n = scores
+    pairs = b * c * n * max(n - 1, 0) // 2
+    sort = int(b * c * n * max(log2(n), 1)) if n > 1 else b * c
+    w = ctx.workload("host", other=12 * pairs + sort, parallel=max(1, b * c * n))
+    return _with_note(w, "data-dependent output: costed at its upper bound (every box kept)")
+
+
+def unique(ctx: Ctx):
+    """Unique: a sort of the input (n log n comparisons) and one pass; outputs at their upper bound."""
+    n = ctx.in_numel(0)
+    w = ctx.workload("host", other=int(n * max(log2(n), 1)) + n if n > 1 else 1)
+    return _with_note(w, "data-dependent output: costed at its upper bound (every element unique)")
+
+
+def _with_note(w, note: str):
+    from dataclasses import replace
+
+    return replace(w, note=note)
+
+
 def host_per_input(k: int):
     """Host-side work proportional to every input element read."""
 
@@ -213,6 +239,8 @@ register({
     "LinearAttention": linear_attention,
     "CausalConvWithState": causal_conv_with_state,
     "ai.onnx.preview:FlexAttention": flex_attention,
+    "NonMaxSuppression": nms,
+    "Unique": unique,
     "StringConcat": host_per_output(8),
     "StringSplit": host_per_input(8),
     "StringNormalizer": host_per_input(8),

@@ -167,10 +167,32 @@ def fused_gemm(ctx: Ctx):
     return ctx.workload("matmul", macs=w.macs, other=w.other_ops + extra * ctx.out_numel(), gemm=w.gemm)
 
 
+def _expand_ellipsis(ctx: Ctx, eq: str) -> str:
+    """Replace '...' by explicit letters (unused capitals): as many as the input has extra dims."""
+    lhs, arrow, rhs = eq.partition("->")
+    spare = [c for c in "ZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in eq]
+    terms, width = [], 0
+    for i, term in enumerate(lhs.split(",")):
+        if "..." in term:
+            n = len(ctx.in_shape(i)) - (len(term) - 3)
+            if n < 0 or n > len(spare):
+                raise Unsupported(f"Einsum term '{term}' does not match input rank {len(ctx.in_shape(i))}")
+            width = max(width, n)
+            term = term.replace("...", "".join(spare[len(spare) - n:]))  # right-aligned: broadcasting
+        terms.append(term)
+    dots = "".join(spare[len(spare) - width:]) if width else ""
+    if arrow:
+        rhs = rhs.replace("...", dots)
+    else:
+        letters = "".join(terms).replace(",", "")
+        rhs = dots + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in dots))
+    return ",".join(terms) + "->" + rhs
+
+
 def einsum(ctx: Ctx):
     eq = str(ctx.attr("equation", "")).replace(" ", "")
     if "..." in eq:
-        raise Unsupported("Einsum with ellipsis is not costed")
+        eq = _expand_ellipsis(ctx, eq)
     if "->" in eq:
         lhs, rhs = eq.split("->")
     else:

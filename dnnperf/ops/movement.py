@@ -50,8 +50,8 @@ def fill(ctx: Ctx):
 
 MOVEMENT = ["Concat", "Split", "Slice", "GatherElements", "GatherND", "ScatterElements", "ScatterND",
             "Scatter", "Expand", "Tile", "Transpose", "Pad", "DepthToSpace", "SpaceToDepth",
-            "ReverseSequence", "Compress", "OneHot", "Trilu", "NonZero", "Unique", "SplitToSequence",
-            "ConcatFromSequence", "SequenceAt", "SequenceConstruct", "SequenceInsert", "SequenceEmpty",
+            "ReverseSequence", "Compress", "OneHot", "Trilu", "NonZero", "SplitToSequence",
+            "ConcatFromSequence", "SequenceAt", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceEmpty",
             "SequenceLength", "CenterCropPad", "Col2Im", "ImageDecoder"]
 VIEWS = ["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Optional",
          "OptionalGetElement", "OptionalHasElement"]
