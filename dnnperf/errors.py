@@ -12,3 +12,9 @@ class DnnperfError(Exception):
 
     def __str__(self) -> str:  # one line, always
         return " ".join(self.message.split())
+
+
+class TooNoisy(DnnperfError):
+    """Measurements that never settle: the machine is too busy to calibrate or validate on (exit 3)."""
+
+    exit_code = 3

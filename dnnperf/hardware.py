@@ -122,6 +122,7 @@ class HardwareProfile:
     unverified: tuple[str, ...] = ()
     notes: str = ""
     validation: tuple[dict, ...] = ()
+    measured: dict = field(default_factory=dict)  # how a calibrated profile was measured (threads...)
     path: str = ""
 
     def validation_summary(self) -> str:
@@ -356,6 +357,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         unverified=tuple(str(x) for x in unverified),
         notes=str(d.get("notes", "")),
         validation=_validation(d.get("validation"), where),
+        measured=dict(d["measured"]) if isinstance(d.get("measured"), dict) else {},
     )
 
 

@@ -71,4 +71,4 @@ def validate(
     positive(runs, "--runs")
     profile = load_profile(hw)
     d = run_validate(model, profile, overrides(batch, input_shape, dim), threads, runs)
-    return Document("validate", d)
+    return Document("validate", d, notes=tuple(d.get("notes", ())))

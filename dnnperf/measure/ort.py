@@ -66,6 +66,54 @@ def median_run(sess, feeds, warmup: int, runs: int, budget_s: float) -> float:
     return robust_median(timed_runs(sess, feeds, warmup, runs, budget_s))
 
 
+# the measurement protocol shared by calibrate and validate
+ROUND_TOLERANCE = 0.03  # two rounds agree when every best time moved less than this
+SMALL_TOLERANCE = 0.10  # ... or this for timings under SMALL_S (dispatch-sized)
+SMALL_S = 50e-6
+
+
+def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budget_s: float, progress=None) -> dict:
+    """Interleaved rounds over ``jobs`` ({name: (session or a function making one, feeds)}): sessions
+    made by a function live only while their job is timed (an idle session's threads keep spinning
+    and slow the others). Each round times every job once
+    (robust median of its faster runs), rotating the order so that a slow moment hits different jobs;
+    a job's time is its best round (other tenants only ever slow a run down). Rounds repeat until the
+    last round moved no best time by more than the tolerance (and at least ``rounds_min`` ran);
+    after ``rounds_max`` rounds without agreement the machine is too noisy (TooNoisy, exit 3).
+    Returns {"times": {name: s}, "rounds": n, "spread": {name: max/min - 1 over rounds}}."""
+    from dnnperf.errors import TooNoisy
+
+    names = list(jobs)
+    history: dict[str, list[float]] = {n: [] for n in names}
+    best: dict[str, float] = {}
+    for r in range(rounds_max):
+        k = r % len(names) if names else 0
+        moved = {}
+        for n in names[k:] + names[:k]:
+            sess, feeds = jobs[n]
+            made = callable(sess)
+            if made:
+                sess = sess()
+            t = median_run(sess, feeds, warmup=2, runs=runs, budget_s=budget_s)
+            if made:
+                del sess
+            history[n].append(t)
+            old = best.get(n)
+            best[n] = t if old is None else min(old, t)
+            if old is not None:
+                moved[n] = (old - best[n]) / old
+            if progress:
+                progress(n)
+        if r + 1 >= rounds_min and moved and all(
+                v <= (SMALL_TOLERANCE if best[n] < SMALL_S else ROUND_TOLERANCE) for n, v in moved.items()):
+            return {"times": best, "rounds": r + 1,
+                    "spread": {n: max(h) / min(h) - 1 for n, h in history.items()}}
+    worst = max(moved, key=lambda n: moved[n]) if moved else "?"
+    raise TooNoisy(f"measurements did not settle in {rounds_max} rounds (e.g. '{worst}' still improved by "
+                   f"{moved.get(worst, 0) * 100:.0f}% in the last round): the machine is too busy — stop other "
+                   "work or pin the run (--threads), then try again")
+
+
 def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:

@@ -7,7 +7,7 @@ import os
 import re
 
 from dnnperf.fmt import sig
-from dnnperf.measure.ort import feeds_for, median_run, profiled_kernels, runnable_bytes, session
+from dnnperf.measure.ort import feeds_for, profiled_kernels, runnable_bytes, session, settled_times
 
 
 def _sig(x: float) -> float:
@@ -20,10 +20,12 @@ def measure(path: str, graph, threads: int | None, runs: int = 20, warmup: int =
     feeds = feeds_for(graph)
     # plain session for the end-to-end latency (profiling adds overhead per node)
     sess = session(data, threads)
-    latency = median_run(sess, feeds, warmup=warmup, runs=runs, budget_s=10.0)
+    settled = settled_times({"model": (sess, feeds)}, rounds_min=3, rounds_max=8, runs=max(3, runs // 3),
+                            budget_s=3.0)
+    latency = settled["times"]["model"]
     del sess  # an idle session's worker threads may keep spinning: free it before the profiled run
     gc.collect()
-    return latency, profiled_kernels(data, feeds, threads, runs, warmup)
+    return latency, profiled_kernels(data, feeds, threads, runs, warmup), settled
 
 
 def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
@@ -77,7 +79,7 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
     graph = load_graph(path, overrides)
     insp = inspect_graph(graph, path)
     rep = analyze(insp, hw, Settings(fusion="typical"), with_fixes=False)
-    latency, kernels = measure(path, graph, threads, runs=runs)
+    latency, kernels, settled = measure(path, graph, threads, runs=runs)
     layers = [c.layer for c in rep.score.layers]
     meas, unmatched = map_kernels(kernels, graph, layers)
     pred = {c.name: c.time_s for c in rep.score.layers if c.time_s > 0}
@@ -97,6 +99,17 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
     top_pred5 = [k for k in pred if pred[k] >= kth5 * (1 - 1e-9)]
     top_pred10 = [k for k in pred if pred[k] >= kth10 * (1 - 1e-9)]
     predicted = rep.score.totals["latency_s"]
+    rank_p = {k: i + 1 for i, k in enumerate(sorted(pred, key=lambda k: (-pred[k], k)))}
+    rank_m = {k: i + 1 for i, k in enumerate(sorted(meas, key=lambda k: (-meas[k], k)))}
+    shown = list(dict.fromkeys(top_meas + sorted(pred, key=lambda k: (-pred[k], k))[:5]))
+    top_layers = [{"layer": k, "measured_s": _sig(meas.get(k, 0.0) * 1e-6), "measured_rank": rank_m.get(k),
+                   "predicted_s": _sig(pred.get(k, 0.0)), "predicted_rank": rank_p.get(k)} for k in shown]
+    notes = []
+    cal = (getattr(hw, "measured", None) or {}).get("threads")
+    used = threads or os.cpu_count()
+    if cal and int(cal) != int(used):
+        notes.append(f"{hw.name} was calibrated with {cal} threads but this run uses {used}: calibrate with "
+                     f"--threads {used} (or validate with --threads {cal}) for a like-for-like comparison")
     return {
         "schema_version": "dnnperf-validate/1",
         "model": os.path.basename(path),
@@ -108,6 +121,10 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
         "measured_top5": top_meas,
         "top5_also_predicted_top5": [k for k in top_meas if k in top_pred5],
         "top5_inside_predicted_top10": all(k in top_pred10 for k in top_meas),
+        "top_layers": top_layers,
+        "rounds": settled["rounds"],
+        "spread": _sig(settled["spread"]["model"]),
+        "notes": notes,
         "kernels_matched": len(kernels) - len(unmatched),
         "kernels_unmatched": {k: _sig(v * 1e-6) for k, v in sorted(unmatched.items())},
         "layers": rows,

@@ -370,7 +370,12 @@ def _validate(doc) -> list:
                   "-" if r["error"] is None else f"{r['error'] * 100:+.0f}%"] for r in rows], left=(0, 1)),
             Lines([f"model: predicted {t(d['predicted_s'])}, measured {t(d['measured_s'])}, "
                    f"error {d['error'] * 100:+.1f}%; measured top-5 inside predicted top-10: "
-                   f"{d['top5_inside_predicted_top10']}; unmatched kernels: {len(d['kernels_unmatched'])}"])]
+                   f"{d['top5_inside_predicted_top10']}; unmatched kernels: {len(d['kernels_unmatched'])}"
+                   + (f"; {d['rounds']} measurement rounds, spread {d['spread'] * 100:.1f}%" if "rounds" in d else "")]),
+            Tab("Top layers: measured next to predicted (rank in each)",
+                ["layer", "measured", "rank", "predicted", "rank"],
+                [[_short(r["layer"]), t(r["measured_s"]), str(r["measured_rank"] or "-"), t(r["predicted_s"]),
+                  str(r["predicted_rank"] or "-")] for r in d.get("top_layers", [])], left=(0,))]
 
 
 def _published(doc) -> list:
