@@ -26,6 +26,9 @@ read a layer's activations at that rate when they fit on chip (they were just wr
 weights too when all of the model's weights fit in an eighth of it; otherwise weights stream from
 DRAM once per inference. Model time = sum of layers + host->device input transfer, unless the
 input is prefetched (overlapped).
+
+Why one module of ~560 lines: the step table and every step function must be read together (the
+losses of one step are the input of the next); the GPU steps share the same state object.
 """
 
 from __future__ import annotations
