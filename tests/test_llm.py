@@ -134,7 +134,6 @@ def test_memory_that_does_not_fit_is_refused_with_what_is_missing(models):
 def test_weight_quantisation_fix_by_hand(models):
     rep, d = analyze_phases(models["7b"], load_profile("h100"), Settings(runtime="graph"),
                             PhaseRequest("decode", context=512))
-    fixes = {(f["id"], f["text"].split()[0]): f for f in d["fixes"]}
     w = rep.score.totals["weight_bytes"]
     int4 = next(f for f in d["fixes"] if f["id"] == "weight_quantization" and "int4" in f["text"])
     # 16 -> 4 bits saves three quarters of the weight bytes at the achievable 75% of 3350 GB/s
@@ -143,7 +142,6 @@ def test_weight_quantisation_fix_by_hand(models):
     assert {"kv_cache_quantization", "grouped_query_attention", "speculative_decoding", "bigger_batch"} <= ids
     spec = next(f for f in d["fixes"] if f["id"] == "speculative_decoding")
     assert "acceptance rate 0.7" in spec["assumes"]
-    assert fixes  # ranked by saving
     assert [f["saving_s"] for f in d["fixes"]] == sorted((f["saving_s"] for f in d["fixes"]), reverse=True)
 
 

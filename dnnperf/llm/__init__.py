@@ -1,6 +1,7 @@
 """Large language models: KV-cache detection, prefill and decode phases, serving what-ifs, and
 weightless Llama-architecture skeletons of any configuration."""
 
+from __future__ import annotations
 
 
 def phase_report_dicts(path: str, overrides, specs: list[str], settings, request, top: int | None = None) -> list[dict]:
