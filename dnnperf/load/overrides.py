@@ -98,5 +98,7 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
         raise DnnperfError(
             f"unresolved dynamic input dims in '{path}': {', '.join(parts)} — fix with {hint}"
             + (" (or --batch N for the batch dim)" if any(i == axes.get(n, 0) for n, i, _ in missing) else "")
+            + ("; a decoder with a KV cache: --phase prefill --prompt N or --phase decode --context N sets them"
+               if any("past" in n.lower() for n, _, _ in missing) else "")
         )
     return [f"batch dim {', '.join(assumed)} unresolved: assumed 1 (pass --batch N)"] if assumed else []
