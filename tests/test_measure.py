@@ -18,7 +18,7 @@ from helpers import conv_model, save  # noqa: E402
 
 @pytest.fixture(scope="module")
 def local_profile(tmp_path_factory):
-    prof = calibrate(quick=True)
+    prof = calibrate(quick=True, strict=False)  # shared CI machines may be noisy: never exit on it here
     p = tmp_path_factory.mktemp("cal") / "local.yaml"
     p.write_text(yaml.safe_dump(prof, sort_keys=False))
     return prof, str(p)
@@ -64,7 +64,7 @@ def test_kernel_mapping_handles_fusion_and_renames(tmp_path, local_profile):
 
 def test_validate_tiny_model(tmp_path, local_profile):
     path = save(conv_model(8, 16, 12, 12, 3, pads=[1, 1, 1, 1], relu=True), tmp_path)
-    d = validate(path, load_profile(local_profile[1]), ShapeOverrides(), runs=3)
+    d = validate(path, load_profile(local_profile[1]), ShapeOverrides(), runs=3, strict=False)
     assert d["measured_s"] > 0 and d["predicted_s"] > 0
     assert d["kernels_matched"] >= 1
     assert any(r["layer"] == "conv+relu" and r["measured_s"] > 0 for r in d["layers"])
@@ -120,3 +120,24 @@ def test_ort_optimised_models_keep_their_macs(tmp_path):
     assert not opt.unsupported
     assert any(r.node.op_type == "FusedConv" for r in opt.rows)
     assert opt.totals()["macs"] == inspect_model(src).totals()["macs"] == 16 * 400 * 8 * 9
+
+
+def test_protocol_settles_or_says_the_machine_is_too_noisy(monkeypatch):
+    """The rounds logic on scripted timings (no clock involved)."""
+    from dnnperf.errors import TooNoisy
+    from dnnperf.measure import ort as ort_mod
+
+    script = {"a": iter([1.0, 1.01, 1.0, 1.0]), "b": iter([2.0, 2.0, 2.0, 2.0])}
+    monkeypatch.setattr(ort_mod, "median_run", lambda sess, feeds, **kw: next(script[sess]))
+    r = ort_mod.settled_times({"a": ("a", None), "b": ("b", None)}, rounds_min=3, rounds_max=6, runs=1, budget_s=0)
+    assert r["settled"] and r["rounds"] == 3 and r["times"] == {"a": 1.0, "b": 2.0}
+    assert r["spread"]["a"] == pytest.approx(0.01)
+    # a job that keeps getting faster by half never settles
+    halving = {"a": iter([1.0 / 2 ** i for i in range(10)])}
+    monkeypatch.setattr(ort_mod, "median_run", lambda sess, feeds, **kw: next(halving[sess]))
+    with pytest.raises(TooNoisy, match="did not settle in 4 rounds") as exc:
+        ort_mod.settled_times({"a": ("a", None)}, rounds_min=2, rounds_max=4, runs=1, budget_s=0)
+    assert exc.value.exit_code == 3
+    halving = {"a": iter([1.0 / 2 ** i for i in range(10)])}
+    r = ort_mod.settled_times({"a": ("a", None)}, rounds_min=2, rounds_max=4, runs=1, budget_s=0, strict=False)
+    assert not r["settled"] and r["times"]["a"] == 1.0 / 8

@@ -16,7 +16,7 @@ def _sig(x: float) -> float:
     return sig(x, 4)
 
 
-def calibrate(quick: bool = False, threads: int | None = None, progress=None) -> dict:
+def calibrate(quick: bool = False, threads: int | None = None, progress=None, strict: bool = True) -> dict:
     """Measure this CPU and return a profile dict (schema dnnperf-hw/1)."""
     rt = ort()
     t0 = time.perf_counter()
@@ -25,7 +25,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None) ->
     budget = 0.25 if quick else 1.0
     jobs = {mb.name: (lambda b=mb.model.SerializeToString(): session(b, threads), mb.feeds) for mb in table}
     settled = settled_times(jobs, rounds_min=2 if quick else 3, rounds_max=5 if quick else 8, runs=runs,
-                            budget_s=budget, progress=progress)
+                            budget_s=budget, progress=progress, strict=strict)
     del jobs
     times = settled["times"]
     by = {mb.name: mb for mb in table}
@@ -87,6 +87,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None) ->
         "protocol": "interleaved rounds, best of the rounds' robust medians, repeated until two rounds agree "
                     "(3%; 10% under 50 us)",
         "rounds": settled["rounds"],
+        "settled": settled["settled"],
         "spread_max": _sig(max(settled["spread"].values(), default=0.0)),
         "spread": {k: _sig(v) for k, v in sorted(settled["spread"].items())},
         "seconds": round(time.perf_counter() - t0, 1),

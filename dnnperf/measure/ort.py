@@ -72,15 +72,18 @@ SMALL_TOLERANCE = 0.10  # ... or this for timings under SMALL_S (dispatch-sized)
 SMALL_S = 50e-6
 
 
-def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budget_s: float, progress=None) -> dict:
+def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budget_s: float, progress=None,
+                  strict: bool = True) -> dict:
     """Interleaved rounds over ``jobs`` ({name: (session or a function making one, feeds)}): sessions
     made by a function live only while their job is timed (an idle session's threads keep spinning
     and slow the others). Each round times every job once
     (robust median of its faster runs), rotating the order so that a slow moment hits different jobs;
     a job's time is its best round (other tenants only ever slow a run down). Rounds repeat until the
     last round moved no best time by more than the tolerance (and at least ``rounds_min`` ran);
-    after ``rounds_max`` rounds without agreement the machine is too noisy (TooNoisy, exit 3).
-    Returns {"times": {name: s}, "rounds": n, "spread": {name: max/min - 1 over rounds}}."""
+    after ``rounds_max`` rounds without agreement the machine is too noisy (TooNoisy, exit 3), or,
+    with ``strict=False`` (the test suite on shared CI machines), the best times so far are returned
+    marked ``settled: False``.
+    Returns {"times": {name: s}, "rounds": n, "spread": {name: max/min - 1 over rounds}, "settled": bool}."""
     from dnnperf.errors import TooNoisy
 
     names = list(jobs)
@@ -106,8 +109,11 @@ def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budge
                 progress(n)
         if r + 1 >= rounds_min and moved and all(
                 v <= (SMALL_TOLERANCE if best[n] < SMALL_S else ROUND_TOLERANCE) for n, v in moved.items()):
-            return {"times": best, "rounds": r + 1,
+            return {"times": best, "rounds": r + 1, "settled": True,
                     "spread": {n: max(h) / min(h) - 1 for n, h in history.items()}}
+    if not strict:
+        return {"times": best, "rounds": rounds_max, "settled": False,
+                "spread": {n: max(h) / min(h) - 1 for n, h in history.items()}}
     worst = max(moved, key=lambda n: moved[n]) if moved else "?"
     raise TooNoisy(f"measurements did not settle in {rounds_max} rounds (e.g. '{worst}' still improved by "
                    f"{moved.get(worst, 0) * 100:.0f}% in the last round): the machine is too busy — stop other "
