@@ -370,37 +370,29 @@ def _tensor_skeleton(buf, start: int, end: int) -> bytes:
     return bytes(out)
 
 
-def _graph_skeleton(buf, start: int, end: int) -> bytes:
+def _rewrite_field(buf, start: int, end: int, field_no: int, rewrite) -> bytes:
+    """The message in ``buf[start:end]`` with every length-delimited field ``field_no`` replaced by
+    ``rewrite(buf, value_start, value_end)``; every other field is copied as it is."""
     out = bytearray()
     pos = start
     while pos < end:
         key, p = _varint(buf, pos, end)
         fno, wt = key >> 3, key & 7
         nxt = _skip(buf, p, wt, end)
-        if fno == 5 and wt == 2:  # initializer
+        if fno == field_no and wt == 2:
             ln, q = _varint(buf, p, end)
-            t = _tensor_skeleton(buf, q, q + ln)
-            out += buf[pos:p] + _enc_varint(len(t)) + t
+            v = rewrite(buf, q, q + ln)
+            out += buf[pos:p] + _enc_varint(len(v)) + v
         else:
             out += buf[pos:nxt]
         pos = nxt
     return bytes(out)
+
+
+def _graph_skeleton(buf, start: int, end: int) -> bytes:
+    return _rewrite_field(buf, start, end, 5, _tensor_skeleton)  # GraphProto.initializer
 
 
 def skeleton_bytes(buf) -> bytes:
     """ModelProto bytes with the main graph's initializer payloads left out (``buf``: bytes or mmap)."""
-    end = len(buf)
-    out = bytearray()
-    pos = 0
-    while pos < end:
-        key, p = _varint(buf, pos, end)
-        fno, wt = key >> 3, key & 7
-        nxt = _skip(buf, p, wt, end)
-        if fno == 7 and wt == 2:  # graph
-            ln, q = _varint(buf, p, end)
-            g = _graph_skeleton(buf, q, q + ln)
-            out += buf[pos:p] + _enc_varint(len(g)) + g
-        else:
-            out += buf[pos:nxt]
-        pos = nxt
-    return bytes(out)
+    return _rewrite_field(buf, 0, len(buf), 7, _graph_skeleton)  # ModelProto.graph
