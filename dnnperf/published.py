@@ -209,13 +209,12 @@ def records(kernels: list[Kernel], hw: HardwareProfile, data_label: str) -> list
     return out
 
 
-def sheets_for(kernels: list[Kernel], hw: HardwareProfile, strict: bool = False) -> list[Kernel]:
+def sheets_for(kernels: list[Kernel], hw: HardwareProfile) -> list[Kernel]:
     """The kernels of the sheets measured on ``hw``'s GPU (matched by name in the sheet's GPU or
-    title); all of them when no sheet names it (none when ``strict``)."""
+    title); none when no sheet names it (never another GPU's measurements)."""
     keys = {hw.name.lower().replace("-", ""), *hw.title.lower().replace("-", " ").split()}
-    mine = [k for k in kernels if hw.name.lower().replace("-", "") in k.gpu.lower().replace(" ", "").replace("-", "")
+    return [k for k in kernels if hw.name.lower().replace("-", "") in k.gpu.lower().replace(" ", "").replace("-", "")
             or any(w and w in k.gpu.lower().split() for w in keys if len(w) >= 2 and any(ch.isdigit() for ch in w))]
-    return mine if (mine or strict) else kernels
 
 
 def default_data() -> str:
@@ -226,7 +225,12 @@ def default_data() -> str:
 def published_document(path: str, hw: HardwareProfile, worst: int = 10) -> dict:
     """``dnnperf validate --published FILE --hw NAME``: per sheet and overall statistics, the held-out
     quarter on its own, and the worst kernels with the cause dnnperf gives them."""
-    kernels = sheets_for(load_published(path), hw)
+    every = load_published(path)
+    kernels = sheets_for(every, hw)
+    if not kernels:
+        gpus = ", ".join(sorted({k.gpu for k in every}))
+        raise DnnperfError(f"no sheet of '{path}' was measured on {hw.name} ({hw.title}); its sheets are for: {gpus} "
+                           "— pass the profile of one of those GPUs with --hw")
     res = validate_published(kernels, hw)
     rows = []
     for sheet in dict.fromkeys(r["sheet"] for r in res["rows"]):
