@@ -253,3 +253,13 @@ def test_macs_scale_linearly_with_batch(tmp_path):
     a = inspect_model(p, ShapeOverrides(batch=1)).totals()["macs"]
     b = inspect_model(p, ShapeOverrides(batch=7)).totals()["macs"]
     assert b == 7 * a == 7 * 16 * 100 * 8 * 9
+
+
+def test_data_dependent_outputs_are_costed_at_a_marked_bound(tmp_path):
+    # NonZero of a 3x4 tensor: at most 12 non-zero elements, indices [rank 2, 12] int64 = 192 bytes
+    m = model([helper.make_node("NonZero", ["x"], ["y"])], [vi("x", [3, 4])], [vi("y", None)])
+    insp = inspect_model(save(m, tmp_path))
+    row = insp.rows[0]
+    assert row.workload is not None and row.workload.bytes_written == 2 * 12 * 8
+    assert [u["kind"] for u in insp.unsupported] == ["bound"] and "upper bound" in insp.unsupported[0]["reason"]
+    assert insp.coverage()["complete"]

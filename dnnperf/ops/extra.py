@@ -192,6 +192,11 @@ def unique(ctx: Ctx):
     return _with_note(w, "data-dependent output: costed at its upper bound (every element unique)")
 
 
+def nonzero(ctx: Ctx):
+    """NonZero: one pass over the input; its output (the indices) is costed at its upper bound."""
+    return _with_note(ctx.workload("movement"), "data-dependent output: costed at its upper bound (every element non-zero)")
+
+
 def _with_note(w, note: str):
     from dataclasses import replace
 
@@ -241,6 +246,7 @@ register({
     "ai.onnx.preview:FlexAttention": flex_attention,
     "NonMaxSuppression": nms,
     "Unique": unique,
+    "NonZero": nonzero,
     "StringConcat": host_per_output(8),
     "StringSplit": host_per_input(8),
     "StringNormalizer": host_per_input(8),

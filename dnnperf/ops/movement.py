@@ -50,7 +50,7 @@ def fill(ctx: Ctx):
 
 MOVEMENT = ["Concat", "Split", "Slice", "GatherElements", "GatherND", "ScatterElements", "ScatterND",
             "Scatter", "Expand", "Tile", "Transpose", "Pad", "DepthToSpace", "SpaceToDepth",
-            "ReverseSequence", "Compress", "OneHot", "Trilu", "NonZero", "SplitToSequence",
+            "ReverseSequence", "Compress", "OneHot", "Trilu", "SplitToSequence",
             "ConcatFromSequence", "SequenceAt", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceEmpty",
             "SequenceLength", "CenterCropPad", "Col2Im", "ImageDecoder"]
 VIEWS = ["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Optional",
