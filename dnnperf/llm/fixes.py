@@ -44,8 +44,10 @@ def llm_fixes(report, d: dict, dec, hw) -> list[dict]:
     tot = report.score.totals
     bw = _bw(report)
     weights = tot["weight_bytes"]
-    prec = report.score.settings.precision or "fp16"
-    ridge = hw.ridge_point(prec) or hw.ridge_point("fp16") or hw.ridge_point("fp32")
+    # the precision the matrix layers run in (the model's own when no -p was given)
+    prec = report.score.settings.precision or max(
+        ((c.time_s, c.precision) for c in report.score.layers if c.layer.workload.is_matrix), default=(0, "fp32"))[1]
+    ridge = hw.ridge_point(prec)
     if phase == "decode":
         ops1 = tot["ops"] / batch  # ops per sequence per step
         cs = dec.bytes_per_token * (d["decode"]["context"] + 1)  # cache bytes one sequence reads per step
