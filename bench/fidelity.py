@@ -68,7 +68,7 @@ def main() -> None:
     # A shared 2-core VM has slow phases lasting seconds (other tenants). Calibrate several times and
     # keep the least contended calibration (highest GEMM peak); validate every model in several rounds
     # spread over time and keep each model's least contended round (lowest measured latency).
-    profs = [calibrate(quick=a.quick) for _ in range(a.rounds)]
+    profs = [calibrate(quick=a.quick, strict=False) for _ in range(a.rounds)]
     prof = merge_least_contended(profs)
     path = os.path.join(tempfile.mkdtemp(), "local.yaml")
     with open(path, "w") as fh:
@@ -80,8 +80,14 @@ def main() -> None:
     best: dict = {}
     for _ in range(a.rounds):
         for f in names:
+            p = os.path.join(ROOT, "sample_models", f)
             ov = ShapeOverrides(batch=1, dims=(("sequence_length", 128),) if f.startswith(("gpt2", "bert")) else ())
-            d = validate(os.path.join(ROOT, "sample_models", f), hw, ov, runs=a.runs)
+            if f.startswith("tiny_llama"):  # decoders with a KV cache: one decode step at 128 cached tokens
+                from dnnperf.llm.phases import find_decoder
+
+                ov = find_decoder(p).overrides(ov, 1, 128)
+            # a noisy moment must not abort the benchmark: unsettled measurements are kept and counted
+            d = validate(p, hw, ov, runs=a.runs, strict=False)
             if f not in best or d["measured_s"] < best[f]["measured_s"]:
                 best[f] = d
     rows = []

@@ -50,7 +50,11 @@ def robust_median(ts: list[float]) -> float:
 def timed_runs(sess, feeds, warmup: int, runs: int, budget_s: float) -> list[float]:
     """Wall-clock seconds of up to ``runs`` runs after ``warmup`` (at least 3 runs; stops after ``budget_s``)."""
     for _ in range(warmup):
-        sess.run(None, feeds)
+        try:
+            sess.run(None, feeds)
+        except Exception as exc:  # ORT raises its own exception types; the first run tells
+            raise DnnperfError(f"ONNX Runtime could not run the model with generated inputs: "
+                               f"{' '.join(str(exc).split())[:300]}") from None
     ts = []
     t_end = time.perf_counter() + budget_s
     for i in range(runs):
@@ -168,7 +172,9 @@ def feeds_for(graph) -> dict:
         t = graph.tensors[name]
         if t.shape is None:
             raise DnnperfError(f"input '{name}' has no resolved shape: pass --batch/--dim/--input-shape")
-        if t.dtype in ("int64", "int32"):
+        if t.dtype in ("int64", "int32") and "mask" in name.lower():  # attention masks: every position attends
+            feeds[name] = np.ones(t.shape, dtype=np.int64 if t.dtype == "int64" else np.int32)
+        elif t.dtype in ("int64", "int32"):
             feeds[name] = rng.integers(0, 100, size=t.shape).astype(np.int64 if t.dtype == "int64" else np.int32)
         elif t.dtype == "float16":
             feeds[name] = rng.standard_normal(t.shape).astype(np.float16)
