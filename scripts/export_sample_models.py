@@ -6,6 +6,7 @@ venv (never a dependency of dnnperf):
     python -m venv .venv-export && .venv-export/bin/pip install torch==2.14.1 torchvision==0.29.1 \
         transformers onnx onnxscript && .venv-export/bin/pip install -e .
     .venv-export/bin/python scripts/export_sample_models.py
+    .venv-export/bin/python scripts/export_sample_models.py --cpu-sets   # bench/models/cpu/ only
 
 Each model is exported with full random weights to a temporary file, then stripped with
 ``dnnperf strip`` logic (dims and dtypes kept, payloads removed). torchvision's published MAC
@@ -21,7 +22,15 @@ import sys
 import tempfile
 
 import torch
-import torchvision
+
+try:
+    import torchvision
+except RuntimeError:  # a PyPI torchvision next to a CPU-only torch: its compiled ops do not load, and the
+    # import fails while registering shape functions for two detection ops none of these models uses
+    _lib = torch.library.Library("torchvision", "DEF")
+    _lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    _lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    import torchvision
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "sample_models")
@@ -39,17 +48,29 @@ VISION = {
 }
 
 
-def export_vision(name: str, kwargs: dict, published: dict) -> None:
+# Models the sample set does not have, for the CPU accuracy benchmark (bench/cpu_unseen.py): "tune"
+# models may be looked at while improving the CPU model, "held_out" ones never are.
+CPU_SETS = {
+    "tune": ["resnet18", "mobilenet_v3_large", "densenet121", "efficientnet_b0", "regnet_y_400mf", "mnasnet1_0"],
+    "held_out": ["resnet34", "resnet101", "resnext50_32x4d", "wide_resnet50_2", "googlenet", "alexnet", "vgg11",
+                 "mobilenet_v3_small", "shufflenet_v2_x0_5", "squeezenet1_0", "regnet_x_400mf", "efficientnet_b1",
+                 "mnasnet0_5", "convnext_tiny"],
+}
+CPU_OUT = os.path.join(HERE, "..", "bench", "models", "cpu")
+
+
+def export_vision(name: str, kwargs: dict, published: dict, out: str = OUT) -> None:
     model = torchvision.models.get_model(name, weights=None, **kwargs).eval()
     meta = torchvision.models.get_model_weights(name).DEFAULT.meta
     published[name] = {"gmacs": meta["_ops"], "params": meta["num_params"], "source": "torchvision weights meta (_ops)"}
-    x = torch.randn(1, 3, 224, 224)
+    size = {"inception_v3": 299, "efficientnet_b1": 240}.get(name, 224)  # the resolution _ops is counted at
+    x = torch.randn(1, 3, size, size)
     with tempfile.TemporaryDirectory() as tmp:
         full = os.path.join(tmp, f"{name}.onnx")
         torch.onnx.export(model, (x,), full, opset_version=17, dynamo=False,
                           input_names=["input"], output_names=["logits"],
                           dynamic_axes={"input": {0: "batch_size"}, "logits": {0: "batch_size"}})
-        info = strip_file(full, os.path.join(OUT, f"{name}.onnx"), drop_metadata=True)
+        info = strip_file(full, os.path.join(out, f"{name}.onnx"), drop_metadata=True)
     print(name, info)
 
 
@@ -95,7 +116,21 @@ def export_bert(published: dict) -> None:
     print("bert_base", info)
 
 
+def export_cpu_sets() -> None:
+    os.makedirs(CPU_OUT, exist_ok=True)
+    published: dict = {}
+    for names in CPU_SETS.values():
+        for name in names:
+            export_vision(name, {}, published, CPU_OUT)
+    with open(os.path.join(CPU_OUT, "sets.json"), "w") as fh:
+        json.dump({"sets": CPU_SETS, "published": published}, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+
+
 def main() -> None:
+    if "--cpu-sets" in sys.argv:  # only the CPU benchmark's unseen models
+        export_cpu_sets()
+        return
     os.makedirs(OUT, exist_ok=True)
     published: dict = {}
     for name, kw in VISION.items():

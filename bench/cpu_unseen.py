@@ -1,0 +1,116 @@
+"""Issue 15's acceptance benchmark: CPU estimates on torchvision models the sample set does not have.
+
+    pip install ".[measure]" && python bench/cpu_unseen.py [--runs 3] [--set held_out|tune|all]
+
+Each run is what a user does: a fresh ``calibrate`` (default mode, this machine's default thread
+count), then ``validate`` on every model of ``bench/models/cpu`` (weightless skeletons made by
+``scripts/export_sample_models.py --cpu-sets``). Per run it prints, for the held-out set (models
+never looked at while the CPU model was built) and the tune set separately: median |error|, models
+within +-10%, Spearman rank correlation of predicted against measured latency, and how many models
+have their measured top-5 layers inside the predicted top-10. Then the spread of each model's
+measured latency across the protocol's rounds, and how far the calibrations of the runs disagree
+(the largest relative difference of any figure between two runs).
+
+The baseline of every error is the measurement taken in the same run. Nothing here is asserted:
+the figures are printed for the closing note and ``bench/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+MODELS = os.path.join(HERE, "models", "cpu")
+
+from fidelity import spearman  # noqa: E402
+
+
+def flat_figures(prof: dict) -> dict:
+    """The calibrated figures a later estimate uses, flattened to {name: value}."""
+    out = {"peak_fp32_tops": prof["headline"]["tops"], "dram_gbs": prof["memory"]["dram_gbs"],
+           "onchip_gbs": prof["memory"]["onchip_gbs"], "dispatch_us": prof["launch_overhead_us"],
+           "memory_overlap": prof["memory_overlap"]}
+    for key in ("efficiency", "op_efficiency", "matrix_m_efficiency"):
+        for k, v in prof.get(key, {}).items():
+            out[f"{key}.{k}"] = v
+    return out
+
+
+def summarise(rows: list[dict]) -> str:
+    if not rows:
+        return "no models"
+    errs = [abs(r["error"]) for r in rows]
+    rho = spearman([r["predicted_s"] for r in rows], [r["measured_s"] for r in rows])
+    return (f"median |error| {statistics.median(errs) * 100:5.1f}%   within +-10% {sum(e <= 0.10 for e in errs):2d}/{len(rows)}"
+            f"   Spearman {rho:.3f}   top-5 inside top-10 {sum(r['top5_inside_predicted_top10'] for r in rows):2d}/{len(rows)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--set", choices=("held_out", "tune", "all"), default="all")
+    ap.add_argument("--quick", action="store_true", help="quick calibration (a smoke test, not the figures)")
+    ap.add_argument("--json", help="write every run's rows here")
+    a = ap.parse_args()
+    import yaml
+
+    from dnnperf.hardware import load_profile
+    from dnnperf.ir import ShapeOverrides
+    from dnnperf.measure import calibrate, validate
+
+    with open(os.path.join(MODELS, "sets.json")) as fh:
+        sets = json.load(fh)["sets"]
+    chosen = [s for s in ("held_out", "tune") if a.set in (s, "all")]
+    runs, figures = [], []
+    for run in range(1, a.runs + 1):
+        prof = calibrate(quick=a.quick, strict=False)
+        figures.append(flat_figures(prof))
+        path = os.path.join(tempfile.mkdtemp(), "local.yaml")
+        with open(path, "w") as fh:
+            yaml.safe_dump(prof, fh, sort_keys=False)
+        hw = load_profile(path)
+        m = prof["measured"]
+        print(f"run {run}: calibrated in {m['seconds']} s ({m['rounds']} rounds, settled {m['settled']}, "
+              f"largest spread {m['spread_max'] * 100:.0f}%): fp32 {prof['headline']['tops']} TOP/s, "
+              f"{prof['memory']['dram_gbs']} GB/s, dispatch {prof['launch_overhead_us']} us", flush=True)
+        rows = {}
+        for s in chosen:
+            for name in sets[s]:
+                d = validate(os.path.join(MODELS, f"{name}.onnx"), hw, ShapeOverrides(batch=1), strict=False)
+                d["set"] = s
+                rows[name] = d
+                print(f"  {s:<8} {name:<20} predicted {d['predicted_s'] * 1e3:8.3f} ms  measured "
+                      f"{d['measured_s'] * 1e3:8.3f} ms  error {d['error'] * 100:+6.1f}%  spread "
+                      f"{d['spread'] * 100:4.1f}%  top5-in-top10 {d['top5_inside_predicted_top10']}", flush=True)
+        for s in chosen:
+            print(f"  run {run} {s:<8}: " + summarise([r for r in rows.values() if r["set"] == s]), flush=True)
+        runs.append(rows)
+    print("\nsummary (one line per run and set)")
+    for i, rows in enumerate(runs, 1):
+        for s in chosen:
+            print(f"  run {i} {s:<8}: " + summarise([r for r in rows.values() if r["set"] == s]))
+    if len(runs) > 1:
+        names = sorted(runs[0])
+        worst = max(names, key=lambda n: max(r[n]["error"] for r in runs) - min(r[n]["error"] for r in runs))
+        print(f"  largest move of one model's error across runs: {worst} "
+              + " / ".join(f"{r[worst]['error'] * 100:+.1f}%" for r in runs))
+        keys = sorted(set.intersection(*(set(f) for f in figures)))
+        diffs = {k: max(f[k] for f in figures) / max(min(f[k] for f in figures), 1e-12) - 1 for k in keys}
+        within = sum(v <= 0.05 for v in diffs.values())
+        top = sorted(diffs.items(), key=lambda kv: -kv[1])[:5]
+        print(f"  calibrations: {within}/{len(diffs)} figures agree within 5% across runs; widest: "
+              + ", ".join(f"{k} {v * 100:.0f}%" for k, v in top))
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"runs": runs, "calibrations": figures}, fh, indent=1, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main()
