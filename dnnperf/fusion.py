@@ -1,7 +1,9 @@
 """What a typical inference runtime fuses (ONNX Runtime / TensorRT style), as a what-if.
 
 Rules: an elementwise op, a BatchNormalization or a Cast fuses into the layer that produced its
-input when that input has no other consumer and is not a model output; the producer may be a
+input when that input has no other consumer, is not a model output and is as large as the op's
+output (a broadcast to a larger tensor, like a squeeze-excite gate, is a kernel of its own); and
+x * Sigmoid(x) (SiLU / Swish) is one kernel that reads x once; the producer may be a
 Conv/ConvTranspose/Gemm/MatMul (epilogue fusion: Conv+BN+ReLU, MatMul+bias+GELU) or another
 fused elementwise chain. A fused group launches one kernel and never writes or re-reads the
 intermediate tensors.
@@ -52,12 +54,41 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True) -> dict[str, tupl
                     continue
                 if not chains and prod.workload.family not in MATRIX_FAMILIES and prod.node.name not in out:
                     continue
+                if _broadcasts(graph, i, node.outputs[0] if node.outputs else ""):
+                    continue
                 out[node.name] = (prod.node.name, i)
                 break
+        if node.op_type == "Mul" and node.name not in out and row.workload is not None:
+            # x * sigmoid(x) (SiLU / Swish): one kernel reads x once and writes the product
+            for i in node.inputs:
+                prod = produced.get(i)
+                if prod is not None and prod.node.op_type == "Sigmoid" and cons.get(i, 0) == 1 \
+                        and prod.node.inputs[:1] != [] and prod.node.inputs[0] in node.inputs \
+                        and prod.workload is not None:
+                    out[node.name] = (prod.node.name, i)
+                    break
         for o in node.outputs:
             if o:
                 produced[o] = row
     return out
+
+
+def _numel(graph: Graph, name: str) -> int | None:
+    t = graph.tensors.get(name) if name else None
+    if t is None or t.shape is None:
+        return None
+    n = 1
+    for d in t.shape:
+        n *= int(d)
+    return n
+
+
+def _broadcasts(graph: Graph, shared: str, out: str) -> bool:
+    """True when the op writes more elements than its producer made (the gate of a squeeze-excite
+    block, [N, C, 1, 1] times the feature map): an epilogue runs once per element the producer
+    computes, so such an op is a kernel of its own over the larger tensor."""
+    a, b = _numel(graph, shared), _numel(graph, out)
+    return a is not None and b is not None and b > a
 
 
 def intermediate_bytes(t, w: Workload) -> int:
@@ -92,13 +123,17 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]]):
             layers.append(parts[0])
             continue
         total: Workload = parts[0].workload
-        for part, (_, shared) in zip(parts[1:], g[1:]):
+        read = {i for i in g[0][0].node.inputs if i}
+        for part, (row, shared) in zip(parts[1:], g[1:]):
             w = part.workload
             saved = intermediate_bytes(graph.tensors.get(shared), w)
+            again = {i for i in row.node.inputs if i and i != shared and i in read and i not in graph.constants}
+            read.update(i for i in row.node.inputs if i)
+            reread = sum(intermediate_bytes(graph.tensors.get(i), w) for i in again)  # already in registers
             total = Workload(
                 family=total.family, dtype=total.dtype, macs=total.macs + w.macs,
                 other_ops=total.other_ops + w.other_ops,
-                act_bytes_read=total.act_bytes_read + w.act_bytes_read - saved,
+                act_bytes_read=total.act_bytes_read + w.act_bytes_read - saved - reread,
                 weight_bytes=total.weight_bytes + w.weight_bytes,
                 bytes_written=total.bytes_written + w.bytes_written - saved,
                 parallel_work=max(total.parallel_work, w.parallel_work), gemm=total.gemm,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -36,7 +37,9 @@ SCHEMA = {
     "units": ("list", True, "compute units: [{name, serves: [matrix|vector], peak_tops: {precision: TOP/s}, "
                             "tile: {precision: [M, N, K]}, alignment: {precision: channels}}]"),
     "memory": ("map", True, "{dram_gbs: GB/s, dram_gb: GB, onchip_mb: MB, onchip_gbs: GB/s for layers whose bytes fit "
-                            "on chip (optional), activations_onchip: bool}"),
+                            "on chip (optional), activations_onchip: bool, bandwidth_curve: {working set MB: GB/s} "
+                            "(optional, calibrated CPUs: a layer's traffic streams at the figure for its working set, "
+                            "log-interpolated, DRAM beyond the largest)}"),
     "parallelism": ("map", True, "{lanes: concurrently resident work items, compute_units: SMs/cores/arrays, "
                                  "ops_per_item: ops each work item needs to keep its lane busy (optional, default 1)}"),
     "launch_overhead_us": ("num", True, "per-kernel launch / dispatch cost in microseconds"),
@@ -48,6 +51,9 @@ SCHEMA = {
     "efficiency": ("map", False, "per op-family fraction of the roofline actually achieved (calibrated), default 1"),
     "matrix_m_efficiency": ("map", False, "smallest GEMM dimension min(M, N, K) -> fraction of the roof for "
                                           "matrix layers (calibrated; log-interpolated: thin products reuse less)"),
+    "shape_efficiency": ("map", False, "convolutions whose speed depends on their shape: {'depthwise_conv.k3s1': "
+                                       "{output pixels: fraction of the roof}, 'grouped_conv': {input channels per "
+                                       "group: fraction}} (calibrated; log-interpolated; overrides the family's figure)"),
     "memory_overlap": ("num", False, "fraction of the shorter of memory and compute time hidden behind the longer "
                                      "(1 = perfect roofline overlap, the default; calibrated CPUs measure it)"),
     "op_efficiency": ("map", False, "per op-type fraction of the roofline (e.g. Pow, Tanh: calibrated), overrides the family's"),
@@ -112,9 +118,11 @@ class HardwareProfile:
     efficiency: dict[str, float] = field(default_factory=dict)
     op_efficiency: dict[str, float] = field(default_factory=dict)
     matrix_m_efficiency: tuple[tuple[int, float], ...] = ()
+    shape_efficiency: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)
     ops_per_item: float = 1.0
     memory_overlap: float = 1.0
     onchip_gbs: float | None = None
+    bandwidth_curve: tuple[tuple[float, float], ...] = ()  # (working set MB, GB/s), ascending
     unoptimized_ops: tuple[str, ...] = ()
     unoptimized_efficiency: float = 0.1
     accelerator_families: tuple[str, ...] | None = None
@@ -285,7 +293,10 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     if not any("vector" in u.serves for u in units):
         raise DnnperfError(f"{where}.units: one unit must serve 'vector' (elementwise work needs somewhere to run)")
     mem = _map(d["memory"], f"{where}.memory")
-    _check_keys(mem, ("dram_gbs", "dram_gb", "onchip_mb", "activations_onchip", "onchip_gbs"), f"{where}.memory")
+    _check_keys(mem, ("dram_gbs", "dram_gb", "onchip_mb", "activations_onchip", "onchip_gbs", "bandwidth_curve"),
+                f"{where}.memory")
+    curve = tuple(sorted((_num(k, f"{where}.memory.bandwidth_curve key"), _num(v, f"{where}.memory.bandwidth_curve.{k}"))
+                         for k, v in _map(mem.get("bandwidth_curve", {}) or {}, f"{where}.memory.bandwidth_curve").items()))
     if "dram_gbs" not in mem:
         raise DnnperfError(f"{where}.memory: missing 'dram_gbs'")
     par = _map(d["parallelism"], f"{where}.parallelism")
@@ -318,6 +329,13 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     for k, v in _map(d.get("matrix_m_efficiency", {}) or {}, f"{where}.matrix_m_efficiency").items():
         m = int(_num(k, f"{where}.matrix_m_efficiency key"))
         m_eff.append((m, _num(v, f"{where}.matrix_m_efficiency.{k}", upper=1.0)))
+    shape_eff = {}
+    for k, pts in _map(d.get("shape_efficiency", {}) or {}, f"{where}.shape_efficiency").items():
+        if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv", str(k)):
+            raise DnnperfError(f"{where}.shape_efficiency.{k}: use 'depthwise_conv.k<kernel>s<stride>' or 'grouped_conv'")
+        shape_eff[str(k)] = tuple(sorted(
+            (int(_num(x, f"{where}.shape_efficiency.{k} key")), _num(v, f"{where}.shape_efficiency.{k}.{x}", upper=1.0))
+            for x, v in _map(pts, f"{where}.shape_efficiency.{k}").items()))
     unopt = d.get("unoptimized_ops", []) or []
     if not isinstance(unopt, list) or any(not isinstance(x, str) for x in unopt):
         raise DnnperfError(f"{where}.unoptimized_ops: a list of op type names")
@@ -347,9 +365,11 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         efficiency=eff,
         op_efficiency=op_eff,
         matrix_m_efficiency=tuple(sorted(m_eff)),
+        shape_efficiency=shape_eff,
         ops_per_item=_num(par.get("ops_per_item", 1), f"{where}.parallelism.ops_per_item"),
         memory_overlap=_num(d.get("memory_overlap", 1.0), f"{where}.memory_overlap", allow_zero=True, upper=1.0),
         onchip_gbs=None if mem.get("onchip_gbs") is None else _num(mem["onchip_gbs"], f"{where}.memory.onchip_gbs"),
+        bandwidth_curve=curve,
         unoptimized_ops=tuple(unopt),
         unoptimized_efficiency=_num(d.get("unoptimized_efficiency", 0.1), f"{where}.unoptimized_efficiency", upper=1.0),
         accelerator_families=None if fams is None else tuple(fams),

@@ -96,7 +96,12 @@ def pick_unit(hw: HardwareProfile, precision: str, matrix: bool, gemm: Gemm | No
 
 def bandwidth_for(nbytes: int, hw: HardwareProfile) -> float:
     """Bytes/s for a layer's traffic: the on-chip bandwidth when the profile gives one and the
-    layer's whole working set fits in on-chip memory (it stays in cache between layers), else DRAM."""
+    layer's whole working set fits in on-chip memory (it stays in cache between layers), else DRAM.
+    A calibrated ``bandwidth_curve`` (measured bandwidth by working-set size) replaces that step."""
+    if hw.bandwidth_curve:
+        if nbytes > hw.bandwidth_curve[-1][0] * 1e6:
+            return hw.dram_bps
+        return interp_log(max(nbytes, 1) / 1e6, hw.bandwidth_curve) * 1e9
     if hw.onchip_gbs and hw.onchip_mb and nbytes <= hw.onchip_mb * 1e6:
         return hw.onchip_gbs * 1e9
     return hw.dram_bps

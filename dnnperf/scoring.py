@@ -436,9 +436,35 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     if hw.matrix_m_efficiency and w.is_matrix and w.gemm is not None:
         g = w.gemm
         eff = min(eff, rules.interp_log(min(g.m, g.n, g.k), hw.matrix_m_efficiency))
+    shaped = shape_efficiency(layer, hw)
+    if shaped is not None:
+        eff = shaped
     if len(layer.nodes) == 1 and layer.op_type in hw.op_efficiency:
         return hw.op_efficiency[layer.op_type]
     return eff
+
+
+def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
+    """The calibrated figure for this convolution's shape, when the profile has one: depthwise by
+    kernel and stride (the nearest kernel size measured with that stride), log-interpolated in
+    output pixels; grouped by input channels per group. None when the profile has no such curve."""
+    w = layer.workload
+    if not hw.shape_efficiency or not w.conv or w.family not in ("depthwise_conv", "grouped_conv"):
+        return None
+    cin_g, kh, kw, sh, _sw, _dil = w.conv
+    if w.family == "grouped_conv":
+        pts = hw.shape_efficiency.get("grouped_conv")
+        return rules.interp_log(cin_g, pts) if pts else None
+    measured = [k for k in hw.shape_efficiency if k.startswith("depthwise_conv.k")]
+    same_stride = [k for k in measured if k.endswith(f"s{min(sh, 2)}")] or measured
+    if not same_stride:
+        return None
+    key = min(same_stride, key=lambda k: (abs(int(k.split(".k")[1].split("s")[0]) - max(kh, kw)), k))
+    shape = layer.output_shape or ()
+    pixels = 1
+    for d in shape[2:]:
+        pixels *= int(d)
+    return rules.interp_log(max(pixels, 1), hw.shape_efficiency[key])
 
 
 def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:

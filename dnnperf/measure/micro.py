@@ -1,9 +1,10 @@
 """The micro-benchmark table ``dnnperf calibrate`` runs: one-node ONNX models, each entry carrying
 the work it does (ops, bytes) so that the figure it measures is ``ops / t`` or ``bytes / t``.
 
-Roles: ``peak`` (matrix throughput), ``dram`` / ``onchip`` (bandwidth), ``dispatch`` (per-op cost),
+Roles: ``peak`` (matrix throughput), ``dram`` / ``onchip`` (bandwidth; ``onchip`` sweeps the working set to find the cache capacity), ``dispatch`` (per-op cost),
 ``cold`` (weight streaming behind math), ``family`` (one op family's efficiency against the
-roofline), ``op`` (one slow elementwise op), ``m_curve`` (thin GEMMs).
+roofline), ``op`` (one slow elementwise op), ``m_curve`` (thin GEMMs), ``shape`` (depthwise and
+grouped convolutions by shape: key ``<profile shape_efficiency key>:<x>``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ import numpy as np
 
 M_ROWS = (1, 4, 16, 49, 128, 512)
 NK_DIMS = (8, 24, 64)
+# depthwise convolutions by (kernel, stride, output side, channels): the shapes of inverted-residual
+# blocks at the resolutions where a 224 x 224 network has them
+DEPTHWISE = ((3, 1, 112, 32), (3, 1, 28, 192), (3, 1, 7, 960), (3, 2, 56, 96), (3, 2, 14, 240),
+             (5, 1, 28, 240), (5, 1, 7, 1152), (5, 2, 14, 240), (5, 2, 7, 672), (7, 1, 56, 96), (7, 1, 7, 768))
+CACHE_SWEEP_KB = (768, 1536, 3072, 6144, 12288, 24576, 49152)
+GROUP_WIDTHS = (4, 8, 16, 32)  # input channels per group of a 3 x 3 grouped convolution (128 channels, 28 x 28)
 OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log")
 
 
@@ -24,7 +31,7 @@ class Micro:
     name: str
     model: Any  # onnx.ModelProto
     feeds: dict
-    role: str  # peak | peak_int8 | dram | onchip | dispatch | cold | family | op | m_curve
+    role: str  # peak | peak_int8 | dram | onchip | dispatch | cold | family | op | m_curve | shape
     key: str = ""  # the family, op type or thin dimension the entry measures
     ops: float = 0.0  # arithmetic ops the kernel does (1 MAC = 2 ops)
     nbytes: float = 0.0  # bytes it must move (inputs read + output written)
@@ -54,8 +61,9 @@ def _w(name, shape, dtype=np.float32, rng=None):
     return numpy_helper.from_array(rng.standard_normal(shape).astype(dtype), name)
 
 
-def onchip_mb() -> float:
-    """The largest CPU cache reported by the kernel, in MB (4 MB when unknown)."""
+def reported_cache_mb() -> float:
+    """The largest CPU cache the kernel reports, in MB (4 MB when unknown). On a virtual machine
+    this may be the host's shared cache: calibrate measures the capacity instead."""
     best = 0.0
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
@@ -111,10 +119,11 @@ def micro_models(quick: bool) -> list[Micro]:
         out.append(_matmul(f"gemm_m{m_rows}", m_rows, 768, 768, "m_curve", str(m_rows)))
     for d in NK_DIMS:  # thin in N and K (few channels), M = 3136 (56 x 56 pixels)
         out.append(_matmul(f"gemm_m{d}nk", 3136, d, d, "m_curve", str(d)))
-    c = 256 * 1024
-    add_c = _model([helper.make_node("Add", ["a", "b"], ["y"])], [_vi("a", [c]), _vi("b", [c])], [_vi("y", None)])
-    out.append(Micro("onchip_add", add_c, {"a": np.ones(c, np.float32), "b": np.ones(c, np.float32)}, "onchip",
-                     ops=c, nbytes=3 * 4 * c))
+    for kb in CACHE_SWEEP_KB:  # working sets from well inside a core's cache to well outside the last level
+        c = kb * 1024 // 12
+        add_c = _model([helper.make_node("Add", ["a", "b"], ["y"])], [_vi("a", [c]), _vi("b", [c])], [_vi("y", None)])
+        out.append(Micro(f"cache_{kb}k", add_c, {"a": np.ones(c, np.float32), "b": np.ones(c, np.float32)}, "onchip",
+                         str(3 * 4 * c), ops=c, nbytes=3 * 4 * c))
     xe = rng.standard_normal((1, 128, 3072)).astype(np.float32)
     for op in OP_MICRO:
         binary = op in ("Pow", "Div")
@@ -161,4 +170,19 @@ def micro_models(quick: bool) -> list[Micro]:
         [_vi("x", [1, 64, 56, 56])], [], {"x": x56}, "pool")
     fam("reduce", helper.make_node("GlobalAveragePool", ["x"], ["y"]), [_vi("x", [1, 64, 56, 56])], [], {"x": x56},
         "reduce")
+    for k, stride, side, ch in DEPTHWISE:
+        out.append(_conv(f"dw_k{k}s{stride}_{side}", ch, side * stride, k, stride, ch,
+                         f"depthwise_conv.k{k}s{stride}:{side * side}"))
+    for gw in GROUP_WIDTHS:
+        out.append(_conv(f"grouped_w{gw}", 128, 28, 3, 1, 128 // gw, f"grouped_conv:{gw}"))
     return out
+
+
+def _conv(name: str, ch: int, side: int, k: int, stride: int, groups: int, key: str) -> Micro:
+    """A ``k`` x ``k`` convolution of ``ch`` channels over ``side`` x ``side`` pixels in ``groups`` groups."""
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[k // 2] * 4, strides=[stride, stride], group=groups)
+    model = _model([node], [_vi("x", [1, ch, side, side])], [_vi("y", None)], [_w("w", [ch, ch // groups, k, k])])
+    return Micro(name, model, {"x": rng.standard_normal((1, ch, side, side)).astype(np.float32)}, "shape", key)
