@@ -52,8 +52,9 @@ SCHEMA = {
     "matrix_m_efficiency": ("map", False, "smallest GEMM dimension min(M, N, K) -> fraction of the roof for "
                                           "matrix layers (calibrated; log-interpolated: thin products reuse less)"),
     "shape_efficiency": ("map", False, "convolutions whose speed depends on their shape: {'depthwise_conv.k3s1': "
-                                       "{output pixels: fraction of the roof}, 'grouped_conv': {input channels per "
-                                       "group: fraction}} (calibrated; log-interpolated; overrides the family's figure)"),
+                                       "{output pixels: fraction of the roof}, 'grouped_conv.w8': {output pixels: fraction} for 8 input "
+                                       "channels per group} (calibrated; log-interpolated in pixels and in channels "
+                                       "per group; overrides the family's figure)"),
     "memory_overlap": ("num", False, "fraction of the shorter of memory and compute time hidden behind the longer "
                                      "(1 = perfect roofline overlap, the default; calibrated CPUs measure it)"),
     "op_efficiency": ("map", False, "per op-type fraction of the roofline (e.g. Pow, Tanh: calibrated), overrides the family's"),
@@ -331,8 +332,9 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         m_eff.append((m, _num(v, f"{where}.matrix_m_efficiency.{k}", upper=1.0)))
     shape_eff = {}
     for k, pts in _map(d.get("shape_efficiency", {}) or {}, f"{where}.shape_efficiency").items():
-        if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv", str(k)):
-            raise DnnperfError(f"{where}.shape_efficiency.{k}: use 'depthwise_conv.k<kernel>s<stride>' or 'grouped_conv'")
+        if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv\.w\d+", str(k)):
+            raise DnnperfError(f"{where}.shape_efficiency.{k}: use 'depthwise_conv.k<kernel>s<stride>' or "
+                               "'grouped_conv.w<channels per group>'")
         shape_eff[str(k)] = tuple(sorted(
             (int(_num(x, f"{where}.shape_efficiency.{k} key")), _num(v, f"{where}.shape_efficiency.{k}.{x}", upper=1.0))
             for x, v in _map(pts, f"{where}.shape_efficiency.{k}").items()))

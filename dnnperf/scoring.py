@@ -447,24 +447,28 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
 def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     """The calibrated figure for this convolution's shape, when the profile has one: depthwise by
     kernel and stride (the nearest kernel size measured with that stride), log-interpolated in
-    output pixels; grouped by input channels per group. None when the profile has no such curve."""
+    output pixels; grouped by input channels per group (log-interpolated between the measured widths)
+    and output pixels. None when the profile has no such curve."""
     w = layer.workload
     if not hw.shape_efficiency or not w.conv or w.family not in ("depthwise_conv", "grouped_conv"):
         return None
     cin_g, kh, kw, sh, _sw, _dil = w.conv
+    pixels = 1
+    for d in (layer.output_shape or ())[2:]:
+        pixels *= int(d)
+    pixels = max(pixels, 1)
     if w.family == "grouped_conv":
-        pts = hw.shape_efficiency.get("grouped_conv")
-        return rules.interp_log(cin_g, pts) if pts else None
+        widths = sorted((int(k.split(".w")[1]), pts) for k, pts in hw.shape_efficiency.items()
+                        if k.startswith("grouped_conv.w"))
+        if not widths:
+            return None
+        return rules.interp_log(cin_g, tuple((gw, rules.interp_log(pixels, pts)) for gw, pts in widths))
     measured = [k for k in hw.shape_efficiency if k.startswith("depthwise_conv.k")]
     same_stride = [k for k in measured if k.endswith(f"s{min(sh, 2)}")] or measured
     if not same_stride:
         return None
     key = min(same_stride, key=lambda k: (abs(int(k.split(".k")[1].split("s")[0]) - max(kh, kw)), k))
-    shape = layer.output_shape or ()
-    pixels = 1
-    for d in shape[2:]:
-        pixels *= int(d)
-    return rules.interp_log(max(pixels, 1), hw.shape_efficiency[key])
+    return rules.interp_log(pixels, hw.shape_efficiency[key])
 
 
 def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:

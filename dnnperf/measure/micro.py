@@ -22,7 +22,9 @@ NK_DIMS = (8, 24, 64)
 DEPTHWISE = ((3, 1, 112, 32), (3, 1, 28, 192), (3, 1, 7, 960), (3, 2, 56, 96), (3, 2, 14, 240),
              (5, 1, 28, 240), (5, 1, 7, 1152), (5, 2, 14, 240), (5, 2, 7, 672), (7, 1, 56, 96), (7, 1, 7, 768))
 CACHE_SWEEP_KB = (768, 1536, 3072, 6144, 12288, 24576, 49152)
-GROUP_WIDTHS = (4, 8, 16, 32)  # input channels per group of a 3 x 3 grouped convolution (128 channels, 28 x 28)
+# 3 x 3 grouped convolutions of 128 channels by (input channels per group, output side): widths of
+# ResNeXt / RegNet stages, and for the common widths the resolution too (a wide im2col spills the cache)
+GROUPED = ((4, 28), (8, 56), (8, 28), (8, 14), (16, 56), (16, 28), (16, 14), (32, 28))
 OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log")
 
 
@@ -173,8 +175,8 @@ def micro_models(quick: bool) -> list[Micro]:
     for k, stride, side, ch in DEPTHWISE:
         out.append(_conv(f"dw_k{k}s{stride}_{side}", ch, side * stride, k, stride, ch,
                          f"depthwise_conv.k{k}s{stride}:{side * side}"))
-    for gw in GROUP_WIDTHS:
-        out.append(_conv(f"grouped_w{gw}", 128, 28, 3, 1, 128 // gw, f"grouped_conv:{gw}"))
+    for gw, side in GROUPED:
+        out.append(_conv(f"grouped_w{gw}_{side}", 128, side, 3, 1, 128 // gw, f"grouped_conv.w{gw}:{side * side}"))
     return out
 
 
