@@ -117,6 +117,10 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
 
 def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
     layers = build_layers(insp, settings.fusion, settings.precision, hw.kind != "cpu")
+    if hw.cpu_layout is not None:
+        from dnnperf.layout import add_reorders
+
+        layers = add_reorders(insp.graph, layers, *hw.cpu_layout)
     return score(layers, hw, settings, insp.input_bytes)
 
 

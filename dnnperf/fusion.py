@@ -39,7 +39,8 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True) -> dict[str, tupl
     """node name -> (producer node name, shared tensor) for every node a runtime would fuse.
 
     ``chains``: elementwise ops also fuse into elementwise producers (GPU compilers such as
-    TensorRT/XLA do; ONNX Runtime's CPU provider only fuses epilogues into Conv/MatMul/Gemm)."""
+    TensorRT/XLA do; ONNX Runtime's CPU provider only fuses epilogues into Conv/MatMul/Gemm, and
+    into a standalone BatchNormalization, which it runs as a per-channel convolution)."""
     cons = consumers_of(graph)
     produced: dict[str, object] = {}
     out = {}
@@ -50,9 +51,11 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True) -> dict[str, tupl
                 prod = produced.get(i)
                 if prod is None or cons.get(i, 0) != 1:
                     continue
-                if prod.workload is None or prod.workload.family not in ANCHOR_FAMILIES:
+                if prod.workload is None or (prod.workload.family not in ANCHOR_FAMILIES
+                                             and prod.node.op_type != "BatchNormalization"):
                     continue
-                if not chains and prod.workload.family not in MATRIX_FAMILIES and prod.node.name not in out:
+                if not chains and prod.workload.family not in MATRIX_FAMILIES and prod.node.name not in out \
+                        and prod.node.op_type != "BatchNormalization":
                     continue
                 if _broadcasts(graph, i, node.outputs[0] if node.outputs else ""):
                     continue

@@ -55,6 +55,9 @@ SCHEMA = {
                                        "{output pixels: fraction of the roof}, 'grouped_conv.w8': {output pixels: fraction} for 8 input "
                                        "channels per group} (calibrated; log-interpolated in pixels and in channels "
                                        "per group; overrides the family's figure)"),
+    "cpu_layout": ("map", False, "{block: channels per block, grouped_min_width: channels per group}: the runtime "
+                                 "runs convolutions and pooling in a channel-blocked layout and converts at the "
+                                 "boundaries with other ops (dnnperf/layout.py; calibrated CPUs)"),
     "memory_overlap": ("num", False, "fraction of the shorter of memory and compute time hidden behind the longer "
                                      "(1 = perfect roofline overlap, the default; calibrated CPUs measure it)"),
     "op_efficiency": ("map", False, "per op-type fraction of the roofline (e.g. Pow, Tanh: calibrated), overrides the family's"),
@@ -120,6 +123,7 @@ class HardwareProfile:
     op_efficiency: dict[str, float] = field(default_factory=dict)
     matrix_m_efficiency: tuple[tuple[int, float], ...] = ()
     shape_efficiency: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)
+    cpu_layout: tuple[int, int] | None = None  # (block, grouped_min_width)
     ops_per_item: float = 1.0
     memory_overlap: float = 1.0
     onchip_gbs: float | None = None
@@ -338,6 +342,12 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         shape_eff[str(k)] = tuple(sorted(
             (int(_num(x, f"{where}.shape_efficiency.{k} key")), _num(v, f"{where}.shape_efficiency.{k}.{x}", upper=1.0))
             for x, v in _map(pts, f"{where}.shape_efficiency.{k}").items()))
+    cpu_layout = None
+    if d.get("cpu_layout") is not None:
+        lay = _map(d["cpu_layout"], f"{where}.cpu_layout")
+        _check_keys(lay, ("block", "grouped_min_width"), f"{where}.cpu_layout")
+        cpu_layout = (int(_num(lay.get("block"), f"{where}.cpu_layout.block")),
+                      int(_num(lay.get("grouped_min_width"), f"{where}.cpu_layout.grouped_min_width")))
     unopt = d.get("unoptimized_ops", []) or []
     if not isinstance(unopt, list) or any(not isinstance(x, str) for x in unopt):
         raise DnnperfError(f"{where}.unoptimized_ops: a list of op type names")
@@ -368,6 +378,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         op_efficiency=op_eff,
         matrix_m_efficiency=tuple(sorted(m_eff)),
         shape_efficiency=shape_eff,
+        cpu_layout=cpu_layout,
         ops_per_item=_num(par.get("ops_per_item", 1), f"{where}.parallelism.ops_per_item"),
         memory_overlap=_num(d.get("memory_overlap", 1.0), f"{where}.memory_overlap", allow_zero=True, upper=1.0),
         onchip_gbs=None if mem.get("onchip_gbs") is None else _num(mem["onchip_gbs"], f"{where}.memory.onchip_gbs"),

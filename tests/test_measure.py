@@ -50,7 +50,9 @@ def _layers(path, hw_path):
 def test_kernel_mapping_handles_fusion_and_renames(tmp_path, local_profile):
     path = save(conv_model(8, 16, 12, 12, 3, pads=[1, 1, 1, 1], relu=True), tmp_path)
     g, layers = _layers(path, local_profile[1])
-    assert [l.name for l in layers] == ["conv+relu"]
+    # where calibration found ORT's blocked layout, the conv's output is converted back to NCHW
+    blocked = load_profile(local_profile[1]).cpu_layout is not None
+    assert [l.name for l in layers] == ["conv+relu"] + (["reorder out of y"] if blocked else [])
     kernels = {
         "conv": ("Conv", 10.0),                 # original node name
         "y_nchwc": ("Conv", 5.0),               # named after the fused chain's output tensor
@@ -60,6 +62,16 @@ def test_kernel_mapping_handles_fusion_and_renames(tmp_path, local_profile):
     measured, unmatched = map_kernels(kernels, g, layers)
     assert measured == {"conv+relu": 17.0}
     assert unmatched == {"ReorderOutput": 1.0}
+    # a batch normalisation the runtime runs in its blocked layout is named after its output tensor
+    from onnx import helper
+
+    from helpers import model, vi, weight
+
+    bn = model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn")],
+               [vi("x", [1, 16, 8, 8])], [vi("y", None)], [weight(n, [16]) for n in "sbmv"])
+    g, layers = _layers(save(bn, tmp_path, "bn.onnx"), local_profile[1])
+    measured, unmatched = map_kernels({"y_bn_nchwc": ("BatchNormalization", 3.0)}, g, layers)
+    assert measured == {"bn": 3.0} and unmatched == {}
 
 
 def test_validate_tiny_model(tmp_path, local_profile):

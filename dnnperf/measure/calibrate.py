@@ -96,6 +96,13 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
             m_curve[key] = _sig(min(ratio, m_curve.get(key, 1.0)))
         else:
             eff.setdefault(mb.key, []).append(ratio)
+    # the blocked layout: the one-node convolution got layout conversions; grouped ones only from
+    # the narrowest width that did (the block size)
+    if shares.get("conv", 0.0) > 0.0:
+        widths = sorted(int(mb.key.split(".w")[1].split(":")[0]) for mb in table
+                        if mb.key.startswith("grouped_conv.w") and shares.get(mb.name, 0.0) > 0.0)
+        block = widths[0] if widths else 8
+        profile["cpu_layout"] = {"block": block, "grouped_min_width": widths[0] if widths else 1 << 20}
     profile["efficiency"] = {k: _sig(statistics.median(v)) for k, v in sorted(eff.items())}
     profile["op_efficiency"] = dict(sorted(op_eff.items()))
     # how much of a cache-busting GEMM's weight streaming hides behind its math

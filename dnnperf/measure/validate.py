@@ -49,7 +49,7 @@ def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
     for k, (_op, us) in sorted(kernels.items()):
         target = None
         cands = [k]
-        for suf in ("_nchwc", "_output_0_nchwc"):
+        for suf in ("_nchwc", "_output_0_nchwc", "_bn_nchwc"):
             if k.endswith(suf):
                 cands.append(k[: -len(suf)])
         for c in cands:

@@ -1,0 +1,116 @@
+"""Layout conversions a CPU runtime adds between its blocked layout and the model's NCHW.
+
+ONNX Runtime's CPU provider runs convolutions and pooling in a channel-blocked layout (NCHWc:
+channels in blocks of 8 or 16, the SIMD width). Elementwise ops take whatever layout their input
+has; any other op (a broadcast multiply, Flatten, Reshape, Transpose, a matrix product...) needs
+plain NCHW, so the runtime converts a blocked tensor back before it (a reorder that reads and
+writes the whole tensor) and converts again before the next convolution. A lone convolution in a
+one-node model pays both conversions; inside a network they appear only at these boundaries.
+
+The rule runs on profiles whose ``cpu_layout`` is set (``dnnperf calibrate`` measures whether and
+for which grouped widths the runtime uses the blocked layout). Each conversion becomes a layer of
+its own (op type ``LayoutReorder``, family ``movement``) so it shows in the table and the totals.
+"""
+
+from __future__ import annotations
+
+from dnnperf.ir import Graph
+from dnnperf.scoring import Layer
+from dnnperf.workload import Workload
+
+BLOCKED_OPS = frozenset({"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+# ops that keep their input's layout when every activation input has the same 4-D shape
+LAYOUT_AGNOSTIC = frozenset({
+    "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Elu", "Selu", "Softplus",
+    "Mish", "Swish", "Gelu", "Erf", "BatchNormalization", "Add", "Sum", "Sub", "Mul", "Div", "Neg", "Abs", "Exp",
+})
+
+
+def _blocked_anchor(graph: Graph, node, layer: Layer, block: int, grouped_min: int) -> bool:
+    if node.op_type not in BLOCKED_OPS:
+        return False
+    x = graph.tensors.get(node.inputs[0]) if node.inputs else None
+    if x is None or x.shape is None or len(x.shape) != 4:
+        return False
+    w = layer.workload
+    if w.family == "grouped_conv" and w.conv:
+        cin_g = w.conv[0]
+        return cin_g >= grouped_min and cin_g % grouped_min == 0
+    return True
+
+
+def _reorder(graph: Graph, tensor: str, where: str) -> Layer | None:
+    t = graph.tensors.get(tensor)
+    if t is None or not t.nbytes:
+        return None
+    w = Workload("movement", dtype=t.dtype, act_bytes_read=t.nbytes, bytes_written=t.nbytes,
+                 parallel_work=t.numel or 1, note="layout conversion added by the runtime")
+    return Layer(f"reorder {where} {tensor}", "LayoutReorder", (), w, t.shape)
+
+
+def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int) -> list[Layer]:
+    """``layers`` with a ``LayoutReorder`` layer before each layer whose input layout differs from
+    the one its producer left (see the module docstring)."""
+    nodes = {n.name: n for n in graph.nodes}
+    blocked: set[str] = set()  # tensors currently held in the blocked layout
+    plain_copy: set[str] = set()  # blocked tensors already converted back (one conversion serves all)
+    out: list[Layer] = []
+    for layer in layers:
+        members = [nodes[n] for n in layer.nodes if n in nodes]
+        if not members:
+            out.append(layer)
+            continue
+        internal = {o for n in members for o in n.outputs}
+        ins = [i for n in members for i in n.inputs if i and i not in internal and i not in graph.constants]
+        anchor = members[0]
+        outs = [o for o in members[-1].outputs if o]
+        if _blocked_anchor(graph, anchor, layer, block, grouped_min):
+            x = graph.tensors.get(anchor.inputs[0])
+            for i in dict.fromkeys(ins):
+                if i in blocked:
+                    continue
+                # a convolution reads a thin plain input (an RGB image) directly
+                if i == anchor.inputs[0] and anchor.op_type == "Conv" and x is not None and x.shape[1] < block:
+                    continue
+                r = _reorder(graph, i, "into")
+                if r is not None:
+                    out.append(r)
+            out.append(layer)
+            blocked.update(o for o in outs if _rank4(graph, o))
+            continue
+        shapes = {graph.tensors[i].shape if i in graph.tensors else None for i in ins}
+        agnostic = all(n.op_type in LAYOUT_AGNOSTIC for n in members) and ins and all(i in blocked for i in ins) \
+            and len(shapes) == 1 and None not in shapes
+        if anchor.op_type == "Concat" and len(members) == 1 and ins and all(i in blocked for i in ins) \
+                and _channel_concat(graph, anchor, block):
+            agnostic = True  # channel-aligned concatenation stays blocked
+        if agnostic:
+            out.append(layer)
+            blocked.update(o for o in outs if _rank4(graph, o))
+            continue
+        for i in dict.fromkeys(ins):
+            if i in blocked and i not in plain_copy:
+                r = _reorder(graph, i, "out of")
+                if r is not None:
+                    out.append(r)
+                plain_copy.add(i)
+        out.append(layer)
+    for o in graph.outputs:
+        if o in blocked and o not in plain_copy:
+            r = _reorder(graph, o, "out of")
+            if r is not None:
+                out.append(r)
+    return out
+
+
+def _rank4(graph: Graph, name: str) -> bool:
+    t = graph.tensors.get(name)
+    return t is not None and t.shape is not None and len(t.shape) == 4
+
+
+def _channel_concat(graph: Graph, node, block: int) -> bool:
+    axis = node.attrs.get("axis")
+    shapes = [graph.tensors[i].shape if i in graph.tensors else None for i in node.inputs if i]
+    if any(s is None or len(s) != 4 for s in shapes):
+        return False
+    return axis in (1, -3) and all(s[1] % block == 0 for s in shapes)

@@ -1,0 +1,83 @@
+"""The layout conversions a CPU runtime adds around its channel-blocked convolutions (dnnperf/layout.py)."""
+
+import os
+
+import pytest
+import yaml
+from onnx import helper
+
+from dnnperf.api import analyze, inspect_model
+from dnnperf.errors import DnnperfError
+from dnnperf.hardware import load_profile
+from dnnperf.scoring import Settings
+from helpers import model, save, vi, weight
+
+PROFILES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "profiles")
+
+
+def _profile(tmp_path, layout):
+    with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
+        d = yaml.safe_load(fh)
+    d["name"] = "blocked"
+    if layout is not None:
+        d["cpu_layout"] = layout
+    p = tmp_path / "blocked.yaml"
+    p.write_text(yaml.safe_dump(d))
+    return str(p)
+
+
+def _layers(tmp_path, m, layout):
+    path = save(m, tmp_path)
+    rep = analyze(inspect_model(path), load_profile(_profile(tmp_path, layout)), Settings(fusion="typical"),
+                  with_fixes=False)
+    return [c.layer for c in rep.score.layers]
+
+
+def _head(tmp_path, layout):
+    # RGB conv -> ReLU -> global pool -> Flatten -> Gemm: the classifier head of a CNN
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"], name="gap"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "fw"], ["y"], name="fc", transB=1)]
+    m = model(nodes, [vi("x", [1, 3, 8, 8])], [vi("y", None)], [weight("w", [16, 3, 3, 3]), weight("fw", [10, 16])])
+    return _layers(tmp_path, m, layout)
+
+
+def test_a_classifier_head_converts_once_before_flatten(tmp_path):
+    layers = _head(tmp_path, {"block": 8, "grouped_min_width": 8})
+    # the 3-channel image is read as it is; ReLU fuses; the pooled [1, 16, 1, 1] goes back to NCHW
+    assert [l.name for l in layers] == ["conv+relu", "gap", "reorder out of g", "flat", "fc"]
+    r = layers[2]
+    assert r.op_type == "LayoutReorder" and r.workload.family == "movement"
+    assert r.workload.act_bytes_read == 16 * 4 and r.workload.bytes_written == 16 * 4  # read and write it once
+
+
+def test_no_layout_rule_without_the_profile_field(tmp_path):
+    assert [l.name for l in _head(tmp_path, None)] == ["conv+relu", "gap", "flat", "fc"]
+
+
+def test_a_transpose_between_convolutions_costs_two_conversions(tmp_path):
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1"),
+             helper.make_node("Transpose", ["a"], ["t"], name="tr", perm=[0, 1, 3, 2]),
+             helper.make_node("Conv", ["t", "w2"], ["y"], name="c2")]
+    m = model(nodes, [vi("x", [1, 16, 6, 6])], [vi("y", None)],
+              [weight("w1", [16, 16, 1, 1]), weight("w2", [16, 16, 1, 1])])
+    layers = _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})
+    # 16 channels >= the block: the model input is converted too; the output goes back at the end
+    assert [l.name for l in layers] == ["reorder into x", "c1", "reorder out of a", "tr", "reorder into t", "c2",
+                                        "reorder out of y"]
+    assert all(l.workload.act_bytes_read == 16 * 36 * 4 for l in layers if l.op_type == "LayoutReorder")
+
+
+def test_grouped_convolutions_narrower_than_the_block_stay_plain(tmp_path):
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="g", group=4)]
+    m = model(nodes, [vi("x", [1, 16, 6, 6])], [vi("y", None)], [weight("w", [16, 4, 1, 1])])
+    assert [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})] == ["g"]
+    wide = [l.name for l in _layers(tmp_path, m, {"block": 4, "grouped_min_width": 4})]
+    assert wide == ["reorder into x", "g", "reorder out of y"]
+
+
+def test_a_malformed_layout_field_is_one_clear_error(tmp_path):
+    with pytest.raises(DnnperfError, match="cpu_layout"):
+        load_profile(_profile(tmp_path, {"block": 8, "width": 3}))
