@@ -35,29 +35,12 @@ def spearman(a, b):
     return 1 - 6 * d2 / (n * (n * n - 1)) if n > 1 else 1.0
 
 
-def merge_least_contended(profs: list[dict]) -> dict:
-    """Each figure from the round that ran least disturbed: the highest peak, bandwidth and
-    efficiencies, the lowest dispatch cost (interference only ever makes a measurement worse)."""
-    import copy
-
-    best = copy.deepcopy(max(profs, key=lambda p: p["headline"]["tops"]))
-    for p in profs:
-        best["memory"]["dram_gbs"] = max(best["memory"]["dram_gbs"], p["memory"]["dram_gbs"])
-        best["memory"]["onchip_gbs"] = max(best["memory"]["onchip_gbs"], p["memory"]["onchip_gbs"])
-        best["launch_overhead_us"] = min(best["launch_overhead_us"], p["launch_overhead_us"])
-        for key in ("efficiency", "op_efficiency", "matrix_m_efficiency"):
-            for k, v in p[key].items():
-                best[key][k] = max(best[key].get(k, 0.0), v)
-        best["memory_overlap"] = max(best["memory_overlap"], p["memory_overlap"])
-    return best
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int, default=30)
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="calibrate and validate this many times, interleaved; keep the least contended")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="validate every model this many times and keep its fastest measurement")
     a = ap.parse_args()
     import yaml
 
@@ -65,11 +48,9 @@ def main() -> None:
     from dnnperf.hardware import load_profile
     from dnnperf.measure import calibrate, validate
 
-    # A shared 2-core VM has slow phases lasting seconds (other tenants). Calibrate several times and
-    # keep the least contended calibration (highest GEMM peak); validate every model in several rounds
-    # spread over time and keep each model's least contended round (lowest measured latency).
-    profs = [calibrate(quick=a.quick, strict=False) for _ in range(a.rounds)]
-    prof = merge_least_contended(profs)
+    # what a user does: one fresh calibration (an earlier version merged the best figure of three
+    # calibrations, which reads every figure at its luckiest and made every estimate optimistic)
+    prof = calibrate(quick=a.quick, strict=False)
     path = os.path.join(tempfile.mkdtemp(), "local.yaml")
     with open(path, "w") as fh:
         yaml.safe_dump(prof, fh, sort_keys=False)
