@@ -193,6 +193,10 @@ def _nas(c: LayerCost, x: Ctx):
 
 
 def _replace_slow(c: LayerCost, x: Ctx):
+    # only an op the profile says has no fast kernel (a misaligned convolution or a calibrated
+    # family's low efficiency is a different problem, with its own fixes)
+    if c.layer.op_type not in x.hw.unoptimized_ops and c.layer.workload.family != "control":
+        return None
     return (f"{c.layer.op_type} has no fast kernel here ({x.hw.unoptimized_efficiency:.0%} of peak, no overlap): "
             f"{fmt_time(c.losses['unoptimized'] + c.losses['overlap'])} lost", c.losses["unoptimized"])
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from math import ceil
 
-_FIELDS = ("tiles", "feed_ops_per_element", "library_efficiency", "bandwidth_efficiency", "split_k_min",
+_FIELDS = ("tiles", "conv_tiles", "feed_ops_per_element", "library_efficiency", "bandwidth_efficiency", "split_k_min",
            "conv_split_k", "min_kernel_us", "graph_kernel_us", "k_step_cycles", "k_step", "ctas_per_sm_tile", "winograd", "winograd_tile",
            "winograd_efficiency", "tensor_core_precisions", "conv_efficiency", "misaligned_efficiency",
            "misaligned_vector", "split_k_precisions", "reorder_kernels", "sm_watts", "boost_clock_mhz", "l2_usable_fraction",
@@ -41,6 +41,7 @@ _TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50")), ("hopper", (
 class GpuLibrary:
     generation: str
     tiles: tuple[tuple[int, int], ...]
+    conv_tiles: dict  # unit class -> tiles the convolution library's implicit-GEMM kernels come in
     feed_ops_per_element: dict
     library_efficiency: dict
     bandwidth_efficiency: float
@@ -94,6 +95,7 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
     return GpuLibrary(
         generation=generation or "default",
         tiles=tuple((int(a), int(b)) for a, b in merged["tiles"]),
+        conv_tiles={u: tuple((int(a), int(b)) for a, b in ts) for u, ts in (merged.get("conv_tiles") or {}).items()},
         feed_ops_per_element=dict(merged["feed_ops_per_element"]),
         library_efficiency=dict(merged["library_efficiency"]),
         bandwidth_efficiency=float(merged["bandwidth_efficiency"]),
@@ -189,10 +191,12 @@ class Plan:
 
 
 def plan_gemm(m: int, n: int, k: int, count: int, sms: int, lib: GpuLibrary, unit: str, rate_per_s: float,
-              hz: float, precision: str, split_k: bool = True, acc_bytes: int = 4, gemv: bool = True) -> Plan:
+              hz: float, precision: str, split_k: bool = True, acc_bytes: int = 4, gemv: bool = True,
+              tiles: tuple | None = None) -> Plan:
     """The tile (and split-K) a library would pick for ``count`` products of m x n x k on ``sms``
     SMs of total ``rate_per_s`` (ops/s at the clock ``hz``): the one that finishes first. ``gemv``:
-    whether the library has matrix-vector kernels for this call (BLAS products; not convolutions)."""
+    whether the library has matrix-vector kernels for this call (BLAS products; not convolutions).
+    ``tiles``: the tile shapes to choose from (default the library's GEMM tiles)."""
     if gemv and min(m, n) <= lib.gemv_max and precision in lib.gemv_precisions:
         # matrix-vector kernels: every SM streams a slice of the matrix and reduces K within the
         # block; no tile K loop to wait on, the memory step bounds them
@@ -203,13 +207,13 @@ def plan_gemm(m: int, n: int, k: int, count: int, sms: int, lib: GpuLibrary, uni
     step_s = lib.k_step_cycles / hz
     k_per_step = float(lib.k_step.get(precision, 8))
     best = None
-    for tm, tn in lib.tiles:
-        tiles = ceil(m / tm) * ceil(n / tn) * count
+    for tm, tn in tiles or lib.tiles:
+        tiles_n = ceil(m / tm) * ceil(n / tn) * count
         s = 1
-        if split_k and tiles < sms and k >= 2 * lib.split_k_min:
-            s = max(1, min(sms // max(tiles, 1), k // lib.split_k_min))
+        if split_k and tiles_n < sms and k >= 2 * lib.split_k_min:
+            s = max(1, min(sms // max(tiles_n, 1), k // lib.split_k_min))
         ks = ceil(k / s)
-        ctas = tiles * s
+        ctas = tiles_n * s
         resident = max(1, min(8, lib.ctas_per_sm_tile // (tm * tn)))
         eff = tile_efficiency(tm, tn, feed)
         per_sm = ceil(ctas / sms)

@@ -282,7 +282,8 @@ def _gpu_waves(s: LayerState) -> float:
         s.plan = gpu.plan_gemm(g.m, g.n, g.k, g.count, hw.compute_units, s.lib, gpu.unit_class(s.unit_name), s.rate,
                                gpu.clock_hz(hw, s.lib), s.run_precision,
                                split_k=(s.algorithm == "gemm" or s.lib.conv_split_k) and s.run_precision in s.lib.split_k_precisions,
-                               gemv=s.algorithm == "gemm")
+                               gemv=s.algorithm == "gemm",
+                               tiles=None if s.algorithm == "gemm" else s.lib.conv_tiles.get(gpu.unit_class(s.unit_name)))
         t = s.plan.seconds / getattr(s, "gain", 1.0) + 2 * w.other_ops / s.rate
         s.occupancy = min(1.0, s.t / t) if t > 0 else 1.0
         s.tile_eff = s.plan.tile_eff
@@ -332,12 +333,16 @@ def _gpu_efficiency(s: LayerState) -> float:
     return s.t_compute
 
 
+def _reorders(s: LayerState) -> int:
+    """Layout-reorder kernels around a tensor-core convolution (none under TensorRT, which keeps one layout)."""
+    return int(s.lib.reorder_kernels.get(s.run_precision, 0)) if _is_conv(s.w) and "tensor" in s.unit_name \
+        and s.runtime != "tensorrt" else 0
+
+
 def _extra_kernels(s: LayerState) -> int:
     """Kernels a library launches besides the main one: layout reorders around a tensor-core
-    convolution (not under TensorRT, which keeps one layout), the reduction of a split-K GEMM."""
-    n = int(s.lib.reorder_kernels.get(s.run_precision, 0)) if _is_conv(s.w) and "tensor" in s.unit_name \
-        and s.runtime != "tensorrt" else 0
-    return n + (1 if s.plan is not None and s.plan.split_k > 1 else 0)
+    convolution, the reduction of a split-K GEMM."""
+    return _reorders(s) + (1 if s.plan is not None and s.plan.split_k > 1 else 0)
 
 
 def _gpu_memory(s: LayerState) -> float:
