@@ -111,9 +111,11 @@ class Graph:
 
 @dataclass(frozen=True)
 class ShapeOverrides:
-    """How the user resolves dynamic dims: --batch, --input-shape NAME=AxB, --dim SYMBOL=V."""
+    """How the user resolves dynamic dims: --batch, --input-shape NAME=AxB, --dim SYMBOL=V, and the
+    values of inputs that shapes are computed from: --value NAME=V[,V...]."""
 
     batch: int | None = None
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     dims: tuple[tuple[str, int], ...] = ()
+    values: tuple[tuple[str, tuple[float, ...]], ...] = ()  # --value NAME=V,...: inputs that shapes depend on
     strict: bool = True  # False when one set of flags serves many models: unknown names are ignored

@@ -298,3 +298,45 @@ def test_suggested_batch_list_form_runs():
     assert r.exit_code == 0
     assert [x["batch"] for x in json.loads(r.stdout)["rows"]] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     assert invoke("sweep", RESNET, "--batch", "1..8", "-f", "json").exit_code == 0
+
+
+def _range_model(tmp_path):
+    """y = r * r for r = Range(0, n, 1): the output's length is the value of input n."""
+    from onnx import TensorProto, helper
+
+    from helpers import model, save
+
+    nodes = [helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("z", TensorProto.INT64, [], [0])),
+             helper.make_node("Constant", [], ["one"], value=helper.make_tensor("o", TensorProto.INT64, [], [1])),
+             helper.make_node("Range", ["zero", "n", "one"], ["r"], name="range"),
+             helper.make_node("Cast", ["r"], ["f"], name="cast", to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["f", "f"], ["y"], name="square")]
+    m = model(nodes, [helper.make_tensor_value_info("n", TensorProto.INT64, [])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return save(m, tmp_path, "range.onnx")
+
+
+def test_value_of_an_input_resolves_the_shapes_computed_from_it(tmp_path):
+    from dnnperf.api import inspect_model
+    from dnnperf.ir import ShapeOverrides
+
+    path = _range_model(tmp_path)
+    assert {r.node.name for r in inspect_model(path).unscored()} >= {"cast", "square"}  # unknown without it
+    insp = inspect_model(path, ShapeOverrides(values=(("n", (10.0,)),)))
+    assert not insp.unscored()
+    rows = {r.node.name: r for r in insp.rows}
+    # n is a run-time input: what is computed from it is work, not a folded constant
+    assert rows["square"].workload is not None and rows["square"].workload.ops == 10  # 10 multiplies by hand
+    assert rows["square"].output_shape == (10,)
+
+
+def test_value_errors_are_one_line(tmp_path):
+    path = _range_model(tmp_path)
+    for args, words in ((["--value", "m=10"], "model's inputs are: n"),
+                        (["--value", "n=1,2"], "2 value(s) given"),
+                        (["--value", "n=2.5"], "whole numbers"),
+                        (["--value", "n=ten"], "numbers separated by commas"),
+                        (["--value", "n"], "NAME=V")):
+        r = runner.invoke(app, ["inspect", path, *args])
+        assert r.exit_code == 2, (args, r.output)
+        assert words in r.output and "Traceback" not in r.output

@@ -20,9 +20,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bench"))
 # still open: each pattern (a regular expression on the test case name) with its reason
 ALLOWED = {
     r"test_(hann|hamming|blackman)window(_symmetric)?_expanded":
-        "function body: Range over the window size, a runtime input value (shape known only at run time)",
+        "function body: Range over the window size, a runtime input value: resolves with --value "
+        "(test_runtime_value_models_resolve_with_value)",
     r"test_center_crop_pad_.*_expanded":
-        "function body: Pad amounts computed from the runtime 'shape' input's value",
+        "function body: Pad amounts computed from the runtime 'shape' input's value: resolves with --value",
     r"test_affine_grid_.*_expanded":
         "function body: grid size taken from the runtime 'size' input's value",
     r"test_range_.*_expanded":
@@ -84,3 +85,34 @@ def test_every_standard_op_has_a_cost_function():
                       if s.domain in ("", "ai.onnx", "ai.onnx.preview", "ai.onnx.preview.training")
                       and (s.name if s.domain in ("", "ai.onnx") else f"{s.domain}:{s.name}") not in REGISTRY})
     assert not missing, missing
+
+
+# models whose shapes follow from an input's value: with that value (here from the test case's own
+# input data, as a user who knows it would pass --value), every node is scored
+VALUE_RESOLVED = re.compile(r"test_((hann|hamming|blackman)window(_symmetric)?|center_crop_pad_.*)_expanded$")
+
+
+def test_runtime_value_models_resolve_with_value(tmp_path):
+    import numpy as np
+    import onnx
+    from onnx.backend.test.case.node import collect_testcases
+
+    from dnnperf.api import inspect_model
+    from dnnperf.ir import ShapeOverrides
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = [c for c in collect_testcases(None) if VALUE_RESOLVED.match(c.name)]
+    assert len(cases) >= 6
+    for c in cases:
+        path = str(tmp_path / f"{c.name}.onnx")
+        onnx.save(c.model, path)
+        graph_inputs = [i.name for i in c.model.graph.input]
+        values = tuple((name, tuple(float(x) for x in np.asarray(arr).reshape(-1)))
+                       for name, arr in zip(graph_inputs, c.data_sets[0][0]) if np.asarray(arr).dtype.kind in "iu")
+        assert values, c.name
+        without = inspect_model(path)
+        assert without.unscored(), c.name  # the premise: unresolved without the value
+        insp = inspect_model(path, ShapeOverrides(values=values))
+        assert not insp.unscored(), (c.name, values)
+        assert insp.totals()["ops"] > 0

@@ -43,6 +43,9 @@ Batch = Annotated[Optional[int], typer.Option("--batch", "-b", help="Batch size:
 InputShape = Annotated[Optional[List[str]], typer.Option("--input-shape", help="NAME=1x3x224x224 for one input (repeatable).")]
 Dim = Annotated[Optional[List[str]], typer.Option(
     "--dim", help="SYMBOL=VALUE for a symbolic dim, e.g. sequence_length=128 (repeatable).")]
+Value = Annotated[Optional[List[str]], typer.Option(
+    "--value", help="NAME=V[,V...]: the value of a model input that shapes are computed from (a window's size, "
+                    "Range's limits, a crop's target shape), as the runtime would receive it (repeatable).")]
 Format = Annotated[Optional[str], typer.Option(
     "--format", "-f", help="table (people), json, csv, md, html... (default: from the -o extension, else table).")]
 Output = Annotated[Optional[str], typer.Option(
@@ -71,8 +74,8 @@ HwOne = Annotated[str, typer.Option("--hw", help="Profile name or YAML path.")]
 # -- parsing helpers --------------------------------------------------------------------------
 
 
-def overrides(batch, input_shape, dim, strict: bool = True):
-    """--batch / --input-shape / --dim -> ShapeOverrides (each value checked, one-line errors)."""
+def overrides(batch, input_shape, dim, strict: bool = True, value=None):
+    """--batch / --input-shape / --dim / --value -> ShapeOverrides (each value checked, one-line errors)."""
     from dnnperf.ir import ShapeOverrides
 
     if batch is not None and batch < 1:
@@ -101,7 +104,20 @@ def overrides(batch, input_shape, dim, strict: bool = True):
         if iv < 0:
             raise DnnperfError(f"--dim {s}: value must be >= 0 (0 only for an empty cache or sequence)")
         dims.append((name, iv))
-    return ShapeOverrides(batch=batch, input_shapes=tuple(shapes), dims=tuple(dims), strict=strict)
+    values = []
+    for s in value or []:
+        if "=" not in s:
+            raise DnnperfError(f"--value expects NAME=V[,V...], got '{s}'")
+        name, v = s.rsplit("=", 1)
+        try:
+            vals = tuple(float(x) for x in v.split(",") if x.strip())
+        except ValueError:
+            raise DnnperfError(f"--value {s}: values must be numbers separated by commas") from None
+        if not name or not vals:
+            raise DnnperfError(f"--value {s}: give the input's name and at least one value")
+        values.append((name, vals))
+    return ShapeOverrides(batch=batch, input_shapes=tuple(shapes), dims=tuple(dims), values=tuple(values),
+                          strict=strict)
 
 
 def fusion_value(fusion: str) -> str:

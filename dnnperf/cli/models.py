@@ -6,7 +6,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, Generate, HwList, InputShape, Out, Output, Phase,
-                             Precision, Prompt, Quiet, Runtime, Top,
+                             Precision, Prompt, Quiet, Runtime, Top, Value,
                              app, command, overrides, positive, progress, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
@@ -16,13 +16,13 @@ ModelArg = Annotated[str, typer.Argument(help="ONNX model file (weights optional
 
 @command(app, "inspect", kinds=("inspection",))
 def inspect(model: ModelArg, batch: Batch = None, input_shape: InputShape = None, dim: Dim = None,
-            fmt: Format = None, output: Output = None, quiet: Quiet = False):
+            value: Value = None, fmt: Format = None, output: Output = None, quiet: Quiet = False):
     """Per-layer workloads: MACs (1 MAC = 2 ops), other ops, bytes read (activations, weights), bytes
     written, arithmetic intensity, and totals. No hardware involved."""
     from dnnperf.api import inspect_model
     from dnnperf.documents import inspection_dict
 
-    insp = inspect_model(model, overrides(batch, input_shape, dim))
+    insp = inspect_model(model, overrides(batch, input_shape, dim, value=value))
     return Document("inspection", inspection_dict(insp), notes=tuple(insp.warnings))
 
 
@@ -33,6 +33,7 @@ def analyze(
     batch: Batch = None,
     input_shape: InputShape = None,
     dim: Dim = None,
+    value: Value = None,
     precision: Precision = None,
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
@@ -57,7 +58,7 @@ def analyze(
     if jobs is not None:
         positive(jobs, "--jobs")
     specs = list(hw or ["v100"])
-    ov = overrides(batch, input_shape, dim, strict=len(models) == 1)
+    ov = overrides(batch, input_shape, dim, strict=len(models) == 1, value=value)
     load_profiles(specs)  # validate profiles before any work
     st = settings(batch, precision, fusion, runtime, overlap_input)
     if phase is not None:

@@ -207,6 +207,7 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
             v = tensor_value(init)
             if v is not None:
                 res.values[init.name] = v
+    fed = _user_values(overrides, g, init_info, types, res, path)
     for n in ordered:
         res.infer_node(n)
     if _bound_shapes(ordered, types, res):
@@ -239,11 +240,63 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
         opset=opset,
         values=dict(res.values),
         unresolved=unresolved,
-        constants=constants_of(nodes, init_names | set(res.values)),
+        constants=constants_of(nodes, init_names | (set(res.values) - _downstream(ordered, fed))),
         producer_version=f"{model.producer_name} {model.producer_version}".strip(),
         notes=notes,
         batch_axes=axes,
     )
+
+
+def _user_values(ov: ShapeOverrides, g, init_info, types, res, path: str) -> set[str]:
+    """--value NAME=V,...: the input's value joins the folded values (shapes computed from it
+    resolve), checked against its declared shape. Returns the names given."""
+    import numpy as np
+
+    from dnnperf.load.fold import _NP_DTYPES
+
+    inputs = [i.name for i in g.input if i.name not in init_info]
+    given = set()
+    for name, vals in ov.values:
+        if name not in inputs:
+            if ov.strict:
+                raise DnnperfError(f"--value names '{name}', but the model's inputs are: {', '.join(sorted(inputs)) or '(none)'}")
+            continue
+        dims, dtype = types.get(name, (None, "float32"))
+        shape = static(dims) if dims is not None else None
+        if shape is None:
+            if dims is not None and len(dims) == 1:
+                shape = (len(vals),)
+            elif dims is not None and len(dims) == 0:
+                shape = ()
+            else:
+                raise DnnperfError(f"--value {name}: the input's shape is unknown; give it with --input-shape {name}=N")
+        numel = 1
+        for d in shape:
+            numel *= d
+        if numel != len(vals):
+            raise DnnperfError(f"--value {name}: {len(vals)} value(s) given, but input '{name}' has shape "
+                               f"{list(shape)} ({numel} values)")
+        np_dtype = _NP_DTYPES.get(dtype)
+        if np_dtype is None:
+            raise DnnperfError(f"--value {name}: inputs of type {dtype} cannot be given a value")
+        arr = np.array(vals, dtype=np.float64).reshape(shape)
+        if np.issubdtype(np_dtype, np.integer) and not np.all(arr == np.round(arr)):
+            raise DnnperfError(f"--value {name}: input '{name}' is {dtype}: give whole numbers")
+        res.values[name] = arr.astype(np_dtype)
+        types[name] = (shape, dtype)
+        given.add(name)
+    return given
+
+
+def _downstream(ordered, names: set[str]) -> set[str]:
+    """Every tensor computed from ``names``: inputs at run time, so never folded constants."""
+    out = set(names)
+    if not names:
+        return out
+    for n in ordered:
+        if any(i in out for i in n.input if i):
+            out.update(o for o in n.output if o)
+    return out
 
 
 def constants_of(nodes: list[Node], known: set[str]) -> frozenset:
