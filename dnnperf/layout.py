@@ -7,6 +7,9 @@ plain NCHW, so the runtime converts a blocked tensor back before it (a reorder t
 writes the whole tensor) and converts again before the next convolution. A lone convolution in a
 one-node model pays both conversions; inside a network they appear only at these boundaries.
 
+Which convolutions run blocked is ``rules.blocked_conv`` (channels in whole blocks); the others
+run ONNX Runtime's plain kernel, with conversions around them like any other plain op.
+
 The rule runs on profiles whose ``cpu_layout`` is set (``dnnperf calibrate`` measures whether and
 for which grouped widths the runtime uses the blocked layout). Each conversion becomes a layer of
 its own (op type ``LayoutReorder``, family ``movement``) so it shows in the table and the totals.
@@ -14,6 +17,7 @@ its own (op type ``LayoutReorder``, family ``movement``) so it shows in the tabl
 
 from __future__ import annotations
 
+from dnnperf import rules
 from dnnperf.ir import Graph
 from dnnperf.scoring import Layer
 from dnnperf.workload import Workload
@@ -26,16 +30,14 @@ LAYOUT_AGNOSTIC = frozenset({
 })
 
 
-def _blocked_anchor(graph: Graph, node, layer: Layer, block: int, grouped_min: int) -> bool:
+def _blocked_anchor(graph: Graph, node, layer: Layer, block: int, grouped_min: int, align: int) -> bool:
     if node.op_type not in BLOCKED_OPS:
         return False
     x = graph.tensors.get(node.inputs[0]) if node.inputs else None
     if x is None or x.shape is None or len(x.shape) != 4:
         return False
-    w = layer.workload
-    if w.family == "grouped_conv" and w.conv:
-        cin_g = w.conv[0]
-        return cin_g >= grouped_min and cin_g % grouped_min == 0
+    if node.op_type == "Conv":
+        return rules.blocked_conv(layer.workload, block, grouped_min, align)
     return True
 
 
@@ -48,7 +50,7 @@ def _reorder(graph: Graph, tensor: str, where: str) -> Layer | None:
     return Layer(f"reorder {where} {tensor}", "LayoutReorder", (), w, t.shape)
 
 
-def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int) -> list[Layer]:
+def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int, align: int | None = None) -> list[Layer]:
     """``layers`` with a ``LayoutReorder`` layer before each layer whose input layout differs from
     the one its producer left (see the module docstring)."""
     nodes = {n.name: n for n in graph.nodes}
@@ -64,7 +66,7 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
         ins = [i for n in members for i in n.inputs if i and i not in internal and i not in graph.constants]
         anchor = members[0]
         outs = [o for o in members[-1].outputs if o]
-        if _blocked_anchor(graph, anchor, layer, block, grouped_min):
+        if _blocked_anchor(graph, anchor, layer, block, grouped_min, align or block):
             x = graph.tensors.get(anchor.inputs[0])
             for i in dict.fromkeys(ins):
                 if i in blocked:

@@ -151,3 +151,26 @@ def interp_log(x: float, points: tuple[tuple[int, float], ...]) -> float:
             f = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
             return y0 + f * (y1 - y0)
     return points[-1][1]
+
+
+def blocked_conv(w, block: int, grouped_min: int, align: int | None = None) -> bool:
+    """Whether a CPU runtime with a channel-blocked layout (ONNX Runtime's NCHWc, ``block`` channels
+    per block, channel counts padded up to whole blocks from a multiple of ``align``) runs this
+    convolution blocked: output channels a multiple of ``align``; a plain convolution's input
+    channels too, or fewer than one block (an RGB image is read as it is); depthwise channels a
+    multiple of ``align``; a grouped one's channels per group from ``grouped_min`` in whole
+    multiples. ``align`` and ``grouped_min`` are measured by calibrate (default: the block). Anything
+    else runs the plain NCHW kernel."""
+    if not w.conv or w.gemm is None:
+        return False
+    align = align or block
+    groups = w.gemm.count
+    cin_g = w.conv[0]
+    cout, cin = w.gemm.n * groups, cin_g * groups
+    if cout % align:
+        return False
+    if w.family == "depthwise_conv":
+        return cin % align == 0
+    if groups > 1:
+        return cin_g >= grouped_min and cin_g % grouped_min == 0
+    return cin < block or cin % align == 0

@@ -450,18 +450,29 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
 
 
 def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
-    """The calibrated figure for this convolution's shape, when the profile has one: depthwise by
+    """The calibrated figure for this convolution's shape, when the profile has one: a plain
+    or depthwise convolution the CPU's blocked layout cannot take (``<family>.unblocked_k<kernel>``); depthwise by
     kernel and stride (the nearest kernel size measured with that stride), log-interpolated in
     output pixels; grouped by input channels per group (log-interpolated between the measured widths)
     and output pixels. None when the profile has no such curve."""
     w = layer.workload
-    if not hw.shape_efficiency or not w.conv or w.family not in ("depthwise_conv", "grouped_conv"):
+    if not hw.shape_efficiency or not w.conv or w.family not in ("conv", "depthwise_conv", "grouped_conv"):
         return None
     cin_g, kh, kw, sh, _sw, _dil = w.conv
     pixels = 1
     for d in (layer.output_shape or ())[2:]:
         pixels *= int(d)
     pixels = max(pixels, 1)
+    if w.family in ("conv", "depthwise_conv") and hw.cpu_layout is not None \
+            and not rules.blocked_conv(w, *hw.cpu_layout):
+        # a convolution the blocked layout cannot take runs the plain kernel, measured apart
+        plain = sorted((int(k.split("_k")[1]), pts) for k, pts in hw.shape_efficiency.items()
+                       if k.startswith(f"{w.family}.unblocked_k"))
+        if plain:
+            pts = min(plain, key=lambda kp: (abs(kp[0] - max(kh, kw)), kp[0]))[1]
+            return rules.interp_log(pixels, pts)
+    if w.family == "conv":
+        return None
     if w.family == "grouped_conv":
         widths = sorted((int(k.split(".w")[1]), pts) for k, pts in hw.shape_efficiency.items()
                         if k.startswith("grouped_conv.w"))

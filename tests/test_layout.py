@@ -81,3 +81,55 @@ def test_grouped_convolutions_narrower_than_the_block_stay_plain(tmp_path):
 def test_a_malformed_layout_field_is_one_clear_error(tmp_path):
     with pytest.raises(DnnperfError, match="cpu_layout"):
         load_profile(_profile(tmp_path, {"block": 8, "width": 3}))
+
+
+def test_which_convolutions_run_blocked():
+    from dnnperf.rules import blocked_conv
+    from dnnperf.workload import Gemm, Workload
+
+    def conv(cin, cout, groups=1, family="conv"):
+        return Workload(family, gemm=Gemm(m=49, n=cout // groups, k=cin // groups * 9, count=groups),
+                        conv=(cin // groups, 3, 3, 1, 1, False))
+
+    assert blocked_conv(conv(64, 64), 16, 16)
+    assert blocked_conv(conv(3, 64), 16, 16)  # an RGB image: fewer channels than a block, read as it is
+    assert not blocked_conv(conv(64, 58), 16, 16)  # output channels in no whole block
+    assert not blocked_conv(conv(24, 64), 16, 16)  # input channels: more than a block, not whole blocks
+    assert blocked_conv(conv(24, 64), 8, 8)  # ... but whole blocks of 8
+    assert blocked_conv(conv(144, 144, 144, "depthwise_conv"), 16, 16)
+    assert not blocked_conv(conv(72, 72, 72, "depthwise_conv"), 16, 16)
+    assert not blocked_conv(conv(128, 128, 16, "grouped_conv"), 16, 16)  # 8 channels per group
+    assert blocked_conv(conv(128, 128, 8, "grouped_conv"), 16, 16)  # 16 per group
+
+
+def test_an_unaligned_convolution_is_a_plain_op_between_blocked_ones(tmp_path):
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1"),
+             helper.make_node("Conv", ["a", "w2"], ["b"], name="odd"),
+             helper.make_node("Conv", ["b", "w3"], ["y"], name="c3")]
+    m = model(nodes, [vi("x", [1, 16, 6, 6])], [vi("y", None)],
+              [weight("w1", [16, 16, 1, 1]), weight("w2", [12, 16, 1, 1]), weight("w3", [16, 12, 1, 1])])
+    names = [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})]
+    # 12 channels: 'odd' runs the plain kernel, so its input goes back to NCHW; c3's 12 input
+    # channels are more than a block and no whole block: c3 is plain too, and nothing converts after
+    assert names == ["reorder into x", "c1", "reorder out of a", "odd", "c3"]
+
+
+def test_channel_alignment_below_the_block():
+    """ONNX Runtime pads channel counts that are a multiple of 4 up to its 16-channel block: 116
+    depthwise channels run blocked, 58 do not (measured by calibrate as channel_alignment)."""
+    from dnnperf.rules import blocked_conv
+    from dnnperf.workload import Gemm, Workload
+
+    def dw(ch):
+        return Workload("depthwise_conv", gemm=Gemm(m=196, n=1, k=9, count=ch), conv=(1, 3, 3, 1, 1, False))
+
+    assert blocked_conv(dw(116), 16, 16, 4) and not blocked_conv(dw(116), 16, 16)
+    assert not blocked_conv(dw(58), 16, 16, 4)
+
+
+def test_layout_alignment_is_read_from_the_profile(tmp_path):
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="dw", group=12, pads=[1, 1, 1, 1])]
+    m = model(nodes, [vi("x", [1, 12, 6, 6])], [vi("y", None)], [weight("w", [12, 1, 3, 3])])
+    assert [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})] == ["dw"]
+    aligned = _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8, "channel_alignment": 4})
+    assert [l.name for l in aligned] == ["reorder into x", "dw", "reorder out of y"]

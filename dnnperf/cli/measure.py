@@ -26,7 +26,7 @@ def calibrate(
 
     if threads is not None:
         positive(threads, "--threads")
-    with progress(len(micro_models(True)), "calibrating", quiet) as tick:
+    with progress(sum(mb.role != "probe" for mb in micro_models(True)), "calibrating", quiet) as tick:
         prof = run_calibrate(quick, threads, progress=tick)
     note = (f"wrote {output}: fp32 {prof['units'][0]['peak_tops']['fp32']} TOP/s, {prof['memory']['dram_gbs']} GB/s, "
             f"dispatch {prof['launch_overhead_us']} us ({prof['measured']['seconds']} s)")

@@ -50,6 +50,9 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
         dims, _ = type_shape(vi.type)
         if dims is not None:
             symbols_seen.update(d for d in dims if isinstance(d, str))
+        elem = _sequence_elem_shape(vi.type)
+        if elem is not None:
+            symbols_seen.update(d.dim_param for d in elem.dim if d.HasField("dim_param"))
     dim_map = dict(ov.dims)
     for sym in dim_map:
         if sym not in symbols_seen and ov.strict:
@@ -69,6 +72,14 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
     missing = []
     assumed: list[str] = []
     for vi in real_inputs:
+        elem = _sequence_elem_shape(vi.type)
+        if elem is not None:  # a sequence's element type: --dim reaches its symbols too
+            for d in elem.dim:
+                if d.HasField("dim_param") and d.dim_param in dim_map:
+                    v = dim_map[d.dim_param]
+                    d.Clear()
+                    d.dim_value = v
+            continue
         if not vi.type.HasField("tensor_type"):
             continue
         shp = vi.type.tensor_type.shape
@@ -102,3 +113,13 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
                if any("past" in n.lower() for n, _, _ in missing) else "")
         )
     return [f"batch dim {', '.join(assumed)} unresolved: assumed 1 (pass --batch N)"] if assumed else []
+
+
+def _sequence_elem_shape(tp):
+    """The shape of a sequence input's element tensors (None for anything else)."""
+    if tp.WhichOneof("value") != "sequence_type":
+        return None
+    elem = tp.sequence_type.elem_type
+    if not elem.HasField("tensor_type") or not elem.tensor_type.HasField("shape"):
+        return None
+    return elem.tensor_type.shape

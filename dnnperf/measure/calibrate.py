@@ -36,7 +36,8 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     table = micro_models(quick)
     runs = 10 if quick else 30
     budget = 0.25 if quick else 1.0
-    jobs = {mb.name: (lambda b=mb.model.SerializeToString(): session(b, threads), mb.feeds) for mb in table}
+    jobs = {mb.name: (lambda b=mb.model.SerializeToString(): session(b, threads), mb.feeds) for mb in table
+            if mb.role != "probe"}
     settled = settled_times(jobs, rounds_min=2 if quick else 3, rounds_max=5 if quick else 8, runs=runs,
                             budget_s=budget, progress=progress, strict=strict)
     del jobs
@@ -102,7 +103,12 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         widths = sorted(int(mb.key.split(".w")[1].split(":")[0]) for mb in table
                         if mb.key.startswith("grouped_conv.w") and shares.get(mb.name, 0.0) > 0.0)
         block = widths[0] if widths else 8
-        profile["cpu_layout"] = {"block": block, "grouped_min_width": widths[0] if widths else 1 << 20}
+        # the channel multiple the runtime pads up to a block: the smallest power of two dividing
+        # the channel count of every probe it took blocked
+        took = [int(mb.key) for mb in table if mb.role == "probe" and layout_share(mb, threads) > 0.0]
+        align = min((c & -c for c in took), default=block)
+        profile["cpu_layout"] = {"block": block, "grouped_min_width": widths[0] if widths else 1 << 20,
+                                 "channel_alignment": min(align, block)}
     profile["efficiency"] = {k: _sig(statistics.median(v)) for k, v in sorted(eff.items())}
     profile["op_efficiency"] = dict(sorted(op_eff.items()))
     # how much of a cache-busting GEMM's weight streaming hides behind its math

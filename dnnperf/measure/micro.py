@@ -4,7 +4,8 @@ the work it does (ops, bytes) so that the figure it measures is ``ops / t`` or `
 Roles: ``peak`` (matrix throughput), ``dram`` / ``onchip`` (bandwidth; ``onchip`` sweeps the working set to find the cache capacity), ``dispatch`` (per-op cost),
 ``cold`` (weight streaming behind math), ``family`` (one op family's efficiency against the
 roofline), ``op`` (one slow elementwise op), ``m_curve`` (thin GEMMs), ``shape`` (depthwise and
-grouped convolutions by shape: key ``<profile shape_efficiency key>:<x>``).
+grouped convolutions by shape: key ``<profile shape_efficiency key>:<x>``), ``probe`` (not timed: a
+depthwise convolution whose layout conversions, or their absence, show the runtime's channel alignment).
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ NK_DIMS = (8, 24, 64)
 # blocks at the resolutions where a 224 x 224 network has them
 DEPTHWISE = ((3, 1, 112, 32), (3, 1, 28, 192), (3, 1, 7, 960), (3, 2, 56, 96), (3, 2, 14, 240),
              (5, 1, 28, 240), (5, 1, 7, 1152), (5, 2, 14, 240), (5, 2, 7, 672), (7, 1, 56, 96), (7, 1, 7, 768))
+# channel counts of 2 mod 4 fit no blocked layout (ONNX Runtime pads multiples of 4 up to its block)
+UNBLOCKED = ((1, 58, 28), (3, 18, 56))  # plain convolutions: (kernel, channels, side)
+DW_UNBLOCKED = ((3, 1, 28, 58), (3, 1, 7, 234))  # depthwise: (kernel, stride, side, channels)
+LAYOUT_PROBES = (50, 52, 56, 64)  # depthwise channel counts whose layout conversions tell the alignment
 CACHE_SWEEP_KB = (768, 1536, 3072, 6144, 12288, 24576, 49152)
 # 3 x 3 grouped convolutions of 128 channels by (input channels per group, output side): widths of
 # ResNeXt / RegNet stages, and for the common widths the resolution too (a wide im2col spills the cache)
@@ -33,7 +38,7 @@ class Micro:
     name: str
     model: Any  # onnx.ModelProto
     feeds: dict
-    role: str  # peak | peak_int8 | dram | onchip | dispatch | cold | family | op | m_curve | shape
+    role: str  # peak | peak_int8 | dram | onchip | dispatch | cold | family | op | m_curve | shape | probe
     key: str = ""  # the family, op type or thin dimension the entry measures
     ops: float = 0.0  # arithmetic ops the kernel does (1 MAC = 2 ops)
     nbytes: float = 0.0  # bytes it must move (inputs read + output written)
@@ -175,6 +180,14 @@ def micro_models(quick: bool) -> list[Micro]:
     for k, stride, side, ch in DEPTHWISE:
         out.append(_conv(f"dw_k{k}s{stride}_{side}", ch, side * stride, k, stride, ch,
                          f"depthwise_conv.k{k}s{stride}:{side * side}"))
+    for k, ch, side in UNBLOCKED:  # channel counts in no whole SIMD block: the plain NCHW kernel
+        out.append(_conv(f"conv_unblocked_k{k}", ch, side, k, 1, 1, f"conv.unblocked_k{k}:{side * side}"))
+    for k, stride, side, ch in DW_UNBLOCKED:
+        out.append(_conv(f"dw_unblocked_k{k}s{stride}_{side}", ch, side * stride, k, stride, ch,
+                         f"depthwise_conv.unblocked_k{k}:{side * side}"))
+    for ch in LAYOUT_PROBES:  # not timed: only their layout conversions are looked at
+        out.append(_conv(f"probe_dw{ch}", ch, 14, 3, 1, ch, str(ch)))
+        out[-1] = Micro(out[-1].name, out[-1].model, out[-1].feeds, "probe", out[-1].key)
     for gw, side in GROUPED:
         out.append(_conv(f"grouped_w{gw}_{side}", 128, side, 3, 1, 128 // gw, f"grouped_conv.w{gw}:{side * side}"))
     return out
