@@ -71,6 +71,7 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
                 )
     missing = []
     assumed: list[str] = []
+    seq_symbols: dict[str, str] = {}  # symbolic dims of sequence elements nobody set -> the input
     for vi in real_inputs:
         elem = _sequence_elem_shape(vi.type)
         if elem is not None:  # a sequence's element type: --dim reaches its symbols too
@@ -79,6 +80,8 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
                     v = dim_map[d.dim_param]
                     d.Clear()
                     d.dim_value = v
+                elif d.HasField("dim_param"):
+                    seq_symbols.setdefault(d.dim_param, vi.name)
             continue
         if not vi.type.HasField("tensor_type"):
             continue
@@ -112,7 +115,11 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
             + ("; a decoder with a KV cache: --phase prefill --prompt N or --phase decode --context N sets them"
                if any("past" in n.lower() for n, _, _ in missing) else "")
         )
-    return [f"batch dim {', '.join(assumed)} unresolved: assumed 1 (pass --batch N)"] if assumed else []
+    notes = [f"batch dim {', '.join(assumed)} unresolved: assumed 1 (pass --batch N)"] if assumed else []
+    if seq_symbols:  # the sequence's consumers stay unscored (listed); say how to resolve them
+        notes.append("sequence input element dims " + ", ".join(f"'{s}' ({n})" for s, n in sorted(seq_symbols.items()))
+                     + " are symbolic: pass " + " ".join(f"--dim {s}=N" for s in sorted(seq_symbols)))
+    return notes
 
 
 def _sequence_elem_shape(tp):
