@@ -152,4 +152,9 @@ def test_protocol_settles_or_says_the_machine_is_too_noisy(monkeypatch):
     assert exc.value.exit_code == 3
     halving = {"a": iter([1.0 / 2 ** i for i in range(10)])}
     r = ort_mod.settled_times({"a": ("a", None)}, rounds_min=2, rounds_max=4, runs=1, budget_s=0, strict=False)
-    assert not r["settled"] and r["times"]["a"] == 1.0 / 8
+    assert not r["settled"] and r["times"]["a"] == (1.0 / 2 + 1.0 / 4) / 2  # the median of 1, 1/2, 1/4, 1/8
+    # one lucky round does not set the figure: the median of the rounds does
+    lucky = {"a": iter([1.0, 1.0, 0.5, 1.0, 1.0])}
+    monkeypatch.setattr(ort_mod, "median_run", lambda sess, feeds, **kw: next(lucky[sess]))
+    r = ort_mod.settled_times({"a": ("a", None)}, rounds_min=3, rounds_max=5, runs=1, budget_s=0)
+    assert r["times"]["a"] == 1.0 and r["spread"]["a"] == pytest.approx(1.0)

@@ -38,7 +38,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     budget = 0.25 if quick else 1.0
     jobs = {mb.name: (lambda b=mb.model.SerializeToString(): session(b, threads), mb.feeds) for mb in table
             if mb.role != "probe"}
-    settled = settled_times(jobs, rounds_min=2 if quick else 3, rounds_max=5 if quick else 8, runs=runs,
+    settled = settled_times(jobs, rounds_min=2 if quick else 5, rounds_max=5 if quick else 10, runs=runs,
                             budget_s=budget, progress=progress, strict=strict)
     del jobs
     times = settled["times"]
@@ -125,8 +125,8 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         "threads": n_threads,
         "onnxruntime": rt.__version__,
         "mode": "quick" if quick else "default",
-        "protocol": "interleaved rounds, best of the rounds' robust medians, repeated until two rounds agree "
-                    "(3%; 10% under 50 us)",
+        "protocol": "interleaved rounds, the median of the rounds' robust medians, repeated until one more "
+                    "round moves none by more than 3% (10% under 50 us)",
         "rounds": settled["rounds"],
         "settled": settled["settled"],
         "spread_max": _sig(max(settled["spread"].values(), default=0.0)),

@@ -71,7 +71,7 @@ def median_run(sess, feeds, warmup: int, runs: int, budget_s: float) -> float:
 
 
 # the measurement protocol shared by calibrate and validate
-ROUND_TOLERANCE = 0.03  # two rounds agree when every best time moved less than this
+ROUND_TOLERANCE = 0.03  # two rounds agree when one more round moved every median less than this
 SMALL_TOLERANCE = 0.10  # ... or this for timings under SMALL_S (dispatch-sized)
 SMALL_S = 50e-6
 
@@ -80,19 +80,21 @@ def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budge
                   strict: bool = True) -> dict:
     """Interleaved rounds over ``jobs`` ({name: (session or a function making one, feeds)}): sessions
     made by a function live only while their job is timed (an idle session's threads keep spinning
-    and slow the others). Each round times every job once
-    (robust median of its faster runs), rotating the order so that a slow moment hits different jobs;
-    a job's time is its best round (other tenants only ever slow a run down). Rounds repeat until the
-    last round moved no best time by more than the tolerance (and at least ``rounds_min`` ran);
-    after ``rounds_max`` rounds without agreement the machine is too noisy (TooNoisy, exit 3), or,
-    with ``strict=False`` (the test suite on shared CI machines), the best times so far are returned
-    marked ``settled: False``.
+    and slow the others). Each round times every job once (robust median of its faster runs: other
+    tenants only ever slow a run down), rotating the order so that a slow moment hits different
+    jobs. A job's time is the median of its rounds: on a shared machine the fastest round is a lucky
+    moment that does not come back (minimums of back-to-back calibrations differ by up to 60%, their
+    medians over time by a few percent). Rounds repeat until one more round moves no job's median by
+    more than the tolerance (and at least ``rounds_min`` ran); after ``rounds_max`` rounds without
+    agreement the machine is too noisy (TooNoisy, exit 3), or, with ``strict=False`` (the test suite
+    on shared CI machines), the medians so far are returned marked ``settled: False``.
     Returns {"times": {name: s}, "rounds": n, "spread": {name: max/min - 1 over rounds}, "settled": bool}."""
     from dnnperf.errors import TooNoisy
 
     names = list(jobs)
     history: dict[str, list[float]] = {n: [] for n in names}
-    best: dict[str, float] = {}
+    mid: dict[str, float] = {}
+    moved: dict[str, float] = {}
     for r in range(rounds_max):
         k = r % len(names) if names else 0
         moved = {}
@@ -105,21 +107,21 @@ def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budge
             if made:
                 del sess
             history[n].append(t)
-            old = best.get(n)
-            best[n] = t if old is None else min(old, t)
+            old = mid.get(n)
+            mid[n] = statistics.median(history[n])
             if old is not None:
-                moved[n] = (old - best[n]) / old
+                moved[n] = abs(old - mid[n]) / old
             if progress:
                 progress(n)
         if r + 1 >= rounds_min and moved and all(
-                v <= (SMALL_TOLERANCE if best[n] < SMALL_S else ROUND_TOLERANCE) for n, v in moved.items()):
-            return {"times": best, "rounds": r + 1, "settled": True,
+                v <= (SMALL_TOLERANCE if mid[n] < SMALL_S else ROUND_TOLERANCE) for n, v in moved.items()):
+            return {"times": mid, "rounds": r + 1, "settled": True,
                     "spread": {n: max(h) / min(h) - 1 for n, h in history.items()}}
     if not strict:
-        return {"times": best, "rounds": rounds_max, "settled": False,
+        return {"times": mid, "rounds": rounds_max, "settled": False,
                 "spread": {n: max(h) / min(h) - 1 for n, h in history.items()}}
     worst = max(moved, key=lambda n: moved[n]) if moved else "?"
-    raise TooNoisy(f"measurements did not settle in {rounds_max} rounds (e.g. '{worst}' still improved by "
+    raise TooNoisy(f"measurements did not settle in {rounds_max} rounds (e.g. '{worst}' still moved by "
                    f"{moved.get(worst, 0) * 100:.0f}% in the last round): the machine is too busy — stop other "
                    "work or pin the run (--threads), then try again")
 
