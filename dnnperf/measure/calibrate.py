@@ -49,9 +49,9 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     sweep = sorted((mb.nbytes, mb.nbytes / max(times[mb.name] - dispatch_us * 1e-6, 1e-9) / 1e9)
                    for mb in table if mb.role == "onchip")
     onchip_bw = max(b for _, b in sweep)
-    # the cache that matters: the largest working set still streaming well above DRAM speed (half-way
-    # between the two in log terms); the kernel's own report is only the fallback
-    fits = [n for n, b in sweep if b >= (onchip_bw * bw) ** 0.5]
+    # the cache that matters: the largest working set still streaming at three quarters of the best
+    # on-chip speed (the knee of the sweep); the kernel's own report is only the fallback
+    fits = [n for n, b in sweep if b >= 0.75 * onchip_bw and b > 1.5 * bw]
     cache_mb = (max(fits) / 1e6) if fits else reported_cache_mb()
     n_threads = threads or os.cpu_count() or 1
     profile = {
