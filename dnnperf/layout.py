@@ -7,11 +7,12 @@ plain NCHW, so the runtime converts a blocked tensor back before it (a reorder t
 writes the whole tensor) and converts again before the next convolution. A lone convolution in a
 one-node model pays both conversions; inside a network they appear only at these boundaries.
 
-Which convolutions run blocked is ``rules.blocked_conv`` (channels in whole blocks); the others
+Which convolutions run blocked is ``rules.blocked_conv`` (channel counts a multiple of the
+alignment the runtime pads up to a block; grouped ones from a minimum width per group); the others
 run ONNX Runtime's plain kernel, with conversions around them like any other plain op.
 
-The rule runs on profiles whose ``cpu_layout`` is set (``dnnperf calibrate`` measures whether and
-for which grouped widths the runtime uses the blocked layout). Each conversion becomes a layer of
+The rule runs on profiles whose ``cpu_layout`` is set (``dnnperf calibrate`` measures whether the
+runtime uses the blocked layout, its channel alignment and the grouped widths it takes). Each conversion becomes a layer of
 its own (op type ``LayoutReorder``, family ``movement``) so it shows in the table and the totals.
 """
 
