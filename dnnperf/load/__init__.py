@@ -208,8 +208,11 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
             if v is not None:
                 res.values[init.name] = v
     fed = _user_values(overrides, g, init_info, types, res, path)
+    bodies: dict[tuple, dict] = {}  # a Scan's outputs -> the shapes resolved in its body
     for n in ordered:
         res.infer_node(n)
+        if n.op_type == "Scan" and n.domain in ("", "ai.onnx"):
+            _scan_shapes(n, res, bodies)
     if _bound_shapes(ordered, types, res):
         for n in ordered:  # downstream of the bounded outputs
             res.infer_node(n)
@@ -228,7 +231,7 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
         "".join(tensors)  # value names as dict keys: bytes means a corrupt file
     except TypeError:
         raise DnnperfError(f"'{path}' has names that are not valid UTF-8 — the file is corrupt; re-export it") from None
-    nodes, unresolved = _build_nodes(ordered, tensors, opset, path, init_names, None, 0, res.attrs)
+    nodes, unresolved = _build_nodes(ordered, tensors, opset, path, init_names, None, 0, res.attrs, bodies)
     graph_inputs = tuple(i.name for i in g.input if i.name not in init_names)
     return Graph(
         name=g.name or os.path.splitext(os.path.basename(path))[0],
@@ -245,6 +248,71 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
         notes=notes,
         batch_axes=axes,
     )
+
+
+def _scan_shapes(node, res, bodies: dict) -> None:
+    """Shapes inside a Scan body that ONNX inference left open because they need values of the
+    enclosing graph (an Unsqueeze whose axes are an outer Constant), and from them the Scan's own
+    outputs: the body is resolved with the outer values and its inputs' shapes (states as given,
+    scan inputs without their scan axis)."""
+    from dnnperf.load.fold import Resolver
+
+    body = next((a.g for a in node.attribute if a.name == "body"), None)
+    if body is None:
+        return
+    attrs = res.attrs(node)
+    m = int(attrs.get("num_scan_inputs", 0))
+    ins = list(node.input)
+    n_state = len(ins) - m
+    if m <= 0 or n_state < 0 or len(body.input) != len(ins):
+        return
+    in_axes = list(attrs.get("scan_input_axes") or [0] * m)
+    out_axes = list(attrs.get("scan_output_axes") or [0] * (len(body.output) - n_state))
+    sub = Resolver(res.model, res.opset, list(body.node))
+    sub.types = dict(res.types)
+    sub.values = dict(res.values)
+    local = {o for bn in body.node for o in bn.output} | {i.name for i in body.input}
+    for bn in body.node:  # outer-scope values the body reads (folded on demand in the outer graph)
+        for i in bn.input:
+            if i and i not in local and i not in sub.values:
+                v = res.value(i)
+                if v is not None:
+                    sub.values[i] = v
+    seq = None
+    for k, (outer, inner) in enumerate(zip(ins, body.input)):
+        t = res.types.get(outer)
+        dims = static(t[0]) if t is not None else None
+        if dims is None:
+            return
+        if k >= n_state:
+            ax = in_axes[k - n_state] % len(dims)
+            seq = dims[ax]
+            dims = dims[:ax] + dims[ax + 1:]
+        sub.types[inner.name] = (tuple(dims), t[1])
+    for vi in list(body.value_info) + list(body.output):
+        dims, dtype = type_shape(vi.type)
+        if static(dims) is not None:
+            sub.types.setdefault(vi.name, (static(dims), dtype))
+    for bn in body.node:
+        sub.infer_node(bn)
+    resolved = {i.name: sub.types[i.name] for i in body.input if i.name in sub.types}
+    for bn in body.node:
+        for o in bn.output:
+            t = sub.types.get(o)
+            if o and t is not None and static(t[0]) is not None:
+                resolved[o] = (static(t[0]), t[1])
+    bodies[tuple(node.output)] = resolved
+    for k, (outer, inner) in enumerate(zip(node.output, body.output)):
+        t = resolved.get(inner.name) or sub.types.get(inner.name)
+        dims = static(t[0]) if t is not None else None
+        if not outer or dims is None or seq is None:
+            continue
+        if k >= n_state:  # scan outputs stack the per-step values along their axis
+            ax = out_axes[k - n_state] % (len(dims) + 1) if out_axes else 0
+            dims = dims[:ax] + (seq,) + dims[ax:]
+        old = res.types.get(outer)
+        if old is None or static(old[0]) is None:
+            res.types[outer] = (tuple(dims), t[1])
 
 
 def _user_values(ov: ShapeOverrides, g, init_info, types, res, path: str) -> set[str]:
@@ -312,7 +380,7 @@ def constants_of(nodes: list[Node], known: set[str]) -> frozenset:
 
 
 def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset, gname: str | None,
-                 depth: int, attrs_of=plain_attrs) -> tuple[list[Node], list[str]]:
+                 depth: int, attrs_of=plain_attrs, bodies: dict | None = None) -> tuple[list[Node], list[str]]:
     nodes: list[Node] = []
     unresolved: list[str] = []
     seen_names: dict[str, int] = {}
@@ -343,7 +411,8 @@ def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset
             attrs: dict[str, Any] = attrs_of(n)
             if len(attrs) < len(n.attribute):  # graph-valued (or exotic) attributes left out
                 for label, sg in node_subgraphs(n):
-                    subs[label] = _subgraph(sg, tensors, opset, path, depth + 1, inits)
+                    known = (bodies or {}).get(outs) if label == "body" else None
+                    subs[label] = _subgraph(sg, tensors, opset, path, depth + 1, inits, known)
         else:
             attrs = {}
         append(Node(name, op, domain, ins, outs, attrs, subs))
@@ -356,9 +425,10 @@ def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset
     return nodes, unresolved
 
 
-def _subgraph(g, outer_tensors, opset, path, depth: int, outer_inits: frozenset) -> Graph:
-    """A control-flow body with the shapes ONNX inference recorded in its value_info; weights of
-    the enclosing graphs stay weights inside it."""
+def _subgraph(g, outer_tensors, opset, path, depth: int, outer_inits: frozenset, known: dict | None = None) -> Graph:
+    """A control-flow body with the shapes ONNX inference recorded in its value_info (and those
+    ``_scan_shapes`` resolved with the enclosing graph's values); weights of the enclosing graphs
+    stay weights inside it."""
     if depth > MAX_DEPTH:
         raise DnnperfError(f"'{path}' nests control-flow subgraphs more than {MAX_DEPTH} deep — refusing to analyse it")
     tensors: dict[str, Tensor] = {}
@@ -366,6 +436,9 @@ def _subgraph(g, outer_tensors, opset, path, depth: int, outer_inits: frozenset)
         for vi in coll:
             dims, dtype = type_shape(vi.type)
             tensors[vi.name] = Tensor(vi.name, static(dims), dtype)
+    for name, (dims, dtype) in (known or {}).items():
+        if name not in tensors or tensors[name].shape is None:
+            tensors[name] = Tensor(name, dims, dtype)
     inits = set()
     for init in g.initializer:
         tensors[init.name] = Tensor(init.name, tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
