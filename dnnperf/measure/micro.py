@@ -1,7 +1,8 @@
 """The micro-benchmark table ``dnnperf calibrate`` runs: one-node ONNX models, each entry carrying
 the work it does (ops, bytes) so that the figure it measures is ``ops / t`` or ``bytes / t``.
 
-Roles: ``peak`` (matrix throughput), ``dram`` / ``onchip`` (bandwidth; ``onchip`` sweeps the working set to find the cache capacity), ``dispatch`` (per-op cost),
+Roles: ``peak`` (matrix throughput), ``dram`` / ``onchip`` (bandwidth; ``onchip`` sweeps the working
+set to find the cache capacity), ``dispatch`` (per-op cost),
 ``cold`` (weight streaming behind math), ``family`` (one op family's efficiency against the
 roofline), ``op`` (one slow elementwise op), ``m_curve`` (thin GEMMs), ``shape`` (depthwise and
 grouped convolutions by shape: key ``<profile shape_efficiency key>:<x>``), ``probe`` (not timed: a
