@@ -124,3 +124,16 @@ def test_cycle_and_dangling(tmp_path):
     dang = model([helper.make_node("Relu", ["ghost"], ["y"])], [vi("x", [1])], [vi("y", None)])
     with pytest.raises(DnnperfError, match="ghost"):
         load_graph(save(dang, tmp_path))
+
+
+def test_folded_cast_keeps_the_target_dtype():
+    """Shape arithmetic folded at load time: Cast(to=INT64) of [2.0, 3.0] is int64 [2, 3] (the dtype
+    table by ONNX type number was once shadowed by the one by name, and every Cast folded to float32)."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    from dnnperf.load.fold import run_node
+
+    out = run_node(helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT64), [np.array([2.0, 3.0], np.float32)],
+                   [helper.make_opsetid("", 17)])[0]
+    assert out.dtype == np.int64 and out.tolist() == [2, 3]

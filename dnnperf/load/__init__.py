@@ -320,7 +320,7 @@ def _user_values(ov: ShapeOverrides, g, init_info, types, res, path: str) -> set
     resolve), checked against its declared shape. Returns the names given."""
     import numpy as np
 
-    from dnnperf.load.fold import _NP_DTYPES
+    from dnnperf.load.fold import _NP_BY_NAME
 
     inputs = [i.name for i in g.input if i.name not in init_info]
     given = set()
@@ -344,7 +344,7 @@ def _user_values(ov: ShapeOverrides, g, init_info, types, res, path: str) -> set
         if numel != len(vals):
             raise DnnperfError(f"--value {name}: {len(vals)} value(s) given, but input '{name}' has shape "
                                f"{list(shape)} ({numel} values)")
-        np_dtype = _NP_DTYPES.get(dtype)
+        np_dtype = _NP_BY_NAME.get(dtype)
         if np_dtype is None:
             raise DnnperfError(f"--value {name}: inputs of type {dtype} cannot be given a value")
         arr = np.array(vals, dtype=np.float64).reshape(shape)

@@ -69,7 +69,8 @@ def constant_value(node) -> np.ndarray | None:
     return None
 
 
-_NP_DTYPES = {"int64": np.int64, "int32": np.int32, "float32": np.float32, "float16": np.float16, "float64": np.float64,
+# by dtype name (the loader's types); _NP_DTYPES above is by ONNX data type number
+_NP_BY_NAME = {"int64": np.int64, "int32": np.int32, "float32": np.float32, "float16": np.float16, "float64": np.float64,
               "int8": np.int8, "uint8": np.uint8, "bool": np.bool_, "int16": np.int16}
 
 
@@ -112,8 +113,8 @@ class Resolver:
             # any tensor with a zero-sized static shape has a known value: it is empty
             t = self.types.get(name)
             dims = static(t[0]) if t is not None else None
-            if dims is not None and 0 in dims and t[1] in _NP_DTYPES:
-                val = np.zeros(dims, dtype=_NP_DTYPES[t[1]])
+            if dims is not None and 0 in dims and t[1] in _NP_BY_NAME:
+                val = np.zeros(dims, dtype=_NP_BY_NAME[t[1]])
                 self.values[name] = val
                 return val
             return None
