@@ -29,18 +29,9 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 MODELS = os.path.join(HERE, "models", "cpu")
 
-from fidelity import spearman  # noqa: E402
+from calibrate_repeat import flat  # noqa: E402  (every numeric figure of a profile, as calibrate_repeat compares them)
 
-
-def flat_figures(prof: dict) -> dict:
-    """The calibrated figures a later estimate uses, flattened to {name: value}."""
-    out = {"peak_fp32_tops": prof["headline"]["tops"], "dram_gbs": prof["memory"]["dram_gbs"],
-           "onchip_gbs": prof["memory"]["onchip_gbs"], "dispatch_us": prof["launch_overhead_us"],
-           "memory_overlap": prof["memory_overlap"]}
-    for key in ("efficiency", "op_efficiency", "matrix_m_efficiency"):
-        for k, v in prof.get(key, {}).items():
-            out[f"{key}.{k}"] = v
-    return out
+from dnnperf.published import spearman  # noqa: E402
 
 
 def summarise(rows: list[dict]) -> str:
@@ -71,7 +62,7 @@ def main() -> None:
     runs, figures = [], []
     for run in range(1, a.runs + 1):
         prof = calibrate(quick=a.quick, strict=False)
-        figures.append(flat_figures(prof))
+        figures.append(flat(prof))
         path = os.path.join(tempfile.mkdtemp(), "local.yaml")
         with open(path, "w") as fh:
             yaml.safe_dump(prof, fh, sort_keys=False)
@@ -101,8 +92,8 @@ def main() -> None:
         worst = max(names, key=lambda n: max(r[n]["error"] for r in runs) - min(r[n]["error"] for r in runs))
         print(f"  largest move of one model's error across runs: {worst} "
               + " / ".join(f"{r[worst]['error'] * 100:+.1f}%" for r in runs))
-        keys = sorted(set.intersection(*(set(f) for f in figures)))
-        diffs = {k: max(f[k] for f in figures) / max(min(f[k] for f in figures), 1e-12) - 1 for k in keys}
+        keys = sorted(k for k in set.intersection(*(set(f) for f in figures)) if min(f[k] for f in figures) > 0)
+        diffs = {k: max(f[k] for f in figures) / min(f[k] for f in figures) - 1 for k in keys}
         within = sum(v <= 0.05 for v in diffs.values())
         top = sorted(diffs.items(), key=lambda kv: -kv[1])[:5]
         print(f"  calibrations: {within}/{len(diffs)} figures agree within 5% across runs; widest: "

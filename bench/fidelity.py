@@ -21,20 +21,6 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 
-def spearman(a, b):
-    def ranks(x):
-        order = sorted(range(len(x)), key=lambda i: x[i])
-        r = [0.0] * len(x)
-        for k, i in enumerate(order):
-            r[i] = float(k)
-        return r
-
-    ra, rb = ranks(a), ranks(b)
-    n = len(a)
-    d2 = sum((x - y) ** 2 for x, y in zip(ra, rb))
-    return 1 - 6 * d2 / (n * (n * n - 1)) if n > 1 else 1.0
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -47,6 +33,7 @@ def main() -> None:
     from dnnperf.ir import ShapeOverrides
     from dnnperf.hardware import load_profile
     from dnnperf.measure import calibrate, validate
+    from dnnperf.published import spearman
 
     # what a user does: one fresh calibration (an earlier version merged the best figure of three
     # calibrations, which reads every figure at its luckiest and made every estimate optimistic)

@@ -76,22 +76,12 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True) -> dict[str, tupl
     return out
 
 
-def _numel(graph: Graph, name: str) -> int | None:
-    t = graph.tensors.get(name) if name else None
-    if t is None or t.shape is None:
-        return None
-    n = 1
-    for d in t.shape:
-        n *= int(d)
-    return n
-
-
 def _broadcasts(graph: Graph, shared: str, out: str) -> bool:
     """True when the op writes more elements than its producer made (the gate of a squeeze-excite
     block, [N, C, 1, 1] times the feature map): an epilogue runs once per element the producer
     computes, so such an op is a kernel of its own over the larger tensor."""
-    a, b = _numel(graph, shared), _numel(graph, out)
-    return a is not None and b is not None and b > a
+    a, b = graph.tensors.get(shared), graph.tensors.get(out) if out else None
+    return a is not None and b is not None and a.numel is not None and b.numel is not None and b.numel > a.numel
 
 
 def intermediate_bytes(t, w: Workload) -> int:

@@ -8,13 +8,13 @@ import statistics
 import time
 
 from dnnperf.fmt import sig
+from dnnperf.layout import BLOCKED_OPS
 from dnnperf.measure.micro import micro_models, reported_cache_mb
 from dnnperf.measure.ort import cpu_name, ort, profiled_kernels, session, settled_times
 
 # kernels ONNX Runtime adds to a one-node model to convert between the caller's NCHW and its blocked
 # NCHWc layout: inside a network they run once at its edges, not around every layer
 LAYOUT_OPS = ("ReorderInput", "ReorderOutput")
-LAYOUT_SENSITIVE = ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
 
 
 def layout_share(mb, threads: int | None) -> float:
@@ -83,7 +83,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         # subtract the fixed cost of one session.run (binding, allocation) measured on a 1-op model,
         # and the layout reorders a lone convolution or pooling gets (a network pays them once)
         kernel_s = max(times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6, 1e-7)
-        if any(n.op_type in LAYOUT_SENSITIVE for n in mb.model.graph.node):
+        if any(n.op_type in BLOCKED_OPS for n in mb.model.graph.node):
             shares[mb.name] = layout_share(mb, threads)
             kernel_s *= 1.0 - shares[mb.name]
         ratio = min(1.0, max(0.01, predict_micro(mb.model, base) / kernel_s))

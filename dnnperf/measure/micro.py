@@ -12,7 +12,7 @@ depthwise convolution whose layout conversions, or their absence, show the runti
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -187,8 +187,7 @@ def micro_models(quick: bool) -> list[Micro]:
         out.append(_conv(f"dw_unblocked_k{k}s{stride}_{side}", ch, side * stride, k, stride, ch,
                          f"depthwise_conv.unblocked_k{k}:{side * side}"))
     for ch in LAYOUT_PROBES:  # not timed: only their layout conversions are looked at
-        out.append(_conv(f"probe_dw{ch}", ch, 14, 3, 1, ch, str(ch)))
-        out[-1] = Micro(out[-1].name, out[-1].model, out[-1].feeds, "probe", out[-1].key)
+        out.append(replace(_conv(f"probe_dw{ch}", ch, 14, 3, 1, ch, str(ch)), role="probe"))
     for gw, side in GROUPED:
         out.append(_conv(f"grouped_w{gw}_{side}", 128, side, 3, 1, 128 // gw, f"grouped_conv.w{gw}:{side * side}"))
     return [repeated(mb) if mb.role in REPEATED_ROLES else mb for mb in out]
