@@ -22,6 +22,9 @@ EPILOGUE_OPS = frozenset({
     "Cast", "Sqrt", "Pow", "Neg", "Exp", "Where", "BiasGelu", "FastGelu", "QuickGelu", "BiasAdd",
 })
 ANCHOR_FAMILIES = MATRIX_FAMILIES | {"elementwise", "cast"}
+# ops outside those families that runtimes run as a kernel taking an epilogue (ONNX Runtime runs a
+# standalone BatchNormalization as a per-channel convolution)
+KERNEL_ANCHOR_OPS = frozenset({"BatchNormalization"})
 
 
 def consumers_of(graph: Graph) -> dict[str, int]:
@@ -51,11 +54,12 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True) -> dict[str, tupl
                 prod = produced.get(i)
                 if prod is None or cons.get(i, 0) != 1:
                     continue
-                if prod.workload is None or (prod.workload.family not in ANCHOR_FAMILIES
-                                             and prod.node.op_type != "BatchNormalization"):
+                if prod.workload is None:
                     continue
-                if not chains and prod.workload.family not in MATRIX_FAMILIES and prod.node.name not in out \
-                        and prod.node.op_type != "BatchNormalization":
+                kernel = prod.workload.family in MATRIX_FAMILIES or prod.node.op_type in KERNEL_ANCHOR_OPS
+                if not (kernel or prod.workload.family in ANCHOR_FAMILIES):
+                    continue
+                if not chains and not kernel and prod.node.name not in out:
                     continue
                 if _broadcasts(graph, i, node.outputs[0] if node.outputs else ""):
                     continue
@@ -66,8 +70,7 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True) -> dict[str, tupl
             for i in node.inputs:
                 prod = produced.get(i)
                 if prod is not None and prod.node.op_type == "Sigmoid" and cons.get(i, 0) == 1 \
-                        and prod.node.inputs[:1] != [] and prod.node.inputs[0] in node.inputs \
-                        and prod.workload is not None:
+                        and prod.node.inputs and prod.node.inputs[0] in node.inputs and prod.workload is not None:
                     out[node.name] = (prod.node.name, i)
                     break
         for o in node.outputs:
