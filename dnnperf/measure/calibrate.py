@@ -109,6 +109,10 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         align = min((c & -c for c in took), default=block)
         profile["cpu_layout"] = {"block": block, "grouped_min_width": widths[0] if widths else 1 << 20,
                                  "channel_alignment": min(align, block)}
+        layout_basis = ("block: the narrowest grouped width run blocked" if widths else
+                        "block: ASSUMED 8 (no grouped convolution ran blocked; grouped ones are costed as plain)")
+    else:
+        layout_basis = "no blocked layout: the one-node convolution ran without layout conversions"
     profile["efficiency"] = {k: _sig(statistics.median(v)) for k, v in sorted(eff.items())}
     profile["op_efficiency"] = dict(sorted(op_eff.items()))
     # how much of a cache-busting GEMM's weight streaming hides behind its math
@@ -136,6 +140,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         "cache_sweep_gbs": {f"{n / 1e6:g} MB": _sig(b) for n, b in sweep},
         "cache_reported_mb": _sig(reported_cache_mb()),
         "layout_reorder_share": {k: _sig(v) for k, v in sorted(shares.items())},
+        "cpu_layout": layout_basis,
     }
     return profile
 
