@@ -6,6 +6,8 @@ This package is the only place that imports ``onnx`` (measurement aside). Its jo
     overrides  --batch / --dim / --input-shape written into the inputs
     topology   execution order, cycles and dangling names, the subgraph walker
     fold       per-node inference and numpy folding where ONNX's own inference leaves gaps
+    gaps       what is still open, from what the model states elsewhere: declared output shapes
+               carried back, control-flow bodies with outer values, bounds of data-dependent sizes
     weights    weightless skeletons (``dnnperf strip``)
 
 ``load_graph`` runs them in order: read, check, override, ONNX shape inference with data
@@ -19,6 +21,7 @@ from typing import Any
 
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor
+from dnnperf.load import gaps
 from dnnperf.load.fold import Resolver, tensor_value
 from dnnperf.load.overrides import apply_overrides, batch_axes
 from dnnperf.load.read import (MAX_ELEMS, check_dims, check_domains, check_opset, is_shape_like, parse_model,
@@ -67,70 +70,6 @@ def resolve(model, overrides: ShapeOverrides = ShapeOverrides(), path: str = "<m
     if notes:
         g.notes.append(pin.pin_note(notes, b))
     return g
-
-
-# ops whose first input has the output's shape: a shape known downstream (a graph output's declared
-# shape) resolves the input when forward inference could not (a reduction over runtime axes)
-_SAME_SHAPE = frozenset({
-    "Cast", "CastLike", "Sqrt", "Log", "Exp", "Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Reciprocal", "Floor", "Ceil",
-    "Round", "Sin", "Cos", "Tan", "Erf", "Softmax", "LogSoftmax", "Identity", "Not", "Sign", "Softplus", "Softsign",
-    "Elu", "Selu", "LeakyRelu", "HardSigmoid", "HardSwish", "Gelu", "Mish", "IsNaN", "IsInf", "Clip", "Dropout",
-    "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "ThresholdedRelu", "Celu", "Shrink",
-})
-
-
-def _bound_shapes(ordered, types, res) -> bool:
-    """Upper bounds for outputs whose size depends on the data (Unique, NonMaxSuppression, NonZero);
-    the cost functions say that they were costed at the bound."""
-    changed = False
-    for n in ordered:
-        if n.op_type not in ("Unique", "NonMaxSuppression", "NonZero") or n.domain not in ("", "ai.onnx"):
-            continue
-        if all(o and static(types.get(o, (None, ""))[0]) is not None for o in n.output if o):
-            continue
-        x = types.get(n.input[0]) if n.input else None
-        dims = static(x[0]) if x is not None else None
-        if dims is None:
-            continue
-        numel = 1
-        for d in dims:
-            numel *= d
-        if n.op_type == "Unique":
-            axis = res.attrs(n).get("axis")
-            if axis is None:
-                shapes = [((numel,), x[1]), ((numel,), "int64"), ((numel,), "int64"), ((numel,), "int64")]
-            else:
-                a = int(axis) % len(dims)
-                shapes = [(tuple(dims), x[1])] + [((dims[a],), "int64")] * 3
-        elif n.op_type == "NonZero":
-            shapes = [((len(dims), numel), "int64")]
-        else:
-            sc = types.get(n.input[1]) if len(n.input) > 1 else None
-            sdims = static(sc[0]) if sc is not None else None
-            if sdims is None or len(sdims) != 3:
-                continue
-            b, c, boxes = sdims
-            cap = res.value(n.input[2]) if len(n.input) > 2 and n.input[2] else None
-            if cap is not None and cap.size == 1:
-                boxes = min(boxes, max(0, int(cap.reshape(-1)[0])))
-            shapes = [((b * c * boxes, 3), "int64")]
-        for o, t in zip(n.output, shapes):
-            if o:
-                types[o] = t
-                changed = True
-    return changed
-
-
-def _backward_shapes(ordered, types) -> None:
-    for n in reversed(ordered):
-        if n.op_type not in _SAME_SHAPE or n.domain not in ("", "ai.onnx") or not n.input or not n.output:
-            continue
-        x, y = n.input[0], n.output[0]
-        tx, ty = types.get(x), types.get(y)
-        if ty is None or static(ty[0]) is None:
-            continue
-        if tx is None or static(tx[0]) is None:
-            types[x] = (static(ty[0]), tx[1] if tx is not None else ty[1])
 
 
 def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: str = "<model>") -> Graph:
@@ -208,15 +147,23 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
             if v is not None:
                 res.values[init.name] = v
     fed = _user_values(overrides, g, init_info, types, res, path)
-    bodies: dict[tuple, dict] = {}  # a Scan's outputs -> the shapes resolved in its body
-    for n in ordered:
-        res.infer_node(n)
-        if n.op_type == "Scan" and n.domain in ("", "ai.onnx"):
-            _scan_shapes(n, res, bodies)
-    if _bound_shapes(ordered, types, res):
-        for n in ordered:  # downstream of the bounded outputs
+    bodies: dict[tuple, dict] = {}  # (a node's outputs, subgraph label) -> the shapes resolved in it
+    sliced: list[str] = []  # Slices at run-time offsets, costed at their input's size
+    gaps.infer_all(ordered, res, bodies, sliced)
+    for _ in range(3 if gaps.any_open(types) else 0):  # back from declared shapes, then forward again
+        back = gaps.backward_shapes(ordered, types)
+        if not (gaps.symbolic_lengths(ordered, types, res) or back):
+            break
+        for n in ordered:
             res.infer_node(n)
-    _backward_shapes(ordered, types)
+    if gaps.any_open(types):
+        if gaps.bound_shapes(ordered, types, res, sliced):
+            for n in ordered:  # downstream of the bounded outputs
+                res.infer_node(n)
+        gaps.empty_shapes(types)
+    if sliced:
+        notes.append(f"{len(sliced)} Slice(s) at offsets known only at run time ({', '.join(sliced[:3])}"
+                     f"{', ...' if len(sliced) > 3 else ''}) costed at their input's size: an upper bound")
     tensors: dict[str, Tensor] = {}
     for name, (dims, dtype) in types.items():
         if name in init_info:
@@ -248,71 +195,6 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
         notes=notes,
         batch_axes=axes,
     )
-
-
-def _scan_shapes(node, res, bodies: dict) -> None:
-    """Shapes inside a Scan body that ONNX inference left open because they need values of the
-    enclosing graph (an Unsqueeze whose axes are an outer Constant), and from them the Scan's own
-    outputs: the body is resolved with the outer values and its inputs' shapes (states as given,
-    scan inputs without their scan axis)."""
-    from dnnperf.load.fold import Resolver
-
-    body = next((a.g for a in node.attribute if a.name == "body"), None)
-    if body is None:
-        return
-    attrs = res.attrs(node)
-    m = int(attrs.get("num_scan_inputs", 0))
-    ins = list(node.input)
-    n_state = len(ins) - m
-    if m <= 0 or n_state < 0 or len(body.input) != len(ins):
-        return
-    in_axes = list(attrs.get("scan_input_axes") or [0] * m)
-    out_axes = list(attrs.get("scan_output_axes") or [0] * (len(body.output) - n_state))
-    sub = Resolver(res.model, res.opset, list(body.node))
-    sub.types = dict(res.types)
-    sub.values = dict(res.values)
-    local = {o for bn in body.node for o in bn.output} | {i.name for i in body.input}
-    for bn in body.node:  # outer-scope values the body reads (folded on demand in the outer graph)
-        for i in bn.input:
-            if i and i not in local and i not in sub.values:
-                v = res.value(i)
-                if v is not None:
-                    sub.values[i] = v
-    seq = None
-    for k, (outer, inner) in enumerate(zip(ins, body.input)):
-        t = res.types.get(outer)
-        dims = static(t[0]) if t is not None else None
-        if dims is None:
-            return
-        if k >= n_state:
-            ax = in_axes[k - n_state] % len(dims)
-            seq = dims[ax]
-            dims = dims[:ax] + dims[ax + 1:]
-        sub.types[inner.name] = (tuple(dims), t[1])
-    for vi in list(body.value_info) + list(body.output):
-        dims, dtype = type_shape(vi.type)
-        if static(dims) is not None:
-            sub.types.setdefault(vi.name, (static(dims), dtype))
-    for bn in body.node:
-        sub.infer_node(bn)
-    resolved = {i.name: sub.types[i.name] for i in body.input if i.name in sub.types}
-    for bn in body.node:
-        for o in bn.output:
-            t = sub.types.get(o)
-            if o and t is not None and static(t[0]) is not None:
-                resolved[o] = (static(t[0]), t[1])
-    bodies[tuple(node.output)] = resolved
-    for k, (outer, inner) in enumerate(zip(node.output, body.output)):
-        t = resolved.get(inner.name) or sub.types.get(inner.name)
-        dims = static(t[0]) if t is not None else None
-        if not outer or dims is None or seq is None:
-            continue
-        if k >= n_state:  # scan outputs stack the per-step values along their axis
-            ax = out_axes[k - n_state] % (len(dims) + 1) if out_axes else 0
-            dims = dims[:ax] + (seq,) + dims[ax:]
-        old = res.types.get(outer)
-        if old is None or static(old[0]) is None:
-            res.types[outer] = (tuple(dims), t[1])
 
 
 def _user_values(ov: ShapeOverrides, g, init_info, types, res, path: str) -> set[str]:
@@ -411,8 +293,8 @@ def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset
             attrs: dict[str, Any] = attrs_of(n)
             if len(attrs) < len(n.attribute):  # graph-valued (or exotic) attributes left out
                 for label, sg in node_subgraphs(n):
-                    known = (bodies or {}).get(outs) if label == "body" else None
-                    subs[label] = _subgraph(sg, tensors, opset, path, depth + 1, inits, known)
+                    known = (bodies or {}).get((outs, label))
+                    subs[label] = _subgraph(sg, tensors, opset, path, depth + 1, inits, known, bodies)
         else:
             attrs = {}
         append(Node(name, op, domain, ins, outs, attrs, subs))
@@ -425,9 +307,10 @@ def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset
     return nodes, unresolved
 
 
-def _subgraph(g, outer_tensors, opset, path, depth: int, outer_inits: frozenset, known: dict | None = None) -> Graph:
+def _subgraph(g, outer_tensors, opset, path, depth: int, outer_inits: frozenset, known: dict | None = None,
+              bodies: dict | None = None) -> Graph:
     """A control-flow body with the shapes ONNX inference recorded in its value_info (and those
-    ``_scan_shapes`` resolved with the enclosing graph's values); weights of the enclosing graphs
+    ``gaps.body_shapes`` resolved with the enclosing graph's values); weights of the enclosing graphs
     stay weights inside it."""
     if depth > MAX_DEPTH:
         raise DnnperfError(f"'{path}' nests control-flow subgraphs more than {MAX_DEPTH} deep — refusing to analyse it")
@@ -448,6 +331,6 @@ def _subgraph(g, outer_tensors, opset, path, depth: int, outer_inits: frozenset,
     merged = dict(outer_tensors)
     merged.update(tensors)
     all_inits = frozenset(inits) | outer_inits
-    nodes, unresolved = _build_nodes(ordered, merged, opset, path, all_inits, g.name, depth)
+    nodes, unresolved = _build_nodes(ordered, merged, opset, path, all_inits, g.name, depth, bodies=bodies)
     return Graph(g.name, nodes, merged, all_inits, tuple(i.name for i in g.input),
                  tuple(o.name for o in g.output), opset, unresolved=unresolved)

@@ -198,7 +198,7 @@ class Resolver:
             dims, dtype = types[i]
             if dims is None:
                 continue
-            dims = [d if isinstance(d, int) else None for d in dims]
+            dims = [d if isinstance(d, (int, str)) else None for d in dims]  # symbols carried as dim_param
             in_types[i] = helper.make_tensor_type_proto(DTYPE_CODES.get(dtype, 1), dims)
             if dtype in ("int64", "int32"):
                 v = self.value(i)
@@ -214,6 +214,8 @@ class Resolver:
                 dims, dtype = type_shape(tp)
                 old = types.get(o)
                 if dims is not None and (old is None or static(old[0]) is None):
+                    if old is not None and old[0] is not None and len(old[0]) == len(dims):
+                        dims = tuple(d if d is not None else e for d, e in zip(dims, old[0]))  # keep what was known
                     types[o] = (dims, dtype)
         # still unknown: shape from the folded value itself
         for o in node.output:

@@ -71,19 +71,9 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
                 )
     missing = []
     assumed: list[str] = []
-    seq_symbols: dict[str, str] = {}  # symbolic dims of sequence elements nobody set -> the input
+    batch_values: dict[str, int] = {}  # a symbol set as some tensor input's batch -> its value
     for vi in real_inputs:
-        elem = _sequence_elem_shape(vi.type)
-        if elem is not None:  # a sequence's element type: --dim reaches its symbols too
-            for d in elem.dim:
-                if d.HasField("dim_param") and d.dim_param in dim_map:
-                    v = dim_map[d.dim_param]
-                    d.Clear()
-                    d.dim_value = v
-                elif d.HasField("dim_param"):
-                    seq_symbols.setdefault(d.dim_param, vi.name)
-            continue
-        if not vi.type.HasField("tensor_type"):
+        if _sequence_elem_shape(vi.type) is not None or not vi.type.HasField("tensor_type"):
             continue
         shp = vi.type.tensor_type.shape
         if vi.name in shapes:
@@ -97,6 +87,8 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
             if i == bax and (ov.batch is not None or (d.HasField("dim_param") and d.dim_param not in dim_map)):
                 if ov.batch is None:
                     assumed.append(f"{vi.name}[{bax}]='{d.dim_param}'")
+                if d.HasField("dim_param"):
+                    batch_values.setdefault(d.dim_param, ov.batch if ov.batch is not None else 1)
                 d.Clear()
                 d.dim_value = ov.batch if ov.batch is not None else 1
             elif d.HasField("dim_param") and d.dim_param in dim_map:
@@ -105,6 +97,7 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
                 d.dim_value = v
             elif not d.HasField("dim_value"):
                 missing.append((vi.name, i, d.dim_param or "?"))
+    seq_assumed = _sequence_dims(real_inputs, dim_map, batch_values)
     if missing:
         parts = [f"{n}[{i}]='{s}'" for n, i, s in missing]
         syms = sorted({s for _, _, s in missing if s != "?"})
@@ -116,10 +109,35 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
                if any("past" in n.lower() for n, _, _ in missing) else "")
         )
     notes = [f"batch dim {', '.join(assumed)} unresolved: assumed 1 (pass --batch N)"] if assumed else []
-    if seq_symbols:  # the sequence's consumers stay unscored (listed); say how to resolve them
-        notes.append("sequence input element dims " + ", ".join(f"'{s}' ({n})" for s, n in sorted(seq_symbols.items()))
-                     + " are symbolic: pass " + " ".join(f"--dim {s}=N" for s in sorted(seq_symbols)))
+    if seq_assumed:
+        notes.append("sequence element dims " + ", ".join(f"'{s}' ({n})" for s, n in sorted(seq_assumed.items()))
+                     + " unresolved: assumed 1 (pass " + " ".join(f"--dim {s}=SIZE" for s in sorted(seq_assumed)) + ")")
     return notes
+
+
+def _sequence_dims(real_inputs, dim_map: dict, batch_values: dict) -> dict[str, str]:
+    """Symbolic dims of sequence inputs' element tensors: --dim sets them; a symbol that is also a
+    tensor input's batch takes the batch's value; any other is assumed 1, as a batch is, and
+    returned (symbol -> input) for the note that says so."""
+    assumed: dict[str, str] = {}
+    for vi in real_inputs:
+        elem = _sequence_elem_shape(vi.type)
+        if elem is None:
+            continue
+        for d in elem.dim:
+            if not d.HasField("dim_param"):
+                continue
+            sym = d.dim_param
+            if sym in dim_map:
+                v = dim_map[sym]
+            elif sym in batch_values:
+                v = batch_values[sym]
+            else:
+                v = 1
+                assumed.setdefault(sym, vi.name)
+            d.Clear()
+            d.dim_value = v
+    return assumed
 
 
 def _sequence_elem_shape(tp):

@@ -156,10 +156,11 @@ def cost_node(graph: Graph, node: Node) -> Workload:
     """The workload of ``node``; raises Unsupported when it cannot be costed."""
     if not node.subgraphs:
         values = graph.values
+        constants = graph.constants  # values computed from a --value input are run-time work
         folded = False
         for o in node.outputs:
             if o:
-                if o not in values:
+                if o not in values or o not in constants:
                     folded = False
                     break
                 folded = True
@@ -167,7 +168,6 @@ def cost_node(graph: Graph, node: Node) -> Workload:
             # folded at load time by any runtime (shape arithmetic): no kernel, no traffic
             return Workload(family="shape", dtype="int64", launches=0)
         if node.inputs and node.op_type not in NEVER_FOLDED:
-            constants = graph.constants
             for i in node.inputs:
                 if i and i not in constants:
                     break

@@ -1,7 +1,8 @@
 """Control flow: the cost of If/Loop/Scan is the cost of the subgraphs they run.
 
-If: the dearer branch (the condition is unknown before run time). Loop: body x trip count when
-the trip count is a constant; otherwise one iteration, flagged in the workload's note. Scan:
+If: the branch taken when the condition folds at load time, else the dearer branch. Loop: body x trip count when
+the trip count is a constant or a scan output's length is known (one value per iteration that
+ran); otherwise one iteration, flagged in the workload's note. Scan:
 body x the scanned axis length.
 """
 
@@ -28,6 +29,11 @@ def _body(graph, label: str) -> Workload:
 
 
 def if_(ctx: Ctx):
+    cond = ctx.value(0)
+    if cond is not None and cond.size == 1:  # known at load time (folded from shapes): that branch
+        taken = ctx.node.subgraphs.get("then_branch" if bool(cond.reshape(-1)[0]) else "else_branch")
+        if taken is not None:
+            return _body(taken, "If branch taken")
     branches = [_body(g, f"If branch {k}") for k, g in sorted(ctx.node.subgraphs.items())]
     if not branches:
         raise Unsupported("If without branches")
@@ -43,6 +49,12 @@ def loop(ctx: Ctx):
     m = ctx.value(0)
     if m is not None and m.size == 1 and 0 <= int(m.reshape(-1)[0]) < 2**31:
         return w.scaled(int(m.reshape(-1)[0]))
+    # a scan output stacks one value per iteration that ran: its length is the trip count
+    n_state = len(ctx.node.inputs) - 2
+    for o in ctx.node.outputs[n_state:]:
+        t = ctx.graph.tensors.get(o) if o else None
+        if t is not None and t.shape:
+            return w.scaled(t.shape[0])
     return replace(w, note="unknown trip count: costed as ONE iteration")
 
 
