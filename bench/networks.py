@@ -34,17 +34,18 @@ def main() -> None:
     with open(args.data, encoding="utf-8") as fh:
         data = json.load(fh)
     samples = os.path.join(os.path.dirname(HERE), "sample_models")
-    print(f"{'model':<10} {'hw':<5} {'prec':<5} {'batch':>5}  {'measured/img':>12} {'predicted/img':>13}  {'pred/meas':>9}  source")
+    print(f"{'model':<15} {'hw':<5} {'prec':<5} {'batch':>5}  {'measured/img':>12} {'predicted/img':>13}  {'pred/meas':>9}  source")
     rows = []
     for r in data["rows"]:
-        insp = inspect_model(os.path.join(samples, r["model"] + ".onnx"), ShapeOverrides(batch=r["batch"]))
+        path = os.path.join(HERE, r["path"]) if "path" in r else os.path.join(samples, r["model"] + ".onnx")
+        insp = inspect_model(path, ShapeOverrides(batch=r["batch"]))
         rep = analyze(insp, load_profile(r["hw"]), Settings(batch=r["batch"], precision=r["precision"],
                                                              runtime=args.runtime))
         pred = rep.score.totals["latency_s"] / r["batch"]
         meas = 1.0 / r["images_per_s"]
         rows.append((r, pred, meas))
         tag = " (held out)" if r.get("held_out") else ""
-        print(f"{r['model']:<10} {r['hw']:<5} {r['precision']:<5} {r['batch']:>5}  {meas * 1e3:10.3f} ms {pred * 1e3:11.3f} ms"
+        print(f"{r['model']:<15} {r['hw']:<5} {r['precision']:<5} {r['batch']:>5}  {meas * 1e3:10.3f} ms {pred * 1e3:11.3f} ms"
               f"  {pred / meas:8.2f}x  {r['source']}{tag}")
     for name, sel in (("all", rows), ("held out", [x for x in rows if x[0].get("held_out")])):
         err = sorted(max(p / m, m / p) for _, p, m in sel)

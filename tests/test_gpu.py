@@ -218,3 +218,27 @@ def test_hw_show_and_list_print_the_validation():
     r = run_cli("hw", "list", "-f", "json")
     rows = {x["name"]: x for x in json.loads(r.stdout)["rows"]}
     assert rows["t4"]["validation"].startswith("fp32 ") and rows["a100"]["validation"] == "not validated"
+
+
+def test_whole_networks_hold_on_published_throughputs():
+    """Every row of bench/data/networks-published.json (NVIDIA DeepLearningExamples throughputs of
+    ResNet-50 and EfficientNet-B0 on V100, T4 and A100; the eager runtime those frameworks are): the
+    estimate per image is within 1.5x of the published one, and the rows keep their order by time."""
+    from dnnperf.ir import ShapeOverrides
+    from dnnperf.published import spearman
+
+    with open(os.path.join(ROOT, "bench", "data", "networks-published.json"), encoding="utf-8") as fh:
+        rows = json.load(fh)["rows"]
+    assert len(rows) >= 20
+    pred, meas = [], []
+    for r in rows:
+        path = (os.path.join(ROOT, "bench", r["path"]) if "path" in r
+                else os.path.join(ROOT, "sample_models", r["model"] + ".onnx"))
+        insp = inspect_model(path, ShapeOverrides(batch=r["batch"]))
+        rep = analyze(insp, load_profile(r["hw"]), Settings(batch=r["batch"], precision=r["precision"],
+                                                             runtime="eager"), with_fixes=False)
+        p, m = rep.score.totals["latency_s"] / r["batch"], 1.0 / r["images_per_s"]
+        assert 1 / 1.5 <= p / m <= 1.5, (r, p, m)
+        pred.append(p)
+        meas.append(m)
+    assert spearman(pred, meas) >= 0.9
