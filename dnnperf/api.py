@@ -95,7 +95,10 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     elif p is None:
         used = sorted({precision_of(r.workload) for r in insp.costed() if r.workload.is_matrix})
         missing = [u for u in used if not prec.runs(hw, u)]
-        if missing:
+        if missing and _upcasts(hw, settings.precision) and set(missing) <= {"fp16", "bf16"}:
+            notes.append(f"{hw.name} has no {'/'.join(missing)} arithmetic: the model's {'/'.join(missing)} layers are "
+                         "costed in fp32 with the runtime's casts at their boundaries (dnnperf/upcast.py)")
+        elif missing:
             notes.append(f"{hw.name} has no {'/'.join(missing)} units: the model's {'/'.join(missing)} matrix layers are "
                          "costed at the rate of the unit that can run them")
     settings = replace(settings, precision=p)
@@ -115,8 +118,19 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     return report
 
 
+def _upcasts(hw: HardwareProfile, precision: str | None) -> bool:
+    """A CPU without 16-bit float arithmetic runs a model's own 16-bit layers in fp32."""
+    from dnnperf import precision as prec
+
+    return hw.kind == "cpu" and precision is None and not (prec.runs(hw, "fp16") or prec.runs(hw, "bf16"))
+
+
 def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
     layers = build_layers(insp, settings.fusion, settings.precision, hw.kind != "cpu")
+    if _upcasts(hw, settings.precision):
+        from dnnperf.upcast import add_casts
+
+        layers = add_casts(insp.graph, layers)
     if hw.cpu_layout is not None:
         from dnnperf.layout import add_reorders
 

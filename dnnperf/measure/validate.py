@@ -34,6 +34,8 @@ def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
     ORT fuses nodes and renames them (e.g. ``<tensor>_nchwc`` for layout-transformed convs). A
     kernel is matched by its node name, else by the tensor its name is derived from (the output of
     the last fused node), else it stays unmatched (e.g. layout reorders ORT adds) and is reported.
+    The casts ORT inserts around ops without 16-bit kernels map to ``dnnperf.upcast``'s Cast layers
+    by the tensor they convert.
     Returns ({layer name: measured us}, {unmatched kernel: us}).
     """
     node_to_layer = {}
@@ -46,8 +48,15 @@ def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
             producer[o] = n.name
     measured: dict[str, float] = {}
     unmatched: dict[str, float] = {}
+    casts = {l.name.split(" ", 3)[3]: l.name for l in layers if l.op_type == "Cast" and not l.nodes
+             and l.name.startswith("cast to ")}  # dnnperf.upcast's layers, by the tensor they convert
     for k, (_op, us) in sorted(kernels.items()):
         target = None
+        if k.startswith("InsertedPrecisionFreeCast_"):  # ORT's casts around ops without 16-bit kernels
+            target = casts.get(re.sub(r"/[A-Za-z0-9]*Fusion/?$", "", k[len("InsertedPrecisionFreeCast_"):]))
+            if target is not None:
+                measured[target] = measured.get(target, 0.0) + us
+                continue
         cands = [k]
         for suf in ("_nchwc", "_output_0_nchwc", "_bn_nchwc"):
             if k.endswith(suf):
