@@ -137,3 +137,25 @@ def test_folded_cast_keeps_the_target_dtype():
     out = run_node(helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT64), [np.array([2.0, 3.0], np.float32)],
                    [helper.make_opsetid("", 17)])[0]
     assert out.dtype == np.int64 and out.tolist() == [2, 3]
+
+
+def _range_model(tail, out_shape):
+    """n (a runtime int64 scalar) -> Range(0, n, 1) -> Cast -> ``tail`` -> y (declared ``out_shape``)."""
+    nodes = [helper.make_node("Constant", [], ["zero"], value_int=0),
+             helper.make_node("Constant", [], ["one"], value_int=1),
+             helper.make_node("Range", ["zero", "n", "one"], ["r"]),
+             helper.make_node("Cast", ["r"], ["rf"], to=onnx.TensorProto.FLOAT)] + tail
+    return model(nodes, [vi("n", [], onnx.TensorProto.INT64), vi("b", [4])], [vi("y", out_shape)])
+
+
+def test_a_declared_output_fixes_a_runtime_length_only_where_one_size_is_possible(tmp_path):
+    """Range(0, n) times a scalar is [n]; the output is declared [6]: n = 6 is the only size that
+    gives it, so the Range, the Cast and the Mul are [6]. Added to a [4] tensor instead, a [1] or
+    a [4] would both give [4]: dnnperf leaves that unresolved (listed), it does not guess."""
+    two = helper.make_node("Constant", [], ["two"], value_float=2.0)
+    pinned = load_graph(save(_range_model([two, helper.make_node("Mul", ["rf", "two"], ["y"])], [6]), tmp_path))
+    assert pinned.tensors["r"].shape == (6,) and pinned.tensors["rf"].shape == (6,)
+    ambiguous = _range_model([helper.make_node("Add", ["rf", "b"], ["y"])], [4])
+    insp = inspect_model(save(ambiguous, tmp_path, "amb.onnx"))
+    assert insp.graph.tensors["r"].shape is None
+    assert {r.node.op_type for r in insp.unscored()} == {"Cast", "Add"}

@@ -9,7 +9,7 @@ import time
 
 from dnnperf.fmt import sig
 from dnnperf.layout import BLOCKED_OPS
-from dnnperf.measure.micro import micro_models, reported_cache_mb
+from dnnperf.measure.micro import SWEEP_CHAIN, micro_models, reported_cache_mb
 from dnnperf.measure.ort import cpu_name, ort, profiled_kernels, session, settled_times
 
 # kernels ONNX Runtime adds to a one-node model to convert between the caller's NCHW and its blocked
@@ -46,7 +46,10 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     peak_int8 = max(mb.ops / times[mb.name] for mb in table if mb.role == "peak_int8") / 1e12
     bw = max(mb.nbytes / times[mb.name] for mb in table if mb.role == "dram") / 1e9
     dispatch_us = max((times["dispatch_200"] - times["dispatch_1"]) / 199 * 1e6, 0.05)
-    sweep = sorted((mb.nbytes, mb.nbytes / max(times[mb.name] - dispatch_us * 1e-6, 1e-9) / 1e9)
+    # a sweep job is a chain of adds: less the fixed cost of one run (a one-op model's time, its own
+    # op's dispatch included) and the dispatch of the chain's other ops
+    sweep = sorted((int(mb.key), mb.nbytes / max(times[mb.name] - times["dispatch_1"]
+                                                 - (SWEEP_CHAIN - 1) * dispatch_us * 1e-6, 1e-9) / 1e9)
                    for mb in table if mb.role == "onchip")
     onchip_bw = max(b for _, b in sweep)
     # the cache that matters: the largest working set still streaming at three quarters of the best

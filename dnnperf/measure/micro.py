@@ -28,6 +28,7 @@ UNBLOCKED = ((1, 58, 28), (3, 18, 56))  # plain convolutions: (kernel, channels,
 DW_UNBLOCKED = ((3, 1, 28, 58), (3, 1, 7, 234))  # depthwise: (kernel, stride, side, channels)
 LAYOUT_PROBES = (50, 52, 56, 64)  # depthwise channel counts whose layout conversions tell the alignment
 CACHE_SWEEP_KB = (768, 1536, 3072, 6144, 12288, 24576, 49152)
+SWEEP_CHAIN = 8  # adds per cache-sweep job
 # 3 x 3 grouped convolutions of 128 channels by (input channels per group, output side): widths of
 # ResNeXt / RegNet stages, and for the common widths the resolution too (a wide im2col spills the cache)
 GROUPED = ((4, 28), (8, 56), (8, 28), (8, 14), (16, 56), (16, 28), (16, 14), (32, 28))
@@ -128,10 +129,16 @@ def micro_models(quick: bool) -> list[Micro]:
     for d in NK_DIMS:  # thin in N and K (few channels), M = 3136 (56 x 56 pixels)
         out.append(_matmul(f"gemm_m{d}nk", 3136, d, d, "m_curve", str(d)))
     for kb in CACHE_SWEEP_KB:  # working sets from well inside a core's cache to well outside the last level
+        # a chain of SWEEP_CHAIN adds, each reading the previous sum and b and writing the next: three
+        # arrays live at a time (the runtime reuses the dead ones), as in one add of a network, and
+        # the worker threads' wake-up is paid once, not per kernel (alone, a 0.8 MB add took as long
+        # as a 1.6 MB one: 13 us, mostly wake-up)
         c = kb * 1024 // 12
-        add_c = _model([helper.make_node("Add", ["a", "b"], ["y"])], [_vi("a", [c]), _vi("b", [c])], [_vi("y", None)])
+        chain = [helper.make_node("Add", ["a" if i == 0 else f"s{i - 1}", "b"],
+                                  ["y" if i == SWEEP_CHAIN - 1 else f"s{i}"]) for i in range(SWEEP_CHAIN)]
+        add_c = _model(chain, [_vi("a", [c]), _vi("b", [c])], [_vi("y", None)])
         out.append(Micro(f"cache_{kb}k", add_c, {"a": np.ones(c, np.float32), "b": np.ones(c, np.float32)}, "onchip",
-                         str(3 * 4 * c), ops=c, nbytes=3 * 4 * c))
+                         str(3 * 4 * c), ops=SWEEP_CHAIN * c, nbytes=SWEEP_CHAIN * 3 * 4 * c))
     xe = rng.standard_normal((1, 128, 3072)).astype(np.float32)
     for op in OP_MICRO:
         binary = op in ("Pow", "Div")
