@@ -54,10 +54,12 @@ SCHEMA = {
     "shape_efficiency": ("map", False, "convolutions whose speed depends on their shape: {'depthwise_conv.k3s1': "
                                        "{output pixels: fraction of the roof}, 'grouped_conv.w8': {output pixels: fraction} for 8 input "
                                        "channels per group, 'conv.unblocked_k1' and 'depthwise_conv.unblocked_k3': {output pixels: "
-                                       "fraction} for convolutions a blocked CPU layout cannot take} (calibrated; log-interpolated "
+                                       "fraction} for convolutions a blocked CPU layout cannot take, 'pool.unblocked': {output pixels: "
+                                       "fraction} for pooling it cannot take} (calibrated; log-interpolated "
                                        "in pixels and in channels per group; overrides the family's figure)"),
     "cpu_layout": ("map", False, "{block: channels per block, grouped_min_width: channels per group, "
-                                 "channel_alignment: channel multiple padded up to whole blocks}: the runtime "
+                                 "channel_alignment: channel multiple padded up to whole blocks, pool_alignment: "
+                                 "channel multiple pooling needs (default: the block)}: the runtime "
                                  "runs convolutions and pooling in a channel-blocked layout and converts at the "
                                  "boundaries with other ops (dnnperf/layout.py; calibrated CPUs)"),
     "memory_overlap": ("num", False, "fraction of the shorter of memory and compute time hidden behind the longer "
@@ -125,7 +127,7 @@ class HardwareProfile:
     op_efficiency: dict[str, float] = field(default_factory=dict)
     matrix_m_efficiency: tuple[tuple[int, float], ...] = ()
     shape_efficiency: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)
-    cpu_layout: tuple[int, int, int] | None = None  # (block, grouped_min_width, channel_alignment)
+    cpu_layout: tuple[int, int, int, int] | None = None  # (block, grouped_min_width, channel_alignment, pool_alignment)
     ops_per_item: float = 1.0
     memory_overlap: float = 1.0
     onchip_gbs: float | None = None
@@ -337,19 +339,20 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         m_eff.append((m, _num(v, f"{where}.matrix_m_efficiency.{k}", upper=1.0)))
     shape_eff = {}
     for k, pts in _map(d.get("shape_efficiency", {}) or {}, f"{where}.shape_efficiency").items():
-        if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv\.w\d+|(depthwise_)?conv\.unblocked_k\d+", str(k)):
+        if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv\.w\d+|(depthwise_)?conv\.unblocked_k\d+|pool\.unblocked", str(k)):
             raise DnnperfError(f"{where}.shape_efficiency.{k}: use 'depthwise_conv.k<kernel>s<stride>', "
-                               "'grouped_conv.w<channels per group>' or '[depthwise_]conv.unblocked_k<kernel>'")
+                               "'grouped_conv.w<channels per group>', '[depthwise_]conv.unblocked_k<kernel>' or 'pool.unblocked'")
         shape_eff[str(k)] = tuple(sorted(
             (int(_num(x, f"{where}.shape_efficiency.{k} key")), _num(v, f"{where}.shape_efficiency.{k}.{x}", upper=1.0))
             for x, v in _map(pts, f"{where}.shape_efficiency.{k}").items()))
     cpu_layout = None
     if d.get("cpu_layout") is not None:
         lay = _map(d["cpu_layout"], f"{where}.cpu_layout")
-        _check_keys(lay, ("block", "grouped_min_width", "channel_alignment"), f"{where}.cpu_layout")
+        _check_keys(lay, ("block", "grouped_min_width", "channel_alignment", "pool_alignment"), f"{where}.cpu_layout")
         block = int(_num(lay.get("block"), f"{where}.cpu_layout.block"))
         cpu_layout = (block, int(_num(lay.get("grouped_min_width"), f"{where}.cpu_layout.grouped_min_width")),
-                      int(_num(lay.get("channel_alignment", block), f"{where}.cpu_layout.channel_alignment")))
+                      int(_num(lay.get("channel_alignment", block), f"{where}.cpu_layout.channel_alignment")),
+                      int(_num(lay.get("pool_alignment", block), f"{where}.cpu_layout.pool_alignment")))
     unopt = d.get("unoptimized_ops", []) or []
     if not isinstance(unopt, list) or any(not isinstance(x, str) for x in unopt):
         raise DnnperfError(f"{where}.unoptimized_ops: a list of op type names")

@@ -8,8 +8,9 @@ writes the whole tensor) and converts again before the next convolution. A lone 
 one-node model pays both conversions; inside a network they appear only at these boundaries.
 
 Which convolutions run blocked is ``rules.blocked_conv`` (channel counts a multiple of the
-alignment the runtime pads up to a block; grouped ones from a minimum width per group); the others
-run ONNX Runtime's plain kernel, with conversions around them like any other plain op.
+alignment the runtime pads up to a block; grouped ones from a minimum width per group), which
+pooling ops ``rules.blocked_pool`` (a channel multiple of their own: pooling is not padded); the
+others run ONNX Runtime's plain kernel, with conversions around them like any other plain op.
 
 The rule runs on profiles whose ``cpu_layout`` is set (``dnnperf calibrate`` measures whether the
 runtime uses the blocked layout, its channel alignment and the grouped widths it takes). Each conversion becomes a layer of
@@ -31,7 +32,8 @@ LAYOUT_AGNOSTIC = frozenset({
 })
 
 
-def _blocked_anchor(graph: Graph, node, layer: Layer, block: int, grouped_min: int, align: int) -> bool:
+def _blocked_anchor(graph: Graph, node, layer: Layer, block: int, grouped_min: int, align: int,
+                    pool_align: int) -> bool:
     if node.op_type not in BLOCKED_OPS:
         return False
     x = graph.tensors.get(node.inputs[0]) if node.inputs else None
@@ -39,7 +41,7 @@ def _blocked_anchor(graph: Graph, node, layer: Layer, block: int, grouped_min: i
         return False
     if node.op_type == "Conv":
         return rules.blocked_conv(layer.workload, block, grouped_min, align)
-    return True
+    return rules.blocked_pool(x.shape[1], block, pool_align)
 
 
 def _reorder(graph: Graph, tensor: str, where: str) -> Layer | None:
@@ -51,7 +53,8 @@ def _reorder(graph: Graph, tensor: str, where: str) -> Layer | None:
     return Layer(f"reorder {where} {tensor}", "LayoutReorder", (), w, t.shape)
 
 
-def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int, align: int | None = None) -> list[Layer]:
+def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int, align: int | None = None,
+                 pool_align: int | None = None) -> list[Layer]:
     """``layers`` with a ``LayoutReorder`` layer before each layer whose input layout differs from
     the one its producer left (see the module docstring)."""
     nodes = {n.name: n for n in graph.nodes}
@@ -67,7 +70,7 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
         ins = [i for n in members for i in n.inputs if i and i not in internal and i not in graph.constants]
         anchor = members[0]
         outs = [o for o in members[-1].outputs if o]
-        if _blocked_anchor(graph, anchor, layer, block, grouped_min, align or block):
+        if _blocked_anchor(graph, anchor, layer, block, grouped_min, align or block, pool_align or block):
             x = graph.tensors.get(anchor.inputs[0])
             for i in dict.fromkeys(ins):
                 if i in blocked:

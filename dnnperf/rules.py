@@ -153,6 +153,14 @@ def interp_log(x: float, points: tuple[tuple[int, float], ...]) -> float:
     return points[-1][1]
 
 
+def blocked_pool(channels: int, block: int, pool_align: int | None = None) -> bool:
+    """Whether a CPU runtime with a channel-blocked layout runs this pooling blocked: it pads a
+    convolution's channels up to whole blocks, but pools only a channel count that is a multiple of
+    ``pool_align`` (measured by calibrate; default the block). ONNX Runtime on x86 pools 24 or 116
+    channels with its plain kernel, converting out of the blocked layout before and back after."""
+    return channels % (pool_align or block) == 0
+
+
 def blocked_conv(w, block: int, grouped_min: int, align: int | None = None) -> bool:
     """Whether a CPU runtime with a channel-blocked layout (ONNX Runtime's NCHWc, ``block`` channels
     per block, channel counts padded up to whole blocks from a multiple of ``align``) runs this

@@ -456,12 +456,14 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
 
 
 def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
-    """The calibrated figure for this convolution's shape, when the profile has one: a plain
-    or depthwise convolution the CPU's blocked layout cannot take (``<family>.unblocked_k<kernel>``); depthwise by
+    """The calibrated figure for this convolution's (or pool's) shape, when the profile has one: a
+    pool, a plain or depthwise convolution the CPU's blocked layout cannot take (``<family>.unblocked_k<kernel>``); depthwise by
     kernel and stride (the nearest kernel size measured with that stride), log-interpolated in
     output pixels; grouped by input channels per group (log-interpolated between the measured widths)
     and output pixels. None when the profile has no such curve."""
     w = layer.workload
+    if w.family == "pool" and hw.shape_efficiency and hw.cpu_layout is not None:
+        return _plain_pool_efficiency(layer, hw)
     if not hw.shape_efficiency or not w.conv or w.family not in ("conv", "depthwise_conv", "grouped_conv"):
         return None
     cin_g, kh, kw, sh, _sw, _dil = w.conv
@@ -470,7 +472,7 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
         pixels *= int(d)
     pixels = max(pixels, 1)
     if w.family in ("conv", "depthwise_conv") and hw.cpu_layout is not None \
-            and not rules.blocked_conv(w, *hw.cpu_layout):
+            and not rules.blocked_conv(w, *hw.cpu_layout[:3]):
         # a convolution the blocked layout cannot take runs the plain kernel, measured apart
         plain = sorted((int(k.split("_k")[1]), pts) for k, pts in hw.shape_efficiency.items()
                        if k.startswith(f"{w.family}.unblocked_k"))
@@ -491,6 +493,16 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
         return None
     key = min(same_stride, key=lambda k: (abs(int(k.split(".k")[1].split("s")[0]) - max(kh, kw)), k))
     return rules.interp_log(pixels, hw.shape_efficiency[key])
+
+
+def _plain_pool_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
+    """A pooling layer the blocked layout does not take runs the plain kernel, calibrated apart
+    (``pool.unblocked``, log-interpolated in output pixels)."""
+    shape = layer.output_shape or ()
+    pts = hw.shape_efficiency.get("pool.unblocked")
+    if not pts or len(shape) != 4 or rules.blocked_pool(int(shape[1]), hw.cpu_layout[0], hw.cpu_layout[3]):
+        return None
+    return rules.interp_log(max(int(shape[2]) * int(shape[3]), 1), pts)
 
 
 def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:

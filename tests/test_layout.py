@@ -133,3 +133,50 @@ def test_layout_alignment_is_read_from_the_profile(tmp_path):
     assert [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})] == ["dw"]
     aligned = _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8, "channel_alignment": 4})
     assert [l.name for l in aligned] == ["reorder into x", "dw", "reorder out of y"]
+
+
+def test_pooling_is_not_padded_to_the_block(tmp_path):
+    """Measured on ONNX Runtime (x86, 16-channel blocks): a 24-channel convolution runs blocked (24
+    is padded to 32), the MaxPool after it does not (24 is no multiple of 16) and gets conversions on
+    both sides; 32 channels stay blocked throughout. A profile's pool_alignment says which."""
+    def net(ch):
+        nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+                 helper.make_node("MaxPool", ["c"], ["p"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
+                                  pads=[1, 1, 1, 1]),
+                 helper.make_node("Conv", ["p", "w2"], ["y"], name="conv2")]
+        return model(nodes, [vi("x", [1, ch, 16, 16])], [vi("y", None)],
+                     [weight("w", [ch, ch, 1, 1]), weight("w2", [ch, ch, 1, 1])])
+
+    layout = {"block": 16, "grouped_min_width": 16, "channel_alignment": 4, "pool_alignment": 16}
+    assert [l.name for l in _layers(tmp_path, net(24), layout)] == [
+        "reorder into x", "conv", "reorder out of c", "pool", "reorder into p", "conv2", "reorder out of y"]
+    assert [l.name for l in _layers(tmp_path, net(32), layout)] == ["reorder into x", "conv", "pool", "conv2",
+                                                                   "reorder out of y"]
+    from dnnperf.rules import blocked_pool
+
+    assert blocked_pool(24, 16, 8) and not blocked_pool(24, 16) and blocked_pool(48, 16)
+
+
+def test_a_plain_pool_takes_its_own_calibrated_efficiency(tmp_path):
+    """pool.unblocked (calibrated on a 58-channel pool) applies to pools run plain, not blocked ones."""
+    from dnnperf.scoring import shape_efficiency
+
+    def pool_layers(ch):
+        nodes = [helper.make_node("MaxPool", ["x"], ["p"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
+                                  pads=[1, 1, 1, 1])]
+        m = model(nodes, [vi("x", [1, ch, 56, 56])], [vi("p", None)])
+        path = save(m, tmp_path, f"p{ch}.onnx")
+        with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
+            d = yaml.safe_load(fh)
+        d.update(name="plainpool", cpu_layout={"block": 16, "grouped_min_width": 16, "pool_alignment": 16},
+                 shape_efficiency={"pool.unblocked": {784: 0.3}})
+        p = tmp_path / "pp.yaml"
+        p.write_text(yaml.safe_dump(d))
+        hw = load_profile(str(p))
+        rep = analyze(inspect_model(path), hw, Settings(fusion="none"), with_fixes=False)
+        return [c.layer for c in rep.score.layers if c.layer.op_type == "MaxPool"][0], hw
+
+    plain, hw = pool_layers(24)
+    assert shape_efficiency(plain, hw) == 0.3
+    blocked, hw = pool_layers(32)
+    assert shape_efficiency(blocked, hw) is None

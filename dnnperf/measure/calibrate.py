@@ -108,10 +108,12 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         block = widths[0] if widths else 8
         # the channel multiple the runtime pads up to a block: the smallest power of two dividing
         # the channel count of every probe it took blocked
-        took = [int(mb.key) for mb in table if mb.role == "probe" and layout_share(mb, threads) > 0.0]
-        align = min((c & -c for c in took), default=block)
+        took = [mb.key for mb in table if mb.role == "probe" and layout_share(mb, threads) > 0.0]
+        align = min((int(c) & -int(c) for c in took if c.isdigit()), default=block)
+        # pooling is not padded: the smallest power of two dividing every pool probe taken blocked
+        pool_align = min((int(c[4:]) & -int(c[4:]) for c in took if c.startswith("pool")), default=block)
         profile["cpu_layout"] = {"block": block, "grouped_min_width": widths[0] if widths else 1 << 20,
-                                 "channel_alignment": min(align, block)}
+                                 "channel_alignment": min(align, block), "pool_alignment": min(max(pool_align, 1), block)}
         layout_basis = ("block: the narrowest grouped width run blocked" if widths else
                         "block: ASSUMED 8 (no grouped convolution ran blocked; grouped ones are costed as plain)")
     else:

@@ -5,8 +5,9 @@ Roles: ``peak`` (matrix throughput), ``dram`` / ``onchip`` (bandwidth; ``onchip`
 set to find the cache capacity), ``dispatch`` (per-op cost),
 ``cold`` (weight streaming behind math), ``family`` (one op family's efficiency against the
 roofline), ``op`` (one slow elementwise op), ``m_curve`` (thin GEMMs), ``shape`` (depthwise and
-grouped convolutions by shape: key ``<profile shape_efficiency key>:<x>``), ``probe`` (not timed: a
-depthwise convolution whose layout conversions, or their absence, show the runtime's channel alignment).
+grouped convolutions, plain pooling, by shape: key ``<profile shape_efficiency key>:<x>``), ``probe``
+(not timed: a depthwise convolution or a pool whose layout conversions, or their absence, show the
+runtime's channel alignment).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ DEPTHWISE = ((3, 1, 112, 32), (3, 1, 28, 192), (3, 1, 7, 960), (3, 2, 56, 96), (
 UNBLOCKED = ((1, 58, 28), (3, 18, 56))  # plain convolutions: (kernel, channels, side)
 DW_UNBLOCKED = ((3, 1, 28, 58), (3, 1, 7, 234))  # depthwise: (kernel, stride, side, channels)
 LAYOUT_PROBES = (50, 52, 56, 64)  # depthwise channel counts whose layout conversions tell the alignment
+POOL_PROBES = (24, 32)  # ... and pooling's own channel multiple (it is not padded like a convolution)
+POOL_UNBLOCKED = ((58, 56), (58, 112))  # plain max pools: (channels, input side); 58 = 2 mod 4, never blocked
 CACHE_SWEEP_KB = (768, 1536, 3072, 6144, 12288, 24576, 49152)
 SWEEP_CHAIN = 8  # adds per cache-sweep job
 # 3 x 3 grouped convolutions of 128 channels by (input channels per group, output side): widths of
@@ -195,6 +198,10 @@ def micro_models(quick: bool) -> list[Micro]:
                          f"depthwise_conv.unblocked_k{k}:{side * side}"))
     for ch in LAYOUT_PROBES:  # not timed: only their layout conversions are looked at
         out.append(replace(_conv(f"probe_dw{ch}", ch, 14, 3, 1, ch, str(ch)), role="probe"))
+    for ch in POOL_PROBES:
+        out.append(replace(_pool(f"probe_pool{ch}", ch, 28, "probe"), key=f"pool{ch}"))
+    for ch, side in POOL_UNBLOCKED:  # pooling the blocked layout never takes: the plain kernel
+        out.append(_pool(f"pool_unblocked_{side}", ch, side, "shape", f"pool.unblocked:{(side // 2) ** 2}"))
     for gw, side in GROUPED:
         out.append(_conv(f"grouped_w{gw}_{side}", 128, side, 3, 1, 128 // gw, f"grouped_conv.w{gw}:{side * side}"))
     return [repeated(mb) if mb.role in REPEATED_ROLES else mb for mb in out]
@@ -224,6 +231,16 @@ def repeated(mb: Micro, k: int = REPEAT) -> Micro:
         outputs += [helper.make_tensor_value_info(ren[o.name], o.type.tensor_type.elem_type, None) for o in g.output]
     model = _model(nodes, list(g.input), outputs, list(g.initializer))
     return Micro(mb.name, model, mb.feeds, mb.role, mb.key, mb.ops * k, mb.nbytes * k)
+
+
+def _pool(name: str, ch: int, side: int, role: str, key: str = "") -> Micro:
+    """A 3 x 3 stride-2 max pool of ``ch`` channels over ``side`` x ``side`` pixels."""
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    model = _model([node], [_vi("x", [1, ch, side, side])], [_vi("y", None)])
+    return Micro(name, model, {"x": rng.standard_normal((1, ch, side, side)).astype(np.float32)}, role, key)
 
 
 def _conv(name: str, ch: int, side: int, k: int, stride: int, groups: int, key: str) -> Micro:
