@@ -1,9 +1,9 @@
 """Control flow: the cost of If/Loop/Scan is the cost of the subgraphs they run.
 
-If: the branch taken when the condition folds at load time, else the dearer branch. Loop: body x trip count when
-the trip count is a constant or a scan output's length is known (one value per iteration that
-ran); otherwise one iteration, flagged in the workload's note. Scan:
-body x the scanned axis length.
+If: the branch taken when the condition folds at load time, else the dearer branch. Loop: body x
+trip count when the trip count is a constant or a scan output's length is known (one value per
+iteration that ran); otherwise one iteration, flagged in the workload's note. Scan: body x the
+scanned axis length.
 """
 
 from __future__ import annotations
