@@ -180,3 +180,26 @@ def test_a_plain_pool_takes_its_own_calibrated_efficiency(tmp_path):
     assert shape_efficiency(plain, hw) == 0.3
     blocked, hw = pool_layers(32)
     assert shape_efficiency(blocked, hw) is None
+
+
+def test_a_calibrated_reorder_efficiency_prices_the_conversions(tmp_path):
+    """calibrate measures ORT's conversions against a copy at the measured bandwidth
+    (op_efficiency.LayoutReorder); a conversion layer takes that figure, other layers do not."""
+    def run(op_eff):
+        with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
+            d = yaml.safe_load(fh)
+        d.update(name="reo", cpu_layout={"block": 8, "grouped_min_width": 8}, op_efficiency=op_eff)
+        p = tmp_path / "reo.yaml"
+        p.write_text(yaml.safe_dump(d))
+        nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                 helper.make_node("Flatten", ["c"], ["y"], name="flat")]
+        m = model(nodes, [vi("x", [1, 16, 64, 64])], [vi("y", None)], [weight("w", [16, 16, 3, 3])])
+        rep = analyze(inspect_model(save(m, tmp_path)), load_profile(str(p)), Settings(fusion="typical"),
+                      with_fixes=False)
+        return {c.layer.name: c for c in rep.score.layers}
+
+    plain, slow = run({}), run({"LayoutReorder": 0.25})
+    r0, r1 = plain["reorder out of c"], slow["reorder out of c"]
+    assert r1.losses["unoptimized"] == pytest.approx(3 * (r0.time_s - r0.losses["unoptimized"] - r0.losses["launch_overhead"]),
+                                                     rel=0.02)
+    assert slow["conv"].time_s == pytest.approx(plain["conv"].time_s)

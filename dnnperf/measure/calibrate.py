@@ -17,12 +17,32 @@ from dnnperf.measure.ort import cpu_name, ort, profiled_kernels, session, settle
 LAYOUT_OPS = ("ReorderInput", "ReorderOutput")
 
 
-def layout_share(mb, threads: int | None) -> float:
+def layout_kernels(mb, threads: int | None) -> dict:
+    """ORT's node profile of a micro-model: {kernel: (op, us)}."""
+    return profiled_kernels(mb.model.SerializeToString(), mb.feeds, threads, runs=10, warmup=3)
+
+
+def layout_share(mb, threads: int | None, kernels: dict | None = None) -> float:
     """The fraction of a micro-model's kernel time spent in layout reorders (ORT's node profiler)."""
-    kernels = profiled_kernels(mb.model.SerializeToString(), mb.feeds, threads, runs=10, warmup=3)
+    kernels = kernels if kernels is not None else layout_kernels(mb, threads)
     total = sum(us for _op, us in kernels.values())
     reorder = sum(us for op, us in kernels.values() if op in LAYOUT_OPS)
     return reorder / total if total > 0 else 0.0
+
+
+def reorder_efficiency(mb, kernels: dict, base) -> float | None:
+    """How close ORT's layout conversions come to a copy at the measured bandwidth: the one-node
+    convolution micro-benchmark converts tensors of its input's size (in, and out of every copy);
+    the median conversion against reading and writing that many bytes at ``bandwidth_for``."""
+    from dnnperf import rules
+
+    times = sorted(us for op, us in kernels.values() if op in LAYOUT_OPS)
+    if not times:
+        return None
+    x = next(iter(mb.feeds.values()))
+    moved = 2 * x.nbytes
+    ideal = moved / rules.bandwidth_for(moved, base)
+    return min(1.0, max(0.01, ideal / (statistics.median(times) * 1e-6)))
 
 
 def _sig(x: float) -> float:
@@ -87,8 +107,13 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         # and the layout reorders a lone convolution or pooling gets (a network pays them once)
         kernel_s = max(times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6, 1e-7)
         if any(n.op_type in BLOCKED_OPS for n in mb.model.graph.node):
-            shares[mb.name] = layout_share(mb, threads)
+            kernels = layout_kernels(mb, threads)
+            shares[mb.name] = layout_share(mb, threads, kernels)
             kernel_s *= 1.0 - shares[mb.name]
+            if mb.role == "family" and mb.key == "conv":
+                reorder = reorder_efficiency(mb, kernels, base)
+                if reorder is not None:
+                    op_eff["LayoutReorder"] = _sig(reorder)
         ratio = min(1.0, max(0.01, predict_micro(mb.model, base) / kernel_s))
         if mb.role == "op":
             op_eff[mb.key] = _sig(ratio)
