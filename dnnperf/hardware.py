@@ -64,7 +64,8 @@ SCHEMA = {
                                  "boundaries with other ops (dnnperf/layout.py; calibrated CPUs)"),
     "memory_overlap": ("num", False, "fraction of the shorter of memory and compute time hidden behind the longer "
                                      "(1 = perfect roofline overlap, the default; calibrated CPUs measure it)"),
-    "op_efficiency": ("map", False, "per op-type fraction of the roofline (e.g. Pow, Tanh: calibrated), overrides the family's"),
+    "op_efficiency": ("map", False, "per op-type fraction of the roofline (e.g. Pow, Tanh; LayoutReorder for the runtime's "
+                                   "layout conversions: calibrated), overrides the family's"),
     "unoptimized_ops": ("list", False, "op types with no fast kernel: run at unoptimized_efficiency, no overlap"),
     "unoptimized_efficiency": ("num", False, "fraction of peak those ops reach, default 0.1"),
     "accelerator_families": ("list|null", False, "op families the accelerator runs; others go to fallback"),
