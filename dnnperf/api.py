@@ -68,7 +68,9 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
                      fusable_into=c[0] if c else None, saved_bytes_if_fused=saved)
 
     if fusion == "typical":
-        return fuse(insp.graph, insp.rows, make, cands if chains else fusion_candidates(insp.graph, insp.rows, False))
+        if chains:
+            return fuse(insp.graph, insp.rows, make, cands)
+        return fuse(insp.graph, insp.rows, make, fusion_candidates(insp.graph, insp.rows, False), runtime_kernels=True)
     if fusion != "none":
         raise DnnperfError(f"--fusion must be 'none' or 'typical', got '{fusion}'")
     return [make(r) for r in insp.rows if r.workload is not None]

@@ -450,7 +450,7 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     shaped = shape_efficiency(layer, hw)
     if shaped is not None:
         eff = shaped
-    if len(layer.nodes) <= 1 and layer.op_type in hw.op_efficiency:  # one op (or one the runtime adds)
+    if "+" not in layer.op_type and layer.op_type in hw.op_efficiency:  # one op, or one kernel the runtime makes
         return hw.op_efficiency[layer.op_type]
     return eff
 

@@ -101,7 +101,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     shape_eff: dict[str, dict[int, float]] = {}
     shares = {}
     for mb in table:
-        if mb.role not in ("family", "op", "m_curve", "shape") and not (mb.role == "peak" and mb.key):
+        if mb.role not in ("family", "op", "kernel", "m_curve", "shape") and not (mb.role == "peak" and mb.key):
             continue
         # subtract the fixed cost of one session.run (binding, allocation) measured on a 1-op model,
         # and the layout reorders a lone convolution or pooling gets (a network pays them once)
@@ -114,8 +114,9 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
                 reorder = reorder_efficiency(mb, kernels, base)
                 if reorder is not None:
                     op_eff["LayoutReorder"] = _sig(reorder)
-        ratio = min(1.0, max(0.01, predict_micro(mb.model, base) / kernel_s))
-        if mb.role == "op":
+        fused = mb.role == "kernel"  # costed as the kernels ORT makes of it (dnnperf.fusion.RUNTIME_KERNELS)
+        ratio = min(1.0, max(0.01, predict_micro(mb.model, base, "typical" if fused else "none") / kernel_s))
+        if mb.role in ("op", "kernel"):
             op_eff[mb.key] = _sig(ratio)
         elif mb.role == "shape":
             curve, x = mb.key.rsplit(":", 1)
@@ -196,7 +197,7 @@ def _fit_overlap(model, profile: dict, t_meas: float) -> float:
     return 0.5 * (lo + hi)
 
 
-def predict_micro(m, hw) -> float:
+def predict_micro(m, hw, fusion: str = "none") -> float:
     """dnnperf's estimate for a micro-model (efficiency 1, no launch cost): the roofline part."""
     from onnx import ModelProto
 
@@ -207,5 +208,5 @@ def predict_micro(m, hw) -> float:
     m2 = ModelProto()
     m2.CopyFrom(m)
     insp = inspect_graph(graph_from_model(m2), "<micro>")
-    rep = analyze(insp, hw, Settings(), with_fixes=False)
+    rep = analyze(insp, hw, Settings(fusion=fusion), with_fixes=False)
     return sum(c.time_s - c.t_launch for c in rep.score.layers) + hw.launch_overhead_us * 1e-6

@@ -4,7 +4,8 @@ the work it does (ops, bytes) so that the figure it measures is ``ops / t`` or `
 Roles: ``peak`` (matrix throughput), ``dram`` / ``onchip`` (bandwidth; ``onchip`` sweeps the working
 set to find the cache capacity), ``dispatch`` (per-op cost),
 ``cold`` (weight streaming behind math), ``family`` (one op family's efficiency against the
-roofline), ``op`` (one slow elementwise op), ``m_curve`` (thin GEMMs), ``shape`` (depthwise and
+roofline), ``op`` (one slow elementwise op), ``kernel`` (a chain of the plain ops the runtime
+fuses into one kernel of its own), ``m_curve`` (thin GEMMs), ``shape`` (depthwise and
 grouped convolutions, plain pooling, by shape: key ``<profile shape_efficiency key>:<x>``), ``probe``
 (not timed: a depthwise convolution or a pool whose layout conversions, or their absence, show the
 runtime's channel alignment).
@@ -43,7 +44,7 @@ class Micro:
     name: str
     model: Any  # onnx.ModelProto
     feeds: dict
-    role: str  # peak | peak_int8 | dram | onchip | dispatch | cold | family | op | m_curve | shape | probe
+    role: str  # peak | peak_int8 | dram | onchip | dispatch | cold | family | op | kernel | m_curve | shape | probe
     key: str = ""  # the family, op type or thin dimension the entry measures
     ops: float = 0.0  # arithmetic ops the kernel does (1 MAC = 2 ops)
     nbytes: float = 0.0  # bytes it must move (inputs read + output written)
@@ -62,6 +63,12 @@ def _vi(name, shape, dtype=1):
     from onnx import helper
 
     return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def _const(name, value: float):
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.array(value, dtype=np.float32), name)
 
 
 def _w(name, shape, dtype=np.float32, rng=None):
@@ -150,6 +157,27 @@ def micro_models(quick: bool) -> list[Micro]:
         m = _model([helper.make_node(op, ins, ["y"])], [_vi("x", [1, 128, 3072])], [_vi("y", None)], inits)
         out.append(Micro(f"op_{op}", m, {"x": np.abs(xe) if op in ("Pow", "Sqrt", "Log") else xe}, "op", op,
                          nbytes=2 * 4 * xe.size))
+    # the runtime's own transformer kernels (dnnperf.fusion.RUNTIME_KERNELS), built from the plain
+    # ops it fuses into them, REPEAT of them in a chain (each reads the one before: copies on the
+    # same inputs would be merged by the runtime's common-subexpression pass, and then not fused):
+    # a bias and erf GELU over a BERT-base FFN, bias + residual + LayerNorm
+    gelu, skip = [], []
+    for i in range(REPEAT):
+        x_in, x_out = ("x" if i == 0 else f"y{i - 1}"), ("y" if i == REPEAT - 1 else f"y{i}")
+        gelu += [helper.make_node("Add", [x_in, "bias"], [f"s{i}"]), helper.make_node("Div", [f"s{i}", "sqrt2"], [f"d{i}"]),
+                 helper.make_node("Erf", [f"d{i}"], [f"e{i}"]), helper.make_node("Add", [f"e{i}", "one"], [f"f{i}"]),
+                 helper.make_node("Mul", [f"s{i}", f"f{i}"], [f"m{i}"]), helper.make_node("Mul", [f"m{i}", "half"], [x_out])]
+        skip += [helper.make_node("Add", [x_in, "r"], [f"s{i}"]),
+                 helper.make_node("LayerNormalization", [f"s{i}", "g", "b"], [x_out], axis=-1)]
+    xf = rng.standard_normal((1, 128, 3072)).astype(np.float32)
+    out.append(Micro("op_BiasGelu", _model(gelu, [_vi("x", [1, 128, 3072])], [_vi("y", None)],
+                                           [_w("bias", [3072]), _const("sqrt2", 1.4142135), _const("one", 1.0),
+                                            _const("half", 0.5)]), {"x": xf}, "kernel", "BiasGelu"))
+    xs = rng.standard_normal((1, 128, 768)).astype(np.float32)
+    out.append(Micro("op_SkipLayerNormalization",
+                     _model(skip, [_vi("x", [1, 128, 768]), _vi("r", [1, 128, 768])], [_vi("y", None)],
+                            [_w("g", [768]), _w("b", [768])]),
+                     {"x": xs, "r": xs.copy()}, "kernel", "SkipLayerNormalization"))
     chain = [helper.make_node("Relu", ["x" if i == 0 else f"t{i - 1}"], [f"t{i}" if i < 199 else "y"]) for i in range(200)]
     out.append(Micro("dispatch_200", _model(chain, [_vi("x", [1, 16])], [_vi("y", None)]),
                      {"x": np.ones((1, 16), np.float32)}, "dispatch", "200"))
@@ -223,9 +251,9 @@ def repeated(mb: Micro, k: int = REPEAT) -> Micro:
     nodes, outputs = [], []
     for i in range(k):
         ren = {o: f"{o}_r{i}" for o in produced}
-        for n in g.node:
+        for j, n in enumerate(g.node):
             c = helper.make_node(n.op_type, [ren.get(x, x) for x in n.input], [ren[o] for o in n.output],
-                                 name=f"{n.name or n.op_type}_r{i}", domain=n.domain)
+                                 name=f"{n.name or f'{n.op_type}{j}'}_r{i}", domain=n.domain)
             c.attribute.extend(n.attribute)
             nodes.append(c)
         outputs += [helper.make_tensor_value_info(ren[o.name], o.type.tensor_type.elem_type, None) for o in g.output]

@@ -50,6 +50,18 @@ def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
     unmatched: dict[str, float] = {}
     casts = {l.name.split(" ", 3)[3]: l.name for l in layers if l.op_type == "Cast" and not l.nodes
              and l.name.startswith("cast to ")}  # dnnperf.upcast's layers, by the tensor they convert
+    # ORT names its own fused kernels "<Kernel>", "<Kernel>_token_<n>": the n-th goes to the n-th
+    # layer dnnperf made of that pattern, in graph order (dnnperf.fusion.RUNTIME_KERNELS)
+    from dnnperf.fusion import RUNTIME_KERNELS
+
+    for kind in RUNTIME_KERNELS:
+        ours = [l.name for l in layers if l.op_type == kind]
+        theirs = sorted((k for k in kernels if re.fullmatch(rf"{kind}(_token_\d+)?", k)),
+                        key=lambda k: -1 if k == kind else int(k.rsplit("_", 1)[1]))
+        if ours and len(ours) == len(theirs):
+            for layer_name, k in zip(ours, theirs):
+                measured[layer_name] = measured.get(layer_name, 0.0) + kernels[k][1]
+            kernels = {k: v for k, v in kernels.items() if k not in set(theirs)}
     for k, (_op, us) in sorted(kernels.items()):
         target = None
         if k.startswith("InsertedPrecisionFreeCast_"):  # ORT's casts around ops without 16-bit kernels
