@@ -146,13 +146,13 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         layout_basis = "no blocked layout: the one-node convolution ran without layout conversions"
     profile["efficiency"] = {k: _sig(statistics.median(v)) for k, v in sorted(eff.items())}
     profile["op_efficiency"] = dict(sorted(op_eff.items()))
-    profile["matrix_m_efficiency"] = dict(sorted(m_curve.items()))
-    # how much of a cache-busting GEMM's weight streaming hides behind its math: the overlap with
-    # which dnnperf's own estimate of that GEMM (every other figure above included) equals its
-    # measured time; the estimate falls as the overlap grows, so a bisection finds it
+    # how much of a cache-busting GEMM's weight streaming hides behind its math
     cold = next(mb for mb in table if mb.role == "cold")
-    t_meas = max(times[cold.name] - times["dispatch_1"] + dispatch_us * 1e-6, 1e-9)
-    profile["memory_overlap"] = _sig(_fit_overlap(cold.model, profile, t_meas))
+    t_c = cold.ops / (peak_fp32 * 1e12)
+    t_m = cold.nbytes / (bw * 1e9)  # its weights, streamed from DRAM
+    t_meas = max(times[cold.name] - times["dispatch_1"], 1e-9)
+    profile["memory_overlap"] = _sig(min(1.0, max(0.0, (t_c + t_m - t_meas) / min(t_c, t_m))))
+    profile["matrix_m_efficiency"] = dict(sorted(m_curve.items()))
     profile["shape_efficiency"] = {k: dict(sorted(v.items())) for k, v in sorted(shape_eff.items())}
     profile["measured"] = {
         "date": datetime.date.today().isoformat(),
@@ -174,27 +174,6 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         "cpu_layout": layout_basis,
     }
     return profile
-
-
-def _fit_overlap(model, profile: dict, t_meas: float) -> float:
-    """The memory_overlap in [0, 1] for which ``predict_micro`` of ``model`` equals ``t_meas``."""
-    from dnnperf.hardware import profile_from_dict
-
-    def predicted(ov: float) -> float:
-        return predict_micro(model, profile_from_dict(dict(profile, memory_overlap=ov), "calibration"))
-
-    lo, hi = 0.0, 1.0
-    if predicted(hi) >= t_meas:
-        return 1.0  # even fully hidden, the estimate is no faster than measured
-    if predicted(lo) <= t_meas:
-        return 0.0  # even back to back, the estimate is no slower than measured
-    for _ in range(12):
-        mid = 0.5 * (lo + hi)
-        if predicted(mid) > t_meas:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
 
 
 def predict_micro(m, hw, fusion: str = "none") -> float:
