@@ -47,7 +47,7 @@ RUNTIME_KERNELS = ("BiasGelu", "SkipLayerNormalization")
 _GELU_OPS = frozenset({"Div", "Mul", "Erf", "Add"})
 
 
-def _single_consumers(graph: Graph) -> dict[str, list]:
+def _users_of(graph: Graph) -> dict[str, list]:
     by: dict[str, list] = {}
     for node in graph.nodes:
         for i in dict.fromkeys(node.inputs):
@@ -71,7 +71,7 @@ def runtime_kernel_groups(graph: Graph) -> list[tuple[str, list[str]]]:
     """(kernel, member node names in graph order) for each pattern ONNX Runtime's CPU provider runs
     as one kernel of its own (``RUNTIME_KERNELS``)."""
     producer = {o: n for n in graph.nodes for o in n.outputs if o}
-    users = _single_consumers(graph)
+    users = _users_of(graph)
     order = {n.name: k for k, n in enumerate(graph.nodes)}
     groups: list[tuple[str, list[str]]] = []
     taken: set[str] = set()
