@@ -53,6 +53,26 @@ def _reorder(graph: Graph, tensor: str, where: str) -> Layer | None:
     return Layer(f"reorder {where} {tensor}", "LayoutReorder", (), w, t.shape)
 
 
+def layer_io(graph: Graph, layer: Layer, nodes: dict) -> tuple[list, list[str]]:
+    """(the layer's nodes, the activations it reads from outside itself, in order): what a pass
+    that adds the runtime's conversion layers (this module, ``dnnperf.upcast``) looks at."""
+    members = [nodes[n] for n in layer.nodes if n in nodes]
+    internal = {o for n in members for o in n.outputs}
+    ins = [i for n in members for i in n.inputs if i and i not in internal and i not in graph.constants]
+    return members, ins
+
+
+def convert_once(out: list[Layer], tensors, needs, done: set[str], make) -> None:
+    """Append ``make(t)`` for each of ``tensors`` that ``needs`` converting and has not been yet
+    (one conversion serves every later reader); ``done`` records them."""
+    for t in dict.fromkeys(tensors):
+        if needs(t) and t not in done:
+            c = make(t)
+            if c is not None:
+                out.append(c)
+            done.add(t)
+
+
 def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int, align: int | None = None,
                  pool_align: int | None = None) -> list[Layer]:
     """``layers`` with a ``LayoutReorder`` layer before each layer whose input layout differs from
@@ -62,12 +82,10 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
     plain_copy: set[str] = set()  # blocked tensors already converted back (one conversion serves all)
     out: list[Layer] = []
     for layer in layers:
-        members = [nodes[n] for n in layer.nodes if n in nodes]
+        members, ins = layer_io(graph, layer, nodes)
         if not members:
             out.append(layer)
             continue
-        internal = {o for n in members for o in n.outputs}
-        ins = [i for n in members for i in n.inputs if i and i not in internal and i not in graph.constants]
         anchor = members[0]
         outs = [o for o in members[-1].outputs if o]
         if _blocked_anchor(graph, anchor, layer, block, grouped_min, align or block, pool_align or block):
@@ -94,18 +112,9 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
             out.append(layer)
             blocked.update(o for o in outs if _rank4(graph, o))
             continue
-        for i in dict.fromkeys(ins):
-            if i in blocked and i not in plain_copy:
-                r = _reorder(graph, i, "out of")
-                if r is not None:
-                    out.append(r)
-                plain_copy.add(i)
+        convert_once(out, ins, blocked.__contains__, plain_copy, lambda t: _reorder(graph, t, "out of"))
         out.append(layer)
-    for o in graph.outputs:
-        if o in blocked and o not in plain_copy:
-            r = _reorder(graph, o, "out of")
-            if r is not None:
-                out.append(r)
+    convert_once(out, graph.outputs, blocked.__contains__, plain_copy, lambda t: _reorder(graph, t, "out of"))
     return out
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dnnperf.ir import Graph
+from dnnperf.layout import convert_once, layer_io
 from dnnperf.scoring import Layer, with_precision
 from dnnperf.workload import Workload
 
@@ -53,41 +54,28 @@ def add_casts(graph: Graph, layers: list[Layer]) -> list[Layer]:
         t = graph.tensors.get(name)
         return t is not None and t.dtype in HALF
 
+    def down(t: str):
+        return _cast(graph, t, "fp16")
+
     for layer in layers:
-        members = [nodes[n] for n in layer.nodes if n in nodes]
+        members, ins = layer_io(graph, layer, nodes)
         if not members:
             out.append(layer)
             continue
-        internal = {o for n in members for o in n.outputs}
-        ins = [i for n in members for i in n.inputs if i and i not in internal and i not in graph.constants]
         outs = [o for n in members for o in n.outputs if o]
         if layer.workload.family in HALF_NATIVE:
-            for i in dict.fromkeys(ins):
-                if i in produced_full and i not in cast_back:
-                    c = _cast(graph, i, "fp16")
-                    if c is not None:
-                        out.append(c)
-                    cast_back.add(i)
+            convert_once(out, ins, produced_full.__contains__, cast_back, down)
             out.append(layer)
             continue
         if layer.workload.dtype not in HALF and not any(half(i) for i in ins):
             out.append(layer)
             continue
-        for i in dict.fromkeys(ins):
-            if half(i) and i not in full:
-                c = _cast(graph, i, "fp32")
-                if c is not None:
-                    out.append(c)
-                full.add(i)
+        convert_once(out, ins, half, full, lambda t: _cast(graph, t, "fp32"))
         w = with_precision(layer.workload, "fp32") if layer.workload.dtype in HALF else layer.workload
         out.append(replace(layer, workload=w))
         for o in outs:
             if half(o):
                 full.add(o)
                 produced_full.add(o)
-    for o in graph.outputs:
-        if o in produced_full and o not in cast_back:
-            c = _cast(graph, o, "fp16")
-            if c is not None:
-                out.append(c)
+    convert_once(out, graph.outputs, produced_full.__contains__, cast_back, down)
     return out
