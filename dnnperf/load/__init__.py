@@ -149,17 +149,8 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
     fed = _user_values(overrides, g, init_info, types, res, path)
     bodies: dict[tuple, dict] = {}  # (a node's outputs, subgraph label) -> the shapes resolved in it
     sliced: list[str] = []  # Slices at run-time offsets, costed at their input's size
-    gaps.infer_all(ordered, res, bodies, sliced)
-    for _ in range(3 if gaps.any_open(types) else 0):  # back from declared shapes, then forward again
-        back = gaps.backward_shapes(ordered, types)
-        if not (gaps.symbolic_lengths(ordered, types, res) or back):
-            break
-        for n in ordered:
-            res.infer_node(n)
+    gaps.settle(ordered, res, bodies, sliced)
     if gaps.any_open(types):
-        if gaps.bound_shapes(ordered, types, res, sliced):
-            for n in ordered:  # downstream of the bounded outputs
-                res.infer_node(n)
         gaps.empty_shapes(types)
     if sliced:
         notes.append(f"{len(sliced)} Slice(s) at offsets known only at run time ({', '.join(sliced[:3])}"

@@ -11,6 +11,7 @@
     symbolic_lengths a length only known at run time (a Range of runtime size) named, carried forward
                      by ONNX's inference, and bound where it meets a declared size
     empty_shapes     a tensor with a zero-sized axis has no elements whatever its unknown axes are
+    settle           the rules in order over a graph or a body, until nothing moves
 
 Nothing here guesses: each rule fills a shape only where one size is possible.
 """
@@ -223,8 +224,8 @@ def empty_shapes(types) -> None:
 
 
 def _inner(res, body):
-    """A Resolver for a subgraph: the enclosing graph's shapes and the outer-scope values its nodes
-    read (folded on demand in the enclosing graph)."""
+    """A Resolver for a subgraph: the enclosing graph's shapes, the outer-scope values its nodes
+    read (folded on demand in the enclosing graph) and the shapes the body declares."""
     from dnnperf.load.fold import Resolver
 
     sub = Resolver(res.model, res.opset, list(body.node))
@@ -237,7 +238,22 @@ def _inner(res, body):
                 v = res.value(i)
                 if v is not None:
                     sub.values[i] = v
+    for vi in list(body.value_info) + list(body.output):  # what the body declares
+        dims, dtype = type_shape(vi.type)
+        if static(dims) is not None:
+            sub.types.setdefault(vi.name, (static(dims), dtype))
     return sub
+
+
+def _resolved(body, sub) -> dict:
+    """{tensor: (dims, dtype)} of every body node output ``sub`` resolved."""
+    out = {}
+    for bn in body.node:
+        for o in bn.output:
+            t = sub.types.get(o)
+            if o and t is not None and static(t[0]) is not None:
+                out[o] = (static(t[0]), t[1])
+    return out
 
 
 def infer_all(nodes, res, bodies: dict, sliced: list | None = None) -> None:
@@ -250,6 +266,21 @@ def infer_all(nodes, res, bodies: dict, sliced: list | None = None) -> None:
                 body_shapes(n, res, bodies, sliced)
             elif n.op_type == "If":
                 taken_branch(n, res, bodies, sliced)
+
+
+def settle(nodes, res, bodies: dict, sliced: list | None = None) -> None:
+    """Every rule of this module over ``nodes`` (a graph or a body) with ``res``: forward inference,
+    then, while shapes stay open, declared shapes carried back and run-time lengths bound, forward
+    again (three rounds at most), and last the bounds of data-dependent sizes."""
+    infer_all(nodes, res, bodies, sliced)
+    for _ in range(3 if any_open(res.types) else 0):
+        back = backward_shapes(nodes, res.types)
+        if not (symbolic_lengths(nodes, res.types, res) or back):
+            break
+        infer_all(nodes, res, bodies, sliced)
+    if any_open(res.types) and bound_shapes(nodes, res.types, res, sliced):
+        for n in nodes:  # downstream of the bounded outputs
+            res.infer_node(n)
 
 
 def taken_branch(node, res, bodies: dict, sliced: list | None = None) -> bool:
@@ -265,18 +296,8 @@ def taken_branch(node, res, bodies: dict, sliced: list | None = None) -> bool:
     if body is None or len(body.output) != len(node.output):
         return False
     sub = _inner(res, body)
-    for vi in list(body.value_info) + list(body.output):
-        dims, dtype = type_shape(vi.type)
-        if static(dims) is not None:
-            sub.types.setdefault(vi.name, (static(dims), dtype))
     infer_all(body.node, sub, bodies, sliced)
-    resolved = {}
-    for bn in body.node:
-        for o in bn.output:
-            t = sub.types.get(o)
-            if o and t is not None and static(t[0]) is not None:
-                resolved[o] = (static(t[0]), t[1])
-    bodies[(tuple(node.output), label)] = resolved
+    bodies[(tuple(node.output), label)] = _resolved(body, sub)
     for outer, inner in zip(node.output, body.output):
         t = sub.types.get(inner.name)
         if not outer or t is None or static(t[0]) is None:
@@ -338,24 +359,9 @@ def body_shapes(node, res, bodies: dict, sliced: list | None = None) -> None:
             seq = dims[ax]
             dims = dims[:ax] + dims[ax + 1:]
         sub.types[inner.name] = (tuple(dims), t[1])
-    for vi in list(body.value_info) + list(body.output):
-        dims, dtype = type_shape(vi.type)
-        if static(dims) is not None:
-            sub.types.setdefault(vi.name, (static(dims), dtype))
-    for _ in range(3):
-        infer_all(body.node, sub, bodies, sliced)
-        back = backward_shapes(body.node, sub.types)
-        if not (symbolic_lengths(body.node, sub.types, sub) or back):
-            break
-    if bound_shapes(body.node, sub.types, sub, sliced):
-        for bn in body.node:
-            sub.infer_node(bn)
+    settle(body.node, sub, bodies, sliced)
     resolved = {i.name: sub.types[i.name] for i in body.input if i.name in sub.types}
-    for bn in body.node:
-        for o in bn.output:
-            t = sub.types.get(o)
-            if o and t is not None and static(t[0]) is not None:
-                resolved[o] = (static(t[0]), t[1])
+    resolved.update(_resolved(body, sub))
     for vi in body.output:
         t = sub.types.get(vi.name)
         if t is not None and static(t[0]) is not None:
