@@ -54,7 +54,7 @@ class Report:
 
 
 def build_layers(insp: Inspection, fusion: str = "none", precision: str | None = None, chains: bool = True) -> list[Layer]:
-    from dnnperf.fusion import intermediate_bytes, fuse, fusion_candidates
+    from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes, runtime_kernel_groups
 
     cands = fusion_candidates(insp.graph, insp.rows)  # every fusable node, for the fix hints
 
@@ -70,7 +70,9 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
     if fusion == "typical":
         if chains:
             return fuse(insp.graph, insp.rows, make, cands)
-        return fuse(insp.graph, insp.rows, make, fusion_candidates(insp.graph, insp.rows, False), runtime_kernels=True)
+        groups = runtime_kernel_groups(insp.graph)
+        return fuse(insp.graph, insp.rows, make, fusion_candidates(insp.graph, insp.rows, False, groups),
+                    {names[0]: kernel for kernel, names in groups})
     if fusion != "none":
         raise DnnperfError(f"--fusion must be 'none' or 'typical', got '{fusion}'")
     return [make(r) for r in insp.rows if r.workload is not None]

@@ -127,20 +127,22 @@ def runtime_kernel_groups(graph: Graph) -> list[tuple[str, list[str]]]:
     return groups
 
 
-def fusion_candidates(graph: Graph, rows, chains: bool = True) -> dict[str, tuple[str, str]]:
+def fusion_candidates(graph: Graph, rows, chains: bool = True,
+                      groups: list[tuple[str, list[str]]] | None = None) -> dict[str, tuple[str, str]]:
     """node name -> (producer node name, shared tensor) for every node a runtime would fuse.
 
     ``chains``: elementwise ops also fuse into elementwise producers (GPU compilers such as
     TensorRT/XLA do). Without: ONNX Runtime's CPU provider, which fuses epilogues into Conv/MatMul/Gemm
     and into a standalone BatchNormalization (it runs one as a per-channel convolution), and runs
-    the patterns of ``runtime_kernel_groups`` as kernels of their own."""
+    the patterns of ``runtime_kernel_groups`` (``groups`` when the caller has them) as kernels of
+    their own."""
     cons = consumers_of(graph)
     produced: dict[str, object] = {}
     out = {}
     grouped: set[str] = set()
     if not chains:
         nodes = {n.name: n for n in graph.nodes}
-        for _kernel, names in runtime_kernel_groups(graph):
+        for _kernel, names in (runtime_kernel_groups(graph) if groups is None else groups):
             grouped.update(names)
             made: dict[str, str] = {}
             for k, name in enumerate(names):
@@ -206,10 +208,11 @@ def intermediate_bytes(t, w: Workload) -> int:
     return t.nbytes * DTYPE_BITS.get(w.dtype, 32) // DTYPE_BITS.get(t.dtype, 32)
 
 
-def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]], runtime_kernels: bool = False):
+def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
+         kernels: dict[str, str] | None = None):
     """Group rows into fused layers along ``cands`` (from ``fusion_candidates``). ``rows`` carry
-    (node, workload); ``make_layer`` builds a Layer. ``runtime_kernels``: a group that is one of
-    ``runtime_kernel_groups`` takes that kernel's name as its op type (its calibrated figure)."""
+    (node, workload); ``make_layer`` builds a Layer. ``kernels``: first member -> kernel name of the
+    ``runtime_kernel_groups``; such a group takes that name as its op type (its calibrated figure)."""
     groups: list[list] = []
     group_of: dict[str, int] = {}
     for row in rows:
@@ -224,7 +227,7 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]], runt
             group_of[row.node.name] = len(groups)
             groups.append([(row, None)])
     cons = consumers_of(graph)
-    kernels = {names[0]: kernel for kernel, names in runtime_kernel_groups(graph)} if runtime_kernels else {}
+    kernels = kernels or {}
     layers = []
     for g in groups:
         parts = [make_layer(row) for row, _ in g]  # precision what-ifs already applied per part
