@@ -74,6 +74,14 @@ HwOne = Annotated[str, typer.Option("--hw", help="Profile name or YAML path.")]
 # -- parsing helpers --------------------------------------------------------------------------
 
 
+def _assignment(s: str, flag: str, form: str) -> tuple[str, str]:
+    """``NAME=REST`` -> (NAME, REST), split at the last '='; a one-line error naming the form otherwise."""
+    if "=" not in s:
+        raise DnnperfError(f"{flag} expects {form}, got '{s}'")
+    name, rest = s.rsplit("=", 1)
+    return name, rest
+
+
 def overrides(batch, input_shape, dim, strict: bool = True, value=None):
     """--batch / --input-shape / --dim / --value -> ShapeOverrides (each value checked, one-line errors)."""
     from dnnperf.ir import ShapeOverrides
@@ -82,9 +90,7 @@ def overrides(batch, input_shape, dim, strict: bool = True, value=None):
         raise DnnperfError(f"--batch must be >= 1, got {batch}")
     shapes = []
     for s in input_shape or []:
-        if "=" not in s:
-            raise DnnperfError(f"--input-shape expects NAME=1x3x224x224, got '{s}'")
-        name, dims = s.rsplit("=", 1)
+        name, dims = _assignment(s, "--input-shape", "NAME=1x3x224x224")
         try:
             vals = tuple(int(x) for x in dims.lower().replace(",", "x").split("x") if x)
         except ValueError:
@@ -94,9 +100,7 @@ def overrides(batch, input_shape, dim, strict: bool = True, value=None):
         shapes.append((name, vals))
     dims = []
     for s in dim or []:
-        if "=" not in s:
-            raise DnnperfError(f"--dim expects SYMBOL=VALUE, got '{s}'")
-        name, v = s.rsplit("=", 1)
+        name, v = _assignment(s, "--dim", "SYMBOL=VALUE")
         try:
             iv = int(v)
         except ValueError:
@@ -106,9 +110,7 @@ def overrides(batch, input_shape, dim, strict: bool = True, value=None):
         dims.append((name, iv))
     values = []
     for s in value or []:
-        if "=" not in s:
-            raise DnnperfError(f"--value expects NAME=V[,V...], got '{s}'")
-        name, v = s.rsplit("=", 1)
+        name, v = _assignment(s, "--value", "NAME=V[,V...]")
         try:
             vals = tuple(float(x) for x in v.split(",") if x.strip())
         except ValueError:
