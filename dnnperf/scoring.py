@@ -457,8 +457,8 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
 
 def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     """The calibrated figure for this convolution's (or pool's) shape, when the profile has one: a
-    pool, a plain or depthwise convolution the CPU's blocked layout cannot take (``<family>.unblocked_k<kernel>``); depthwise by
-    kernel and stride (the nearest kernel size measured with that stride), log-interpolated in
+    pool, a plain or depthwise convolution the CPU's blocked layout cannot take
+    (``pool.unblocked``, ``<family>.unblocked_k<kernel>``); depthwise by kernel and stride (the nearest kernel size measured with that stride), log-interpolated in
     output pixels; grouped by input channels per group (log-interpolated between the measured widths)
     and output pixels. None when the profile has no such curve."""
     w = layer.workload
