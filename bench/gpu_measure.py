@@ -3,7 +3,12 @@
 Runs only where torch and a CUDA GPU are (never imported by dnnperf or its tests):
 
     python bench/gpu_measure.py --out DIR [--budget-s 420]
+    python bench/gpu_measure.py --out DIR --networks-only --fold-bn [--budget-s 300]
     python bench/gpu_measure.py --out DIR --dry      # CPU smoke run of every code path, tiny sizes
+
+``--fold-bn`` folds every BatchNorm into the convolution before it (torch.fx), as the ONNX export of
+the skeletons did, so torch runs the graph dnnperf analyses; it also counts the GPU kernels of one
+forward pass (torch profiler) and the host time of one eager op (``host_us_per_op``).
 
 What it measures, in this order (each part stops starting new work when the budget is spent, and
 both output files are rewritten after every measurement, so a run cut short keeps what it has):
@@ -167,6 +172,57 @@ def build_model(name: str):
     return m, (lambda b, dev, dt: (torch.randn(b, 3, 224, 224, device=dev, dtype=dt),)), (1, 8, 64)
 
 
+def count_kernels(m, x, cuda: bool) -> int | None:
+    """GPU kernels one forward pass launches (torch profiler), None on the CPU."""
+    if not cuda:
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.inference_mode():
+        m(*x)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            m(*x)
+            torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
+def ceilings(clock, dev, rec, dry: bool):
+    """The card's own ceilings: a device-to-device copy, a large GEMM per precision."""
+    n = 2 ** 14 if dry else 2 ** 28
+    a = torch.empty(n, dtype=torch.float32, device=dev)
+    b = torch.empty_like(a)
+    r = kernel_time(clock, lambda: b.copy_(a))
+    rec.ceilings["copy_gbs"] = round(2 * a.numel() * 4 / (r["ms"] * 1e-3) / 1e9, 1)
+    del a, b
+    for dt, name in ((torch.float32, "fp32"), (torch.float16, "fp16"), (torch.bfloat16, "bf16")):
+        s = 256 if dry else 8192
+        x = torch.randn(s, s, device=dev, dtype=dt)
+        y = torch.randn(s, s, device=dev, dtype=dt)
+        z = torch.empty(s, s, device=dev, dtype=dt)
+        r = kernel_time(clock, lambda: torch.matmul(x, y, out=z))
+        rec.ceilings[f"gemm{s}_{name}_tflops"] = round(2 * s ** 3 / (r["ms"] * 1e-3) / 1e12, 1)
+        del x, y, z
+
+
+def host_overhead(clock, dev, rec, log):
+    """Host time per eager op when the GPU work is negligible: a chain of tiny adds, called as bare
+    torch functions and as nn.Module calls (how a model's layers are dispatched)."""
+    x = torch.ones(16, device=dev)
+    y = torch.empty_like(x)
+    relu = torch.nn.ReLU()
+    for label, fn in (("torch.add", lambda: torch.add(x, x, out=y)), ("nn.ReLU module", lambda: relu(x))):
+        for _ in range(200):
+            fn()
+        clock.sync()
+        t0 = time.perf_counter()
+        for _ in range(2000):
+            fn()
+        clock.sync()
+        rec.ceilings[f"host_us_per_op {label}"] = round((time.perf_counter() - t0) / 2000 * 1e6, 2)
+    log("host overhead", {k: v for k, v in rec.ceilings.items() if k.startswith("host")})
+
+
 class Recorder:
     def __init__(self, out: str, gpu_tag: str, meta: dict):
         self.out = out
@@ -179,7 +235,8 @@ class Recorder:
 
     def sheet(self, precision: str) -> dict:
         name = f"{self.meta['gpu']} | {precision}"
-        return self.sheets.setdefault(name, {"gpu": self.meta["gpu"], "precision": precision, "system": self.meta,
+        return self.sheets.setdefault(name, {"gpu": self.meta["gpu"], "precision": precision, "runtime": "graph",
+                                             "system": self.meta,
                                              "gemm": [], "conv": [], "elementwise": []})
 
     def write(self):
@@ -225,6 +282,10 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget-s", type=float, default=420.0)
     ap.add_argument("--dry", action="store_true")
+    ap.add_argument("--networks-only", action="store_true", help="skip the ceilings and kernels")
+    ap.add_argument("--fold-bn", action="store_true",
+                    help="fold each BatchNorm into the convolution before it (torch.fx), as the ONNX export did, "
+                         "so torch runs the graph dnnperf analyses; count kernels per forward pass (profiler)")
     args = ap.parse_args()
     t_start = time.time()
     cuda = torch.cuda.is_available() and not args.dry
@@ -243,7 +304,8 @@ def main() -> None:
         meta.update(sms=p.multi_processor_count, memory_gb=round(p.total_memory / 2 ** 30, 1),
                     l2_mb=round(getattr(p, "L2_cache_size", 0) / 2 ** 20, 1))
     tag = gpu.lower().replace("nvidia ", "").split()[0] if cuda else "cpu-dry"
-    rec = Recorder(args.out, tag, meta)
+    rec = Recorder(args.out, tag + ("-bnfolded" if args.fold_bn else ""), meta)
+    meta["bn_folded"] = bool(args.fold_bn)
     dry = args.dry
 
     def left() -> float:
@@ -265,20 +327,10 @@ def main() -> None:
 
     # 1. ceilings
     smi("start")
-    n = 2 ** 14 if dry else 2 ** 28
-    a = torch.empty(n, dtype=torch.float32, device=dev)
-    b = torch.empty_like(a)
-    r = kernel_time(clock, lambda: b.copy_(a))
-    rec.ceilings["copy_gbs"] = round(2 * a.numel() * 4 / (r["ms"] * 1e-3) / 1e9, 1)
-    del a, b
-    for dt, name in ((torch.float32, "fp32"), (torch.float16, "fp16"), (torch.bfloat16, "bf16")):
-        s = 256 if dry else 8192
-        x = torch.randn(s, s, device=dev, dtype=dt)
-        y = torch.randn(s, s, device=dev, dtype=dt)
-        z = torch.empty(s, s, device=dev, dtype=dt)
-        r = kernel_time(clock, lambda: torch.matmul(x, y, out=z))
-        rec.ceilings[f"gemm{s}_{name}_tflops"] = round(2 * s ** 3 / (r["ms"] * 1e-3) / 1e12, 1)
-        del x, y, z
+    if args.networks_only:
+        host_overhead(clock, dev, rec, log)
+    else:
+        ceilings(clock, dev, rec, dry)
     smi("after ceilings")
     log("ceilings", rec.ceilings)
     rec.write()
@@ -294,13 +346,29 @@ def main() -> None:
             except Exception as exc:  # noqa: BLE001
                 rec.errors.append({"model": name, "error": f"build: {exc!r}"[:300]})
                 continue
-            model = model.eval().to(dev)
+            model = model.eval()
+            folded = False
+            if args.fold_bn and any(isinstance(mod, torch.nn.BatchNorm2d) for mod in model.modules()):
+                try:
+                    from torch.fx.experimental.optimization import fuse as fx_fuse
+
+                    model = fx_fuse(model)
+                    folded = not any(isinstance(mod, torch.nn.BatchNorm2d) for mod in model.modules())
+                except Exception as exc:  # noqa: BLE001
+                    rec.errors.append({"model": name, "error": f"fold-bn: {exc!r}"[:300]})
+            model = model.to(dev)
             for prec, dt in (("fp32", torch.float32), ("fp16", torch.float16)):
                 if dry and prec == "fp16":
                     continue
                 m = model.to(dt)
                 for batch in (batches[:1] if dry else batches):
                     x = inputs(batch, dev, dt)
+                    kernels = None
+                    if args.fold_bn and batch == 1:
+                        try:
+                            kernels = count_kernels(m, x, cuda)
+                        except Exception as exc:  # noqa: BLE001
+                            rec.errors.append({"model": name, "error": f"profiler: {exc!r}"[:300]})
                     for runtime in (("eager",) if not cuda else ("eager", "graph")):
                         if left() < stop_at:
                             break
@@ -309,7 +377,8 @@ def main() -> None:
                                 t = network_time(clock, lambda: m(*x), runtime, 0.05 if dry else 0.15)
                             rec.nets.append({"model": name, "precision": prec, "batch": batch, "runtime": runtime,
                                              "ms": round(t["ms"], 4), "min_ms": round(t["min_ms"], 4),
-                                             "iters": t["iters"], "held_out": held_out})
+                                             "iters": t["iters"], "held_out": held_out, "bn_folded": folded,
+                                             **({"kernels_per_pass": kernels} if kernels is not None else {})})
                             log(name, prec, batch, runtime, f"{t['ms']:.3f} ms")
                         except Exception as exc:  # noqa: BLE001
                             rec.errors.append({"model": name, "precision": prec, "batch": batch, "runtime": runtime,
@@ -368,6 +437,12 @@ def main() -> None:
         rec.write()
         log("kernels", label, len(sheet["gemm"]), "gemm", len(sheet["conv"]), "conv")
 
+    if args.networks_only:
+        run_models(SAMPLE[:1] if dry else SAMPLE, False, stop_at=0.45 * args.budget_s)
+        run_models(HELD_OUT[:1] if dry else HELD_OUT, True, stop_at=15)
+        rec.write()
+        log("done", len(rec.nets), "network rows,", len(rec.errors), "errors")
+        return
     gemms, convs = deepbench_shapes()
     if dry:
         gemms, convs = [(64, 16, 64), (128, 32, 64)], [convs[0][:0] + (1, 3, 16, 16, 8, 3, 3, 1, 1, 1, 1)]

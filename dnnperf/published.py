@@ -35,16 +35,18 @@ class Kernel:
     gpu: str
     precision: str
     kind: str  # gemm | conv
-    dims: tuple  # gemm: (M, N, K); conv: (N, C, H, W, K, R, S, pad_h, pad_w, stride_h, stride_w)
+    dims: tuple  # gemm: (M, N, K); conv: (N, C, H, W, K, R, S, pad_h, pad_w, stride_h, stride_w[, group])
     measured_s: float
     held_out: bool
+    runtime: str = "eager"  # how the sheet timed its kernels: "eager" (back to back from a stream), "graph"
 
     @property
     def label(self) -> str:
         if self.kind == "gemm":
             return "gemm M={} N={} K={}".format(*self.dims)
-        n, c, h, w, k, r, s, ph, pw, sh, sw = self.dims
-        return f"conv N={n} C={c} H={h} W={w} K={k} {r}x{s} pad {ph},{pw} stride {sh},{sw}"
+        n, c, h, w, k, r, s, ph, pw, sh, sw = self.dims[:11]
+        g = f" group {self.dims[11]}" if len(self.dims) > 11 else ""
+        return f"conv N={n} C={c} H={h} W={w} K={k} {r}x{s} pad {ph},{pw} stride {sh},{sw}{g}"
 
 
 def sheet_precision(text: str) -> str:
@@ -77,6 +79,9 @@ def load_published(path: str) -> list[Kernel]:
             raise DnnperfError(f"'{path}': sheet '{name}' is not an object")
         prec = sheet_precision(sh.get("precision", ""))
         gpu = str(sh.get("gpu", name))
+        runtime = str(sh.get("runtime", "eager"))
+        if runtime not in ("eager", "graph"):
+            raise DnnperfError(f"'{path}': sheet '{name}' has runtime '{runtime}' (expected eager or graph)")
         groups: dict[tuple, list[float]] = {}
         for g in sh.get("gemm", []) or []:
             try:
@@ -88,16 +93,21 @@ def load_published(path: str) -> list[Kernel]:
         for c in sh.get("conv", []) or []:
             try:
                 dims = tuple(int(c[k]) for k in ("N", "C", "H", "W", "K", "R", "S", "pad_h", "pad_w", "stride_h", "stride_w"))
+                group = int(c.get("group", 1))
+                if group != 1:  # depthwise / grouped (kept out of the tuple otherwise: the held-out hash stays)
+                    if group <= 0 or dims[1] % group or dims[4] % group:
+                        raise ValueError
+                    dims += (group,)
                 ms = float(c["fwd_ms"])
             except (KeyError, TypeError, ValueError):
                 raise DnnperfError(f"'{path}': sheet '{name}' has a conv without N, C, H, W, K, R, S, pads, strides "
-                                   f"and fwd_ms: {c}") from None
+                                   f"and fwd_ms (or a group that does not divide C and K): {c}") from None
             groups.setdefault(("conv", dims), []).append(ms)
         for (kind, dims), times in groups.items():
             if any(t <= 0 or t != t for t in times):
                 raise DnnperfError(f"'{path}': sheet '{name}' has a non-positive time for {kind} {dims}")
             gm = math.exp(sum(math.log(t) for t in times) / len(times)) * 1e-3
-            out.append(Kernel(name, gpu, prec, kind, dims, gm, _held_out(kind, dims)))
+            out.append(Kernel(name, gpu, prec, kind, dims, gm, _held_out(kind, dims), runtime))
     return out
 
 
@@ -109,14 +119,15 @@ def kernel_graph(k: Kernel, dtype: str) -> tuple[Graph, Node]:
         g = Graph("kernel", [], t, frozenset({"b"}), ("a",), ("y",), 17)
         node = Node("gemm", "MatMul", "", ("a", "b"), ("y",), {})
     else:
-        n, c, h, w, kout, r, s, ph, pw, sh, sw = k.dims
+        n, c, h, w, kout, r, s, ph, pw, sh, sw = k.dims[:11]
+        group = k.dims[11] if len(k.dims) > 11 else 1
         oh = (h + 2 * ph - r) // sh + 1
         ow = (w + 2 * pw - s) // sw + 1
-        t = {"x": Tensor("x", (n, c, h, w), dtype), "w": Tensor("w", (kout, c, r, s), dtype),
+        t = {"x": Tensor("x", (n, c, h, w), dtype), "w": Tensor("w", (kout, c // group, r, s), dtype),
              "y": Tensor("y", (n, kout, oh, ow), dtype)}
         g = Graph("kernel", [], t, frozenset({"w"}), ("x",), ("y",), 17)
         node = Node("conv", "Conv", "", ("x", "w"), ("y",),
-                    {"kernel_shape": [r, s], "pads": [ph, pw, ph, pw], "strides": [sh, sw]})
+                    {"kernel_shape": [r, s], "pads": [ph, pw, ph, pw], "strides": [sh, sw], "group": group})
     g.nodes.append(node)
     return g, node
 
@@ -129,7 +140,8 @@ def predict(k: Kernel, hw: HardwareProfile):
 
     g, node = kernel_graph(k, DTYPE_OF_PRECISION[k.precision])
     w = cost_node(g, node)
-    cost = score_layer(Layer(node.name, node.op_type, (node.name,), w, g.tensors["y"].shape), hw, k.precision)
+    cost = score_layer(Layer(node.name, node.op_type, (node.name,), w, g.tensors["y"].shape), hw, k.precision,
+                       runtime=k.runtime)
     return cost.t_device, cost
 
 

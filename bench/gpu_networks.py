@@ -1,0 +1,92 @@
+"""Whole networks against times measured on a real GPU by bench/gpu_measure.py (issue 14, item 5).
+
+    python bench/gpu_networks.py [--data bench/data/h200-networks.json] [--hw h200] [--show]
+
+Each measured row (model, precision, batch, runtime eager|graph, ms per batch) is estimated with
+the matching profile and runtime (BERT and GPT-2 at the measured sequence length), and the script
+prints predicted / measured per row (--show) and, per runtime and for the held-out models (never
+looked at while setting a constant), the median error factor, the share within 1.25x and 1.5x, the
+median predicted/measured, and the Spearman rank correlation of predicted vs measured. The baseline
+of every ratio is the measurement in the data file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from dnnperf.api import analyze, inspect_model  # noqa: E402
+from dnnperf.hardware import load_profile  # noqa: E402
+from dnnperf.ir import ShapeOverrides  # noqa: E402
+from dnnperf.published import spearman  # noqa: E402
+from dnnperf.scoring import Settings  # noqa: E402
+
+
+def model_path(name: str) -> str:
+    root = os.path.dirname(HERE)
+    for p in (os.path.join(root, "sample_models", name + ".onnx"), os.path.join(HERE, "models", "cpu", name + ".onnx")):
+        if os.path.exists(p):
+            return p
+    raise SystemExit(f"no ONNX skeleton for '{name}' in sample_models/ or bench/models/cpu/")
+
+
+def summary(label: str, rows: list) -> str:
+    if not rows:
+        return f"{label:<28} (none)"
+    ratios = [p / m for _, p, m in rows]
+    err = [max(r, 1 / r) for r in ratios]
+    rho = spearman([p for _, p, _ in rows], [m for _, _, m in rows])
+    return (f"{label:<28} {len(rows):>4} rows  pred/meas {statistics.median(ratios):5.2f}x  |err| {statistics.median(err):5.2f}x"
+            f"  <=1.25x {sum(e <= 1.25 for e in err) / len(err):5.0%}  <=1.5x {sum(e <= 1.5 for e in err) / len(err):5.0%}"
+            f"  rho {rho:.3f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=os.path.join(HERE, "data", "h200-networks.json"))
+    ap.add_argument("--hw", default=None, help="profile (default: the GPU named in the data file)")
+    ap.add_argument("--show", action="store_true", help="print every row")
+    args = ap.parse_args()
+    with open(args.data, encoding="utf-8") as fh:
+        data = json.load(fh)
+    hw_name = args.hw or data["system"]["gpu"].lower().replace("nvidia ", "").split()[0]
+    hw = load_profile(hw_name)
+    seq = int(re.search(r"(\d+) tokens", data["conventions"]["sequence"]).group(1))
+    cache: dict = {}
+    out = []
+    for r in data["rows"]:
+        key = (r["model"], r["batch"])
+        if key not in cache:
+            dims = (("sequence_length", seq),) if r["model"] in ("bert_base", "gpt2") else ()
+            cache[key] = inspect_model(model_path(r["model"]), ShapeOverrides(batch=r["batch"], dims=dims))
+        rep = analyze(cache[key], hw, Settings(batch=r["batch"], precision=r["precision"], runtime=r["runtime"]))
+        pred = rep.score.totals["latency_s"]
+        out.append((r, pred, r["ms"] * 1e-3))
+    if args.show:
+        print(f"{'model':<20} {'prec':<5} {'batch':>5} {'runtime':<7} {'measured':>10} {'predicted':>10} {'pred/meas':>9}")
+        for r, p, m in out:
+            print(f"{r['model']:<20} {r['precision']:<5} {r['batch']:>5} {r['runtime']:<7} {m * 1e3:8.3f} ms {p * 1e3:8.3f} ms"
+                  f" {p / m:8.2f}x{'  (held out)' if r.get('held_out') else ''}")
+        print()
+    print(f"{hw.name}: {data['source']}")
+    for rt in ("eager", "graph"):
+        sel = [x for x in out if x[0]["runtime"] == rt]
+        print(summary(f"{rt}, all", sel))
+        print(summary(f"{rt}, tuned-on models", [x for x in sel if not x[0].get("held_out")]))
+        print(summary(f"{rt}, held-out models", [x for x in sel if x[0].get("held_out")]))
+        for prec in ("fp32", "fp16"):
+            for b in (1, 8, 64):
+                sub = [x for x in sel if x[0]["precision"] == prec and x[0]["batch"] == b]
+                if sub:
+                    print("  " + summary(f"{prec} batch {b}", sub))
+
+
+if __name__ == "__main__":
+    main()
