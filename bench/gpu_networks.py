@@ -50,7 +50,7 @@ def summary(label: str, rows: list) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=os.path.join(HERE, "data", "h200-networks.json"))
+    ap.add_argument("--data", default=os.path.join(HERE, "data", "h200-bnfolded-networks.json"))
     ap.add_argument("--hw", default=None, help="profile (default: the GPU named in the data file)")
     ap.add_argument("--show", action="store_true", help="print every row")
     args = ap.parse_args()

@@ -25,8 +25,8 @@ _FIELDS = ("tiles", "conv_tiles", "feed_ops_per_element", "library_efficiency", 
            "conv_split_k", "min_kernel_us", "graph_kernel_us", "k_step_cycles", "k_step", "ctas_per_sm_tile", "winograd", "winograd_tile",
            "winograd_efficiency", "tensor_core_precisions", "conv_efficiency", "misaligned_efficiency",
            "misaligned_vector", "split_k_precisions", "reorder_kernels", "sm_watts", "boost_clock_mhz", "l2_usable_fraction",
-           "l2_bandwidth_factor", "gemv_max", "gemv_precisions", "dies",
-           "unverified")
+           "l2_bandwidth_factor", "gemv_max", "gemv_precisions", "dies", "gemm_alignment_bytes",
+           "gemm_misaligned_efficiency", "depthwise_efficiency", "unverified")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 # the generation a profile's title implies when it names none
 _TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50")), ("hopper", ("h100", "h200", "h800", "gh200")),
@@ -68,6 +68,9 @@ class GpuLibrary:
     gemv_max: int
     gemv_precisions: tuple
     dies: int
+    gemm_alignment_bytes: int
+    gemm_misaligned_efficiency: float
+    depthwise_efficiency: dict
     unverified: bool
 
 
@@ -122,6 +125,9 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         gemv_max=int(merged["gemv_max"]),
         gemv_precisions=tuple(merged["gemv_precisions"]),
         dies=max(1, int(merged.get("dies", 1))),
+        gemm_alignment_bytes=int(merged.get("gemm_alignment_bytes") or 0),
+        gemm_misaligned_efficiency=float(merged.get("gemm_misaligned_efficiency", 1.0)),
+        depthwise_efficiency=dict(merged.get("depthwise_efficiency") or {}),
         unverified=bool(merged.get("unverified", True)),
     )
 
@@ -227,6 +233,19 @@ def plan_gemm(m: int, n: int, k: int, count: int, sms: int, lib: GpuLibrary, uni
         if best is None or key < best[0]:
             best = (key, Plan((tm, tn), s, ctas, waves, t, lat_s > math_s, eff, partial, min(1.0, math_s / lat_s) if lat_s > 0 else 1.0))
     return best[1]
+
+
+def gemm_misaligned(lib: GpuLibrary, n: int, k: int, precision: str) -> bool:
+    """Whether a row-major product's row strides (K elements of A, N of B and C) miss the vector
+    width the library's fast tensor-core kernels load with (``gemm_alignment_bytes``)."""
+    from dnnperf.ir import DTYPE_BITS
+    from dnnperf.workload import DTYPE_OF_PRECISION
+
+    align = lib.gemm_alignment_bytes
+    bits = DTYPE_BITS.get(DTYPE_OF_PRECISION.get(precision, ""), 0)
+    if not align or not bits:
+        return False
+    return any((d * bits) % (8 * align) for d in (n, k))
 
 
 def winograd_gain(lib: GpuLibrary, out_h: int, out_w: int) -> float:

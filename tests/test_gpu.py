@@ -29,6 +29,7 @@ def run_cli(*args):
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEEPBENCH = os.path.join(ROOT, "bench", "data", "deepbench-v100-t4.json")
+H200_KERNELS = os.path.join(ROOT, "bench", "data", "h200-kernels.json")
 
 
 # -- tiles and waves, by hand -----------------------------------------------------------------
@@ -146,14 +147,83 @@ def test_published_data_is_the_deepbench_set(deepbench):
     assert 0.2 < share < 0.3
 
 
-@pytest.mark.parametrize("name", ["v100", "t4"])
-def test_profile_validation_record_is_current(deepbench, name):
+@pytest.mark.parametrize("name,data", [("v100", DEEPBENCH), ("t4", DEEPBENCH), ("h200", H200_KERNELS)])
+def test_profile_validation_record_is_current(name, data):
     """The record a profile shows (hw show, hw list, reports) is what the model gives today."""
     hw = load_profile(name)
     assert hw.validation, f"{name} should carry its validation record"
-    fresh = records(sheets_for(deepbench, hw), hw, "bench/data/deepbench-v100-t4.json")
+    label = os.path.relpath(data, ROOT).replace(os.sep, "/")
+    fresh = records(sheets_for(load_published(data), hw), hw, label)
     assert [dict(r) for r in hw.validation] == fresh, (
-        f"profiles/{name}.yaml's validation block is stale: regenerate with python bench/published.py --records --hw {name}")
+        f"profiles/{name}.yaml's validation block is stale: regenerate with "
+        f"python bench/published.py --records --data {label} --hw {name}")
+
+
+# -- Hopper library knowledge (measured on an H200: bench/data/h200-kernels.json) ---------------
+
+def test_gemm_row_strides_must_fill_16_bytes_on_hopper():
+    lib = gpu.library("hopper")
+    # fp16: 16 bytes = 8 elements; N = 7435 (odd) misses it, N = 7000 and K = 1024 fill it
+    assert gpu.gemm_misaligned(lib, 7435, 1024, "fp16") and not gpu.gemm_misaligned(lib, 7000, 1024, "fp16")
+    # K = 1530 halves = 3060 bytes, not a multiple of 16
+    assert gpu.gemm_misaligned(lib, 3000, 1530, "fp16")
+    # tf32 reads fp32 data: 16 bytes = 4 elements, so N = 9124 is aligned for tf32 but not for fp16 (9124 % 8 = 4)
+    assert not gpu.gemm_misaligned(lib, 9124, 1760, "tf32") and gpu.gemm_misaligned(lib, 9124, 1760, "fp16")
+    # generations with no such rule (cuBLAS 10 era, checked on DeepBench's V100 sheets) never flag it
+    assert not gpu.gemm_misaligned(gpu.library("volta"), 7435, 1024, "fp16")
+
+
+def _gemm_time(hw, m, k, n, precision):
+    from dnnperf.published import Kernel, predict
+
+    return predict(Kernel("s", "g", precision, "gemm", (m, n, k), 1.0, False, "graph"), hw)[0]
+
+
+def test_misaligned_tensor_core_gemm_costs_the_measured_factor():
+    h200 = load_profile("h200")
+    # same plan (N differs by 3 columns), one of them misaligned: the time scales by 1/0.33 and the
+    # column ratio, 7435/7432 (hopper: gemm_misaligned_efficiency 0.33; measured 3072x7435x1024 fp16:
+    # 425.8 us vs 3072x7000x1024-class aligned products at ~550-650 TFLOP/s, a factor of about 3)
+    slow = _gemm_time(h200, 3072, 1024, 7435, "fp16")
+    fast = _gemm_time(h200, 3072, 1024, 7432, "fp16")
+    assert slow / fast == pytest.approx(1 / 0.33, rel=0.05)
+    # fp32 runs on the CUDA cores: no tensor-core alignment rule
+    assert _gemm_time(h200, 3072, 1024, 7435, "fp32") / _gemm_time(h200, 3072, 1024, 7432, "fp32") \
+        == pytest.approx(1.0, rel=0.02)
+
+
+def test_depthwise_conv_runs_at_the_direct_kernel_rate_on_hopper():
+    from dnnperf.published import Kernel, predict
+
+    h200 = load_profile("h200")
+    # 64 x 576 x 14 x 14, 3x3 depthwise, fp32: 64*576*196*9 = 65,028,096 MACs = 130.06 MFLOP at
+    # 3% of the 66.9 TFLOP/s CUDA-core peak (hopper depthwise_efficiency fp32 0.03) = 64.8 us; its
+    # 57.8 MB of traffic take ~13 us, so the kernel rate bounds it (measured on the H200: 67.9 us)
+    k = Kernel("s", "g", "fp32", "conv", (64, 576, 14, 14, 576, 3, 3, 1, 1, 1, 1, 576), 1.0, False, "graph")
+    t, cost = predict(k, h200)
+    assert t == pytest.approx(2 * 65_028_096 / (66.9e12 * 0.03), rel=0.01)
+    assert cost.algorithm == "direct"
+
+
+def test_published_sheets_may_be_grouped_and_timed_in_a_graph(tmp_path):
+    from dnnperf.errors import DnnperfError
+
+    doc = {"sheets": {"G | fp16": {"gpu": "G", "precision": "fp16", "runtime": "graph", "conv": [
+        {"N": 1, "C": 32, "H": 8, "W": 8, "K": 32, "R": 3, "S": 3, "pad_h": 1, "pad_w": 1, "stride_h": 1,
+         "stride_w": 1, "group": 32, "fwd_ms": 0.01}]}}}
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps(doc))
+    (k,) = load_published(str(p))
+    assert k.dims[-1] == 32 and k.runtime == "graph" and k.label.endswith("group 32")
+    doc["sheets"]["G | fp16"]["conv"][0]["group"] = 5  # does not divide 32 channels
+    p.write_text(json.dumps(doc))
+    with pytest.raises(DnnperfError, match="group that does not divide"):
+        load_published(str(p))
+    doc["sheets"]["G | fp16"]["runtime"] = "jit"
+    doc["sheets"]["G | fp16"]["conv"][0]["group"] = 1
+    p.write_text(json.dumps(doc))
+    with pytest.raises(DnnperfError, match="runtime 'jit'"):
+        load_published(str(p))
 
 
 @pytest.mark.parametrize("name", ["v100", "t4"])
