@@ -146,6 +146,9 @@ def _fit_the_tile(c: LayerCost, x: Ctx):
     g = w.gemm
     if g is None or not w.is_matrix:
         return None
+    pad = _misaligned_gemm(c, x)
+    if pad is not None:
+        return pad
     unit = next((u for u in x.hw.units if u.name == c.unit), None)
     # alignment: the fast unit refused the layer
     for u in x.hw.units:
@@ -177,6 +180,28 @@ def _fit_the_tile(c: LayerCost, x: Ctx):
         return (f"reduction depth {g.k} fills {rules.dim_fit(g.k, tk):.0%} of the {tk}-deep tile: "
                 f"{ceil(g.k / tk) * tk} would waste nothing", None)
     return None
+
+
+def _misaligned_gemm(c: LayerCost, x: Ctx):
+    """A tensor-core product whose row strides miss the library's vector width (a vocabulary of
+    50,257): pad the width (or say which length to pad) so the fast kernels take it."""
+    from dnnperf import gpu
+    from dnnperf.ir import DTYPE_BITS
+    from dnnperf.workload import DTYPE_OF_PRECISION
+
+    g = c.layer.workload.gemm
+    if x.hw.kind != "gpu" or c.algorithm != "gemm" or gpu.unit_class(c.unit) != "tensor_cores":
+        return None
+    lib = gpu.library_of(x.hw)
+    bits = DTYPE_BITS.get(DTYPE_OF_PRECISION.get(c.precision, ""), 0)
+    if not bits or not gpu.gemm_misaligned(lib, g.n, g.k, c.precision):
+        return None
+    vec = lib.gemm_alignment_bytes * 8 // bits
+    why = f"not a multiple of {vec} {c.precision} values ({lib.gemm_alignment_bytes} bytes), so the library falls back to slower kernels"
+    if g.k % vec:
+        return (f"the reduction length {g.k} is {why}: pad it to {ceil(g.k / vec) * vec}", None)
+    n2 = ceil(g.n / vec) * vec
+    return _retry(c, x, n2, f"{g.n} output columns are {why}: {g.n} -> {n2} (pad the vocabulary or hidden size)")
 
 
 def _retry(c: LayerCost, x: Ctx, n2: int, label: str):
@@ -314,10 +339,14 @@ def model_fixes(report, alternatives=()) -> list[dict]:
                           f"takes {fmt_time(alt['none'])} -> {fmt_time(alt['typical'])} (--fusion typical)", saved))
     launches = sc.losses.get("launch_overhead", 0.0)
     if launches > 0.2 * sc.totals["latency_s"]:
-        out.append(_entry(cat, "fewer_launches", "launch_overhead",
-                          f"{sc.totals['launches']} kernel launches x {hw.launch_overhead_us:g} us = {fmt_time(launches)} "
-                          f"({launches / sc.totals['latency_s']:.0%} of the estimate): capture a CUDA graph or use a fusing runtime",
-                          launches))
+        share = f"{launches / sc.totals['latency_s']:.0%} of the estimate"
+        if sc.settings.runtime == "eager":
+            text = (f"{sc.totals['launches']} kernel launches x {hw.launch_overhead_us:g} us = {fmt_time(launches)} "
+                    f"({share}): capture a CUDA graph or use a fusing runtime")
+        else:  # no host cost per kernel here: what is left is each short kernel's minimum device time
+            text = (f"{sc.totals['launches']} kernels, each at least its minimum device time: {fmt_time(launches)} "
+                    f"({share}): fuse the short ones (--fusion typical, a fusing runtime)")
+        out.append(_entry(cat, "fewer_launches", "launch_overhead", text, launches))
     lower = precision_advice(report)
     if lower:
         out.append(_entry(cat, "use_specialized_units", "specialization", lower[0], lower[1]))
