@@ -6,7 +6,9 @@ and convolutions (N x C x H x W input, K filters of R x S, pads, strides, ``fwd_
 kernel (same dimensions; DeepBench lists some GEMMs twice, with A or B transposed, whose times are
 then averaged geometrically) becomes a one-node graph, is scored on the matching profile, and its
 predicted kernel time (device time: the host's launch cost is not part of a published kernel time)
-is compared with the measured one.
+is compared with the measured one. A sheet may say ``"runtime": "graph"`` (its kernels were timed in
+a CUDA graph replay: the shorter in-graph minimum kernel time applies), and a convolution may carry a
+``group`` (depthwise and grouped convolutions).
 
 A deterministic quarter of the kernels (by a hash of their dimensions) is *held out*: the project's
 constants were never tuned on it, and the statistics are reported for it separately.

@@ -161,7 +161,6 @@ class LayerState:
     algorithm: str = ""
     plan: object = None
     misaligned: bool = False
-    gemm_misaligned: bool = False  # a tensor-core GEMM whose row strides miss the fast kernels' alignment
     gain: float = 1.0  # the convolution algorithm's MAC reduction (Winograd)
     runtime: str = "eager"
     t_device: float = 0.0
@@ -314,8 +313,7 @@ def _gpu_kernel_eff(s: LayerState) -> float:
         eff *= lib.conv_efficiency
     if s.algorithm == "gemm" and uc == "tensor_cores" and w.gemm is not None \
             and gpu.gemm_misaligned(lib, w.gemm.n, w.gemm.k, s.run_precision):
-        s.gemm_misaligned = True
-        eff *= lib.gemm_misaligned_efficiency
+        eff *= lib.gemm_misaligned_efficiency  # narrower vector loads (fixes: _misaligned_gemm)
     if s.algorithm == "direct" and w.family == "depthwise_conv" and s.run_precision in lib.depthwise_efficiency:
         eff = float(lib.depthwise_efficiency[s.run_precision])
     if s.misaligned and w.conv:
