@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import re
-import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,7 +24,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from dnnperf.api import analyze, inspect_model  # noqa: E402
 from dnnperf.hardware import load_profile  # noqa: E402
 from dnnperf.ir import ShapeOverrides  # noqa: E402
-from dnnperf.published import spearman  # noqa: E402
+from dnnperf.published import stats  # noqa: E402
 from dnnperf.scoring import Settings  # noqa: E402
 
 
@@ -40,12 +39,9 @@ def model_path(name: str) -> str:
 def summary(label: str, rows: list) -> str:
     if not rows:
         return f"{label:<28} (none)"
-    ratios = [p / m for _, p, m in rows]
-    err = [max(r, 1 / r) for r in ratios]
-    rho = spearman([p for _, p, _ in rows], [m for _, _, m in rows])
-    return (f"{label:<28} {len(rows):>4} rows  pred/meas {statistics.median(ratios):5.2f}x  |err| {statistics.median(err):5.2f}x"
-            f"  <=1.25x {sum(e <= 1.25 for e in err) / len(err):5.0%}  <=1.5x {sum(e <= 1.5 for e in err) / len(err):5.0%}"
-            f"  rho {rho:.3f}")
+    s = stats([{"predicted_s": p, "measured_s": m} for _, p, m in rows])
+    return (f"{label:<28} {len(rows):>4} rows  pred/meas {s['median_ratio']:5.2f}x  |err| {s['median_error']:5.2f}x"
+            f"  <=1.25x {s['within_1_25']:5.0%}  <=1.5x {s['within_1_5']:5.0%}  rho {s['rho']:.3f}")
 
 
 def main() -> None:

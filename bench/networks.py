@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from dnnperf.api import analyze, inspect_model  # noqa: E402
 from dnnperf.hardware import load_profile  # noqa: E402
 from dnnperf.ir import ShapeOverrides  # noqa: E402
-from dnnperf.published import spearman  # noqa: E402
+from dnnperf.published import stats  # noqa: E402
 from dnnperf.scoring import Settings  # noqa: E402
 
 
@@ -48,11 +48,9 @@ def main() -> None:
         print(f"{r['model']:<15} {r['hw']:<5} {r['precision']:<5} {r['batch']:>5}  {meas * 1e3:10.3f} ms {pred * 1e3:11.3f} ms"
               f"  {pred / meas:8.2f}x  {r['source']}{tag}")
     for name, sel in (("all", rows), ("held out", [x for x in rows if x[0].get("held_out")])):
-        err = sorted(max(p / m, m / p) for _, p, m in sel)
-        med = err[len(err) // 2] if len(err) % 2 else 0.5 * (err[len(err) // 2 - 1] + err[len(err) // 2])
-        rho = spearman([p for _, p, _ in sel], [m for _, _, m in sel])
-        print(f"{name}: {len(sel)} rows, median error {med:.2f}x, within 1.25x {sum(e <= 1.25 for e in err) / len(err):.0%}, "
-              f"within 1.5x {sum(e <= 1.5 for e in err) / len(err):.0%}, rank rho {rho:.3f}")
+        st = stats([{"predicted_s": p, "measured_s": m} for _, p, m in sel])
+        print(f"{name}: {len(sel)} rows, median error {st['median_error']:.2f}x, within 1.25x {st['within_1_25']:.0%}, "
+              f"within 1.5x {st['within_1_5']:.0%}, rank rho {st['rho']:.3f}")
 
 
 if __name__ == "__main__":

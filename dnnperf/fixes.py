@@ -186,17 +186,14 @@ def _misaligned_gemm(c: LayerCost, x: Ctx):
     """A tensor-core product whose row strides miss the library's vector width (a vocabulary of
     50,257): pad the width (or say which length to pad) so the fast kernels take it."""
     from dnnperf import gpu
-    from dnnperf.ir import DTYPE_BITS
-    from dnnperf.workload import DTYPE_OF_PRECISION
 
     g = c.layer.workload.gemm
     if x.hw.kind != "gpu" or c.algorithm != "gemm" or gpu.unit_class(c.unit) != "tensor_cores":
         return None
     lib = gpu.library_of(x.hw)
-    bits = DTYPE_BITS.get(DTYPE_OF_PRECISION.get(c.precision, ""), 0)
-    if not bits or not gpu.gemm_misaligned(lib, g.n, g.k, c.precision):
+    if not gpu.gemm_misaligned(lib, g.n, g.k, c.precision):
         return None
-    vec = lib.gemm_alignment_bytes * 8 // bits
+    vec = gpu.gemm_vector(lib, c.precision)
     why = f"not a multiple of {vec} {c.precision} values ({lib.gemm_alignment_bytes} bytes), so the library falls back to slower kernels"
     if g.k % vec:
         return (f"the reduction length {g.k} is {why}: pad it to {ceil(g.k / vec) * vec}", None)

@@ -235,17 +235,20 @@ def plan_gemm(m: int, n: int, k: int, count: int, sms: int, lib: GpuLibrary, uni
     return best[1]
 
 
-def gemm_misaligned(lib: GpuLibrary, n: int, k: int, precision: str) -> bool:
-    """Whether a row-major product's row strides (K elements of A, N of B and C) miss the vector
-    width the library's fast tensor-core kernels load with (``gemm_alignment_bytes``)."""
+def gemm_vector(lib: GpuLibrary, precision: str) -> int:
+    """Values of ``precision`` in the vector the library's fast tensor-core GEMM kernels load with
+    (``gemm_alignment_bytes``); 0 where the generation has no such rule or the width is unknown."""
     from dnnperf.ir import DTYPE_BITS
     from dnnperf.workload import DTYPE_OF_PRECISION
 
-    align = lib.gemm_alignment_bytes
     bits = DTYPE_BITS.get(DTYPE_OF_PRECISION.get(precision, ""), 0)
-    if not align or not bits:
-        return False
-    return any((d * bits) % (8 * align) for d in (n, k))
+    return lib.gemm_alignment_bytes * 8 // bits if lib.gemm_alignment_bytes and bits else 0
+
+
+def gemm_misaligned(lib: GpuLibrary, n: int, k: int, precision: str) -> bool:
+    """Whether a row-major product's row strides (K elements of A, N of B and C) miss that vector."""
+    vec = gemm_vector(lib, precision)
+    return bool(vec) and any(d % vec for d in (n, k))
 
 
 def winograd_gain(lib: GpuLibrary, out_h: int, out_w: int) -> float:

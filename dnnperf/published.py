@@ -189,11 +189,12 @@ def stats(rows: list[dict]) -> dict:
         "median_ratio": _median(ratios),
         "median_error": _median(err),
         "within_1_25": sum(e <= 1.25 for e in err) / len(err),
+        "within_1_5": sum(e <= 1.5 for e in err) / len(err),
         "within_2": sum(e <= 2.0 for e in err) / len(err),
         "rho": spearman([r["predicted_s"] for r in rows], [r["measured_s"] for r in rows]),
     }
     for kind in ("gemm", "conv"):
-        sub = [x for r, x in zip(rows, ratios) if r["kind"] == kind]
+        sub = [x for r, x in zip(rows, ratios) if r.get("kind") == kind]
         out[f"median_ratio_{kind}"] = _median(sub) if sub else None
     return out
 
