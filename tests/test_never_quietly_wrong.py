@@ -340,3 +340,46 @@ def test_value_errors_are_one_line(tmp_path):
         r = runner.invoke(app, ["inspect", path, *args])
         assert r.exit_code == 2, (args, r.output)
         assert words in r.output and "Traceback" not in r.output
+
+
+def _shape_input_model(tmp_path, outputs, name):
+    """z = zeros(shape) for a run-time int64[2] input 'shape', reduced along each axis."""
+    from onnx import TensorProto, helper
+
+    from helpers import ints, model, save
+
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["z"], name="zeros"),
+             helper.make_node("ReduceSum", ["z", "ax1"], ["rows"], name="sum_rows", keepdims=0),
+             helper.make_node("ReduceSum", ["z", "ax0"], ["cols"], name="sum_cols", keepdims=0),
+             helper.make_node("Reshape", ["z", "flat"], ["flat_z"], name="flatten")]
+    m = model(nodes, [helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+              [helper.make_tensor_value_info(o, TensorProto.FLOAT, dims) for o, dims in outputs],
+              inits=[ints("ax1", [1]), ints("ax0", [0]), ints("flat", [-1])])
+    return save(m, tmp_path, name)
+
+
+def test_input_value_forced_by_declared_output_shapes_is_used_and_stated(tmp_path):
+    from dnnperf.api import inspect_model
+
+    path = _shape_input_model(tmp_path, [("rows", [3]), ("cols", [4]), ("flat_z", [12])], "forced.onnx")
+    insp = inspect_model(path)
+    assert not insp.unscored()
+    rows = {r.node.name: r for r in insp.rows}
+    assert rows["zeros"].output_shape == (3, 4)  # rows = shape[0] = 3, cols = shape[1] = 4
+    assert rows["flatten"].output_shape == (12,)
+    assert any("'shape' = [3, 4]" in w and "declared output shapes" in w for w in insp.warnings), insp.warnings
+
+
+def test_input_value_not_forced_by_declared_shapes_stays_unknown(tmp_path):
+    from dnnperf.api import inspect_model
+
+    # only the flattened length is declared: 12 = 3 x 4 = 2 x 6 = ...: the value is not forced
+    path = _shape_input_model(tmp_path, [("rows", None), ("cols", None), ("flat_z", [12])], "product.onnx")
+    insp = inspect_model(path)
+    assert {"zeros", "sum_rows"} <= {r.node.name for r in insp.unscored()}
+    assert not any("declared output shapes" in w for w in insp.warnings)
+    # rows declared [3] names shape[0]; shape[1] changes the shape of z and no output names it
+    path = _shape_input_model(tmp_path, [("rows", [3]), ("cols", None), ("flat_z", None)], "half.onnx")
+    insp = inspect_model(path)
+    assert "zeros" in {r.node.name for r in insp.unscored()}
+    assert not any("declared output shapes" in w for w in insp.warnings)

@@ -17,15 +17,10 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bench"))
 
-# still open: each pattern (a regular expression on the test case name) with its reason
-ALLOWED = {
-    r"test_center_crop_pad_.*_expanded":
-        "function body: Pad amounts computed from the runtime 'shape' input's value, and no declared "
-        "shape downstream pins them: resolves with --value (test_runtime_value_models_resolve_with_value)",
-    r"test_affine_grid_.*_expanded":
-        "function body: grid size taken from the runtime 'size' input's value: resolves with --value "
-        "(test_runtime_value_models_resolve_with_value)",
-}
+# still open: each pattern (a regular expression on the test case name) with its reason. Empty: the
+# last entries (expanded CenterCropPad and AffineGrid, sizes from a run-time input's value) resolve
+# since the loader reads such values off the declared output shapes (dnnperf.load.pinned)
+ALLOWED: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +71,13 @@ def test_every_standard_op_has_a_cost_function():
     assert not missing, missing
 
 
-# models whose shapes follow from an input's value: with that value (here from the test case's own
-# input data, as a user who knows it would pass --value), every node is scored
+# models whose shapes follow from an input's value: the declared output shapes force the value, and
+# the loader's reading of it must equal the test case's own input data (the elements that shape
+# something) and give the same costs as that value passed with --value
 VALUE_RESOLVED = re.compile(r"test_(center_crop_pad_.*|affine_grid_.*)_expanded$")
 
 
-def test_runtime_value_models_resolve_with_value(tmp_path):
+def test_runtime_value_models_resolve_from_declared_outputs(tmp_path):
     import numpy as np
     import onnx
     from onnx.backend.test.case.node import collect_testcases
@@ -100,11 +96,20 @@ def test_runtime_value_models_resolve_with_value(tmp_path):
         values = tuple((name, tuple(float(x) for x in np.asarray(arr).reshape(-1)))
                        for name, arr in zip(graph_inputs, c.data_sets[0][0]) if np.asarray(arr).dtype.kind in "iu")
         assert values, c.name
-        without = inspect_model(path)
-        assert without.unscored(), c.name  # the premise: unresolved without the value
         insp = inspect_model(path, ShapeOverrides(values=values))
         assert not insp.unscored(), (c.name, values)
         assert insp.totals()["ops"] > 0
+        assert not any("declared output shapes" in w for w in insp.warnings)  # given: nothing to read off
+        read_off = inspect_model(path)
+        assert not read_off.unscored(), c.name
+        assert read_off.totals() == insp.totals(), c.name
+        (name, vals), = values
+        note = next(w for w in read_off.warnings if "declared output shapes" in w)
+        shown = re.search(rf"'{name}' = \[([^\]]*)\]", note).group(1).split(", ")
+        assert len(shown) == len(vals)
+        # AffineGrid's channel count (element 1) shapes nothing: it is the one element marked 'any'
+        assert [v for v, s in zip(vals, shown) if s != "any"] == [float(s) for s in shown if s != "any"], note
+        assert shown.count("any") == (1 if "affine" in c.name else 0), note
 
 
 def test_sequence_element_dims_resolve_with_dim(tmp_path):

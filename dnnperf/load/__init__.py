@@ -8,6 +8,7 @@ This package is the only place that imports ``onnx`` (measurement aside). Its jo
     fold       per-node inference and numpy folding where ONNX's own inference leaves gaps
     gaps       what is still open, from what the model states elsewhere: declared output shapes
                carried back, control-flow bodies with outer values, bounds of data-dependent sizes
+    pinned     small integer inputs whose value the declared output shapes force
     weights    weightless skeletons (``dnnperf strip``)
 
 ``load_graph`` runs them in order: read, check, override, ONNX shape inference with data
@@ -73,7 +74,21 @@ def resolve(model, overrides: ShapeOverrides = ShapeOverrides(), path: str = "<m
 
 
 def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: str = "<model>") -> Graph:
-    """A parsed ModelProto (modified in place: payloads dropped, overrides written) -> Graph."""
+    """A parsed ModelProto (modified in place: payloads dropped, overrides written) -> Graph. Shapes
+    still open that follow from a small integer input's value are resolved where the declared
+    output shapes force that value (``dnnperf.load.pinned``), and a note says so."""
+    g = _graph_from_model(model, overrides, path)
+    if g.unresolved and g.outputs:
+        from dnnperf.load import pinned
+
+        found = pinned.pin(model, g, overrides, lambda m, ov: _graph_from_model(m, ov, path))
+        if found is not None:
+            g, used = found
+            g.notes.append(pinned.note(used))
+    return g
+
+
+def _graph_from_model(model, overrides: ShapeOverrides, path: str) -> Graph:
     import onnx
 
     opset = check_opset(model, path)
