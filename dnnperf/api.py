@@ -79,9 +79,10 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
 
 
 def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixes: bool = True,
-            alternatives: tuple[HardwareProfile, ...] | None = None) -> Report:
+            alternatives=None) -> Report:
     """Score ``insp`` on ``hw``; with fixes, ``alternatives`` are the profiles the downgrade advice
-    may suggest (None: the shipped profiles). ``settings.precision`` is checked against the device
+    may suggest: a tuple, or a function returning one, called only when that advice applies (None:
+    the shipped profiles, read only then). ``settings.precision`` is checked against the device
     (``dnnperf.precision``); "best" tries every precision the device runs and keeps the fastest."""
     from dataclasses import replace
 
@@ -115,9 +116,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
         from dnnperf.fixes import attach_fixes
 
         if alternatives is None:
-            from dnnperf.hardware import load_profiles
-
-            alternatives = tuple(load_profiles(["all"]))
+            from dnnperf.hardware import shipped_profiles as alternatives
         attach_fixes(report, alternatives)
     return report
 

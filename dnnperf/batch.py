@@ -20,9 +20,8 @@ def analyze_file(path: str, ov: ShapeOverrides, profile_specs: list[str], settin
     out = []
     notes = list(insp.warnings)
     profiles = load_profiles(profile_specs)
-    alternatives = None if totals_only else tuple(load_profiles(["all"]))
     for hw in profiles:
-        rep = analyze(insp, hw, settings, with_fixes=not totals_only, alternatives=alternatives)
+        rep = analyze(insp, hw, settings, with_fixes=not totals_only)
         notes.extend(rep.notes)
         d = report_dict(rep)
         out.append(totals_row(d) if totals_only else d)

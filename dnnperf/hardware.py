@@ -510,6 +510,11 @@ def load_profiles(specs: list[str]) -> list[HardwareProfile]:
     return [load_profile(s) for s in expand_specs(specs)]
 
 
+def shipped_profiles() -> tuple[HardwareProfile, ...]:
+    """Every shipped profile (read once per process: ``_load_cached``)."""
+    return tuple(load_profiles(["all"]))
+
+
 def expand_specs(specs: list[str]) -> list[str]:
     """``['v100,t4', 'all']`` -> profile names and paths as the user wrote them, in order, once each."""
     out: list[str] = []

@@ -68,9 +68,14 @@ def pick_unit(hw: HardwareProfile, precision: str, matrix: bool, gemm: Gemm | No
 
     Work whose precision no unit supports runs at the vector unit's fp32 rate (emulation/upcast).
     """
+    return pick_from(hw.units, precision, matrix, gemm)
+
+
+def pick_from(units, precision: str, matrix: bool, gemm: Gemm | None) -> tuple[Unit, str, float, float]:
+    """``pick_unit`` among ``units`` (a device's, or a library's view of them)."""
     best = None
     kind = "matrix" if matrix else "vector"
-    for u in hw.units:
+    for u in units:
         if kind not in u.serves:
             continue
         r = u.rate(precision)
@@ -83,7 +88,7 @@ def pick_unit(hw: HardwareProfile, precision: str, matrix: bool, gemm: Gemm | No
         if best is None or score > best[0]:
             best = (score, u, precision, r, eff)
     if best is None:
-        for u in hw.units:
+        for u in units:
             if "vector" in u.serves:
                 p = "fp32" if "fp32" in u.peak_tops else next(iter(u.peak_tops))
                 r = u.rate(p)

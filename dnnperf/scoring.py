@@ -237,6 +237,20 @@ def _is_conv(w: Workload) -> bool:
     return w.family in ("conv", "grouped_conv") and bool(w.conv)
 
 
+_UNALIGNED: dict[tuple, tuple] = {}
+
+
+def _unaligned(units: tuple) -> tuple:
+    """``units`` without alignment constraints (made once per set of units, not per layer)."""
+    key = tuple(id(u) for u in units)
+    hit = _UNALIGNED.get(key)
+    if hit is None or any(a is not b for a, b in zip(hit[0], units)):  # ids of freed units can be reused
+        if len(_UNALIGNED) > 256:
+            _UNALIGNED.clear()
+        hit = _UNALIGNED[key] = (units, tuple(replace(u, alignment={}) for u in units))
+    return hit[1]
+
+
 def _gpu_unit(s: LayerState) -> float:
     """The unit the library uses: tensor cores only for the precisions its GEMM / convolution
     kernels run there, and for convolutions only when the channels fit the unit's alignment (else
@@ -254,8 +268,8 @@ def _gpu_unit(s: LayerState) -> float:
     if not conv:
         # GEMM libraries pad any shape for the tensor cores; convolutions gather channel vectors
         # that must fill the unit's alignment (NHWC in multiples of 8 halves)
-        units = tuple(replace(u, alignment={}) for u in units)
-    unit, run_prec, rate, _ = rules.pick_unit(replace(hw, units=units), s.precision, matrix, w.gemm)
+        units = _unaligned(units)
+    unit, run_prec, rate, _ = rules.pick_from(units, s.precision, matrix, w.gemm)
     s.unit, s.unit_name, s.run_precision, s.rate = unit, unit.name, run_prec, rate
     tensor_ok = s.precision in allowed and any(
         gpu.unit_class(u.name) == "tensor_cores" and s.precision in u.peak_tops for u in hw.units)
@@ -526,10 +540,18 @@ def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:
     return best
 
 
+_FIELDS: dict[type, object] = {}
+
+
 def _workload_key(layer: Layer) -> tuple | None:
     w = layer.workload
+    get = _FIELDS.get(w.__class__)
+    if get is None:
+        import operator
+
+        get = _FIELDS[w.__class__] = operator.attrgetter(*w.__slots__)
     try:
-        key = (layer.op_type, len(layer.nodes), layer.output_shape, tuple(getattr(w, f) for f in w.__slots__))
+        key = (layer.op_type, len(layer.nodes), layer.output_shape, get(w))
         hash(key)
     except TypeError:
         return None
@@ -539,8 +561,6 @@ def _workload_key(layer: Layer) -> tuple | None:
 def _score_all(layers: list[Layer], hw: HardwareProfile, precision, resident: bool, runtime: str) -> list[LayerCost]:
     """Score every layer; layers identical in everything scoring reads (a decoder's 80 equal blocks)
     are scored once and the result copied."""
-    import copy
-
     memo: dict = {}
     out = []
     for l in layers:
@@ -551,7 +571,8 @@ def _score_all(layers: list[Layer], hw: HardwareProfile, precision, resident: bo
             if key is not None:
                 memo[key] = c
         else:
-            c = copy.copy(hit)
+            c = object.__new__(LayerCost)  # a shallow copy (copy.copy is several times slower)
+            c.__dict__.update(hit.__dict__)
             c.layer, c.losses, c.fixes = l, dict(hit.losses), []
         out.append(c)
     return out
