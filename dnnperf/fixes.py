@@ -240,7 +240,9 @@ def _fewer_launches(c: LayerCost, x: Ctx):
 
 
 def _software_pipelining(c: LayerCost, x: Ctx):
-    if c.losses["overlap"] <= 0:
+    if c.losses["overlap"] <= 0 or c.plan is not None:
+        # a GPU library's tiled GEMM/convolution already pipelines its loads; what it does not hide
+        # near the ridge point (gpu matrix_overlap) is not the user's to schedule
         return None
     return (f"memory and math run back to back here: overlapping them saves up to {fmt_time(c.losses['overlap'])}",
             c.losses["overlap"])

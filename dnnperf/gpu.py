@@ -26,7 +26,7 @@ _FIELDS = ("tiles", "conv_tiles", "feed_ops_per_element", "library_efficiency", 
            "winograd_efficiency", "tensor_core_precisions", "conv_efficiency", "misaligned_efficiency",
            "misaligned_vector", "split_k_precisions", "reorder_kernels", "sm_watts", "boost_clock_mhz", "l2_usable_fraction",
            "l2_bandwidth_factor", "gemv_max", "gemv_precisions", "dies", "gemm_alignment_bytes",
-           "gemm_misaligned_efficiency", "depthwise_efficiency", "unverified")
+           "gemm_misaligned_efficiency", "depthwise_efficiency", "matrix_overlap", "unverified")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 # the generation a profile's title implies when it names none
 _TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50")), ("hopper", ("h100", "h200", "h800", "gh200")),
@@ -71,6 +71,7 @@ class GpuLibrary:
     gemm_alignment_bytes: int
     gemm_misaligned_efficiency: float
     depthwise_efficiency: dict
+    matrix_overlap: float
     unverified: bool
 
 
@@ -128,6 +129,7 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         gemm_alignment_bytes=int(merged.get("gemm_alignment_bytes") or 0),
         gemm_misaligned_efficiency=float(merged.get("gemm_misaligned_efficiency", 1.0)),
         depthwise_efficiency=dict(merged.get("depthwise_efficiency") or {}),
+        matrix_overlap=float(merged["matrix_overlap"]),
         unverified=bool(merged.get("unverified", True)),
     )
 

@@ -439,9 +439,10 @@ def _gpu_section(v, kind: str, where: str) -> dict:
     if "generation" in g and g["generation"] not in GENERATIONS:
         raise DnnperfError(f"{where}.gpu.generation: one of {', '.join(GENERATIONS)}, got {g['generation']!r}")
     for k in ("tdp_w", "bandwidth_efficiency", "min_kernel_us", "split_k_min", "conv_efficiency",
-              "misaligned_efficiency"):
+              "misaligned_efficiency", "matrix_overlap"):
         if k in g:
-            _num(g[k], f"{where}.gpu.{k}", upper=1.0 if k.endswith("efficiency") else None)
+            _num(g[k], f"{where}.gpu.{k}", upper=1.0 if k.endswith(("efficiency", "overlap")) else None,
+                 allow_zero=k == "matrix_overlap")
     for k in ("library_efficiency", "feed_ops_per_element", "winograd"):
         for kk, x in _map(g.get(k, {}) or {}, f"{where}.gpu.{k}").items():
             _num(x, f"{where}.gpu.{k}.{kk}", upper=1.0 if k == "library_efficiency" else None)

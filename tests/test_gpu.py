@@ -192,6 +192,30 @@ def test_misaligned_tensor_core_gemm_costs_the_measured_factor():
         == pytest.approx(1.0, rel=0.02)
 
 
+def test_tiled_kernels_hide_only_part_of_the_shorter_side():
+    """Near the ridge point a GEMM/convolution kernel takes longer than the larger of its math and
+    its traffic: matrix_overlap 0.8 hides 80% of the shorter side (DeepBench T4 fp16, 16 x 512 x 14 x
+    14 -> 192 1x1 convolution: ~17 us of math and ~19 us of traffic took 37 us, not 19)."""
+    from dnnperf.published import Kernel, predict
+
+    t4 = load_profile("t4")
+    k = Kernel("s", "g", "fp16", "conv", (16, 512, 14, 14, 192, 1, 1, 0, 0, 1, 1), 37e-6, False)
+    t, c = predict(k, t4)
+    assert gpu.library_of(t4).matrix_overlap == 0.8
+    short, long_ = sorted((c.t_compute, c.t_memory))
+    assert short > 0.8 * long_  # the premise: a kernel at the ridge point
+    assert c.losses["overlap"] == pytest.approx(0.2 * short, rel=1e-9)
+    assert t == pytest.approx(long_ + 0.2 * short, rel=1e-9)
+    # a profile may state its own figure in its gpu section; 1 is the ideal roofline
+    ideal = replace(t4, gpu={**t4.gpu, "matrix_overlap": 1.0})
+    t1, c1 = predict(k, ideal)
+    assert c1.losses["overlap"] == 0 and t1 == pytest.approx(long_, rel=1e-9)
+    # no software-pipelining advice for what the library's own kernel leaves unhidden
+    from dnnperf.fixes import _software_pipelining
+
+    assert _software_pipelining(c, None) is None
+
+
 def test_depthwise_conv_runs_at_the_direct_kernel_rate_on_hopper():
     from dnnperf.published import Kernel, predict
 
