@@ -52,7 +52,7 @@ SCHEMA = {
     "matrix_m_efficiency": ("map", False, "smallest GEMM dimension min(M, N, K) -> fraction of the roof for "
                                           "matrix layers (calibrated; log-interpolated: thin products reuse less)"),
     "shape_efficiency": ("map", False, "convolutions whose speed depends on their shape: {'depthwise_conv.k3s1': "
-                                       "{output pixels: fraction of the roof}, 'grouped_conv.w8': {output pixels: fraction} for 8 input "
+                                       "{output pixels: fraction of the roof}, 'grouped_conv.w8' (stride 1; 'grouped_conv.w8s2' stride 2): {output pixels: fraction} for 8 input "
                                        "channels per group, 'conv.unblocked_k1' and 'depthwise_conv.unblocked_k3': {output pixels: "
                                        "fraction} for convolutions a blocked CPU layout cannot take, 'pool.unblocked': {output pixels: "
                                        "fraction} for pooling it cannot take} (calibrated; log-interpolated "
@@ -340,9 +340,9 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         m_eff.append((m, _num(v, f"{where}.matrix_m_efficiency.{k}", upper=1.0)))
     shape_eff = {}
     for k, pts in _map(d.get("shape_efficiency", {}) or {}, f"{where}.shape_efficiency").items():
-        if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv\.w\d+|(depthwise_)?conv\.unblocked_k\d+|pool\.unblocked", str(k)):
+        if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv\.w\d+(s\d+)?|(depthwise_)?conv\.unblocked_k\d+|pool\.unblocked", str(k)):
             raise DnnperfError(f"{where}.shape_efficiency.{k}: use 'depthwise_conv.k<kernel>s<stride>', "
-                               "'grouped_conv.w<channels per group>', '[depthwise_]conv.unblocked_k<kernel>' or 'pool.unblocked'")
+                               "'grouped_conv.w<channels per group>[s<stride>]', '[depthwise_]conv.unblocked_k<kernel>' or 'pool.unblocked'")
         shape_eff[str(k)] = tuple(sorted(
             (int(_num(x, f"{where}.shape_efficiency.{k} key")), _num(v, f"{where}.shape_efficiency.{k}.{x}", upper=1.0))
             for x, v in _map(pts, f"{where}.shape_efficiency.{k}").items()))

@@ -486,8 +486,8 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     """The calibrated figure for this convolution's (or pool's) shape, when the profile has one: a
     pool, a plain or depthwise convolution the CPU's blocked layout cannot take
     (``pool.unblocked``, ``<family>.unblocked_k<kernel>``); depthwise by kernel and stride (the nearest kernel size measured with that stride), log-interpolated in
-    output pixels; grouped by input channels per group (log-interpolated between the measured widths)
-    and output pixels. None when the profile has no such curve."""
+    output pixels; grouped by stride (stride-2 curves when calibrated), input channels per group
+    (log-interpolated between the measured widths) and output pixels. None when the profile has no such curve."""
     w = layer.workload
     if w.family == "pool" and hw.shape_efficiency and hw.cpu_layout is not None:
         return _plain_pool_efficiency(layer, hw)
@@ -509,8 +509,13 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     if w.family == "conv":
         return None
     if w.family == "grouped_conv":
-        widths = sorted((int(k.split(".w")[1]), pts) for k, pts in hw.shape_efficiency.items()
-                        if k.startswith("grouped_conv.w"))
+        # stride-1 curves are 'grouped_conv.w<width>', stride-2 ones '...w<width>s2' (when measured)
+        curves = {}
+        for k, pts in hw.shape_efficiency.items():
+            if k.startswith("grouped_conv.w"):
+                width, _, stride = k.split(".w")[1].partition("s")
+                curves.setdefault(int(stride or 1), []).append((int(width), pts))
+        widths = sorted(curves.get(min(sh, 2)) or curves.get(1) or [])
         if not widths:
             return None
         return rules.interp_log(cin_g, tuple((gw, rules.interp_log(pixels, pts)) for gw, pts in widths))

@@ -203,3 +203,34 @@ def test_a_calibrated_reorder_efficiency_prices_the_conversions(tmp_path):
     assert r1.losses["unoptimized"] == pytest.approx(3 * (r0.time_s - r0.losses["unoptimized"] - r0.losses["launch_overhead"]),
                                                      rel=0.02)
     assert slow["conv"].time_s == pytest.approx(plain["conv"].time_s)
+
+
+def test_grouped_convolutions_take_the_curve_of_their_stride(tmp_path):
+    """A stride-2 grouped convolution (the first block of a RegNet / ResNeXt stage) takes the
+    calibrated stride-2 curve 'grouped_conv.w<width>s2' where the profile has one, else the stride-1
+    curve; the width (input channels per group) is interpolated between measured widths as before."""
+    from dnnperf.scoring import shape_efficiency
+
+    def layer(stride, curves):
+        with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
+            d = yaml.safe_load(fh)
+        d.update(name=f"g{stride}{len(curves)}", cpu_layout={"block": 8, "grouped_min_width": 8},
+                 shape_efficiency=curves)
+        p = tmp_path / f"g{stride}{len(curves)}.yaml"
+        p.write_text(yaml.safe_dump(d))
+        # 64 channels in 8 groups of 8, 3x3; output 28 x 28 = 784 pixels at either stride
+        side = 28 * stride
+        nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="g", pads=[1, 1, 1, 1], strides=[stride, stride],
+                                  group=8)]
+        m = model(nodes, [vi("x", [1, 64, side, side])], [vi("y", None)], [weight("w", [64, 8, 3, 3])])
+        hw = load_profile(str(p))
+        rep = analyze(inspect_model(save(m, tmp_path, f"g{stride}.onnx")), hw, Settings(fusion="none"),
+                      with_fixes=False)
+        return next(c.layer for c in rep.score.layers if c.layer.op_type == "Conv"), hw
+
+    both = {"grouped_conv.w8": {784: 0.2}, "grouped_conv.w8s2": {784: 0.1}}
+    assert shape_efficiency(*layer(1, both)) == 0.2
+    assert shape_efficiency(*layer(2, both)) == 0.1
+    assert shape_efficiency(*layer(2, {"grouped_conv.w8": {784: 0.2}})) == 0.2  # no stride-2 curve: stride 1's
+    with pytest.raises(DnnperfError, match="grouped_conv.w<channels per group>\\[s<stride>\\]"):
+        layer(2, {"grouped_conv.x8s2": {784: 0.1}})

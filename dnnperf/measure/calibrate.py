@@ -129,7 +129,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     # the blocked layout: the one-node convolution got layout conversions; grouped ones only from
     # the narrowest width that did (the block size)
     if shares.get("conv", 0.0) > 0.0:
-        widths = sorted(int(mb.key.split(".w")[1].split(":")[0]) for mb in table
+        widths = sorted(int(mb.key.split(".w")[1].split(":")[0].split("s")[0]) for mb in table
                         if mb.key.startswith("grouped_conv.w") and shares.get(mb.name, 0.0) > 0.0)
         block = widths[0] if widths else 8
         # the channel multiple the runtime pads up to a block: the smallest power of two dividing

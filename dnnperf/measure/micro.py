@@ -36,6 +36,8 @@ SWEEP_CHAIN = 8  # adds per cache-sweep job
 # 3 x 3 grouped convolutions of 128 channels by (input channels per group, output side): widths of
 # ResNeXt / RegNet stages, and for the common widths the resolution too (a wide im2col spills the cache)
 GROUPED = ((4, 28), (8, 56), (8, 28), (8, 14), (16, 56), (16, 28), (16, 14), (32, 28))
+# ... and with stride 2 (the first block of every RegNet / ResNeXt stage): (width, output side)
+GROUPED_S2 = ((8, 56), (8, 14), (16, 28), (16, 14))
 OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log")
 
 
@@ -232,6 +234,8 @@ def micro_models(quick: bool) -> list[Micro]:
         out.append(_pool(f"pool_unblocked_{side}", ch, side, "shape", f"pool.unblocked:{(side // 2) ** 2}"))
     for gw, side in GROUPED:
         out.append(_conv(f"grouped_w{gw}_{side}", 128, side, 3, 1, 128 // gw, f"grouped_conv.w{gw}:{side * side}"))
+    for gw, side in GROUPED_S2:
+        out.append(_conv(f"grouped_w{gw}s2_{side}", 128, side * 2, 3, 2, 128 // gw, f"grouped_conv.w{gw}s2:{side * side}"))
     return [repeated(mb) if mb.role in REPEATED_ROLES else mb for mb in out]
 
 
