@@ -43,6 +43,9 @@ SCHEMA = {
     "parallelism": ("map", True, "{lanes: concurrently resident work items, compute_units: SMs/cores/arrays, "
                                  "ops_per_item: ops each work item needs to keep its lane busy (optional, default 1)}"),
     "launch_overhead_us": ("num", True, "per-kernel launch / dispatch cost in microseconds"),
+    "host_op_us": ("num", False, "CPU runtimes: host cost in microseconds of one shape-arithmetic op the runtime "
+                                 "redoes every inference in a model with symbolic input dims (Shape, Gather, "
+                                 "Concat on shape vectors; calibrated); default launch_overhead_us"),
     "host_link_gbs": ("num|null", True, "host -> device link for inputs in GB/s; null when inputs are already in memory"),
     "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope); default 1, "
                                                "or for GPUs the generation default by board power per SM"),
@@ -121,6 +124,7 @@ class HardwareProfile:
     compute_units: int
     launch_overhead_us: float
     host_link_gbs: float | None
+    host_op_us: float | None = None
     sustained_clock_fraction: float = 1.0
     sustained_clock_given: bool = False
     gpu: dict = field(default_factory=dict)
@@ -377,6 +381,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         compute_units=int(_num(par["compute_units"], f"{where}.parallelism.compute_units")),
         launch_overhead_us=_num(d["launch_overhead_us"], f"{where}.launch_overhead_us", allow_zero=True),
         host_link_gbs=None if host is None else _num(host, f"{where}.host_link_gbs"),
+        host_op_us=None if d.get("host_op_us") is None else _num(d["host_op_us"], f"{where}.host_op_us", allow_zero=True),
         sustained_clock_fraction=_num(d.get("sustained_clock_fraction", 1.0), f"{where}.sustained_clock_fraction", upper=1.0),
         sustained_clock_given="sustained_clock_fraction" in d,
         gpu=_gpu_section(d.get("gpu"), kind, where),

@@ -104,6 +104,10 @@ class Graph:
     values: dict[str, Any] = field(default_factory=dict)  # small constant values (shapes): numpy arrays
     unresolved: list[str] = field(default_factory=list)  # node names with unknown output shapes
     constants: frozenset = frozenset()  # weights and everything computed only from weights
+    # small values (shape arithmetic) a runtime recomputes every inference: the model's input dims are
+    # symbolic in the file, so nothing can fold the Shape ops they start from
+    host_shape: frozenset = frozenset()
+    host_removed: frozenset = frozenset()  # ... of it, what a runtime's graph optimisations remove (repeats, no-op casts)
     producer_version: str = ""
     notes: list[str] = field(default_factory=list)
     batch_axes: dict[str, int] = field(default_factory=dict)  # input -> axis of its batch dim (default 0)

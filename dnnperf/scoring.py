@@ -40,7 +40,7 @@ from typing import Callable
 from dnnperf import rules
 from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
-from dnnperf.vocab import FREE_FAMILIES, LOSS_KEYS, Cause
+from dnnperf.vocab import FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, Cause
 from dnnperf.workload import DTYPE_OF_PRECISION, PRECISION_OF_DTYPE, Workload
 
 CAUSES = tuple(c.value for c in Cause)
@@ -440,6 +440,8 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
     losses = {k: 0.0 for k in LOSS_KEYS}
     if w.family in FREE_FAMILIES:
         return LayerCost(layer, "-", prec, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, losses, "compute")
+    if w.family in HOST_SHAPE_FAMILIES:
+        return _host_shape(layer, hw, prec, losses)
     s = LayerState(layer, w, hw, prec, weights_resident, runtime=runtime)
     _, _, rate, _ = rules.pick_unit(hw, prec, w.is_matrix, w.gemm)
     s.t = s.t_ideal = w.ops / max(hw.headline_rate, rate)
@@ -463,6 +465,18 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
     return LayerCost(layer, s.unit_name, s.run_precision or prec, s.tile_eff, s.occupancy, s.t_ideal, s.t_compute,
                      s.t_memory, s.t_launch, s.t, losses, classify(losses, s.t_ideal, w.is_matrix), algorithm=s.algorithm,
                      plan=s.plan, t_device=s.t_device or (s.t - s.t_launch))
+
+
+def _host_shape(layer: Layer, hw: HardwareProfile, prec: str, losses: dict) -> LayerCost:
+    """Shape arithmetic the runtime redoes every inference: a CPU runtime executes it op by op on the
+    cores that run the model (host_op_us per op, else the dispatch cost); an accelerator's host runs
+    it ahead of the device, hidden behind device work."""
+    t = 0.0
+    if hw.kind == "cpu":
+        t = max(1, len(layer.nodes)) * (hw.host_op_us if hw.host_op_us is not None else hw.launch_overhead_us) * 1e-6
+    losses["launch_overhead"] = t
+    return LayerCost(layer, "host", prec, 1.0, 1.0, 0.0, 0.0, 0.0, t, t, losses, "launch_overhead" if t else "compute",
+                     t_device=0.0)
 
 
 def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:

@@ -31,6 +31,7 @@ class Family(str, Enum):
     host = "host"  # runs on the host CPU (strings, ML-domain ops, data-dependent bookkeeping)
     view = "view"  # relabels a buffer: no kernel, no bytes
     shape = "shape"  # folded at load time: no kernel, no bytes
+    shape_runtime = "shape_runtime"  # shape arithmetic the runtime redoes every inference (dims symbolic in the file): host work, no kernel
 
 
 class Cause(str, Enum):
@@ -55,7 +56,8 @@ def values(enum) -> tuple[str, ...]:
 FAMILIES = values(Family)
 MATRIX_FAMILIES = frozenset({"conv", "depthwise_conv", "grouped_conv", "matmul", "attention", "rnn"})
 FREE_FAMILIES = frozenset({"view", "shape"})  # no kernel launched, no bytes moved
+HOST_SHAPE_FAMILIES = frozenset({"shape_runtime"})  # no kernel: a CPU runtime pays a host cost per op
 # families a profile may name (efficiency, accelerator_families): everything that launches a kernel
-PROFILE_FAMILIES = tuple(f for f in FAMILIES if f not in FREE_FAMILIES)
+PROFILE_FAMILIES = tuple(f for f in FAMILIES if f not in FREE_FAMILIES and f not in HOST_SHAPE_FAMILIES)
 CAUSES = values(Cause)
 LOSS_KEYS = tuple(c for c in CAUSES if c != "compute")  # every cause but compute is a loss

@@ -383,3 +383,58 @@ def test_input_value_not_forced_by_declared_shapes_stays_unknown(tmp_path):
     insp = inspect_model(path)
     assert "zeros" in {r.node.name for r in insp.unscored()}
     assert not any("declared output shapes" in w for w in insp.warnings)
+
+
+def _shuffle_shape_model(tmp_path, batch, name):
+    """y = Relu(Reshape(x, [N, -1])) with the target shape computed from Shape(x), as an exporter
+    writes it: two Shape nodes of x (one a repeat), a Gather of each, a no-op Cast, an Unsqueeze and a
+    Concat."""
+    from onnx import TensorProto, helper
+
+    from helpers import ints, model, save
+
+    nodes = [helper.make_node("Shape", ["x"], ["s1"], name="shape1"),
+             helper.make_node("Shape", ["x"], ["s2"], name="shape2"),
+             helper.make_node("Gather", ["s1", "zero"], ["g1"], name="gather1"),
+             helper.make_node("Gather", ["s2", "zero"], ["g2"], name="gather2"),
+             helper.make_node("Cast", ["g1"], ["c1"], name="cast", to=TensorProto.INT64),
+             helper.make_node("Unsqueeze", ["c1", "axes"], ["u1"], name="unsq"),
+             helper.make_node("Unsqueeze", ["g2", "axes"], ["u2"], name="unsq2"),
+             helper.make_node("Concat", ["u1", "minus1"], ["target"], name="concat", axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["r"], name="reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    m = model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 8, 4, 4])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None), helper.make_tensor_value_info("u2", TensorProto.INT64, None)],
+              inits=[ints("zero", 0), ints("axes", [0]), ints("minus1", [-1])])
+    return save(m, tmp_path, name)
+
+
+def test_shape_arithmetic_over_symbolic_dims_is_host_work_on_cpu_runtimes(tmp_path):
+    import yaml
+
+    from dnnperf.api import analyze, inspect_model
+    from dnnperf.hardware import load_profile
+    from dnnperf.scoring import Settings
+
+    insp = inspect_model(_shuffle_shape_model(tmp_path, "N", "dyn.onnx"))
+    fam = {r.node.name: r.workload.family for r in insp.rows}
+    # the runtime computes shape1, gather1, unsq and concat every inference; shape2 and gather2 repeat
+    # shape1 and gather1 (removed by common-subexpression elimination), the int64 -> int64 cast is a
+    # no-op, and unsq2 repeats unsq once the cast is gone
+    assert [n for n, f in fam.items() if f == "shape_runtime"] == ["shape1", "gather1", "unsq", "concat"]
+    assert {fam[n] for n in ("shape2", "gather2", "cast", "unsq2")} == {"shape"}
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml")) as fh:
+        d = yaml.safe_load(fh)
+    d.update(name="hostcpu", host_op_us=2.5)
+    p = tmp_path / "hostcpu.yaml"
+    p.write_text(yaml.safe_dump(d))
+    on_cpu = analyze(insp, load_profile(str(p)), Settings(), with_fixes=False)
+    host = [c for c in on_cpu.score.layers if c.layer.workload.family == "shape_runtime"]
+    assert len(host) == 4 and all(c.time_s == pytest.approx(2.5e-6) for c in host)  # 4 ops x 2.5 us by hand
+    assert all(c.losses["launch_overhead"] == c.time_s for c in host)
+    # a GPU's host runs the arithmetic ahead of the device: no time
+    on_gpu = analyze(insp, load_profile("v100"), Settings(), with_fixes=False)
+    assert all(c.time_s == 0 for c in on_gpu.score.layers if c.layer.workload.family == "shape_runtime")
+    # static dims: every runtime folds it
+    static = inspect_model(_shuffle_shape_model(tmp_path, 1, "static.onnx"))
+    assert not any(r.workload.family == "shape_runtime" for r in static.rows)

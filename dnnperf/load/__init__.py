@@ -112,6 +112,9 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str) -> Graph:
 
     strip_payloads_inplace(model)  # no-op for files read by read_model; needed for in-memory models
     axes = batch_axes(model, set(init_info))
+    # dims left symbolic in the file: a runtime cannot fold the Shape ops of such a model
+    dynamic = any(static(type_shape(vi.type)[0]) is None for vi in g.input if vi.name not in init_info
+                  and vi.type.WhichOneof("value") == "tensor_type")
     notes = apply_overrides(model, overrides, path, set(init_info), axes)
     empty, real = [], 0
     for vi in g.input:
@@ -165,6 +168,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str) -> Graph:
     bodies: dict[tuple, dict] = {}  # (a node's outputs, subgraph label) -> the shapes resolved in it
     sliced: list[str] = []  # Slices at run-time offsets, costed at their input's size
     gaps.settle(ordered, res, bodies, sliced)
+    _fold_shape_arithmetic(ordered, res)
     if gaps.any_open(types):
         gaps.empty_shapes(types)
     if sliced:
@@ -180,6 +184,8 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str) -> Graph:
         tensors[name] = t
     tensors.update(init_info)
     init_names = frozenset(init_info)
+    host_shape, host_removed = _host_shape(ordered, res.values, init_names) if dynamic else (set(), set())
+    host_shape -= _downstream(ordered, fed)
     try:
         "".join(tensors)  # value names as dict keys: bytes means a corrupt file
     except TypeError:
@@ -197,6 +203,8 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str) -> Graph:
         values=dict(res.values),
         unresolved=unresolved,
         constants=constants_of(nodes, init_names | (set(res.values) - _downstream(ordered, fed))),
+        host_shape=frozenset(host_shape),
+        host_removed=frozenset(host_removed),
         producer_version=f"{model.producer_name} {model.producer_version}".strip(),
         notes=notes,
         batch_axes=axes,
@@ -242,6 +250,81 @@ def _user_values(ov: ShapeOverrides, g, init_info, types, res, path: str) -> set
         types[name] = (shape, dtype)
         given.add(name)
     return given
+
+
+def _fold_shape_arithmetic(ordered, res) -> None:
+    """Fold every small integer value computed from a Shape or Size (ONNX's own inference may have
+    resolved the shapes they feed without the folder ever evaluating them): such arithmetic is
+    folded at load time, or - dims symbolic in the file - redone on the host (``_host_shape``), never
+    a device kernel."""
+    chain: dict[str, None] = {}  # in graph order: each value's inputs fold before it
+    types = res.types
+    for n in ordered:
+        if n.domain not in ("", "ai.onnx"):
+            continue
+        if n.op_type in ("Shape", "Size") or any(i in chain for i in n.input if i):
+            for o in n.output:
+                t = types.get(o) if o else None
+                dims = static(t[0]) if t is not None else None
+                if dims is None or t[1] not in ("int64", "int32"):
+                    continue
+                numel = 1
+                for d in dims:
+                    numel *= d
+                if numel <= 64:
+                    chain[o] = None
+    for name in chain:
+        if name not in res.values:
+            res.value(name)
+
+
+def _host_shape(ordered, values: dict, inits: frozenset) -> tuple[set[str], set[str]]:
+    """Folded values that start from the Shape (or Size) of a tensor computed at run time: in a model
+    whose input dims are symbolic, the runtime redoes this arithmetic every inference. Returns (all
+    of them, the outputs of the nodes a runtime's basic graph optimisations remove: a node that
+    repeats an earlier one on the same inputs - common-subexpression elimination; exporters write
+    one Shape per use - and a Cast to the type its input already has)."""
+    import numpy as np
+
+    seeds = {o for n in ordered if n.op_type in ("Shape", "Size") and n.domain in ("", "ai.onnx") and n.input
+             and n.input[0] not in inits for o in n.output if o}
+    if not seeds:
+        return set(), set()
+    # integer shape vectors only: a float tensor built from them (a mask) stays as it was costed
+    down = {o for o in _downstream(ordered, seeds) & set(values)
+            if np.asarray(values[o]).dtype.kind in "iu" and np.asarray(values[o]).size <= 64}
+    canon: dict[str, object] = {}
+
+    def same(i: str):
+        if i in canon:
+            return canon[i]
+        if i not in down and i in values:  # a constant: equal by value
+            v = np.asarray(values[i])
+            return ("value", v.dtype.str, v.shape, v.tobytes())
+        return i
+
+    removed: set[str] = set()
+    seen: dict[tuple, list[str]] = {}
+    for n in ordered:
+        outs = [o for o in n.output if o]
+        if not outs or not all(o in down for o in outs):
+            continue
+        if n.op_type == "Cast" and len(n.input) == 1 and n.input[0] in values \
+                and np.asarray(values[n.input[0]]).dtype == np.asarray(values[outs[0]]).dtype:
+            canon[outs[0]] = same(n.input[0])  # a no-op cast: removed
+            removed.update(outs)
+            continue
+        key = (n.domain, n.op_type, tuple(same(i) for i in n.input),
+               tuple(a.SerializeToString() for a in n.attribute))
+        first = seen.get(key)
+        if first is not None:
+            for o, f in zip(n.output, first):
+                if o:
+                    canon[o] = f
+            removed.update(outs)
+            continue
+        seen[key] = list(n.output)
+    return down, removed
 
 
 def _downstream(ordered, names: set[str]) -> set[str]:

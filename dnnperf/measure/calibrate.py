@@ -45,6 +45,18 @@ def reorder_efficiency(mb, kernels: dict, base) -> float | None:
     return min(1.0, max(0.01, ideal / (statistics.median(times) * 1e-6)))
 
 
+def host_shape_ops(mb) -> int:
+    """The shape-arithmetic ops dnnperf costs in a micro-model (its own loader counts them)."""
+    from dnnperf.api import inspect_graph
+    from dnnperf.load import graph_from_model
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(mb.model)
+    insp = inspect_graph(graph_from_model(m), "host-shape micro-benchmark")
+    return sum(1 for r in insp.rows if r.workload is not None and r.workload.family == "shape_runtime")
+
+
 def _sig(x: float) -> float:
     return sig(x, 4)
 
@@ -66,6 +78,10 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     peak_int8 = max(mb.ops / times[mb.name] for mb in table if mb.role == "peak_int8") / 1e12
     bw = max(mb.nbytes / times[mb.name] for mb in table if mb.role == "dram") / 1e9
     dispatch_us = max((times["dispatch_200"] - times["dispatch_1"]) / 199 * 1e6, 0.05)
+    # shape arithmetic on symbolic dims, per op dnnperf counts in it: the symbolic chain less the
+    # static one (whose arithmetic the runtime folds)
+    host_op_us = max((times["host_shape_dynamic"] - times["host_shape_static"]) * 1e6
+                     / max(host_shape_ops(next(mb for mb in table if mb.name == "host_shape_dynamic")), 1), dispatch_us)
     # a sweep job is a chain of adds: less the fixed cost of one run (a one-op model's time, its own
     # op's dispatch included) and the dispatch of the chain's other ops
     sweep = sorted((int(mb.key), mb.nbytes / max(times[mb.name] - times["dispatch_1"]
@@ -89,6 +105,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
                    "bandwidth_curve": {_sig(n / 1e6): _sig(max(b, bw)) for n, b in sweep}},
         "parallelism": {"compute_units": n_threads, "lanes": n_threads * 8},
         "launch_overhead_us": _sig(dispatch_us),
+        "host_op_us": _sig(host_op_us),
         "host_link_gbs": None,
         "sources": {"all": "measured on this machine by `dnnperf calibrate` (medians after warm-up)"},
     }

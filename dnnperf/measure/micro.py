@@ -2,7 +2,8 @@
 the work it does (ops, bytes) so that the figure it measures is ``ops / t`` or ``bytes / t``.
 
 Roles: ``peak`` (matrix throughput), ``dram`` / ``onchip`` (bandwidth; ``onchip`` sweeps the working
-set to find the cache capacity), ``dispatch`` (per-op cost),
+set to find the cache capacity), ``dispatch`` (per-op cost), ``host`` (a runtime's cost per op of
+shape arithmetic on symbolic input dims: an exported channel shuffle over a symbolic and a static dim),
 ``cold`` (weight streaming behind math), ``family`` (one op family's efficiency against the
 roofline), ``op`` (one slow elementwise op), ``kernel`` (a chain of the plain ops the runtime
 fuses into one kernel of its own), ``m_curve`` (thin GEMMs), ``shape`` (depthwise and
@@ -46,7 +47,7 @@ class Micro:
     name: str
     model: Any  # onnx.ModelProto
     feeds: dict
-    role: str  # peak | peak_int8 | dram | onchip | dispatch | cold | family | op | kernel | m_curve | shape | probe
+    role: str  # peak | peak_int8 | dram | onchip | dispatch | host | cold | family | op | kernel | m_curve | shape | probe
     key: str = ""  # the family, op type or thin dimension the entry measures
     ops: float = 0.0  # arithmetic ops the kernel does (1 MAC = 2 ops)
     nbytes: float = 0.0  # bytes it must move (inputs read + output written)
@@ -185,6 +186,7 @@ def micro_models(quick: bool) -> list[Micro]:
                      {"x": np.ones((1, 16), np.float32)}, "dispatch", "200"))
     out.append(Micro("dispatch_1", _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [1, 16])], [_vi("y", None)]),
                      {"x": np.ones((1, 16), np.float32)}, "dispatch", "1"))
+    out += [_host_shape_chain(True), _host_shape_chain(False)]
     # one representative per op family
     x56 = rng.standard_normal((1, 64, 56, 56)).astype(np.float32)
     x144 = rng.standard_normal((1, 144, 56, 56)).astype(np.float32)
@@ -273,6 +275,48 @@ def _pool(name: str, ch: int, side: int, role: str, key: str = "") -> Micro:
     node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     model = _model([node], [_vi("x", [1, ch, side, side])], [_vi("y", None)])
     return Micro(name, model, {"x": rng.standard_normal((1, ch, side, side)).astype(np.float32)}, role, key)
+
+
+# shape arithmetic a runtime redoes every inference when the input dims are symbolic: rounds of an
+# exported channel shuffle (Shape, four Gathers, a Div, Unsqueezes and Concats building the shapes of
+# Reshape -> Transpose -> Reshape), once over a symbolic batch dim and once over a static one (which
+# the runtime folds): the difference is the shape arithmetic alone
+HOST_SHAPE_ROUNDS = 16
+
+
+def _host_shape_chain(dynamic: bool) -> Micro:
+    from onnx import TensorProto, helper
+
+    inits = [_int_tensor(f"i{d}", d, ()) for d in range(4)] + [
+        _int_tensor("two", 2, ()), _int_tensor("ax", [0], (1,)), _int_tensor("g", [2], (1,)),
+        _int_tensor("m1", [-1], (1,))]
+    nodes = []
+    cur = "x"
+    for r in range(HOST_SHAPE_ROUNDS):
+        p = f"r{r}_"
+        nodes.append(helper.make_node("Shape", [cur], [p + "s"]))
+        for d, dim in enumerate("bchw"):
+            nodes.append(helper.make_node("Gather", [p + "s", f"i{d}"], [p + dim]))
+        nodes.append(helper.make_node("Div", [p + "c", "two"], [p + "cg"]))
+        for dim in ("b", "cg", "h", "w"):
+            nodes.append(helper.make_node("Unsqueeze", [p + dim, "ax"], [p + "u" + dim]))
+        nodes += [helper.make_node("Concat", [p + "ub", "g", p + "ucg", p + "uh", p + "uw"], [p + "s5"], axis=0),
+                  helper.make_node("Reshape", [cur, p + "s5"], [p + "y"]),
+                  helper.make_node("Transpose", [p + "y"], [p + "t"], perm=[0, 2, 1, 3, 4]),
+                  helper.make_node("Concat", [p + "ub", "m1", p + "uh", p + "uw"], [p + "s4"], axis=0),
+                  helper.make_node("Reshape", [p + "t", p + "s4"], [p + "x"])]
+        cur = p + "x"
+    dims = ["n" if dynamic else 1, 32, 8, 8]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                   [helper.make_tensor_value_info(cur, TensorProto.FLOAT, None)], inits)
+    name = "host_shape_dynamic" if dynamic else "host_shape_static"
+    return Micro(name, model, {"x": np.ones((1, 32, 8, 8), np.float32)}, "host", name)
+
+
+def _int_tensor(name: str, value, shape: tuple):
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.array(value, dtype=np.int64).reshape(shape), name)
 
 
 def _conv(name: str, ch: int, side: int, k: int, stride: int, groups: int, key: str) -> Micro:

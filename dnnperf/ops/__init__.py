@@ -157,6 +157,16 @@ def cost_node(graph: Graph, node: Node) -> Workload:
     if not node.subgraphs:
         values = graph.values
         constants = graph.constants  # values computed from a --value input are run-time work
+        host = graph.host_shape
+        if host and node.outputs and all(o in values for o in node.outputs if o) \
+                and any(o in host for o in node.outputs if o):
+            if all(o in graph.host_removed for o in node.outputs if o):
+                # a repeat of an earlier node, or a no-op cast: the runtime's optimiser removes it
+                return Workload(family="shape", dtype="int64", launches=0)
+            # shape-vector arithmetic redone by the runtime every inference (dims symbolic in the
+            # file): host work, no device kernel (dnnperf.scoring prices it per op on CPU runtimes);
+            # what is built from it is costed as before (folded when all its inputs are known)
+            return Workload(family="shape_runtime", dtype="int64", launches=0)
         folded = False
         for o in node.outputs:
             if o:
