@@ -168,7 +168,6 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str) -> Graph:
     bodies: dict[tuple, dict] = {}  # (a node's outputs, subgraph label) -> the shapes resolved in it
     sliced: list[str] = []  # Slices at run-time offsets, costed at their input's size
     gaps.settle(ordered, res, bodies, sliced)
-    _fold_shape_arithmetic(ordered, res)
     if gaps.any_open(types):
         gaps.empty_shapes(types)
     if sliced:
@@ -184,13 +183,14 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str) -> Graph:
         tensors[name] = t
     tensors.update(init_info)
     init_names = frozenset(init_info)
-    host_shape, host_removed = _host_shape(ordered, res.values, init_names) if dynamic else (set(), set())
-    host_shape -= _downstream(ordered, fed)
     try:
         "".join(tensors)  # value names as dict keys: bytes means a corrupt file
     except TypeError:
         raise DnnperfError(f"'{path}' has names that are not valid UTF-8 — the file is corrupt; re-export it") from None
     nodes, unresolved = _build_nodes(ordered, tensors, opset, path, init_names, None, 0, res.attrs, bodies)
+    host_shape, host_removed = _shape_arithmetic(nodes, res, init_names, dynamic)
+    if fed:
+        host_shape -= _downstream(ordered, fed)
     graph_inputs = tuple(i.name for i in g.input if i.name not in init_names)
     return Graph(
         name=g.name or os.path.splitext(os.path.basename(path))[0],
@@ -252,79 +252,85 @@ def _user_values(ov: ShapeOverrides, g, init_info, types, res, path: str) -> set
     return given
 
 
-def _fold_shape_arithmetic(ordered, res) -> None:
-    """Fold every small integer value computed from a Shape or Size (ONNX's own inference may have
-    resolved the shapes they feed without the folder ever evaluating them): such arithmetic is
-    folded at load time, or - dims symbolic in the file - redone on the host (``_host_shape``), never
-    a device kernel."""
-    chain: dict[str, None] = {}  # in graph order: each value's inputs fold before it
-    types = res.types
-    for n in ordered:
-        if n.domain not in ("", "ai.onnx"):
-            continue
-        if n.op_type in ("Shape", "Size") or any(i in chain for i in n.input if i):
-            for o in n.output:
-                t = types.get(o) if o else None
-                dims = static(t[0]) if t is not None else None
-                if dims is None or t[1] not in ("int64", "int32"):
-                    continue
-                numel = 1
-                for d in dims:
-                    numel *= d
-                if numel <= 64:
-                    chain[o] = None
-    for name in chain:
-        if name not in res.values:
-            res.value(name)
-
-
-def _host_shape(ordered, values: dict, inits: frozenset) -> tuple[set[str], set[str]]:
-    """Folded values that start from the Shape (or Size) of a tensor computed at run time: in a model
-    whose input dims are symbolic, the runtime redoes this arithmetic every inference. Returns (all
-    of them, the outputs of the nodes a runtime's basic graph optimisations remove: a node that
-    repeats an earlier one on the same inputs - common-subexpression elimination; exporters write
-    one Shape per use - and a Cast to the type its input already has)."""
+def _shape_arithmetic(ir_nodes, res, inits: frozenset, dynamic: bool) -> tuple[set[str], set[str]]:
+    """Small integer values computed from a Shape or Size: every one is folded (ONNX's own inference
+    may have resolved what they feed without the folder evaluating them), so such arithmetic is
+    never costed as a device kernel. With ``dynamic`` (input dims symbolic in the file) a runtime
+    cannot fold the part that starts from the Shape of a computed tensor: it redoes it on the host
+    every inference. Returns (that part, the outputs of the nodes in it that a runtime's basic graph
+    optimisations remove: a repeat of an earlier node on the same inputs - common-subexpression
+    elimination; exporters write one Shape per use - and a Cast to the type its input already has)."""
     import numpy as np
 
-    seeds = {o for n in ordered if n.op_type in ("Shape", "Size") and n.domain in ("", "ai.onnx") and n.input
-             and n.input[0] not in inits for o in n.output if o}
-    if not seeds:
+    types = res.types
+    chain: dict[str, bool] = {}  # value -> computed at run time; in graph order
+    nodes = []
+    get = chain.get
+    for n in ir_nodes:
+        ins = n.inputs
+        seed = n.op_type in ("Shape", "Size")
+        if not seed:
+            for i in ins:
+                if i in chain:
+                    break
+            else:
+                continue
+        if n.domain not in ("", "ai.onnx"):
+            continue
+        runtime = (seed and bool(ins) and ins[0] not in inits) or any(get(i, False) for i in ins if i)
+        outs = []
+        for o in n.outputs:
+            t = types.get(o) if o else None
+            dims = static(t[0]) if t is not None else None
+            if dims is None or t[1] not in ("int64", "int32"):
+                continue
+            numel = 1
+            for d in dims:
+                numel *= d
+            if numel <= 64:
+                chain[o] = runtime
+                outs.append(o)
+        if outs and runtime and len(outs) == len([o for o in n.outputs if o]):
+            nodes.append((n, outs))
+    values = res.values
+    for name in chain:
+        if name not in values:
+            res.value(name)
+    if not dynamic or not nodes:
         return set(), set()
-    # integer shape vectors only: a float tensor built from them (a mask) stays as it was costed
-    down = {o for o in _downstream(ordered, seeds) & set(values)
-            if np.asarray(values[o]).dtype.kind in "iu" and np.asarray(values[o]).size <= 64}
+    host = {o for o, rt in chain.items() if rt and o in values}
     canon: dict[str, object] = {}
 
     def same(i: str):
-        if i in canon:
-            return canon[i]
-        if i not in down and i in values:  # a constant: equal by value
-            v = np.asarray(values[i])
-            return ("value", v.dtype.str, v.shape, v.tobytes())
-        return i
+        c = canon.get(i)
+        if c is None:
+            if i not in host and i in values:  # a constant: equal by value
+                v = np.asarray(values[i])
+                c = canon[i] = ("value", v.dtype.str, v.shape, v.tobytes())
+            else:
+                c = i
+        return c
 
     removed: set[str] = set()
     seen: dict[tuple, list[str]] = {}
-    for n in ordered:
-        outs = [o for o in n.output if o]
-        if not outs or not all(o in down for o in outs):
+    for n, outs in nodes:
+        if not all(o in host for o in outs):
             continue
-        if n.op_type == "Cast" and len(n.input) == 1 and n.input[0] in values \
-                and np.asarray(values[n.input[0]]).dtype == np.asarray(values[outs[0]]).dtype:
-            canon[outs[0]] = same(n.input[0])  # a no-op cast: removed
+        if n.op_type == "Cast" and len(n.inputs) == 1 and n.inputs[0] in values \
+                and np.asarray(values[n.inputs[0]]).dtype == np.asarray(values[outs[0]]).dtype:
+            canon[outs[0]] = same(n.inputs[0])  # a no-op cast: removed
             removed.update(outs)
             continue
-        key = (n.domain, n.op_type, tuple(same(i) for i in n.input),
-               tuple(a.SerializeToString() for a in n.attribute))
+        key = (n.op_type, tuple(same(i) for i in n.inputs), repr(sorted(n.attrs.items())))
         first = seen.get(key)
         if first is not None:
-            for o, f in zip(n.output, first):
+            for o, f in zip(n.outputs, first):
                 if o:
                     canon[o] = f
             removed.update(outs)
             continue
-        seen[key] = list(n.output)
-    return down, removed
+        seen[key] = list(n.outputs)
+    return host, removed
 
 
 def _downstream(ordered, names: set[str]) -> set[str]:
