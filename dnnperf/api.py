@@ -116,7 +116,11 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
         from dnnperf.fixes import attach_fixes
 
         if alternatives is None:
-            from dnnperf.hardware import shipped_profiles as alternatives
+            from dnnperf.hardware import shipped_profiles
+
+            # the downgrade advice only ever suggests a device of the same kind quoting fewer TOP/s
+            def alternatives(kind=hw.kind, tops=hw.headline_tops):
+                return shipped_profiles(kind, tops)
         attach_fixes(report, alternatives)
     return report
 

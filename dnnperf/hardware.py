@@ -516,9 +516,41 @@ def load_profiles(specs: list[str]) -> list[HardwareProfile]:
     return [load_profile(s) for s in expand_specs(specs)]
 
 
-def shipped_profiles() -> tuple[HardwareProfile, ...]:
-    """Every shipped profile (read once per process: ``_load_cached``)."""
-    return tuple(load_profiles(["all"]))
+def shipped_profiles(kind: str | None = None, below_tops: float | None = None) -> tuple[HardwareProfile, ...]:
+    """The shipped profiles (read once per process: ``_load_cached``); with ``kind`` / ``below_tops``
+    only those of that kind quoting fewer TOP/s: a profile's top-level ``kind:`` and ``headline:``
+    lines are scanned first and only the candidates are parsed (a file the scan cannot read is
+    parsed; a test checks the scan against the parse for every shipped file)."""
+    names = shipped_names()
+    if kind is not None or below_tops is not None:
+        keep = []
+        for n in names:
+            k, tops = scan_summary(os.path.join(profiles_dir(), n + ".yaml"))
+            if (kind is None or k is None or k == kind) and (below_tops is None or tops is None or tops < below_tops):
+                keep.append(n)
+        names = keep
+    return tuple(load_profile(n) for n in names)
+
+
+_KIND_LINE = re.compile(r"^kind:\s*([A-Za-z0-9_]+)\s*(#.*)?$", re.M)
+_HEADLINE_LINE = re.compile(r"^headline:\s*\{[^}\n]*\btops:\s*([0-9][0-9.eE+-]*)\s*[,}]", re.M)
+
+
+def scan_summary(path: str) -> tuple[str | None, float | None]:
+    """(kind, headline TOP/s) read off a profile's top-level lines without parsing it; None for what
+    the scan cannot find (the caller then parses the file)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(1_000_001)
+    except OSError:
+        return None, None
+    k = _KIND_LINE.search(text)
+    h = _HEADLINE_LINE.search(text)
+    try:
+        tops = float(h.group(1)) if h else None
+    except ValueError:
+        tops = None
+    return (k.group(1) if k else None), tops
 
 
 def expand_specs(specs: list[str]) -> list[str]:

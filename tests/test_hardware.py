@@ -1,6 +1,7 @@
 """Profiles: every shipped one loads and cites sources; malformed ones are rejected by field."""
 
 import math
+import os
 
 import pytest
 import yaml
@@ -98,3 +99,25 @@ def test_user_profile_file_works(tmp_path):
     p = tmp_path / "mine.yaml"
     p.write_text(yaml.safe_dump(d))
     assert load_profile(str(p)).name == "my-t4"
+
+
+def test_the_profile_scan_reads_what_the_parse_reads():
+    """The downgrade advice scans shipped profiles' top-level kind and headline lines to parse only
+    candidates (same kind, fewer quoted TOP/s); the scan must agree with the full parse everywhere."""
+    from dnnperf.hardware import profiles_dir, scan_summary, shipped_names, shipped_profiles
+
+    for name in shipped_names():
+        p = load_profile(name)
+        assert scan_summary(os.path.join(profiles_dir(), name + ".yaml")) == (p.kind, p.headline_tops), name
+    t4 = load_profile("t4")
+    expect = {p.name for p in (load_profile(n) for n in shipped_names())
+              if p.kind == "gpu" and p.headline_tops < t4.headline_tops}
+    assert {p.name for p in shipped_profiles("gpu", t4.headline_tops)} == expect and "k80" in expect
+
+
+def test_a_profile_the_scan_cannot_read_is_parsed(tmp_path):
+    from dnnperf.hardware import scan_summary
+
+    p = tmp_path / "odd.yaml"
+    p.write_text("schema: dnnperf-hw/1\nheadline:\n  precision: fp16\n  tops: 10\nkind: 'gpu'\n")
+    assert scan_summary(str(p)) == (None, None)  # block style and a quoted kind: left to the parser
