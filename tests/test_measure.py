@@ -30,6 +30,10 @@ def test_calibration_writes_a_valid_profile(local_profile):
     assert hw.kind == "cpu" and hw.headline_tops > 0 and hw.dram_gbs > 0
     assert hw.onchip_gbs >= hw.dram_gbs  # cache is never slower than DRAM in the profile
     assert hw.launch_overhead_us > 0
+    # shape arithmetic on symbolic dims costs at least a dispatch per op (floored there)
+    assert hw.host_op_us is not None and hw.host_op_us >= hw.launch_overhead_us
+    # stride-2 grouped curves sit next to the stride-1 ones
+    assert any(k.startswith("grouped_conv.w") and k.endswith("s2") for k in hw.shape_efficiency)
     for fam, e in hw.efficiency.items():
         assert 0 < e <= 1, fam
     for op, e in hw.op_efficiency.items():
@@ -158,3 +162,15 @@ def test_protocol_settles_or_says_the_machine_is_too_noisy(monkeypatch):
     monkeypatch.setattr(ort_mod, "median_run", lambda sess, feeds, **kw: next(lucky[sess]))
     r = ort_mod.settled_times({"a": ("a", None)}, rounds_min=3, rounds_max=5, runs=1, budget_s=0)
     assert r["times"]["a"] == 1.0 and r["spread"]["a"] == pytest.approx(1.0)
+
+
+def test_the_host_shape_micro_benchmark_counts_its_ops_by_hand():
+    """calibrate divides the symbolic-minus-static time of an exported channel shuffle by the shape
+    ops dnnperf counts in it: per round a Shape, four Gathers, a Div, four Unsqueezes and two Concats
+    (12), 16 rounds; over a static dim the runtime folds them all."""
+    from dnnperf.measure.calibrate import host_shape_ops
+    from dnnperf.measure.micro import HOST_SHAPE_ROUNDS, _host_shape_chain
+
+    assert HOST_SHAPE_ROUNDS == 16
+    assert host_shape_ops(_host_shape_chain(True)) == 16 * 12
+    assert host_shape_ops(_host_shape_chain(False)) == 0
