@@ -18,6 +18,7 @@ from math import ceil
 
 from dnnperf import rules
 from dnnperf.scoring import LayerCost, precision_of, score_layer, with_precision
+from dnnperf.vocab import HOST_SHAPE_FAMILIES
 from dnnperf.fmt import b as fmt_bytes
 from dnnperf.fmt import sig
 from dnnperf.fmt import t as fmt_time
@@ -234,7 +235,14 @@ def _use_all_units(c: LayerCost, x: Ctx):
             f"and pays {fmt_time(c.losses['heterogeneity'])} extra", c.losses["heterogeneity"])
 
 
+STATIC_DIMS_TEXT = ("fix the input dims at export (or with onnxsim's --overwrite-input-shape) and the runtime "
+                    "folds it once at load time")
+
+
 def _fewer_launches(c: LayerCost, x: Ctx):
+    if c.layer.workload.family in HOST_SHAPE_FAMILIES:
+        return (f"shape arithmetic redone every inference because the model's input dims are symbolic "
+                f"({fmt_time(c.t_launch)} on the host): {STATIC_DIMS_TEXT}", c.t_launch)
     return (f"{c.layer.workload.launches} launch x {x.hw.launch_overhead_us:g} us = {fmt_time(c.t_launch)} against "
             f"{fmt_time(c.time_s - c.t_launch)} of work", c.t_launch)
 
@@ -337,16 +345,25 @@ def model_fixes(report, alternatives=()) -> list[dict]:
         out.append(_entry(cat, "layer_fusion", "memory",
                           f"typical runtime fusion (Conv+BN+activation, MatMul+bias+activation, elementwise chains) "
                           f"takes {fmt_time(alt['none'])} -> {fmt_time(alt['typical'])} (--fusion typical)", saved))
-    launches = sc.losses.get("launch_overhead", 0.0)
+    host = [c for c in sc.layers if c.layer.workload.family in HOST_SHAPE_FAMILIES and c.time_s > 0]
+    host_s = sum(c.time_s for c in host)
+    launches = sc.losses.get("launch_overhead", 0.0) - host_s  # the kernels' share (host arithmetic below)
     if launches > 0.2 * sc.totals["latency_s"]:
         share = f"{launches / sc.totals['latency_s']:.0%} of the estimate"
         if sc.settings.runtime == "eager":
+            how = "capture a CUDA graph or use a fusing runtime" if hw.kind == "gpu" else \
+                "fuse them (a fusing runtime, --fusion typical)"
             text = (f"{sc.totals['launches']} kernel launches x {hw.launch_overhead_us:g} us = {fmt_time(launches)} "
-                    f"({share}): capture a CUDA graph or use a fusing runtime")
+                    f"({share}): {how}")
         else:  # no host cost per kernel here: what is left is each short kernel's minimum device time
             text = (f"{sc.totals['launches']} kernels, each at least its minimum device time: {fmt_time(launches)} "
                     f"({share}): fuse the short ones (--fusion typical, a fusing runtime)")
         out.append(_entry(cat, "fewer_launches", "launch_overhead", text, launches))
+    if host_s > 0.02 * sc.totals["latency_s"]:
+        out.append(_entry(cat, "fewer_launches", "launch_overhead",
+                          f"{len(host)} shape-arithmetic ops run on the host every inference because the model's "
+                          f"input dims are symbolic: {fmt_time(host_s)} ({host_s / sc.totals['latency_s']:.0%} of the "
+                          f"estimate): {STATIC_DIMS_TEXT}", host_s))
     lower = precision_advice(report)
     if lower:
         out.append(_entry(cat, "use_specialized_units", "specialization", lower[0], lower[1]))

@@ -432,6 +432,10 @@ def test_shape_arithmetic_over_symbolic_dims_is_host_work_on_cpu_runtimes(tmp_pa
     host = [c for c in on_cpu.score.layers if c.layer.workload.family == "shape_runtime"]
     assert len(host) == 4 and all(c.time_s == pytest.approx(2.5e-6) for c in host)  # 4 ops x 2.5 us by hand
     assert all(c.losses["launch_overhead"] == c.time_s for c in host)
+    # the advice names the cause, never "0 launches" (they launch no kernel)
+    fixed = analyze(insp, load_profile(str(p)), Settings())
+    texts = [f["text"] for c in fixed.score.layers if c.layer.workload.family == "shape_runtime" for f in c.fixes]
+    assert texts and all("symbolic" in t and "0 launch" not in t for t in texts), texts
     # a GPU's host runs the arithmetic ahead of the device: no time
     on_gpu = analyze(insp, load_profile("v100"), Settings(), with_fixes=False)
     assert all(c.time_s == 0 for c in on_gpu.score.layers if c.layer.workload.family == "shape_runtime")
