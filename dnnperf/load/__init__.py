@@ -77,18 +77,28 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
     """A parsed ModelProto (modified in place: payloads dropped, overrides written) -> Graph. Shapes
     still open that follow from a small integer input's value are resolved where the declared
     output shapes force that value (``dnnperf.load.pinned``), and a note says so."""
-    g = _graph_from_model(model, overrides, path)
+    dynamic = _symbolic_inputs(model)  # before the overrides are written into the inputs
+    g = _graph_from_model(model, overrides, path, dynamic)
     if g.unresolved and g.outputs:
         from dnnperf.load import pinned
 
-        found = pinned.pin(model, g, overrides, lambda m, ov: _graph_from_model(m, ov, path))
+        found = pinned.pin(model, g, overrides, lambda m, ov: _graph_from_model(m, ov, path, dynamic))
         if found is not None:
             g, used = found
             g.notes.append(pinned.note(used))
     return g
 
 
-def _graph_from_model(model, overrides: ShapeOverrides, path: str) -> Graph:
+def _symbolic_inputs(model) -> bool:
+    """Are dims of the graph's (non-weight) tensor inputs left symbolic in the file? A runtime then
+    cannot fold the Shape ops of the model."""
+    g = model.graph
+    weights = {i.name for i in g.initializer}
+    return any(static(type_shape(vi.type)[0]) is None for vi in g.input if vi.name not in weights
+               and vi.type.WhichOneof("value") == "tensor_type")
+
+
+def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool) -> Graph:
     import onnx
 
     opset = check_opset(model, path)
@@ -112,9 +122,6 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str) -> Graph:
 
     strip_payloads_inplace(model)  # no-op for files read by read_model; needed for in-memory models
     axes = batch_axes(model, set(init_info))
-    # dims left symbolic in the file: a runtime cannot fold the Shape ops of such a model
-    dynamic = any(static(type_shape(vi.type)[0]) is None for vi in g.input if vi.name not in init_info
-                  and vi.type.WhichOneof("value") == "tensor_type")
     notes = apply_overrides(model, overrides, path, set(init_info), axes)
     empty, real = [], 0
     for vi in g.input:
