@@ -9,6 +9,7 @@ This package is the only place that imports ``onnx`` (measurement aside). Its jo
     gaps       what is still open, from what the model states elsewhere: declared output shapes
                carried back, control-flow bodies with outer values, bounds of data-dependent sizes
     pinned     small integer inputs whose value the declared output shapes force
+    hostshape  shape arithmetic: folded at load time, or redone on the host (symbolic input dims)
     weights    weightless skeletons (``dnnperf strip``)
 
 ``load_graph`` runs them in order: read, check, override, ONNX shape inference with data
@@ -22,7 +23,7 @@ from typing import Any
 
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor
-from dnnperf.load import gaps
+from dnnperf.load import gaps, hostshape
 from dnnperf.load.fold import Resolver, tensor_value
 from dnnperf.load.overrides import apply_overrides, batch_axes
 from dnnperf.load.read import (MAX_ELEMS, check_dims, check_domains, check_opset, is_shape_like, parse_model,
@@ -77,7 +78,7 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
     """A parsed ModelProto (modified in place: payloads dropped, overrides written) -> Graph. Shapes
     still open that follow from a small integer input's value are resolved where the declared
     output shapes force that value (``dnnperf.load.pinned``), and a note says so."""
-    dynamic = _symbolic_inputs(model)  # before the overrides are written into the inputs
+    dynamic = hostshape.symbolic_inputs(model)  # before the overrides are written into the inputs
     g = _graph_from_model(model, overrides, path, dynamic)
     if g.unresolved and g.outputs:
         from dnnperf.load import pinned
@@ -87,15 +88,6 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
             g, used = found
             g.notes.append(pinned.note(used))
     return g
-
-
-def _symbolic_inputs(model) -> bool:
-    """Are dims of the graph's (non-weight) tensor inputs left symbolic in the file? A runtime then
-    cannot fold the Shape ops of the model."""
-    g = model.graph
-    weights = {i.name for i in g.initializer}
-    return any(static(type_shape(vi.type)[0]) is None for vi in g.input if vi.name not in weights
-               and vi.type.WhichOneof("value") == "tensor_type")
 
 
 def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool) -> Graph:
@@ -195,7 +187,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     except TypeError:
         raise DnnperfError(f"'{path}' has names that are not valid UTF-8 — the file is corrupt; re-export it") from None
     nodes, unresolved = _build_nodes(ordered, tensors, opset, path, init_names, None, 0, res.attrs, bodies)
-    host_shape, host_removed = _shape_arithmetic(nodes, res, init_names, dynamic)
+    host_shape, host_removed = hostshape.shape_arithmetic(nodes, res, init_names, dynamic)
     if fed:
         host_shape -= _downstream(ordered, fed)
     graph_inputs = tuple(i.name for i in g.input if i.name not in init_names)
@@ -257,87 +249,6 @@ def _user_values(ov: ShapeOverrides, g, init_info, types, res, path: str) -> set
         types[name] = (shape, dtype)
         given.add(name)
     return given
-
-
-def _shape_arithmetic(ir_nodes, res, inits: frozenset, dynamic: bool) -> tuple[set[str], set[str]]:
-    """Small integer values computed from a Shape or Size: every one is folded (ONNX's own inference
-    may have resolved what they feed without the folder evaluating them), so such arithmetic is
-    never costed as a device kernel. With ``dynamic`` (input dims symbolic in the file) a runtime
-    cannot fold the part that starts from the Shape of a computed tensor: it redoes it on the host
-    every inference. Returns (that part, the outputs of the nodes in it that a runtime's basic graph
-    optimisations remove: a repeat of an earlier node on the same inputs - common-subexpression
-    elimination; exporters write one Shape per use - and a Cast to the type its input already has)."""
-    import numpy as np
-
-    types = res.types
-    chain: dict[str, bool] = {}  # value -> computed at run time; in graph order
-    nodes = []
-    get = chain.get
-    for n in ir_nodes:
-        ins = n.inputs
-        seed = n.op_type in ("Shape", "Size")
-        if not seed:
-            for i in ins:
-                if i in chain:
-                    break
-            else:
-                continue
-        if n.domain not in ("", "ai.onnx"):
-            continue
-        runtime = (seed and bool(ins) and ins[0] not in inits) or any(get(i, False) for i in ins if i)
-        outs = []
-        for o in n.outputs:
-            t = types.get(o) if o else None
-            dims = static(t[0]) if t is not None else None
-            if dims is None or t[1] not in ("int64", "int32"):
-                continue
-            numel = 1
-            for d in dims:
-                numel *= d
-            if numel <= 64:
-                chain[o] = runtime
-                outs.append(o)
-        if outs and runtime and len(outs) == len([o for o in n.outputs if o]):
-            nodes.append((n, outs))
-    values = res.values
-    for name in chain:
-        if name not in values:
-            res.value(name)
-    if not dynamic or not nodes:
-        return set(), set()
-    host = {o for o, rt in chain.items() if rt and o in values}
-    canon: dict[str, object] = {}
-
-    def same(i: str):
-        c = canon.get(i)
-        if c is None:
-            if i not in host and i in values:  # a constant: equal by value
-                v = np.asarray(values[i])
-                c = canon[i] = ("value", v.dtype.str, v.shape, v.tobytes())
-            else:
-                c = i
-        return c
-
-    removed: set[str] = set()
-    seen: dict[tuple, list[str]] = {}
-    for n, outs in nodes:
-        if not all(o in host for o in outs):
-            continue
-        if n.op_type == "Cast" and len(n.inputs) == 1 and n.inputs[0] in values \
-                and np.asarray(values[n.inputs[0]]).dtype == np.asarray(values[outs[0]]).dtype:
-            canon[outs[0]] = same(n.inputs[0])  # a no-op cast: removed
-            removed.update(outs)
-            continue
-        key = (n.op_type, tuple(same(i) for i in n.inputs), repr(sorted(n.attrs.items())))
-        first = seen.get(key)
-        if first is not None:
-            for o, f in zip(n.outputs, first):
-                if o:
-                    canon[o] = f
-            removed.update(outs)
-            continue
-        seen[key] = list(n.outputs)
-    return host, removed
 
 
 def _downstream(ordered, names: set[str]) -> set[str]:
