@@ -344,9 +344,9 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         m_eff.append((m, _num(v, f"{where}.matrix_m_efficiency.{k}", upper=1.0)))
     shape_eff = {}
     for k, pts in _map(d.get("shape_efficiency", {}) or {}, f"{where}.shape_efficiency").items():
-        if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv\.w\d+(s\d+)?|(depthwise_)?conv\.unblocked_k\d+|conv\.small|pool\.unblocked", str(k)):
+        if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv\.w\d+(s\d+)?|(depthwise_)?conv\.unblocked_k\d+|pool\.unblocked", str(k)):
             raise DnnperfError(f"{where}.shape_efficiency.{k}: use 'depthwise_conv.k<kernel>s<stride>', "
-                               "'grouped_conv.w<channels per group>[s<stride>]', '[depthwise_]conv.unblocked_k<kernel>', 'conv.small' or 'pool.unblocked'")
+                               "'grouped_conv.w<channels per group>[s<stride>]', '[depthwise_]conv.unblocked_k<kernel>' or 'pool.unblocked'")
         shape_eff[str(k)] = tuple(sorted(
             (int(_num(x, f"{where}.shape_efficiency.{k} key")), _num(v, f"{where}.shape_efficiency.{k}.{x}", upper=1.0))
             for x, v in _map(pts, f"{where}.shape_efficiency.{k}").items()))

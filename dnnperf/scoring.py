@@ -209,10 +209,6 @@ def _efficiency(s: LayerState) -> float:
     if not s.unoptimized and s.hw.bandwidth_curve and w.family in ("elementwise", "movement") \
             and s.t_memory > s.t_compute and w.act_bytes_read + w.bytes_written > (s.hw.onchip_mb or 0) * 1e6:
         return max(s.t, s.t_compute / eff)
-    if not s.unoptimized and _small_conv(s.layer, s.hw):
-        # a small convolution's fixed costs slow its math; streaming its weights (a squeeze-excite
-        # layer on a 1x1 map) runs at the bandwidth already counted
-        return max(s.t, s.t_compute / eff)
     return s.t / eff
 
 
@@ -525,7 +521,7 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
             pts = min(plain, key=lambda kp: (abs(kp[0] - max(kh, kw)), kp[0]))[1]
             return rules.interp_log(pixels, pts)
     if w.family == "conv":
-        return rules.interp_log(w.macs, hw.shape_efficiency["conv.small"]) if _small_conv(layer, hw) else None
+        return None
     if w.family == "grouped_conv":
         # stride-1 curves are 'grouped_conv.w<width>', stride-2 ones '...w<width>s2' (when measured)
         curves = {}
@@ -543,12 +539,6 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
         return None
     key = min(same_stride, key=lambda k: (abs(int(k.split(".k")[1].split("s")[0]) - max(kh, kw)), k))
     return rules.interp_log(pixels, hw.shape_efficiency[key])
-
-
-def _small_conv(layer: Layer, hw: HardwareProfile) -> bool:
-    """A plain convolution below the largest point of the calibrated 'conv.small' curve (by MACs)."""
-    pts = hw.shape_efficiency.get("conv.small") if hw.shape_efficiency else None
-    return bool(pts) and layer.workload.family == "conv" and layer.workload.macs < pts[-1][0]
 
 
 def _plain_pool_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:

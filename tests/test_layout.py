@@ -234,30 +234,3 @@ def test_grouped_convolutions_take_the_curve_of_their_stride(tmp_path):
     assert shape_efficiency(*layer(2, {"grouped_conv.w8": {784: 0.2}})) == 0.2  # no stride-2 curve: stride 1's
     with pytest.raises(DnnperfError, match="grouped_conv.w<channels per group>\\[s<stride>\\]"):
         layer(2, {"grouped_conv.x8s2": {784: 0.1}})
-
-
-def test_a_small_convolution_slows_its_math_not_its_weight_streaming(tmp_path):
-    """'conv.small' (calibrated, by MACs) applies to plain convolutions below its largest point and
-    divides only their math: a compute-bound one takes t_compute / eff, a weight-bound one (a
-    squeeze-excite layer on a 1x1 map) keeps its streaming time when that is longer."""
-    from dnnperf.scoring import shape_efficiency
-
-    with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
-        d = yaml.safe_load(fh)
-    d.update(name="small", shape_efficiency={"conv.small": {10_000: 0.1, 1_000_000: 0.5}})
-    p = tmp_path / "small.yaml"
-    p.write_text(yaml.safe_dump(d))
-    hw = load_profile(str(p))
-
-    def cost(cin, cout, side):
-        nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="c")]
-        m = model(nodes, [vi("x", [1, cin, side, side])], [vi("y", None)], [weight("w", [cout, cin, 1, 1])])
-        rep = analyze(inspect_model(save(m, tmp_path, f"c{cin}_{side}.onnx")), hw, Settings(fusion="none"),
-                      with_fixes=False)
-        return next(c for c in rep.score.layers if c.layer.op_type == "Conv")
-
-    c = cost(10, 10, 10)  # 10 x 10 x 100 = 10,000 MACs: the curve's first point, 0.1
-    assert shape_efficiency(c.layer, hw) == pytest.approx(0.1)
-    assert c.losses["unoptimized"] == pytest.approx(max(0.0, c.t_compute / 0.1 - max(c.t_compute, c.t_memory)), rel=1e-6)
-    big = cost(64, 64, 32)  # 4.2M MACs: above the curve, untouched
-    assert shape_efficiency(big.layer, hw) is None

@@ -39,9 +39,6 @@ SWEEP_CHAIN = 8  # adds per cache-sweep job
 GROUPED = ((4, 28), (8, 56), (8, 28), (8, 14), (16, 56), (16, 28), (16, 14), (32, 28))
 # ... and with stride 2 (the first block of every RegNet / ResNeXt stage): (width, output side)
 GROUPED_S2 = ((8, 56), (8, 14), (16, 28), (16, 14))
-# small compute-bound 1x1 convolutions (channels, side): a blocked kernel's fixed costs dominate
-# below a few million MACs (late-stage layers of small mobile networks), keyed by MACs
-CONV_SMALL = ((32, 4), (32, 7), (64, 7), (64, 14), (64, 28), (128, 28))
 OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log")
 
 
@@ -239,8 +236,6 @@ def micro_models(quick: bool) -> list[Micro]:
         out.append(_pool(f"pool_unblocked_{side}", ch, side, "shape", f"pool.unblocked:{(side // 2) ** 2}"))
     for gw, side in GROUPED:
         out.append(_conv(f"grouped_w{gw}_{side}", 128, side, 3, 1, 128 // gw, f"grouped_conv.w{gw}:{side * side}"))
-    for ch, side in CONV_SMALL:
-        out.append(_conv(f"conv_small_{ch}_{side}", ch, side, 1, 1, 1, f"conv.small:{ch * ch * side * side}"))
     for gw, side in GROUPED_S2:
         out.append(_conv(f"grouped_w{gw}s2_{side}", 128, side * 2, 3, 2, 128 // gw, f"grouped_conv.w{gw}s2:{side * side}"))
     return [repeated(mb) if mb.role in REPEATED_ROLES else mb for mb in out]
