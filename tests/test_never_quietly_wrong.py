@@ -378,6 +378,20 @@ def test_input_value_not_forced_by_declared_shapes_stays_unknown(tmp_path):
     insp = inspect_model(path)
     assert {"zeros", "sum_rows"} <= {r.node.name for r in insp.unscored()}
     assert not any("declared output shapes" in w for w in insp.warnings)
+    # two outputs name shape[0] with different sizes (3 and 5): contradictory, nothing is read off
+    path = _shape_input_model(tmp_path, [("rows", [3]), ("cols", [4]), ("flat_z", None)], "ok.onnx")
+    assert not inspect_model(path).unscored()  # the premise: consistent, it resolves
+    import onnx
+
+    m = onnx.load(path)
+    extra = onnx.helper.make_node("ReduceSum", ["z", "ax1"], ["rows2"], name="sum_rows2", keepdims=0)
+    m.graph.node.append(extra)
+    m.graph.output.append(onnx.helper.make_tensor_value_info("rows2", onnx.TensorProto.FLOAT, [5]))
+    bad = str(tmp_path / "conflict.onnx")
+    onnx.save(m, bad)
+    insp = inspect_model(bad)
+    assert "zeros" in {r.node.name for r in insp.unscored()}
+    assert not any("declared output shapes" in w for w in insp.warnings)
     # rows declared [3] names shape[0]; shape[1] changes the shape of z and no output names it
     path = _shape_input_model(tmp_path, [("rows", [3]), ("cols", None), ("flat_z", None)], "half.onnx")
     insp = inspect_model(path)
