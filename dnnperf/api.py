@@ -81,8 +81,8 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
 def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixes: bool = True,
             alternatives=None) -> Report:
     """Score ``insp`` on ``hw``; with fixes, ``alternatives`` are the profiles the downgrade advice
-    may suggest: a tuple, or a function returning one, called only when that advice applies (None:
-    the shipped profiles, read only then). ``settings.precision`` is checked against the device
+    may suggest: a tuple, or a function ``(kind, below_tops) -> profiles`` called only when that
+    advice applies (None: the shipped profiles, read only then). ``settings.precision`` is checked against the device
     (``dnnperf.precision``); "best" tries every precision the device runs and keeps the fastest."""
     from dataclasses import replace
 
@@ -116,11 +116,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
         from dnnperf.fixes import attach_fixes
 
         if alternatives is None:
-            from dnnperf.hardware import shipped_profiles
-
-            # the downgrade advice only ever suggests a device of the same kind quoting fewer TOP/s
-            def alternatives(kind=hw.kind, tops=hw.headline_tops):
-                return shipped_profiles(kind, tops)
+            from dnnperf.hardware import shipped_profiles as alternatives
         attach_fixes(report, alternatives)
     return report
 

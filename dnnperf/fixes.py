@@ -308,8 +308,8 @@ def fixes_for(c: LayerCost, x: Ctx, limit: int = 4) -> list[dict]:
 def attach_fixes(report, alternatives=(), top: int = 200) -> None:
     """Fixes for the layers that matter: the ``top`` layers by time lost, plus any layer losing at
     least 0.5% of the model's lost time (on a 50,000-layer graph, the long tail gets none).
-    ``alternatives``: the profiles the downgrade advice may point to, or a function returning them
-    (called only when that advice applies; the caller loads them)."""
+    ``alternatives``: the profiles the downgrade advice may point to, or a function ``(kind,
+    below_tops) -> profiles`` (called only when that advice applies; the caller loads them)."""
     x = Ctx(report)
     layers = [c for c in report.score.layers if c.time_s > 0 and c.cause != "compute"]
     total_lost = sum(c.lost_s for c in layers) or 1.0
@@ -435,8 +435,8 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
     lat = t["latency_s"]
     layers = [c.layer for c in sc.layers]
     best = None
-    if callable(alternatives):
-        alternatives = alternatives()
+    if callable(alternatives):  # only a device of the same kind quoting fewer TOP/s is a candidate
+        alternatives = alternatives(hw.kind, hw.headline_tops)
     for other in alternatives:
         name = other.name
         if name == hw.name:

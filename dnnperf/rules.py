@@ -71,8 +71,10 @@ def pick_unit(hw: HardwareProfile, precision: str, matrix: bool, gemm: Gemm | No
     return pick_from(hw.units, precision, matrix, gemm)
 
 
-def pick_from(units, precision: str, matrix: bool, gemm: Gemm | None) -> tuple[Unit, str, float, float]:
-    """``pick_unit`` among ``units`` (a device's, or a library's view of them)."""
+def pick_from(units, precision: str, matrix: bool, gemm: Gemm | None,
+              check_alignment: bool = True) -> tuple[Unit, str, float, float]:
+    """``pick_unit`` among ``units``; ``check_alignment`` False for libraries that pad any shape to
+    the unit (GPU GEMMs)."""
     best = None
     kind = "matrix" if matrix else "vector"
     for u in units:
@@ -81,7 +83,7 @@ def pick_from(units, precision: str, matrix: bool, gemm: Gemm | None) -> tuple[U
         r = u.rate(precision)
         if r is None:
             continue
-        if matrix and not aligned(gemm, u.alignment.get(precision)):
+        if matrix and check_alignment and not aligned(gemm, u.alignment.get(precision)):
             continue
         eff = tile_efficiency(gemm, u.tile.get(precision)) if matrix else 1.0
         score = r * eff

@@ -192,12 +192,14 @@ def _memory(s: LayerState) -> float:
     return max(s.t, s.t_memory)
 
 
-def _overlap(s: LayerState) -> float:
+def _overlap(s: LayerState, hidden: float | None = None) -> float:
     """The shorter of math and traffic hides behind the longer only as far as the device overlaps
-    them (memory_overlap: 1 on GPUs/TPUs, measured on calibrated CPUs); ops with no fast kernel
-    run them back to back."""
+    them (``hidden``, by default the profile's memory_overlap: 1 on GPUs/TPUs, measured on calibrated
+    CPUs); ops with no fast kernel run them back to back."""
     short = min(s.t_compute, s.t_memory)
-    return s.t + (short if s.unoptimized else (1.0 - s.hw.memory_overlap) * short)
+    if s.unoptimized:
+        return s.t + short
+    return s.t + (1.0 - (s.hw.memory_overlap if hidden is None else hidden)) * short
 
 
 def _efficiency(s: LayerState) -> float:
@@ -237,20 +239,6 @@ def _is_conv(w: Workload) -> bool:
     return w.family in ("conv", "grouped_conv") and bool(w.conv)
 
 
-_UNALIGNED: dict[tuple, tuple] = {}
-
-
-def _unaligned(units: tuple) -> tuple:
-    """``units`` without alignment constraints (made once per set of units, not per layer)."""
-    key = tuple(id(u) for u in units)
-    hit = _UNALIGNED.get(key)
-    if hit is None or any(a is not b for a, b in zip(hit[0], units)):  # ids of freed units can be reused
-        if len(_UNALIGNED) > 256:
-            _UNALIGNED.clear()
-        hit = _UNALIGNED[key] = (units, tuple(replace(u, alignment={}) for u in units))
-    return hit[1]
-
-
 def _gpu_unit(s: LayerState) -> float:
     """The unit the library uses: tensor cores only for the precisions its GEMM / convolution
     kernels run there, and for convolutions only when the channels fit the unit's alignment (else
@@ -265,11 +253,9 @@ def _gpu_unit(s: LayerState) -> float:
     units = hw.units
     if w.is_matrix and s.precision not in allowed:
         units = tuple(u for u in units if gpu.unit_class(u.name) == "cuda_cores") or units
-    if not conv:
-        # GEMM libraries pad any shape for the tensor cores; convolutions gather channel vectors
-        # that must fill the unit's alignment (NHWC in multiples of 8 halves)
-        units = _unaligned(units)
-    unit, run_prec, rate, _ = rules.pick_from(units, s.precision, matrix, w.gemm)
+    # GEMM libraries pad any shape for the tensor cores; convolutions gather channel vectors that
+    # must fill the unit's alignment (NHWC in multiples of 8 halves)
+    unit, run_prec, rate, _ = rules.pick_from(units, s.precision, matrix, w.gemm, check_alignment=conv)
     s.unit, s.unit_name, s.run_precision, s.rate = unit, unit.name, run_prec, rate
     tensor_ok = s.precision in allowed and any(
         gpu.unit_class(u.name) == "tensor_cores" and s.precision in u.peak_tops for u in hw.units)
@@ -388,9 +374,7 @@ def _gpu_memory(s: LayerState) -> float:
 def _gpu_overlap(s: LayerState) -> float:
     """``_overlap`` with the library's figure for tiled GEMM and convolution kernels (matrix_overlap:
     near the ridge point they hide less than the ideal roofline's max)."""
-    if s.plan is None or s.unoptimized:
-        return _overlap(s)
-    return s.t + (1.0 - min(s.lib.matrix_overlap, s.hw.memory_overlap)) * min(s.t_compute, s.t_memory)
+    return _overlap(s, None if s.plan is None else min(s.lib.matrix_overlap, s.hw.memory_overlap))
 
 
 def _gpu_launch(s: LayerState) -> float:

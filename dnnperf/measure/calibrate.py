@@ -45,15 +45,21 @@ def reorder_efficiency(mb, kernels: dict, base) -> float | None:
     return min(1.0, max(0.01, ideal / (statistics.median(times) * 1e-6)))
 
 
-def host_shape_ops(mb) -> int:
-    """The shape-arithmetic ops dnnperf costs in a micro-model (its own loader counts them)."""
+def _inspect_micro(m):
+    """dnnperf's inspection of a micro-model (loaded from a copy: the loader writes into its input)."""
+    from onnx import ModelProto
+
     from dnnperf.api import inspect_graph
     from dnnperf.load import graph_from_model
-    import onnx
 
-    m = onnx.ModelProto()
-    m.CopyFrom(mb.model)
-    insp = inspect_graph(graph_from_model(m), "host-shape micro-benchmark")
+    m2 = ModelProto()
+    m2.CopyFrom(m)
+    return inspect_graph(graph_from_model(m2), "<micro>")
+
+
+def host_shape_ops(mb) -> int:
+    """The shape-arithmetic ops dnnperf costs in a micro-model (its own loader counts them)."""
+    insp = _inspect_micro(mb.model)
     return sum(1 for r in insp.rows if r.workload is not None and r.workload.family == "shape_runtime")
 
 
@@ -195,14 +201,8 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
 
 def predict_micro(m, hw, fusion: str = "none") -> float:
     """dnnperf's estimate for a micro-model (efficiency 1, no launch cost): the roofline part."""
-    from onnx import ModelProto
-
-    from dnnperf.api import analyze, inspect_graph
-    from dnnperf.load import graph_from_model
+    from dnnperf.api import analyze
     from dnnperf.scoring import Settings
 
-    m2 = ModelProto()
-    m2.CopyFrom(m)
-    insp = inspect_graph(graph_from_model(m2), "<micro>")
-    rep = analyze(insp, hw, Settings(fusion=fusion), with_fixes=False)
+    rep = analyze(_inspect_micro(m), hw, Settings(fusion=fusion), with_fixes=False)
     return sum(c.time_s - c.t_launch for c in rep.score.layers) + hw.launch_overhead_us * 1e-6
