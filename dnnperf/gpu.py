@@ -22,7 +22,7 @@ from functools import lru_cache
 from math import ceil
 
 _FIELDS = ("tiles", "conv_tiles", "feed_ops_per_element", "library_efficiency", "bandwidth_efficiency", "split_k_min",
-           "conv_split_k", "min_kernel_us", "graph_kernel_us", "k_step_cycles", "k_step", "ctas_per_sm_tile", "winograd", "winograd_tile",
+           "conv_split_k", "min_kernel_us", "graph_kernel_us", "k_step_cycles", "conv_k_step_cycles", "k_step", "ctas_per_sm_tile", "winograd", "winograd_tile",
            "winograd_efficiency", "tensor_core_precisions", "conv_efficiency", "misaligned_efficiency",
            "misaligned_vector", "split_k_precisions", "reorder_kernels", "sm_watts", "boost_clock_mhz", "l2_usable_fraction",
            "l2_bandwidth_factor", "gemv_max", "gemv_precisions", "dies", "gemm_alignment_bytes",
@@ -50,6 +50,7 @@ class GpuLibrary:
     min_kernel_us: float
     graph_kernel_us: float
     k_step_cycles: float
+    conv_k_step_cycles: float  # the same for convolution kernels (implicit GEMM's gathered loads)
     k_step: dict
     ctas_per_sm_tile: int
     winograd: dict
@@ -108,6 +109,7 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         min_kernel_us=float(merged["min_kernel_us"]),
         graph_kernel_us=float(merged["graph_kernel_us"]),
         k_step_cycles=float(merged["k_step_cycles"]),
+        conv_k_step_cycles=float(merged["conv_k_step_cycles"]),
         k_step=dict(merged["k_step"]),
         ctas_per_sm_tile=int(merged["ctas_per_sm_tile"]),
         winograd=dict(merged.get("winograd") or {}),
@@ -200,11 +202,12 @@ class Plan:
 
 def plan_gemm(m: int, n: int, k: int, count: int, sms: int, lib: GpuLibrary, unit: str, rate_per_s: float,
               hz: float, precision: str, split_k: bool = True, acc_bytes: int = 4, gemv: bool = True,
-              tiles: tuple | None = None) -> Plan:
+              tiles: tuple | None = None, step_cycles: float | None = None) -> Plan:
     """The tile (and split-K) a library would pick for ``count`` products of m x n x k on ``sms``
     SMs of total ``rate_per_s`` (ops/s at the clock ``hz``): the one that finishes first. ``gemv``:
     whether the library has matrix-vector kernels for this call (BLAS products; not convolutions).
-    ``tiles``: the tile shapes to choose from (default the library's GEMM tiles)."""
+    ``tiles``: the tile shapes to choose from (default the library's GEMM tiles); ``step_cycles``: the
+    latency of one step of the K loop (default the library's GEMM figure, ``k_step_cycles``)."""
     if gemv and min(m, n) <= lib.gemv_max and precision in lib.gemv_precisions:
         # matrix-vector kernels: every SM streams a slice of the matrix and reduces K within the
         # block; no tile K loop to wait on, the memory step bounds them
@@ -212,7 +215,7 @@ def plan_gemm(m: int, n: int, k: int, count: int, sms: int, lib: GpuLibrary, uni
         return Plan((min(m, n), max(m, n)), 1, sms, 1, t, False, 1.0, 0, 1.0)
     feed = float(lib.feed_ops_per_element.get(unit, lib.feed_ops_per_element.get("cuda_cores", 48)))
     rate_sm = rate_per_s / max(sms, 1)
-    step_s = lib.k_step_cycles / hz
+    step_s = (lib.k_step_cycles if step_cycles is None else step_cycles) / hz
     k_per_step = float(lib.k_step.get(precision, 8))
     best = None
     for tm, tn in tiles or lib.tiles:

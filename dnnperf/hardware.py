@@ -444,7 +444,7 @@ def _gpu_section(v, kind: str, where: str) -> dict:
     if "generation" in g and g["generation"] not in GENERATIONS:
         raise DnnperfError(f"{where}.gpu.generation: one of {', '.join(GENERATIONS)}, got {g['generation']!r}")
     for k in ("tdp_w", "bandwidth_efficiency", "min_kernel_us", "split_k_min", "conv_efficiency",
-              "misaligned_efficiency", "matrix_overlap"):
+              "misaligned_efficiency", "matrix_overlap", "k_step_cycles", "conv_k_step_cycles"):
         if k in g:
             _num(g[k], f"{where}.gpu.{k}", upper=1.0 if k.endswith(("efficiency", "overlap")) else None,
                  allow_zero=k == "matrix_overlap")
