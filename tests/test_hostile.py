@@ -241,3 +241,28 @@ def test_hostile_shape_subgraph_is_not_materialised(tmp_path):
     assert r.exit_code in (0, 2) and "Traceback" not in r.stderr
     if r.exit_code == 0:
         assert json.loads(r.stdout)["unsupported_ops"]  # listed, not silently zero
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or not os.path.exists("/proc/self"), reason="RLIMIT_AS is Linux-specific")
+def test_a_long_one_dimensional_elementwise_op_is_not_materialised(tmp_path):
+    # ONNX's data propagation turns a 1-D tensor of static length n feeding Add into n symbolic
+    # values (~225 bytes each: 2^26 elements would need ~15 GB); shape vectors are never that long,
+    # so the loader must not ask for it. Run under a 3 GB address-space cap: exit 0, one Add costed.
+    import resource
+    import subprocess
+    import sys
+
+    n = 1 << 26
+    m = model([helper.make_node("Add", ["a", "b"], ["c"])], [vi("a", [n]), vi("b", [n])], [vi("c", [n])])
+    path = save(m, tmp_path, "long1d.onnx")
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    r = subprocess.run([sys.executable, "-m", "dnnperf", "inspect", path, "-f", "json", "-q"], capture_output=True,
+                       text=True, preexec_fn=cap, timeout=600)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    add = [x for x in doc["layers"] if x["op_type"] == "Add"]
+    assert len(add) == 1 and add[0]["other_ops"] == n
+    assert add[0]["act_bytes_read"] == 2 * n * 4 and add[0]["bytes_written"] == n * 4  # fp32: two read, one written

@@ -141,7 +141,10 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         order = None
     del g.value_info[:]  # stale entries could disagree with the user's dims
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        # no data propagation: ONNX's would turn every 1-D tensor of static length n that reaches an
+        # elementwise op into n symbolic values (~225 bytes each; a 2^26-element Add needs ~15 GB);
+        # the shape arithmetic it is meant for is folded by gaps.settle below
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
     except RecursionError:
         raise DnnperfError(f"'{path}' nests subgraphs too deeply for shape inference") from None
     except Exception as exc:
