@@ -87,6 +87,40 @@ def test_validate_tiny_model(tmp_path, local_profile):
     assert d["error"] == pytest.approx((d["predicted_s"] - d["measured_s"]) / d["measured_s"], rel=1e-2, abs=1e-3)
 
 
+def test_validate_estimates_for_the_machine_speed_now(tmp_path, local_profile):
+    from dnnperf.measure.validate import anchors_of
+
+    hw = load_profile(local_profile[1])
+    # the quick calibration's anchors: its 512^3 GEMM and its two 8 Mi-element fp32 vectors added
+    anchors = anchors_of(hw, None)
+    assert [(mb.name, mb.role) for mb, _ in anchors] == [("gemm_fp32", "peak"), ("bandwidth_add", "dram")]
+    assert anchors[0][0].ops == 2 * 512 ** 3 and anchors[1][0].nbytes == 3 * 4 * 8 * 1024 * 1024
+    assert all(then == local_profile[0]["measured"]["micro_benchmarks_s"][mb.name] for mb, then in anchors)
+    # another thread count, or a profile that was not calibrated here: nothing to compare against
+    assert anchors_of(hw, hw.measured["threads"] + 1) == [] and anchors_of(load_profile("v100"), None) == []
+    path = save(conv_model(8, 16, 12, 12, 3, pads=[1, 1, 1, 1], relu=True), tmp_path)
+    d = validate(path, hw, ShapeOverrides(), runs=3, strict=False)
+    speed = d["speed_vs_calibration"]
+    assert set(speed) == {"compute", "memory"} and all(v > 0 for v in speed.values())
+    assert d["predicted_as_calibrated_s"] > 0
+    off = validate(path, hw, ShapeOverrides(), runs=3, strict=False, drift=False)
+    assert off["speed_vs_calibration"] is None and off["predicted_as_calibrated_s"] is None
+    assert off["predicted_s"] == d["predicted_as_calibrated_s"]
+
+
+def test_a_profile_at_the_machine_speed_now_by_hand(local_profile):
+    from dnnperf.measure.validate import at_current_speed
+
+    hw = load_profile(local_profile[1])
+    fast = at_current_speed(hw, 1.25, 0.8)
+    assert fast.units[0].peak_tops["fp32"] == pytest.approx(hw.units[0].peak_tops["fp32"] * 1.25)
+    assert fast.headline_tops == pytest.approx(hw.headline_tops * 1.25)
+    assert fast.dram_gbs == pytest.approx(hw.dram_gbs * 0.8)
+    assert [g for _, g in fast.bandwidth_curve] == pytest.approx([g * 0.8 for _, g in hw.bandwidth_curve])
+    assert fast.launch_overhead_us == pytest.approx(hw.launch_overhead_us / 1.25)
+    assert fast.efficiency == hw.efficiency and fast.memory_overlap == hw.memory_overlap  # shares, not speeds
+
+
 def test_skeleton_weights_are_materialised_without_opening_paths(tmp_path, monkeypatch):
     import onnx
 
@@ -157,6 +191,12 @@ def test_protocol_settles_or_says_the_machine_is_too_noisy(monkeypatch):
     halving = {"a": iter([1.0 / 2 ** i for i in range(10)])}
     r = ort_mod.settled_times({"a": ("a", None)}, rounds_min=2, rounds_max=4, runs=1, budget_s=0, strict=False)
     assert not r["settled"] and r["times"]["a"] == (1.0 / 2 + 1.0 / 4) / 2  # the median of 1, 1/2, 1/4, 1/8
+    # a job outside settle_on is timed in every round but not waited for
+    script = {"a": iter([1.0] * 4), "b": iter([1.0 / 2 ** i for i in range(10)])}
+    monkeypatch.setattr(ort_mod, "median_run", lambda sess, feeds, **kw: next(script[sess]))
+    r = ort_mod.settled_times({"a": ("a", None), "b": ("b", None)}, rounds_min=3, rounds_max=6, runs=1, budget_s=0,
+                              settle_on=("a",))
+    assert r["settled"] and r["rounds"] == 3 and r["times"]["b"] == 0.5  # the median of 1, 1/2, 1/4
     # one lucky round does not set the figure: the median of the rounds does
     lucky = {"a": iter([1.0, 1.0, 0.5, 1.0, 1.0])}
     monkeypatch.setattr(ort_mod, "median_run", lambda sess, feeds, **kw: next(lucky[sess]))

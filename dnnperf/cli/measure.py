@@ -46,6 +46,9 @@ def validate(
     dim: Dim = None,
     threads: Threads = None,
     runs: Annotated[int, typer.Option("--runs", help="Timed runs (robust median).")] = 20,
+    drift: Annotated[bool, typer.Option(
+        "--drift/--no-drift", help="Re-time the calibration's anchor micro-benchmarks next to the model and estimate "
+                                   "for the machine's speed now (a calibrated profile only); --no-drift: as calibrated.")] = True,
     fmt: Format = None,
     output: Output = None,
     quiet: Quiet = False,
@@ -70,5 +73,5 @@ def validate(
 
     positive(runs, "--runs")
     profile = load_profile(hw)
-    d = run_validate(model, profile, overrides(batch, input_shape, dim), threads, runs)
+    d = run_validate(model, profile, overrides(batch, input_shape, dim), threads, runs, drift=drift)
     return Document("validate", d, notes=tuple(d.get("notes", ())))

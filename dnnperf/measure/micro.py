@@ -119,6 +119,30 @@ def _matmul(name, m, k, n, role, key="", dtype=1):
                  2.0 * m * n * k, nbytes)
 
 
+# the entries validate re-times next to a model: how fast this machine multiplies and streams now
+# against when it was calibrated (its speed drifts on a shared machine)
+ANCHORS = ("gemm_fp32", "bandwidth_add")
+
+
+def _peak_gemm(quick: bool) -> Micro:
+    n = 512 if quick else 1024
+    return _matmul("gemm_fp32", n, n, n, "peak")
+
+
+def _dram_add(quick: bool) -> Micro:
+    from onnx import helper
+
+    e = (8 if quick else 16) * 1024 * 1024
+    add = _model([helper.make_node("Add", ["a", "b"], ["y"])], [_vi("a", [e]), _vi("b", [e])], [_vi("y", None)])
+    return Micro("bandwidth_add", add, {"a": np.ones(e, np.float32), "b": np.ones(e, np.float32)}, "dram",
+                 ops=e, nbytes=3 * 4 * e)
+
+
+def anchor_models(quick: bool) -> list[Micro]:
+    """The ANCHORS entries, at the sizes of a quick or a default calibration."""
+    return [_peak_gemm(quick), _dram_add(quick)]
+
+
 def micro_models(quick: bool) -> list[Micro]:
     """The table, in measuring order. Sizes are big enough to time, small enough for ~1 minute."""
     from onnx import helper
@@ -126,15 +150,12 @@ def micro_models(quick: bool) -> list[Micro]:
     rng = np.random.default_rng(0)
     n = 512 if quick else 1024
     out = [
-        _matmul("gemm_fp32", n, n, n, "peak"),
+        _peak_gemm(quick),
         _matmul("gemm_int8", n, n, n, "peak_int8", dtype=2),
         _matmul("gemm_ffn", 197, 768, 3072, "peak", "matmul"),  # a key: also a matmul-family entry
         _matmul("small_gemm", 128, 768, 768, "peak", "matmul"),
+        _dram_add(quick),
     ]
-    e = (8 if quick else 16) * 1024 * 1024
-    add = _model([helper.make_node("Add", ["a", "b"], ["y"])], [_vi("a", [e]), _vi("b", [e])], [_vi("y", None)])
-    out.append(Micro("bandwidth_add", add, {"a": np.ones(e, np.float32), "b": np.ones(e, np.float32)}, "dram",
-                     ops=e, nbytes=3 * 4 * e))
     cold_n = 8192 if quick else 16384  # weights of 25-50 MB: larger than the last-level cache
     out.append(_matmul("gemm_cold", 49, 768, cold_n, "cold"))
     for m_rows in M_ROWS:  # thin in M (few rows), N = K = 768

@@ -77,7 +77,7 @@ SMALL_S = 50e-6
 
 
 def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budget_s: float, progress=None,
-                  strict: bool = True) -> dict:
+                  strict: bool = True, settle_on: tuple | None = None) -> dict:
     """Interleaved rounds over ``jobs`` ({name: (session or a function making one, feeds)}): sessions
     made by a function live only while their job is timed (an idle session's threads keep spinning
     and slow the others). Each round times every job once (robust median of its faster runs: other
@@ -85,7 +85,8 @@ def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budge
     jobs. A job's time is the median of its rounds: on a shared machine the fastest round is a lucky
     moment that does not come back (minimums of back-to-back calibrations differ by up to 60%, their
     medians over time by a few percent). Rounds repeat until one more round moves no job's median by
-    more than the tolerance (and at least ``rounds_min`` ran); after ``rounds_max`` rounds without
+    more than the tolerance (and at least ``rounds_min`` ran; ``settle_on``: only these jobs are
+    waited for, the others are timed in the same rounds); after ``rounds_max`` rounds without
     agreement the machine is too noisy (TooNoisy, exit 3), or, with ``strict=False`` (the test suite
     on shared CI machines), the medians so far are returned marked ``settled: False``.
     Returns {"times": {name: s}, "rounds": n, "spread": {name: max/min - 1 over rounds}, "settled": bool}."""
@@ -109,7 +110,7 @@ def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budge
             history[n].append(t)
             old = mid.get(n)
             mid[n] = statistics.median(history[n])
-            if old is not None:
+            if old is not None and (settle_on is None or n in settle_on):
                 moved[n] = abs(old - mid[n]) / old
             if progress:
                 progress(n)

@@ -7,6 +7,7 @@ import os
 import re
 
 from dnnperf.fmt import sig
+from dnnperf.fmt import t as fmt_time
 from dnnperf.measure.ort import feeds_for, profiled_kernels, runnable_bytes, session, settled_times
 
 
@@ -14,18 +15,55 @@ def _sig(x: float) -> float:
     return sig(x, 4)
 
 
-def measure(path: str, graph, threads: int | None, runs: int = 20, warmup: int = 3, strict: bool = True):
-    """(robust median model latency s, {ORT kernel name: (op, median us)} from a profiled run)."""
+def anchors_of(hw, threads: int | None) -> list:
+    """[(micro-benchmark, its seconds at calibration)] for the calibration's anchor entries
+    (``micro.ANCHORS``), when ``hw`` was calibrated on this machine's thread count; [] otherwise."""
+    from dnnperf.measure.micro import ANCHORS, anchor_models
+
+    meas = getattr(hw, "measured", None) or {}
+    then = meas.get("micro_benchmarks_s") or {}
+    if not isinstance(then, dict) or any(not isinstance(then.get(a), (int, float)) or then[a] <= 0 for a in ANCHORS):
+        return []
+    if meas.get("threads") and int(meas["threads"]) != int(threads or os.cpu_count() or 1):
+        return []
+    return [(mb, float(then[mb.name])) for mb in anchor_models(meas.get("mode") == "quick")]
+
+
+def at_current_speed(hw, compute: float, memory: float):
+    """``hw`` with its arithmetic rates (and per-op host costs) scaled by ``compute`` and its
+    bandwidths by ``memory``: the machine as fast as it is now, relative to its calibration."""
+    from dataclasses import replace
+
+    units = tuple(replace(u, peak_tops={k: v * compute for k, v in u.peak_tops.items()}) for u in hw.units)
+    return replace(hw, units=units, headline_tops=hw.headline_tops * compute, dram_gbs=hw.dram_gbs * memory,
+                   onchip_gbs=None if hw.onchip_gbs is None else hw.onchip_gbs * memory,
+                   bandwidth_curve=tuple((mb, gbs * memory) for mb, gbs in hw.bandwidth_curve),
+                   launch_overhead_us=hw.launch_overhead_us / compute,
+                   host_op_us=None if hw.host_op_us is None else hw.host_op_us / compute)
+
+
+def measure(path: str, graph, threads: int | None, runs: int = 20, warmup: int = 3, strict: bool = True,
+            anchors=()):
+    """(robust median model latency s, {ORT kernel name: (op, median us)} from a profiled run, the
+    settled record). ``anchors``: micro-benchmarks timed in the same interleaved rounds (their
+    times are in the record under "anchor:<name>")."""
     data = runnable_bytes(path)
     feeds = feeds_for(graph)
     # plain session for the end-to-end latency (profiling adds overhead per node)
     sess = session(data, threads)
-    settled = settled_times({"model": (sess, feeds)}, rounds_min=3, rounds_max=8, runs=max(3, runs // 3),
-                            budget_s=3.0, strict=strict)
+    jobs = {"model": (sess, feeds)}
+    for mb in anchors:
+        jobs[f"anchor:{mb.name}"] = (lambda b=mb.model.SerializeToString(): session(b, threads), mb.feeds)
+    settled = settled_times(jobs, rounds_min=3, rounds_max=8, runs=max(3, runs // 3), budget_s=3.0, strict=strict,
+                            settle_on=("model",))  # the anchors ride along: their medians over the same rounds
     latency = settled["times"]["model"]
     del sess  # an idle session's worker threads may keep spinning: free it before the profiled run
     gc.collect()
     return latency, profiled_kernels(data, feeds, threads, runs, warmup), settled
+
+
+def _pace(x: float) -> str:
+    return f"{abs(x - 1) * 100:.0f}% {'faster' if x >= 1 else 'slower'}"
 
 
 def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
@@ -92,15 +130,29 @@ def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
     return measured, unmatched
 
 
-def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 20, strict: bool = True) -> dict:
+def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 20, strict: bool = True,
+             drift: bool = True) -> dict:
+    """Predicted vs measured for one model. With ``drift`` (and a profile calibrated here), the
+    calibration's anchor micro-benchmarks are re-timed in the same rounds as the model and the
+    estimate is made for the machine as fast as it is now (``at_current_speed``); the JSON keeps
+    the estimate of the profile as calibrated too."""
     from dnnperf.scoring import Settings
     from dnnperf.api import analyze, inspect_graph
     from dnnperf.load import load_graph
 
     graph = load_graph(path, overrides)
     insp = inspect_graph(graph, path)
+    anchors = anchors_of(hw, threads) if drift else []
+    latency, kernels, settled = measure(path, graph, threads, runs=runs, strict=strict,
+                                        anchors=[mb for mb, _ in anchors])
+    calibrated_s = None
+    speed = {}
+    if anchors:
+        now = settled["times"]
+        speed = {mb.role: then / now[f"anchor:{mb.name}"] for mb, then in anchors}  # > 1: faster now
+        calibrated_s = analyze(insp, hw, Settings(fusion="typical"), with_fixes=False).score.totals["latency_s"]
+        hw = at_current_speed(hw, speed["peak"], speed["dram"])
     rep = analyze(insp, hw, Settings(fusion="typical"), with_fixes=False)
-    latency, kernels, settled = measure(path, graph, threads, runs=runs, strict=strict)
     layers = [c.layer for c in rep.score.layers]
     meas, unmatched = map_kernels(kernels, graph, layers)
     pred = {c.name: c.time_s for c in rep.score.layers if c.time_s > 0}
@@ -126,6 +178,10 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
     top_layers = [{"layer": k, "measured_s": _sig(meas.get(k, 0.0) * 1e-6), "measured_rank": rank_m.get(k),
                    "predicted_s": _sig(pred.get(k, 0.0)), "predicted_rank": rank_p.get(k)} for k in shown]
     notes = []
+    if speed and max(abs(v - 1) for v in speed.values()) > 0.02:
+        notes.append(f"this machine multiplies {_pace(speed['peak'])} and streams memory {_pace(speed['dram'])} than "
+                     f"when {hw.name} was calibrated (its anchor micro-benchmarks, timed next to the model): the "
+                     f"estimate is for its speed now; as calibrated: {fmt_time(calibrated_s)} (--no-drift)")
     cal = (getattr(hw, "measured", None) or {}).get("threads")
     used = threads or os.cpu_count()
     if cal and int(cal) != int(used):
@@ -143,6 +199,8 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
         "top5_also_predicted_top5": [k for k in top_meas if k in top_pred5],
         "top5_inside_predicted_top10": all(k in top_pred10 for k in top_meas),
         "top_layers": top_layers,
+        "predicted_as_calibrated_s": None if calibrated_s is None else _sig(calibrated_s),
+        "speed_vs_calibration": {"compute": _sig(speed["peak"]), "memory": _sig(speed["dram"])} if speed else None,
         "rounds": settled["rounds"],
         "spread": _sig(settled["spread"]["model"]),
         "notes": notes,

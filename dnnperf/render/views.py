@@ -380,7 +380,10 @@ def _validate(doc) -> list:
             Lines([f"model: predicted {t(d['predicted_s'])}, measured {t(d['measured_s'])}, "
                    f"error {d['error'] * 100:+.1f}%; measured top-5 inside predicted top-10: "
                    f"{d['top5_inside_predicted_top10']}; unmatched kernels: {len(d['kernels_unmatched'])}"
-                   + (f"; {d['rounds']} measurement rounds, spread {d['spread'] * 100:.1f}%" if "rounds" in d else "")]),
+                   + (f"; {d['rounds']} measurement rounds, spread {d['spread'] * 100:.1f}%" if "rounds" in d else "")
+                   + (f"; machine speed vs calibration: compute x{d['speed_vs_calibration']['compute']:.3f}, memory "
+                      f"x{d['speed_vs_calibration']['memory']:.3f} (as calibrated: {t(d['predicted_as_calibrated_s'])})"
+                      if d.get("speed_vs_calibration") else "")]),
             Tab("Top layers: measured next to predicted (rank in each)",
                 ["layer", "measured", "rank", "predicted", "rank"],
                 [[_short(r["layer"]), t(r["measured_s"]), str(r["measured_rank"] or "-"), t(r["predicted_s"]),
