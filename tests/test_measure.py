@@ -108,6 +108,27 @@ def test_validate_estimates_for_the_machine_speed_now(tmp_path, local_profile):
     assert off["predicted_s"] == d["predicted_as_calibrated_s"]
 
 
+def test_the_cold_gemm_overlap_is_the_one_that_reproduces_its_time(local_profile):
+    from dnnperf.hardware import profile_from_dict
+    from dnnperf.measure.calibrate import cold_overlap, predict_micro
+    from dnnperf.measure.micro import micro_models
+
+    prof = dict(local_profile[0])
+    cold = next(mb for mb in micro_models(True) if mb.role == "cold")
+    t0, t1 = (predict_micro(cold.model, profile_from_dict({**prof, "memory_overlap": ov}, "x")) for ov in (0.0, 1.0))
+    # the shorter of math and weight streaming is hidden or not: T0 - T1 is that side, > 0
+    assert t0 > t1
+    assert cold_overlap(cold, prof, t0) == pytest.approx(0.0, abs=1e-9)
+    assert cold_overlap(cold, prof, t1) == pytest.approx(1.0)
+    assert cold_overlap(cold, prof, 0.25 * t0 + 0.75 * t1) == pytest.approx(0.75)
+    # slower than no overlap at all, or faster than full overlap: clamped, never outside [0, 1]
+    assert cold_overlap(cold, prof, 2 * t0) == 0.0 and cold_overlap(cold, prof, 0.5 * t1) == 1.0
+    # and the profile estimates the GEMM at its measured time with that overlap
+    mid = 0.5 * (t0 + t1)
+    hw = profile_from_dict({**prof, "memory_overlap": cold_overlap(cold, prof, mid)}, "x")
+    assert predict_micro(cold.model, hw) == pytest.approx(mid, rel=1e-6)
+
+
 def test_a_profile_at_the_machine_speed_now_by_hand(local_profile):
     from dnnperf.measure.validate import at_current_speed
 
