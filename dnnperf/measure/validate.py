@@ -24,8 +24,9 @@ def anchors_of(hw, threads: int | None) -> list:
     then = meas.get("micro_benchmarks_s") or {}
     if not isinstance(then, dict) or any(not isinstance(then.get(a), (int, float)) or then[a] <= 0 for a in ANCHORS):
         return []
-    if meas.get("threads") and int(meas["threads"]) != int(threads or os.cpu_count() or 1):
-        return []
+    cal = meas.get("threads")
+    if cal and (not isinstance(cal, int) or cal != int(threads or os.cpu_count() or 1)):
+        return []  # another thread count (or a record that does not say): nothing to compare against
     return [(mb, float(then[mb.name])) for mb in anchor_models(meas.get("mode") == "quick")]
 
 
@@ -184,7 +185,7 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
                      f"estimate is for its speed now; as calibrated: {fmt_time(calibrated_s)} (--no-drift)")
     cal = (getattr(hw, "measured", None) or {}).get("threads")
     used = threads or os.cpu_count()
-    if cal and int(cal) != int(used):
+    if isinstance(cal, int) and cal != int(used):
         notes.append(f"{hw.name} was calibrated with {cal} threads but this run uses {used}: calibrate with "
                      f"--threads {used} (or validate with --threads {cal}) for a like-for-like comparison")
     return {
