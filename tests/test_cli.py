@@ -266,3 +266,27 @@ def test_baseline_keeps_profile_spec_as_written(tmp_path, monkeypatch):
     assert entry["hardware"] == "my.yaml" and entry["model"] == "net.onnx"  # no absolute paths
     assert invoke("check", "net.onnx", "--baseline", "base.json").exit_code == 0
     assert os.path.exists(model)
+
+
+def test_the_entry_point_builds_one_command_as_the_whole_app_would():
+    # main() builds only the command a run names; its help, usage errors and exit codes must be the
+    # ones the whole app gives (CliRunner below drives the whole app)
+    import subprocess
+    import sys
+
+    from dnnperf.cli.app import app
+
+    names = [c.name for c in app.registered_commands]
+    assert {"inspect", "analyze", "validate", "calibrate"} <= set(names)
+    for name in ("analyze", "strip", "shapes", "validate"):
+        p = subprocess.run([sys.executable, "-m", "dnnperf", name, "--help"], capture_output=True, text=True)
+        whole = CliRunner().invoke(app, [name, "--help"], prog_name="dnnperf")
+        # the same text (wrapped to the terminal: compared word by word)
+        assert p.returncode == whole.exit_code == 0 and p.stdout.split() == whole.stdout.split(), name
+    p = subprocess.run([sys.executable, "-m", "dnnperf", "analyze", RESNET, "--hw", "v100", "--bogus"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.strip().endswith("(see `dnnperf analyze --help`)") and not p.stdout
+    p = subprocess.run([sys.executable, "-m", "dnnperf", "analyz", RESNET], capture_output=True, text=True)
+    assert p.returncode == 2 and "No such command 'analyz'" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "dnnperf", "hw", "show", "v100"], capture_output=True, text=True)
+    assert p.returncode == 0 and "v100" in p.stdout
