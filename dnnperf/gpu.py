@@ -208,6 +208,25 @@ def plan_gemm(m: int, n: int, k: int, count: int, sms: int, lib: GpuLibrary, uni
     whether the library has matrix-vector kernels for this call (BLAS products; not convolutions).
     ``tiles``: the tile shapes to choose from (default the library's GEMM tiles); ``step_cycles``: the
     latency of one step of the K loop (default the library's GEMM figure, ``k_step_cycles``)."""
+    key = (m, n, k, count, sms, id(lib), unit, rate_per_s, hz, precision, split_k, acc_bytes, gemv, tiles, step_cycles)
+    hit = _PLANS.get(key)
+    if hit is not None and hit[0] is lib:  # the same library object (its id alone could be reused)
+        return hit[1]
+    plan = _plan_gemm(m, n, k, count, sms, lib, unit, rate_per_s, hz, precision, split_k, acc_bytes, gemv, tiles,
+                      step_cycles)
+    if len(_PLANS) >= 200_000:
+        _PLANS.clear()
+    _PLANS[key] = (lib, plan)
+    return plan
+
+
+# plans already made in this process: a model is scored several times (the fusion what-if, the
+# precision rungs, downgrade candidates) and its repeated blocks ask for the same products
+_PLANS: dict = {}
+
+
+def _plan_gemm(m, n, k, count, sms, lib, unit, rate_per_s, hz, precision, split_k, acc_bytes, gemv, tiles,
+               step_cycles) -> Plan:
     if gemv and min(m, n) <= lib.gemv_max and precision in lib.gemv_precisions:
         # matrix-vector kernels: every SM streams a slice of the matrix and reduces K within the
         # block; no tile K loop to wait on, the memory step bounds them
