@@ -183,6 +183,11 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
         notes.append(f"this machine multiplies {_pace(speed['peak'])} and streams memory {_pace(speed['dram'])} than "
                      f"when {hw.name} was calibrated (its anchor micro-benchmarks, timed next to the model): the "
                      f"estimate is for its speed now; as calibrated: {fmt_time(calibrated_s)} (--no-drift)")
+    profiled_s = sum(us for _op, us in kernels.values()) * 1e-6  # every kernel of the profiled run
+    if latency > 0 and profiled_s > 1.2 * latency:
+        notes.append(f"the per-layer measured times come from ONNX Runtime's profiled run, whose kernels add up to "
+                     f"{profiled_s / latency:.2f}x the model's unprofiled latency ({fmt_time(profiled_s)} vs "
+                     f"{fmt_time(latency)}): compare the layers' ranks and shares, not their absolute errors")
     cal = (getattr(hw, "measured", None) or {}).get("threads")
     used = threads or os.cpu_count()
     if isinstance(cal, int) and cal != int(used):
@@ -205,6 +210,7 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
         "rounds": settled["rounds"],
         "spread": _sig(settled["spread"]["model"]),
         "notes": notes,
+        "profiled_kernels_s": _sig(profiled_s),
         "kernels_matched": len(kernels) - len(unmatched),
         "kernels_unmatched": {k: _sig(v * 1e-6) for k, v in sorted(unmatched.items())},
         "layers": rows,
