@@ -290,7 +290,7 @@ def _gpu_waves(s: LayerState) -> float:
                                split_k=(s.algorithm == "gemm" or s.lib.conv_split_k) and s.run_precision in s.lib.split_k_precisions,
                                gemv=s.algorithm == "gemm",
                                tiles=None if s.algorithm == "gemm" else s.lib.conv_tiles.get(gpu.unit_class(s.unit_name)),
-                               step_cycles=s.lib.k_step_cycles if s.algorithm == "gemm" else s.lib.conv_k_step_cycles)
+                               step_cycles=s.lib.conv_k_step_cycles if s.algorithm != "gemm" else None)
         t = s.plan.seconds / getattr(s, "gain", 1.0) + 2 * w.other_ops / s.rate
         s.occupancy = min(1.0, s.t / t) if t > 0 else 1.0
         s.tile_eff = s.plan.tile_eff

@@ -47,8 +47,9 @@ def validate(
     threads: Threads = None,
     runs: Annotated[int, typer.Option("--runs", help="Timed runs (robust median).")] = 20,
     drift: Annotated[bool, typer.Option(
-        "--drift/--no-drift", help="Re-time the calibration's anchor micro-benchmarks next to the model and estimate "
-                                   "for the machine's speed now (a calibrated profile only); --no-drift: as calibrated.")] = True,
+        "--drift/--no-drift", help="Re-time the calibration's anchor micro-benchmarks next to the model and "
+                                   "estimate for the machine's speed now (a calibrated profile only); "
+                                   "--no-drift: as calibrated.")] = True,
     fmt: Format = None,
     output: Output = None,
     quiet: Quiet = False,
