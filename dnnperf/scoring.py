@@ -552,16 +552,16 @@ def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:
     return best
 
 
-_FIELDS: dict[type, object] = {}
+_SLOT_GETTERS: dict[type, object] = {}  # workload class -> attrgetter of all its slots
 
 
 def _workload_key(layer: Layer) -> tuple | None:
     w = layer.workload
-    get = _FIELDS.get(w.__class__)
+    get = _SLOT_GETTERS.get(w.__class__)
     if get is None:
         import operator
 
-        get = _FIELDS[w.__class__] = operator.attrgetter(*w.__slots__)
+        get = _SLOT_GETTERS[w.__class__] = operator.attrgetter(*w.__slots__)
     try:
         key = (layer.op_type, len(layer.nodes), layer.output_shape, get(w))
         hash(key)

@@ -12,7 +12,7 @@ from dnnperf.api import analyze, inspect_model  # noqa: E402
 from dnnperf.ir import ShapeOverrides  # noqa: E402
 from dnnperf.load import load_graph  # noqa: E402
 from dnnperf.hardware import load_profile, profile_from_dict  # noqa: E402
-from dnnperf.measure import calibrate, map_kernels, runnable_bytes, validate  # noqa: E402
+from dnnperf.measure import calibrate, map_kernels, micro_models, runnable_bytes, validate  # noqa: E402
 from helpers import conv_model, save  # noqa: E402
 
 
@@ -98,6 +98,9 @@ def test_validate_estimates_for_the_machine_speed_now(tmp_path, local_profile):
     anchors = anchors_of(hw, None)
     assert [(mb.name, mb.role) for mb, _ in anchors] == [("gemm_fp32", "peak"), ("bandwidth_add", "dram")]
     assert anchors[0][0].ops == 2 * 512 ** 3 and anchors[1][0].nbytes == 3 * 4 * 8 * 1024 * 1024
+    # the very micro-benchmarks the calibration timed (same model bytes), not look-alikes
+    table = {mb.name: mb for mb in micro_models(True)}
+    assert all(mb.model.SerializeToString() == table[mb.name].model.SerializeToString() for mb, _ in anchors)
     assert all(then == local_profile[0]["measured"]["micro_benchmarks_s"][mb.name] for mb, then in anchors)
     # another thread count, or a profile that was not calibrated here: nothing to compare against
     assert anchors_of(hw, hw.measured["threads"] + 1) == [] and anchors_of(load_profile("v100"), None) == []
@@ -114,7 +117,6 @@ def test_validate_estimates_for_the_machine_speed_now(tmp_path, local_profile):
 def test_the_cold_gemm_overlap_is_the_one_that_reproduces_its_time(local_profile):
     from dnnperf.hardware import profile_from_dict
     from dnnperf.measure.calibrate import cold_overlap, predict_micro
-    from dnnperf.measure.micro import micro_models
 
     prof = dict(local_profile[0])
     cold = next(mb for mb in micro_models(True) if mb.role == "cold")

@@ -12,8 +12,8 @@ This package is the only place that imports ``onnx`` (measurement aside). Its jo
     hostshape  shape arithmetic: folded at load time, or redone on the host (symbolic input dims)
     weights    weightless skeletons (``dnnperf strip``)
 
-``load_graph`` runs them in order: read, check, override, ONNX shape inference with data
-propagation (C++, does almost everything), fold the rest, build the IR.
+``load_graph`` runs them in order: read, check, override, ONNX shape inference (C++, does almost
+everything; without data propagation, see ``_graph_from_model``), fold the rest, build the IR.
 """
 
 from __future__ import annotations

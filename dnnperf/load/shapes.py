@@ -1,5 +1,5 @@
-"""Output shapes of the ops ONNX's data propagation most often leaves open (Reshape, Slice, Expand...
-behind shape subgraphs), computed on plain tuples: a fraction of the cost of a per-node call into
+"""Output shapes of the ops ONNX's shape inference (run without data propagation) most often leaves
+open (Reshape, Slice, Expand... behind shape subgraphs), computed on plain tuples: a fraction of the cost of a per-node call into
 ONNX's inference. Each rule gets the node's attributes, its inputs' dims (None when unknown) and the
 folded values of the inputs it names, and returns the outputs' dims, or None to defer to ONNX.
 """

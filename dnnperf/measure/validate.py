@@ -143,6 +143,7 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
 
     graph = load_graph(path, overrides)
     insp = inspect_graph(graph, path)
+    settings = Settings(fusion="typical")
     anchors = anchors_of(hw, threads) if drift else []
     latency, kernels, settled = measure(path, graph, threads, runs=runs, strict=strict,
                                         anchors=[mb for mb, _ in anchors])
@@ -151,9 +152,9 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
     if anchors:
         now = settled["times"]
         speed = {mb.role: then / now[f"anchor:{mb.name}"] for mb, then in anchors}  # > 1: faster now
-        calibrated_s = analyze(insp, hw, Settings(fusion="typical"), with_fixes=False).score.totals["latency_s"]
+        calibrated_s = analyze(insp, hw, settings, with_fixes=False).score.totals["latency_s"]
         hw = at_current_speed(hw, speed["peak"], speed["dram"])
-    rep = analyze(insp, hw, Settings(fusion="typical"), with_fixes=False)
+    rep = analyze(insp, hw, settings, with_fixes=False)
     layers = [c.layer for c in rep.score.layers]
     meas, unmatched = map_kernels(kernels, graph, layers)
     pred = {c.name: c.time_s for c in rep.score.layers if c.time_s > 0}
