@@ -46,6 +46,9 @@ SCHEMA = {
     "host_op_us": ("num", False, "CPU runtimes: host cost in microseconds of one shape-arithmetic op the runtime "
                                  "redoes every inference in a model with symbolic input dims (Shape, Gather, "
                                  "Concat on shape vectors; calibrated); default launch_overhead_us"),
+    "kernel_fixed_us": ("map", False, "CPU runtimes: op family -> fixed time in microseconds of one kernel of that "
+                                      "family beyond launch_overhead_us, whatever its size (the thread pool's fork "
+                                      "and join, kernel set-up; calibrated on chains of tiny ops), default 0"),
     "host_link_gbs": ("num|null", True, "host -> device link for inputs in GB/s; null when inputs are already in memory"),
     "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope); default 1, "
                                                "or for GPUs the generation default by board power per SM"),
@@ -125,6 +128,7 @@ class HardwareProfile:
     launch_overhead_us: float
     host_link_gbs: float | None
     host_op_us: float | None = None
+    kernel_fixed_us: dict[str, float] = field(default_factory=dict)
     sustained_clock_fraction: float = 1.0
     sustained_clock_given: bool = False
     gpu: dict = field(default_factory=dict)
@@ -186,7 +190,16 @@ class HardwareProfile:
 
 
 def safe_yaml(text: str, what: str):
-    """yaml.safe_load with an alias budget (an alias bomb is rejected, not expanded)."""
+    """yaml.safe_load with an alias budget (an alias bomb is rejected, not expanded). The text of a
+    file the package ships is not parsed again: its parsed copy is used (``dnnperf.parsed``)."""
+    from dnnperf.parsed import lookup
+
+    data = lookup(text)
+    return parse_yaml(text, what) if data is None else data
+
+
+def parse_yaml(text: str, what: str):
+    """``safe_yaml`` without the parsed copies: always the YAML parser."""
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: same rules, faster
@@ -335,6 +348,11 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         if k not in FAMILIES:
             raise DnnperfError(f"{where}.efficiency.{k}: unknown op family (use {', '.join(FAMILIES)})")
         eff[k] = _num(v, f"{where}.efficiency.{k}", upper=1.0)
+    fixed = {}
+    for k, v in _map(d.get("kernel_fixed_us", {}) or {}, f"{where}.kernel_fixed_us").items():
+        if k not in FAMILIES:
+            raise DnnperfError(f"{where}.kernel_fixed_us.{k}: unknown op family (use {', '.join(FAMILIES)})")
+        fixed[k] = _num(v, f"{where}.kernel_fixed_us.{k}", allow_zero=True)
     op_eff = {}
     for k, v in _map(d.get("op_efficiency", {}) or {}, f"{where}.op_efficiency").items():
         op_eff[str(k)] = _num(v, f"{where}.op_efficiency.{k}", upper=1.0)
@@ -382,6 +400,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         launch_overhead_us=_num(d["launch_overhead_us"], f"{where}.launch_overhead_us", allow_zero=True),
         host_link_gbs=None if host is None else _num(host, f"{where}.host_link_gbs"),
         host_op_us=None if d.get("host_op_us") is None else _num(d["host_op_us"], f"{where}.host_op_us", allow_zero=True),
+        kernel_fixed_us=fixed,
         sustained_clock_fraction=_num(d.get("sustained_clock_fraction", 1.0), f"{where}.sustained_clock_fraction", upper=1.0),
         sustained_clock_given="sustained_clock_fraction" in d,
         gpu=_gpu_section(d.get("gpu"), kind, where),

@@ -67,6 +67,8 @@ def _base():
     (lambda d: d.update(schema="dnnperf-hw/0"), "schema"),
     (lambda d: d.update(kind="toaster"), "kind"),
     (lambda d: d.update(units=[]), "units"),
+    (lambda d: d.update(kernel_fixed_us={"convolution": 2.0}), "kernel_fixed_us.convolution"),
+    (lambda d: d.update(kernel_fixed_us={"conv": -1.0}), "kernel_fixed_us.conv"),
 ])
 def test_malformed_profiles_name_the_field(mutate, needle):
     d = _base()
@@ -121,3 +123,52 @@ def test_a_profile_the_scan_cannot_read_is_parsed(tmp_path):
     p = tmp_path / "odd.yaml"
     p.write_text("schema: dnnperf-hw/1\nheadline:\n  precision: fp16\n  tops: 10\nkind: 'gpu'\n")
     assert scan_summary(str(p)) == (None, None)  # block style and a quoted kind: left to the parser
+
+
+def _strict(a, b) -> bool:
+    """Equal in value, type and map order (1 is not 1.0; {a, b} is not {b, a})."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_strict(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_strict(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def test_every_shipped_yaml_has_its_parsed_copy():
+    """The parsed copies (dnnperf/data/parsed_yaml.json) are what the YAML parser reads, exactly:
+    after editing a shipped YAML file, run `python -m dnnperf.parsed`."""
+    from dnnperf import parsed
+    from dnnperf.hardware import parse_yaml
+
+    files = parsed.shipped_files()
+    assert len(files) >= 20 and any(f.endswith("gpu_generations.yaml") for f in files)
+    for path in files:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        copy = parsed.lookup(text)
+        assert copy is not None, f"{path}: no parsed copy — run `python -m dnnperf.parsed`"
+        assert _strict(copy, parse_yaml(text, path)), f"{path}: the parsed copy differs — run `python -m dnnperf.parsed`"
+        assert copy is not parsed.lookup(text)  # a fresh object each time: callers may change it
+
+
+def test_an_edited_yaml_is_parsed_not_looked_up():
+    from dnnperf import parsed
+    from dnnperf.hardware import safe_yaml
+
+    with open(load_profile("t4").path, encoding="utf-8") as fh:
+        text = fh.read()
+    edited = text.replace("dram_gbs: 320", "dram_gbs: 321")
+    assert edited != text and parsed.lookup(edited) is None
+    assert safe_yaml(edited, "t4")["memory"]["dram_gbs"] == 321
+
+
+def test_parsed_copies_keep_non_string_keys():
+    import json
+
+    from dnnperf import parsed
+
+    data = {"matrix_m_efficiency": {1: 1.0, 49: 0.9}, "curve": {0.5: 80.0}, "flags": {True: None}, "s": ["a", 1]}
+    back = json.loads(json.dumps(parsed.encode(data)), object_hook=parsed._hook)
+    assert _strict(back, data)

@@ -144,6 +144,7 @@ def test_a_profile_at_the_machine_speed_now_by_hand(local_profile):
     assert fast.dram_gbs == pytest.approx(hw.dram_gbs * 0.8)
     assert [g for _, g in fast.bandwidth_curve] == pytest.approx([g * 0.8 for _, g in hw.bandwidth_curve])
     assert fast.launch_overhead_us == pytest.approx(hw.launch_overhead_us / 1.25)
+    assert hw.kernel_fixed_us and fast.kernel_fixed_us == pytest.approx({k: v / 1.25 for k, v in hw.kernel_fixed_us.items()})
     assert fast.efficiency == hw.efficiency and fast.memory_overlap == hw.memory_overlap  # shares, not speeds
 
 
@@ -240,3 +241,36 @@ def test_the_host_shape_micro_benchmark_counts_its_ops_by_hand():
     assert HOST_SHAPE_ROUNDS == 16
     assert host_shape_ops(_host_shape_chain(True)) == 16 * 12
     assert host_shape_ops(_host_shape_chain(False)) == 0
+
+
+def test_the_fixed_kernel_cost_by_hand():
+    """calibrate's fixed time per kernel: 24 tiny kernels in 100 us, a one-op run 4 us, 2 us of
+    arithmetic, 0.25 us dispatch: ((100 - 4 - 2) - 23 x 0.25) / 24 = 3.677 us; never negative."""
+    from dnnperf.measure.calibrate import fixed_us
+
+    assert fixed_us(100e-6, 4e-6, 2e-6, 0.25, 24) == pytest.approx((94 - 23 * 0.25) / 24)
+    assert fixed_us(5e-6, 4e-6, 2e-6, 0.25, 24) == 0.0
+
+
+def test_every_fixed_cost_chain_is_what_it_claims():
+    """Each chain is FIXED_CHAIN kernels of its family in dnnperf's own costing (a chain read as
+    another family would set the wrong figure), and the time taken off a chain before an
+    efficiency is read is that many fixed costs."""
+    from dnnperf.measure.calibrate import _inspect_micro, fixed_time
+    from dnnperf.measure.micro import FIXED_CHAIN, FIXED_FAMILIES, _fixed_chain
+
+    assert FIXED_CHAIN == 24
+    base = _cpu_avx2()
+    for fam in FIXED_FAMILIES:
+        mb = _fixed_chain(fam)
+        rows = [r for r in _inspect_micro(mb.model).rows if r.workload is not None and r.workload.launches]
+        assert [r.workload.family for r in rows] == [fam] * FIXED_CHAIN, fam
+        hw2 = profile_from_dict({**base, "kernel_fixed_us": {fam: 2.0}}, "x")
+        assert fixed_time(mb.model, hw2) == pytest.approx(FIXED_CHAIN * 2.0e-6), fam
+
+
+def _cpu_avx2() -> dict:
+    import os
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        return yaml.safe_load(fh)

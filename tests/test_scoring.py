@@ -268,3 +268,24 @@ def test_work_per_item_requirement(tmp_path):
     base = conv_layer(analyze(insp, hw, Settings()))
     slow = conv_layer(analyze(insp, hw.with_overrides(ops_per_item=80), Settings()))
     assert slow.time_s - slow.t_launch == pytest.approx(4 * (base.time_s - base.t_launch), rel=0.05)
+
+
+def test_a_cpu_kernel_pays_its_family_fixed_cost_by_hand(tmp_path):
+    """kernel_fixed_us adds its figure per kernel of that family, on top of the dispatch: a conv
+    layer costs exactly 2.5 us more with {conv: 2.5}; an elementwise layer nothing more."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    plain = profile_from_dict(d, "x")
+    fixed = profile_from_dict({**d, "kernel_fixed_us": {"conv": 2.5}}, "x")
+    insp = inspect_model(save(conv_model(16, 16, 7, 7, 1, relu=True), tmp_path, "c.onnx"))
+    a = {c.layer.name: c for c in analyze(insp, plain, Settings(fusion="none"), with_fixes=False).score.layers}
+    b = {c.layer.name: c for c in analyze(insp, fixed, Settings(fusion="none"), with_fixes=False).score.layers}
+    assert a.keys() == b.keys()
+    for name, c in a.items():
+        extra = 2.5e-6 * c.layer.workload.launches if c.layer.workload.family == "conv" else 0.0
+        assert b[name].time_s == pytest.approx(c.time_s + extra, rel=1e-9, abs=1e-15), name
+    assert any(c.layer.workload.family == "conv" for c in a.values())

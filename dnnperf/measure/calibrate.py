@@ -9,7 +9,7 @@ import time
 
 from dnnperf.fmt import sig
 from dnnperf.layout import BLOCKED_OPS
-from dnnperf.measure.micro import SWEEP_CHAIN, micro_models, reported_cache_mb
+from dnnperf.measure.micro import FIXED_CHAIN, SWEEP_CHAIN, micro_models, reported_cache_mb
 from dnnperf.measure.ort import cpu_name, ort, profiled_kernels, session, settled_times
 
 # kernels ONNX Runtime adds to a one-node model to convert between the caller's NCHW and its blocked
@@ -117,6 +117,10 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     }
     from dnnperf.hardware import profile_from_dict
 
+    bare = profile_from_dict(profile, "calibration")
+    profile["kernel_fixed_us"] = {mb.key: _sig(fixed_us(times[mb.name], times["dispatch_1"], predict_micro(mb.model, bare),
+                                                        dispatch_us, FIXED_CHAIN))
+                                  for mb in table if mb.role == "fixed"}
     base = profile_from_dict(profile, "calibration")
     eff: dict[str, list] = {}
     op_eff = {}
@@ -128,7 +132,10 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
             continue
         # subtract the fixed cost of one session.run (binding, allocation) measured on a 1-op model,
         # and the layout reorders a lone convolution or pooling gets (a network pays them once)
-        kernel_s = max(times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6, 1e-7)
+        fused = mb.role == "kernel"  # costed as the kernels ORT makes of it (dnnperf.fusion.RUNTIME_KERNELS)
+        fusion = "typical" if fused else "none"
+        kernel_s = max(times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6 - fixed_time(mb.model, base, fusion),
+                       1e-7)
         if any(n.op_type in BLOCKED_OPS for n in mb.model.graph.node):
             kernels = layout_kernels(mb, threads)
             shares[mb.name] = layout_share(mb, threads, kernels)
@@ -137,8 +144,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
                 reorder = reorder_efficiency(mb, kernels, base)
                 if reorder is not None:
                     op_eff["LayoutReorder"] = _sig(reorder)
-        fused = mb.role == "kernel"  # costed as the kernels ORT makes of it (dnnperf.fusion.RUNTIME_KERNELS)
-        ratio = min(1.0, max(0.01, predict_micro(mb.model, base, "typical" if fused else "none") / kernel_s))
+        ratio = min(1.0, max(0.01, predict_micro(mb.model, base, fusion) / kernel_s))
         if mb.role in ("op", "kernel"):
             op_eff[mb.key] = _sig(ratio)
         elif mb.role == "shape":
@@ -210,6 +216,27 @@ def cold_overlap(cold, profile: dict, kernel_s: float) -> float:
     if t0 <= t1:
         return 1.0
     return min(1.0, max(0.0, (t0 - kernel_s) / (t0 - t1)))
+
+
+def fixed_us(chain_s: float, one_op_s: float, arithmetic_s: float, dispatch_us: float, n: int) -> float:
+    """A family's fixed time per kernel (us) from a chain of ``n`` tiny kernels of it that took
+    ``chain_s``: less the fixed cost of one run (``one_op_s``, a one-op model, its op's dispatch
+    included), the other ops' dispatch and the chain's arithmetic (``arithmetic_s``, dnnperf's
+    roofline estimate: negligible by design); never below zero."""
+    return max(0.0, ((chain_s - one_op_s - arithmetic_s) * 1e6 - (n - 1) * dispatch_us) / n)
+
+
+def fixed_time(m, hw, fusion: str = "none") -> float:
+    """The fixed kernel time (``kernel_fixed_us``) dnnperf charges a micro-model's kernels: taken off
+    the measured time before an efficiency is read from it, as the estimate adds it back apart."""
+    from dnnperf.api import analyze
+    from dnnperf.scoring import Settings
+
+    if not hw.kernel_fixed_us:
+        return 0.0
+    rep = analyze(_inspect_micro(m), hw, Settings(fusion=fusion), with_fixes=False)
+    return sum(c.layer.workload.launches * hw.kernel_fixed_us.get(c.layer.workload.family, 0.0)
+               for c in rep.score.layers) * 1e-6
 
 
 def predict_micro(m, hw, fusion: str = "none") -> float:

@@ -4,7 +4,7 @@ the work it does (ops, bytes) so that the figure it measures is ``ops / t`` or `
 Roles: ``peak`` (matrix throughput), ``dram`` / ``onchip`` (bandwidth; ``onchip`` sweeps the working
 set to find the cache capacity), ``dispatch`` (per-op cost), ``host`` (a runtime's cost per op of
 shape arithmetic on symbolic input dims: an exported channel shuffle over a symbolic and a static dim),
-``cold`` (weight streaming behind math), ``family`` (one op family's efficiency against the
+``cold`` (weight streaming behind math), ``fixed`` (a family's fixed time per kernel: a chain of tiny ops), ``family`` (one op family's efficiency against the
 roofline), ``op`` (one slow elementwise op), ``kernel`` (a chain of the plain ops the runtime
 fuses into one kernel of its own), ``m_curve`` (thin GEMMs), ``shape`` (depthwise and
 grouped convolutions, plain pooling, by shape: key ``<profile shape_efficiency key>:<x>``), ``probe``
@@ -47,7 +47,7 @@ class Micro:
     name: str
     model: Any  # onnx.ModelProto
     feeds: dict
-    role: str  # peak | peak_int8 | dram | onchip | dispatch | host | cold | family | op | kernel | m_curve | shape | probe
+    role: str  # peak | peak_int8 | dram | onchip | dispatch | host | cold | fixed | family | op | kernel | m_curve | shape | probe
     key: str = ""  # the family, op type or thin dimension the entry measures
     ops: float = 0.0  # arithmetic ops the kernel does (1 MAC = 2 ops)
     nbytes: float = 0.0  # bytes it must move (inputs read + output written)
@@ -208,6 +208,7 @@ def micro_models(quick: bool) -> list[Micro]:
     out.append(Micro("dispatch_1", _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [1, 16])], [_vi("y", None)]),
                      {"x": np.ones((1, 16), np.float32)}, "dispatch", "1"))
     out += [_host_shape_chain(True), _host_shape_chain(False)]
+    out += [_fixed_chain(fam) for fam in FIXED_FAMILIES]
     # one representative per op family
     x56 = rng.standard_normal((1, 64, 56, 56)).astype(np.float32)
     x144 = rng.standard_normal((1, 144, 56, 56)).astype(np.float32)
@@ -296,6 +297,49 @@ def _pool(name: str, ch: int, side: int, role: str, key: str = "") -> Micro:
     node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     model = _model([node], [_vi("x", [1, ch, side, side])], [_vi("y", None)])
     return Micro(name, model, {"x": rng.standard_normal((1, ch, side, side)).astype(np.float32)}, role, key)
+
+
+# the fixed time of one kernel of a family beyond the dispatch: FIXED_CHAIN tiny ops of it in a chain
+# (each reads the one before), so small that their arithmetic is negligible. ONNX Runtime's threaded
+# kernels (its blocked-layout convolutions and pooling, LayerNormalization) pay a fork and join of
+# the thread pool and their set-up whatever their size: on a 2-core VM a 16-channel 7 x 7 1 x 1
+# convolution took 2.7 us against 0.3 us for a tiny Relu
+FIXED_CHAIN = 24
+FIXED_FAMILIES = ("conv", "depthwise_conv", "grouped_conv", "pool", "norm", "matmul", "elementwise", "softmax",
+                  "movement")
+
+
+def _fixed_chain(family: str) -> Micro:
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    shape = {"conv": [1, 16, 7, 7], "depthwise_conv": [1, 16, 7, 7], "grouped_conv": [1, 16, 7, 7],
+             "pool": [1, 16, 8, 8], "matmul": [8, 16], "elementwise": [1, 16, 7, 7]}.get(family, [1, 16, 16])
+    nodes, inits = [], []
+    for i in range(FIXED_CHAIN):
+        x, y = ("x" if i == 0 else f"t{i - 1}"), ("y" if i == FIXED_CHAIN - 1 else f"t{i}")
+        if family in ("conv", "depthwise_conv", "grouped_conv"):
+            groups = {"conv": 1, "depthwise_conv": 16, "grouped_conv": 4}[family]
+            k = 1 if family == "conv" else 3
+            inits.append(_w(f"w{i}", [16, 16 // groups, k, k], rng=rng))
+            nodes.append(helper.make_node("Conv", [x, f"w{i}"], [y], pads=[k // 2] * 4, group=groups))
+        elif family == "pool":
+            nodes.append(helper.make_node("MaxPool", [x], [y], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+        elif family == "norm":
+            inits.append(_w(f"g{i}", [16], rng=rng))
+            nodes.append(helper.make_node("LayerNormalization", [x, f"g{i}"], [y], axis=-1))
+        elif family == "matmul":
+            inits.append(_w(f"w{i}", [16, 16], rng=rng))
+            nodes.append(helper.make_node("MatMul", [x, f"w{i}"], [y]))
+        elif family == "elementwise":
+            inits.append(_w(f"w{i}", shape, rng=rng))
+            nodes.append(helper.make_node("Add", [x, f"w{i}"], [y]))
+        elif family == "softmax":
+            nodes.append(helper.make_node("Softmax", [x], [y], axis=-1))
+        else:  # movement
+            nodes.append(helper.make_node("Transpose", [x], [y], perm=[0, 2, 1]))
+    model = _model(nodes, [_vi("x", shape)], [_vi("y", None)], inits)
+    return Micro(f"fixed_{family}", model, {"x": rng.standard_normal(shape).astype(np.float32)}, "fixed", family)
 
 
 # shape arithmetic a runtime redoes every inference when the input dims are symbolic: rounds of an

@@ -31,7 +31,7 @@ def anchors_of(hw, threads: int | None) -> list:
 
 
 def at_current_speed(hw, compute: float, memory: float):
-    """``hw`` with its arithmetic rates (and per-op host costs) scaled by ``compute`` and its
+    """``hw`` with its arithmetic rates (and per-op host and fixed kernel costs) scaled by ``compute`` and its
     bandwidths by ``memory``: the machine as fast as it is now, relative to its calibration."""
     from dataclasses import replace
 
@@ -40,7 +40,8 @@ def at_current_speed(hw, compute: float, memory: float):
                    onchip_gbs=None if hw.onchip_gbs is None else hw.onchip_gbs * memory,
                    bandwidth_curve=tuple((mb, gbs * memory) for mb, gbs in hw.bandwidth_curve),
                    launch_overhead_us=hw.launch_overhead_us / compute,
-                   host_op_us=None if hw.host_op_us is None else hw.host_op_us / compute)
+                   host_op_us=None if hw.host_op_us is None else hw.host_op_us / compute,
+                   kernel_fixed_us={k: v / compute for k, v in hw.kernel_fixed_us.items()})
 
 
 def measure(path: str, graph, threads: int | None, runs: int = 20, warmup: int = 3, strict: bool = True,
