@@ -250,6 +250,9 @@ def test_the_fixed_kernel_cost_by_hand():
 
     assert fixed_us(100e-6, 4e-6, 2e-6, 0.25, 24) == pytest.approx((94 - 23 * 0.25) / 24)
     assert fixed_us(5e-6, 4e-6, 2e-6, 0.25, 24) == 0.0
+    # under the chain's timing resolution (0.1 us per kernel): 0, not noise
+    assert fixed_us(4e-6 + 2e-6 + (23 * 0.25 + 24 * 0.09) * 1e-6, 4e-6, 2e-6, 0.25, 24) == 0.0
+    assert fixed_us(4e-6 + 2e-6 + (23 * 0.25 + 24 * 0.2) * 1e-6, 4e-6, 2e-6, 0.25, 24) == pytest.approx(0.2)
 
 
 def test_every_fixed_cost_chain_is_what_it_claims():

@@ -222,8 +222,13 @@ def fixed_us(chain_s: float, one_op_s: float, arithmetic_s: float, dispatch_us: 
     """A family's fixed time per kernel (us) from a chain of ``n`` tiny kernels of it that took
     ``chain_s``: less the fixed cost of one run (``one_op_s``, a one-op model, its op's dispatch
     included), the other ops' dispatch and the chain's arithmetic (``arithmetic_s``, dnnperf's
-    roofline estimate: negligible by design); never below zero."""
-    return max(0.0, ((chain_s - one_op_s - arithmetic_s) * 1e6 - (n - 1) * dispatch_us) / n)
+    roofline estimate: negligible by design). Under FIXED_RESOLUTION_US it is 0: the protocol settles
+    a chain of tiny kernels (tens of us) to within 10%, a few us, so a smaller figure is noise."""
+    us = ((chain_s - one_op_s - arithmetic_s) * 1e6 - (n - 1) * dispatch_us) / n
+    return us if us >= FIXED_RESOLUTION_US else 0.0
+
+
+FIXED_RESOLUTION_US = 0.1
 
 
 def fixed_time(m, hw, fusion: str = "none") -> float:
