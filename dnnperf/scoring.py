@@ -352,6 +352,12 @@ def _reorders(s: LayerState) -> int:
         and s.runtime != "tensorrt" else 0
 
 
+def _reorder_bytes(s: LayerState, n: int) -> list[int]:
+    """Bytes each of ``n`` reorder kernels reads and writes: the convolution's input activation
+    (NCHW -> NHWC), then its output (back)."""
+    return [2 * (s.w.act_bytes_read if i % 2 == 0 else s.w.bytes_written) for i in range(n)]
+
+
 def _extra_kernels(s: LayerState) -> int:
     """Kernels a library launches besides the main one: layout reorders around a tensor-core
     convolution, the reduction of a split-K GEMM."""
@@ -380,13 +386,20 @@ def _gpu_overlap(s: LayerState) -> float:
 
 
 def _gpu_launch(s: LayerState) -> float:
-    """Every kernel takes at least the device's minimum kernel time. An eager framework also pays
+    """Every kernel takes at least the device's minimum kernel time; layout reorders that transpose
+    activations (``reorder_traffic``) take their bytes' time at streaming bandwidth. An eager framework also pays
     its per-kernel host cost (launch_overhead_us), which runs ahead of the device: the layer takes
     the longer of the two. A captured graph or TensorRT launches the whole model once: no host cost
     per kernel, and a shorter device gap between kernels."""
     kernels = s.w.launches + _extra_kernels(s)
     floor = s.lib.min_kernel_us if s.runtime == "eager" else s.lib.graph_kernel_us
-    s.t_device = max(s.t, kernels * floor * 1e-6)
+    n_re = _reorders(s)
+    if n_re and s.lib.reorder_traffic:  # each reorder is a transpose of an activation through DRAM
+        bw = s.hw.dram_bps * s.lib.bandwidth_efficiency
+        t_re = sum(max(floor * 1e-6, b / bw) for b in _reorder_bytes(s, n_re))
+        s.t_device = max(s.t, (kernels - n_re) * floor * 1e-6) + t_re
+    else:
+        s.t_device = max(s.t, kernels * floor * 1e-6)
     s.t_launch = rules.launch_time(kernels, s.hw.launch_overhead_us) if s.runtime == "eager" else 0.0
     return max(s.t_device, s.t_launch)
 

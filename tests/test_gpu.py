@@ -230,6 +230,26 @@ def test_tiled_kernels_hide_only_part_of_the_shorter_side():
     assert _software_pipelining(c, None) is None
 
 
+def test_hopper_reorders_transpose_the_convolution_input_by_hand():
+    """An fp16 tensor-core convolution on the H200 launches one reorder (hopper reorder_kernels
+    fp16: 1) that transposes its input through DRAM (reorder_traffic): 64 x 64 x 56 x 56 halves =
+    25,690,112 bytes, read and written, at 4,800 GB/s x 0.75 = 14.27 us on top of the kernel;
+    without the traffic the reorder is one minimum kernel time, hidden under this long convolution."""
+    from dnnperf.published import Kernel, predict
+
+    h200 = load_profile("h200")
+    k = Kernel("s", "g", "fp16", "conv", (64, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1), 1.0, False, "graph")
+    t, c = predict(k, h200)
+    t0, c0 = predict(k, replace(h200, gpu={**h200.gpu, "reorder_traffic": False}))
+    assert c0.t_device > 2.4e-6 * 2  # the premise: longer than the floor of its two kernels
+    assert t - t0 == pytest.approx(2 * 64 * 64 * 56 * 56 * 2 / (4800e9 * 0.75), rel=1e-9)
+    # fp32 runs on the CUDA cores: no reorder; V100 fp16 (cuDNN 7): reorders cost the floor only
+    t32, _ = predict(replace(k, precision="fp32"), h200)
+    t32n, _ = predict(replace(k, precision="fp32"), replace(h200, gpu={**h200.gpu, "reorder_traffic": False}))
+    assert t32 == t32n
+    assert not gpu.library("volta").reorder_traffic and gpu.library("volta").reorder_kernels == {"fp16": 2}
+
+
 def test_depthwise_conv_runs_at_the_direct_kernel_rate_on_hopper():
     from dnnperf.published import Kernel, predict
 
