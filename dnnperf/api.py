@@ -56,7 +56,9 @@ class Report:
 def build_layers(insp: Inspection, fusion: str = "none", precision: str | None = None, chains: bool = True) -> list[Layer]:
     from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes, runtime_kernel_groups
 
-    cands = fusion_candidates(insp.graph, insp.rows)  # every fusable node, for the fix hints
+    cands = insp.derived.get("fusion_candidates")  # every fusable node, for the fix hints
+    if cands is None:
+        cands = insp.derived["fusion_candidates"] = fusion_candidates(insp.graph, insp.rows)
 
     def make(row: Row) -> Layer:
         w = row.workload

@@ -39,6 +39,21 @@ class Ctx:
         self.report = report
         self.hw = report.score.hw
         self.settings = report.score.settings
+        self._edges: dict | None = None
+
+    def edge_nodes(self) -> dict[str, tuple[int, bool, bool]]:
+        """{node: (graph position, reads a graph input, writes a graph output)} for the nodes at the
+        graph's edges, found once per report."""
+        if self._edges is None:
+            g = self.report.inspection.graph
+            inputs, outputs = set(g.inputs), set(g.outputs)
+            self._edges = {}
+            for k, n in enumerate(g.nodes):
+                first = any(i in inputs for i in n.inputs)
+                last = any(o in outputs for o in n.outputs)
+                if first or last:
+                    self._edges.setdefault(n.name, (k, first, last))
+        return self._edges
 
 
 # -- concretisers ---------------------------------------------------------------------------
@@ -107,16 +122,14 @@ def _downgrade(c: LayerCost, x: Ctx):
 
 def _accuracy_sensitive(c: LayerCost, x: Ctx) -> str:
     """The first layer (reads the raw input) and the output layer lose most accuracy when quantised."""
-    g = x.report.inspection.graph
-    nodes = set(c.layer.nodes)
-    inputs, outputs = set(g.inputs), set(g.outputs)
-    for n in g.nodes:
-        if n.name in nodes:
-            if any(i in inputs for i in n.inputs):
-                return "first layer: it sees the raw input; keep it at higher precision if accuracy drops"
-            if any(o in outputs for o in n.outputs):
-                return "output layer: keep it at higher precision if accuracy drops"
-    return ""
+    edges = x.edge_nodes()
+    hits = sorted(edges[n] for n in set(c.layer.nodes) if n in edges)  # the first in graph order decides
+    if not hits:
+        return ""
+    _, first, _ = hits[0]
+    if first:
+        return "first layer: it sees the raw input; keep it at higher precision if accuracy drops"
+    return "output layer: keep it at higher precision if accuracy drops"
 
 
 def _use_specialized_units(c: LayerCost, x: Ctx):
@@ -412,8 +425,6 @@ def precision_advice(report) -> tuple[str, float] | None:
 
 def _model_precision(report) -> str | None:
     """The precision most of the model's matrix work is stored in."""
-    from dnnperf.scoring import precision_of
-
     by: dict[str, int] = {}
     for r in report.inspection.costed():
         if r.workload.is_matrix:

@@ -13,7 +13,7 @@ kinds, and ``Inspection.coverage()`` says how much of the graph the totals stand
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dnnperf.ir import Graph, Node
 from dnnperf.ops import REGISTRY, Contradiction, Unsupported, cost_node, key_of
@@ -40,6 +40,8 @@ class Inspection:
     warnings: list[str]
     input_bytes: int
     batch: int | None
+    # what the scoring passes derive from the graph and rows alone (fusion candidates): computed once
+    derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def model_name(self) -> str:

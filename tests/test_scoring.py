@@ -289,3 +289,21 @@ def test_a_cpu_kernel_pays_its_family_fixed_cost_by_hand(tmp_path):
         extra = 2.5e-6 * c.layer.workload.launches if c.layer.workload.family == "conv" else 0.0
         assert b[name].time_s == pytest.approx(c.time_s + extra, rel=1e-9, abs=1e-15), name
     assert any(c.layer.workload.family == "conv" for c in a.values())
+
+
+def test_precision_what_if_keeps_every_workload_field():
+    """with_precision builds the Workload positionally: its fields must be these, in this order, and
+    only dtype and the three byte counts change (fp32 -> fp16 halves them)."""
+    from dataclasses import fields
+
+    from dnnperf.scoring import with_precision
+    from dnnperf.workload import Workload
+
+    assert [f.name for f in fields(Workload)] == ["family", "dtype", "macs", "other_ops", "act_bytes_read",
+                                                  "weight_bytes", "bytes_written", "parallel_work", "gemm",
+                                                  "launches", "note", "conv"]
+    w = Workload("conv", "float32", 10, 3, 400, 800, 200, 50, Gemm(2, 3, 4, 1), 2, "n", (1, 3, 3, 1, 1, False))
+    h = with_precision(w, "fp16")
+    assert (h.dtype, h.act_bytes_read, h.weight_bytes, h.bytes_written) == ("float16", 200, 400, 100)
+    assert (h.family, h.macs, h.other_ops, h.parallel_work, h.gemm, h.launches, h.note, h.conv) == \
+        (w.family, w.macs, w.other_ops, w.parallel_work, w.gemm, w.launches, w.note, w.conv)
