@@ -25,7 +25,8 @@ _FIELDS = ("tiles", "conv_tiles", "feed_ops_per_element", "library_efficiency", 
            "conv_split_k", "min_kernel_us", "graph_kernel_us", "k_step_cycles", "conv_k_step_cycles", "k_step",
            "ctas_per_sm_tile", "winograd", "winograd_tile",
            "winograd_efficiency", "tensor_core_precisions", "conv_efficiency", "misaligned_efficiency",
-           "misaligned_vector", "split_k_precisions", "reorder_kernels", "reorder_traffic", "sm_watts", "boost_clock_mhz", "l2_usable_fraction",
+           "misaligned_vector", "split_k_precisions", "reorder_kernels", "reorder_traffic", "sm_watts", "boost_clock_mhz",
+           "l2_usable_fraction",
            "l2_bandwidth_factor", "gemv_max", "gemv_precisions", "dies", "gemm_alignment_bytes",
            "gemm_misaligned_efficiency", "depthwise_efficiency", "matrix_overlap", "unverified")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")

@@ -149,7 +149,8 @@ def test_every_shipped_yaml_has_its_parsed_copy():
             text = fh.read()
         copy = parsed.lookup(text)
         assert copy is not None, f"{path}: no parsed copy — run `python -m dnnperf.parsed`"
-        assert _strict(copy, parse_yaml(text, path)), f"{path}: the parsed copy differs — run `python -m dnnperf.parsed`"
+        assert _strict(copy, parse_yaml(text, path)), \
+            f"{path}: the parsed copy differs — run `python -m dnnperf.parsed`"
         assert copy is not parsed.lookup(text)  # a fresh object each time: callers may change it
 
 

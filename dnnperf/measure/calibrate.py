@@ -118,9 +118,9 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     from dnnperf.hardware import profile_from_dict
 
     bare = profile_from_dict(profile, "calibration")
-    profile["kernel_fixed_us"] = {mb.key: _sig(fixed_us(times[mb.name], times["dispatch_1"], predict_micro(mb.model, bare),
-                                                        dispatch_us, FIXED_CHAIN))
-                                  for mb in table if mb.role == "fixed"}
+    profile["kernel_fixed_us"] = {
+        mb.key: _sig(fixed_us(times[mb.name], times["dispatch_1"], predict_micro(mb.model, bare), dispatch_us, FIXED_CHAIN))
+        for mb in table if mb.role == "fixed"}
     base = profile_from_dict(profile, "calibration")
     eff: dict[str, list] = {}
     op_eff = {}
@@ -131,7 +131,8 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         if mb.role not in ("family", "op", "kernel", "m_curve", "shape") and not (mb.role == "peak" and mb.key):
             continue
         # subtract the fixed cost of one session.run (binding, allocation) measured on a 1-op model,
-        # and the layout reorders a lone convolution or pooling gets (a network pays them once)
+        # the fixed time of its kernels (kernel_fixed_us: the estimate adds it back per kernel) and
+        # the layout reorders a lone convolution or pooling gets (a network pays them once)
         fused = mb.role == "kernel"  # costed as the kernels ORT makes of it (dnnperf.fusion.RUNTIME_KERNELS)
         fusion = "typical" if fused else "none"
         kernel_s = max(times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6 - fixed_time(mb.model, base, fusion),
@@ -218,6 +219,9 @@ def cold_overlap(cold, profile: dict, kernel_s: float) -> float:
     return min(1.0, max(0.0, (t0 - kernel_s) / (t0 - t1)))
 
 
+FIXED_RESOLUTION_US = 0.1  # the smallest fixed kernel time a chain of FIXED_CHAIN tiny kernels resolves
+
+
 def fixed_us(chain_s: float, one_op_s: float, arithmetic_s: float, dispatch_us: float, n: int) -> float:
     """A family's fixed time per kernel (us) from a chain of ``n`` tiny kernels of it that took
     ``chain_s``: less the fixed cost of one run (``one_op_s``, a one-op model, its op's dispatch
@@ -226,9 +230,6 @@ def fixed_us(chain_s: float, one_op_s: float, arithmetic_s: float, dispatch_us: 
     a chain of tiny kernels (tens of us) to within 10%, a few us, so a smaller figure is noise."""
     us = ((chain_s - one_op_s - arithmetic_s) * 1e6 - (n - 1) * dispatch_us) / n
     return us if us >= FIXED_RESOLUTION_US else 0.0
-
-
-FIXED_RESOLUTION_US = 0.1
 
 
 def fixed_time(m, hw, fusion: str = "none") -> float:

@@ -4,10 +4,11 @@ the work it does (ops, bytes) so that the figure it measures is ``ops / t`` or `
 Roles: ``peak`` (matrix throughput), ``dram`` / ``onchip`` (bandwidth; ``onchip`` sweeps the working
 set to find the cache capacity), ``dispatch`` (per-op cost), ``host`` (a runtime's cost per op of
 shape arithmetic on symbolic input dims: an exported channel shuffle over a symbolic and a static dim),
-``cold`` (weight streaming behind math), ``fixed`` (a family's fixed time per kernel: a chain of tiny ops), ``family`` (one op family's efficiency against the
-roofline), ``op`` (one slow elementwise op), ``kernel`` (a chain of the plain ops the runtime
-fuses into one kernel of its own), ``m_curve`` (thin GEMMs), ``shape`` (depthwise and
-grouped convolutions, plain pooling, by shape: key ``<profile shape_efficiency key>:<x>``), ``probe``
+``cold`` (weight streaming behind math), ``fixed`` (a family's fixed time per kernel: a chain of tiny
+ops), ``family`` (one op family's efficiency against the roofline), ``op`` (one slow elementwise
+op), ``kernel`` (a chain of the plain ops the runtime fuses into one kernel of its own), ``m_curve``
+(thin GEMMs), ``shape`` (depthwise and grouped convolutions, plain pooling, by shape: key
+``<profile shape_efficiency key>:<x>``), ``probe``
 (not timed: a depthwise convolution or a pool whose layout conversions, or their absence, show the
 runtime's channel alignment).
 """
@@ -47,7 +48,8 @@ class Micro:
     name: str
     model: Any  # onnx.ModelProto
     feeds: dict
-    role: str  # peak | peak_int8 | dram | onchip | dispatch | host | cold | fixed | family | op | kernel | m_curve | shape | probe
+    # peak | peak_int8 | dram | onchip | dispatch | host | cold | fixed | family | op | kernel | m_curve | shape | probe
+    role: str
     key: str = ""  # the family, op type or thin dimension the entry measures
     ops: float = 0.0  # arithmetic ops the kernel does (1 MAC = 2 ops)
     nbytes: float = 0.0  # bytes it must move (inputs read + output written)

@@ -31,8 +31,8 @@ def anchors_of(hw, threads: int | None) -> list:
 
 
 def at_current_speed(hw, compute: float, memory: float):
-    """``hw`` with its arithmetic rates (and per-op host and fixed kernel costs) scaled by ``compute`` and its
-    bandwidths by ``memory``: the machine as fast as it is now, relative to its calibration."""
+    """``hw`` with its arithmetic rates (and per-op host and fixed kernel costs) scaled by ``compute``
+    and its bandwidths by ``memory``: the machine as fast as it is now, relative to its calibration."""
     from dataclasses import replace
 
     units = tuple(replace(u, peak_tops={k: v * compute for k, v in u.peak_tops.items()}) for u in hw.units)
