@@ -278,3 +278,29 @@ def _cpu_avx2() -> dict:
 
     with open(os.path.join(os.path.dirname(__file__), "..", "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
         return yaml.safe_load(fh)
+
+
+def test_the_fixed_time_chains_ride_along_in_the_protocol(monkeypatch):
+    """calibrate waits for every micro-benchmark to settle except the fixed-time chains, which are
+    timed in the same rounds (their figure is the median of those rounds)."""
+    import importlib
+
+    from dnnperf.measure.micro import FIXED_FAMILIES
+
+    cal = importlib.import_module("dnnperf.measure.calibrate")  # the module (the package exports the function)
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake(jobs, **kw):
+        seen["jobs"], seen["settle_on"] = set(jobs), set(kw["settle_on"])
+        raise Stop
+
+    monkeypatch.setattr(cal, "settled_times", fake)
+    with pytest.raises(Stop):
+        cal.calibrate(quick=True)
+    fixed = {f"fixed_{f}" for f in FIXED_FAMILIES}
+    assert fixed <= seen["jobs"] and not fixed & seen["settle_on"]
+    assert seen["settle_on"] == seen["jobs"] - fixed
