@@ -304,3 +304,33 @@ def test_the_fixed_time_chains_ride_along_in_the_protocol(monkeypatch):
     fixed = {f"fixed_{f}" for f in FIXED_FAMILIES}
     assert fixed <= seen["jobs"] and not fixed & seen["settle_on"]
     assert seen["settle_on"] == seen["jobs"] - fixed
+
+
+def test_a_machine_that_never_settles_exits_3_unless_noise_is_accepted(tmp_path, monkeypatch):
+    """Timings that drift every round: calibrate and validate exit 3 with one line; with
+    --accept-noisy they keep the medians so far, record settled: false and say so on stderr."""
+    import itertools
+    import json
+
+    from typer.testing import CliRunner
+
+    from dnnperf.cli import app
+    from dnnperf.measure import ort as ort_mod
+
+    calls = itertools.count()  # every timing 15% slower than the one before: no median ever settles
+    monkeypatch.setattr(ort_mod, "median_run", lambda sess, feeds, **kw: 1e-4 * 1.15 ** (next(calls) % 40))
+    runner = CliRunner()
+    out = tmp_path / "noisy.yaml"
+    r = runner.invoke(app, ["calibrate", "--quick", "-o", str(out)])
+    assert r.exit_code == 3 and "did not settle" in r.output and not out.exists()
+    r = runner.invoke(app, ["calibrate", "--quick", "--accept-noisy", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert yaml.safe_load(out.read_text())["measured"]["settled"] is False
+    assert "did not settle" in r.output and "settled: false" in r.output
+    model = save(conv_model(8, 8, 8, 8, 3, pads=[1, 1, 1, 1]), tmp_path, "c.onnx")
+    r = runner.invoke(app, ["validate", model, "--hw", str(out), "-f", "json", "--runs", "3"])
+    assert r.exit_code == 3 and "did not settle" in r.output
+    r = runner.invoke(app, ["validate", model, "--hw", str(out), "-f", "json", "--runs", "3", "--accept-noisy"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["settled"] is False and "did not settle" in r.stderr

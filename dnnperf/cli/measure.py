@@ -10,6 +10,14 @@ from dnnperf.cli.app import (Batch, Dim, Format, HwOne, InputShape, Output, Quie
 from dnnperf.documents import Document
 
 Threads = Annotated[Optional[int], typer.Option("--threads", help="ONNX Runtime intra-op threads (default: ORT's).")]
+AcceptNoisy = Annotated[bool, typer.Option(
+    "--accept-noisy", help="On a machine whose timings never settle (a shared runner): keep the medians of the "
+                           "rounds so far instead of exiting 3; the result records settled: false and a note says so.")]
+
+
+def _unsettled_note(rounds: int, spread: float) -> str:
+    return (f"measurements did not settle in {rounds} rounds (largest spread between rounds {spread:.0%}): the "
+            "figures are the medians so far (settled: false) — repeat on a quieter machine for figures that repeat")
 
 
 @command(app, "calibrate", kinds=("calibration",), default_format="yaml")
@@ -17,6 +25,7 @@ def calibrate(
     output: Output = "profiles/local.yaml",
     quick: Annotated[bool, typer.Option("--quick", help="A few seconds instead of about a minute.")] = False,
     threads: Threads = None,
+    accept_noisy: AcceptNoisy = False,
     fmt: Format = None,
     quiet: Quiet = False,
 ):
@@ -27,10 +36,12 @@ def calibrate(
     if threads is not None:
         positive(threads, "--threads")
     with progress(sum(mb.role != "probe" for mb in micro_models(True)), "calibrating", quiet) as tick:
-        prof = run_calibrate(quick, threads, progress=tick)
-    note = (f"wrote {output}: fp32 {prof['units'][0]['peak_tops']['fp32']} TOP/s, {prof['memory']['dram_gbs']} GB/s, "
-            f"dispatch {prof['launch_overhead_us']} us ({prof['measured']['seconds']} s)")
-    return Document("calibration", prof, notes=(note,))
+        prof = run_calibrate(quick, threads, progress=tick, strict=not accept_noisy)
+    m = prof["measured"]
+    notes = [] if m["settled"] else [_unsettled_note(m["rounds"], m["spread_max"])]
+    notes.append(f"wrote {output}: fp32 {prof['units'][0]['peak_tops']['fp32']} TOP/s, {prof['memory']['dram_gbs']} GB/s, "
+                 f"dispatch {prof['launch_overhead_us']} us ({m['seconds']} s)")
+    return Document("calibration", prof, notes=tuple(notes))
 
 
 @command(app, "validate", kinds=("validate", "published"))
@@ -50,6 +61,7 @@ def validate(
         "--drift/--no-drift", help="Re-time the calibration's anchor micro-benchmarks next to the model and "
                                    "estimate for the machine's speed now (a calibrated profile only); "
                                    "--no-drift: as calibrated.")] = True,
+    accept_noisy: AcceptNoisy = False,
     fmt: Format = None,
     output: Output = None,
     quiet: Quiet = False,
@@ -74,5 +86,9 @@ def validate(
 
     positive(runs, "--runs")
     profile = load_profile(hw)
-    d = run_validate(model, profile, overrides(batch, input_shape, dim), threads, runs, drift=drift)
-    return Document("validate", d, notes=tuple(d.get("notes", ())))
+    d = run_validate(model, profile, overrides(batch, input_shape, dim), threads, runs, strict=not accept_noisy,
+                     drift=drift)
+    notes = tuple(d.get("notes", ()))
+    if not d["settled"]:
+        notes = (_unsettled_note(d["rounds"], d["spread"]),) + notes
+    return Document("validate", d, notes=notes)

@@ -210,6 +210,7 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
         "predicted_as_calibrated_s": None if calibrated_s is None else _sig(calibrated_s),
         "speed_vs_calibration": {"compute": _sig(speed["peak"]), "memory": _sig(speed["dram"])} if speed else None,
         "rounds": settled["rounds"],
+        "settled": settled["settled"],
         "spread": _sig(settled["spread"]["model"]),
         "notes": notes,
         "profiled_kernels_s": _sig(profiled_s),
