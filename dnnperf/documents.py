@@ -83,6 +83,7 @@ def report_dict(report: Report, top: int | None = None) -> dict:
                      "launch_overhead_us": hw.launch_overhead_us, "host_link_gbs": hw.host_link_gbs,
                      "price_per_hour": hw.price_per_hour,
                      "validation": hw.validation_summary(),
+                     "assumed": list(hw.assumed),
                      "roofs": [{"label": k, "ops_per_s": v} for k, v in roofs(report)]},
         "settings": sc.settings.as_dict(),
         "totals": {

@@ -40,16 +40,19 @@ SCHEMA = {
                             "on chip (optional), activations_onchip: bool, bandwidth_curve: {working set MB: GB/s} "
                             "(optional, calibrated CPUs: a layer's traffic streams at the figure for its working set, "
                             "log-interpolated, DRAM beyond the largest)}"),
-    "parallelism": ("map", True, "{lanes: concurrently resident work items, compute_units: SMs/cores/arrays, "
+    "parallelism": ("map", True, "{lanes: concurrently resident work items (GPUs: default SMs x the generation's "
+                                 "threads_per_sm, noted as assumed), compute_units: SMs/cores/arrays, "
                                  "ops_per_item: ops each work item needs to keep its lane busy (optional, default 1)}"),
-    "launch_overhead_us": ("num", True, "per-kernel launch / dispatch cost in microseconds"),
+    "launch_overhead_us": ("num", False, "per-kernel launch / dispatch cost in microseconds; default by kind "
+                                         "(dnnperf/data/kind_defaults.yaml: gpu 5), noted as assumed"),
     "host_op_us": ("num", False, "CPU runtimes: host cost in microseconds of one shape-arithmetic op the runtime "
                                  "redoes every inference in a model with symbolic input dims (Shape, Gather, "
                                  "Concat on shape vectors; calibrated); default launch_overhead_us"),
     "kernel_fixed_us": ("map", False, "CPU runtimes: op family -> fixed time in microseconds of one kernel of that "
                                       "family beyond launch_overhead_us, whatever its size (the thread pool's fork "
                                       "and join, kernel set-up; calibrated on chains of tiny ops), default 0"),
-    "host_link_gbs": ("num|null", True, "host -> device link for inputs in GB/s; null when inputs are already in memory"),
+    "host_link_gbs": ("num|null", False, "host -> device link for inputs in GB/s; null when inputs are already in "
+                                         "memory (the default, noted as assumed)"),
     "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope); default 1, "
                                                "or for GPUs the generation default by board power per SM"),
     "gpu": ("map", False, "GPU library knowledge: {generation: volta|turing|ampere|ada|hopper|pascal|..., tdp_w: W, "
@@ -152,6 +155,7 @@ class HardwareProfile:
     notes: str = ""
     validation: tuple[dict, ...] = ()
     measured: dict = field(default_factory=dict)  # how a calibrated profile was measured (threads...)
+    assumed: tuple[str, ...] = ()  # defaults applied for what the profile leaves out (kind_defaults.yaml)
     path: str = ""
 
     def validation_summary(self) -> str:
@@ -327,9 +331,26 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         raise DnnperfError(f"{where}.memory: missing 'dram_gbs'")
     par = _map(d["parallelism"], f"{where}.parallelism")
     _check_keys(par, ("lanes", "compute_units", "ops_per_item", "notes"), f"{where}.parallelism")
-    if "lanes" not in par or "compute_units" not in par:
+    if "compute_units" not in par or ("lanes" not in par and kind != "gpu"):
         raise DnnperfError(f"{where}.parallelism: needs 'lanes' and 'compute_units'")
-    host = d["host_link_gbs"]
+    units_n = int(_num(par["compute_units"], f"{where}.parallelism.compute_units"))
+    assumed = []
+    if "lanes" in par:
+        lanes = int(_num(par["lanes"], f"{where}.parallelism.lanes"))
+    else:
+        lanes, how = _gpu_lanes(d, kind, units_n, where)
+        assumed.append(f"parallelism.lanes {lanes} ({how})")
+    defaults = kind_defaults().get(kind, {})
+    launch = d.get("launch_overhead_us")
+    if launch is None:
+        launch = defaults.get("launch_overhead_us", 5)
+        assumed.append(f"launch_overhead_us {launch} (the {kind} default)")
+    if "host_link_gbs" in d:
+        host = d["host_link_gbs"]
+    else:
+        host = defaults.get("host_link_gbs")
+        assumed.append("host_link_gbs none (inputs already in device memory)" if host is None
+                       else f"host_link_gbs {host} (the {kind} default)")
     fb = None
     if d.get("fallback") is not None:
         f = _map(d["fallback"], f"{where}.fallback")
@@ -395,9 +416,9 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         dram_gb=None if mem.get("dram_gb") is None else _num(mem["dram_gb"], f"{where}.memory.dram_gb"),
         onchip_mb=None if mem.get("onchip_mb") is None else _num(mem["onchip_mb"], f"{where}.memory.onchip_mb"),
         activations_onchip=bool(mem.get("activations_onchip", False)),
-        lanes=int(_num(par["lanes"], f"{where}.parallelism.lanes")),
-        compute_units=int(_num(par["compute_units"], f"{where}.parallelism.compute_units")),
-        launch_overhead_us=_num(d["launch_overhead_us"], f"{where}.launch_overhead_us", allow_zero=True),
+        lanes=lanes,
+        compute_units=units_n,
+        launch_overhead_us=_num(launch, f"{where}.launch_overhead_us", allow_zero=True),
         host_link_gbs=None if host is None else _num(host, f"{where}.host_link_gbs"),
         host_op_us=None if d.get("host_op_us") is None else _num(d["host_op_us"], f"{where}.host_op_us", allow_zero=True),
         kernel_fixed_us=fixed,
@@ -424,6 +445,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         notes=str(d.get("notes", "")),
         validation=_validation(d.get("validation"), where),
         measured=dict(d["measured"]) if isinstance(d.get("measured"), dict) else {},
+        assumed=tuple(assumed),
     )
 
 
@@ -448,6 +470,24 @@ def _validation(v, where: str) -> tuple[dict, ...]:
         r["rho"] = _num(rec["rho"], f"{w}.rho", positive=False, upper=1.0)
         out.append(r)
     return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def kind_defaults() -> dict:
+    """What a profile may leave out, by kind (``dnnperf/data/kind_defaults.yaml``)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "kind_defaults.yaml")
+    with open(path, encoding="utf-8") as fh:
+        return safe_yaml(fh.read(), "kind defaults")
+
+
+def _gpu_lanes(d: dict, kind: str, sms: int, where: str) -> tuple[int, str]:
+    """A GPU profile without parallelism.lanes: SMs x its generation's resident threads per SM."""
+    from dnnperf import gpu
+
+    g = d.get("gpu") if isinstance(d.get("gpu"), dict) else {}
+    gen = g.get("generation") or gpu.infer_generation(str(d.get("title", "")), str(d.get("name", "")))
+    per_sm = int(g.get("threads_per_sm") or gpu.library(gen if gen in gpu.GENERATIONS else None).threads_per_sm)
+    return sms * per_sm, f"{sms} SMs x {per_sm} resident threads, {gen or 'default'} generation"
 
 
 def _gpu_section(v, kind: str, where: str) -> dict:

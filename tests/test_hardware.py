@@ -173,3 +173,42 @@ def test_parsed_copies_keep_non_string_keys():
     data = {"matrix_m_efficiency": {1: 1.0, 49: 0.9}, "curve": {0.5: 80.0}, "flags": {True: None}, "s": ["a", 1]}
     back = json.loads(json.dumps(parsed.encode(data)), object_hook=parsed._hook)
     assert _strict(back, data)
+
+
+def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
+    """A GPU profile with only spec-sheet figures (no lanes, launch cost or host link) loads: lanes
+    are SMs x the generation's resident threads (Ampere 2048, Turing 1024, Ada 1536: CUDA programming
+    guide), the launch cost the gpu default (5 us, dnnperf/data/kind_defaults.yaml), no host link;
+    every default is listed in `assumed`, in the report's notes and its JSON."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from dnnperf.cli import app
+
+    base = {"schema": "dnnperf-hw/1", "kind": "gpu", "headline": {"precision": "fp16", "tops": 125},
+            "units": [{"name": "tensor_cores", "serves": ["matrix"], "peak_tops": {"fp16": 125}},
+                      {"name": "cuda_cores", "serves": ["matrix", "vector"], "peak_tops": {"fp32": 31.2}}],
+            "memory": {"dram_gbs": 600, "onchip_mb": 6}, "parallelism": {"compute_units": 72},
+            "sources": {"all": "a datasheet"}}
+    for title, per_sm in (("NVIDIA A10 (Ampere GA102)", 2048), ("NVIDIA T4", 1024), ("NVIDIA L4 (Ada)", 1536)):
+        hw = profile_from_dict({**base, "name": "x", "title": title}, "x")
+        assert hw.lanes == 72 * per_sm and hw.launch_overhead_us == 5 and hw.host_link_gbs is None
+        assert len(hw.assumed) == 3 and hw.assumed[0].startswith(f"parallelism.lanes {72 * per_sm}")
+    # given figures are used as they are and not reported as assumed
+    given = profile_from_dict({**base, "name": "x", "title": "NVIDIA A10", "launch_overhead_us": 9, "host_link_gbs": 32,
+                               "parallelism": {"compute_units": 72, "lanes": 1000}}, "x")
+    assert (given.lanes, given.launch_overhead_us, given.host_link_gbs, given.assumed) == (1000, 9, 32, ())
+    # other kinds still need their lanes
+    with pytest.raises(DnnperfError, match="lanes"):
+        profile_from_dict({**base, "name": "x", "title": "an NPU", "kind": "npu"}, "x")
+    p = tmp_path / "a10.yaml"
+    p.write_text(yaml.safe_dump({**base, "name": "a10", "title": "NVIDIA A10 (Ampere GA102)"}))
+    from helpers import SAMPLES
+
+    r = CliRunner().invoke(app, ["analyze", os.path.join(SAMPLES, "squeezenet1_1.onnx"), "--hw", str(p), "-b", "1",
+                                 "-f", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["hardware"]["lanes"] == 72 * 2048 and len(doc["hardware"]["assumed"]) == 3
+    assert "does not give parallelism.lanes 147456" in r.stderr and "launch_overhead_us 5" in r.stderr

@@ -74,6 +74,8 @@ def _make(view):
 
 def _profile(doc, style) -> str:
     head = f"# validation: {doc.data['validation']}\n" if doc.data.get("validation") else ""
+    if doc.data.get("assumed"):
+        head += f"# not in the profile, assumed: {'; '.join(doc.data['assumed'])}\n"
     return head + doc.data["yaml"]
 
 
