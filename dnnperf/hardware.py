@@ -338,7 +338,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     if "lanes" in par:
         lanes = int(_num(par["lanes"], f"{where}.parallelism.lanes"))
     else:
-        lanes, how = _gpu_lanes(d, kind, units_n, where)
+        lanes, how = _gpu_lanes(d, units_n, where)
         assumed.append(f"parallelism.lanes {lanes} ({how})")
     defaults = kind_defaults().get(kind, {})
     launch = d.get("launch_overhead_us")
@@ -480,13 +480,17 @@ def kind_defaults() -> dict:
         return safe_yaml(fh.read(), "kind defaults")
 
 
-def _gpu_lanes(d: dict, kind: str, sms: int, where: str) -> tuple[int, str]:
-    """A GPU profile without parallelism.lanes: SMs x its generation's resident threads per SM."""
+def _gpu_lanes(d: dict, sms: int, where: str) -> tuple[int, str]:
+    """A GPU profile without parallelism.lanes: SMs x its generation's resident threads per SM (the
+    profile's own gpu.threads_per_sm when it gives one)."""
     from dnnperf import gpu
 
     g = d.get("gpu") if isinstance(d.get("gpu"), dict) else {}
     gen = g.get("generation") or gpu.infer_generation(str(d.get("title", "")), str(d.get("name", "")))
-    per_sm = int(g.get("threads_per_sm") or gpu.library(gen if gen in gpu.GENERATIONS else None).threads_per_sm)
+    if "threads_per_sm" in g:
+        per_sm = int(_num(g["threads_per_sm"], f"{where}.gpu.threads_per_sm"))
+    else:
+        per_sm = gpu.library(gen if gen in gpu.GENERATIONS else None).threads_per_sm
     return sms * per_sm, f"{sms} SMs x {per_sm} resident threads, {gen or 'default'} generation"
 
 
@@ -502,8 +506,10 @@ def _gpu_section(v, kind: str, where: str) -> dict:
     _check_keys(g, ("generation", "tdp_w") + _FIELDS, f"{where}.gpu")
     if "generation" in g and g["generation"] not in GENERATIONS:
         raise DnnperfError(f"{where}.gpu.generation: one of {', '.join(GENERATIONS)}, got {g['generation']!r}")
+    if "reorder_traffic" in g and not isinstance(g["reorder_traffic"], bool):
+        raise DnnperfError(f"{where}.gpu.reorder_traffic: true or false, got {g['reorder_traffic']!r}")
     for k in ("tdp_w", "bandwidth_efficiency", "min_kernel_us", "split_k_min", "conv_efficiency",
-              "misaligned_efficiency", "matrix_overlap", "k_step_cycles", "conv_k_step_cycles"):
+              "misaligned_efficiency", "matrix_overlap", "k_step_cycles", "conv_k_step_cycles", "threads_per_sm"):
         if k in g:
             _num(g[k], f"{where}.gpu.{k}", upper=1.0 if k.endswith(("efficiency", "overlap")) else None,
                  allow_zero=k == "matrix_overlap")

@@ -199,6 +199,12 @@ def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
     given = profile_from_dict({**base, "name": "x", "title": "NVIDIA A10", "launch_overhead_us": 9, "host_link_gbs": 32,
                                "parallelism": {"compute_units": 72, "lanes": 1000}}, "x")
     assert (given.lanes, given.launch_overhead_us, given.host_link_gbs, given.assumed) == (1000, 9, 32, ())
+    # the profile's own threads per SM wins; a malformed one names itself
+    own = profile_from_dict({**base, "name": "x", "title": "NVIDIA A10", "gpu": {"threads_per_sm": 1536}}, "x")
+    assert own.lanes == 72 * 1536
+    for bad in ({"threads_per_sm": "many"}, {"threads_per_sm": 0}, {"reorder_traffic": "yes"}):
+        with pytest.raises(DnnperfError, match=f"gpu.{next(iter(bad))}"):
+            profile_from_dict({**base, "name": "x", "title": "NVIDIA A10", "gpu": bad}, "x")
     # other kinds still need their lanes
     with pytest.raises(DnnperfError, match="lanes"):
         profile_from_dict({**base, "name": "x", "title": "an NPU", "kind": "npu"}, "x")
