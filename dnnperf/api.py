@@ -95,7 +95,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     p, note = prec.resolve(hw, settings.precision)
     notes = [note] if note else []
     if hw.assumed:
-        notes.append(f"profile {hw.name} does not give {'; '.join(hw.assumed)}: assumed (dnnperf/data/kind_defaults.yaml)")
+        notes.append(hw.assumed_note())
     if p == "best":
         cands = [c for c in prec.supported(hw) if c != "fp64"]
         timed = [(_score(insp, hw, replace(settings, precision=c)).totals["latency_s"], prec.RUNG[c], c) for c in cands]

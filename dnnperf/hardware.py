@@ -158,6 +158,12 @@ class HardwareProfile:
     assumed: tuple[str, ...] = ()  # defaults applied for what the profile leaves out (kind_defaults.yaml)
     path: str = ""
 
+    def assumed_note(self) -> str:
+        """The one line that says which figures the kind defaults supplied ('' when the profile gives all)."""
+        if not self.assumed:
+            return ""
+        return f"profile {self.name} does not give {'; '.join(self.assumed)}: assumed (dnnperf/data/kind_defaults.yaml)"
+
     def validation_summary(self) -> str:
         """One line: "fp16: median error 1.13x over 173 published kernels, 65% within 1.25x; ..." or
         "not validated"."""
@@ -539,8 +545,28 @@ def shipped_names() -> list[str]:
     return sorted(f[:-5] for f in os.listdir(d) if f.endswith(".yaml"))
 
 
+# the notes of profiles loaded with kind defaults since the last ``assumed_notes(clear=True)``: every
+# command that reads a profile (whatever path the profile took to it) says so once (dnnperf.cli.app)
+_ASSUMED: dict[str, str] = {}
+
+
+def assumed_notes(clear: bool = False) -> list[str]:
+    """The ``assumed_note`` of every profile loaded with kind defaults since the last clear."""
+    out = list(_ASSUMED.values())
+    if clear:
+        _ASSUMED.clear()
+    return out
+
+
 def load_profile(spec: str) -> HardwareProfile:
     """``spec`` is a shipped profile name or a path to a YAML file."""
+    hw = _find_profile(spec)
+    if hw.assumed:
+        _ASSUMED[hw.path] = hw.assumed_note()
+    return hw
+
+
+def _find_profile(spec: str) -> HardwareProfile:
     if not spec or not spec.strip():
         raise DnnperfError("empty --hw value: pass a profile name (see `dnnperf hw list`) or a YAML path")
     looks_like_path = spec.endswith((".yaml", ".yml")) or os.sep in spec or "/" in spec

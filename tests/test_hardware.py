@@ -218,3 +218,11 @@ def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
     doc = json.loads(r.stdout)
     assert doc["hardware"]["lanes"] == 72 * 2048 and len(doc["hardware"]["assumed"]) == 3
     assert "does not give parallelism.lanes 147456" in r.stderr and "launch_overhead_us 5" in r.stderr
+    assert r.stderr.count("does not give") == 1  # once, though the report carries it too
+    # commands that do not pass a report's notes on say it too (the CLI collects it from the load)
+    sq = os.path.join(SAMPLES, "squeezenet1_1.onnx")
+    for args in (["lut", "--from", sq], ["shapes", sq], ["diff", sq, sq]):
+        r = CliRunner().invoke(app, args + ["--hw", str(p), "-b", "1", "-f", "json"])
+        assert r.exit_code == 0 and r.stderr.count("profile a10 does not give parallelism.lanes") == 1, (args, r.output)
+    r = CliRunner().invoke(app, ["lut", "--from", sq, "--hw", "v100", "-b", "1", "-f", "json"])
+    assert r.exit_code == 0 and "does not give" not in r.stderr  # nothing left over from the command before

@@ -20,6 +20,7 @@ import functools
 import os
 import sys
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Annotated, List, Optional
 
 import typer
@@ -348,10 +349,13 @@ def command(group, name: str, kinds: tuple[str, ...], default_format: str = "tab
             def body():
                 out = None if no_output else Out(name, kinds, kw.get("fmt"), kw.get("output"), kw.get("quiet", False),
                                                   _input_paths(kw), default_format)
+                _assumed_notes()  # none left over from an earlier command of this process
                 res = fn(**kw)
                 doc, code = res if isinstance(res, tuple) else (res, 0)
                 if out is not None and doc is not None:
-                    out.emit(doc)
+                    # a profile that left figures to its kind's defaults says so, whichever path read it
+                    extra = _assumed_notes()
+                    out.emit(replace(doc, notes=tuple(doc.notes) + tuple(extra)) if extra else doc)
                 if code:
                     raise typer.Exit(code)
 
@@ -361,6 +365,13 @@ def command(group, name: str, kinds: tuple[str, ...], default_format: str = "tab
         return wrapper
 
     return deco
+
+
+def _assumed_notes() -> list[str]:
+    """The notes of profiles loaded with kind defaults since the last call (none when no profile was
+    read: the hardware module is not even imported then)."""
+    hw = sys.modules.get("dnnperf.hardware")
+    return hw.assumed_notes(clear=True) if hw is not None else []
 
 
 def fail(msg: str, code: int = 2):
