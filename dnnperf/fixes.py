@@ -256,8 +256,8 @@ def _fewer_launches(c: LayerCost, x: Ctx):
     if c.layer.workload.family in HOST_SHAPE_FAMILIES:
         return (f"shape arithmetic redone every inference because the model's input dims are symbolic "
                 f"({fmt_time(c.t_launch)} on the host): {STATIC_DIMS_TEXT}", c.t_launch)
-    return (f"{c.layer.workload.launches} launch x {x.hw.launch_overhead_us:g} us = {fmt_time(c.t_launch)} against "
-            f"{fmt_time(c.time_s - c.t_launch)} of work", c.t_launch)
+    return (f"{c.layer.workload.launches} launch x {sig(x.hw.kernel_us(c.layer.workload.family)):g} us = "
+            f"{fmt_time(c.t_launch)} against {fmt_time(c.time_s - c.t_launch)} of work", c.t_launch)
 
 
 def _software_pipelining(c: LayerCost, x: Ctx):
@@ -366,8 +366,9 @@ def model_fixes(report, alternatives=()) -> list[dict]:
         if sc.settings.runtime == "eager":
             how = "capture a CUDA graph or use a fusing runtime" if hw.kind == "gpu" else \
                 "fuse them (a fusing runtime, --fusion typical)"
-            text = (f"{sc.totals['launches']} kernel launches x {hw.launch_overhead_us:g} us = {fmt_time(launches)} "
-                    f"({share}): {how}")
+            per = f"x {hw.launch_overhead_us:g} us" if not hw.kernel_fixed_us else \
+                f"x {hw.launch_overhead_us:g} us of dispatch plus each family's fixed time (kernel_fixed_us)"
+            text = f"{sc.totals['launches']} kernel launches {per} = {fmt_time(launches)} ({share}): {how}"
         else:  # no host cost per kernel here: what is left is each short kernel's minimum device time
             text = (f"{sc.totals['launches']} kernels, each at least its minimum device time: {fmt_time(launches)} "
                     f"({share}): fuse the short ones (--fusion typical, a fusing runtime)")

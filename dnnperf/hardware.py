@@ -158,6 +158,11 @@ class HardwareProfile:
     assumed: tuple[str, ...] = ()  # defaults applied for what the profile leaves out (kind_defaults.yaml)
     path: str = ""
 
+    def kernel_us(self, family: str) -> float:
+        """Time per kernel of ``family`` besides its work: the dispatch, plus the family's fixed time
+        on a calibrated CPU (``kernel_fixed_us``)."""
+        return self.launch_overhead_us + self.kernel_fixed_us.get(family, 0.0)
+
     def assumed_note(self) -> str:
         """The one line that says which figures the kind defaults supplied ('' when the profile gives all)."""
         if not self.assumed:
@@ -380,6 +385,9 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         if k not in FAMILIES:
             raise DnnperfError(f"{where}.kernel_fixed_us.{k}: unknown op family (use {', '.join(FAMILIES)})")
         fixed[k] = _num(v, f"{where}.kernel_fixed_us.{k}", allow_zero=True)
+    if fixed and kind == "gpu":  # the GPU steps do not read it: a GPU kernel's minimum time is the library's
+        raise DnnperfError(f"{where}.kernel_fixed_us: not for kind gpu — a GPU kernel's minimum time is "
+                           "gpu.min_kernel_us / gpu.graph_kernel_us")
     op_eff = {}
     for k, v in _map(d.get("op_efficiency", {}) or {}, f"{where}.op_efficiency").items():
         op_eff[str(k)] = _num(v, f"{where}.op_efficiency.{k}", upper=1.0)

@@ -216,7 +216,7 @@ def _efficiency(s: LayerState) -> float:
 def _launch(s: LayerState) -> float:
     """Host-side cost of submitting kernels (eager execution; fusion or graph capture removes it), and
     on calibrated CPUs each kernel's fixed time (the thread pool's fork and join, set-up)."""
-    s.t_launch = rules.launch_time(s.w.launches, s.hw.launch_overhead_us + s.hw.kernel_fixed_us.get(s.w.family, 0.0))
+    s.t_launch = rules.launch_time(s.w.launches, s.hw.kernel_us(s.w.family))
     return s.t + s.t_launch
 
 

@@ -289,6 +289,21 @@ def test_a_cpu_kernel_pays_its_family_fixed_cost_by_hand(tmp_path):
         extra = 2.5e-6 * c.layer.workload.launches if c.layer.workload.family == "conv" else 0.0
         assert b[name].time_s == pytest.approx(c.time_s + extra, rel=1e-9, abs=1e-15), name
     assert any(c.layer.workload.family == "conv" for c in a.values())
+    # the advice's arithmetic uses the same per-kernel cost: 2 us dispatch + 2.5 us fixed
+    assert fixed.kernel_us("conv") == 4.5 and fixed.kernel_us("elementwise") == 2.0
+    from dnnperf.fixes import Ctx, _fewer_launches
+
+    rep = analyze(insp, fixed, Settings(fusion="none"))
+    conv = next(c for c in rep.score.layers if c.layer.workload.family == "conv")
+    text, _ = _fewer_launches(conv, Ctx(rep))
+    assert text.startswith("1 launch x 4.5 us = 4.5 us"), text
+    # a GPU has no such field (its kernels' minimum time is the library's)
+    from dnnperf.errors import DnnperfError
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "t4.yaml"), encoding="utf-8") as fh:
+        t4 = yaml.safe_load(fh)
+    with pytest.raises(DnnperfError, match="kernel_fixed_us"):
+        profile_from_dict({**t4, "kernel_fixed_us": {"conv": 1.0}}, "x")
 
 
 def test_precision_what_if_keeps_every_workload_field():
