@@ -140,8 +140,8 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         # the layout reorders a lone convolution or pooling gets (a network pays them once)
         fused = mb.role == "kernel"  # costed as the kernels ORT makes of it (dnnperf.fusion.RUNTIME_KERNELS)
         fusion = "typical" if fused else "none"
-        kernel_s = max(times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6 - fixed_time(mb.model, base, fusion),
-                       1e-7)
+        roof_s, fixed_s = micro_costs(mb.model, base, fusion)
+        kernel_s = max(times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6 - fixed_s, 1e-7)
         if any(n.op_type in BLOCKED_OPS for n in mb.model.graph.node):
             kernels = layout_kernels(mb, threads)
             shares[mb.name] = layout_share(mb, threads, kernels)
@@ -150,7 +150,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
                 reorder = reorder_efficiency(mb, kernels, base)
                 if reorder is not None:
                     op_eff["LayoutReorder"] = _sig(reorder)
-        ratio = min(1.0, max(0.01, predict_micro(mb.model, base, fusion) / kernel_s))
+        ratio = min(1.0, max(0.01, roof_s / kernel_s))
         if mb.role in ("op", "kernel"):
             op_eff[mb.key] = _sig(ratio)
         elif mb.role == "shape":
@@ -237,23 +237,20 @@ def fixed_us(chain_s: float, one_op_s: float, arithmetic_s: float, dispatch_us: 
     return us if us >= FIXED_RESOLUTION_US else 0.0
 
 
-def fixed_time(m, hw, fusion: str = "none") -> float:
-    """The fixed kernel time (``kernel_fixed_us``) dnnperf charges a micro-model's kernels: taken off
-    the measured time before an efficiency is read from it, as the estimate adds it back apart."""
+def micro_costs(m, hw, fusion: str = "none") -> tuple[float, float]:
+    """From one analysis of a micro-model: (``predict_micro``'s estimate, the fixed kernel time
+    (``kernel_fixed_us``) dnnperf charges its kernels). The fixed time is taken off the measured time
+    before an efficiency is read from it, as the estimate adds it back apart."""
     from dnnperf.api import analyze
     from dnnperf.scoring import Settings
 
-    if not hw.kernel_fixed_us:
-        return 0.0
     rep = analyze(_inspect_micro(m), hw, Settings(fusion=fusion), with_fixes=False)
-    return sum(c.layer.workload.launches * hw.kernel_fixed_us.get(c.layer.workload.family, 0.0)
-               for c in rep.score.layers) * 1e-6
+    roof = sum(c.time_s - c.t_launch for c in rep.score.layers) + hw.launch_overhead_us * 1e-6
+    fixed = sum(c.layer.workload.launches * hw.kernel_fixed_us.get(c.layer.workload.family, 0.0)
+                for c in rep.score.layers) * 1e-6
+    return roof, fixed
 
 
 def predict_micro(m, hw, fusion: str = "none") -> float:
     """dnnperf's estimate for a micro-model (efficiency 1, no launch cost): the roofline part."""
-    from dnnperf.api import analyze
-    from dnnperf.scoring import Settings
-
-    rep = analyze(_inspect_micro(m), hw, Settings(fusion=fusion), with_fixes=False)
-    return sum(c.time_s - c.t_launch for c in rep.score.layers) + hw.launch_overhead_us * 1e-6
+    return micro_costs(m, hw, fusion)[0]
