@@ -351,10 +351,10 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     else:
         lanes, how = _gpu_lanes(d, units_n, where)
         assumed.append(f"parallelism.lanes {lanes} ({how})")
-    defaults = kind_defaults().get(kind, {})
+    defaults = kind_defaults()[kind]  # every kind has its entry (a test checks)
     launch = d.get("launch_overhead_us")
     if launch is None:
-        launch = defaults.get("launch_overhead_us", 5)
+        launch = defaults["launch_overhead_us"]
         assumed.append(f"launch_overhead_us {launch} (the {kind} default)")
     if "host_link_gbs" in d:
         host = d["host_link_gbs"]

@@ -175,6 +175,13 @@ def test_parsed_copies_keep_non_string_keys():
     assert _strict(back, data)
 
 
+def test_every_kind_has_its_defaults():
+    from dnnperf.hardware import KINDS, kind_defaults
+
+    for kind in KINDS:
+        assert set(kind_defaults()[kind]) == {"launch_overhead_us", "host_link_gbs"}, kind
+
+
 def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
     """A GPU profile with only spec-sheet figures (no lanes, launch cost or host link) loads: lanes
     are SMs x the generation's resident threads (Ampere 2048, Turing 1024, Ada 1536: CUDA programming
