@@ -241,7 +241,7 @@ def _plan_gemm(m, n, k, count, sms, lib, unit, rate_per_s, hz, precision, split_
     feed = float(lib.feed_ops_per_element.get(unit, lib.feed_ops_per_element.get("cuda_cores", 48)))
     rate_sm = rate_per_s / max(sms, 1)
     step_s = (lib.k_step_cycles if step_cycles is None else step_cycles) / hz
-    k_per_step = float(lib.k_step.get(precision, 8))
+    k_per_step = float(lib.k_step.get(f"{unit}:{precision}", lib.k_step.get(precision, 8)))
     best = None
     for tm, tn in tiles or lib.tiles:
         tiles_n = ceil(m / tm) * ceil(n / tn) * count

@@ -81,7 +81,8 @@ SCHEMA = {
     "fallback": ("map", False, "{name, peak_tops: {precision: TOP/s}, dram_gbs, transfer_gbs} for unsupported ops"),
     "price_per_hour": ("num|null", False, "on-demand price in USD per hour (cloud targets)"),
     "price_source": ("str", False, "where and when the price was read"),
-    "sources": ("map", True, "field -> address of the published figure"),
+    "sources": ("map", False, "field -> address of the published figure (absent: the figures are taken as given, "
+                              "noted as assumed)"),
     "unverified": ("list", False, "fields whose figure is a widely quoted but unconfirmed value"),
     "notes": ("str", False, "free text"),
     "measured": ("map", False, "how a calibrated profile was measured"),
@@ -167,7 +168,8 @@ class HardwareProfile:
         """The one line that says which figures the kind defaults supplied ('' when the profile gives all)."""
         if not self.assumed:
             return ""
-        return f"profile {self.name} does not give {'; '.join(self.assumed)}: assumed (dnnperf/data/kind_defaults.yaml)"
+        return (f"profile {self.name} does not give {'; '.join(self.assumed)}: assumed (defaults: "
+                "dnnperf/data/kind_defaults.yaml, gpu_generations.yaml)")
 
     def validation_summary(self) -> str:
         """One line: "fp16: median error 1.13x over 173 published kernels, 65% within 1.25x; ..." or
@@ -414,7 +416,11 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     unopt = d.get("unoptimized_ops", []) or []
     if not isinstance(unopt, list) or any(not isinstance(x, str) for x in unopt):
         raise DnnperfError(f"{where}.unoptimized_ops: a list of op type names")
-    sources = _map(d["sources"], f"{where}.sources")
+    if d.get("sources") is None:
+        sources = {}
+        assumed.append("sources (none: its figures are taken as given, unchecked)")
+    else:
+        sources = _map(d["sources"], f"{where}.sources")
     unverified = d.get("unverified", []) or []
     if not isinstance(unverified, list):
         raise DnnperfError(f"{where}.unverified: a list of field names")

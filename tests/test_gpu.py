@@ -77,6 +77,14 @@ def test_k_loop_latency_bounds_short_products_gemm_and_conv_steps_apart():
     assert c.seconds == pytest.approx(64 * 300e-9)
     # generations before Ampere pipeline their K loop in two stages: GEMM steps wait 300 cycles too
     assert gpu.library("volta").k_step_cycles == gpu.library("volta").conv_k_step_cycles == 300
+    # int8 on the CUDA cores (DP4A: 4 bytes of K per lane per instruction) steps 32 K at a time, on
+    # tensor cores 16: K = 1024 is 32 steps there against 64 (Turing, 300 cycles a step at 1 GHz)
+    tu = gpu.library("turing", {"tiles": [[128, 128]], "split_k_min": 10**9})
+    # (math: 2*128*128*1024 ops at 25 TOP/s per SM = 1.3 us, below either loop)
+    simt = gpu.plan_gemm(128, 128, 1024, 1, 40, tu, "cuda_cores", 1e15, 1e9, "int8", gemv=False)
+    tc = gpu.plan_gemm(128, 128, 1024, 1, 40, tu, "tensor_cores", 1e15, 1e9, "int8", gemv=False)
+    assert simt.latency_bound and simt.seconds == pytest.approx(32 * 300e-9)
+    assert tc.latency_bound and tc.seconds == pytest.approx(64 * 300e-9)
 
 
 def test_power_limited_clock_by_hand():

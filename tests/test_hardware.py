@@ -212,6 +212,9 @@ def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
     for bad in ({"threads_per_sm": "many"}, {"threads_per_sm": 0}, {"reorder_traffic": "yes"}):
         with pytest.raises(DnnperfError, match=f"gpu.{next(iter(bad))}"):
             profile_from_dict({**base, "name": "x", "title": "NVIDIA A10", "gpu": bad}, "x")
+    # no sources: the figures are taken as given, and the profile says so among its assumptions
+    bare = profile_from_dict({k: v for k, v in {**base, "name": "x", "title": "NVIDIA A10"}.items() if k != "sources"}, "x")
+    assert bare.sources == {} and bare.assumed[-1].startswith("sources (none") and "sources (none" in bare.assumed_note()
     # other kinds still need their lanes
     with pytest.raises(DnnperfError, match="lanes"):
         profile_from_dict({**base, "name": "x", "title": "an NPU", "kind": "npu"}, "x")
