@@ -5,7 +5,9 @@ channels in blocks of 8 or 16, the SIMD width). Elementwise ops take whatever la
 has; any other op (a broadcast multiply, Flatten, Reshape, Transpose, a matrix product...) needs
 plain NCHW, so the runtime converts a blocked tensor back before it (a reorder that reads and
 writes the whole tensor) and converts again before the next convolution. A lone convolution in a
-one-node model pays both conversions; inside a network they appear only at these boundaries.
+one-node model pays both conversions; inside a network they appear only at these boundaries. A
+Transpose that moves a blocked tensor's channels last (ConvNeXt's permute after its depthwise
+convolution) is folded into the conversion out (the runtime's ReorderOutput writes NHWC directly).
 
 Which convolutions run blocked is ``rules.blocked_conv`` (channel counts a multiple of the
 alignment the runtime pads up to a block; grouped ones from a minimum width per group), which
@@ -78,6 +80,13 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
     """``layers`` with a ``LayoutReorder`` layer before each layer whose input layout differs from
     the one its producer left (see the module docstring)."""
     nodes = {n.name: n for n in graph.nodes}
+    readers: dict[str, int] = {}  # tensor -> how many nodes (and graph outputs) read it
+    for n in graph.nodes:
+        for i in dict.fromkeys(n.inputs):
+            if i:
+                readers[i] = readers.get(i, 0) + 1
+    for o in graph.outputs:
+        readers[o] = readers.get(o, 0) + 1
     blocked: set[str] = set()  # tensors currently held in the blocked layout
     plain_copy: set[str] = set()  # blocked tensors already converted back (one conversion serves all)
     out: list[Layer] = []
@@ -112,10 +121,29 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
             out.append(layer)
             blocked.update(o for o in outs if _rank4(graph, o))
             continue
+        if _channels_last_transpose(members, ins, blocked, plain_copy, readers):
+            # the runtime's conversion out of the blocked layout writes channels-last directly
+            # (ReorderOutput with channels_last): one pass over the tensor, the Transpose is gone
+            r = _reorder(graph, ins[0], "out of")
+            if r is not None:
+                out.append(Layer(f"{r.name} (channels last, absorbs {layer.name})", "LayoutReorder", layer.nodes,
+                                 r.workload, layer.output_shape))
+                plain_copy.add(ins[0])
+                continue
         convert_once(out, ins, blocked.__contains__, plain_copy, lambda t: _reorder(graph, t, "out of"))
         out.append(layer)
     convert_once(out, graph.outputs, blocked.__contains__, plain_copy, lambda t: _reorder(graph, t, "out of"))
     return out
+
+
+def _channels_last_transpose(members, ins, blocked, plain_copy, readers) -> bool:
+    """A lone Transpose that moves the channels last (perm 0, 2, 3, 1) of a blocked tensor nothing
+    else reads: ONNX Runtime folds it into the conversion out of the blocked layout."""
+    if len(members) != 1 or members[0].op_type != "Transpose" or len(ins) != 1:
+        return False
+    t = ins[0]
+    perm = members[0].attrs.get("perm")
+    return t in blocked and t not in plain_copy and readers.get(t, 0) == 1 and list(perm or ()) == [0, 2, 3, 1]
 
 
 def _rank4(graph: Graph, name: str) -> bool:

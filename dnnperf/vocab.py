@@ -61,3 +61,6 @@ HOST_SHAPE_FAMILIES = frozenset({"shape_runtime"})  # no kernel: a CPU runtime p
 PROFILE_FAMILIES = tuple(f for f in FAMILIES if f not in FREE_FAMILIES and f not in HOST_SHAPE_FAMILIES)
 CAUSES = values(Cause)
 LOSS_KEYS = tuple(c for c in CAUSES if c != "compute")  # every cause but compute is a loss
+
+# kernels ONNX Runtime's CPU provider makes of transformer patterns (dnnperf.fusion says which)
+RUNTIME_KERNELS = ("BiasGelu", "SkipLayerNormalization")

@@ -70,6 +70,28 @@ def test_a_transpose_between_convolutions_costs_two_conversions(tmp_path):
     assert all(l.workload.act_bytes_read == 16 * 36 * 4 for l in layers if l.op_type == "LayoutReorder")
 
 
+def test_a_channels_last_transpose_of_a_blocked_tensor_is_folded_into_its_conversion(tmp_path):
+    """ConvNeXt's permute after its depthwise convolution: ONNX Runtime's conversion out of the blocked
+    layout writes channels-last itself (ReorderOutput channels_last); the Transpose costs nothing
+    more. Another reader of the convolution's output keeps the Transpose (the plain copy is needed)."""
+    def net(second_reader):
+        nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1"),
+                 helper.make_node("Transpose", ["a"], ["t"], name="tr", perm=[0, 2, 3, 1]),
+                 helper.make_node("Relu", ["t"], ["y"], name="r")]
+        outs = [vi("y", None)]
+        if second_reader:
+            nodes.append(helper.make_node("Sigmoid", ["a"], ["z"], name="s"))
+            outs.append(vi("z", None))
+        return model(nodes, [vi("x", [1, 16, 6, 6])], outs, [weight("w1", [16, 16, 1, 1])])
+    layers = _layers(tmp_path, net(False), {"block": 8, "grouped_min_width": 8})
+    assert [l.op_type for l in layers] == ["LayoutReorder", "Conv", "LayoutReorder", "Relu"]
+    folded = layers[2]
+    assert folded.nodes == ("tr",) and folded.output_shape == (1, 6, 6, 16)
+    assert folded.workload.act_bytes_read == folded.workload.bytes_written == 16 * 36 * 4  # one pass
+    kept = _layers(tmp_path, net(True), {"block": 8, "grouped_min_width": 8})
+    assert {"reorder out of a", "tr"} <= {l.name for l in kept}
+
+
 def test_grouped_convolutions_narrower_than_the_block_stay_plain(tmp_path):
     nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="g", group=4)]
     m = model(nodes, [vi("x", [1, 16, 6, 6])], [vi("y", None)], [weight("w", [16, 4, 1, 1])])

@@ -92,7 +92,7 @@ def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
              and l.name.startswith("cast to ")}  # dnnperf.upcast's layers, by the tensor they convert
     # ORT names its own fused kernels "<Kernel>", "<Kernel>_token_<n>": the n-th goes to the n-th
     # layer dnnperf made of that pattern, in graph order (dnnperf.fusion.RUNTIME_KERNELS)
-    from dnnperf.fusion import RUNTIME_KERNELS
+    from dnnperf.vocab import RUNTIME_KERNELS
 
     for kind in RUNTIME_KERNELS:
         ours = [l.name for l in layers if l.op_type == kind]
