@@ -323,7 +323,10 @@ def _gpu_kernel_eff(s: LayerState) -> float:
             and gpu.gemm_misaligned(lib, w.gemm.n, w.gemm.k, s.run_precision):
         eff *= lib.gemm_misaligned_efficiency  # narrower vector loads (fixes: _misaligned_gemm)
     if s.algorithm == "direct" and w.family == "depthwise_conv" and s.run_precision in lib.depthwise_efficiency:
-        eff = float(lib.depthwise_efficiency[s.run_precision])
+        strided = bool(w.conv) and (w.conv[3] > 1 or w.conv[4] > 1)
+        key = f"{s.run_precision}:strided" if strided and f"{s.run_precision}:strided" in lib.depthwise_efficiency \
+            else s.run_precision
+        eff = float(lib.depthwise_efficiency[key])
     if s.misaligned and w.conv:
         vec = int(lib.misaligned_vector.get(s.run_precision, 8))
         cin = w.conv[0]
