@@ -297,12 +297,18 @@ def _gpu_waves(s: LayerState) -> float:
                                split_k=(s.algorithm == "gemm" or s.lib.conv_split_k) and s.run_precision in s.lib.split_k_precisions,
                                gemv=s.algorithm == "gemm",
                                tiles=None if s.algorithm == "gemm" else s.lib.conv_tiles.get(gpu.unit_class(s.unit_name)),
-                               step_cycles=s.lib.conv_k_step_cycles if s.algorithm != "gemm" else None)
+                               step_cycles=s.lib.conv_k_step_cycles if s.algorithm != "gemm" and not _pointwise(w) else None)
         t = s.plan.seconds / getattr(s, "gain", 1.0) + 2 * w.other_ops / s.rate
         s.occupancy = min(1.0, s.t / t) if t > 0 else 1.0
         s.tile_eff = s.plan.tile_eff
         return max(s.t, t)
     return _parallelism(s)
+
+
+def _pointwise(w: Workload) -> bool:
+    """A 1 x 1 convolution at stride 1: its input is already the product's matrix (no patches to
+    gather), so the library streams it like a GEMM operand."""
+    return _is_conv(w) and tuple(w.conv[1:5]) == (1, 1, 1, 1) and not w.conv[5]
 
 
 def _gpu_kernel_eff(s: LayerState) -> float:

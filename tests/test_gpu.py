@@ -258,6 +258,24 @@ def test_hopper_reorders_transpose_the_convolution_input_by_hand():
     assert not gpu.library("volta").reorder_traffic and gpu.library("volta").reorder_kernels == {"fp16": 2}
 
 
+def test_a_pointwise_convolution_streams_its_input_like_a_gemm_operand():
+    """A 1 x 1 stride-1 convolution gathers no patches: its K loop waits the GEMM's step latency
+    (Hopper k_step_cycles 150), not the convolution's (300). The same product as a 1 x 1 stride-2
+    convolution of a 14 x 14 map (49 x 512 x 2048 either way) gathers strided pixels and keeps 300."""
+    from dnnperf.published import Kernel, predict
+
+    h200 = load_profile("h200")
+    s1 = Kernel("s", "g", "fp16", "conv", (1, 2048, 7, 7, 512, 1, 1, 0, 0, 1, 1), 1.0, False, "graph")
+    s2 = Kernel("s", "g", "fp16", "conv", (1, 2048, 14, 14, 512, 1, 1, 0, 0, 2, 2), 1.0, False, "graph")
+    p1, p2 = predict(s1, h200)[1].plan, predict(s2, h200)[1].plan
+    hz = gpu.clock_hz(h200, gpu.library_of(h200))
+    from math import ceil
+
+    for plan, cycles in ((p1, 150), (p2, 300)):  # K = 2048 in steps of 16, over the split
+        assert plan.latency_bound
+        assert plan.seconds == pytest.approx(plan.waves * ceil(ceil(2048 / plan.split_k) / 16) * cycles / hz)
+
+
 def test_depthwise_conv_runs_at_the_direct_kernel_rate_on_hopper():
     from dnnperf.published import Kernel, predict
 
