@@ -258,6 +258,17 @@ def test_hopper_reorders_transpose_the_convolution_input_by_hand():
     assert not gpu.library("volta").reorder_traffic and gpu.library("volta").reorder_kernels == {"fp16": 2}
 
 
+def test_hopper_sends_only_single_column_products_to_matrix_vector_kernels():
+    """cuBLAS 12 (gpu_generations hopper gemv_max 1): 7680 x 1 x 2560 is a GEMV streamed at memory
+    speed, 7680 x 2 x 2560 a tiled GEMM; Volta and Turing (cuBLAS 10) keep GEMV kernels up to 8."""
+    lib = gpu.library("hopper")
+    one = gpu.plan_gemm(7680, 1, 2560, 1, 132, lib, "tensor_cores", 800e12, 1.8e9, "fp16")
+    two = gpu.plan_gemm(7680, 2, 2560, 1, 132, lib, "tensor_cores", 800e12, 1.8e9, "fp16")
+    assert one.tile == (1, 7680) and one.ctas == 132  # every SM streams a slice
+    assert two.tile in lib.tiles and two.tile != (2, 7680)
+    assert gpu.library("volta").gemv_max == gpu.library("turing").gemv_max == 8
+
+
 def test_a_pointwise_convolution_streams_its_input_like_a_gemm_operand():
     """A 1 x 1 stride-1 convolution gathers no patches: its K loop waits the GEMM's step latency
     (Hopper k_step_cycles 150), not the convolution's (300). The same product as a 1 x 1 stride-2
