@@ -345,15 +345,21 @@ def _fixed_chain(family: str) -> Micro:
 
 
 # shape arithmetic a runtime redoes every inference when the input dims are symbolic: rounds of an
-# exported channel shuffle (Shape, four Gathers, a Div, Unsqueezes and Concats building the shapes of
-# Reshape -> Transpose -> Reshape), once over a symbolic batch dim and once over a static one (which
-# the runtime folds): the difference is the shape arithmetic alone
+# exported ShuffleNet unit (a 1 x 1 convolution, then the channel shuffle: Shape, four Gathers, a Div,
+# Unsqueezes and Concats building the shapes of Reshape -> Transpose -> Reshape), once over a symbolic
+# batch dim and once over a static one (which the runtime folds): the difference is the shape
+# arithmetic alone, as it runs between a network's layers on network-sized tensors (a chain of shape
+# ops on a tiny tensor alone ran at 0.28 us an op on this VM; between 64-channel 28 x 28 convolutions
+# 0.77, and ShuffleNet V2 x1.0 itself pays 0.86: dynamic 2.85 ms against 2.49 ms static, 414 ops)
 HOST_SHAPE_ROUNDS = 16
+HOST_SHAPE_TENSOR = (64, 28)  # channels, side: a ShuffleNet V2 stage-2 branch
 
 
 def _host_shape_chain(dynamic: bool) -> Micro:
-    from onnx import TensorProto, helper
+    from onnx import TensorProto, helper, numpy_helper
 
+    ch, side = HOST_SHAPE_TENSOR
+    rng = np.random.default_rng(0)
     inits = [_int_tensor(f"i{d}", d, ()) for d in range(4)] + [
         _int_tensor("two", 2, ()), _int_tensor("ax", [0], (1,)), _int_tensor("g", [2], (1,)),
         _int_tensor("m1", [-1], (1,))]
@@ -361,6 +367,9 @@ def _host_shape_chain(dynamic: bool) -> Micro:
     cur = "x"
     for r in range(HOST_SHAPE_ROUNDS):
         p = f"r{r}_"
+        inits.append(numpy_helper.from_array((rng.standard_normal((ch, ch, 1, 1)) * 0.1).astype(np.float32), p + "wt"))
+        nodes.append(helper.make_node("Conv", [cur, p + "wt"], [p + "cv"]))
+        cur = p + "cv"
         nodes.append(helper.make_node("Shape", [cur], [p + "s"]))
         for d, dim in enumerate("bchw"):
             nodes.append(helper.make_node("Gather", [p + "s", f"i{d}"], [p + dim]))
@@ -373,11 +382,11 @@ def _host_shape_chain(dynamic: bool) -> Micro:
                   helper.make_node("Concat", [p + "ub", "m1", p + "uh", p + "uw"], [p + "s4"], axis=0),
                   helper.make_node("Reshape", [p + "t", p + "s4"], [p + "x"])]
         cur = p + "x"
-    dims = ["n" if dynamic else 1, 32, 8, 8]
+    dims = ["n" if dynamic else 1, ch, side, side]
     model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
                    [helper.make_tensor_value_info(cur, TensorProto.FLOAT, None)], inits)
     name = "host_shape_dynamic" if dynamic else "host_shape_static"
-    return Micro(name, model, {"x": np.ones((1, 32, 8, 8), np.float32)}, "host", name)
+    return Micro(name, model, {"x": np.ones((1, ch, side, side), np.float32)}, "host", name)
 
 
 def _int_tensor(name: str, value, shape: tuple):
