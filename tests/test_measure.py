@@ -340,3 +340,17 @@ def test_a_machine_that_never_settles_exits_3_unless_noise_is_accepted(tmp_path,
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["settled"] is False and "did not settle" in r.stderr
+
+
+def test_the_cache_knee_sits_in_the_middle_of_the_cliff():
+    """Three calibrations of one VM (GB/s by working set): the 3 MB point streamed at 0.92, 0.90 and
+    0.743 of the best speed, the 6 MB one at 0.33-0.37. The knee is the 3 MB point in all three
+    (at a three-quarter threshold the third one halved the cache); no point above 1.5x DRAM: None."""
+    from dnnperf.measure.calibrate import cache_knee
+
+    runs = [(119.6, 170.6, 157.0, 56.8, 53.4), (111.4, 165.9, 148.9, 61.0, 55.2), (111.7, 156.7, 116.5, 58.4, 54.8)]
+    for gbs in runs:
+        sweep = list(zip((786_432, 1_572_864, 3_145_728, 6_291_456, 12_582_912), gbs))
+        assert cache_knee(sweep, 30.0) == pytest.approx(3.145728)
+    assert cache_knee([(1_000_000, 40.0), (2_000_000, 39.0)], 30.0) is None
+
