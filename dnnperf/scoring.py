@@ -204,7 +204,8 @@ def _overlap(s: LayerState, hidden: float | None = None) -> float:
 def _efficiency(s: LayerState) -> float:
     """The kernel reaches only a fraction of its roof. An elementwise kernel streaming a working set
     larger than the cache already runs at the measured bandwidth for that size (the profile's
-    bandwidth curve was measured by such a kernel): only its math is slowed."""
+    bandwidth curve was measured by such a kernel): only its math is slowed. A runtime's own fused
+    kernel (``RUNTIME_KERNELS``) keeps the pace it was calibrated at in cache."""
     eff = s.hw.unoptimized_efficiency if s.unoptimized else family_efficiency(s.layer, s.hw)
     w = s.w
     cache = (s.hw.onchip_mb or 0) * 1e6
