@@ -255,7 +255,7 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
                 weight_bytes=total.weight_bytes + w.weight_bytes,
                 bytes_written=total.bytes_written + w.bytes_written - saved + kept,
                 parallel_work=max(total.parallel_work, w.parallel_work), gemm=total.gemm,
-                launches=total.launches, conv=total.conv,
+                launches=total.launches, conv=total.conv, row=total.row or w.row,
             )
         joined = "+".join(r.node.op_type for r, _ in g)
         layers.append(replace(

@@ -64,8 +64,9 @@ SCHEMA = {
                                        "{output pixels: fraction of the roof}, 'grouped_conv.w8' (stride 1; 'grouped_conv.w8s2' stride 2): {output pixels: fraction} for 8 input "
                                        "channels per group, 'conv.unblocked_k1' and 'depthwise_conv.unblocked_k3': {output pixels: "
                                        "fraction} for convolutions a blocked CPU layout cannot take, 'pool.unblocked': {output pixels: "
-                                       "fraction} for pooling it cannot take} (calibrated; log-interpolated "
-                                       "in pixels and in channels per group; overrides the family's figure)"),
+                                       "fraction} for pooling it cannot take, 'norm.row': {elements per normalised row: fraction} for "
+                                       "LayerNorm-like ops} (calibrated; log-interpolated in pixels, channels per group "
+                                       "and row length; overrides the family's figure)"),
     "cpu_layout": ("map", False, "{block: channels per block, grouped_min_width: channels per group, "
                                  "channel_alignment: channel multiple padded up to whole blocks, pool_alignment: "
                                  "channel multiple pooling needs (default: the block)}: the runtime "
@@ -399,9 +400,10 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         m_eff.append((m, _num(v, f"{where}.matrix_m_efficiency.{k}", upper=1.0)))
     shape_eff = {}
     for k, pts in _map(d.get("shape_efficiency", {}) or {}, f"{where}.shape_efficiency").items():
-        if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv\.w\d+(s\d+)?|(depthwise_)?conv\.unblocked_k\d+|pool\.unblocked", str(k)):
+        if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv\.w\d+(s\d+)?|(depthwise_)?conv\.unblocked_k\d+|pool\.unblocked|norm\.row", str(k)):
             raise DnnperfError(f"{where}.shape_efficiency.{k}: use 'depthwise_conv.k<kernel>s<stride>', "
-                               "'grouped_conv.w<channels per group>[s<stride>]', '[depthwise_]conv.unblocked_k<kernel>' or 'pool.unblocked'")
+                               "'grouped_conv.w<channels per group>[s<stride>]', '[depthwise_]conv.unblocked_k<kernel>', 'pool.unblocked' "
+                               "or 'norm.row'")
         shape_eff[str(k)] = tuple(sorted(
             (int(_num(x, f"{where}.shape_efficiency.{k} key")), _num(v, f"{where}.shape_efficiency.{k}.{x}", upper=1.0))
             for x, v in _map(pts, f"{where}.shape_efficiency.{k}").items()))

@@ -129,7 +129,7 @@ def with_precision(w: Workload, precision: str) -> Workload:
     # positional (dataclasses.replace is several times slower; a test pins the field order)
     return Workload(w.family, new_dtype, w.macs, w.other_ops, (w.act_bytes_read * new_bits) // old_bits,
                     (w.weight_bytes * new_bits) // old_bits, (w.bytes_written * new_bits) // old_bits,
-                    w.parallel_work, w.gemm, w.launches, w.note, w.conv)
+                    w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row)
 
 
 # -- the loss steps ------------------------------------------------------------------------------
@@ -513,13 +513,17 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
 
 def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     """The calibrated figure for this convolution's (or pool's) shape, when the profile has one: a
-    pool, a plain or depthwise convolution the CPU's blocked layout cannot take
+    row normalisation by its row length (``norm.row``); a pool, a plain or depthwise convolution the
+    CPU's blocked layout cannot take
     (``pool.unblocked``, ``<family>.unblocked_k<kernel>``); depthwise by kernel and stride (the nearest kernel size measured with that stride), log-interpolated in
     output pixels; grouped by stride (stride-2 curves when calibrated), input channels per group
     (log-interpolated between the measured widths) and output pixels. None when the profile has no such curve."""
     w = layer.workload
     if w.family == "pool" and hw.shape_efficiency and hw.cpu_layout is not None:
         return _plain_pool_efficiency(layer, hw)
+    if w.family == "norm" and w.row and "norm.row" in hw.shape_efficiency:
+        # a normalisation pays per row too: short rows (ConvNeXt's 96 channels) cost more per element
+        return rules.interp_log(w.row, hw.shape_efficiency["norm.row"])
     if not hw.shape_efficiency or not w.conv or w.family not in ("conv", "depthwise_conv", "grouped_conv"):
         return None
     cin_g, kh, kw, sh, _sw, _dil = w.conv

@@ -42,6 +42,7 @@ class Workload:
     launches: int = 1
     note: str = ""
     conv: tuple = ()  # convolutions: (input channels per group, kernel h, kernel w, stride h, stride w, dilated)
+    row: int = 0  # normalisations: elements each row reduces over (LayerNorm's normalised axes)
 
     @property
     def ops(self) -> int:
@@ -104,6 +105,7 @@ class Workload:
             parallel_work=max(self.parallel_work, other.parallel_work),
             gemm=self.gemm or other.gemm,
             launches=self.launches + other.launches,
+            row=self.row or other.row,
         )
 
 

@@ -104,3 +104,31 @@ def test_a_runtime_gelu_keeps_its_in_cache_pace_out_of_cache(tmp_path):
     assert gelu.time_s == pytest.approx(2_097_152 / 100e9 / 0.25 + 2e-6, rel=1e-6)
     # streaming at the 2 MB working set's curve bandwidth alone would have been far less
     assert gelu.t_memory < 0.5 * gelu.time_s
+
+
+def test_a_layernorm_over_short_rows_takes_the_row_curve(tmp_path):
+    """LayerNorm costs per row as well as per element: with shape_efficiency 'norm.row' {96: 0.1,
+    768: 0.4} a LayerNorm over [1, 3136, 96] (row 96) runs at 0.1 of its roof, one over [1, 392, 768]
+    at 0.4, one over rows of 192 (a third of the way in log) at 0.2; the row is the product of the axes from
+    ``axis`` on (axis=-2 over [1, 56, 56, 96]: 56 x 96 = 5,376, past the curve's end: 0.4)."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from dnnperf.scoring import family_efficiency
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["efficiency"] = {"norm": 0.9}
+    d["shape_efficiency"] = {"norm.row": {96: 0.1, 768: 0.4}}
+    hw = profile_from_dict(d, "x")
+    for shape, axis, row, eff in (([1, 3136, 96], -1, 96, 0.1), ([1, 392, 768], -1, 768, 0.4),
+                                  ([1, 1568, 192], -1, 192, 0.2), ([1, 56, 56, 96], -2, 5376, 0.4)):
+        c = shape[-1] if axis == -1 else shape[-2] * shape[-1]
+        gshape = [shape[-1]] if axis == -1 else shape[-2:]
+        m = model([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], name="ln", axis=axis)],
+                  [vi("x", shape)], [vi("y", None)], [weight("g", gshape), weight("b", gshape)])
+        layer = next(c_.layer for c_ in analyze(inspect_model(save(m, tmp_path, f"ln{row}.onnx")), hw,
+                                                Settings(fusion="none"), with_fixes=False).score.layers)
+        assert layer.workload.row == row == c
+        assert family_efficiency(layer, hw) == pytest.approx(eff, rel=1e-6)

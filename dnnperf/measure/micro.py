@@ -29,6 +29,11 @@ DEPTHWISE = ((3, 1, 112, 32), (3, 1, 28, 192), (3, 1, 7, 960), (3, 2, 56, 96), (
              (5, 1, 28, 240), (5, 1, 7, 1152), (5, 2, 14, 240), (5, 2, 7, 672), (7, 1, 56, 96), (7, 1, 7, 768))
 # channel counts of 2 mod 4 fit no blocked layout (ONNX Runtime pads multiples of 4 up to its block)
 UNBLOCKED = ((1, 58, 28), (3, 18, 56))  # plain convolutions: (kernel, channels, side)
+# LayerNorm over rows of these lengths (ConvNeXt and Swin stages, up to the 768-wide rows of a ViT),
+# as many elements as the norm family's representative ([1, 197, 768], the 768 point is that shape):
+# a normalisation also pays per row, so short rows run slower per element
+NORM_ROWS = (96, 192, 384, 768)
+NORM_ELEMENTS = 197 * 768
 DW_UNBLOCKED = ((3, 1, 28, 58), (3, 1, 7, 234))  # depthwise: (kernel, stride, side, channels)
 LAYOUT_PROBES = (50, 52, 56, 64)  # depthwise channel counts whose layout conversions tell the alignment
 POOL_PROBES = (24, 32)  # ... and pooling's own channel multiple (it is not padded like a convolution)
@@ -258,6 +263,11 @@ def micro_models(quick: bool) -> list[Micro]:
         out.append(replace(_pool(f"probe_pool{ch}", ch, 28, "probe"), key=f"pool{ch}"))
     for ch, side in POOL_UNBLOCKED:  # pooling the blocked layout never takes: the plain kernel
         out.append(_pool(f"pool_unblocked_{side}", ch, side, "shape", f"pool.unblocked:{(side // 2) ** 2}"))
+    for c in NORM_ROWS:
+        rows = NORM_ELEMENTS // c
+        out.append(Micro(f"norm_row{c}", _model([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)],
+                                                [_vi("x", [1, rows, c])], [_vi("y", None)], [_w("g", [c]), _w("b", [c])]),
+                         {"x": rng.standard_normal((1, rows, c)).astype(np.float32)}, "shape", f"norm.row:{c}"))
     for gw, side in GROUPED:
         out.append(_conv(f"grouped_w{gw}_{side}", 128, side, 3, 1, 128 // gw, f"grouped_conv.w{gw}:{side * side}"))
     for gw, side in GROUPED_S2:
