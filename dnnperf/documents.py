@@ -29,6 +29,15 @@ class Document:
     notes: tuple[str, ...] = ()
 
 
+def _library(hw):
+    """The GPU library table entry a GPU profile's estimates use (None for other kinds)."""
+    if hw.kind != "gpu":
+        return None
+    from dnnperf.gpu import library_summary
+
+    return library_summary(hw)
+
+
 def report_dict(report: Report, top: int | None = None) -> dict:
     """The JSON contract (schema/report.schema.json). Numbers stay numbers, in SI units."""
     sc = report.score
@@ -84,6 +93,7 @@ def report_dict(report: Report, top: int | None = None) -> dict:
                      "price_per_hour": hw.price_per_hour,
                      "validation": hw.validation_summary(),
                      "assumed": list(hw.assumed),
+                     "library": _library(hw),
                      "roofs": [{"label": k, "ops_per_s": v} for k, v in roofs(report)]},
         "settings": sc.settings.as_dict(),
         "totals": {

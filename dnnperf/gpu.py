@@ -165,6 +165,20 @@ def library_of(hw) -> GpuLibrary:
     return lib
 
 
+def library_summary(hw) -> str | None:
+    """One line for a GPU profile's report and ``hw show``: which generation entry of the library
+    table its estimates use, and whether that entry was checked against measured kernels (None for
+    other kinds)."""
+    if hw.kind != "gpu":
+        return None
+    lib = library_of(hw)
+    own = sorted(k for k in hw.gpu if k not in ("generation", "tdp_w"))
+    how = ("unverified: set from its spec sheets and the other generations' measurements" if lib.unverified
+           else "checked against measured kernels")
+    text = f"{lib.generation} entry of dnnperf/data/gpu_generations.yaml ({how})"
+    return text + (f"; the profile overrides {', '.join(own)}" if own else "")
+
+
 def unit_class(unit_name: str) -> str:
     """Tensor cores (and other matrix-only units) vs the general CUDA cores."""
     return "tensor_cores" if "tensor" in unit_name or "matrix" in unit_name else "cuda_cores"

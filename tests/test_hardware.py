@@ -236,3 +236,29 @@ def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
         assert r.exit_code == 0 and r.stderr.count("profile a10 does not give parallelism.lanes") == 1, (args, r.output)
     r = CliRunner().invoke(app, ["lut", "--from", sq, "--hw", "v100", "-b", "1", "-f", "json"])
     assert r.exit_code == 0 and "does not give" not in r.stderr  # nothing left over from the command before
+
+
+def test_a_gpu_profile_says_which_library_entry_it_uses():
+    """hw show and the JSON report name the generation entry of gpu_generations.yaml a GPU profile's
+    estimates use and whether that entry was checked against measurements (Volta, Turing and Hopper
+    were; Ampere was not); a profile's own library fields are listed; other kinds have none."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from dnnperf.cli import app
+    from dnnperf.gpu import library_summary
+    from helpers import SAMPLES
+
+    assert library_summary(load_profile("v100")).startswith("volta entry") and "checked" in library_summary(load_profile("v100"))
+    assert library_summary(load_profile("a100")).startswith("ampere entry") and "unverified" in library_summary(load_profile("a100"))
+    assert library_summary(load_profile("cpu-avx2")) is None
+    r = CliRunner().invoke(app, ["hw", "show", "h100"])
+    assert r.exit_code == 0 and "# GPU library knowledge: hopper entry" in r.stdout
+    r = CliRunner().invoke(app, ["analyze", os.path.join(SAMPLES, "squeezenet1_1.onnx"), "--hw", "t4", "-b", "1",
+                                 "-f", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["hardware"]["library"].startswith("turing entry")
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "t4.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["gpu"] = {**d.get("gpu", {}), "min_kernel_us": 3}
+    assert library_summary(profile_from_dict(d, "x")).endswith("the profile overrides min_kernel_us")

@@ -35,8 +35,10 @@ def hw_show(name: Annotated[str, typer.Argument(help="Profile name or YAML path.
     p = load_profile(name)
     with open(p.path, encoding="utf-8") as fh:
         text = fh.read()
+    from dnnperf.gpu import library_summary
+
     return Document("profile", {"yaml": text, "profile": yaml.safe_load(text), "validation": p.validation_summary(),
-                                "assumed": list(p.assumed)})
+                                "assumed": list(p.assumed), "library": library_summary(p)})
 
 
 def _short_validation(p) -> str:

@@ -76,6 +76,8 @@ def _profile(doc, style) -> str:
     head = f"# validation: {doc.data['validation']}\n" if doc.data.get("validation") else ""
     if doc.data.get("assumed"):
         head += f"# not in the profile, assumed: {'; '.join(doc.data['assumed'])}\n"
+    if doc.data.get("library"):
+        head += f"# GPU library knowledge: {doc.data['library']}\n"
     return head + doc.data["yaml"]
 
 
