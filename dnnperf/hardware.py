@@ -528,17 +528,56 @@ def _gpu_section(v, kind: str, where: str) -> dict:
     _check_keys(g, ("generation", "tdp_w") + _FIELDS, f"{where}.gpu")
     if "generation" in g and g["generation"] not in GENERATIONS:
         raise DnnperfError(f"{where}.gpu.generation: one of {', '.join(GENERATIONS)}, got {g['generation']!r}")
-    if "reorder_traffic" in g and not isinstance(g["reorder_traffic"], bool):
-        raise DnnperfError(f"{where}.gpu.reorder_traffic: true or false, got {g['reorder_traffic']!r}")
-    for k in ("tdp_w", "bandwidth_efficiency", "min_kernel_us", "split_k_min", "conv_efficiency",
-              "misaligned_efficiency", "matrix_overlap", "k_step_cycles", "conv_k_step_cycles", "threads_per_sm"):
-        if k in g:
-            _num(g[k], f"{where}.gpu.{k}", upper=1.0 if k.endswith(("efficiency", "overlap")) else None,
-                 allow_zero=k == "matrix_overlap")
-    for k in ("library_efficiency", "feed_ops_per_element", "winograd"):
-        for kk, x in _map(g.get(k, {}) or {}, f"{where}.gpu.{k}").items():
-            _num(x, f"{where}.gpu.{k}.{kk}", upper=1.0 if k == "library_efficiency" else None)
+    for k, v in g.items():
+        if k != "generation":
+            _gpu_field(k, v, f"{where}.gpu.{k}")
     return dict(g)
+
+
+# the shape of every library field a profile's gpu section may override (dnnperf/data/gpu_generations.yaml)
+_GPU_BOOL = frozenset({"conv_split_k", "reorder_traffic", "unverified"})
+_GPU_FRACTION = frozenset({"bandwidth_efficiency", "winograd_efficiency", "conv_efficiency", "misaligned_efficiency",
+                           "gemm_misaligned_efficiency", "l2_usable_fraction", "matrix_overlap"})
+_GPU_ZERO_OK = frozenset({"matrix_overlap", "gemm_alignment_bytes", "gemv_max"})
+_GPU_INT = frozenset({"split_k_min", "ctas_per_sm_tile", "winograd_tile", "threads_per_sm", "dies", "gemv_max",
+                      "gemm_alignment_bytes"})
+_GPU_NUMBER_MAPS = {"feed_ops_per_element": None, "k_step": None, "misaligned_vector": None, "sm_watts": None,
+                    "reorder_kernels": None, "library_efficiency": 1.0, "depthwise_efficiency": 1.0}
+_GPU_STRING_LISTS = frozenset({"split_k_precisions", "gemv_precisions"})
+
+
+def _tile_list(v, where: str) -> None:
+    if not isinstance(v, list) or not v or any(
+            not isinstance(t, list) or len(t) != 2 or any(isinstance(x, bool) or not isinstance(x, int) or x <= 0 for x in t)
+            for t in v):
+        raise DnnperfError(f"{where}: a list of [rows, columns] tiles of positive whole numbers, got {v!r}")
+
+
+def _gpu_field(k: str, v, where: str) -> None:
+    """One library field of a gpu section, checked against its shape (one clear line when it is off)."""
+    if k in _GPU_BOOL or k == "winograd":
+        vals = _map(v, where).values() if k == "winograd" else (v,)
+        if any(not isinstance(x, bool) for x in vals):
+            raise DnnperfError(f"{where}: true or false{' per precision' if k == 'winograd' else ''}, got {v!r}")
+    elif k in _GPU_NUMBER_MAPS:
+        for kk, x in _map(v, where).items():
+            _num(x, f"{where}.{kk}", upper=_GPU_NUMBER_MAPS[k], allow_zero=k == "reorder_kernels")
+    elif k == "tiles":
+        _tile_list(v, where)
+    elif k == "conv_tiles":
+        for kk, x in _map(v, where).items():
+            _tile_list(x, f"{where}.{kk}")
+    elif k == "tensor_core_precisions":
+        for kk, x in _map(v, where).items():
+            if not isinstance(x, list) or any(not isinstance(p, str) for p in x):
+                raise DnnperfError(f"{where}.{kk}: a list of precision names, got {x!r}")
+    elif k in _GPU_STRING_LISTS:
+        if not isinstance(v, list) or any(not isinstance(p, str) for p in v):
+            raise DnnperfError(f"{where}: a list of precision names, got {v!r}")
+    else:  # a number
+        f = _num(v, where, upper=1.0 if k in _GPU_FRACTION else None, allow_zero=k in _GPU_ZERO_OK)
+        if k in _GPU_INT and f != int(f):
+            raise DnnperfError(f"{where}: a whole number, got {v!r}")
 
 
 # --------------------------------------------------------------------------------------------

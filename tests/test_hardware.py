@@ -1,6 +1,7 @@
 """Profiles: every shipped one loads and cites sources; malformed ones are rejected by field."""
 
 import math
+import re
 import os
 
 import pytest
@@ -262,3 +263,27 @@ def test_a_gpu_profile_says_which_library_entry_it_uses():
         d = yaml.safe_load(fh)
     d["gpu"] = {**d.get("gpu", {}), "min_kernel_us": 3}
     assert library_summary(profile_from_dict(d, "x")).endswith("the profile overrides min_kernel_us")
+
+
+def test_every_gpu_library_field_is_checked_against_its_shape():
+    """A profile's gpu section may override any field of gpu_generations.yaml; each is checked
+    against its shape (one line naming the field, exit 2 from the CLI), and every entry of the
+    shipped table passes the same checks."""
+    from dnnperf.gpu import generation_table
+    from dnnperf.hardware import _gpu_field
+
+    for gen, entry in generation_table().items():
+        for k, v in entry.items():
+            _gpu_field(k, v, f"{gen}.{k}")
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "profiles", "t4.yaml"),
+              encoding="utf-8") as fh:
+        base = yaml.safe_load(fh)
+    for bad, field in (({"k_step": {"cuda_cores:int8": "x"}}, "gpu.k_step.cuda_cores:int8"), ({"k_step": 5}, "gpu.k_step"),
+                       ({"gemv_max": "one"}, "gpu.gemv_max"), ({"gemv_max": 1.5}, "gpu.gemv_max"),
+                       ({"depthwise_efficiency": {"fp16": 2}}, "gpu.depthwise_efficiency.fp16"),
+                       ({"tiles": [[1, 2, 3]]}, "gpu.tiles"), ({"winograd": {"fp32": 1}}, "gpu.winograd"),
+                       ({"conv_tiles": {"tensor_cores": [[0, 8]]}}, "gpu.conv_tiles.tensor_cores"),
+                       ({"tensor_core_precisions": {"gemm": "fp16"}}, "gpu.tensor_core_precisions.gemm"),
+                       ({"gemv_precisions": "fp16"}, "gpu.gemv_precisions"), ({"unverified": "no"}, "gpu.unverified")):
+        with pytest.raises(DnnperfError, match=re.escape(field)):
+            profile_from_dict({**base, "gpu": {**base.get("gpu", {}), **bad}}, "x")
