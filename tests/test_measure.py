@@ -354,3 +354,13 @@ def test_the_cache_knee_sits_in_the_middle_of_the_cliff():
         assert cache_knee(sweep, 30.0) == pytest.approx(3.145728)
     assert cache_knee([(1_000_000, 40.0), (2_000_000, 39.0)], 30.0) is None
 
+
+
+def test_the_grouped_curves_reach_the_last_stage_resolution():
+    """Grouped convolutions are timed down to 7 x 7 (49 output pixels: RegNet's and ResNeXt's last
+    stage) for widths 8 and 16 and for stride 2 at width 8, so those layers are not costed at the
+    flat extension of the 14 x 14 point (a width-8 chain ran at 0.78-0.83 of that estimate)."""
+    from dnnperf.measure.micro import micro_models
+
+    keys = {mb.key for mb in micro_models(quick=True)}
+    assert {"grouped_conv.w8:49", "grouped_conv.w16:49", "grouped_conv.w8s2:49"} <= keys
