@@ -22,6 +22,7 @@ its own (op type ``LayoutReorder``, family ``movement``) so it shows in the tabl
 from __future__ import annotations
 
 from dnnperf import rules
+from dnnperf.fusion import consumers_of
 from dnnperf.ir import Graph
 from dnnperf.scoring import Layer
 from dnnperf.workload import Workload
@@ -80,13 +81,7 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
     """``layers`` with a ``LayoutReorder`` layer before each layer whose input layout differs from
     the one its producer left (see the module docstring)."""
     nodes = {n.name: n for n in graph.nodes}
-    readers: dict[str, int] = {}  # tensor -> how many nodes (and graph outputs) read it
-    for n in graph.nodes:
-        for i in dict.fromkeys(n.inputs):
-            if i:
-                readers[i] = readers.get(i, 0) + 1
-    for o in graph.outputs:
-        readers[o] = readers.get(o, 0) + 1
+    readers = consumers_of(graph)  # tensor -> how many nodes (and graph outputs) read it
     blocked: set[str] = set()  # tensors currently held in the blocked layout
     plain_copy: set[str] = set()  # blocked tensors already converted back (one conversion serves all)
     out: list[Layer] = []
