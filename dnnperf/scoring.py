@@ -380,6 +380,11 @@ def _extra_kernels(s: LayerState) -> int:
     return _reorders(s) + (1 if s.plan is not None and s.plan.split_k > 1 else 0)
 
 
+def _stream_bps(s: LayerState) -> float:
+    """DRAM bytes/s a streaming GPU kernel reaches (the quoted bandwidth x the library's efficiency)."""
+    return s.hw.dram_bps * s.lib.bandwidth_efficiency
+
+
 def _gpu_memory(s: LayerState) -> float:
     """DRAM traffic at the bandwidth streaming kernels reach, plus split-K partial sums."""
     w = s.w
@@ -391,7 +396,7 @@ def _gpu_memory(s: LayerState) -> float:
         on_chip += w.weight_bytes
     dram = act + w.weight_bytes - on_chip + (s.plan.partial_bytes if s.plan is not None else 0)
     l2_bps = s.hw.onchip_gbs * 1e9 if s.hw.onchip_gbs else s.hw.dram_bps * s.lib.l2_bandwidth_factor
-    s.t_memory = dram / (s.hw.dram_bps * s.lib.bandwidth_efficiency) + on_chip / l2_bps
+    s.t_memory = dram / _stream_bps(s) + on_chip / l2_bps
     return max(s.t, s.t_memory)
 
 
@@ -411,7 +416,7 @@ def _gpu_launch(s: LayerState) -> float:
     floor = s.lib.min_kernel_us if s.runtime == "eager" else s.lib.graph_kernel_us
     n_re = _reorders(s)
     if n_re and s.lib.reorder_traffic:  # each reorder is a transpose of an activation through DRAM
-        bw = s.hw.dram_bps * s.lib.bandwidth_efficiency
+        bw = _stream_bps(s)
         t_re = sum(max(floor * 1e-6, b / bw) for b in _reorder_bytes(s, n_re))
         s.t_device = max(s.t, (kernels - n_re) * floor * 1e-6) + t_re
     else:
