@@ -510,7 +510,8 @@ def _gpu_lanes(d: dict, sms: int, where: str) -> tuple[int, str]:
     g = d.get("gpu") if isinstance(d.get("gpu"), dict) else {}
     gen = g.get("generation") or gpu.infer_generation(str(d.get("title", "")), str(d.get("name", "")))
     if "threads_per_sm" in g:
-        per_sm = int(_num(g["threads_per_sm"], f"{where}.gpu.threads_per_sm"))
+        _gpu_field("threads_per_sm", g["threads_per_sm"], f"{where}.gpu.threads_per_sm")  # before the section's own check
+        per_sm = int(g["threads_per_sm"])
     else:
         per_sm = gpu.library(gen if gen in gpu.GENERATIONS else None).threads_per_sm
     return sms * per_sm, f"{sms} SMs x {per_sm} resident threads, {gen or 'default'} generation"
