@@ -28,7 +28,7 @@ _FIELDS = ("tiles", "conv_tiles", "feed_ops_per_element", "library_efficiency", 
            "misaligned_vector", "split_k_precisions", "reorder_kernels", "reorder_traffic", "sm_watts", "boost_clock_mhz",
            "l2_usable_fraction", "threads_per_sm",
            "l2_bandwidth_factor", "gemv_max", "gemv_precisions", "dies", "gemm_alignment_bytes",
-           "gemm_misaligned_efficiency", "depthwise_efficiency", "matrix_overlap", "unverified")
+           "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_efficiency", "matrix_overlap", "unverified")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 # the generation a profile's title implies when it names none
 _TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50")), ("hopper", ("h100", "h200", "h800", "gh200")),
@@ -75,6 +75,7 @@ class GpuLibrary:
     dies: int
     gemm_alignment_bytes: int
     gemm_misaligned_efficiency: float
+    gemm_word_bytes: int  # the narrowest load the misaligned kernels keep that factor at (0: any)
     depthwise_efficiency: dict
     matrix_overlap: float
     unverified: bool
@@ -136,6 +137,7 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         dies=max(1, int(merged.get("dies", 1))),
         gemm_alignment_bytes=int(merged.get("gemm_alignment_bytes") or 0),
         gemm_misaligned_efficiency=float(merged.get("gemm_misaligned_efficiency", 1.0)),
+        gemm_word_bytes=int(merged.get("gemm_word_bytes") or 0),
         depthwise_efficiency=dict(merged.get("depthwise_efficiency") or {}),
         matrix_overlap=float(merged["matrix_overlap"]),
         unverified=bool(merged.get("unverified", True)),
@@ -293,6 +295,33 @@ def gemm_misaligned(lib: GpuLibrary, n: int, k: int, precision: str) -> bool:
     """Whether a row-major product's row strides (K elements of A, N of B and C) miss that vector."""
     vec = gemm_vector(lib, precision)
     return bool(vec) and any(d % vec for d in (n, k))
+
+
+def gemm_stride_alignment(lib: GpuLibrary, n: int, k: int, precision: str) -> int:
+    """Bytes both row strides (K of A, N of B and C) are multiples of: the largest power of two up to
+    ``gemm_alignment_bytes`` dividing each stride's bytes (fp16 N = 7133: 2; K = 1530: 4; N = 1500: 8)."""
+    from dnnperf.ir import DTYPE_BITS
+    from dnnperf.workload import DTYPE_OF_PRECISION
+
+    size = max(DTYPE_BITS.get(DTYPE_OF_PRECISION.get(precision, ""), 8) // 8, 1)
+    align = lib.gemm_alignment_bytes
+    for d in (n, k):
+        stride = max(int(d), 1) * size
+        align = min(align, stride & -stride)  # the lowest set bit: the largest power of two dividing it
+    return align
+
+
+def gemm_misaligned_factor(lib: GpuLibrary, n: int, k: int, precision: str) -> float:
+    """Factor on a tensor-core GEMM's rate for its row strides: 1 when they fill the library's vector;
+    else ``gemm_misaligned_efficiency``, scaled down in proportion where the strides allow only loads
+    narrower than ``gemm_word_bytes`` (an odd fp16 width: 2-byte loads, half the bytes per instruction
+    of the 4-byte ones the factor was measured with)."""
+    if not gemm_misaligned(lib, n, k, precision):
+        return 1.0
+    f = lib.gemm_misaligned_efficiency
+    if lib.gemm_word_bytes:
+        f *= min(1.0, gemm_stride_alignment(lib, n, k, precision) / lib.gemm_word_bytes)
+    return f
 
 
 def winograd_gain(lib: GpuLibrary, out_h: int, out_w: int) -> float:

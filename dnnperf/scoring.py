@@ -326,9 +326,8 @@ def _gpu_kernel_eff(s: LayerState) -> float:
                                            lib.library_efficiency.get(uc, lib.library_efficiency.get("cuda_cores", 0.9))))
     if s.algorithm in ("implicit_gemm", "winograd"):
         eff *= lib.conv_efficiency
-    if s.algorithm == "gemm" and uc == "tensor_cores" and w.gemm is not None \
-            and gpu.gemm_misaligned(lib, w.gemm.n, w.gemm.k, s.run_precision):
-        eff *= lib.gemm_misaligned_efficiency  # narrower vector loads (fixes: _misaligned_gemm)
+    if s.algorithm == "gemm" and uc == "tensor_cores" and w.gemm is not None:
+        eff *= gpu.gemm_misaligned_factor(lib, w.gemm.n, w.gemm.k, s.run_precision)  # narrower loads (fixes: _misaligned_gemm)
     if s.algorithm == "direct" and w.family == "depthwise_conv" and s.run_precision in lib.depthwise_efficiency:
         strided = bool(w.conv) and (w.conv[3] > 1 or w.conv[4] > 1)
         key = f"{s.run_precision}:strided" if strided and f"{s.run_precision}:strided" in lib.depthwise_efficiency \

@@ -203,15 +203,39 @@ def _gemm_time(hw, m, k, n, precision):
 
 def test_misaligned_tensor_core_gemm_costs_the_measured_factor():
     h200 = load_profile("h200")
-    # same plan (N differs by 3 columns), one of them misaligned: the time scales by 1/0.33 and the
-    # column ratio, 7435/7432 (hopper: gemm_misaligned_efficiency 0.33; measured 3072x7435x1024 fp16:
-    # 425.8 us vs 3072x7000x1024-class aligned products at ~550-650 TFLOP/s, a factor of about 3)
-    slow = _gemm_time(h200, 3072, 1024, 7435, "fp16")
+    # same plan (N differs by 2 columns), one of them misaligned with 4-byte strides: the time scales by
+    # 1/0.33 and the column ratio, 7434/7432 (hopper: gemm_misaligned_efficiency 0.33; measured fp16
+    # products with 4-8-byte strides, K = 1530 or N = 1500, at 145-240 TFLOP/s against ~550-690 for
+    # aligned ones of the same size, a factor of about 3)
+    slow = _gemm_time(h200, 3072, 1024, 7434, "fp16")
     fast = _gemm_time(h200, 3072, 1024, 7432, "fp16")
     assert slow / fast == pytest.approx(1 / 0.33, rel=0.05)
     # fp32 runs on the CUDA cores: no tensor-core alignment rule
     assert _gemm_time(h200, 3072, 1024, 7435, "fp32") / _gemm_time(h200, 3072, 1024, 7432, "fp32") \
         == pytest.approx(1.0, rel=0.02)
+
+
+def test_odd_fp16_widths_load_two_bytes_at_a_time_on_hopper():
+    lib = gpu.library("hopper")
+    # strides in bytes: fp16 N = 7133 -> 14266 (2 | 14266, 4 does not); K = 1530 -> 3060 (4);
+    # N = 1500 -> 3000 (8); tf32 N = 7133 -> 28532 (4); aligned widths -> the 16 of the rule
+    assert gpu.gemm_stride_alignment(lib, 7133, 4096, "fp16") == 2
+    assert gpu.gemm_stride_alignment(lib, 6000, 1530, "fp16") == 4
+    assert gpu.gemm_stride_alignment(lib, 1500, 2048, "fp16") == 8
+    assert gpu.gemm_stride_alignment(lib, 7133, 4096, "tf32") == 4
+    assert gpu.gemm_stride_alignment(lib, 7136, 4096, "fp16") == 16
+    # the factor: 0.33 from 4-byte strides up (gemm_word_bytes 4), half of it for 2-byte ones
+    assert gpu.gemm_misaligned_factor(lib, 7136, 4096, "fp16") == 1.0
+    assert gpu.gemm_misaligned_factor(lib, 1500, 2048, "fp16") == pytest.approx(0.33)
+    assert gpu.gemm_misaligned_factor(lib, 6000, 1530, "fp16") == pytest.approx(0.33)
+    assert gpu.gemm_misaligned_factor(lib, 7133, 4096, "fp16") == pytest.approx(0.33 * 2 / 4)
+    h200 = load_profile("h200")
+    # one plan, two strides: N = 7133 (2 bytes) against N = 7134 (4 bytes): twice the time, less the
+    # one column's difference (measured 4096 x 7133 x 4096 fp16: 1780 us, 134 TFLOP/s, where
+    # 4-8-byte-strided products of that size ran at 145-240)
+    t2 = _gemm_time(h200, 4096, 4096, 7133, "fp16")
+    t4 = _gemm_time(h200, 4096, 4096, 7134, "fp16")
+    assert t2 / t4 == pytest.approx(2 * 7133 / 7134, rel=0.02)
 
 
 def test_tiled_kernels_hide_only_part_of_the_shorter_side():
@@ -426,10 +450,11 @@ def test_a_misaligned_vocabulary_gets_the_padding_fix_and_graph_runs_no_host_lau
     head = next(x for x in doc["layers"] if x["name"] == "node_linear")
     fix = head["fixes"][0]
     assert fix["id"] == "fit_the_tile" and "50257 -> 50264" in fix["text"]
-    # misaligned: 2*128*50257*768 = 9.88 GFLOP at 0.33 x 0.8 x 989 TFLOP/s = 38 us of math; padded, the
-    # product streams its 768 x 50264 fp16 weights (77 MB) at 0.75 x 4.8 TB/s = 21 us plus the part of
-    # its 12.5 us of math that is not hidden (0.2): ~24 us, so the fix saves ~40% of the layer
-    assert 0.35 * head["latency_s"] < fix["saving_s"] < 0.6 * head["latency_s"]
+    # misaligned with 2-byte strides (odd width): 2*128*50257*768 = 9.88 GFLOP at 0.33 x 2/4 x 0.8 x 989
+    # TFLOP/s = 76 us of math; padded, the product streams its 768 x 50264 fp16 weights (77 MB) at 0.75 x
+    # 4.8 TB/s = 21 us plus the part of its 12.5 us of math that is not hidden (0.2): ~24 us, so the fix
+    # saves ~70% of the layer
+    assert 0.6 * head["latency_s"] < fix["saving_s"] < 0.8 * head["latency_s"]
     assert head["latency_s"] - fix["saving_s"] == pytest.approx(24e-6, rel=0.25)
     # a captured graph has no host launch cost: the model-level fix speaks of kernels, not launches x us
     launch = [f for f in doc["model_fixes"] if f["id"] == "fewer_launches"]
