@@ -13,10 +13,17 @@ key (a profile's ``matrix_m_efficiency: {1: 1.0}``) is stored as ``{"\\u0000map"
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from functools import lru_cache
+
+try:  # the interpreter's built-in SHA-256: hashlib would load OpenSSL (~3 ms of every command's start)
+    from _sha2 import sha256 as _sha256  # Python 3.12+
+except ImportError:
+    try:
+        from _sha256 import sha256 as _sha256  # Python 3.10-3.11
+    except ImportError:  # an interpreter built without them
+        from hashlib import sha256 as _sha256
 
 _MAP = "\x00map"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -24,7 +31,7 @@ PATH = os.path.join(HERE, "data", "parsed_yaml.json")
 
 
 def digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _sha256(text.encode("utf-8")).hexdigest()
 
 
 def encode(data):

@@ -253,8 +253,10 @@ class Out:
             check_output_path(self.output, inputs)
         if fmt is None:
             by_ext = format_for_path(self.output) if self.output else None
-            usable = {f for k in kinds for f in formats_for(k)}
-            fmt = by_ext if by_ext in usable else default_format
+            # only a file name that asks for a format needs the list of usable ones (which imports
+            # every renderer)
+            fmt = by_ext if by_ext is not None and by_ext in {f for k in kinds for f in formats_for(k)} \
+                else default_format
         check_format(kinds, fmt, command)
         self.fmt = fmt
 

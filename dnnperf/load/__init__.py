@@ -23,7 +23,7 @@ from typing import Any
 
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor
-from dnnperf.load import gaps, hostshape
+from dnnperf.load import fast, gaps, hostshape
 from dnnperf.load.fold import Resolver, tensor_value
 from dnnperf.load.overrides import apply_overrides, batch_axes
 from dnnperf.load.read import (MAX_ELEMS, check_dims, check_domains, check_opset, is_shape_like, parse_model,
@@ -140,19 +140,13 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     else:
         order = None
     del g.value_info[:]  # stale entries could disagree with the user's dims
-    try:
-        # no data propagation: ONNX's would turn every 1-D tensor of static length n that reaches an
-        # elementwise op into n symbolic values (~225 bytes each; a 2^26-element Add needs ~15 GB);
-        # the shape arithmetic it is meant for is folded by gaps.settle below
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
-    except RecursionError:
-        raise DnnperfError(f"'{path}' nests subgraphs too deeply for shape inference") from None
-    except Exception as exc:
-        raise DnnperfError(f"ONNX shape inference rejected '{path}': {short(exc)}") from None
+    res = None if any(n.attribute and any(True for _ in node_subgraphs(n)) for n in stored) \
+        else fast.python_shapes(model, opset, ordered)
+    if res is not None:  # every shape settled by the rules: ONNX's inference (and its registry) not needed
+        inferred = model
+    else:
+        inferred, ordered, res = _onnx_inference(model, path, opset, order)
     ig = inferred.graph
-    inferred_nodes = list(ig.node)  # the same nodes, with subgraph bodies annotated by inference
-    ordered = inferred_nodes if order is None else [inferred_nodes[i] for i in order]
-    res = Resolver(inferred, opset, ordered)
     types = res.types
     for coll in (ig.input, ig.value_info, ig.output):
         for vi in coll:
@@ -211,6 +205,25 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         notes=notes,
         batch_axes=axes,
     )
+
+
+def _onnx_inference(model, path: str, opset: int, order: list | None):
+    """ONNX's own shape inference over ``model``: (the inferred copy, its nodes in execution order,
+    a Resolver seeded with nothing yet)."""
+    import onnx
+
+    try:
+        # no data propagation: ONNX's would turn every 1-D tensor of static length n that reaches an
+        # elementwise op into n symbolic values (~225 bytes each; a 2^26-element Add needs ~15 GB);
+        # the shape arithmetic it is meant for is folded by gaps.settle below
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
+    except RecursionError:
+        raise DnnperfError(f"'{path}' nests subgraphs too deeply for shape inference") from None
+    except Exception as exc:
+        raise DnnperfError(f"ONNX shape inference rejected '{path}': {short(exc)}") from None
+    inferred_nodes = list(inferred.graph.node)  # the same nodes, with subgraph bodies annotated by inference
+    ordered = inferred_nodes if order is None else [inferred_nodes[i] for i in order]
+    return inferred, ordered, Resolver(inferred, opset, ordered)
 
 
 def _user_values(ov: ShapeOverrides, g, init_info, types, res, path: str) -> set[str]:

@@ -1,0 +1,154 @@
+"""Shapes without ONNX's shape inference, for small plain graphs whose every op has a rule here.
+
+ONNX's C++ inference is fast per node, but the first call in a process builds its operator-schema
+registry (~9 ms on the reference VM, the largest fixed cost of a one-model command after the
+imports). A graph of a few hundred nodes made only of ops whose output shape and dtype follow from
+their inputs by a known rule (convolutions, pooling, elementwise, reshapes, products...) is resolved
+here in Python instead, the schema registry untouched. Anything else (another domain, control flow,
+an op without a rule here, a shape a rule cannot settle, a graph too large for Python to win) returns
+None and the caller runs ONNX's inference as before. ``tests/test_load_fast.py`` checks that both
+ways give the same shape and dtype for every tensor of every bundled model.
+"""
+
+from __future__ import annotations
+
+from dnnperf.ir import DTYPE_NAMES
+from dnnperf.load.fold import Resolver, tensor_value
+from dnnperf.load.read import is_shape_like, static, type_shape
+from dnnperf.load.shapes import RULES
+
+# above this many nodes ONNX's C++ inference (once its registry is built) costs less than the rules
+MAX_NODES = 1500
+
+_BOOL_OUT = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not",
+                       "IsNaN", "IsInf"})
+# ops of RULES whose output dtype is their first input's (comparisons: bool, above); Where (its
+# first input is the condition), ScatterND/GatherND/GatherElements, Range, ConstantOfShape, Trilu,
+# Pad with modes and CumSum are left to ONNX: rare in the small graphs this path is for
+_SAME_DTYPE = frozenset(RULES) - {"Where", "Range", "ConstantOfShape", "ScatterND", "ScatterElements", "GatherND",
+                                  "GatherElements", "CumSum", "Trilu", "CastLike", "Cast", "BitShift", "Mod",
+                                  "LayerNormalization", "Dropout", "BatchNormalization"}
+_WINDOWED = frozenset({"Conv", "MaxPool", "AveragePool", "LpPool"})
+
+
+def python_shapes(model, opset: int, ordered: list) -> Resolver | None:
+    """A Resolver holding every tensor's (dims, dtype) for ``model`` (overrides already written into
+    its inputs), or None when this path does not cover the graph."""
+    g = model.graph
+    if len(ordered) > MAX_NODES or len(model.functions):
+        return None
+    res = Resolver(model, opset, ordered)
+    types = res.types
+    for vi in g.input:
+        dims, dtype = type_shape(vi.type)
+        if dims is not None and static(dims) is None:
+            return None  # a symbolic input dim: the folding and inference rules downstream need ONNX
+        types[vi.name] = (dims, dtype)
+    for init in g.initializer:
+        types[init.name] = (tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
+        if is_shape_like(init):  # Reshape targets and the like: their values decide shapes
+            v = tensor_value(init)
+            if v is not None:
+                res.values[init.name] = v
+    for n in ordered:
+        if n.domain not in ("", "ai.onnx") or not _node(n, res, types, opset):
+            return None
+        for o in n.output:
+            if o:
+                t = types.get(o)
+                if t is None or t[0] is None or static(t[0]) is None:
+                    return None
+    return res
+
+
+def _node(n, res: Resolver, types: dict, opset: int) -> bool:
+    op = n.op_type
+    outs = [o for o in n.output if o]
+    if op == "Constant":
+        a = n.attribute[0] if len(n.attribute) == 1 else None
+        if a is None or a.name != "value" or len(outs) != 1:
+            return False
+        types[outs[0]] = (tuple(int(d) for d in a.t.dims), DTYPE_NAMES.get(a.t.data_type, "float32"))
+        return True
+    ins = [types.get(i) if i else None for i in n.input]
+    if not ins or ins[0] is None or static(ins[0][0]) is None:
+        return False
+    x, dtype = static(ins[0][0]), ins[0][1]
+    if op == "Shape":
+        a = res.attrs(n)
+        types[outs[0]] = ((len(x[slice(a.get("start", 0), a.get("end", len(x)))]),), "int64")
+        return True
+    if op == "Cast":
+        to = res.attrs(n).get("to")
+        if to not in DTYPE_NAMES:
+            return False
+        types[outs[0]] = (x, DTYPE_NAMES[to])
+        return True
+    if op in _WINDOWED:
+        if len(outs) != 1:  # MaxPool's indices output: ONNX
+            return False
+        shape = _windowed(op, res.attrs(n), x, [static(t[0]) if t else None for t in ins])
+        if shape is None:
+            return False
+        types[outs[0]] = (shape, dtype)
+        return True
+    if op in ("BatchNormalization", "Dropout"):
+        if len(outs) != 1:  # training-mode statistics, the dropout mask: ONNX
+            return False
+        types[outs[0]] = (x, dtype)
+        return True
+    if op not in _SAME_DTYPE and op not in _BOOL_OUT:
+        return False
+    fn, value_inputs = RULES[op]
+    if not res._by_rule(n, fn, value_inputs) or len(outs) != 1:
+        return False
+    if op in _BOOL_OUT:
+        types[outs[0]] = (types[outs[0]][0], "bool")
+    else:
+        types[outs[0]] = (types[outs[0]][0], dtype)
+    return True
+
+
+def _windowed(op: str, a: dict, x: tuple, dims: list) -> tuple | None:
+    """Output dims of a convolution or pooling window over N x C x spatial input ``x`` (ONNX's
+    formulas: explicit pads, SAME_UPPER / SAME_LOWER / VALID auto_pad, dilations, ceil_mode)."""
+    if len(x) < 3:
+        return None
+    spatial = x[2:]
+    r = len(spatial)
+    if op == "Conv":
+        w = dims[1] if len(dims) > 1 else None
+        if w is None or len(w) != len(x):
+            return None
+        kernel = a.get("kernel_shape") or list(w[2:])
+        channels = w[0]
+    else:
+        kernel = a.get("kernel_shape")
+        channels = x[1]
+    if not kernel or len(kernel) != r:
+        return None
+    strides = a.get("strides") or [1] * r
+    dil = a.get("dilations") or [1] * r
+    pads = a.get("pads") or [0] * (2 * r)
+    auto = a.get("auto_pad", "NOTSET")
+    ceil_mode = bool(a.get("ceil_mode", 0)) and op != "Conv"
+    if len(strides) != r or len(dil) != r or len(pads) != 2 * r or min(strides) <= 0 or min(dil) <= 0:
+        return None
+    out = []
+    for i in range(r):
+        ext = dil[i] * (kernel[i] - 1) + 1
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            o = -(-spatial[i] // strides[i])
+        elif auto == "VALID":
+            o = (spatial[i] - ext) // strides[i] + 1
+        elif auto == "NOTSET":
+            span = spatial[i] + pads[i] + pads[i + r] - ext
+            o = (-(-span // strides[i]) if ceil_mode else span // strides[i]) + 1
+            if ceil_mode and (o - 1) * strides[i] >= spatial[i] + pads[i]:
+                o -= 1  # the last window would start in the end padding
+        else:
+            return None
+        if o <= 0:
+            return None
+        out.append(o)
+    return (x[0], channels) + tuple(out)
