@@ -509,17 +509,24 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
         eff = min(eff, rules.interp_log(min(g.m, g.n, g.k), hw.matrix_m_efficiency))
     shaped = shape_efficiency(layer, hw)
     if shaped is not None:
-        eff = shaped
+        # a plain blocked convolution's pixel curve only lowers the figure (few output channels
+        # keep the thin-product figure of the m curve); the other curves replace it
+        eff = min(eff, shaped) if w.family == "conv" and not _unblocked(w, hw) else shaped
     if "+" not in layer.op_type and layer.op_type in hw.op_efficiency:  # one op, or one kernel the runtime makes
         return hw.op_efficiency[layer.op_type]
     return eff
+
+
+def _unblocked(w: Workload, hw: HardwareProfile) -> bool:
+    return hw.cpu_layout is not None and not rules.blocked_conv(w, *hw.cpu_layout[:3])
 
 
 def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     """The calibrated figure for this convolution's (or pool's) shape, when the profile has one: a
     row normalisation by its row length (``norm.row``); a pool, a plain or depthwise convolution the
     CPU's blocked layout cannot take
-    (``pool.unblocked``, ``<family>.unblocked_k<kernel>``); depthwise by kernel and stride (the nearest kernel size measured with that stride), log-interpolated in
+    (``pool.unblocked``, ``<family>.unblocked_k<kernel>``); a plain one it takes blocked by output
+    pixels (``conv.k1`` / ``conv.k3``); depthwise by kernel and stride (the nearest kernel size measured with that stride), log-interpolated in
     output pixels; grouped by stride (stride-2 curves when calibrated), input channels per group
     (log-interpolated between the measured widths) and output pixels. None when the profile has no such curve."""
     w = layer.workload
@@ -544,7 +551,10 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
             pts = min(plain, key=lambda kp: (abs(kp[0] - max(kh, kw)), kp[0]))[1]
             return rules.interp_log(pixels, pts)
     if w.family == "conv":
-        return None
+        # a blocked convolution by output pixels: its kernel walks output rows, so a 7 x 7 map runs
+        # below the pace of a 56 x 56 one (``conv.k1`` for 1 x 1 kernels, ``conv.k3`` for the rest)
+        curve = hw.shape_efficiency.get("conv.k1" if (kh, kw) == (1, 1) else "conv.k3")
+        return None if curve is None or _unblocked(w, hw) else rules.interp_log(pixels, curve)
     if w.family == "grouped_conv":
         # stride-1 curves are 'grouped_conv.w<width>', stride-2 ones '...w<width>s2' (when measured)
         curves = {}

@@ -132,3 +132,32 @@ def test_a_layernorm_over_short_rows_takes_the_row_curve(tmp_path):
                                                 Settings(fusion="none"), with_fixes=False).score.layers)
         assert layer.workload.row == row == c
         assert family_efficiency(layer, hw) == pytest.approx(eff, rel=1e-6)
+
+
+def test_a_blocked_convolution_takes_the_lower_of_its_pixel_curve_and_the_thin_product_figure(tmp_path):
+    """Plain blocked convolutions by output pixels: with shape_efficiency 'conv.k3' {49: 0.8, 3136: 1.0}
+    and 'conv.k1' {49: 0.5, 3136: 0.5}, a 512-channel 3 x 3 convolution at 7 x 7 (49 pixels) runs at
+    0.8, at 14 x 14 (196: halfway in log between 49 and 3136 is 392, so a third of the way) at
+    0.8 + 0.2 / 3; a 1 x 1 one at 7 x 7 at 0.5; and an 8-output-channel 3 x 3 one at 7 x 7 keeps the
+    thin-product figure of matrix_m_efficiency {8: 0.3} (lower than the curve's 0.8)."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from dnnperf.scoring import family_efficiency
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["efficiency"] = {"conv": 1.0}
+    d["matrix_m_efficiency"] = {8: 0.3, 16: 1.0}
+    d["shape_efficiency"] = {"conv.k3": {49: 0.8, 3136: 1.0}, "conv.k1": {49: 0.5, 3136: 0.5}}
+    d["cpu_layout"] = {"block": 16, "grouped_min_width": 16, "channel_alignment": 16, "pool_alignment": 16}
+    hw = profile_from_dict(d, "x")
+    for cin, cout, side, k, eff in ((512, 512, 7, 3, 0.8), (512, 512, 14, 3, 0.8 + 0.2 / 3),
+                                    (512, 512, 7, 1, 0.5), (512, 16, 7, 3, 0.8), (512, 8, 7, 3, 0.3)):
+        m = model([helper.make_node("Conv", ["x", "w"], ["y"], name="c", pads=[k // 2] * 4)],
+                  [vi("x", [1, cin, side, side])], [vi("y", None)], [weight("w", [cout, cin, k, k])])
+        layer = next(c.layer for c in analyze(inspect_model(save(m, tmp_path, f"c{cout}_{side}_{k}.onnx")), hw,
+                                              Settings(fusion="none"), with_fixes=False).score.layers
+                     if c.layer.op_type == "Conv")
+        assert family_efficiency(layer, hw) == pytest.approx(eff, rel=1e-6), (cin, cout, side, k)

@@ -7,10 +7,13 @@ shape arithmetic on symbolic input dims: an exported channel shuffle over a symb
 ``cold`` (weight streaming behind math), ``fixed`` (a family's fixed time per kernel: a chain of tiny
 ops), ``family`` (one op family's efficiency against the roofline), ``op`` (one slow elementwise
 op), ``kernel`` (a chain of the plain ops the runtime fuses into one kernel of its own), ``m_curve``
-(thin GEMMs), ``shape`` (depthwise and grouped convolutions, plain pooling, by shape: key
-``<profile shape_efficiency key>:<x>``), ``probe``
+(thin GEMMs), ``shape`` (depthwise, grouped and plain blocked convolutions, plain pooling, row
+norms, by shape: key ``<profile shape_efficiency key>:<x>``), ``probe``
 (not timed: a depthwise convolution or a pool whose layout conversions, or their absence, show the
 runtime's channel alignment).
+
+Why one module of ~440 lines: it is a table; each entry's builder sits next to the constants that
+size it, and calibrate reads them all as one list.
 """
 
 from __future__ import annotations
@@ -48,6 +51,12 @@ GROUPED = ((4, 28), (8, 56), (8, 28), (8, 14), (8, 7), (16, 56), (16, 28), (16, 
 # ... and with stride 2 (the first block of every RegNet / ResNeXt stage): (width, output side)
 GROUPED_S2 = ((8, 56), (8, 14), (8, 7), (16, 28), (16, 14))
 OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log")
+# plain blocked convolutions by output side, with a ResNet's channels at that side ((channels,
+# side)): the blocked kernel walks output rows, and at 7 x 7 a chain of 512-channel 3 x 3
+# convolutions ran at 0.81-0.86 of the GEMM peak where the 14-56 ones ran above it (resnet34's
+# last stage on this VM: predicted 0.79x of measured with the thin-product curve alone)
+CONV_PIXELS = ((64, 56), (128, 28), (256, 14), (512, 7))
+CONV_CHAIN = 4  # convolutions per chain (each reads the one before, as in a network)
 
 
 @dataclass(frozen=True)
@@ -274,7 +283,26 @@ def micro_models(quick: bool) -> list[Micro]:
         out.append(_conv(f"grouped_w{gw}_{side}", 128, side, 3, 1, 128 // gw, f"grouped_conv.w{gw}:{side * side}"))
     for gw, side in GROUPED_S2:
         out.append(_conv(f"grouped_w{gw}s2_{side}", 128, side * 2, 3, 2, 128 // gw, f"grouped_conv.w{gw}s2:{side * side}"))
-    return [repeated(mb) if mb.role in REPEATED_ROLES else mb for mb in out]
+    out = [repeated(mb) if mb.role in REPEATED_ROLES else mb for mb in out]
+    # chained, not repeated: copies of one 1 x 1 convolution reading the same input ran at another
+    # pace than the same convolutions in a chain (each reading the output before it)
+    return out + [_conv_chain(ch, side, k) for k in (3, 1) for ch, side in CONV_PIXELS]
+
+
+def _conv_chain(ch: int, side: int, k: int) -> Micro:
+    """CONV_CHAIN ``k`` x ``k`` convolutions of ``ch`` channels over ``side`` x ``side`` pixels in a
+    chain: the ``conv.k<k>`` curve's point at side x side output pixels."""
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+    for i in range(CONV_CHAIN):
+        x, y = ("x" if i == 0 else f"t{i - 1}"), ("y" if i == CONV_CHAIN - 1 else f"t{i}")
+        inits.append(_w(f"w{i}", [ch, ch, k, k], rng=rng))
+        nodes.append(helper.make_node("Conv", [x, f"w{i}"], [y], pads=[k // 2] * 4))
+    model = _model(nodes, [_vi("x", [1, ch, side, side])], [_vi("y", None)], inits)
+    return Micro(f"conv_k{k}_{side}", model, {"x": rng.standard_normal((1, ch, side, side)).astype(np.float32)},
+                 "shape", f"conv.k{k}:{side * side}")
 
 
 # short kernels are timed as REPEAT back-to-back copies in one run: a lone short kernel pays the
