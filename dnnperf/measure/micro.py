@@ -56,6 +56,10 @@ OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log")
 # convolutions ran at 0.81-0.86 of the GEMM peak where the 14-56 ones ran above it (resnet34's
 # last stage on this VM: predicted 0.79x of measured with the thin-product curve alone)
 CONV_PIXELS = ((64, 56), (128, 28), (256, 14), (512, 7))
+# 1 x 1 ones as a bottleneck has them, expanding and reducing by 4 (ResNet's 256 <-> 64 at 56 x 56 to
+# 2048 <-> 512 at 7 x 7): a C -> C chain of them depends on C in no monotonic way (128 -> 128 at 28 x 28
+# ran at 0.77-0.81 of the peak, 64 <-> 256 at the same size above 0.97)
+CONV1_PIXELS = ((256, 56), (512, 28), (1024, 14), (2048, 7))
 CONV_CHAIN = 4  # convolutions per chain (each reads the one before, as in a network)
 
 
@@ -286,19 +290,22 @@ def micro_models(quick: bool) -> list[Micro]:
     out = [repeated(mb) if mb.role in REPEATED_ROLES else mb for mb in out]
     # chained, not repeated: copies of one 1 x 1 convolution reading the same input ran at another
     # pace than the same convolutions in a chain (each reading the output before it)
-    return out + [_conv_chain(ch, side, k) for k in (3, 1) for ch, side in CONV_PIXELS]
+    return out + [_conv_chain(ch, side, 3) for ch, side in CONV_PIXELS] + \
+        [_conv_chain(ch, side, 1, ch // 4) for ch, side in CONV1_PIXELS]
 
 
-def _conv_chain(ch: int, side: int, k: int) -> Micro:
-    """CONV_CHAIN ``k`` x ``k`` convolutions of ``ch`` channels over ``side`` x ``side`` pixels in a
-    chain: the ``conv.k<k>`` curve's point at side x side output pixels."""
+def _conv_chain(ch: int, side: int, k: int, other: int | None = None) -> Micro:
+    """CONV_CHAIN ``k`` x ``k`` convolutions over ``side`` x ``side`` pixels in a chain, ``ch`` channels
+    in and out, or alternating between ``ch`` and ``other``: the ``conv.k<k>`` curve's point at
+    side x side output pixels."""
     from onnx import helper
 
     rng = np.random.default_rng(0)
     nodes, inits = [], []
+    widths = [ch if other is None or i % 2 == 0 else other for i in range(CONV_CHAIN + 1)]
     for i in range(CONV_CHAIN):
         x, y = ("x" if i == 0 else f"t{i - 1}"), ("y" if i == CONV_CHAIN - 1 else f"t{i}")
-        inits.append(_w(f"w{i}", [ch, ch, k, k], rng=rng))
+        inits.append(_w(f"w{i}", [widths[i + 1], widths[i], k, k], rng=rng))
         nodes.append(helper.make_node("Conv", [x, f"w{i}"], [y], pads=[k // 2] * 4))
     model = _model(nodes, [_vi("x", [1, ch, side, side])], [_vi("y", None)], inits)
     return Micro(f"conv_k{k}_{side}", model, {"x": rng.standard_normal((1, ch, side, side)).astype(np.float32)},
