@@ -58,8 +58,11 @@ SCHEMA = {
     "gpu": ("map", False, "GPU library knowledge: {generation: volta|turing|ampere|ada|hopper|pascal|..., tdp_w: W, "
                           "and any field of dnnperf/data/gpu_generations.yaml to override} (kind gpu; defaults apply)"),
     "efficiency": ("map", False, "per op-family fraction of the roofline actually achieved (calibrated), default 1"),
-    "matrix_m_efficiency": ("map", False, "smallest GEMM dimension min(M, N, K) -> fraction of the roof for "
-                                          "matrix layers (calibrated; log-interpolated: thin products reuse less)"),
+    "matrix_m_efficiency": ("map", False, "GEMM rows M -> fraction of the roof for matrix layers (calibrated; "
+                                          "log-interpolated: products with few rows reuse each packed weight "
+                                          "panel less); without matrix_nk_efficiency it is read at min(M, N, K)"),
+    "matrix_nk_efficiency": ("map", False, "smaller of a GEMM's N and K (a convolution's channels) -> fraction "
+                                           "of the roof (calibrated at M = 3136; log-interpolated)"),
     "shape_efficiency": ("map", False, "convolutions whose speed depends on their shape: {'depthwise_conv.k3s1': "
                                        "{output pixels: fraction of the roof}, 'grouped_conv.w8' (stride 1; 'grouped_conv.w8s2' stride 2): {output pixels: fraction} for 8 input "
                                        "channels per group, 'conv.unblocked_k1' and 'depthwise_conv.unblocked_k3': {output pixels: "
@@ -142,6 +145,7 @@ class HardwareProfile:
     efficiency: dict[str, float] = field(default_factory=dict)
     op_efficiency: dict[str, float] = field(default_factory=dict)
     matrix_m_efficiency: tuple[tuple[int, float], ...] = ()
+    matrix_nk_efficiency: tuple[tuple[int, float], ...] = ()
     shape_efficiency: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)
     cpu_layout: tuple[int, int, int, int] | None = None  # (block, grouped_min_width, channel_alignment, pool_alignment)
     ops_per_item: float = 1.0
@@ -396,10 +400,10 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     op_eff = {}
     for k, v in _map(d.get("op_efficiency", {}) or {}, f"{where}.op_efficiency").items():
         op_eff[str(k)] = _num(v, f"{where}.op_efficiency.{k}", upper=1.0)
-    m_eff = []
-    for k, v in _map(d.get("matrix_m_efficiency", {}) or {}, f"{where}.matrix_m_efficiency").items():
-        m = int(_num(k, f"{where}.matrix_m_efficiency key"))
-        m_eff.append((m, _num(v, f"{where}.matrix_m_efficiency.{k}", upper=1.0)))
+    m_eff, nk_eff = [], []
+    for field_name, out in (("matrix_m_efficiency", m_eff), ("matrix_nk_efficiency", nk_eff)):
+        for k, v in _map(d.get(field_name, {}) or {}, f"{where}.{field_name}").items():
+            out.append((int(_num(k, f"{where}.{field_name} key")), _num(v, f"{where}.{field_name}.{k}", upper=1.0)))
     shape_eff = {}
     for k, pts in _map(d.get("shape_efficiency", {}) or {}, f"{where}.shape_efficiency").items():
         if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv\.w\d+(s\d+)?|(depthwise_)?conv\.unblocked_k\d+|conv\.k[13]|"
@@ -453,6 +457,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         efficiency=eff,
         op_efficiency=op_eff,
         matrix_m_efficiency=tuple(sorted(m_eff)),
+        matrix_nk_efficiency=tuple(sorted(nk_eff)),
         shape_efficiency=shape_eff,
         cpu_layout=cpu_layout,
         ops_per_item=_num(par.get("ops_per_item", 1), f"{where}.parallelism.ops_per_item"),

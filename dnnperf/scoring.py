@@ -504,9 +504,14 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     its epilogue ops ride along in registers."""
     w = layer.workload
     eff = hw.efficiency.get(w.family, 1.0)
-    if hw.matrix_m_efficiency and w.is_matrix and w.gemm is not None:
+    if w.is_matrix and w.gemm is not None:
         g = w.gemm
-        eff = min(eff, rules.interp_log(min(g.m, g.n, g.k), hw.matrix_m_efficiency))
+        if hw.matrix_nk_efficiency:  # rows and channels measured apart
+            if hw.matrix_m_efficiency:
+                eff = min(eff, rules.interp_log(g.m, hw.matrix_m_efficiency))
+            eff = min(eff, rules.interp_log(min(g.n, g.k), hw.matrix_nk_efficiency))
+        elif hw.matrix_m_efficiency:  # one curve (profiles calibrated before the split)
+            eff = min(eff, rules.interp_log(min(g.m, g.n, g.k), hw.matrix_m_efficiency))
     shaped = shape_efficiency(layer, hw)
     if shaped is not None:
         # a plain blocked convolution's pixel curve only lowers the figure (few output channels

@@ -161,3 +161,32 @@ def test_a_blocked_convolution_takes_the_lower_of_its_pixel_curve_and_the_thin_p
                                               Settings(fusion="none"), with_fixes=False).score.layers
                      if c.layer.op_type == "Conv")
         assert family_efficiency(layer, hw) == pytest.approx(eff, rel=1e-6), (cin, cout, side, k)
+
+
+def test_rows_and_channels_take_their_own_curves():
+    """matrix_m_efficiency {1: 0.5, 16: 1.0} (rows) and matrix_nk_efficiency {8: 0.2, 32: 0.8} (the smaller
+    of N and K): a 3136 x 16 x 16 product (16 channels at 56 x 56) reads the channel curve at 16,
+    halfway in log between 8 and 32: 0.5 (the row curve says 1.0 at 3136); a 4 x 768 x 768 one reads
+    the row curve at 4, halfway between 1 and 16: 0.75. Without matrix_nk_efficiency a profile keeps
+    the one curve at min(M, N, K): 16 -> 1.0."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from dnnperf.scoring import Layer, family_efficiency
+    from dnnperf.workload import Gemm, Workload
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["efficiency"] = {"matmul": 1.0}
+    d["matrix_m_efficiency"] = {1: 0.5, 16: 1.0}
+    split = profile_from_dict({**d, "matrix_nk_efficiency": {8: 0.2, 32: 0.8}}, "x")
+    merged = profile_from_dict(d, "y")
+
+    def layer(m, n, k):
+        w = Workload("matmul", "float32", m * n * k, 0, 4 * (m * k), 4 * k * n, 4 * m * n, m * n, Gemm(m, n, k, 1))
+        return Layer("mm", "MatMul", ("mm",), w, (m, n))
+
+    assert family_efficiency(layer(3136, 16, 16), split) == pytest.approx(0.5)
+    assert family_efficiency(layer(4, 768, 768), split) == pytest.approx(0.75)
+    assert family_efficiency(layer(3136, 16, 16), merged) == pytest.approx(1.0)

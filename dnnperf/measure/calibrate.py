@@ -144,10 +144,11 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     eff: dict[str, list] = {}
     op_eff = {}
     m_curve: dict[int, float] = {}
+    nk_curve: dict[int, float] = {}
     shape_eff: dict[str, dict[int, float]] = {}
     shares = {}
     for mb in table:
-        if mb.role not in ("family", "op", "kernel", "m_curve", "shape") and not (mb.role == "peak" and mb.key):
+        if mb.role not in ("family", "op", "kernel", "m_curve", "nk_curve", "shape") and not (mb.role == "peak" and mb.key):
             continue
         # subtract the fixed cost of one session.run (binding, allocation) measured on a 1-op model,
         # the fixed time of its kernels (kernel_fixed_us: the estimate adds it back per kernel) and
@@ -170,9 +171,9 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         elif mb.role == "shape":
             curve, x = mb.key.rsplit(":", 1)
             shape_eff.setdefault(curve, {})[int(x)] = _sig(ratio)
-        elif mb.role == "m_curve":
-            key = int(mb.key)
-            m_curve[key] = _sig(min(ratio, m_curve.get(key, 1.0)))
+        elif mb.role in ("m_curve", "nk_curve"):
+            curve = m_curve if mb.role == "m_curve" else nk_curve
+            curve[int(mb.key)] = _sig(min(ratio, curve.get(int(mb.key), 1.0)))
         else:
             eff.setdefault(mb.key, []).append(ratio)
     # the blocked layout: the one-node convolution got layout conversions; grouped ones only from
@@ -196,6 +197,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     profile["efficiency"] = {k: _sig(statistics.median(v)) for k, v in sorted(eff.items())}
     profile["op_efficiency"] = dict(sorted(op_eff.items()))
     profile["matrix_m_efficiency"] = dict(sorted(m_curve.items()))
+    profile["matrix_nk_efficiency"] = dict(sorted(nk_curve.items()))
     profile["shape_efficiency"] = {k: dict(sorted(v.items())) for k, v in sorted(shape_eff.items())}
     cold = next(mb for mb in table if mb.role == "cold")
     profile["memory_overlap"] = _sig(cold_overlap(cold, profile, times[cold.name] - times["dispatch_1"]

@@ -7,7 +7,7 @@ shape arithmetic on symbolic input dims: an exported channel shuffle over a symb
 ``cold`` (weight streaming behind math), ``fixed`` (a family's fixed time per kernel: a chain of tiny
 ops), ``family`` (one op family's efficiency against the roofline), ``op`` (one slow elementwise
 op), ``kernel`` (a chain of the plain ops the runtime fuses into one kernel of its own), ``m_curve``
-(thin GEMMs), ``shape`` (depthwise, grouped and plain blocked convolutions, plain pooling, row
+(GEMMs with few rows), ``nk_curve`` (GEMMs thin in N and K: few channels), ``shape`` (depthwise, grouped and plain blocked convolutions, plain pooling, row
 norms, by shape: key ``<profile shape_efficiency key>:<x>``), ``probe``
 (not timed: a depthwise convolution or a pool whose layout conversions, or their absence, show the
 runtime's channel alignment).
@@ -25,7 +25,10 @@ from typing import Any
 import numpy as np
 
 M_ROWS = (1, 4, 16, 49, 128, 512)
-NK_DIMS = (8, 24, 64)
+# thin in N and K (few channels) at M = 3136: a curve of its own (matrix_nk_efficiency); merged with
+# the row curve under min(M, N, K), a 16-channel convolution read the 16-row GEMM's 1.0 and ran at
+# ~0.45 of the roof
+NK_DIMS = (8, 16, 24, 32, 48, 64)
 # depthwise convolutions by (kernel, stride, output side, channels): the shapes of inverted-residual
 # blocks at the resolutions where a 224 x 224 network has them
 DEPTHWISE = ((3, 1, 112, 32), (3, 1, 28, 192), (3, 1, 7, 960), (3, 2, 56, 96), (3, 2, 14, 240),
@@ -68,7 +71,8 @@ class Micro:
     name: str
     model: Any  # onnx.ModelProto
     feeds: dict
-    # peak | peak_int8 | dram | onchip | dispatch | host | cold | fixed | family | op | kernel | m_curve | shape | probe
+    # peak | peak_int8 | dram | onchip | dispatch | host | cold | fixed | family | op | kernel | m_curve | nk_curve
+    # | shape | probe
     role: str
     key: str = ""  # the family, op type or thin dimension the entry measures
     ops: float = 0.0  # arithmetic ops the kernel does (1 MAC = 2 ops)
@@ -183,7 +187,7 @@ def micro_models(quick: bool) -> list[Micro]:
     for m_rows in M_ROWS:  # thin in M (few rows), N = K = 768
         out.append(_matmul(f"gemm_m{m_rows}", m_rows, 768, 768, "m_curve", str(m_rows)))
     for d in NK_DIMS:  # thin in N and K (few channels), M = 3136 (56 x 56 pixels)
-        out.append(_matmul(f"gemm_m{d}nk", 3136, d, d, "m_curve", str(d)))
+        out.append(_matmul(f"gemm_m{d}nk", 3136, d, d, "nk_curve", str(d)))
     for kb in CACHE_SWEEP_KB:  # working sets from well inside a core's cache to well outside the last level
         # a chain of SWEEP_CHAIN adds, each reading the previous sum and b and writing the next: three
         # arrays live at a time (the runtime reuses the dead ones), as in one add of a network, and
@@ -316,7 +320,7 @@ def _conv_chain(ch: int, side: int, k: int, other: int | None = None) -> Micro:
 # wake-up of the runtime's worker threads on every run (a 60 us Exp measures 46-160 us), while inside
 # a network its threads are already spinning
 REPEAT = 8
-REPEATED_ROLES = ("family", "op", "shape", "m_curve")
+REPEATED_ROLES = ("family", "op", "shape", "m_curve", "nk_curve")
 
 
 def repeated(mb: Micro, k: int = REPEAT) -> Micro:
