@@ -67,14 +67,22 @@ def main() -> None:
     print(f"cores: {os.cpu_count()}")
     print("\n== interactive: `dnnperf analyze sample_models/resnet50.onnx --hw v100` (fresh process) ==")
     resnet = os.path.join(ROOT, "sample_models", "resnet50.onnx")
-    t_imp, _, _ = med([PY, "-c", "import onnx"])
-    t_floor, _, _ = med([PY, "-c", FLOOR, resnet])
-    t_cli, rss, rc = med(dnnperf("analyze", resnet, "--hw", "v100"))
-    t_help, _, _ = med(dnnperf("--help"))
+    # interleaved rounds (a quiet moment must not favour one side), the median of each
+    cmds = {"imp": [PY, "-c", "import onnx"], "floor": [PY, "-c", FLOOR, resnet],
+            "cli": dnnperf("analyze", resnet, "--hw", "v100"), "help": dnnperf("--help")}
+    for c in cmds.values():
+        run(c)  # warm-up: bytecode written, files in the page cache
+    rounds = {k: [] for k in cmds}
+    for _ in range(9):
+        for k, c in cmds.items():
+            rounds[k].append(run(c))
+    t_imp, t_floor, t_cli, t_help = (statistics.median(r[0] for r in rounds[k]) for k in ("imp", "floor", "cli", "help"))
+    rss, rc = max(r[1] for r in rounds["cli"]), rounds["cli"][0][2]
     print(f"python -c 'import onnx'         {t_imp:7.3f} s")
     print(f"floor (new process)             {t_floor:7.3f} s")
     print(f"dnnperf --help                  {t_help:7.3f} s")
-    print(f"dnnperf analyze                 {t_cli:7.3f} s  ({t_cli / t_floor:.2f}x floor, peak RSS {rss:.0f} MB, exit {rc})")
+    print(f"dnnperf analyze                 {t_cli:7.3f} s  ({t_cli / t_imp:.2f}x import onnx, {t_cli / t_floor:.2f}x floor, "
+          f"peak RSS {rss:.0f} MB, exit {rc})")
 
     print("\n== big graphs ==")
     big = os.path.join(tmp, "transformer_like.onnx")
