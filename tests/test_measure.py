@@ -287,9 +287,9 @@ def _cpu_avx2() -> dict:
 
 
 def test_the_fixed_time_chains_ride_along_in_the_protocol(monkeypatch):
-    """calibrate waits for every micro-benchmark to settle except the fixed-time chains and the
-    convolution chains of the conv.k1 / conv.k3 curves (4 points each), which are timed in the same
-    rounds (their figure is the median of those rounds)."""
+    """calibrate waits for every micro-benchmark to settle except the fixed-time chains, the
+    convolution chains of the conv.k1 / conv.k3 curves (4 points each) and the pool chain, which are
+    timed in the same rounds (their figure is the median of those rounds)."""
     import importlib
 
     from dnnperf.measure.micro import CONV1_PIXELS, CONV_PIXELS, FIXED_FAMILIES
@@ -309,8 +309,8 @@ def test_the_fixed_time_chains_ride_along_in_the_protocol(monkeypatch):
     with pytest.raises(Stop):
         cal.calibrate(quick=True)
     fixed = {f"fixed_{f}" for f in FIXED_FAMILIES} | {f"conv_k3_{side}" for _, side in CONV_PIXELS} \
-        | {f"conv_k1_{side}" for _, side in CONV1_PIXELS}
-    assert len(fixed) == len(FIXED_FAMILIES) + 8
+        | {f"conv_k1_{side}" for _, side in CONV1_PIXELS} | {"pool"}
+    assert len(fixed) == len(FIXED_FAMILIES) + 9
     assert fixed <= seen["jobs"] and not fixed & seen["settle_on"]
     assert seen["settle_on"] == seen["jobs"] - fixed
 

@@ -94,9 +94,11 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     # the fixed-time chains ride along (timed in every round, their figure the median of the rounds)
     # without holding the protocol back: tens of microseconds of tiny kernels move by more than the
     # tolerance from round to round on a shared machine, and a fixed time is a small share of a layer
-    # and so do the convolution chains of the conv.k1 / conv.k3 curves (milliseconds of work through
-    # DRAM: 10-20% apart from round to round on a shared VM, where the figure they give moves less)
-    ride = {mb.name for mb in table if mb.role == "fixed" or mb.key.startswith("conv.k")}
+    # and so do the convolution chains of the conv.k1 / conv.k3 curves and the pool chain (milliseconds
+    # of work through the cache: 5-20% apart from round to round on a shared VM, where the figure they
+    # give moves less)
+    ride = {mb.name for mb in table if mb.role == "fixed" or mb.key.startswith("conv.k")
+            or (mb.role == "family" and mb.key == "pool")}
     settled = settled_times(jobs, rounds_min=2 if quick else 5, rounds_max=5 if quick else 10, runs=runs,
                             budget_s=budget, progress=progress, strict=strict,
                             settle_on=tuple(n for n in jobs if n not in ride))
