@@ -515,8 +515,8 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
             eff = min(eff, rules.interp_log(min(g.m, g.n, g.k), hw.matrix_m_efficiency))
     shaped = shape_efficiency(layer, hw)
     if shaped is not None:
-        # a plain blocked convolution's pixel curve only lowers the figure (few output channels
-        # keep the thin-product figure of the m curve); the other curves replace it
+        # a plain blocked convolution's pixel curve only lowers the figure (few channels keep the
+        # thin-product figure of matrix_nk_efficiency); the other curves replace it
         eff = min(eff, shaped) if w.family == "conv" and not _unblocked(w, hw) else shaped
     if "+" not in layer.op_type and layer.op_type in hw.op_efficiency:  # one op, or one kernel the runtime makes
         return hw.op_efficiency[layer.op_type]
@@ -524,6 +524,7 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
 
 
 def _unblocked(w: Workload, hw: HardwareProfile) -> bool:
+    """A convolution a calibrated CPU's blocked layout does not take (it runs the plain kernel)."""
     return hw.cpu_layout is not None and not rules.blocked_conv(w, *hw.cpu_layout[:3])
 
 
