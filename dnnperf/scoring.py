@@ -515,9 +515,12 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
             eff = min(eff, rules.interp_log(min(g.m, g.n, g.k), hw.matrix_m_efficiency))
     shaped = shape_efficiency(layer, hw)
     if shaped is not None:
-        # a plain blocked convolution's pixel curve only lowers the figure (few channels keep the
-        # thin-product figure of matrix_nk_efficiency); the other curves replace it
-        eff = min(eff, shaped) if w.family == "conv" and not _unblocked(w, hw) else shaped
+        eff = shaped
+    else:
+        # the pixel curve only lowers the figure (few channels keep the thin-product figure)
+        pixel = _pixel_efficiency(layer, hw)
+        if pixel is not None:
+            eff = min(eff, pixel)
     if "+" not in layer.op_type and layer.op_type in hw.op_efficiency:  # one op, or one kernel the runtime makes
         return hw.op_efficiency[layer.op_type]
     return eff
@@ -528,12 +531,29 @@ def _unblocked(w: Workload, hw: HardwareProfile) -> bool:
     return hw.cpu_layout is not None and not rules.blocked_conv(w, *hw.cpu_layout[:3])
 
 
+def _pixels(layer: Layer) -> int:
+    pixels = 1
+    for d in (layer.output_shape or ())[2:]:
+        pixels *= int(d)
+    return max(pixels, 1)
+
+
+def _pixel_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
+    """A plain convolution the CPU's blocked layout takes, by output pixels: its kernel walks output
+    rows, so a 7 x 7 map runs below the pace of a 56 x 56 one (``conv.k1`` for 1 x 1 kernels,
+    ``conv.k3`` for the rest). None without such a curve or for any other layer."""
+    w = layer.workload
+    if w.family != "conv" or not w.conv or not hw.shape_efficiency:
+        return None
+    curve = hw.shape_efficiency.get("conv.k1" if tuple(w.conv[1:3]) == (1, 1) else "conv.k3")
+    return None if curve is None or _unblocked(w, hw) else rules.interp_log(_pixels(layer), curve)
+
+
 def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
-    """The calibrated figure for this convolution's (or pool's) shape, when the profile has one: a
-    row normalisation by its row length (``norm.row``); a pool, a plain or depthwise convolution the
-    CPU's blocked layout cannot take
-    (``pool.unblocked``, ``<family>.unblocked_k<kernel>``); a plain one it takes blocked by output
-    pixels (``conv.k1`` / ``conv.k3``); depthwise by kernel and stride (the nearest kernel size measured with that stride), log-interpolated in
+    """The calibrated figure for this convolution's (or pool's) shape that replaces the family's, when
+    the profile has one: a row normalisation by its row length (``norm.row``); a pool, a plain or
+    depthwise convolution the CPU's blocked layout cannot take
+    (``pool.unblocked``, ``<family>.unblocked_k<kernel>``); depthwise by kernel and stride (the nearest kernel size measured with that stride), log-interpolated in
     output pixels; grouped by stride (stride-2 curves when calibrated), input channels per group
     (log-interpolated between the measured widths) and output pixels. None when the profile has no such curve."""
     w = layer.workload
@@ -545,12 +565,8 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     if not hw.shape_efficiency or not w.conv or w.family not in ("conv", "depthwise_conv", "grouped_conv"):
         return None
     cin_g, kh, kw, sh, _sw, _dil = w.conv
-    pixels = 1
-    for d in (layer.output_shape or ())[2:]:
-        pixels *= int(d)
-    pixels = max(pixels, 1)
-    if w.family in ("conv", "depthwise_conv") and hw.cpu_layout is not None \
-            and not rules.blocked_conv(w, *hw.cpu_layout[:3]):
+    pixels = _pixels(layer)
+    if w.family in ("conv", "depthwise_conv") and _unblocked(w, hw):
         # a convolution the blocked layout cannot take runs the plain kernel, measured apart
         plain = sorted((int(k.split("_k")[1]), pts) for k, pts in hw.shape_efficiency.items()
                        if k.startswith(f"{w.family}.unblocked_k"))
@@ -558,10 +574,7 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
             pts = min(plain, key=lambda kp: (abs(kp[0] - max(kh, kw)), kp[0]))[1]
             return rules.interp_log(pixels, pts)
     if w.family == "conv":
-        # a blocked convolution by output pixels: its kernel walks output rows, so a 7 x 7 map runs
-        # below the pace of a 56 x 56 one (``conv.k1`` for 1 x 1 kernels, ``conv.k3`` for the rest)
-        curve = hw.shape_efficiency.get("conv.k1" if (kh, kw) == (1, 1) else "conv.k3")
-        return None if curve is None or _unblocked(w, hw) else rules.interp_log(pixels, curve)
+        return None  # a blocked one: the pixel curve (_pixel_efficiency) lowers the family's figure
     if w.family == "grouped_conv":
         # stride-1 curves are 'grouped_conv.w<width>', stride-2 ones '...w<width>s2' (when measured)
         curves = {}
@@ -588,7 +601,7 @@ def _plain_pool_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     pts = hw.shape_efficiency.get("pool.unblocked")
     if not pts or len(shape) != 4 or rules.blocked_pool(int(shape[1]), hw.cpu_layout[0], hw.cpu_layout[3]):
         return None
-    return rules.interp_log(max(int(shape[2]) * int(shape[3]), 1), pts)
+    return rules.interp_log(_pixels(layer), pts)
 
 
 def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:
