@@ -284,11 +284,16 @@ def _plan_gemm(m, n, k, count, sms, lib, unit, rate_per_s, hz, precision, split_
 def gemm_vector(lib: GpuLibrary, precision: str) -> int:
     """Values of ``precision`` in the vector the library's fast tensor-core GEMM kernels load with
     (``gemm_alignment_bytes``); 0 where the generation has no such rule or the width is unknown."""
+    bits = _precision_bits(precision)
+    return lib.gemm_alignment_bytes * 8 // bits if lib.gemm_alignment_bytes and bits else 0
+
+
+def _precision_bits(precision: str) -> int:
+    """Bits of one value of ``precision`` (0 when unknown)."""
     from dnnperf.ir import DTYPE_BITS
     from dnnperf.workload import DTYPE_OF_PRECISION
 
-    bits = DTYPE_BITS.get(DTYPE_OF_PRECISION.get(precision, ""), 0)
-    return lib.gemm_alignment_bytes * 8 // bits if lib.gemm_alignment_bytes and bits else 0
+    return DTYPE_BITS.get(DTYPE_OF_PRECISION.get(precision, ""), 0)
 
 
 def gemm_misaligned(lib: GpuLibrary, n: int, k: int, precision: str) -> bool:
@@ -297,18 +302,16 @@ def gemm_misaligned(lib: GpuLibrary, n: int, k: int, precision: str) -> bool:
     return bool(vec) and any(d % vec for d in (n, k))
 
 
-def gemm_stride_alignment(lib: GpuLibrary, n: int, k: int, precision: str) -> int:
+def gemm_stride_alignment(lib: GpuLibrary, n: int, k: int, precision: str) -> float:
     """Bytes both row strides (K of A, N of B and C) are multiples of: the largest power of two up to
-    ``gemm_alignment_bytes`` dividing each stride's bytes (fp16 N = 7133: 2; K = 1530: 4; N = 1500: 8)."""
-    from dnnperf.ir import DTYPE_BITS
-    from dnnperf.workload import DTYPE_OF_PRECISION
-
-    size = max(DTYPE_BITS.get(DTYPE_OF_PRECISION.get(precision, ""), 8) // 8, 1)
-    align = lib.gemm_alignment_bytes
+    ``gemm_alignment_bytes`` dividing each stride (fp16 N = 7133: 2; K = 1530: 4; N = 1500: 8; an odd
+    int4 width: half a byte). Counted in bits, so sub-byte precisions are not rounded up to a byte."""
+    bits = _precision_bits(precision) or 8
+    align = lib.gemm_alignment_bytes * 8
     for d in (n, k):
-        stride = max(int(d), 1) * size
+        stride = max(int(d), 1) * bits
         align = min(align, stride & -stride)  # the lowest set bit: the largest power of two dividing it
-    return align
+    return align / 8
 
 
 def gemm_misaligned_factor(lib: GpuLibrary, n: int, k: int, precision: str, latency_bound: bool = False) -> float:

@@ -224,11 +224,15 @@ def test_odd_fp16_widths_load_two_bytes_at_a_time_on_hopper():
     assert gpu.gemm_stride_alignment(lib, 1500, 2048, "fp16") == 8
     assert gpu.gemm_stride_alignment(lib, 7133, 4096, "tf32") == 4
     assert gpu.gemm_stride_alignment(lib, 7136, 4096, "fp16") == 16
+    # sub-byte values: an odd int4 width is half a byte (4 bits), not rounded up to one byte
+    assert gpu.gemm_stride_alignment(lib, 7133, 4096, "int4") == 0.5
+    assert gpu.gemm_stride_alignment(lib, 7134, 4096, "int4") == 1
     # the factor: 0.33 from 4-byte strides up (gemm_word_bytes 4), half of it for 2-byte ones
     assert gpu.gemm_misaligned_factor(lib, 7136, 4096, "fp16") == 1.0
     assert gpu.gemm_misaligned_factor(lib, 1500, 2048, "fp16") == pytest.approx(0.33)
     assert gpu.gemm_misaligned_factor(lib, 6000, 1530, "fp16") == pytest.approx(0.33)
     assert gpu.gemm_misaligned_factor(lib, 7133, 4096, "fp16") == pytest.approx(0.33 * 2 / 4)
+    assert gpu.gemm_misaligned_factor(lib, 7133, 4096, "int4") == pytest.approx(0.33 * 0.5 / 4)
     # a K loop bound by its latency waits on memory, not on load instructions: the plain factor
     assert gpu.gemm_misaligned_factor(lib, 7133, 4096, "fp16", latency_bound=True) == pytest.approx(0.33)
     h200 = load_profile("h200")
