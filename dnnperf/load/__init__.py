@@ -140,8 +140,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     else:
         order = None
     del g.value_info[:]  # stale entries could disagree with the user's dims
-    res = None if any(n.attribute and any(True for _ in node_subgraphs(n)) for n in stored) \
-        else fast.python_shapes(model, opset, ordered)
+    res = fast.python_shapes(model, opset, ordered)
     if res is not None:  # every shape settled by the rules: ONNX's inference (and its registry) not needed
         inferred = model
     else:

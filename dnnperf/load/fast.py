@@ -63,6 +63,8 @@ def python_shapes(model, opset: int, ordered: list) -> Resolver | None:
 
 def _node(n, res: Resolver, types: dict, opset: int) -> bool:
     op = n.op_type
+    if n.attribute and len(res.attrs(n)) < len(n.attribute):
+        return False  # a graph-valued (or exotic) attribute: control flow, left to ONNX
     outs = [o for o in n.output if o]
     if op == "Constant":
         a = n.attribute[0] if len(n.attribute) == 1 else None
