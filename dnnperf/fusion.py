@@ -25,6 +25,15 @@ ANCHOR_FAMILIES = MATRIX_FAMILIES | {"elementwise", "cast"}
 # ops outside those families that runtimes run as a kernel taking an epilogue (ONNX Runtime runs a
 # standalone BatchNormalization as a per-channel convolution)
 KERNEL_ANCHOR_OPS = frozenset({"BatchNormalization"})
+# what ONNX Runtime's CPU provider folds into a convolution or GEMM kernel: the activations its MLAS
+# kernels apply in their epilogue (Relu, LeakyRelu, Tanh, Sigmoid, Clip, HardSigmoid, HardSwish), a
+# BatchNormalization or a constant scale/shift folded into the weights (a MatMul's scale: Mul or Div),
+# the bias or residual Add. Any other op (Erf, PRelu, Elu, Mish, Softplus, Exp...) after a convolution
+# is a kernel of its own (checked op by op in the runtime's optimised graph), and most of them take the
+# tensor out of the blocked layout and back (dnnperf.layout): a chain of twelve 128-channel 14 x 14
+# convolutions ran 37 us per block slower with an Erf after each (bench/cpu_blocks.py)
+CPU_KERNEL_EPILOGUES = frozenset({"BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid",
+                                  "HardSwish", "Tanh", "Add", "Sub", "Mul", "Div"})
 
 
 def consumers_of(graph: Graph) -> dict[str, int]:
@@ -132,7 +141,8 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     """node name -> (producer node name, shared tensor) for every node a runtime would fuse.
 
     ``chains``: elementwise ops also fuse into elementwise producers (GPU compilers such as
-    TensorRT/XLA do). Without: ONNX Runtime's CPU provider, which fuses epilogues into Conv/MatMul/Gemm
+    TensorRT/XLA do). Without: ONNX Runtime's CPU provider, which fuses the epilogues its kernels take
+    (``CPU_KERNEL_EPILOGUES``) into Conv/MatMul/Gemm
     and into a standalone BatchNormalization (it runs one as a per-channel convolution), and runs
     the patterns of ``runtime_kernel_groups`` (``groups`` when the caller has them) as kernels of
     their own."""
@@ -172,6 +182,8 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 if not (kernel or prod.workload.family in ANCHOR_FAMILIES):
                     continue
                 if not chains and not kernel and prod.node.name not in out:
+                    continue
+                if not chains and node.op_type not in CPU_KERNEL_EPILOGUES:
                     continue
                 if _broadcasts(graph, i, node.outputs[0] if node.outputs else ""):
                     continue

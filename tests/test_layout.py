@@ -92,6 +92,26 @@ def test_a_channels_last_transpose_of_a_blocked_tensor_is_folded_into_its_conver
     assert {"reorder out of a", "tr"} <= {l.name for l in kept}
 
 
+def test_an_activation_the_cpu_kernel_cannot_apply_is_a_kernel_with_two_conversions(tmp_path):
+    """ONNX Runtime's blocked convolution applies Relu, HardSwish and a few more itself; an Erf (or
+    Elu, Softplus, Exp...) between two convolutions runs alone on a plain NCHW copy (its optimised
+    graph: ReorderOutput, Erf, ReorderInput)."""
+    def chain(act):
+        nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1"),
+                 helper.make_node(act, ["a"], ["t"], name="act"),
+                 helper.make_node("Conv", ["t", "w2"], ["y"], name="c2")]
+        return model(nodes, [vi("x", [1, 16, 6, 6])], [vi("y", None)],
+                     [weight("w1", [16, 16, 1, 1]), weight("w2", [16, 16, 1, 1])])
+    layout = {"block": 8, "grouped_min_width": 8}
+    for act in ("Relu", "HardSwish"):
+        assert [l.name for l in _layers(tmp_path, chain(act), layout)] == [
+            "reorder into x", "c1+act", "c2", "reorder out of y"]
+    erf = _layers(tmp_path, chain("Erf"), layout)
+    assert [l.name for l in erf] == ["reorder into x", "c1", "reorder out of a", "act", "reorder into t", "c2",
+                                     "reorder out of y"]
+    assert erf[3].workload.act_bytes_read == 16 * 36 * 4  # the Erf reads the convolution's output itself
+
+
 def test_grouped_convolutions_narrower_than_the_block_stay_plain(tmp_path):
     nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="g", group=4)]
     m = model(nodes, [vi("x", [1, 16, 6, 6])], [vi("y", None)], [weight("w", [16, 4, 1, 1])])
