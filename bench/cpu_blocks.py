@@ -79,9 +79,9 @@ def main() -> None:
     import numpy as np
     import yaml
 
-    from dnnperf.api import analyze, inspect_graph
+    from dnnperf.api import analyze
     from dnnperf.hardware import load_profile
-    from dnnperf.load import graph_from_model
+    from dnnperf.measure.calibrate import inspect_micro
     from dnnperf.measure.ort import session, settled_times
     from dnnperf.scoring import Settings
 
@@ -102,12 +102,7 @@ def main() -> None:
     measured = st["times"]
     predicted = {}
     for key, m in models.items():
-        from onnx import ModelProto
-
-        copy = ModelProto()
-        copy.CopyFrom(m)  # the loader writes into the model it reads
-        insp = inspect_graph(graph_from_model(copy), "<blocks>")
-        predicted[key] = analyze(insp, hw, Settings(fusion="typical"), with_fixes=False).score.totals["latency_s"]
+        predicted[key] = analyze(inspect_micro(m), hw, Settings(fusion="typical"), with_fixes=False).score.totals["latency_s"]
     n = a.blocks
     print(f"profile: {hw.title}; {n} blocks per chain; rounds {st['rounds']}, settled {st['settled']}")
     print(f"{'block':<16} {'measured us/block':>18} {'predicted':>10} {'pred/meas':>10}")

@@ -32,8 +32,8 @@ KERNEL_ANCHOR_OPS = frozenset({"BatchNormalization"})
 # is a kernel of its own (checked op by op in the runtime's optimised graph), and most of them take the
 # tensor out of the blocked layout and back (dnnperf.layout): a chain of twelve 128-channel 14 x 14
 # convolutions ran 37 us per block slower with an Erf after each (bench/cpu_blocks.py)
-CPU_KERNEL_EPILOGUES = frozenset({"BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid",
-                                  "HardSwish", "Tanh", "Add", "Sub", "Mul", "Div"})
+CPU_CONV_ACTIVATIONS = frozenset({"Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh"})
+CPU_KERNEL_EPILOGUES = CPU_CONV_ACTIVATIONS | {"BatchNormalization", "Add", "Sub", "Mul", "Div"}
 
 
 def consumers_of(graph: Graph) -> dict[str, int]:
@@ -150,6 +150,7 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     produced: dict[str, object] = {}
     out = {}
     grouped: set[str] = set()
+    epilogues = EPILOGUE_OPS if chains else CPU_KERNEL_EPILOGUES
     if not chains:
         nodes = {n.name: n for n in graph.nodes}
         for _kernel, names in (runtime_kernel_groups(graph) if groups is None else groups):
@@ -171,7 +172,7 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 if o:
                     produced[o] = row
             continue
-        if node.op_type in EPILOGUE_OPS and row.workload is not None:
+        if node.op_type in epilogues and row.workload is not None:
             for i in node.inputs:
                 prod = produced.get(i)
                 if prod is None or cons.get(i, 0) != 1:
@@ -182,8 +183,6 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 if not (kernel or prod.workload.family in ANCHOR_FAMILIES):
                     continue
                 if not chains and not kernel and prod.node.name not in out:
-                    continue
-                if not chains and node.op_type not in CPU_KERNEL_EPILOGUES:
                     continue
                 if _broadcasts(graph, i, node.outputs[0] if node.outputs else ""):
                     continue

@@ -22,7 +22,7 @@ its own (op type ``LayoutReorder``, family ``movement``) so it shows in the tabl
 from __future__ import annotations
 
 from dnnperf import rules
-from dnnperf.fusion import consumers_of
+from dnnperf.fusion import CPU_CONV_ACTIVATIONS, consumers_of
 from dnnperf.ir import Graph
 from dnnperf.scoring import Layer
 from dnnperf.workload import Workload
@@ -33,10 +33,7 @@ BLOCKED_OPS = frozenset({"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", 
 # blocked per-channel convolution) and Add/Sum/Mul. Checked op by op between two 64-channel
 # convolutions: Elu, Selu, Softplus, Mish, Erf, Exp, Neg, Abs, Sub, Div and Max each got a conversion
 # out of the blocked layout and one back in
-LAYOUT_AGNOSTIC = frozenset({
-    "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Swish", "Gelu",
-    "BatchNormalization", "Add", "Sum", "Mul",
-})
+LAYOUT_AGNOSTIC = CPU_CONV_ACTIVATIONS | {"Swish", "Gelu", "BatchNormalization", "Add", "Sum", "Mul"}
 
 
 def _blocked_anchor(graph: Graph, node, layer: Layer, block: int, grouped_min: int, align: int,

@@ -266,14 +266,14 @@ def test_every_fixed_cost_chain_is_what_it_claims():
     """Each chain is FIXED_CHAIN kernels of its family in dnnperf's own costing (a chain read as
     another family would set the wrong figure), and the time taken off a chain before an
     efficiency is read is that many fixed costs."""
-    from dnnperf.measure.calibrate import _inspect_micro, micro_costs
+    from dnnperf.measure.calibrate import inspect_micro, micro_costs
     from dnnperf.measure.micro import FIXED_CHAIN, FIXED_FAMILIES, _fixed_chain
 
     assert FIXED_CHAIN == 24
     base = _cpu_avx2()
     for fam in FIXED_FAMILIES:
         mb = _fixed_chain(fam)
-        rows = [r for r in _inspect_micro(mb.model).rows if r.workload is not None and r.workload.launches]
+        rows = [r for r in inspect_micro(mb.model).rows if r.workload is not None and r.workload.launches]
         assert [r.workload.family for r in rows] == [fam] * FIXED_CHAIN, fam
         hw2 = profile_from_dict({**base, "kernel_fixed_us": {fam: 2.0}}, "x")
         assert micro_costs(mb.model, hw2)[1] == pytest.approx(FIXED_CHAIN * 2.0e-6), fam

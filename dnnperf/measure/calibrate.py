@@ -45,7 +45,7 @@ def reorder_efficiency(mb, kernels: dict, base) -> float | None:
     return min(1.0, max(0.01, ideal / (statistics.median(times) * 1e-6)))
 
 
-def _inspect_micro(m):
+def inspect_micro(m):
     """dnnperf's inspection of a micro-model (loaded from a copy: the loader writes into its input)."""
     from onnx import ModelProto
 
@@ -59,7 +59,7 @@ def _inspect_micro(m):
 
 def host_shape_ops(mb) -> int:
     """The shape-arithmetic ops dnnperf costs in a micro-model (its own loader counts them)."""
-    insp = _inspect_micro(mb.model)
+    insp = inspect_micro(mb.model)
     return sum(1 for r in insp.rows if r.workload is not None and r.workload.family == "shape_runtime")
 
 
@@ -262,7 +262,7 @@ def micro_costs(m, hw, fusion: str = "none") -> tuple[float, float]:
     from dnnperf.api import analyze
     from dnnperf.scoring import Settings
 
-    rep = analyze(_inspect_micro(m), hw, Settings(fusion=fusion), with_fixes=False)
+    rep = analyze(inspect_micro(m), hw, Settings(fusion=fusion), with_fixes=False)
     roof = sum(c.time_s - c.t_launch for c in rep.score.layers) + hw.launch_overhead_us * 1e-6
     fixed = sum(c.layer.workload.launches * hw.kernel_fixed_us.get(c.layer.workload.family, 0.0)
                 for c in rep.score.layers) * 1e-6
