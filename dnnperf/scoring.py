@@ -541,12 +541,19 @@ def _pixels(layer: Layer) -> int:
 def _pixel_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     """A plain convolution the CPU's blocked layout takes, by output pixels: its kernel walks output
     rows, so a 7 x 7 map runs below the pace of a 56 x 56 one (``conv.k1`` for 1 x 1 kernels,
-    ``conv.k3`` for the rest). None without such a curve or for any other layer."""
+    ``conv.k1s2`` for strided ones when the profile has it, ``conv.k3`` for the rest). None without
+    such a curve or for any other layer."""
     w = layer.workload
     if w.family != "conv" or not w.conv or not hw.shape_efficiency:
         return None
-    curve = hw.shape_efficiency.get("conv.k1" if tuple(w.conv[1:3]) == (1, 1) else "conv.k3")
-    return None if curve is None or _unblocked(w, hw) else rules.interp_log(_pixels(layer), curve)
+    if tuple(w.conv[1:3]) == (1, 1):
+        # a strided 1 x 1 kernel walks one output row at a time over a strided input: its own curve
+        # when calibrated (ResNet's downsampling shortcuts)
+        strided = w.conv[3] > 1 or w.conv[4] > 1
+        curve = (strided and hw.shape_efficiency.get("conv.k1s2")) or hw.shape_efficiency.get("conv.k1")
+    else:
+        curve = hw.shape_efficiency.get("conv.k3")
+    return None if not curve or _unblocked(w, hw) else rules.interp_log(_pixels(layer), curve)
 
 
 def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:

@@ -163,6 +163,38 @@ def test_a_blocked_convolution_takes_the_lower_of_its_pixel_curve_and_the_thin_p
         assert family_efficiency(layer, hw) == pytest.approx(eff, rel=1e-6), (cin, cout, side, k)
 
 
+def test_a_strided_pointwise_convolution_takes_its_own_curve_when_calibrated(tmp_path):
+    """'conv.k1' {49: 0.9, 3136: 0.9} and 'conv.k1s2' {49: 0.6, 784: 0.8}: a 1024 -> 2048 1 x 1
+    convolution at stride 2 from 14 x 14 to 7 x 7 (49 output pixels) runs at 0.6, one from 56 x 56 to
+    28 x 28 (784) at 0.8, the same convolution at stride 1 on 7 x 7 at 0.9; a 3 x 3 stride-2 one keeps
+    conv.k3 {49: 0.7, 3136: 0.7}; a profile without 'conv.k1s2' gives the strided one conv.k1's 0.9."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from dnnperf.scoring import family_efficiency
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["efficiency"] = {"conv": 1.0}
+    d.pop("matrix_m_efficiency", None)
+    d.pop("matrix_nk_efficiency", None)
+    d["shape_efficiency"] = {"conv.k3": {49: 0.7, 3136: 0.7}, "conv.k1": {49: 0.9, 3136: 0.9},
+                             "conv.k1s2": {49: 0.6, 784: 0.8}}
+    d["cpu_layout"] = {"block": 16, "grouped_min_width": 16, "channel_alignment": 16, "pool_alignment": 16}
+    hw = profile_from_dict(d, "x")
+    d2 = dict(d, shape_efficiency={k: v for k, v in d["shape_efficiency"].items() if k != "conv.k1s2"})
+    hw_plain = profile_from_dict(d2, "y")
+    cases = ((hw, 14, 1, 2, 0.6), (hw, 56, 1, 2, 0.8), (hw, 7, 1, 1, 0.9), (hw, 14, 3, 2, 0.7), (hw_plain, 14, 1, 2, 0.9))
+    for i, (prof, side, k, stride, eff) in enumerate(cases):
+        m = model([helper.make_node("Conv", ["x", "w"], ["y"], name="c", pads=[k // 2] * 4, strides=[stride, stride])],
+                  [vi("x", [1, 1024, side, side])], [vi("y", None)], [weight("w", [2048, 1024, k, k])])
+        layer = next(c.layer for c in analyze(inspect_model(save(m, tmp_path, f"s{i}.onnx")), prof,
+                                              Settings(fusion="none"), with_fixes=False).score.layers
+                     if c.layer.op_type == "Conv")
+        assert family_efficiency(layer, prof) == pytest.approx(eff, rel=1e-6), (side, k, stride)
+
+
 def test_rows_and_channels_take_their_own_curves():
     """matrix_m_efficiency {1: 0.5, 16: 1.0} (rows) and matrix_nk_efficiency {8: 0.2, 32: 0.8} (the smaller
     of N and K): a 3136 x 16 x 16 product (16 channels at 56 x 56) reads the channel curve at 16,

@@ -64,6 +64,11 @@ CONV_PIXELS = ((64, 56), (128, 28), (256, 14), (512, 7))
 # ran at 0.77-0.81 of the peak, 64 <-> 256 at the same size above 0.97)
 CONV1_PIXELS = ((256, 56), (512, 28), (1024, 14), (2048, 7))
 CONV_CHAIN = 4  # convolutions per chain (each reads the one before, as in a network)
+# 1 x 1 stride-2 convolutions as a ResNet's downsampling shortcuts have them (C -> 2C, input side):
+# ONNX Runtime's pointwise kernel walks a strided one output row at a time over a strided input, and
+# such a convolution ran 12-20% slower than the stride-1 one with the same output and arithmetic
+# (1024 -> 2048 at 14 -> 7: 787 against 696 us; 256 -> 512 at 56 -> 28: 785 against 656 us)
+STRIDED_K1 = ((256, 56), (512, 28), (1024, 14))
 
 
 @dataclass(frozen=True)
@@ -269,6 +274,8 @@ def micro_models(quick: bool) -> list[Micro]:
     for k, stride, side, ch in DEPTHWISE:
         out.append(_conv(f"dw_k{k}s{stride}_{side}", ch, side * stride, k, stride, ch,
                          f"depthwise_conv.k{k}s{stride}:{side * side}"))
+    for ch, side in STRIDED_K1:
+        out.append(_conv_strided_k1(ch, side))
     for k, ch, side in UNBLOCKED:  # channel counts in no whole SIMD block: the plain NCHW kernel
         out.append(_conv(f"conv_unblocked_k{k}", ch, side, k, 1, 1, f"conv.unblocked_k{k}:{side * side}"))
     for k, stride, side, ch in DW_UNBLOCKED:
@@ -458,6 +465,18 @@ def _int_tensor(name: str, value, shape: tuple):
     from onnx import numpy_helper
 
     return numpy_helper.from_array(np.array(value, dtype=np.int64).reshape(shape), name)
+
+
+def _conv_strided_k1(ch: int, side: int) -> Micro:
+    """A 1 x 1 stride-2 convolution from ``ch`` to 2 ``ch`` channels over ``side`` x ``side`` input
+    pixels: the ``conv.k1s2`` curve's point at its output pixels."""
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[2, 2])
+    model = _model([node], [_vi("x", [1, ch, side, side])], [_vi("y", None)], [_w("w", [2 * ch, ch, 1, 1], rng=rng)])
+    return Micro(f"conv_k1s2_{side // 2}", model, {"x": rng.standard_normal((1, ch, side, side)).astype(np.float32)},
+                 "shape", f"conv.k1s2:{(side // 2) ** 2}")
 
 
 def _conv(name: str, ch: int, side: int, k: int, stride: int, groups: int, key: str) -> Micro:
