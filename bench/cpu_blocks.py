@@ -71,28 +71,34 @@ def build(blocks: int, ch: int, side: int, insert: str | None):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--hw", help="a calibrated profile (default: calibrate now)")
-    ap.add_argument("--blocks", type=int, default=12)
-    a = ap.parse_args()
-    import numpy as np
+def profile_or_calibrate(path: str | None):
+    """The profile at ``path``, or a fresh ``dnnperf calibrate`` of this machine when None."""
     import yaml
 
-    from dnnperf.api import analyze
     from dnnperf.hardware import load_profile
-    from dnnperf.measure.calibrate import inspect_micro
-    from dnnperf.measure.ort import session, settled_times
-    from dnnperf.scoring import Settings
 
-    path = a.hw
     if path is None:
         from dnnperf.measure import calibrate
 
         path = os.path.join(tempfile.mkdtemp(), "local.yaml")
         with open(path, "w") as fh:
             yaml.safe_dump(calibrate(strict=False), fh, sort_keys=False)
-    hw = load_profile(path)
+    return load_profile(path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hw", help="a calibrated profile (default: calibrate now)")
+    ap.add_argument("--blocks", type=int, default=12)
+    a = ap.parse_args()
+    import numpy as np
+
+    from dnnperf.api import analyze
+    from dnnperf.measure.calibrate import inspect_micro
+    from dnnperf.measure.ort import session, settled_times
+    from dnnperf.scoring import Settings
+
+    hw = profile_or_calibrate(a.hw)
     models = {(ch, side, ins): build(a.blocks, ch, side, ins) for ch, side in SHAPES for ins in (None,) + INSERTS}
     jobs = {}
     for key, m in models.items():

@@ -22,10 +22,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+
+from cpu_blocks import profile_or_calibrate  # noqa: E402  (a profile, or a fresh calibration)
 
 
 def single_tensor_cuts(graph) -> list[tuple[int, str]]:
@@ -79,23 +80,14 @@ def main() -> None:
     a = ap.parse_args()
     import numpy as np
     import onnx
-    import yaml
     from onnx import shape_inference, utils
 
     from dnnperf.api import analyze
-    from dnnperf.hardware import load_profile
     from dnnperf.measure.calibrate import inspect_micro
     from dnnperf.measure.ort import runnable_bytes, session, settled_times
     from dnnperf.scoring import Settings
 
-    path = a.hw
-    if path is None:
-        from dnnperf.measure import calibrate
-
-        path = os.path.join(tempfile.mkdtemp(), "local.yaml")
-        with open(path, "w") as fh:
-            yaml.safe_dump(calibrate(strict=False), fh, sort_keys=False)
-    hw = load_profile(path)
+    hw = profile_or_calibrate(a.hw)
     settings = Settings(fusion="typical")
     full = shape_inference.infer_shapes(onnx.load_from_string(runnable_bytes(a.model)))
     g = full.graph
