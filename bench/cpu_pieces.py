@@ -78,13 +78,12 @@ def main() -> None:
     ap.add_argument("--pieces", type=int, default=6)
     ap.add_argument("--cut", action="append", default=[], help="cut after this tensor (repeatable)")
     a = ap.parse_args()
-    import numpy as np
     import onnx
     from onnx import shape_inference, utils
 
     from dnnperf.api import analyze
     from dnnperf.measure.calibrate import inspect_micro
-    from dnnperf.measure.ort import runnable_bytes, session, settled_times
+    from dnnperf.measure.ort import feeds_for, runnable_bytes, session, settled_times
     from dnnperf.scoring import Settings
 
     hw = profile_or_calibrate(a.hw)
@@ -107,19 +106,16 @@ def main() -> None:
         models[f"piece {i + 1}"] = (x, y, utils.Extractor(full).extract_model([x], [y]))
     models["whole network"] = (bounds[0], bounds[-1], full)
 
-    def feeds(m):
-        x = m.graph.input[0]
-        shape = [d.dim_value or 1 for d in x.type.tensor_type.shape.dim]
-        return {x.name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
-
-    jobs = {k: (lambda b=m.SerializeToString(): session(b, None), feeds(m)) for k, (_, _, m) in models.items()}
+    inspected = {k: inspect_micro(m) for k, (_, _, m) in models.items()}  # one inspection: feeds and estimate
+    jobs = {k: (lambda b=m.SerializeToString(): session(b, None), feeds_for(inspected[k].graph))
+            for k, (_, _, m) in models.items()}
     st = settled_times(jobs, rounds_min=3, rounds_max=8, runs=20, budget_s=1.0, strict=False)
     t = st["times"]
     print(f"{os.path.basename(a.model)} on {hw.title}; rounds {st['rounds']}, settled {st['settled']}")
     print(f"{'piece':<14} {'nodes':>5} {'measured us':>12} {'estimated':>10} {'est/meas':>9}  ends at")
     sums = [0.0, 0.0]
     for k, (_x, y, m) in models.items():
-        p = analyze(inspect_micro(m), hw, settings, with_fixes=False).score.totals["latency_s"]
+        p = analyze(inspected[k], hw, settings, with_fixes=False).score.totals["latency_s"]
         if k != "whole network":
             sums[0] += t[k]
             sums[1] += p

@@ -274,8 +274,8 @@ def micro_models(quick: bool) -> list[Micro]:
     for k, stride, side, ch in DEPTHWISE:
         out.append(_conv(f"dw_k{k}s{stride}_{side}", ch, side * stride, k, stride, ch,
                          f"depthwise_conv.k{k}s{stride}:{side * side}"))
-    for ch, side in STRIDED_K1:
-        out.append(_conv_strided_k1(ch, side))
+    for ch, side in STRIDED_K1:  # C -> 2C: the conv.k1s2 curve's point at its output pixels
+        out.append(_conv(f"conv_k1s2_{side // 2}", ch, side, 1, 2, 1, f"conv.k1s2:{(side // 2) ** 2}", out=2 * ch))
     for k, ch, side in UNBLOCKED:  # channel counts in no whole SIMD block: the plain NCHW kernel
         out.append(_conv(f"conv_unblocked_k{k}", ch, side, k, 1, 1, f"conv.unblocked_k{k}:{side * side}"))
     for k, stride, side, ch in DW_UNBLOCKED:
@@ -467,23 +467,12 @@ def _int_tensor(name: str, value, shape: tuple):
     return numpy_helper.from_array(np.array(value, dtype=np.int64).reshape(shape), name)
 
 
-def _conv_strided_k1(ch: int, side: int) -> Micro:
-    """A 1 x 1 stride-2 convolution from ``ch`` to 2 ``ch`` channels over ``side`` x ``side`` input
-    pixels: the ``conv.k1s2`` curve's point at its output pixels."""
-    from onnx import helper
-
-    rng = np.random.default_rng(0)
-    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[2, 2])
-    model = _model([node], [_vi("x", [1, ch, side, side])], [_vi("y", None)], [_w("w", [2 * ch, ch, 1, 1], rng=rng)])
-    return Micro(f"conv_k1s2_{side // 2}", model, {"x": rng.standard_normal((1, ch, side, side)).astype(np.float32)},
-                 "shape", f"conv.k1s2:{(side // 2) ** 2}")
-
-
-def _conv(name: str, ch: int, side: int, k: int, stride: int, groups: int, key: str) -> Micro:
-    """A ``k`` x ``k`` convolution of ``ch`` channels over ``side`` x ``side`` pixels in ``groups`` groups."""
+def _conv(name: str, ch: int, side: int, k: int, stride: int, groups: int, key: str, out: int | None = None) -> Micro:
+    """A ``k`` x ``k`` convolution of ``ch`` channels (``out`` output channels, default ``ch``) over
+    ``side`` x ``side`` input pixels in ``groups`` groups."""
     from onnx import helper
 
     rng = np.random.default_rng(0)
     node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[k // 2] * 4, strides=[stride, stride], group=groups)
-    model = _model([node], [_vi("x", [1, ch, side, side])], [_vi("y", None)], [_w("w", [ch, ch // groups, k, k])])
+    model = _model([node], [_vi("x", [1, ch, side, side])], [_vi("y", None)], [_w("w", [out or ch, ch // groups, k, k])])
     return Micro(name, model, {"x": rng.standard_normal((1, ch, side, side)).astype(np.float32)}, "shape", key)
