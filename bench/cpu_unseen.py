@@ -1,6 +1,7 @@
 """Issue 15's acceptance benchmark: CPU estimates on torchvision models the sample set does not have.
 
     pip install ".[measure]" && python bench/cpu_unseen.py [--runs 3] [--set held_out|tune|all]
+    python bench/cpu_unseen.py --models DIR     # every .onnx skeleton in DIR instead (one set)
 
 Each run is what a user does: a fresh ``calibrate`` (default mode, this machine's default thread
 count), then ``validate`` on every model of ``bench/models/cpu`` (weightless skeletons made by
@@ -56,6 +57,7 @@ def main() -> None:
     ap.add_argument("--set", choices=("held_out", "tune", "all"), default="all")
     ap.add_argument("--quick", action="store_true", help="quick calibration (a smoke test, not the figures)")
     ap.add_argument("--json", help="write every run's rows here")
+    ap.add_argument("--models", help="a folder of .onnx models to use instead of bench/models/cpu (one set, 'given')")
     a = ap.parse_args()
     import yaml
 
@@ -63,9 +65,14 @@ def main() -> None:
     from dnnperf.ir import ShapeOverrides
     from dnnperf.measure import calibrate, validate
 
-    with open(os.path.join(MODELS, "sets.json")) as fh:
-        sets = json.load(fh)["sets"]
-    chosen = [s for s in ("held_out", "tune") if a.set in (s, "all")]
+    models = a.models or MODELS
+    if a.models:
+        sets = {"given": sorted(f[:-5] for f in os.listdir(models) if f.endswith(".onnx"))}
+        chosen = ["given"]
+    else:
+        with open(os.path.join(MODELS, "sets.json")) as fh:
+            sets = json.load(fh)["sets"]
+        chosen = [s for s in ("held_out", "tune") if a.set in (s, "all")]
     runs, figures = [], []
     for run in range(1, a.runs + 1):
         prof = calibrate(quick=a.quick, strict=False)
@@ -81,7 +88,7 @@ def main() -> None:
         rows = {}
         for s in chosen:
             for name in sets[s]:
-                d = validate(os.path.join(MODELS, f"{name}.onnx"), hw, ShapeOverrides(batch=1), strict=False)
+                d = validate(os.path.join(models, f"{name}.onnx"), hw, ShapeOverrides(batch=1), strict=False)
                 d["set"] = s
                 rows[name] = d
                 sp = d.get("speed_vs_calibration") or {}
