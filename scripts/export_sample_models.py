@@ -7,6 +7,7 @@ venv (never a dependency of dnnperf):
         transformers onnx onnxscript && .venv-export/bin/pip install -e .
     .venv-export/bin/python scripts/export_sample_models.py
     .venv-export/bin/python scripts/export_sample_models.py --cpu-sets   # bench/models/cpu/ only
+    .venv-export/bin/python scripts/export_sample_models.py --cpu-sets fresh   # one of its sets
 
 Each model is exported with full random weights to a temporary file, then stripped with
 ``dnnperf strip`` logic (dims and dtypes kept, payloads removed). torchvision's published MAC
@@ -55,6 +56,10 @@ CPU_SETS = {
     "held_out": ["resnet34", "resnet101", "resnext50_32x4d", "wide_resnet50_2", "googlenet", "alexnet", "vgg11",
                  "mobilenet_v3_small", "shufflenet_v2_x0_5", "squeezenet1_0", "regnet_x_400mf", "efficientnet_b1",
                  "mnasnet0_5", "convnext_tiny"],
+    # exported later, kept apart from both: a check of models no change to the CPU model was made on
+    # (bench/cpu_unseen.py --set fresh)
+    "fresh": ["inception_v3", "shufflenet_v2_x1_5", "regnet_x_800mf", "regnet_y_800mf", "mnasnet0_75", "densenet169",
+              "vgg13_bn", "efficientnet_b2", "resnet152", "resnext101_32x8d", "efficientnet_v2_s", "convnext_small"],
 }
 CPU_OUT = os.path.join(HERE, "..", "bench", "models", "cpu")
 
@@ -63,7 +68,7 @@ def export_vision(name: str, kwargs: dict, published: dict, out: str = OUT) -> N
     model = torchvision.models.get_model(name, weights=None, **kwargs).eval()
     meta = torchvision.models.get_model_weights(name).DEFAULT.meta
     published[name] = {"gmacs": meta["_ops"], "params": meta["num_params"], "source": "torchvision weights meta (_ops)"}
-    size = {"inception_v3": 299, "efficientnet_b1": 240}.get(name, 224)  # the resolution _ops is counted at
+    size = {"inception_v3": 299, "efficientnet_b1": 240, "efficientnet_b2": 288, "efficientnet_v2_s": 384}.get(name, 224)  # the resolution _ops is counted at
     x = torch.randn(1, 3, size, size)
     with tempfile.TemporaryDirectory() as tmp:
         full = os.path.join(tmp, f"{name}.onnx")
@@ -116,10 +121,17 @@ def export_bert(published: dict) -> None:
     print("bert_base", info)
 
 
-def export_cpu_sets() -> None:
+def export_cpu_sets(only: list[str] | None = None) -> None:
+    """Every model of CPU_SETS (or of the sets named in ``only``: the others' files are kept)."""
     os.makedirs(CPU_OUT, exist_ok=True)
     published: dict = {}
-    for names in CPU_SETS.values():
+    listing = os.path.join(CPU_OUT, "sets.json")
+    if only and os.path.exists(listing):
+        with open(listing) as fh:
+            published = json.load(fh)["published"]
+    for set_name, names in CPU_SETS.items():
+        if only and set_name not in only:
+            continue
         for name in names:
             export_vision(name, {}, published, CPU_OUT)
     with open(os.path.join(CPU_OUT, "sets.json"), "w") as fh:
@@ -128,8 +140,9 @@ def export_cpu_sets() -> None:
 
 
 def main() -> None:
-    if "--cpu-sets" in sys.argv:  # only the CPU benchmark's unseen models
-        export_cpu_sets()
+    if "--cpu-sets" in sys.argv:  # only the CPU benchmark's unseen models (--cpu-sets fresh: that set only)
+        i = sys.argv.index("--cpu-sets")
+        export_cpu_sets(sys.argv[i + 1:] or None)
         return
     os.makedirs(OUT, exist_ok=True)
     published: dict = {}

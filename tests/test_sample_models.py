@@ -73,7 +73,12 @@ CPU_SET_GMACS = {"resnet18": 1.814, "resnet34": 3.664, "resnet101": 7.801, "resn
                  "vgg11": 7.609, "mobilenet_v3_large": 0.217, "mobilenet_v3_small": 0.057,
                  "efficientnet_b0": 0.386, "efficientnet_b1": 0.687, "mnasnet1_0": 0.314, "mnasnet0_5": 0.104,
                  "regnet_y_400mf": 0.402, "regnet_x_400mf": 0.414, "shufflenet_v2_x0_5": 0.04,
-                 "squeezenet1_0": 0.819, "convnext_tiny": 4.456}
+                 "squeezenet1_0": 0.819, "convnext_tiny": 4.456,
+                 # the later "fresh" set (efficientnet_b2 at 288 x 288, efficientnet_v2_s at 384 x 384: the
+                 # resolutions the published figures are counted at)
+                 "inception_v3": 5.713, "shufflenet_v2_x1_5": 0.296, "regnet_x_800mf": 0.8, "regnet_y_800mf": 0.834,
+                 "mnasnet0_75": 0.215, "densenet169": 3.36, "vgg13_bn": 11.308, "efficientnet_b2": 1.088,
+                 "resnet152": 11.514, "resnext101_32x8d": 16.414, "efficientnet_v2_s": 8.366, "convnext_small": 8.684}
 CPU_SET_DIR = os.path.join(os.path.dirname(SAMPLES), "bench", "models", "cpu")
 
 
