@@ -505,25 +505,41 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     its epilogue ops ride along in registers."""
     w = layer.workload
     eff = hw.efficiency.get(w.family, 1.0)
+    thin = 1.0  # the thin-product figure (few channels)
     if w.is_matrix and w.gemm is not None:
         g = w.gemm
         if hw.matrix_nk_efficiency:  # rows and channels measured apart
             if hw.matrix_m_efficiency:
                 eff = min(eff, rules.interp_log(g.m, hw.matrix_m_efficiency))
-            eff = min(eff, rules.interp_log(min(g.n, g.k), hw.matrix_nk_efficiency))
+            thin = rules.interp_log(min(g.n, g.k), hw.matrix_nk_efficiency)
         elif hw.matrix_m_efficiency:  # one curve (profiles calibrated before the split)
             eff = min(eff, rules.interp_log(min(g.m, g.n, g.k), hw.matrix_m_efficiency))
     shaped = shape_efficiency(layer, hw)
     if shaped is not None:
-        eff = shaped
-    else:
-        # the pixel curve only lowers the figure (few channels keep the thin-product figure)
-        pixel = _pixel_efficiency(layer, hw)
-        if pixel is not None:
-            eff = min(eff, pixel)
+        return _op_or(layer, hw, shaped)
+    pixel = _pixel_efficiency(layer, hw)
+    if pixel is None:
+        return _op_or(layer, hw, min(eff, thin))
+    # the pixel curve only lowers the figure. It was measured on convolution chains at least
+    # PIXEL_CHAIN_MIN_CHANNELS wide, so it already holds their thinness: the thin-product curve (1 x 1
+    # products thin in both N and K) lowers it only for narrower layers, by how far it drops below
+    # that width. Taking both as they are counted the width twice (VGG's and ResNet's 64-channel 3 x 3
+    # layers: 0.9 of a pace the chain of that width had measured at 1.0)
+    if hw.matrix_nk_efficiency and w.gemm is not None and min(w.gemm.n, w.gemm.k) < PIXEL_CHAIN_MIN_CHANNELS:
+        pixel *= min(1.0, thin / rules.interp_log(PIXEL_CHAIN_MIN_CHANNELS, hw.matrix_nk_efficiency))
+    return _op_or(layer, hw, min(eff, pixel))
+
+
+def _op_or(layer: Layer, hw: HardwareProfile, eff: float) -> float:
+    """An op-type figure (e.g. Pow) replaces the family's for a single op; a fused group keeps it."""
     if "+" not in layer.op_type and layer.op_type in hw.op_efficiency:  # one op, or one kernel the runtime makes
         return hw.op_efficiency[layer.op_type]
     return eff
+
+
+# the narrowest convolution chain behind a calibrated pixel curve (dnnperf.measure.micro: CONV_PIXELS,
+# and CONV1_PIXELS' 256 <-> 64 chain at 56 x 56); a test keeps the two equal
+PIXEL_CHAIN_MIN_CHANNELS = 64
 
 
 def _unblocked(w: Workload, hw: HardwareProfile) -> bool:

@@ -163,6 +163,43 @@ def test_a_blocked_convolution_takes_the_lower_of_its_pixel_curve_and_the_thin_p
         assert family_efficiency(layer, hw) == pytest.approx(eff, rel=1e-6), (cin, cout, side, k)
 
 
+def test_the_pixel_curve_holds_its_chains_width_and_only_narrower_layers_take_the_thin_product_curve(tmp_path):
+    """The pixel curves are measured on convolution chains 64 or more channels wide, so a 64 -> 64
+    3 x 3 convolution at 56 x 56 takes conv.k3's 0.9, not the thin-product figure matrix_nk_efficiency
+    gives 64 channels (0.8: counting the width twice); a 64 -> 32 one goes below the curve by as much
+    as the thin-product curve drops from 64 to 32 channels: 0.9 x 0.6 / 0.8 = 0.675; a 256 -> 256 one
+    keeps 0.9; a plain 3136 x 64 x 64 MatMul (no pixel curve) keeps the thin-product 0.8."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from dnnperf.measure.micro import CONV1_PIXELS, CONV_PIXELS
+    from dnnperf.scoring import PIXEL_CHAIN_MIN_CHANNELS, family_efficiency
+    from helpers import SAMPLES
+
+    # the constant names the narrowest chain calibrate measures the pixel curves with
+    assert PIXEL_CHAIN_MIN_CHANNELS == min([ch for ch, _ in CONV_PIXELS] + [ch // 4 for ch, _ in CONV1_PIXELS]) == 64
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["efficiency"] = {"conv": 1.0, "matmul": 1.0}
+    d.pop("matrix_m_efficiency", None)
+    d["matrix_nk_efficiency"] = {16: 0.4, 32: 0.6, 64: 0.8, 128: 1.0}
+    d["shape_efficiency"] = {"conv.k3": {49: 0.9, 3136: 0.9}}
+    d["cpu_layout"] = {"block": 16, "grouped_min_width": 16, "channel_alignment": 16, "pool_alignment": 16}
+    hw = profile_from_dict(d, "x")
+    for cin, cout, eff in ((64, 64, 0.9), (64, 32, 0.9 * 0.6 / 0.8), (256, 256, 0.9)):
+        m = model([helper.make_node("Conv", ["x", "w"], ["y"], name="c", pads=[1] * 4)],
+                  [vi("x", [1, cin, 56, 56])], [vi("y", None)], [weight("w", [cout, cin, 3, 3])])
+        layer = next(c.layer for c in analyze(inspect_model(save(m, tmp_path, f"w{cin}_{cout}.onnx")), hw,
+                                              Settings(fusion="none"), with_fixes=False).score.layers
+                     if c.layer.op_type == "Conv")
+        assert family_efficiency(layer, hw) == pytest.approx(eff, rel=1e-6), (cin, cout)
+    m = model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [vi("x", [3136, 64])], [vi("y", None)],
+              [weight("w", [64, 64])])
+    layer = next(c.layer for c in analyze(inspect_model(save(m, tmp_path, "mm.onnx")), hw,
+                                          Settings(fusion="none"), with_fixes=False).score.layers)
+    assert family_efficiency(layer, hw) == pytest.approx(0.8, rel=1e-6)
+
+
 def test_a_strided_pointwise_convolution_takes_its_own_curve_when_calibrated(tmp_path):
     """'conv.k1' {49: 0.9, 3136: 0.9} and 'conv.k1s2' {49: 0.6, 784: 0.8}: a 1024 -> 2048 1 x 1
     convolution at stride 2 from 14 x 14 to 7 x 7 (49 output pixels) runs at 0.6, one from 56 x 56 to
