@@ -369,3 +369,22 @@ def test_the_grouped_curves_reach_the_last_stage_resolution():
 
     keys = {mb.key for mb in micro_models(quick=True)}
     assert {"grouped_conv.w8:49", "grouped_conv.w16:49", "grouped_conv.w8s2:49"} <= keys
+
+
+def test_the_stride_1_grouped_curves_are_timed_as_chains_of_a_stage_s_channels():
+    """A stride-1 grouped point is a chain of four 3 x 3 convolutions, each reading the one before, at
+    the channels a ResNeXt stage has at that side (7 x 7: 1024, so width 16 is 64 groups), not copies
+    of one 128-channel convolution on the same input; the stride-2 points stay single convolutions."""
+    from dnnperf.measure.micro import micro_models
+
+    table = {mb.key: mb for mb in micro_models(quick=True)}
+    for key, ch, groups in (("grouped_conv.w16:49", 1024, 64), ("grouped_conv.w8:3136", 128, 16),
+                            ("grouped_conv.w32:784", 256, 8)):
+        g = table[key].model.graph
+        convs = [n for n in g.node if n.op_type == "Conv"]
+        assert len(convs) == 4, key
+        assert all(next(a.i for a in n.attribute if a.name == "group") == groups for n in convs), key
+        assert [n.input[0] for n in convs[1:]] == [n.output[0] for n in convs[:-1]], key  # a chain
+        assert g.input[0].type.tensor_type.shape.dim[1].dim_value == ch, key
+    s2 = table["grouped_conv.w8s2:49"].model.graph
+    assert {n.op_type for n in s2.node} == {"Conv"} and len({n.input[0] for n in s2.node}) == 1

@@ -46,12 +46,17 @@ POOL_PROBES = (24, 32)  # ... and pooling's own channel multiple (it is not padd
 POOL_UNBLOCKED = ((58, 56), (58, 112))  # plain max pools: (channels, input side); 58 = 2 mod 4, never blocked
 CACHE_SWEEP_KB = (768, 1536, 3072, 6144, 12288, 24576, 49152)
 SWEEP_CHAIN = 8  # adds per cache-sweep job
-# 3 x 3 grouped convolutions of 128 channels by (input channels per group, output side): widths of
-# ResNeXt / RegNet stages, and for the common widths the resolution too (a wide im2col spills the
-# cache), down to the last stage's 7 x 7 (where a width-8 chain ran at 0.78-0.83 of what the 14 x 14
-# point, held flat below it, predicted)
+# 3 x 3 grouped convolutions by (input channels per group, output side): widths of ResNeXt / RegNet
+# stages, and for the common widths the resolution too (a wide im2col spills the cache), down to the
+# last stage's 7 x 7 (where a width-8 chain ran at 0.78-0.83 of what the 14 x 14 point, held flat below
+# it, predicted). Timed as chains (each reading the one before, as in a network) of a ResNeXt stage's
+# channels at that side (GROUPED_CHANNELS): eight copies of one 128-channel convolution on the same
+# input, with the layout share calibrate subtracts, put RegNet's 16-wide layers at 288 x 14 x 14 and
+# 672 x 7 x 7 at 0.71 and 0.63 of their measured time in the networks
 GROUPED = ((4, 28), (8, 56), (8, 28), (8, 14), (8, 7), (16, 56), (16, 28), (16, 14), (16, 7), (32, 28))
-# ... and with stride 2 (the first block of every RegNet / ResNeXt stage): (width, output side)
+GROUPED_CHANNELS = {56: 128, 28: 256, 14: 512, 7: 1024}
+# ... and with stride 2 (the first block of every RegNet / ResNeXt stage), 128 channels, one
+# convolution repeated: (width, output side)
 GROUPED_S2 = ((8, 56), (8, 14), (8, 7), (16, 28), (16, 14))
 OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log")
 # plain blocked convolutions by output side, with a ResNet's channels at that side ((channels,
@@ -292,8 +297,6 @@ def micro_models(quick: bool) -> list[Micro]:
         out.append(Micro(f"norm_row{c}", _model([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)],
                                                 [_vi("x", [1, rows, c])], [_vi("y", None)], [_w("g", [c]), _w("b", [c])]),
                          {"x": rng.standard_normal((1, rows, c)).astype(np.float32)}, "shape", f"norm.row:{c}"))
-    for gw, side in GROUPED:
-        out.append(_conv(f"grouped_w{gw}_{side}", 128, side, 3, 1, 128 // gw, f"grouped_conv.w{gw}:{side * side}"))
     for gw, side in GROUPED_S2:
         out.append(_conv(f"grouped_w{gw}s2_{side}", 128, side * 2, 3, 2, 128 // gw, f"grouped_conv.w{gw}s2:{side * side}"))
     out = [repeated(mb) if mb.role in REPEATED_ROLES else mb for mb in out]
@@ -304,7 +307,8 @@ def micro_models(quick: bool) -> list[Micro]:
     # chained, not repeated: copies of one 1 x 1 convolution reading the same input ran at another
     # pace than the same convolutions in a chain (each reading the output before it)
     return out + [_conv_chain(ch, side, 3) for ch, side in CONV_PIXELS] + \
-        [_conv_chain(ch, side, 1, ch // 4) for ch, side in CONV1_PIXELS]
+        [_conv_chain(ch, side, 1, ch // 4) for ch, side in CONV1_PIXELS] + \
+        [_conv_chain(GROUPED_CHANNELS[side], side, 3, width=gw) for gw, side in GROUPED]
 
 
 def _pool_chain(ch: int, side: int) -> Micro:
@@ -319,10 +323,11 @@ def _pool_chain(ch: int, side: int) -> Micro:
     return Micro("pool", model, {"x": rng.standard_normal((1, ch, side, side)).astype(np.float32)}, "family", "pool")
 
 
-def _conv_chain(ch: int, side: int, k: int, other: int | None = None) -> Micro:
+def _conv_chain(ch: int, side: int, k: int, other: int | None = None, width: int | None = None) -> Micro:
     """CONV_CHAIN ``k`` x ``k`` convolutions over ``side`` x ``side`` pixels in a chain, ``ch`` channels
     in and out, or alternating between ``ch`` and ``other``: the ``conv.k<k>`` curve's point at
-    side x side output pixels."""
+    side x side output pixels; with ``width``, grouped ones of ``width`` channels per group: the
+    ``grouped_conv.w<width>`` curve's point."""
     from onnx import helper
 
     rng = np.random.default_rng(0)
@@ -330,11 +335,12 @@ def _conv_chain(ch: int, side: int, k: int, other: int | None = None) -> Micro:
     widths = [ch if other is None or i % 2 == 0 else other for i in range(CONV_CHAIN + 1)]
     for i in range(CONV_CHAIN):
         x, y = ("x" if i == 0 else f"t{i - 1}"), ("y" if i == CONV_CHAIN - 1 else f"t{i}")
-        inits.append(_w(f"w{i}", [widths[i + 1], widths[i], k, k], rng=rng))
-        nodes.append(helper.make_node("Conv", [x, f"w{i}"], [y], pads=[k // 2] * 4))
+        inits.append(_w(f"w{i}", [widths[i + 1], width or widths[i], k, k], rng=rng))
+        nodes.append(helper.make_node("Conv", [x, f"w{i}"], [y], pads=[k // 2] * 4, group=ch // width if width else 1))
     model = _model(nodes, [_vi("x", [1, ch, side, side])], [_vi("y", None)], inits)
-    return Micro(f"conv_k{k}_{side}", model, {"x": rng.standard_normal((1, ch, side, side)).astype(np.float32)},
-                 "shape", f"conv.k{k}:{side * side}")
+    name, key = (f"grouped_w{width}_{side}", f"grouped_conv.w{width}:{side * side}") if width else \
+        (f"conv_k{k}_{side}", f"conv.k{k}:{side * side}")
+    return Micro(name, model, {"x": rng.standard_normal((1, ch, side, side)).astype(np.float32)}, "shape", key)
 
 
 # short kernels are timed as REPEAT back-to-back copies in one run: a lone short kernel pays the
