@@ -6,7 +6,7 @@
 Each run is what a user does: a fresh ``calibrate`` (default mode, this machine's default thread
 count), then ``validate`` on every model of ``bench/models/cpu`` (weightless skeletons made by
 ``scripts/export_sample_models.py --cpu-sets``). Per run it prints, for the held-out set (models
-never looked at while the CPU model was built) and the tune set separately: median |error|, models
+never looked at while the CPU model was built), the tune set and the later fresh set separately: median |error|, models
 within +-10%, Spearman rank correlation of predicted against measured latency, and how many models
 have their measured top-5 layers inside the predicted top-10. Then the spread of each model's
 measured latency across the protocol's rounds, and how far the calibrations of the runs disagree
@@ -55,7 +55,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--set", choices=("held_out", "tune", "fresh", "all", "every"), default="all",
-                    help="all: held_out and tune (the issue's series); fresh: the later set no change was made on; every: all three")
+                    help="all: held_out and tune (the issue's series); fresh: the later set no constant is fitted on; every: all three")
     ap.add_argument("--quick", action="store_true", help="quick calibration (a smoke test, not the figures)")
     ap.add_argument("--json", help="write every run's rows here")
     ap.add_argument("--models", help="a folder of .onnx models to use instead of bench/models/cpu (one set, 'given')")

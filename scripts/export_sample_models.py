@@ -56,8 +56,8 @@ CPU_SETS = {
     "held_out": ["resnet34", "resnet101", "resnext50_32x4d", "wide_resnet50_2", "googlenet", "alexnet", "vgg11",
                  "mobilenet_v3_small", "shufflenet_v2_x0_5", "squeezenet1_0", "regnet_x_400mf", "efficientnet_b1",
                  "mnasnet0_5", "convnext_tiny"],
-    # exported later, kept apart from both: a check of models no change to the CPU model was made on
-    # (bench/cpu_unseen.py --set fresh)
+    # exported later, kept apart from both: no constant is fitted on them (bench/cpu_unseen.py --set
+    # fresh; changes are checked on them next to the other sets)
     "fresh": ["inception_v3", "shufflenet_v2_x1_5", "regnet_x_800mf", "regnet_y_800mf", "mnasnet0_75", "densenet169",
               "vgg13_bn", "efficientnet_b2", "resnet152", "resnext101_32x8d", "efficientnet_v2_s", "convnext_small"],
 }
