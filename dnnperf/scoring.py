@@ -525,9 +525,30 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     # products thin in both N and K) lowers it only for narrower layers, by how far it drops below
     # that width. Taking both as they are counted the width twice (VGG's and ResNet's 64-channel 3 x 3
     # layers: 0.9 of a pace the chain of that width had measured at 1.0)
-    if hw.matrix_nk_efficiency and w.gemm is not None and min(w.gemm.n, w.gemm.k) < PIXEL_CHAIN_MIN_CHANNELS:
+    if w.gemm is not None and tuple(w.conv[1:3]) == (1, 1) and hw.cpu_layout is not None:
+        pixel *= _pointwise_blocks(w.gemm, hw)
+    elif hw.matrix_nk_efficiency and w.gemm is not None and min(w.gemm.n, w.gemm.k) < PIXEL_CHAIN_MIN_CHANNELS:
         pixel *= min(1.0, thin / rules.interp_log(PIXEL_CHAIN_MIN_CHANNELS, hw.matrix_nk_efficiency))
     return _op_or(layer, hw, min(eff, pixel))
+
+
+def _pointwise_blocks(g, hw: HardwareProfile) -> float:
+    """A 1 x 1 convolution in the CPU's blocked layout is no matrix product: its kernel multiplies
+    whole channel blocks (``cpu_layout.block``) of each pixel by the weights of a few output blocks at
+    a time. Two things follow, both from the layout: the channels on either side are padded up to
+    whole blocks (24 -> 32 with 16-channel blocks: 3/4 of the multiplies do useful work), and only
+    the output side can be too thin to fill the kernel's registers (one or two output blocks: the
+    thin-product curve at the padded output width, below the chains' PIXEL_CHAIN_MIN_CHANNELS). A
+    narrow input (16 channels into 96: EfficientNet's and MnasNet's expansions at 112 x 112) costs
+    only its padding; the thin-product curve, measured on d x d products, had slowed it by d."""
+    block = hw.cpu_layout[0]
+    kp = -(-g.k // block) * block
+    np_ = -(-g.n // block) * block
+    f = (g.k * g.n) / (kp * np_) if kp and np_ else 1.0
+    if hw.matrix_nk_efficiency and np_ < PIXEL_CHAIN_MIN_CHANNELS:
+        f *= min(1.0, rules.interp_log(np_, hw.matrix_nk_efficiency)
+                 / rules.interp_log(PIXEL_CHAIN_MIN_CHANNELS, hw.matrix_nk_efficiency))
+    return f
 
 
 def _op_or(layer: Layer, hw: HardwareProfile, eff: float) -> float:

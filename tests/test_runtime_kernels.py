@@ -200,6 +200,40 @@ def test_the_pixel_curve_holds_its_chains_width_and_only_narrower_layers_take_th
     assert family_efficiency(layer, hw) == pytest.approx(0.8, rel=1e-6)
 
 
+def test_a_blocked_pointwise_convolution_pays_its_block_padding_and_only_its_output_side_thinness(tmp_path):
+    """16-channel blocks, 'conv.k1' {49: 0.9, 3136: 0.9}, thin-product curve {16: 0.4, 32: 0.6,
+    64: 0.8, 128: 1.0}. By hand, at 56 x 56:
+    16 -> 96: no padding, six output blocks: 0.9 (the old rule took the thin-product figure of
+    min(96, 16) = 16 channels: 0.9 x 0.4 / 0.8 = 0.45);
+    24 -> 96: input padded to 32, 24/32 of the multiplies useful: 0.9 x 0.75 = 0.675;
+    96 -> 24: output padded to 32 (0.75), and two output blocks take the curve at 32 against 64:
+    0.9 x 0.75 x 0.6 / 0.8 = 0.50625;
+    96 -> 16: one output block: 0.9 x 0.4 / 0.8 = 0.45;
+    64 -> 64: 0.9; a 3 x 3 64 -> 32 convolution keeps the rule of the test above: 0.9 x 0.6 / 0.8."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from dnnperf.scoring import family_efficiency
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["efficiency"] = {"conv": 1.0, "matmul": 1.0}
+    d.pop("matrix_m_efficiency", None)
+    d["matrix_nk_efficiency"] = {16: 0.4, 32: 0.6, 64: 0.8, 128: 1.0}
+    d["shape_efficiency"] = {"conv.k1": {49: 0.9, 3136: 0.9}, "conv.k3": {49: 0.9, 3136: 0.9}}
+    d["cpu_layout"] = {"block": 16, "grouped_min_width": 16, "channel_alignment": 4, "pool_alignment": 16}
+    hw = profile_from_dict(d, "x")
+    for cin, cout, k, eff in ((16, 96, 1, 0.9), (24, 96, 1, 0.9 * 24 / 32), (96, 24, 1, 0.9 * 24 / 32 * 0.6 / 0.8),
+                              (96, 16, 1, 0.9 * 0.4 / 0.8), (64, 64, 1, 0.9), (64, 32, 3, 0.9 * 0.6 / 0.8)):
+        m = model([helper.make_node("Conv", ["x", "w"], ["y"], name="c", pads=[k // 2] * 4)],
+                  [vi("x", [1, cin, 56, 56])], [vi("y", None)], [weight("w", [cout, cin, k, k])])
+        layer = next(c.layer for c in analyze(inspect_model(save(m, tmp_path, f"p{cin}_{cout}_{k}.onnx")), hw,
+                                              Settings(fusion="none"), with_fixes=False).score.layers
+                     if c.layer.op_type == "Conv")
+        assert family_efficiency(layer, hw) == pytest.approx(eff, rel=1e-6), (cin, cout, k)
+
+
 def test_a_strided_pointwise_convolution_takes_its_own_curve_when_calibrated(tmp_path):
     """'conv.k1' {49: 0.9, 3136: 0.9} and 'conv.k1s2' {49: 0.6, 784: 0.8}: a 1024 -> 2048 1 x 1
     convolution at stride 2 from 14 x 14 to 7 x 7 (49 output pixels) runs at 0.6, one from 56 x 56 to
