@@ -388,3 +388,17 @@ def test_the_stride_1_grouped_curves_are_timed_as_chains_of_a_stage_s_channels()
         assert g.input[0].type.tensor_type.shape.dim[1].dim_value == ch, key
     s2 = table["grouped_conv.w8s2:49"].model.graph
     assert {n.op_type for n in s2.node} == {"Conv"} and len({n.input[0] for n in s2.node}) == 1
+
+
+def test_validate_says_when_the_profiled_kernels_do_not_add_up_to_the_latency():
+    """The per-layer measured times come from a profiled run: 13 ms of kernels for a 10 ms model (1.3x:
+    the profiler's cost on tiny kernels) and 9 ms for 10 ms (0.9x: time between large kernels) each get
+    a note saying by how much; 10.5 and 9.6 ms for 10 (1.05x, 0.96x) get none, nor does a zero latency."""
+    from dnnperf.measure.validate import profile_note
+
+    high = profile_note(13e-3, 10e-3)
+    assert high is not None and "1.30x" in high and "ranks and shares" in high
+    low = profile_note(9e-3, 10e-3)
+    assert low is not None and "only 0.90x" in low and "between kernels" in low
+    assert profile_note(10.5e-3, 10e-3) is None and profile_note(9.6e-3, 10e-3) is None
+    assert profile_note(1e-3, 0.0) is None

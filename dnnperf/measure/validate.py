@@ -30,6 +30,31 @@ def anchors_of(hw, threads: int | None) -> list:
     return [(mb, float(then[mb.name])) for mb in anchor_models(meas.get("mode") == "quick")]
 
 
+# how far the profiled run's kernels may add up from the unprofiled latency before a note says so
+PROFILE_INFLATED = 1.2  # many tiny kernels: the profiler's own cost per kernel inflates them
+PROFILE_SHORT = 0.95  # a few large kernels: time outside the kernels (executor, allocation) is not in them
+
+
+def profile_note(profiled_s: float, latency_s: float) -> str | None:
+    """The note a validation carries when the per-layer measured times (ONNX Runtime's profiled run)
+    do not add up to the model's unprofiled latency: on graphs of many tiny kernels the profiler inflates
+    them; on networks of a few large kernels they sum to 3-10% less than the wall time (resnets,
+    wide_resnet50_2, resnext101_32x8d on a 2-core VM), so each layer's measured time reads that much
+    short. None when they agree within those bounds."""
+    if latency_s <= 0 or profiled_s <= 0:
+        return None
+    r = profiled_s / latency_s
+    if r > PROFILE_INFLATED:
+        return (f"the per-layer measured times come from ONNX Runtime's profiled run, whose kernels add up to "
+                f"{r:.2f}x the model's unprofiled latency ({fmt_time(profiled_s)} vs {fmt_time(latency_s)}): "
+                "compare the layers' ranks and shares, not their absolute errors")
+    if r < PROFILE_SHORT:
+        return (f"the per-layer measured times come from ONNX Runtime's profiled run, whose kernels add up to "
+                f"only {r:.2f}x the model's latency ({fmt_time(profiled_s)} vs {fmt_time(latency_s)}): the rest "
+                "is spent between kernels, so each layer's estimate reads that much slow against its kernel")
+    return None
+
+
 def at_current_speed(hw, compute: float, memory: float):
     """``hw`` with its arithmetic rates (and per-op host and fixed kernel costs) scaled by ``compute``
     and its bandwidths by ``memory``: the machine as fast as it is now, relative to its calibration."""
@@ -186,10 +211,9 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
                      f"when {hw.name} was calibrated (its anchor micro-benchmarks, timed next to the model): the "
                      f"estimate is for its speed now; as calibrated: {fmt_time(calibrated_s)} (--no-drift)")
     profiled_s = sum(us for _op, us in kernels.values()) * 1e-6  # every kernel of the profiled run
-    if latency > 0 and profiled_s > 1.2 * latency:
-        notes.append(f"the per-layer measured times come from ONNX Runtime's profiled run, whose kernels add up to "
-                     f"{profiled_s / latency:.2f}x the model's unprofiled latency ({fmt_time(profiled_s)} vs "
-                     f"{fmt_time(latency)}): compare the layers' ranks and shares, not their absolute errors")
+    note = profile_note(profiled_s, latency)
+    if note:
+        notes.append(note)
     cal = (getattr(hw, "measured", None) or {}).get("threads")
     used = threads or os.cpu_count()
     if isinstance(cal, int) and cal != int(used):
