@@ -293,3 +293,40 @@ def test_rows_and_channels_take_their_own_curves():
     assert family_efficiency(layer(3136, 16, 16), split) == pytest.approx(0.5)
     assert family_efficiency(layer(4, 768, 768), split) == pytest.approx(0.75)
     assert family_efficiency(layer(3136, 16, 16), merged) == pytest.approx(1.0)
+
+
+def test_a_fused_activation_other_than_relu_costs_a_pass_over_the_output_in_cache(tmp_path):
+    """A calibrated CPU (cpu_layout) at onchip_gbs 100 GB/s, op_efficiency Sigmoid 0.4: a 64 -> 64
+    1 x 1 convolution at 56 x 56 writes 64 x 56 x 56 = 200,704 floats; a fused Clip (ReLU6), HardSwish
+    or LeakyRelu reads and writes them once more in cache: 2 x 200,704 x 4 B / 100 GB/s = 16.05632 us;
+    a fused Sigmoid takes that at its own pace, / 0.4 = 40.1408 us; Relu (applied inside the
+    kernel's loop) adds nothing. The same profile without cpu_layout (not calibrated against that
+    runtime's blocked kernels) charges no such pass."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["memory"] = dict(d["memory"], onchip_gbs=100.0)
+    d["op_efficiency"] = {"Sigmoid": 0.4}
+    plain = profile_from_dict(d, "plain")
+    blocked = profile_from_dict({**d, "cpu_layout": {"block": 16, "grouped_min_width": 16, "channel_alignment": 4,
+                                                     "pool_alignment": 16}}, "blocked")
+    one_pass = 2 * 64 * 56 * 56 * 4 / 100e9
+    n = helper.make_node
+    for act, extra in (("Relu", 0.0), ("Clip", one_pass), ("HardSwish", one_pass), ("LeakyRelu", one_pass),
+                       ("Sigmoid", one_pass / 0.4)):
+        ins = ["c", "lo", "hi"] if act == "Clip" else ["c"]
+        inits = [weight("w", [64, 64, 1, 1])] + ([_const("lo", 0.0), _const("hi", 6.0)] if act == "Clip" else [])
+        m = model([n("Conv", ["x", "w"], ["c"], name="conv"), n(act, ins, ["y"], name="act")],
+                  [vi("x", [1, 64, 56, 56])], [vi("y", None)], inits)
+        path = save(m, tmp_path, f"{act}.onnx")
+        times = []
+        for hw in (plain, blocked):
+            rep = analyze(inspect_model(path), hw, Settings(fusion="typical"), with_fixes=False)
+            (conv,) = [c for c in rep.score.layers if "conv" in c.layer.nodes]
+            assert conv.layer.nodes == ("conv", "act")
+            times.append(conv.time_s)
+        assert times[1] - times[0] == pytest.approx(extra, rel=1e-9, abs=1e-15), act
