@@ -232,6 +232,50 @@ def test_protocol_settles_or_says_the_machine_is_too_noisy(monkeypatch):
     assert r["times"]["a"] == 1.0 and r["spread"]["a"] == pytest.approx(1.0)
 
 
+def test_validate_times_its_anchors_as_calibrate_timed_them(tmp_path, monkeypatch):
+    """The drift correction compares an anchor's time now with its time at calibration: both must come
+    from the same number of runs and budget per round (a memory stream speeds up over its first
+    runs, so fewer runs read it slower). Checked on the arguments each side hands the protocol."""
+    import importlib
+
+    from dnnperf.measure import ort as ort_mod
+    from dnnperf.measure.micro import anchor_models
+
+    cal = importlib.import_module("dnnperf.measure.calibrate")
+    val = importlib.import_module("dnnperf.measure.validate")
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake(jobs, **kw):
+        seen.setdefault("calls", []).append((set(jobs), kw))
+        raise Stop
+
+    for quick in (True, False):
+        seen.clear()
+        monkeypatch.setattr(cal, "settled_times", fake)
+        monkeypatch.setattr(val, "settled_times", fake)
+        with pytest.raises(Stop):
+            cal.calibrate(quick=quick)
+        path = save(conv_model(8, 8, 8, 8, 3), tmp_path, "m.onnx")
+        anchors = anchor_models(quick)
+        with pytest.raises(Stop):
+            val.measure(path, load_graph(path), None, runs=20, anchors=anchors, quick_anchors=quick)
+        (_, cal_kw), (jobs, val_kw) = seen["calls"]
+        assert (cal_kw["runs"], cal_kw["budget_s"]) == ((10, 0.25) if quick else (30, 1.0))
+        for mb in anchors:
+            assert f"anchor:{mb.name}" in jobs
+            assert val_kw["timing"][f"anchor:{mb.name}"] == (cal_kw["runs"], cal_kw["budget_s"])
+        assert "model" not in val_kw["timing"] and val_kw["runs"] == 6  # the model keeps its own runs
+    # and the protocol hands each job its own runs and budget
+    got = []
+    monkeypatch.setattr(ort_mod, "median_run", lambda sess, feeds, **kw: got.append((sess, kw["runs"], kw["budget_s"])) or 1.0)
+    ort_mod.settled_times({"a": ("a", None), "b": ("b", None)}, rounds_min=1, rounds_max=1, runs=6, budget_s=3.0,
+                          strict=False, timing={"b": (30, 1.0)})
+    assert sorted(got) == [("a", 6, 3.0), ("b", 30, 1.0)]
+
+
 def test_the_host_shape_micro_benchmark_counts_its_ops_by_hand():
     """calibrate divides the symbolic-minus-static time of an exported channel shuffle by the shape
     ops dnnperf counts in it: per round a Shape, four Gathers, a Div, four Unsqueezes and two Concats

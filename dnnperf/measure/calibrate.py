@@ -10,7 +10,7 @@ import time
 from dnnperf.fmt import sig
 from dnnperf.layout import BLOCKED_OPS
 from dnnperf.measure.micro import FIXED_CHAIN, SWEEP_CHAIN, micro_models, reported_cache_mb
-from dnnperf.measure.ort import cpu_name, ort, profiled_kernels, session, settled_times
+from dnnperf.measure.ort import CAL_TIMING, cpu_name, ort, profiled_kernels, session, settled_times
 
 # kernels ONNX Runtime adds to a one-node model to convert between the caller's NCHW and its blocked
 # NCHWc layout: inside a network they run once at its edges, not around every layer
@@ -87,8 +87,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     rt = ort()
     t0 = time.perf_counter()
     table = micro_models(quick)
-    runs = 10 if quick else 30
-    budget = 0.25 if quick else 1.0
+    runs, budget = CAL_TIMING[quick]
     jobs = {mb.name: (lambda b=mb.model.SerializeToString(): session(b, threads), mb.feeds) for mb in table
             if mb.role != "probe"}
     # the fixed-time chains ride along (timed in every round, their figure the median of the rounds)

@@ -71,13 +71,19 @@ def median_run(sess, feeds, warmup: int, runs: int, budget_s: float) -> float:
 
 
 # the measurement protocol shared by calibrate and validate
+# (runs, budget s) per micro-benchmark in a round of a default / quick calibration; validate re-times
+# the anchors exactly so: a memory stream speeds up over its first runs (a 192 MB Add: 7.1 ms in its
+# first runs after warm-up, 6.3-6.6 from the fifteenth), so the 6 runs validate gives a model put
+# the anchor ~8% slower than its calibration on a quiet machine, and every validation's drift
+# correction read the memory 0.84-0.89x as fast as calibrated
+CAL_TIMING = {False: (30, 1.0), True: (10, 0.25)}
 ROUND_TOLERANCE = 0.03  # two rounds agree when one more round moved every median less than this
 SMALL_TOLERANCE = 0.10  # ... or this for timings under SMALL_S (dispatch-sized)
 SMALL_S = 50e-6
 
 
 def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budget_s: float, progress=None,
-                  strict: bool = True, settle_on: tuple | None = None) -> dict:
+                  strict: bool = True, settle_on: tuple | None = None, timing: dict | None = None) -> dict:
     """Interleaved rounds over ``jobs`` ({name: (session or a function making one, feeds)}): sessions
     made by a function live only while their job is timed (an idle session's threads keep spinning
     and slow the others). Each round times every job once (robust median of its faster runs: other
@@ -89,6 +95,8 @@ def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budge
     waited for, the others are timed in the same rounds); after ``rounds_max`` rounds without
     agreement the machine is too noisy (TooNoisy, exit 3), or, with ``strict=False`` (the test suite
     on shared CI machines), the medians so far are returned marked ``settled: False``.
+    ``timing``: {job: (runs, budget_s)} for jobs timed otherwise than ``runs`` / ``budget_s``
+    (validate's anchors: as calibrate timed them, ``ANCHOR_TIMING``).
     Returns {"times": {name: s}, "rounds": n, "spread": {name: max/min - 1 over rounds}, "settled": bool}."""
     from dnnperf.errors import TooNoisy
 
@@ -104,7 +112,8 @@ def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budge
             made = callable(sess)
             if made:
                 sess = sess()
-            t = median_run(sess, feeds, warmup=2, runs=runs, budget_s=budget_s)
+            n_runs, budget = (timing or {}).get(n, (runs, budget_s))
+            t = median_run(sess, feeds, warmup=2, runs=n_runs, budget_s=budget)
             if made:
                 del sess
             history[n].append(t)

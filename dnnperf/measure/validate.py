@@ -8,7 +8,7 @@ import re
 
 from dnnperf.fmt import sig
 from dnnperf.fmt import t as fmt_time
-from dnnperf.measure.ort import feeds_for, profiled_kernels, runnable_bytes, session, settled_times
+from dnnperf.measure.ort import CAL_TIMING, feeds_for, profiled_kernels, runnable_bytes, session, settled_times
 
 
 def _sig(x: float) -> float:
@@ -70,7 +70,7 @@ def at_current_speed(hw, compute: float, memory: float):
 
 
 def measure(path: str, graph, threads: int | None, runs: int = 20, warmup: int = 3, strict: bool = True,
-            anchors=()):
+            anchors=(), quick_anchors: bool = False):
     """(robust median model latency s, {ORT kernel name: (op, median us)} from a profiled run, the
     settled record). ``anchors``: micro-benchmarks timed in the same interleaved rounds (their
     times are in the record under "anchor:<name>")."""
@@ -81,8 +81,10 @@ def measure(path: str, graph, threads: int | None, runs: int = 20, warmup: int =
     jobs = {"model": (sess, feeds)}
     for mb in anchors:
         jobs[f"anchor:{mb.name}"] = (lambda b=mb.model.SerializeToString(): session(b, threads), mb.feeds)
+    # the anchors ride along (their medians over the same rounds), each timed as calibrate timed it
     settled = settled_times(jobs, rounds_min=3, rounds_max=8, runs=max(3, runs // 3), budget_s=3.0, strict=strict,
-                            settle_on=("model",))  # the anchors ride along: their medians over the same rounds
+                            settle_on=("model",),
+                            timing={f"anchor:{mb.name}": CAL_TIMING[quick_anchors] for mb in anchors})
     latency = settled["times"]["model"]
     del sess  # an idle session's worker threads may keep spinning: free it before the profiled run
     gc.collect()
@@ -171,8 +173,9 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
     insp = inspect_graph(graph, path)
     settings = Settings(fusion="typical")
     anchors = anchors_of(hw, threads) if drift else []
+    quick = (getattr(hw, "measured", None) or {}).get("mode") == "quick"
     latency, kernels, settled = measure(path, graph, threads, runs=runs, strict=strict,
-                                        anchors=[mb for mb, _ in anchors])
+                                        anchors=[mb for mb, _ in anchors], quick_anchors=quick)
     calibrated_s = None
     speed = {}
     if anchors:
