@@ -96,7 +96,7 @@ def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budge
     agreement the machine is too noisy (TooNoisy, exit 3), or, with ``strict=False`` (the test suite
     on shared CI machines), the medians so far are returned marked ``settled: False``.
     ``timing``: {job: (runs, budget_s)} for jobs timed otherwise than ``runs`` / ``budget_s``
-    (validate's anchors: as calibrate timed them, ``ANCHOR_TIMING``).
+    (validate's anchors: as calibrate timed them, ``CAL_TIMING``).
     Returns {"times": {name: s}, "rounds": n, "spread": {name: max/min - 1 over rounds}, "settled": bool}."""
     from dnnperf.errors import TooNoisy
 
