@@ -76,6 +76,16 @@ def test_kernel_mapping_handles_fusion_and_renames(tmp_path, local_profile):
     g, layers = _layers(save(bn, tmp_path, "bn.onnx"), local_profile[1])
     measured, unmatched = map_kernels({"y_bn_nchwc": ("BatchNormalization", 3.0)}, g, layers)
     assert measured == {"bn": 3.0} and unmatched == {}
+    # ONNX Runtime's FusedGemm (a Gemm and its activation) is named "fused <the Gemm node>"
+    gemm = model([helper.make_node("Gemm", ["x", "w"], ["h"], name="fc", transB=1),
+                  helper.make_node("Relu", ["h"], ["y"], name="act")],
+                 [vi("x", [1, 64])], [vi("y", None)], [weight("w", [32, 64])])
+    path = save(gemm, tmp_path, "gemm.onnx")
+    g, layers = _layers(path, local_profile[1])
+    measured, unmatched = map_kernels({"fused fc": ("FusedGemm", 4.0)}, g, layers)
+    assert measured == {"fc+act": 4.0} and unmatched == {}
+    d = validate(path, load_profile(local_profile[1]), ShapeOverrides(), runs=3, strict=False)
+    assert d["kernels_unmatched"] == {} and d["layers"][0]["layer"] == "fc+act" and d["layers"][0]["measured_s"] > 0
 
 
 def test_validate_tiny_model(tmp_path, local_profile):

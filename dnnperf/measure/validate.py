@@ -137,6 +137,8 @@ def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
                 measured[target] = measured.get(target, 0.0) + us
                 continue
         cands = [k]
+        if k.startswith("fused "):  # ORT's FusedGemm (Gemm + activation): "fused <Gemm node>"
+            cands.append(k[len("fused "):])
         for suf in ("_nchwc", "_output_0_nchwc", "_bn_nchwc"):
             if k.endswith(suf):
                 cands.append(k[: -len(suf)])
