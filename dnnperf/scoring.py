@@ -130,7 +130,7 @@ def with_precision(w: Workload, precision: str) -> Workload:
     # positional (dataclasses.replace is several times slower; a test pins the field order)
     return Workload(w.family, new_dtype, w.macs, w.other_ops, (w.act_bytes_read * new_bits) // old_bits,
                     (w.weight_bytes * new_bits) // old_bits, (w.bytes_written * new_bits) // old_bits,
-                    w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row)
+                    w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces)
 
 
 # -- the loss steps ------------------------------------------------------------------------------
@@ -212,7 +212,7 @@ def _efficiency(s: LayerState) -> float:
     cache = (s.hw.onchip_mb or 0) * 1e6
     ws = w.act_bytes_read + w.bytes_written
     if not s.unoptimized and s.hw.bandwidth_curve and w.family in ("elementwise", "movement") \
-            and s.t_memory > s.t_compute and ws > cache:
+            and s.t_memory > s.t_compute and ws > cache and not _serial_curve(w, s.hw):
         if s.layer.op_type in RUNTIME_KERNELS and cache > 0:
             # a runtime's fused kernel (erf GELU) evaluates a polynomial per element that the op
             # count takes as one instruction: the pace it was calibrated at in cache (its roofline
@@ -633,6 +633,8 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     if w.family == "norm" and w.row and "norm.row" in hw.shape_efficiency:
         # a normalisation pays per row too: short rows (ConvNeXt's 96 channels) cost more per element
         return rules.interp_log(w.row, hw.shape_efficiency["norm.row"])
+    if w.family == "movement" and _serial_curve(w, hw):
+        return _concat_efficiency(w, hw)
     if not hw.shape_efficiency or not w.conv or w.family not in ("conv", "depthwise_conv", "grouped_conv"):
         return None
     cin_g, kh, kw, sh, _sw, _dil = w.conv
@@ -663,6 +665,44 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
         return None
     key = min(same_stride, key=lambda k: (abs(int(k.split(".k")[1].split("s")[0]) - max(kh, kw)), k))
     return rules.interp_log(pixels, hw.shape_efficiency[key])
+
+
+# ONNX Runtime copies each input of a Concat on its thread pool only when the copy's estimated cost
+# (its Eigen cost model: 11/64 cycle per byte loaded or stored and one per element) reaches the
+# 210,000 cycles two threads take (100,000 to start, 100,000 more per thread): 88,000 float32
+# elements. Timed (eight inputs at 28 x 28, 2 threads): 307 KB inputs copied at one thread's pace
+# whatever the thread count, 357 KB ones twice as fast with two threads as with one
+PARALLEL_COPY_CYCLES = 210_000
+
+
+def serial_pieces_share(w: Workload) -> float:
+    """Share of a Concat's elements in inputs small enough for a CPU runtime to copy with one thread."""
+    total = sum(w.pieces)
+    if not total:
+        return 0.0
+    limit = PARALLEL_COPY_CYCLES / (1.0 + 2 * 11 / 64 * DTYPE_BITS.get(w.dtype, 32) / 8)
+    return sum(p for p in w.pieces if p < limit) / total
+
+
+def _serial_curve(w: Workload, hw: HardwareProfile):
+    """The calibrated one-thread copy curve ('movement.serial') when it applies to this Concat."""
+    if not w.pieces or not hw.shape_efficiency:
+        return None
+    curve = hw.shape_efficiency.get("movement.serial")
+    return curve if curve and serial_pieces_share(w) > 0 else None
+
+
+def _concat_efficiency(w: Workload, hw: HardwareProfile) -> float:
+    """A Concat whose small inputs are copied by one thread: those bytes at the 'movement.serial'
+    curve's fraction for the Concat's working set (KB read and written; calibrated on Concats of 16
+    such inputs, so a few microseconds per input are in it), the rest at the movement family's figure
+    (in cache; beyond it the bandwidth curve already holds the copy's pace). Time-weighted."""
+    share = serial_pieces_share(w)
+    ws = w.act_bytes_read + w.bytes_written
+    serial = rules.interp_log(max(ws // 1000, 1), _serial_curve(w, hw))
+    cache = (hw.onchip_mb or 0) * 1e6
+    parallel = hw.efficiency.get("movement", 1.0) if ws <= cache or not hw.bandwidth_curve else 1.0
+    return 1.0 / (share / serial + (1.0 - share) / parallel)
 
 
 def _plain_pool_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:

@@ -43,6 +43,7 @@ class Workload:
     note: str = ""
     conv: tuple = ()  # convolutions: (input channels per group, kernel h, kernel w, stride h, stride w, dilated)
     row: int = 0  # normalisations: elements each row reduces over (LayerNorm's normalised axes)
+    pieces: tuple = ()  # Concat: elements of each input, each copied into the output as one piece
 
     @property
     def ops(self) -> int:

@@ -330,3 +330,40 @@ def test_a_fused_activation_other_than_relu_costs_a_pass_over_the_output_in_cach
             assert conv.layer.nodes == ("conv", "act")
             times.append(conv.time_s)
         assert times[1] - times[0] == pytest.approx(extra, rel=1e-9, abs=1e-15), act
+
+
+def test_a_concat_of_small_inputs_copies_them_at_the_one_thread_pace(tmp_path):
+    """ONNX Runtime copies a Concat input on its thread pool only when the copy costs at least
+    210,000 cycles at 1 + 2 x 11/64 x bytes cycles per element: 88,421 float32 elements, 124,444
+    float16 ones (timed: 307 KB inputs, 76,800 floats, at one thread's pace; 357 KB, 89,375, at two).
+    With 'movement.serial' {401: 0.5, 1605: 0.25} (KB read and written) and movement 0.8, by hand:
+    16 inputs of 16 x 28 x 28 (12,544 elements each, all small; 2 x 16 x 50,176 B = 1,605 KB): 0.25;
+    two of 256 x 28 x 28 (200,704 each, both large): the family's 0.8; one large and one of 32 x 28 x 28
+    (25,088: 1/9 of the elements small, 1,806 KB, beyond the curve's last point): time-weighted
+    1 / ((1/9) / 0.25 + (8/9) / 0.8) = 0.642857...; without the curve a Concat keeps 0.8."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from dnnperf.scoring import family_efficiency, serial_pieces_share
+    from dnnperf.workload import Workload
+    from helpers import SAMPLES
+
+    assert serial_pieces_share(Workload("movement", "float32", pieces=(88_421, 88_422))) == 88_421 / (88_421 + 88_422)
+    assert serial_pieces_share(Workload("movement", "float32", pieces=(76_800, 89_375))) == 76_800 / (76_800 + 89_375)
+    assert serial_pieces_share(Workload("movement", "float16", pieces=(124_444, 124_445))) == 124_444 / (124_444 + 124_445)
+    assert serial_pieces_share(Workload("movement", "float32")) == 0.0
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["efficiency"] = {"movement": 0.8}
+    d["shape_efficiency"] = {"movement.serial": {401: 0.5, 1605: 0.25}}
+    hw = profile_from_dict(d, "x")
+    plain = profile_from_dict({**d, "shape_efficiency": {}}, "y")
+    for i, (chans, eff) in enumerate((([16] * 16, 0.25), ([256, 256], 0.8), ([256, 32], 1 / ((1 / 9) / 0.25 + (8 / 9) / 0.8)))):
+        names = [f"x{j}" for j in range(len(chans))]
+        m = model([helper.make_node("Concat", names, ["y"], name="cat", axis=1)],
+                  [vi(n, [1, c, 28, 28]) for n, c in zip(names, chans)], [vi("y", None)])
+        path = save(m, tmp_path, f"cat{i}.onnx")
+        (layer,) = [c.layer for c in analyze(inspect_model(path), hw, Settings(), with_fixes=False).score.layers]
+        assert layer.workload.pieces == tuple(c * 28 * 28 for c in chans)
+        assert family_efficiency(layer, hw) == pytest.approx(eff, rel=1e-9), chans
+        assert family_efficiency(layer, plain) == pytest.approx(0.8, rel=1e-9)

@@ -58,6 +58,13 @@ GROUPED_CHANNELS = {56: 128, 28: 256, 14: 512, 7: 1024}
 # ... and with stride 2 (the first block of every RegNet / ResNeXt stage), 128 channels, one
 # convolution repeated: (width, output side)
 GROUPED_S2 = ((8, 56), (8, 14), (8, 7), (16, 28), (16, 14))
+# Concats of CONCAT_INPUTS inputs each small enough for the runtime to copy with one thread
+# (scoring.PARALLEL_COPY_CYCLES), as DenseNet's have them: (channels per input, side); the
+# 'movement.serial' curve's points at the KB each reads and writes (401, 1,605, 3,211 and 6,422). Timed here:
+# 16 x 50 KB inputs 58 GB/s, 8 x 200 KB 28 GB/s, where two 1.6 MB inputs (copied by both threads)
+# reached 125-130 GB/s; DenseNet-121's 58 Concats took 2.2-2.4 ms against 0.8-1.0 estimated
+CONCAT_SERIAL = ((16, 14), (16, 28), (32, 28), (64, 28))
+CONCAT_INPUTS = 16
 OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log")
 # plain blocked convolutions by output side, with a ResNet's channels at that side ((channels,
 # side)): the blocked kernel walks output rows, and at 7 x 7 a chain of 512-channel 3 x 3
@@ -292,6 +299,8 @@ def micro_models(quick: bool) -> list[Micro]:
         out.append(replace(_pool(f"probe_pool{ch}", ch, 28, "probe"), key=f"pool{ch}"))
     for ch, side in POOL_UNBLOCKED:  # pooling the blocked layout never takes: the plain kernel
         out.append(_pool(f"pool_unblocked_{side}", ch, side, "shape", f"pool.unblocked:{(side // 2) ** 2}"))
+    for ch, side in CONCAT_SERIAL:
+        out.append(_concat_serial(ch, side))
     for c in NORM_ROWS:
         rows = NORM_ELEMENTS // c
         out.append(Micro(f"norm_row{c}", _model([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)],
@@ -367,6 +376,21 @@ def repeated(mb: Micro, k: int = REPEAT) -> Micro:
         outputs += [helper.make_tensor_value_info(ren[o.name], o.type.tensor_type.elem_type, None) for o in g.output]
     model = _model(nodes, list(g.input), outputs, list(g.initializer))
     return Micro(mb.name, model, mb.feeds, mb.role, mb.key, mb.ops * k, mb.nbytes * k)
+
+
+def _concat_serial(ch: int, side: int) -> Micro:
+    """A Concat of CONCAT_INPUTS inputs of ``ch`` x ``side`` x ``side`` along the channels: the
+    'movement.serial' curve's point at the KB it reads and writes."""
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    names = [f"x{i}" for i in range(CONCAT_INPUTS)]
+    node = helper.make_node("Concat", names, ["y"], axis=1)
+    model = _model([node], [_vi(n, [1, ch, side, side]) for n in names], [_vi("y", None)])
+    kb = 2 * CONCAT_INPUTS * ch * side * side * 4 // 1000
+    return Micro(f"concat_serial_{kb}k", model,
+                 {n: rng.standard_normal((1, ch, side, side)).astype(np.float32) for n in names}, "shape",
+                 f"movement.serial:{kb}")
 
 
 def _pool(name: str, ch: int, side: int, role: str, key: str = "") -> Micro:

@@ -14,6 +14,13 @@ def movement(ctx: Ctx):
     return ctx.workload("movement")
 
 
+def concat(ctx: Ctx):
+    """Every input copied into its place in the output; the size of each piece is kept (a CPU runtime
+    copies small pieces with one thread: ``scoring``)."""
+    pieces = tuple(ctx.in_numel(i) for i in range(len(ctx.node.inputs)) if ctx.has_input(i))
+    return ctx.workload("movement", pieces=pieces)
+
+
 def gather(ctx: Ctx):
     """Gather reads only the rows it picks (an embedding lookup does not stream the whole table)."""
     act, wgt, out = ctx.byte_split()
@@ -48,7 +55,7 @@ def fill(ctx: Ctx):
                     parallel_work=ctx.out_numel(0))
 
 
-MOVEMENT = ["Concat", "Split", "Slice", "GatherElements", "GatherND", "ScatterElements", "ScatterND",
+MOVEMENT = ["Split", "Slice", "GatherElements", "GatherND", "ScatterElements", "ScatterND",
             "Scatter", "Expand", "Tile", "Transpose", "Pad", "DepthToSpace", "SpaceToDepth",
             "ReverseSequence", "Compress", "OneHot", "Trilu", "SplitToSequence",
             "ConcatFromSequence", "SequenceAt", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceEmpty",
@@ -60,7 +67,7 @@ FILL = ["ConstantOfShape", "EyeLike", "RandomNormal", "RandomUniform", "RandomNo
         "RandomUniformLike", "Multinomial", "Bernoulli"]
 
 register({op: movement for op in MOVEMENT})
-register({"Gather": gather})
+register({"Gather": gather, "Concat": concat})
 register({op: view for op in VIEWS})
 register({op: shape_only for op in SHAPE_ONLY})
 register({op: fill for op in FILL})
