@@ -47,13 +47,20 @@ def consumers_of(graph: Graph) -> dict[str, int]:
     return n
 
 
-# ONNX Runtime's CPU provider replaces two transformer patterns with kernels of its own, separate
-# from the MatMul before them (its BiasGelu and SkipLayerNormalization fusions): a bias Add and the
-# GELU after it (one Gelu op, or x * 0.5 * (1 + Erf(x / sqrt 2))), and the bias and residual Adds
-# before a LayerNormalization. Measured on ORT 1.2x, x86, [128, 768]: SkipLayerNormalization 240-256 us
-# where a LayerNormalization alone takes 51-55 us; [128, 3072]: BiasGelu 205 us, Erf alone 104 us.
-# (the names: dnnperf.vocab.RUNTIME_KERNELS)
+# ONNX Runtime's CPU provider replaces transformer patterns with kernels of its own, separate from
+# the MatMul before them: an erf GELU (one Gelu op, or x * 0.5 * (1 + Erf(x / sqrt 2))) becomes a
+# Gelu kernel, with the bias Add before it a BiasGelu kernel; a residual Add and the
+# LayerNormalization after it a SkipLayerNormalization kernel, on 3-D tensors only ([1, 56, 56, 96]
+# keeps its Add and LayerNormalization: 41 + 214 us, where [1, 3136, 96] fused took 685). A bias Add
+# right after a MatMul with 2-D weights is not theirs: ONNX Runtime folds it into the product first
+# (a Gemm, reshaped around 3-D and 4-D inputs), so the GELU after MatMul + bias is a Gelu kernel
+# (profiled, ORT 1.32, x86: [1, 3136, 384]: Gemm 3,068 us, Gelu 404). Measured on ORT 1.2x, x86,
+# [128, 768]: SkipLayerNormalization 240-256 us where a LayerNormalization alone takes 51-55 us;
+# [128, 3072]: BiasGelu 205 us, Erf alone 104 us. (the names: dnnperf.vocab.RUNTIME_KERNELS)
 _GELU_OPS = frozenset({"Div", "Mul", "Erf", "Add"})
+# products whose bias Add ONNX Runtime folds in (a Gemm's C), and which take no other Add: a residual
+# Add after them is a kernel of its own (unlike a convolution's, which its kernel sums in)
+_BIAS_ONLY_ANCHORS = frozenset({"MatMul", "Gemm"})
 
 
 def _users_of(graph: Graph) -> dict[str, list]:
@@ -74,6 +81,22 @@ def _bias_add(graph: Graph, node) -> bool:
         return False
     t = graph.tensors.get(consts[0])
     return t is not None and t.shape is not None and len(t.shape) <= 1
+
+
+def _gemm_bias(graph: Graph, add, producer: dict, only_user) -> bool:
+    """A bias Add ONNX Runtime folds into the MatMul before it: 2-D weights, and an input that is 2-D or
+    whose shape the runtime knows (it reshapes 3-D and 4-D ones around a Gemm only when their dims
+    are static: BERT-base with symbolic batch and sequence dims kept BiasGelu kernels)."""
+    if not _bias_add(graph, add):
+        return False
+    x = next(i for i in add.inputs if i not in graph.constants)
+    mm = producer.get(x)
+    if mm is None or mm.op_type != "MatMul" or len(mm.inputs) < 2 or only_user(x) is not add:
+        return False
+    a, w = graph.tensors.get(mm.inputs[0]), graph.tensors.get(mm.inputs[1])
+    if w is None or w.shape is None or len(w.shape) != 2 or a is None or a.shape is None:
+        return False
+    return len(a.shape) == 2 or not graph.symbolic_inputs
 
 
 def runtime_kernel_groups(graph: Graph) -> list[tuple[str, list[str]]]:
@@ -109,21 +132,29 @@ def runtime_kernel_groups(graph: Graph) -> list[tuple[str, list[str]]]:
                 continue  # not x * f(x): some other use of Erf
             members = chain
             head = producer.get(x)
-            if _bias_add(graph, head):
+            kernel = "Gelu"
+            if _bias_add(graph, head) and not _gemm_bias(graph, head, producer, only_user):
                 members = [head] + members
-            kernel = "BiasGelu"
+                kernel = "BiasGelu"
         elif node.op_type == "Gelu":
             head = producer.get(node.inputs[0]) if node.inputs else None
-            members = ([head] if _bias_add(graph, head) and only_user(head.outputs[0]) is node else []) + [node]
+            if not (_bias_add(graph, head) and only_user(head.outputs[0]) is node) \
+                    or _gemm_bias(graph, head, producer, only_user):
+                continue  # a Gelu kernel, as the op already is
+            members = [head, node]
             kernel = "BiasGelu"
         elif node.op_type == "LayerNormalization" and node.inputs:
             res = producer.get(node.inputs[0])
             if res is None or res.op_type != "Add" or any(i in graph.constants for i in res.inputs):
                 continue
+            t = graph.tensors.get(node.inputs[0])
+            if t is None or t.shape is None or len(t.shape) != 3:
+                continue  # the runtime fuses 3-D tensors only
             members = [res, node]
             for i in res.inputs:
-                if _bias_add(graph, producer.get(i)) and only_user(i) is res:
-                    members = [producer[i]] + members
+                head = producer.get(i)
+                if _bias_add(graph, head) and only_user(i) is res and not _gemm_bias(graph, head, producer, only_user):
+                    members = [head] + members
                     break
             kernel = "SkipLayerNormalization"
         else:
@@ -151,6 +182,7 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     out = {}
     grouped: set[str] = set()
     epilogues = EPILOGUE_OPS if chains else CPU_KERNEL_EPILOGUES
+    anchor_of: dict[str, object] = {}  # fused node -> its group's first node
     if not chains:
         nodes = {n.name: n for n in graph.nodes}
         for _kernel, names in (runtime_kernel_groups(graph) if groups is None else groups):
@@ -186,7 +218,11 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                     continue
                 if _broadcasts(graph, i, node.outputs[0] if node.outputs else ""):
                     continue
+                anchor = anchor_of.get(prod.node.name, prod.node)
+                if not chains and anchor.op_type in _BIAS_ONLY_ANCHORS and not _product_takes(graph, anchor, node, i):
+                    continue
                 out[node.name] = (prod.node.name, i)
+                anchor_of[node.name] = anchor
                 break
         if node.op_type == "Mul" and node.name not in out and row.workload is not None:
             # x * sigmoid(x) (SiLU / Swish): one kernel reads x once and writes the product
@@ -200,6 +236,21 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
             if o:
                 produced[o] = row
     return out
+
+
+def _product_takes(graph: Graph, anchor, node, shared: str) -> bool:
+    """Whether ONNX Runtime's CPU provider folds ``node`` into the MatMul or Gemm ``anchor``: an
+    activation, or an operation with a constant (a scale into the MatMul, a bias into a Gemm), never a
+    computed operand (a residual Add is a kernel of its own). A MatMul's bias Add only where the
+    runtime turns the two into a Gemm: a 2-D input, or one whose dims it knows (see ``_gemm_bias``)."""
+    if node.op_type not in ("Add", "Sub", "Mul", "Div"):
+        return True
+    if any(x not in graph.constants for x in node.inputs if x and x != shared):
+        return False
+    if node.op_type == "Add" and anchor.op_type == "MatMul" and anchor.inputs:
+        a = graph.tensors.get(anchor.inputs[0])
+        return a is not None and a.shape is not None and (len(a.shape) == 2 or not graph.symbolic_inputs)
+    return True
 
 
 def _broadcasts(graph: Graph, shared: str, out: str) -> bool:

@@ -111,6 +111,9 @@ class Graph:
     producer_version: str = ""
     notes: list[str] = field(default_factory=list)
     batch_axes: dict[str, int] = field(default_factory=dict)  # input -> axis of its batch dim (default 0)
+    # the file declares symbolic input dims (resolved here by the user's dims or the defaults): a
+    # runtime loading the file sees them symbolic, and some of its fusions need static shapes
+    symbolic_inputs: bool = False
 
 
 @dataclass(frozen=True)

@@ -63,4 +63,4 @@ CAUSES = values(Cause)
 LOSS_KEYS = tuple(c for c in CAUSES if c != "compute")  # every cause but compute is a loss
 
 # kernels ONNX Runtime's CPU provider makes of transformer patterns (dnnperf.fusion says which)
-RUNTIME_KERNELS = ("BiasGelu", "SkipLayerNormalization")
+RUNTIME_KERNELS = ("Gelu", "BiasGelu", "SkipLayerNormalization")

@@ -203,6 +203,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         producer_version=f"{model.producer_name} {model.producer_version}".strip(),
         notes=notes,
         batch_axes=axes,
+        symbolic_inputs=dynamic,
     )
 
 

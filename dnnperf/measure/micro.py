@@ -228,18 +228,25 @@ def micro_models(quick: bool) -> list[Micro]:
     # ops it fuses into them, REPEAT of them in a chain (each reads the one before: copies on the
     # same inputs would be merged by the runtime's common-subexpression pass, and then not fused):
     # a bias and erf GELU over a BERT-base FFN, bias + residual + LayerNorm
-    gelu, skip = [], []
+    gelu, plain_gelu, skip = [], [], []
     for i in range(REPEAT):
         x_in, x_out = ("x" if i == 0 else f"y{i - 1}"), ("y" if i == REPEAT - 1 else f"y{i}")
         gelu += [helper.make_node("Add", [x_in, "bias"], [f"s{i}"]), helper.make_node("Div", [f"s{i}", "sqrt2"], [f"d{i}"]),
                  helper.make_node("Erf", [f"d{i}"], [f"e{i}"]), helper.make_node("Add", [f"e{i}", "one"], [f"f{i}"]),
                  helper.make_node("Mul", [f"s{i}", f"f{i}"], [f"m{i}"]), helper.make_node("Mul", [f"m{i}", "half"], [x_out])]
+        # the same GELU without the bias (after MatMul + bias the runtime folds the bias into the product)
+        plain_gelu += [helper.make_node("Div", [x_in, "sqrt2"], [f"d{i}"]), helper.make_node("Erf", [f"d{i}"], [f"e{i}"]),
+                       helper.make_node("Add", [f"e{i}", "one"], [f"f{i}"]),
+                       helper.make_node("Mul", [x_in, f"f{i}"], [f"m{i}"]), helper.make_node("Mul", [f"m{i}", "half"], [x_out])]
         skip += [helper.make_node("Add", [x_in, "r"], [f"s{i}"]),
                  helper.make_node("LayerNormalization", [f"s{i}", "g", "b"], [x_out], axis=-1)]
     xf = rng.standard_normal((1, 128, 3072)).astype(np.float32)
     out.append(Micro("op_BiasGelu", _model(gelu, [_vi("x", [1, 128, 3072])], [_vi("y", None)],
                                            [_w("bias", [3072]), _const("sqrt2", 1.4142135), _const("one", 1.0),
                                             _const("half", 0.5)]), {"x": xf}, "kernel", "BiasGelu"))
+    out.append(Micro("op_Gelu", _model(plain_gelu, [_vi("x", [1, 128, 3072])], [_vi("y", None)],
+                                       [_const("sqrt2", 1.4142135), _const("one", 1.0), _const("half", 0.5)]),
+                     {"x": xf}, "kernel", "Gelu"))
     xs = rng.standard_normal((1, 128, 768)).astype(np.float32)
     out.append(Micro("op_SkipLayerNormalization",
                      _model(skip, [_vi("x", [1, 128, 768]), _vi("r", [1, 128, 768])], [_vi("y", None)],
