@@ -112,6 +112,9 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
                          "costed at the rate of the unit that can run them")
     settings = replace(settings, precision=p)
     sc = _score(insp, hw, settings)
+    sub = _subnormal_note(insp, hw, sc)
+    if sub:
+        notes.append(sub)
     alt = {settings.fusion: sc.totals["latency_s"]}
     other = "typical" if settings.fusion == "none" else "none"
     alt[other] = _score(insp, hw, replace(settings, fusion=other)).totals["latency_s"]
@@ -123,6 +126,25 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
             from dnnperf.hardware import shipped_profiles as alternatives
         attach_fixes(report, alternatives)
     return report
+
+
+def _subnormal_note(insp: Inspection, hw: HardwareProfile, sc: Score) -> str | None:
+    """What the subnormal probabilities of a -100 attention mask (``dnnperf.load.masks``) cost on a CPU."""
+    from dnnperf.fmt import t as fmt_time
+    from dnnperf.scoring import subnormal_time
+
+    n = sum(insp.graph.subnormal.values())
+    if not n or hw.kind != "cpu":
+        return None
+    fix = ("a mask of -inf or -1e4 (exp gives exact zeros) or ONNX Runtime's session option "
+           "session.set_denormal_as_zero removes it")
+    if not hw.subnormal_ns:
+        return (f"{n:,} attention probabilities underflow to subnormal floats (an additive mask near -100 before a "
+                f"Softmax); x86 CPUs without flush-to-zero pay tens of ns for each, NOT in this estimate ({hw.name} has "
+                f"no calibrated subnormal_ns: run dnnperf calibrate on the target); {fix}")
+    extra = sum(subnormal_time(c.layer.workload, hw) for c in sc.layers)
+    return (f"{n:,} attention probabilities underflow to subnormal floats (an additive mask near -100 before a "
+            f"Softmax): {fmt_time(extra)} of this estimate on {hw.name} (subnormal_ns, calibrated); {fix}")
 
 
 def _upcasts(hw: HardwareProfile, precision: str | None) -> bool:

@@ -51,6 +51,9 @@ SCHEMA = {
     "kernel_fixed_us": ("map", False, "CPU runtimes: op family -> fixed time in microseconds of one kernel of that "
                                       "family beyond launch_overhead_us, whatever its size (the thread pool's fork "
                                       "and join, kernel set-up; calibrated on chains of tiny ops), default 0"),
+    "subnormal_ns": ("map", False, "CPUs: {softmax: ns, matmul: ns} each subnormal float32 probability costs the "
+                                   "Softmax that writes it and the MatMul that multiplies it (per 32 output columns) "
+                                   "(x86 without flush-to-zero: microcode assists; calibrated), default 0"),
     "host_link_gbs": ("num|null", False, "host -> device link for inputs in GB/s; null when inputs are already in "
                                          "memory (the default, noted as assumed)"),
     "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope); default 1, "
@@ -141,6 +144,7 @@ class HardwareProfile:
     host_link_gbs: float | None
     host_op_us: float | None = None
     kernel_fixed_us: dict[str, float] = field(default_factory=dict)
+    subnormal_ns: dict[str, float] = field(default_factory=dict)
     sustained_clock_fraction: float = 1.0
     sustained_clock_given: bool = False
     gpu: dict = field(default_factory=dict)
@@ -399,6 +403,11 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     if fixed and kind == "gpu":  # the GPU steps do not read it: a GPU kernel's minimum time is the library's
         raise DnnperfError(f"{where}.kernel_fixed_us: not for kind gpu — a GPU kernel's minimum time is "
                            "gpu.min_kernel_us / gpu.graph_kernel_us")
+    subnormal = {}
+    for k, v in _map(d.get("subnormal_ns", {}) or {}, f"{where}.subnormal_ns").items():
+        if k not in ("softmax", "matmul"):
+            raise DnnperfError(f"{where}.subnormal_ns.{k}: use 'softmax' or 'matmul'")
+        subnormal[k] = _num(v, f"{where}.subnormal_ns.{k}", allow_zero=True)
     op_eff = {}
     for k, v in _map(d.get("op_efficiency", {}) or {}, f"{where}.op_efficiency").items():
         op_eff[str(k)] = _num(v, f"{where}.op_efficiency.{k}", upper=1.0)
@@ -453,6 +462,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         host_link_gbs=None if host is None else _num(host, f"{where}.host_link_gbs"),
         host_op_us=None if d.get("host_op_us") is None else _num(d["host_op_us"], f"{where}.host_op_us", allow_zero=True),
         kernel_fixed_us=fixed,
+        subnormal_ns=subnormal,
         sustained_clock_fraction=_num(d.get("sustained_clock_fraction", 1.0), f"{where}.sustained_clock_fraction", upper=1.0),
         sustained_clock_given="sustained_clock_fraction" in d,
         gpu=_gpu_section(d.get("gpu"), kind, where),

@@ -92,6 +92,36 @@ def _is_shape_reason(reason: str) -> bool:
     return "could not be resolved" in reason or "unresolved" in reason
 
 
+# ops between a Softmax and the MatMul that reads its probabilities that move no value
+_PASS_THROUGH = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Identity", "Flatten", "Dropout"})
+
+
+def _mark_subnormals(graph: Graph, rows: list[Row]) -> None:
+    """A Softmax that stores subnormal probabilities (``graph.subnormal``, from its mask) and the
+    MatMul that multiplies them (its left operand, through views) carry their count."""
+    from dataclasses import replace
+
+    by_output = {o: r for r in rows for o in r.node.outputs if o}
+    users: dict[str, list[Row]] = {}
+    for r in rows:
+        for i in dict.fromkeys(r.node.inputs):
+            if i:
+                users.setdefault(i, []).append(r)
+    for tensor, n in graph.subnormal.items():
+        sm = by_output.get(tensor)
+        if sm is None or sm.workload is None:
+            continue
+        sm.workload = replace(sm.workload, subnormals=n)
+        frontier = [tensor]
+        while frontier:
+            t = frontier.pop()
+            for r in users.get(t, []):
+                if r.node.op_type in _PASS_THROUGH and r.node.inputs and r.node.inputs[0] == t:
+                    frontier.extend(o for o in r.node.outputs[:1] if o)
+                elif r.node.op_type == "MatMul" and r.node.inputs and r.node.inputs[0] == t and r.workload is not None:
+                    r.workload = replace(r.workload, subnormals=n)
+
+
 def inspect_graph(graph: Graph, path: str) -> Inspection:
     rows: list[Row] = []
     unsupported: list[dict] = []
@@ -136,6 +166,8 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
             if "unknown trip count" in w.note or "upper bound" in w.note:
                 unsupported.append({"node": node.name, "op_type": key_of(node), "reason": w.note, "kind": "bound"})
         rows.append(Row(node, w, shape, dtype))
+    if graph.subnormal:
+        _mark_subnormals(graph, rows)
     input_bytes = 0
     batch = None
     for name in graph.inputs:

@@ -114,6 +114,9 @@ class Graph:
     # the file declares symbolic input dims (resolved here by the user's dims or the defaults): a
     # runtime loading the file sees them symbolic, and some of its fusions need static shapes
     symbolic_inputs: bool = False
+    # Softmax output tensor -> probabilities it stores as subnormal float32 (an additive -100 mask;
+    # dnnperf.load.masks)
+    subnormal: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ def with_precision(w: Workload, precision: str) -> Workload:
     # positional (dataclasses.replace is several times slower; a test pins the field order)
     return Workload(w.family, new_dtype, w.macs, w.other_ops, (w.act_bytes_read * new_bits) // old_bits,
                     (w.weight_bytes * new_bits) // old_bits, (w.bytes_written * new_bits) // old_bits,
-                    w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces)
+                    w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals)
 
 
 # -- the loss steps ------------------------------------------------------------------------------
@@ -219,7 +219,25 @@ def _efficiency(s: LayerState) -> float:
             # there, over its efficiency) holds at any size; streaming from DRAM does not speed it up
             return max(s.t, max(s.t_compute, ws / rules.bandwidth_for(int(cache), s.hw)) / eff)
         return max(s.t, s.t_compute / eff)
-    return s.t / eff + _epilogue_pass(s)
+    return s.t / eff + _epilogue_pass(s) + subnormal_time(s.w, s.hw)
+
+
+# the columns a calibrated subnormal_ns.matmul figure was measured at (a Swin head's width): each
+# subnormal value of the left operand is multiplied into every column of its row
+SUBNORMAL_COLUMNS = 32
+
+
+def subnormal_time(w: Workload, hw: HardwareProfile) -> float:
+    """Seconds a CPU spends on the subnormal float32 values a Softmax writes or the MatMul after it
+    multiplies (``Workload.subnormals``; ``dnnperf.load.masks``), at the profile's calibrated cost
+    per value (``subnormal_ns``; 0 where the CPU flushes them or was not calibrated)."""
+    if not w.subnormals or not hw.subnormal_ns:
+        return 0.0
+    if w.family == "softmax":
+        return w.subnormals * hw.subnormal_ns.get("softmax", 0.0) * 1e-9
+    if w.gemm is not None:
+        return w.subnormals * hw.subnormal_ns.get("matmul", 0.0) * 1e-9 * w.gemm.n / SUBNORMAL_COLUMNS
+    return 0.0
 
 
 # activations ONNX Runtime's blocked CPU kernels apply inside the kernel's own loop (free); any other

@@ -44,6 +44,7 @@ class Workload:
     conv: tuple = ()  # convolutions: (input channels per group, kernel h, kernel w, stride h, stride w, dilated)
     row: int = 0  # normalisations: elements each row reduces over (LayerNorm's normalised axes)
     pieces: tuple = ()  # Concat: elements of each input, each copied into the output as one piece
+    subnormals: int = 0  # subnormal float32 values it writes (a Softmax) or multiplies (the MatMul after it)
 
     @property
     def ops(self) -> int:
@@ -107,6 +108,7 @@ class Workload:
             gemm=self.gemm or other.gemm,
             launches=self.launches + other.launches,
             row=self.row or other.row,
+            subnormals=self.subnormals + other.subnormals,
         )
 
 

@@ -182,6 +182,9 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         "".join(tensors)  # value names as dict keys: bytes means a corrupt file
     except TypeError:
         raise DnnperfError(f"'{path}' has names that are not valid UTF-8 — the file is corrupt; re-export it") from None
+    from dnnperf.load import masks
+
+    subnormal = masks.scan(ordered, res, types)
     nodes, unresolved = _build_nodes(ordered, tensors, opset, path, init_names, None, 0, res.attrs, bodies)
     host_shape, host_removed = hostshape.shape_arithmetic(nodes, res, init_names, dynamic)
     if fed:
@@ -204,6 +207,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         notes=notes,
         batch_axes=axes,
         symbolic_inputs=dynamic,
+        subnormal=subnormal,
     )
 
 

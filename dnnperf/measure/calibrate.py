@@ -200,6 +200,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     profile["matrix_m_efficiency"] = dict(sorted(m_curve.items()))
     profile["matrix_nk_efficiency"] = dict(sorted(nk_curve.items()))
     profile["shape_efficiency"] = {k: dict(sorted(v.items())) for k, v in sorted(shape_eff.items())}
+    profile["subnormal_ns"] = subnormal_ns(times)
     cold = next(mb for mb in table if mb.role == "cold")
     profile["memory_overlap"] = _sig(cold_overlap(cold, profile, times[cold.name] - times["dispatch_1"]
                                                   + dispatch_us * 1e-6))
@@ -223,6 +224,18 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         "cpu_layout": layout_basis,
     }
     return profile
+
+
+def subnormal_ns(times: dict) -> dict:
+    """Nanoseconds per subnormal probability: the masked Softmax less the unmasked one, over the values
+    the mask makes subnormal; the MatMul's share is what the pair adds beyond that (0 on a CPU that
+    flushes subnormals)."""
+    from dnnperf.measure.micro import subnormal_count
+
+    n = subnormal_count()
+    sm = times["subnormal_softmax_masked"] - times["subnormal_softmax_clear"]
+    pair = times["subnormal_matmul_masked"] - times["subnormal_matmul_clear"]
+    return {"softmax": _sig(max(sm, 0.0) / n * 1e9), "matmul": _sig(max(pair - max(sm, 0.0), 0.0) / n * 1e9)}
 
 
 def cold_overlap(cold, profile: dict, kernel_s: float) -> float:

@@ -89,7 +89,7 @@ class Micro:
     model: Any  # onnx.ModelProto
     feeds: dict
     # peak | peak_int8 | dram | onchip | dispatch | host | cold | fixed | family | op | kernel | m_curve | nk_curve
-    # | shape | probe
+    # | shape | probe | subnormal
     role: str
     key: str = ""  # the family, op type or thin dimension the entry measures
     ops: float = 0.0  # arithmetic ops the kernel does (1 MAC = 2 ops)
@@ -308,6 +308,9 @@ def micro_models(quick: bool) -> list[Micro]:
         out.append(_pool(f"pool_unblocked_{side}", ch, side, "shape", f"pool.unblocked:{(side // 2) ** 2}"))
     for ch, side in CONCAT_SERIAL:
         out.append(_concat_serial(ch, side))
+    for what in ("softmax", "matmul"):
+        for masked in (True, False):
+            out.append(_subnormal(what, masked))
     for c in NORM_ROWS:
         rows = NORM_ELEMENTS // c
         out.append(Micro(f"norm_row{c}", _model([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)],
@@ -398,6 +401,43 @@ def _concat_serial(ch: int, side: int) -> Micro:
     return Micro(f"concat_serial_{kb}k", model,
                  {n: rng.standard_normal((1, ch, side, side)).astype(np.float32) for n in names}, "shape",
                  f"movement.serial:{kb}")
+
+
+# subnormal probabilities: SUBNORMAL_HEADS Swin-sized attention maps (49 x 49), -100 added to every
+# other position (a shifted-window mask) or nothing; the difference over the values the mask makes
+# subnormal is what each costs (``subnormal_ns``). The scores are small (standard deviation 0.1, as a
+# network with stand-in weights has them), so that every masked probability is subnormal, as the
+# loader counts them: with scores of deviation 1 some fall below 2^-149 and flush to exact zeros (the
+# MatMul's share per masked value fell from 35 to 22 ns, at deviation 3 to 8 ns). A mask of -1e4 is no
+# baseline: the Softmax's exp takes a slow path for it (933 us against 160 unmasked)
+SUBNORMAL_HEADS = 32
+SUBNORMAL_WINDOW = 49
+SUBNORMAL_COLUMNS = 32  # the head width of the MatMul after the Softmax (scoring.SUBNORMAL_COLUMNS)
+
+
+def subnormal_count() -> int:
+    """Subnormal probabilities one masked micro-benchmark writes: the masked half of each map."""
+    w = SUBNORMAL_WINDOW
+    return SUBNORMAL_HEADS * sum(1 for i in range(w) for j in range(w) if (i + j) % 2)
+
+
+def _subnormal(what: str, masked: bool) -> Micro:
+    """Scores + mask -> Softmax (-> MatMul with a [heads, 49, 32] operand for ``what`` 'matmul')."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    h, w = SUBNORMAL_HEADS, SUBNORMAL_WINDOW
+    odd = (np.add.outer(np.arange(w), np.arange(w)) % 2).astype(bool)
+    mask = np.where(odd, -100.0 if masked else 0.0, 0.0).astype(np.float32).reshape(1, 1, w, w)
+    nodes = [helper.make_node("Add", ["x", "mask"], ["s"]), helper.make_node("Softmax", ["s"], ["p" if what == "matmul" else "y"], axis=-1)]
+    ins = [_vi("x", [1, h, w, w])]
+    feeds = {"x": (0.1 * rng.standard_normal((1, h, w, w))).astype(np.float32)}
+    if what == "matmul":
+        nodes.append(helper.make_node("MatMul", ["p", "v"], ["y"]))
+        ins.append(_vi("v", [1, h, w, SUBNORMAL_COLUMNS]))
+        feeds["v"] = rng.standard_normal((1, h, w, SUBNORMAL_COLUMNS)).astype(np.float32)
+    model = _model(nodes, ins, [_vi("y", None)], [numpy_helper.from_array(mask, "mask")])
+    return Micro(f"subnormal_{what}_{'masked' if masked else 'clear'}", model, feeds, "subnormal", what)
 
 
 def _pool(name: str, ch: int, side: int, role: str, key: str = "") -> Micro:
