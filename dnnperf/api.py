@@ -131,7 +131,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
 def _subnormal_note(insp: Inspection, hw: HardwareProfile, sc: Score) -> str | None:
     """What the subnormal probabilities of a -100 attention mask (``dnnperf.load.masks``) cost on a CPU."""
     from dnnperf.fmt import t as fmt_time
-    from dnnperf.scoring import subnormal_time
+    from dnnperf.efficiency import subnormal_time
 
     n = sum(insp.graph.subnormal.values())
     if not n or hw.kind != "cpu":

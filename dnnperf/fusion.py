@@ -83,20 +83,24 @@ def _bias_add(graph: Graph, node) -> bool:
     return t is not None and t.shape is not None and len(t.shape) <= 1
 
 
-def _gemm_bias(graph: Graph, add, producer: dict, only_user) -> bool:
-    """A bias Add ONNX Runtime folds into the MatMul before it: 2-D weights, and an input that is 2-D or
-    whose shape the runtime knows (it reshapes 3-D and 4-D ones around a Gemm only when their dims
+def _becomes_gemm(graph: Graph, mm) -> bool:
+    """Whether ONNX Runtime turns this MatMul and a bias Add after it into a Gemm: an input that is 2-D
+    or whose shape the runtime knows (it reshapes 3-D and 4-D ones around a Gemm only when their dims
     are static: BERT-base with symbolic batch and sequence dims kept BiasGelu kernels)."""
+    a = graph.tensors.get(mm.inputs[0]) if mm.inputs else None
+    return a is not None and a.shape is not None and (len(a.shape) == 2 or not graph.symbolic_inputs)
+
+
+def _gemm_bias(graph: Graph, add, producer: dict, only_user) -> bool:
+    """A bias Add ONNX Runtime folds into the MatMul before it (2-D weights, ``_becomes_gemm``)."""
     if not _bias_add(graph, add):
         return False
     x = next(i for i in add.inputs if i not in graph.constants)
     mm = producer.get(x)
     if mm is None or mm.op_type != "MatMul" or len(mm.inputs) < 2 or only_user(x) is not add:
         return False
-    a, w = graph.tensors.get(mm.inputs[0]), graph.tensors.get(mm.inputs[1])
-    if w is None or w.shape is None or len(w.shape) != 2 or a is None or a.shape is None:
-        return False
-    return len(a.shape) == 2 or not graph.symbolic_inputs
+    w = graph.tensors.get(mm.inputs[1])
+    return w is not None and w.shape is not None and len(w.shape) == 2 and _becomes_gemm(graph, mm)
 
 
 def runtime_kernel_groups(graph: Graph) -> list[tuple[str, list[str]]]:
@@ -242,15 +246,12 @@ def _product_takes(graph: Graph, anchor, node, shared: str) -> bool:
     """Whether ONNX Runtime's CPU provider folds ``node`` into the MatMul or Gemm ``anchor``: an
     activation, or an operation with a constant (a scale into the MatMul, a bias into a Gemm), never a
     computed operand (a residual Add is a kernel of its own). A MatMul's bias Add only where the
-    runtime turns the two into a Gemm: a 2-D input, or one whose dims it knows (see ``_gemm_bias``)."""
+    runtime turns the two into a Gemm (``_becomes_gemm``)."""
     if node.op_type not in ("Add", "Sub", "Mul", "Div"):
         return True
     if any(x not in graph.constants for x in node.inputs if x and x != shared):
         return False
-    if node.op_type == "Add" and anchor.op_type == "MatMul" and anchor.inputs:
-        a = graph.tensors.get(anchor.inputs[0])
-        return a is not None and a.shape is not None and (len(a.shape) == 2 or not graph.symbolic_inputs)
-    return True
+    return node.op_type != "Add" or anchor.op_type != "MatMul" or _becomes_gemm(graph, anchor)
 
 
 def _broadcasts(graph: Graph, shared: str, out: str) -> bool:

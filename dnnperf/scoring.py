@@ -27,8 +27,9 @@ weights too when all of the model's weights fit in an eighth of it; otherwise we
 DRAM once per inference. Model time = sum of layers + host->device input transfer, unless the
 input is prefetched (overlapped).
 
-Why one module of ~680 lines: the step table and every step function must be read together (the
-losses of one step are the input of the next); the GPU steps share the same state object.
+Why one module of ~630 lines: the step table and every step function must be read together (the
+losses of one step are the input of the next); the GPU steps share the same state object. Which
+calibrated figure a layer reads, and the CPU runtime's extra passes, live in ``dnnperf.efficiency``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from math import ceil
 from typing import Callable
 
 from dnnperf import rules
-from dnnperf.fusion import CPU_CONV_ACTIVATIONS
+from dnnperf.efficiency import epilogue_pass, family_efficiency, serial_curve, subnormal_time
 from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
 from dnnperf.vocab import FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, RUNTIME_KERNELS, Cause
@@ -212,58 +213,14 @@ def _efficiency(s: LayerState) -> float:
     cache = (s.hw.onchip_mb or 0) * 1e6
     ws = w.act_bytes_read + w.bytes_written
     if not s.unoptimized and s.hw.bandwidth_curve and w.family in ("elementwise", "movement") \
-            and s.t_memory > s.t_compute and ws > cache and not _serial_curve(w, s.hw):
+            and s.t_memory > s.t_compute and ws > cache and not serial_curve(w, s.hw):
         if s.layer.op_type in RUNTIME_KERNELS and cache > 0:
             # a runtime's fused kernel (erf GELU) evaluates a polynomial per element that the op
             # count takes as one instruction: the pace it was calibrated at in cache (its roofline
             # there, over its efficiency) holds at any size; streaming from DRAM does not speed it up
             return max(s.t, max(s.t_compute, ws / rules.bandwidth_for(int(cache), s.hw)) / eff)
         return max(s.t, s.t_compute / eff)
-    return s.t / eff + _epilogue_pass(s) + subnormal_time(s.w, s.hw)
-
-
-# the columns a calibrated subnormal_ns.matmul figure was measured at (a Swin head's width): each
-# subnormal value of the left operand is multiplied into every column of its row
-SUBNORMAL_COLUMNS = 32
-
-
-def subnormal_time(w: Workload, hw: HardwareProfile) -> float:
-    """Seconds a CPU spends on the subnormal float32 values a Softmax writes or the MatMul after it
-    multiplies (``Workload.subnormals``; ``dnnperf.load.masks``), at the profile's calibrated cost
-    per value (``subnormal_ns``; 0 where the CPU flushes them or was not calibrated)."""
-    if not w.subnormals or not hw.subnormal_ns:
-        return 0.0
-    if w.family == "softmax":
-        return w.subnormals * hw.subnormal_ns.get("softmax", 0.0) * 1e-9
-    if w.gemm is not None:
-        return w.subnormals * hw.subnormal_ns.get("matmul", 0.0) * 1e-9 * w.gemm.n / SUBNORMAL_COLUMNS
-    return 0.0
-
-
-# activations ONNX Runtime's blocked CPU kernels apply inside the kernel's own loop (free); any other
-# fused activation (fusion.CPU_CONV_ACTIVATIONS) is applied to each finished piece of output
-IN_KERNEL_ACTIVATIONS = frozenset({"Relu"})
-
-
-def _epilogue_pass(s: LayerState) -> float:
-    """A calibrated CPU's convolution or GEMM fused with an activation other than Relu (Clip as ReLU6,
-    HardSwish, HardSigmoid, LeakyRelu, Sigmoid, Tanh) applies it in a second pass over each finished
-    piece of output while it is still in cache: its output read and written once more at the on-chip
-    bandwidth, at the op's own calibrated pace when it has one (Sigmoid, Tanh: transcendental). Timed
-    alone (1 x 1, 3 x 3 and depthwise convolutions, 0.2-4.8 MB of output): Relu adds nothing, Clip 85-92 us
-    on a 4.8 MB output, Sigmoid 2.2x that (bench/RESULTS.md, "Thirteenth session")."""
-    w, hw = s.w, s.hw
-    if hw.cpu_layout is None or not hw.onchip_gbs or not w.is_matrix or "+" not in s.layer.op_type:
-        return 0.0
-    acts = [op for op in s.layer.op_type.split("+")[1:]
-            if op in CPU_CONV_ACTIVATIONS and op not in IN_KERNEL_ACTIVATIONS]
-    if not acts or not s.layer.output_shape:
-        return 0.0
-    elements = 1
-    for d in s.layer.output_shape:
-        elements *= int(d)
-    one_pass = 2 * elements * DTYPE_BITS.get(w.dtype, 32) / 8 / (hw.onchip_gbs * 1e9)
-    return sum(one_pass / min(1.0, hw.op_efficiency.get(op, 1.0)) for op in acts)
+    return s.t / eff + epilogue_pass(s.layer, s.hw) + subnormal_time(s.w, s.hw)
 
 
 def _launch(s: LayerState) -> float:
@@ -542,195 +499,6 @@ def _host_shape(layer: Layer, hw: HardwareProfile, prec: str, losses: dict) -> L
     losses["launch_overhead"] = t
     return LayerCost(layer, "host", prec, 1.0, 1.0, 0.0, 0.0, 0.0, t, t, losses, "launch_overhead" if t else "compute",
                      t_device=0.0)
-
-
-def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
-    """Calibrated fraction of the roof: the family's (thin GEMMs lower for matrix work); an op-type
-    figure (e.g. Pow) replaces it for a single op. A fused group runs at its anchor's efficiency:
-    its epilogue ops ride along in registers."""
-    w = layer.workload
-    eff = hw.efficiency.get(w.family, 1.0)
-    thin = 1.0  # the thin-product figure (few channels)
-    if w.is_matrix and w.gemm is not None:
-        g = w.gemm
-        if hw.matrix_nk_efficiency:  # rows and channels measured apart
-            if hw.matrix_m_efficiency:
-                eff = min(eff, rules.interp_log(g.m, hw.matrix_m_efficiency))
-            thin = rules.interp_log(min(g.n, g.k), hw.matrix_nk_efficiency)
-        elif hw.matrix_m_efficiency:  # one curve (profiles calibrated before the split)
-            eff = min(eff, rules.interp_log(min(g.m, g.n, g.k), hw.matrix_m_efficiency))
-    shaped = shape_efficiency(layer, hw)
-    if shaped is not None:
-        return _op_or(layer, hw, shaped)
-    pixel = _pixel_efficiency(layer, hw)
-    if pixel is None:
-        return _op_or(layer, hw, min(eff, thin))
-    # the pixel curve only lowers the figure. It was measured on convolution chains at least
-    # PIXEL_CHAIN_MIN_CHANNELS wide, so it already holds their thinness: the thin-product curve (1 x 1
-    # products thin in both N and K) lowers it only for narrower layers, by how far it drops below
-    # that width. Taking both as they are counted the width twice (VGG's and ResNet's 64-channel 3 x 3
-    # layers: 0.9 of a pace the chain of that width had measured at 1.0)
-    if w.gemm is not None and tuple(w.conv[1:3]) == (1, 1) and hw.cpu_layout is not None:
-        pixel *= _pointwise_blocks(w.gemm, hw)
-    elif hw.matrix_nk_efficiency and w.gemm is not None and min(w.gemm.n, w.gemm.k) < PIXEL_CHAIN_MIN_CHANNELS:
-        pixel *= min(1.0, thin / rules.interp_log(PIXEL_CHAIN_MIN_CHANNELS, hw.matrix_nk_efficiency))
-    return _op_or(layer, hw, min(eff, pixel))
-
-
-def _pointwise_blocks(g, hw: HardwareProfile) -> float:
-    """A 1 x 1 convolution in the CPU's blocked layout is no matrix product: its kernel multiplies
-    whole channel blocks (``cpu_layout.block``) of each pixel by the weights of a few output blocks at
-    a time. Two things follow, both from the layout: the channels on either side are padded up to
-    whole blocks (24 -> 32 with 16-channel blocks: 3/4 of the multiplies do useful work), and only
-    the output side can be too thin to fill the kernel's registers (one or two output blocks: the
-    thin-product curve at the padded output width, below the chains' PIXEL_CHAIN_MIN_CHANNELS). A
-    narrow input (16 channels into 96: EfficientNet's and MnasNet's expansions at 112 x 112) costs
-    only its padding; the thin-product curve, measured on d x d products, had slowed it by d."""
-    block = hw.cpu_layout[0]
-    kp = -(-g.k // block) * block
-    np_ = -(-g.n // block) * block
-    f = (g.k * g.n) / (kp * np_) if kp and np_ else 1.0
-    if hw.matrix_nk_efficiency and np_ < PIXEL_CHAIN_MIN_CHANNELS:
-        f *= min(1.0, rules.interp_log(np_, hw.matrix_nk_efficiency)
-                 / rules.interp_log(PIXEL_CHAIN_MIN_CHANNELS, hw.matrix_nk_efficiency))
-    return f
-
-
-def _op_or(layer: Layer, hw: HardwareProfile, eff: float) -> float:
-    """An op-type figure (e.g. Pow) replaces the family's for a single op; a fused group keeps it."""
-    if "+" not in layer.op_type and layer.op_type in hw.op_efficiency:  # one op, or one kernel the runtime makes
-        return hw.op_efficiency[layer.op_type]
-    return eff
-
-
-# the narrowest convolution chain behind a calibrated pixel curve (dnnperf.measure.micro: CONV_PIXELS,
-# and CONV1_PIXELS' 256 <-> 64 chain at 56 x 56); a test keeps the two equal
-PIXEL_CHAIN_MIN_CHANNELS = 64
-
-
-def _unblocked(w: Workload, hw: HardwareProfile) -> bool:
-    """A convolution a calibrated CPU's blocked layout does not take (it runs the plain kernel)."""
-    return hw.cpu_layout is not None and not rules.blocked_conv(w, *hw.cpu_layout[:3])
-
-
-def _pixels(layer: Layer) -> int:
-    pixels = 1
-    for d in (layer.output_shape or ())[2:]:
-        pixels *= int(d)
-    return max(pixels, 1)
-
-
-def _pixel_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
-    """A plain convolution the CPU's blocked layout takes, by output pixels: its kernel walks output
-    rows, so a 7 x 7 map runs below the pace of a 56 x 56 one (``conv.k1`` for 1 x 1 kernels,
-    ``conv.k1s2`` for strided ones when the profile has it, ``conv.k3`` for the rest). None without
-    such a curve or for any other layer."""
-    w = layer.workload
-    if w.family != "conv" or not w.conv or not hw.shape_efficiency:
-        return None
-    if tuple(w.conv[1:3]) == (1, 1):
-        # a strided 1 x 1 kernel walks one output row at a time over a strided input: its own curve
-        # when calibrated (ResNet's downsampling shortcuts)
-        strided = w.conv[3] > 1 or w.conv[4] > 1
-        curve = (strided and hw.shape_efficiency.get("conv.k1s2")) or hw.shape_efficiency.get("conv.k1")
-    else:
-        curve = hw.shape_efficiency.get("conv.k3")
-    return None if not curve or _unblocked(w, hw) else rules.interp_log(_pixels(layer), curve)
-
-
-def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
-    """The calibrated figure for this convolution's (or pool's) shape that replaces the family's, when
-    the profile has one: a row normalisation by its row length (``norm.row``); a pool, a plain or
-    depthwise convolution the CPU's blocked layout cannot take
-    (``pool.unblocked``, ``<family>.unblocked_k<kernel>``); depthwise by kernel and stride (the nearest kernel size measured with that stride), log-interpolated in
-    output pixels; grouped by stride (stride-2 curves when calibrated), input channels per group
-    (log-interpolated between the measured widths) and output pixels. None when the profile has no such curve."""
-    w = layer.workload
-    if w.family == "pool" and hw.shape_efficiency and hw.cpu_layout is not None:
-        return _plain_pool_efficiency(layer, hw)
-    if w.family == "norm" and w.row and "norm.row" in hw.shape_efficiency:
-        # a normalisation pays per row too: short rows (ConvNeXt's 96 channels) cost more per element
-        return rules.interp_log(w.row, hw.shape_efficiency["norm.row"])
-    if w.family == "movement" and _serial_curve(w, hw):
-        return _concat_efficiency(w, hw)
-    if not hw.shape_efficiency or not w.conv or w.family not in ("conv", "depthwise_conv", "grouped_conv"):
-        return None
-    cin_g, kh, kw, sh, _sw, _dil = w.conv
-    pixels = _pixels(layer)
-    if w.family in ("conv", "depthwise_conv") and _unblocked(w, hw):
-        # a convolution the blocked layout cannot take runs the plain kernel, measured apart
-        plain = sorted((int(k.split("_k")[1]), pts) for k, pts in hw.shape_efficiency.items()
-                       if k.startswith(f"{w.family}.unblocked_k"))
-        if plain:
-            pts = min(plain, key=lambda kp: (abs(kp[0] - max(kh, kw)), kp[0]))[1]
-            return rules.interp_log(pixels, pts)
-    if w.family == "conv":
-        return None  # a blocked one: the pixel curve (_pixel_efficiency) lowers the family's figure
-    if w.family == "grouped_conv":
-        # stride-1 curves are 'grouped_conv.w<width>', stride-2 ones '...w<width>s2' (when measured)
-        curves = {}
-        for k, pts in hw.shape_efficiency.items():
-            if k.startswith("grouped_conv.w"):
-                width, _, stride = k.split(".w")[1].partition("s")
-                curves.setdefault(int(stride or 1), []).append((int(width), pts))
-        widths = sorted(curves.get(min(sh, 2)) or curves.get(1) or [])
-        if not widths:
-            return None
-        return rules.interp_log(cin_g, tuple((gw, rules.interp_log(pixels, pts)) for gw, pts in widths))
-    measured = [k for k in hw.shape_efficiency if k.startswith("depthwise_conv.k")]
-    same_stride = [k for k in measured if k.endswith(f"s{min(sh, 2)}")] or measured
-    if not same_stride:
-        return None
-    key = min(same_stride, key=lambda k: (abs(int(k.split(".k")[1].split("s")[0]) - max(kh, kw)), k))
-    return rules.interp_log(pixels, hw.shape_efficiency[key])
-
-
-# ONNX Runtime copies each input of a Concat on its thread pool only when the copy's estimated cost
-# (its Eigen cost model: 11/64 cycle per byte loaded or stored and one per element) reaches the
-# 210,000 cycles two threads take (100,000 to start, 100,000 more per thread): 88,000 float32
-# elements. Timed (eight inputs at 28 x 28, 2 threads): 307 KB inputs copied at one thread's pace
-# whatever the thread count, 357 KB ones twice as fast with two threads as with one
-PARALLEL_COPY_CYCLES = 210_000
-
-
-def serial_pieces_share(w: Workload) -> float:
-    """Share of a Concat's elements in inputs small enough for a CPU runtime to copy with one thread."""
-    total = sum(w.pieces)
-    if not total:
-        return 0.0
-    limit = PARALLEL_COPY_CYCLES / (1.0 + 2 * 11 / 64 * DTYPE_BITS.get(w.dtype, 32) / 8)
-    return sum(p for p in w.pieces if p < limit) / total
-
-
-def _serial_curve(w: Workload, hw: HardwareProfile):
-    """The calibrated one-thread copy curve ('movement.serial') when it applies to this Concat."""
-    if not w.pieces or not hw.shape_efficiency:
-        return None
-    curve = hw.shape_efficiency.get("movement.serial")
-    return curve if curve and serial_pieces_share(w) > 0 else None
-
-
-def _concat_efficiency(w: Workload, hw: HardwareProfile) -> float:
-    """A Concat whose small inputs are copied by one thread: those bytes at the 'movement.serial'
-    curve's fraction for the Concat's working set (KB read and written; calibrated on Concats of 16
-    such inputs, so a few microseconds per input are in it), the rest at the movement family's figure
-    (in cache; beyond it the bandwidth curve already holds the copy's pace). Time-weighted."""
-    share = serial_pieces_share(w)
-    ws = w.act_bytes_read + w.bytes_written
-    serial = rules.interp_log(max(ws // 1000, 1), _serial_curve(w, hw))
-    cache = (hw.onchip_mb or 0) * 1e6
-    parallel = hw.efficiency.get("movement", 1.0) if ws <= cache or not hw.bandwidth_curve else 1.0
-    return 1.0 / (share / serial + (1.0 - share) / parallel)
-
-
-def _plain_pool_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
-    """A pooling layer the blocked layout does not take runs the plain kernel, calibrated apart
-    (``pool.unblocked``, log-interpolated in output pixels)."""
-    shape = layer.output_shape or ()
-    pts = hw.shape_efficiency.get("pool.unblocked")
-    if not pts or len(shape) != 4 or rules.blocked_pool(int(shape[1]), hw.cpu_layout[0], hw.cpu_layout[3]):
-        return None
-    return rules.interp_log(_pixels(layer), pts)
 
 
 def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:

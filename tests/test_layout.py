@@ -201,7 +201,7 @@ def test_pooling_is_not_padded_to_the_block(tmp_path):
 
 def test_a_plain_pool_takes_its_own_calibrated_efficiency(tmp_path):
     """pool.unblocked (calibrated on a 58-channel pool) applies to pools run plain, not blocked ones."""
-    from dnnperf.scoring import shape_efficiency
+    from dnnperf.efficiency import shape_efficiency
 
     def pool_layers(ch):
         nodes = [helper.make_node("MaxPool", ["x"], ["p"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
@@ -251,7 +251,7 @@ def test_grouped_convolutions_take_the_curve_of_their_stride(tmp_path):
     """A stride-2 grouped convolution (the first block of a RegNet / ResNeXt stage) takes the
     calibrated stride-2 curve 'grouped_conv.w<width>s2' where the profile has one, else the stride-1
     curve; the width (input channels per group) is interpolated between measured widths as before."""
-    from dnnperf.scoring import shape_efficiency
+    from dnnperf.efficiency import shape_efficiency
 
     def layer(stride, curves):
         with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:

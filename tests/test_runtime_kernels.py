@@ -173,7 +173,7 @@ def test_a_layernorm_over_short_rows_takes_the_row_curve(tmp_path):
     import yaml
 
     from dnnperf.hardware import profile_from_dict
-    from dnnperf.scoring import family_efficiency
+    from dnnperf.efficiency import family_efficiency
     from helpers import SAMPLES
 
     with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
@@ -202,7 +202,7 @@ def test_a_blocked_convolution_takes_the_lower_of_its_pixel_curve_and_the_thin_p
     import yaml
 
     from dnnperf.hardware import profile_from_dict
-    from dnnperf.scoring import family_efficiency
+    from dnnperf.efficiency import family_efficiency
     from helpers import SAMPLES
 
     with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
@@ -232,7 +232,7 @@ def test_the_pixel_curve_holds_its_chains_width_and_only_narrower_layers_take_th
 
     from dnnperf.hardware import profile_from_dict
     from dnnperf.measure.micro import CONV1_PIXELS, CONV_PIXELS
-    from dnnperf.scoring import PIXEL_CHAIN_MIN_CHANNELS, family_efficiency
+    from dnnperf.efficiency import PIXEL_CHAIN_MIN_CHANNELS, family_efficiency
     from helpers import SAMPLES
 
     # the constant names the narrowest chain calibrate measures the pixel curves with
@@ -272,7 +272,7 @@ def test_a_blocked_pointwise_convolution_pays_its_block_padding_and_only_its_out
     import yaml
 
     from dnnperf.hardware import profile_from_dict
-    from dnnperf.scoring import family_efficiency
+    from dnnperf.efficiency import family_efficiency
     from helpers import SAMPLES
 
     with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
@@ -301,7 +301,7 @@ def test_a_strided_pointwise_convolution_takes_its_own_curve_when_calibrated(tmp
     import yaml
 
     from dnnperf.hardware import profile_from_dict
-    from dnnperf.scoring import family_efficiency
+    from dnnperf.efficiency import family_efficiency
     from helpers import SAMPLES
 
     with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
@@ -334,7 +334,8 @@ def test_rows_and_channels_take_their_own_curves():
     import yaml
 
     from dnnperf.hardware import profile_from_dict
-    from dnnperf.scoring import Layer, family_efficiency
+    from dnnperf.scoring import Layer
+    from dnnperf.efficiency import family_efficiency
     from dnnperf.workload import Gemm, Workload
     from helpers import SAMPLES
 
@@ -403,7 +404,7 @@ def test_a_concat_of_small_inputs_copies_them_at_the_one_thread_pace(tmp_path):
     import yaml
 
     from dnnperf.hardware import profile_from_dict
-    from dnnperf.scoring import family_efficiency, serial_pieces_share
+    from dnnperf.efficiency import family_efficiency, serial_pieces_share
     from dnnperf.workload import Workload
     from helpers import SAMPLES
 

@@ -12,7 +12,7 @@ norms, by shape: key ``<profile shape_efficiency key>:<x>``), ``probe``
 (not timed: a depthwise convolution or a pool whose layout conversions, or their absence, show the
 runtime's channel alignment).
 
-Why one module of ~440 lines: it is a table; each entry's builder sits next to the constants that
+Why one module of ~560 lines: it is a table; each entry's builder sits next to the constants that
 size it, and calibrate reads them all as one list.
 """
 
