@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from dnnperf.efficiency import SUBNORMAL_COLUMNS  # the head width of the MatMul after the Softmax
+
 M_ROWS = (1, 4, 16, 49, 128, 512)
 # thin in N and K (few channels) at M = 3136: a curve of its own (matrix_nk_efficiency); merged with
 # the row curve under min(M, N, K), a 16-channel convolution read the 16-row GEMM's 1.0 and ran at
@@ -59,7 +61,7 @@ GROUPED_CHANNELS = {56: 128, 28: 256, 14: 512, 7: 1024}
 # convolution repeated: (width, output side)
 GROUPED_S2 = ((8, 56), (8, 14), (8, 7), (16, 28), (16, 14))
 # Concats of CONCAT_INPUTS inputs each small enough for the runtime to copy with one thread
-# (scoring.PARALLEL_COPY_CYCLES), as DenseNet's have them: (channels per input, side); the
+# (efficiency.PARALLEL_COPY_CYCLES), as DenseNet's have them: (channels per input, side); the
 # 'movement.serial' curve's points at the KB each reads and writes (401, 1,605, 3,211 and 6,422). Timed here:
 # 16 x 50 KB inputs 58 GB/s, 8 x 200 KB 28 GB/s, where two 1.6 MB inputs (copied by both threads)
 # reached 125-130 GB/s; DenseNet-121's 58 Concats took 2.2-2.4 ms against 0.8-1.0 estimated
@@ -412,7 +414,6 @@ def _concat_serial(ch: int, side: int) -> Micro:
 # baseline: the Softmax's exp takes a slow path for it (933 us against 160 unmasked)
 SUBNORMAL_HEADS = 32
 SUBNORMAL_WINDOW = 49
-SUBNORMAL_COLUMNS = 32  # the head width of the MatMul after the Softmax (scoring.SUBNORMAL_COLUMNS)
 
 
 def subnormal_count() -> int:

@@ -16,7 +16,7 @@ def movement(ctx: Ctx):
 
 def concat(ctx: Ctx):
     """Every input copied into its place in the output; the size of each piece is kept (a CPU runtime
-    copies small pieces with one thread: ``scoring``)."""
+    copies small pieces with one thread: ``dnnperf.efficiency``)."""
     pieces = tuple(ctx.in_numel(i) for i in range(len(ctx.node.inputs)) if ctx.has_input(i))
     return ctx.workload("movement", pieces=pieces)
 
