@@ -129,8 +129,9 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     if w.family == "norm" and w.row and "norm.row" in hw.shape_efficiency:
         # a normalisation pays per row too: short rows (ConvNeXt's 96 channels) cost more per element
         return rules.interp_log(w.row, hw.shape_efficiency["norm.row"])
-    if w.family == "movement" and serial_curve(w, hw):
-        return _concat_efficiency(w, hw)
+    curve = serial_curve(w, hw) if w.family == "movement" else None
+    if curve:
+        return _concat_efficiency(w, hw, curve)
     if not hw.shape_efficiency or not w.conv or w.family not in ("conv", "depthwise_conv", "grouped_conv"):
         return None
     cin_g, kh, kw, sh, _sw, _dil = w.conv
@@ -188,14 +189,14 @@ def serial_curve(w: Workload, hw: HardwareProfile):
     return curve if curve and serial_pieces_share(w) > 0 else None
 
 
-def _concat_efficiency(w: Workload, hw: HardwareProfile) -> float:
+def _concat_efficiency(w: Workload, hw: HardwareProfile, curve) -> float:
     """A Concat whose small inputs are copied by one thread: those bytes at the 'movement.serial'
     curve's fraction for the Concat's working set (KB read and written; calibrated on Concats of 16
     such inputs, so a few microseconds per input are in it), the rest at the movement family's figure
     (in cache; beyond it the bandwidth curve already holds the copy's pace). Time-weighted."""
     share = serial_pieces_share(w)
     ws = w.act_bytes_read + w.bytes_written
-    serial = rules.interp_log(max(ws // 1000, 1), serial_curve(w, hw))
+    serial = rules.interp_log(max(ws // 1000, 1), curve)
     cache = (hw.onchip_mb or 0) * 1e6
     parallel = hw.efficiency.get("movement", 1.0) if ws <= cache or not hw.bandwidth_curve else 1.0
     return 1.0 / (share / serial + (1.0 - share) / parallel)

@@ -103,11 +103,19 @@ class Resolver:
         return self._producer
 
     # -- values ---------------------------------------------------------------------------
-    def value(self, name: str, depth: int = 0):
+    def value(self, name: str, depth: int = 0, limit: int = MAX_VALUE_ELEMS, store: dict | None = None):
+        """The value of ``name`` when it follows from constants and folded shapes (numpy), else None;
+        computed values up to ``limit`` elements are kept in ``values``, the loader's table of folded
+        values. With a ``store`` (the attention masks of ``dnnperf.load.masks``, evaluated with a
+        larger limit) what this call computes beyond the folded shapes goes there instead: values
+        the loader itself would not fold never reach its table. Weight payloads are never read."""
+        keep = self.values if store is None else store
         if not name:
             return None
         if name in self.values:
             return self.values[name]
+        if store is not None and name in store:
+            return store[name]
         node = self.producer.get(name)
         if node is None:
             # any tensor with a zero-sized static shape has a known value: it is empty
@@ -134,27 +142,27 @@ class Resolver:
         if node.op_type == "Constant":
             arr = constant_value(node)
             if arr is not None:
-                self.values[node.output[0]] = arr
+                keep[node.output[0]] = arr
             return arr
         ins = []
         for i in node.input:
             if not i:
                 ins.append(None)
                 continue
-            v = self.value(i, depth + 1)
+            v = self.value(i, depth + 1, limit, store)
             if v is None:
                 return None
             ins.append(v)
-        if not fold_size_ok(node.op_type, ins):
+        if not fold_size_ok(node.op_type, ins, limit):
             return None
         try:
             outs = run_node(node, ins, self.opset_imports)
         except Exception:
             return None
         for oname, arr in zip(node.output, outs):
-            if arr is not None and np.asarray(arr).size <= MAX_VALUE_ELEMS:
-                self.values[oname] = np.asarray(arr)
-        return self.values.get(name)
+            if arr is not None and np.asarray(arr).size <= limit:
+                keep[oname] = np.asarray(arr)
+        return keep.get(name)
 
     # -- shapes -----------------------------------------------------------------------------
     def infer_node(self, node) -> None:
@@ -252,13 +260,13 @@ class Resolver:
         return True
 
 
-def fold_size_ok(op: str, ins: list) -> bool:
+def fold_size_ok(op: str, ins: list, limit: int = MAX_VALUE_ELEMS) -> bool:
     """Refuse to fold ops whose output size comes from their input values (Range, Expand...) when
-    that size is not small."""
+    that size is over ``limit`` elements."""
     try:
         if op == "Range":
-            start, limit, delta = (float(np.asarray(x).reshape(-1)[0]) for x in ins[:3])
-            return delta != 0 and abs((limit - start) / delta) <= MAX_VALUE_ELEMS
+            start, stop, delta = (float(np.asarray(x).reshape(-1)[0]) for x in ins[:3])
+            return delta != 0 and abs((stop - start) / delta) <= limit
         if op in ("ConstantOfShape", "Expand", "Tile", "Reshape"):
             vals = [int(v) for v in np.asarray(ins[1] if op != "ConstantOfShape" else ins[0]).reshape(-1)]
             n = 1
@@ -266,7 +274,7 @@ def fold_size_ok(op: str, ins: list) -> bool:
                 n *= max(abs(v), 1)
             if op == "Tile":
                 n *= max(int(np.asarray(ins[0]).size), 1)
-            return n <= MAX_VALUE_ELEMS
+            return n <= limit
     except (TypeError, ValueError, IndexError, OverflowError):
         return False
     return True

@@ -23,14 +23,11 @@ import math
 
 import numpy as np
 
-from dnnperf.load.fold import FOLDABLE, constant_value, run_node
 
 # exp(x) of a float32 x in this range is subnormal: ln(2^-149) .. ln(2^-126)
 SUBNORMAL_EXP = (-149 * math.log(2), -126 * math.log(2))
 MAX_MASK_ELEMS = 1 << 22
 _VIEWS = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Identity", "Flatten"})
-# ops the evaluation may run (FOLDABLE, the loader's own folding, plus what masks are built with)
-_EVAL_OPS = FOLDABLE | {"ScatterND", "Not", "Where", "Equal", "Cast", "Expand", "Tile", "Pad"}
 
 
 def scan(ordered, res, types) -> dict[str, int]:
@@ -40,7 +37,7 @@ def scan(ordered, res, types) -> dict[str, int]:
     if not softmaxes:
         return {}
     producer = res.producer
-    cache: dict[str, np.ndarray | None] = {}
+    store: dict[str, np.ndarray] = {}  # the masks' large intermediate values (never the loader's table)
     out: dict[str, int] = {}
     for sm in softmaxes:
         t = sm.input[0]
@@ -52,7 +49,8 @@ def scan(ordered, res, types) -> dict[str, int]:
         total = _numel(types.get(node.output[0]))
         count = 0
         for m in node.input:
-            v = _value(m, res, cache, 0)
+            v = res.value(m, limit=MAX_MASK_ELEMS, store=store)
+            v = None if v is None else np.asarray(v)
             if v is None or v.dtype.kind != "f" or not v.size or total is None or total % v.size:
                 continue
             lo, hi = SUBNORMAL_EXP
@@ -71,43 +69,3 @@ def _numel(t) -> int | None:
             return None
         n *= d
     return n
-
-
-def _value(name: str, res, cache: dict, depth: int):
-    """The value of ``name`` if it follows from constants and folded shapes (numpy, up to
-    MAX_MASK_ELEMS elements per tensor), else None. Initializers the file does not hold (weightless
-    skeletons) are never read."""
-    if not name:
-        return None
-    if name in res.values:
-        return np.asarray(res.values[name])
-    if name in cache:
-        return cache[name]
-    cache[name] = None  # a cycle or a failure reads as unknown
-    node = res.producer.get(name)
-    if node is None or depth > 400 or node.domain not in ("", "ai.onnx") or node.op_type not in _EVAL_OPS:
-        return None
-    if node.op_type in ("Shape", "Size"):
-        v = res.value(name)
-        cache[name] = None if v is None else np.asarray(v)
-        return cache[name]
-    if node.op_type == "Constant":
-        cache[name] = constant_value(node)
-        return cache[name]
-    ins = []
-    for i in node.input:
-        if not i:
-            ins.append(None)
-            continue
-        v = _value(i, res, cache, depth + 1)
-        if v is None:
-            return None
-        ins.append(v)
-    try:
-        outs = run_node(node, ins, res.opset_imports)
-    except Exception:
-        return None
-    for o, arr in zip(node.output, outs):
-        arr = np.asarray(arr)
-        cache[o] = arr if arr.size <= MAX_MASK_ELEMS else None
-    return cache.get(name)

@@ -230,16 +230,17 @@ def micro_models(quick: bool) -> list[Micro]:
     # ops it fuses into them, REPEAT of them in a chain (each reads the one before: copies on the
     # same inputs would be merged by the runtime's common-subexpression pass, and then not fused):
     # a bias and erf GELU over a BERT-base FFN, bias + residual + LayerNorm
+    def erf_gelu(i, x, y):  # x * 0.5 * (1 + erf(x / sqrt 2))
+        return [helper.make_node("Div", [x, "sqrt2"], [f"d{i}"]), helper.make_node("Erf", [f"d{i}"], [f"e{i}"]),
+                helper.make_node("Add", [f"e{i}", "one"], [f"f{i}"]),
+                helper.make_node("Mul", [x, f"f{i}"], [f"m{i}"]), helper.make_node("Mul", [f"m{i}", "half"], [y])]
+
     gelu, plain_gelu, skip = [], [], []
     for i in range(REPEAT):
         x_in, x_out = ("x" if i == 0 else f"y{i - 1}"), ("y" if i == REPEAT - 1 else f"y{i}")
-        gelu += [helper.make_node("Add", [x_in, "bias"], [f"s{i}"]), helper.make_node("Div", [f"s{i}", "sqrt2"], [f"d{i}"]),
-                 helper.make_node("Erf", [f"d{i}"], [f"e{i}"]), helper.make_node("Add", [f"e{i}", "one"], [f"f{i}"]),
-                 helper.make_node("Mul", [f"s{i}", f"f{i}"], [f"m{i}"]), helper.make_node("Mul", [f"m{i}", "half"], [x_out])]
+        gelu += [helper.make_node("Add", [x_in, "bias"], [f"s{i}"])] + erf_gelu(i, f"s{i}", x_out)
         # the same GELU without the bias (after MatMul + bias the runtime folds the bias into the product)
-        plain_gelu += [helper.make_node("Div", [x_in, "sqrt2"], [f"d{i}"]), helper.make_node("Erf", [f"d{i}"], [f"e{i}"]),
-                       helper.make_node("Add", [f"e{i}", "one"], [f"f{i}"]),
-                       helper.make_node("Mul", [x_in, f"f{i}"], [f"m{i}"]), helper.make_node("Mul", [f"m{i}", "half"], [x_out])]
+        plain_gelu += erf_gelu(i, x_in, x_out)
         skip += [helper.make_node("Add", [x_in, "r"], [f"s{i}"]),
                  helper.make_node("LayerNormalization", [f"s{i}", "g", "b"], [x_out], axis=-1)]
     xf = rng.standard_normal((1, 128, 3072)).astype(np.float32)
@@ -416,10 +417,15 @@ SUBNORMAL_HEADS = 32
 SUBNORMAL_WINDOW = 49
 
 
-def subnormal_count() -> int:
-    """Subnormal probabilities one masked micro-benchmark writes: the masked half of each map."""
+def _subnormal_positions() -> np.ndarray:
+    """The positions of a SUBNORMAL_WINDOW-square map the mask covers: every other one."""
     w = SUBNORMAL_WINDOW
-    return SUBNORMAL_HEADS * sum(1 for i in range(w) for j in range(w) if (i + j) % 2)
+    return (np.add.outer(np.arange(w), np.arange(w)) % 2).astype(bool)
+
+
+def subnormal_count() -> int:
+    """Subnormal probabilities one masked micro-benchmark writes: the masked positions of each map."""
+    return SUBNORMAL_HEADS * int(_subnormal_positions().sum())
 
 
 def _subnormal(what: str, masked: bool) -> Micro:
@@ -428,8 +434,7 @@ def _subnormal(what: str, masked: bool) -> Micro:
 
     rng = np.random.default_rng(0)
     h, w = SUBNORMAL_HEADS, SUBNORMAL_WINDOW
-    odd = (np.add.outer(np.arange(w), np.arange(w)) % 2).astype(bool)
-    mask = np.where(odd, -100.0 if masked else 0.0, 0.0).astype(np.float32).reshape(1, 1, w, w)
+    mask = np.where(_subnormal_positions(), -100.0 if masked else 0.0, 0.0).astype(np.float32).reshape(1, 1, w, w)
     nodes = [helper.make_node("Add", ["x", "mask"], ["s"]), helper.make_node("Softmax", ["s"], ["p" if what == "matmul" else "y"], axis=-1)]
     ins = [_vi("x", [1, h, w, w])]
     feeds = {"x": (0.1 * rng.standard_normal((1, h, w, w))).astype(np.float32)}

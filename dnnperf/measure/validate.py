@@ -15,6 +15,11 @@ def _sig(x: float) -> float:
     return sig(x, 4)
 
 
+def _quick_calibration(hw) -> bool:
+    """Was ``hw`` calibrated with ``--quick`` (smaller anchors, fewer runs per round)?"""
+    return (getattr(hw, "measured", None) or {}).get("mode") == "quick"
+
+
 def anchors_of(hw, threads: int | None) -> list:
     """[(micro-benchmark, its seconds at calibration)] for the calibration's anchor entries
     (``micro.ANCHORS``), when ``hw`` was calibrated on this machine's thread count; [] otherwise."""
@@ -27,7 +32,7 @@ def anchors_of(hw, threads: int | None) -> list:
     cal = meas.get("threads")
     if cal and (not isinstance(cal, int) or cal != int(threads or os.cpu_count() or 1)):
         return []  # another thread count (or a record that does not say): nothing to compare against
-    return [(mb, float(then[mb.name])) for mb in anchor_models(meas.get("mode") == "quick")]
+    return [(mb, float(then[mb.name])) for mb in anchor_models(_quick_calibration(hw))]
 
 
 # how far the profiled run's kernels may add up from the unprofiled latency before a note says so
@@ -175,9 +180,8 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
     insp = inspect_graph(graph, path)
     settings = Settings(fusion="typical")
     anchors = anchors_of(hw, threads) if drift else []
-    quick = (getattr(hw, "measured", None) or {}).get("mode") == "quick"
     latency, kernels, settled = measure(path, graph, threads, runs=runs, strict=strict,
-                                        anchors=[mb for mb, _ in anchors], quick_anchors=quick)
+                                        anchors=[mb for mb, _ in anchors], quick_anchors=_quick_calibration(hw))
     calibrated_s = None
     speed = {}
     if anchors:
