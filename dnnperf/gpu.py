@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from math import ceil
 
-_FIELDS = ("tiles", "conv_tiles", "feed_ops_per_element", "library_efficiency", "bandwidth_efficiency", "split_k_min",
-           "conv_split_k", "min_kernel_us", "graph_kernel_us", "k_step_cycles", "conv_k_step_cycles", "k_step",
+_FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library_efficiency", "bandwidth_efficiency",
+           "split_k_min", "conv_split_k", "min_kernel_us", "graph_kernel_us", "k_step_cycles", "conv_k_step_cycles", "k_step",
            "ctas_per_sm_tile", "winograd", "winograd_tile",
            "winograd_efficiency", "tensor_core_precisions", "conv_efficiency", "misaligned_efficiency",
            "misaligned_vector", "split_k_precisions", "reorder_kernels", "reorder_traffic", "sm_watts", "boost_clock_mhz",
@@ -44,6 +44,7 @@ class GpuLibrary:
     generation: str
     tiles: tuple[tuple[int, int], ...]
     conv_tiles: dict  # unit class -> tiles the convolution library's implicit-GEMM kernels come in
+    gemm_tiles: dict  # "unit:precision" -> the only tiles a BLAS product wider than gemv_max comes in
     feed_ops_per_element: dict
     library_efficiency: dict
     bandwidth_efficiency: float
@@ -106,6 +107,7 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         generation=generation or "default",
         tiles=tuple((int(a), int(b)) for a, b in merged["tiles"]),
         conv_tiles={u: tuple((int(a), int(b)) for a, b in ts) for u, ts in (merged.get("conv_tiles") or {}).items()},
+        gemm_tiles={u: tuple((int(a), int(b)) for a, b in ts) for u, ts in (merged.get("gemm_tiles") or {}).items()},
         feed_ops_per_element=dict(merged["feed_ops_per_element"]),
         library_efficiency=dict(merged["library_efficiency"]),
         bandwidth_efficiency=float(merged["bandwidth_efficiency"]),
@@ -228,7 +230,8 @@ def plan_gemm(m: int, n: int, k: int, count: int, sms: int, lib: GpuLibrary, uni
     """The tile (and split-K) a library would pick for ``count`` products of m x n x k on ``sms``
     SMs of total ``rate_per_s`` (ops/s at the clock ``hz``): the one that finishes first. ``gemv``:
     whether the library has matrix-vector kernels for this call (BLAS products; not convolutions).
-    ``tiles``: the tile shapes to choose from (default the library's GEMM tiles); ``step_cycles``: the
+    ``tiles``: the tile shapes to choose from (default the library's GEMM tiles, or its ``gemm_tiles``
+    for the unit and precision when both sides are wider than ``gemv_max``); ``step_cycles``: the
     latency of one step of the K loop (default the library's GEMM figure, ``k_step_cycles``)."""
     key = (m, n, k, count, sms, id(lib), unit, rate_per_s, hz, precision, split_k, acc_bytes, gemv, tiles, step_cycles)
     hit = _PLANS.get(key)
@@ -254,6 +257,8 @@ def _plan_gemm(m, n, k, count, sms, lib, unit, rate_per_s, hz, precision, split_
         # block; no tile K loop to wait on, the memory step bounds them
         t = 2.0 * m * n * k * count / rate_per_s
         return Plan((min(m, n), max(m, n)), 1, sms, 1, t, False, 1.0, 0, 1.0)
+    if tiles is None and gemv and min(m, n) > lib.gemv_max:
+        tiles = lib.gemm_tiles.get(f"{unit}:{precision}")  # a kernel family with large tiles only
     feed = float(lib.feed_ops_per_element.get(unit, lib.feed_ops_per_element.get("cuda_cores", 48)))
     rate_sm = rate_per_s / max(sms, 1)
     step_s = (lib.k_step_cycles if step_cycles is None else step_cycles) / hz

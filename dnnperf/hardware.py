@@ -585,7 +585,7 @@ def _gpu_field(k: str, v, where: str) -> None:
             _num(x, f"{where}.{kk}", upper=_GPU_NUMBER_MAPS[k], allow_zero=k == "reorder_kernels")
     elif k == "tiles":
         _tile_list(v, where)
-    elif k == "conv_tiles":
+    elif k in ("conv_tiles", "gemm_tiles"):
         for kk, x in _map(v, where).items():
             _tile_list(x, f"{where}.{kk}")
     elif k == "tensor_core_precisions":

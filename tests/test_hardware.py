@@ -283,6 +283,7 @@ def test_every_gpu_library_field_is_checked_against_its_shape():
                        ({"depthwise_efficiency": {"fp16": 2}}, "gpu.depthwise_efficiency.fp16"),
                        ({"tiles": [[1, 2, 3]]}, "gpu.tiles"), ({"winograd": {"fp32": 1}}, "gpu.winograd"),
                        ({"conv_tiles": {"tensor_cores": [[0, 8]]}}, "gpu.conv_tiles.tensor_cores"),
+                       ({"gemm_tiles": {"cuda_cores:int8": [128, 128]}}, "gpu.gemm_tiles.cuda_cores:int8"),
                        ({"tensor_core_precisions": {"gemm": "fp16"}}, "gpu.tensor_core_precisions.gemm"),
                        ({"gemv_precisions": "fp16"}, "gpu.gemv_precisions"), ({"unverified": "no"}, "gpu.unverified")):
         with pytest.raises(DnnperfError, match=re.escape(field)):
