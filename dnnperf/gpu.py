@@ -5,8 +5,9 @@ latency, tensor-core feed, the convolution algorithm, the clock a board holds. P
 
 A product (a GEMM, or a convolution as an implicit GEMM: M = batch x output pixels, N = output
 channels, K = input channels x window) is cut into tm x tn output tiles; each tile is one CTA that
-steps through K. CTAs run on the SMs in waves: the busiest SM runs ceil(CTAs / SMs) of them, partial
-tiles at the edges do full-tile work (tile and wave quantization). A CTA takes the longer of its math
+steps through K. CTAs run on the SMs in waves: the busiest SM runs ceil(CTAs / SMs) of them, in rounds
+of the CTAs it holds at once (a last, partial round runs only the CTAs left); partial tiles at the
+edges do full-tile work (tile and wave quantization). A CTA takes the longer of its math
 (at the SM's rate, reduced when the tile's reuse is too low to feed the unit from L2) and its K loop's
 latency (one L2 round trip per step of the MMA instruction's K, hidden only by other CTAs resident
 on the same SM). When
@@ -278,7 +279,10 @@ def _plan_gemm(m, n, k, count, sms, lib, unit, rate_per_s, hz, precision, split_
         busy = min(per_sm, resident)  # CTAs sharing the busiest SM in one round
         math_s = busy * 2.0 * tm * tn * ks / (rate_sm * eff)
         lat_s = ceil(ks / k_per_step) * step_s
-        t = waves * max(math_s, lat_s)
+        # rounds of `resident` CTAs on the busiest SM share its rate and each waits its K loop; a last,
+        # partial round runs only the CTAs left (3 CTAs at 2 resident: 1.5 rounds of math, not 2)
+        full, rem = divmod(per_sm, resident)
+        t = full * max(math_s, lat_s) + (max(math_s * rem / busy, lat_s) if rem else 0.0)
         partial = (s - 1) * m * n * count * acc_bytes * 2 if s > 1 else 0
         key = (t, -tm * tn)
         if best is None or key < best[0]:

@@ -52,6 +52,13 @@ def test_tile_quantization_and_waves_by_hand():
     # 81 tiles on 80 SMs: with 16384/(128*128) = 1 resident CTA per SM the 81st runs in a second wave
     r = gpu.plan_gemm(128 * 81, 128, 4096, 1, 80, lib, "cuda_cores", 80e12, 1.5e9, "fp32")
     assert r.ctas == 81 and r.waves == 2 and r.seconds == pytest.approx(2 * p.seconds)
+    # 128 x 64 tiles: 16384/(128*64) = 2 CTAs share an SM. 3 tiles on 1 SM are a round of 2 (sharing
+    # the SM's rate: 2 tiles' math) and a last round of 1 (1 tile's math): 3 tiles' math, not 4.
+    # At 3 GHz the K loop's latency (4096/8 steps x 300 cycles = 51 us) stays below one tile's math (67 us)
+    lib64 = _lib(tiles=[[128, 64]], split_k_min=10**9)
+    h = gpu.plan_gemm(384, 64, 4096, 1, 1, lib64, "cuda_cores", 1e12, 3e9, "fp32")
+    assert h.ctas == 3 and h.waves == 2 and not h.latency_bound
+    assert h.seconds == pytest.approx(3 * 2 * 128 * 64 * 4096 / 1e12)
 
 
 def test_a_kernel_family_with_large_tiles_only_by_hand():
