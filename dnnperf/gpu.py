@@ -34,9 +34,10 @@ GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada"
 # the generation a profile's title implies when it names none
 _TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50")), ("hopper", ("h100", "h200", "h800", "gh200")),
                 ("ada", ("l4", "l40", "rtx 40", "ada", "rtx 6000 ada")),
-                ("ampere", ("a100", "a10", "a30", "a40", "a16", "a2", "rtx 30", "ampere", "orin")),
-                ("turing", ("t4", "rtx 20", "titan rtx", "turing", "quadro rtx")),
-                ("volta", ("v100", "titan v", "volta", "xavier")), ("pascal", ("p100", "p40", "p4", "gtx 10", "pascal")),
+                ("ampere", ("a100", "a800", "a10", "a30", "a40", "a16", "a2", "rtx 30", "rtx a", "ampere", "orin")),
+                ("turing", ("t4", "rtx 20", "titan rtx", "turing", "quadro rtx", "gtx 16", "quadro t")),
+                ("volta", ("v100", "titan v", "gv100", "volta", "xavier")),
+                ("pascal", ("p100", "p40", "p4", "gtx 10", "titan xp", "quadro p", "pascal")),
                 ("maxwell", ("m40", "m60", "gtx 9", "maxwell")), ("kepler", ("k80", "k40", "kepler")))
 
 

@@ -144,6 +144,16 @@ def test_profile_from_a_spec_sheet_gets_generation_defaults(tmp_path):
     assert gpu.library_of(replace(t4, gpu={}, title="Some Ada board", name="x")).generation == "ada"
 
 
+@pytest.mark.parametrize("title, generation", [
+    ("NVIDIA RTX A6000", "ampere"), ("NVIDIA A800 80GB", "ampere"), ("NVIDIA RTX 6000 Ada Generation", "ada"),
+    ("Quadro RTX 8000", "turing"), ("GeForce GTX 1650", "turing"), ("TITAN Xp", "pascal"), ("Quadro GV100", "volta"),
+    ("NVIDIA H800", "hopper"), ("Tesla K40", "kepler"), ("Some accelerator", None)])
+def test_the_generation_a_spec_sheet_title_names(title, generation):
+    """A spec-sheet profile without gpu.generation gets the library knowledge of the generation its
+    title names (product names by architecture, per NVIDIA's product pages); none: the defaults."""
+    assert gpu.infer_generation(title, "x") == generation
+
+
 # -- L2 residency and multi-die boards --------------------------------------------------------
 
 def _add_model(tmp_path, n):
