@@ -23,11 +23,10 @@ from functools import lru_cache
 from math import ceil
 
 _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library_efficiency", "bandwidth_efficiency",
-           "split_k_min", "conv_split_k", "min_kernel_us", "graph_kernel_us", "k_step_cycles", "conv_k_step_cycles", "k_step",
-           "ctas_per_sm_tile", "winograd", "winograd_tile",
-           "winograd_efficiency", "tensor_core_precisions", "conv_efficiency", "misaligned_efficiency",
-           "misaligned_vector", "split_k_precisions", "reorder_kernels", "reorder_traffic", "sm_watts", "boost_clock_mhz",
-           "l2_usable_fraction", "threads_per_sm",
+           "split_k_min", "conv_split_k", "min_kernel_us", "graph_kernel_us", "k_step_cycles", "conv_k_step_cycles",
+           "k_step", "ctas_per_sm_tile", "winograd", "winograd_tile", "winograd_efficiency", "tensor_core_precisions",
+           "conv_efficiency", "misaligned_efficiency", "misaligned_vector", "split_k_precisions", "reorder_kernels",
+           "reorder_traffic", "sm_watts", "boost_clock_mhz", "l2_usable_fraction", "threads_per_sm",
            "l2_bandwidth_factor", "gemv_max", "gemv_precisions", "dies", "gemm_alignment_bytes",
            "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_efficiency", "matrix_overlap", "unverified")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
@@ -287,7 +286,8 @@ def _plan_gemm(m, n, k, count, sms, lib, unit, rate_per_s, hz, precision, split_
         partial = (s - 1) * m * n * count * acc_bytes * 2 if s > 1 else 0
         key = (t, -tm * tn)
         if best is None or key < best[0]:
-            best = (key, Plan((tm, tn), s, ctas, waves, t, lat_s > math_s, eff, partial, min(1.0, math_s / lat_s) if lat_s > 0 else 1.0))
+            share = min(1.0, math_s / lat_s) if lat_s > 0 else 1.0
+            best = (key, Plan((tm, tn), s, ctas, waves, t, lat_s > math_s, eff, partial, share))
     return best[1]
 
 
