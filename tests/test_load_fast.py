@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import os
 
+import numpy as np
 import onnx
 import pytest
 
@@ -50,7 +51,7 @@ def test_plain_cnns_skip_onnx_inference(monkeypatch):
         raise AssertionError("ONNX shape inference called")
 
     monkeypatch.setattr(onnx.shape_inference, "infer_shapes", refuse)
-    for name in ("resnet50", "mobilenet_v2", "squeezenet1_1"):
+    for name in ("resnet50", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x1_0"):  # the last ends in a ReduceMean
         g = load_graph(os.path.join(ROOT, "sample_models", f"{name}.onnx"), ShapeOverrides(batch=1))
         assert not g.unresolved
     with pytest.raises(Exception):
@@ -77,3 +78,22 @@ def test_ceil_mode_pooling_by_hand():
     # ceil mode never starts a window in the end padding: 5 wide, k 2, s 2, pad 0/1 -> 3 (not 4)
     assert fast._windowed("MaxPool", {"kernel_shape": [2], "strides": [2], "pads": [0, 1], "ceil_mode": 1},
                           (1, 1, 5), [None]) == (1, 1, 3)
+
+
+def test_reduce_output_shapes_by_hand():
+    """ONNX's reduce rules: axes an attribute before opset 18 (ReduceSum: 13), an input from it;
+    negative axes count from the end; keepdims (default 1) keeps 1s; no axes reduce everything unless
+    noop_with_empty_axes."""
+    from dnnperf.load.shapes import RULES
+
+    mean, _ = RULES["ReduceMean"]
+    total, _ = RULES["ReduceSum"]
+    x = (1, 1024, 7, 7)
+    assert mean({"axes": [2, 3], "keepdims": 0}, [x], [None], 17) == [(1, 1024)]
+    assert mean({"axes": [-1, -2]}, [x], [None], 17) == [(1, 1024, 1, 1)]
+    assert mean({}, [x], [None], 17) == [(1, 1, 1, 1)]
+    assert mean({"keepdims": 0}, [x, (2,)], [None, np.array([2, 3])], 18) == [(1, 1024)]
+    assert mean({}, [x, (2,)], [None, None], 18) is None  # axes known only at run time
+    assert total({"noop_with_empty_axes": 1}, [x], [None], 13) == [x]
+    assert total({"keepdims": 0}, [x, (1,)], [None, np.array([1])], 13) == [(1, 7, 7)]
+    assert mean({"axes": [4]}, [x], [None], 17) is None  # out of range: left to ONNX

@@ -247,6 +247,36 @@ def _layer_norm(attrs, dims, vals, opset):
     return None if x is None else [x]  # Mean / InvStdDev outputs are left to ONNX
 
 
+def _reduce(attrs, dims, vals, opset, axes_input_from=18):
+    """ReduceMean and its kind: the axes come from input 1 from ``axes_input_from`` on (ReduceSum 13,
+    the rest 18), from the attribute before; none given reduces every axis unless
+    noop_with_empty_axes; keepdims (default 1) keeps them as 1s."""
+    x = dims[0]
+    if x is None:
+        return None
+    if opset >= axes_input_from:
+        given = len(dims) > 1 and dims[1] is not None
+        if given and vals[1] is None:
+            return None  # axes computed at run time
+        axes = _ints(vals[1]) if given else []
+    else:
+        axes = list(attrs.get("axes") or [])
+    if not axes:
+        if attrs.get("noop_with_empty_axes", 0):
+            return [x]
+        axes = list(range(len(x)))
+    if any(not -len(x) <= a < len(x) for a in axes):
+        return None
+    axes = {a % len(x) for a in axes}
+    if attrs.get("keepdims", 1):
+        return [tuple(1 if i in axes else d for i, d in enumerate(x))]
+    return [tuple(d for i, d in enumerate(x) if i not in axes)]
+
+
+def _reduce_sum(attrs, dims, vals, opset):
+    return _reduce(attrs, dims, vals, opset, axes_input_from=13)
+
+
 # op -> (rule, indices of the inputs whose folded values the rule needs)
 RULES: dict[str, tuple[Callable, tuple[int, ...]]] = {
     "Reshape": (_reshape, (1,)),
@@ -271,7 +301,11 @@ RULES: dict[str, tuple[Callable, tuple[int, ...]]] = {
     "GatherND": (_gather_nd, ()),
     "GatherElements": (_index_like, ()),
     "LayerNormalization": (_layer_norm, ()),
+    "ReduceSum": (_reduce_sum, (1,)),
 }
+for _op in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+            "ReduceLogSumExp", "ReduceSumSquare"):
+    RULES[_op] = (_reduce, (1,))
 for _op in ("Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
             "Xor", "Max", "Min", "Mod", "BitShift", "PRelu"):
     RULES[_op] = (_broadcast, ())
