@@ -2,6 +2,7 @@
 
     pip install ".[measure]" && python bench/cpu_unseen.py [--runs 3] [--set held_out|tune|fresh|all|every]
     python bench/cpu_unseen.py --models DIR     # every .onnx skeleton in DIR instead (one set)
+    python bench/cpu_unseen.py --threads 1      # calibrate and validate with one intra-op thread
 
 Each run is what a user does: a fresh ``calibrate`` (default mode, this machine's default thread
 count), then ``validate`` on every model of ``bench/models/cpu`` (weightless skeletons made by
@@ -59,6 +60,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="quick calibration (a smoke test, not the figures)")
     ap.add_argument("--json", help="write every run's rows here")
     ap.add_argument("--models", help="a folder of .onnx models to use instead of bench/models/cpu (one set, 'given')")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="intra-op threads for calibrate and validate alike (default: ONNX Runtime's, one per core)")
     a = ap.parse_args()
     import yaml
 
@@ -77,7 +80,7 @@ def main() -> None:
                   if a.set in (s, "every") or (a.set == "all" and s != "fresh")]
     runs, figures = [], []
     for run in range(1, a.runs + 1):
-        prof = calibrate(quick=a.quick, strict=False)
+        prof = calibrate(quick=a.quick, threads=a.threads, strict=False)
         figures.append(flat(prof))
         path = os.path.join(tempfile.mkdtemp(), "local.yaml")
         with open(path, "w") as fh:
@@ -90,7 +93,8 @@ def main() -> None:
         rows = {}
         for s in chosen:
             for name in sets[s]:
-                d = validate(os.path.join(models, f"{name}.onnx"), hw, ShapeOverrides(batch=1), strict=False)
+                d = validate(os.path.join(models, f"{name}.onnx"), hw, ShapeOverrides(batch=1), threads=a.threads,
+                             strict=False)
                 d["set"] = s
                 rows[name] = d
                 sp = d.get("speed_vs_calibration") or {}
