@@ -51,7 +51,8 @@ def test_plain_cnns_skip_onnx_inference(monkeypatch):
         raise AssertionError("ONNX shape inference called")
 
     monkeypatch.setattr(onnx.shape_inference, "infer_shapes", refuse)
-    for name in ("resnet50", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x1_0"):  # the last ends in a ReduceMean
+    # shufflenet_v2 ends in a ReduceMean
+    for name in ("resnet50", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x1_0"):
         g = load_graph(os.path.join(ROOT, "sample_models", f"{name}.onnx"), ShapeOverrides(batch=1))
         assert not g.unresolved
     with pytest.raises(Exception):
@@ -94,6 +95,8 @@ def test_reduce_output_shapes_by_hand():
     assert mean({}, [x], [None], 17) == [(1, 1, 1, 1)]
     assert mean({"keepdims": 0}, [x, (2,)], [None, np.array([2, 3])], 18) == [(1, 1024)]
     assert mean({}, [x, (2,)], [None, None], 18) is None  # axes known only at run time
+    assert mean({}, [x, None], [None, None], 18) is None  # ... even their shape unknown: never "all axes"
+    assert mean({}, [x], [None], 18) == [(1, 1, 1, 1)]  # no axes input: every axis
     assert total({"noop_with_empty_axes": 1}, [x], [None], 13) == [x]
     assert total({"keepdims": 0}, [x, (1,)], [None, np.array([1])], 13) == [(1, 7, 7)]
     assert mean({"axes": [4]}, [x], [None], 17) is None  # out of range: left to ONNX

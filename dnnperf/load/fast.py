@@ -31,7 +31,8 @@ _SAME_DTYPE = frozenset(RULES) - {"Where", "Range", "ConstantOfShape", "ScatterN
 _WINDOWED = frozenset({"Conv", "MaxPool", "AveragePool", "LpPool"})
 # every op this path has a rule for: a graph with any other op goes to ONNX before any work is done
 # (shufflenet_v2's last node, a ReduceMean, used to be found after 12 ms of rules spent for nothing)
-_COVERED = frozenset({"Constant", "Shape", "Cast", "BatchNormalization", "Dropout"}) | _WINDOWED | _SAME_DTYPE | _BOOL_OUT
+_COVERED = (frozenset({"Constant", "Shape", "Cast", "BatchNormalization", "Dropout"}) | _WINDOWED | _SAME_DTYPE
+            | _BOOL_OUT)
 
 
 def python_shapes(model, opset: int, ordered: list) -> Resolver | None:

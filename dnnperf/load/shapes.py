@@ -255,10 +255,9 @@ def _reduce(attrs, dims, vals, opset, axes_input_from=18):
     if x is None:
         return None
     if opset >= axes_input_from:
-        given = len(dims) > 1 and dims[1] is not None
-        if given and vals[1] is None:
-            return None  # axes computed at run time
-        axes = _ints(vals[1]) if given else []
+        if len(dims) > 1 and vals[1] is None:
+            return None  # axes computed at run time (or an empty name in their place): left to ONNX
+        axes = _ints(vals[1]) if len(dims) > 1 else []
     else:
         axes = list(attrs.get("axes") or [])
     if not axes:
