@@ -164,6 +164,13 @@ def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
         from dnnperf.layout import add_reorders
 
         layers = add_reorders(insp.graph, layers, *hw.cpu_layout)
+    if hw.bandwidth_curve and not hw.activations_onchip:  # reads priced by how far back they were written
+        from dataclasses import replace
+
+        from dnnperf.reuse import reuse_reads
+
+        reads = reuse_reads(insp, layers)
+        layers = [replace(la, reads=reads[la.name]) if la.name in reads else la for la in layers]
     return score(layers, hw, settings, insp.input_bytes)
 
 

@@ -123,6 +123,19 @@ def memory_time(act_bytes: int, weight_bytes: int, hw: HardwareProfile, weights_
     return t_act + weight_bytes / w_bw
 
 
+def far_read_time(reads, working_set: int, hw: HardwareProfile) -> float:
+    """Seconds that reads from further back add to ``memory_time``: each (bytes, reuse distance) whose
+    distance plus its own size exceeds the layer's working set streams at ``bandwidth_for`` that
+    size instead (what was written since has pushed it out of the nearer caches)."""
+    near = bandwidth_for(working_set, hw)
+    extra = 0.0
+    for nbytes, distance in reads:
+        reach = nbytes + max(distance, 0)
+        if reach > working_set:
+            extra += nbytes / bandwidth_for(reach, hw) - nbytes / near
+    return max(extra, 0.0)
+
+
 def launch_time(launches: int, overhead_us: float) -> float:
     """Host-side cost of submitting kernels, paid once per launch and not hidden by the device
     (the pessimistic case of eager execution; graph capture or fusion removes launches)."""
