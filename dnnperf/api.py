@@ -16,6 +16,7 @@ from dnnperf.hardware import HardwareProfile
 from dnnperf.inspection import Inspection, Row, inspect_graph
 from dnnperf.ir import ShapeOverrides
 from dnnperf.load import load_graph
+from dnnperf.rules import prices_far_reads
 from dnnperf.workload import FREE_FAMILIES
 
 __all__ = ["inspect_model", "inspect_graph", "analyze", "build_layers", "ranked", "Report", "Inspection", "Row"]
@@ -164,7 +165,7 @@ def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
         from dnnperf.layout import add_reorders
 
         layers = add_reorders(insp.graph, layers, *hw.cpu_layout)
-    if hw.bandwidth_curve and not hw.activations_onchip:  # reads priced by how far back they were written
+    if prices_far_reads(hw):  # reads priced by how far back they were written
         from dataclasses import replace
 
         from dnnperf.reuse import reuse_reads

@@ -123,6 +123,12 @@ def memory_time(act_bytes: int, weight_bytes: int, hw: HardwareProfile, weights_
     return t_act + weight_bytes / w_bw
 
 
+def prices_far_reads(hw: HardwareProfile) -> bool:
+    """Whether ``hw`` reads an activation by how far back it was written (``far_read_time``): a
+    calibrated bandwidth curve, activations not kept on chip."""
+    return bool(hw.bandwidth_curve) and not hw.activations_onchip
+
+
 def far_read_time(reads, working_set: int, hw: HardwareProfile) -> float:
     """Seconds that reads from further back add to ``memory_time``: each (bytes, reuse distance) whose
     distance plus its own size exceeds the layer's working set streams at ``bandwidth_for`` that

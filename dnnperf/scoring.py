@@ -194,7 +194,7 @@ def _memory(s: LayerState) -> float:
     written further back than the layer's own working set reaches is read at the curve's figure for
     its reuse distance (``Layer.reads``, ``dnnperf.reuse``)."""
     s.t_memory = rules.memory_time(s.w.act_bytes_read + s.w.bytes_written, s.w.weight_bytes, s.hw, s.weights_resident)
-    if s.layer.reads and s.hw.bandwidth_curve and not s.hw.activations_onchip:
+    if s.layer.reads and rules.prices_far_reads(s.hw):
         s.t_memory += rules.far_read_time(s.layer.reads, s.w.act_bytes_read + s.w.bytes_written, s.hw)
     s.unoptimized = s.w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops
     return max(s.t, s.t_memory)

@@ -12,7 +12,7 @@ from onnx import helper
 from dnnperf.api import analyze, build_layers, inspect_model
 from dnnperf.hardware import load_profile, profile_from_dict
 from dnnperf.reuse import reuse_reads
-from dnnperf.rules import bandwidth_for, far_read_time
+from dnnperf.rules import bandwidth_for, far_read_time, memory_time
 from dnnperf.scoring import Settings
 from helpers import SAMPLES, model, save, vi, weight
 
@@ -74,6 +74,8 @@ def test_only_profiles_with_a_bandwidth_curve_price_far_reads(tmp_path):
     extra = 400_000 / 20e9 - 400_000 / bandwidth_for(ws, hw)
     assert sorted(add.layer.reads) == [(400_000, 0), (400_000, 8_000_000)]
     assert far_read_time(add.layer.reads, ws, hw) == pytest.approx(extra)
+    # ... and the Add's memory time carries it on top of its own working set's traffic
+    assert add.t_memory == pytest.approx(memory_time(ws, 0, hw) + extra, rel=1e-9)
     plain = load_profile("cpu-avx2")
     assert all(not c.layer.reads for c in analyze(insp, plain, Settings(), with_fixes=False).score.layers)
 
