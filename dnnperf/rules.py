@@ -148,6 +148,25 @@ def launch_time(launches: int, overhead_us: float) -> float:
     return launches * overhead_us * 1e-6
 
 
+def stream_timeline(device_s: list[float], host_s: list[float]) -> list[float]:
+    """How much each kernel adds to an asynchronous device's timeline (a CUDA stream) when a host
+    enqueues the kernels in order, kernel i costing the host ``host_s[i]`` and the device
+    ``device_s[i]``: the host runs ahead, so kernel i starts at the later of the previous kernel's end
+    and the moment the host has enqueued it (the sum of the host costs up to it). A long kernel builds
+    a backlog behind which the host's next launches are hidden; the device idles only when the host
+    falls behind. The increments add up to the time the last kernel ends (at least the host's total,
+    at least the device's). Example: device 10, 1, 1, 1, 1 us, host 5 us each: 15, 1, 1, 4, 5 us
+    (26 us; one max(device, host) per kernel would say 30)."""
+    out = []
+    host = end = 0.0
+    for d, h in zip(device_s, host_s):
+        host += h
+        start = max(end, host)
+        out.append((start - end) + d)  # exactly d when the device is the bottleneck
+        end = start + d
+    return out
+
+
 def transfer_time(nbytes: int, link_gbs: float | None) -> float:
     """Time to move ``nbytes`` over a host link of ``link_gbs`` GB/s (0 when there is no link)."""
     if not link_gbs:

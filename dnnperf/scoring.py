@@ -577,6 +577,8 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
     else:
         resident = bool(hw.onchip_mb) and weights <= hw.onchip_mb * 1e6 / 8
     costs = _score_all(layers, hw, settings.precision, resident, settings.runtime)
+    if hw.kind == "gpu":
+        _queue_on_stream(costs)
     compute_total = sum(c.time_s for c in costs)
     t_in = rules.transfer_time(input_bytes, hw.host_link_gbs)
     losses = {k: sum(c.losses[k] for c in costs) for k in LOSS_KEYS}
@@ -611,6 +613,22 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
         "mean_occupancy": _weighted_occupancy(costs),
     }
     return Score(board, settings, costs, input_bytes, t_in, totals, losses)
+
+
+def _queue_on_stream(costs: list[LayerCost]) -> None:
+    """A GPU runs the layers' kernels from a stream the host fills ahead of it (``rules.stream_timeline``):
+    each layer's time becomes what it adds to the device's timeline, and its launch-overhead loss the
+    part of that spent waiting for the host (none when a backlog hides the launch). Scoring a layer
+    alone charges it the longer of its device time and its host cost; a network hides short kernels'
+    host cost behind the long kernels before them. Host-side layers (shape arithmetic) cost the host
+    only. Runtimes without a host cost per kernel (graph, tensorrt) are unchanged by it."""
+    live = [c for c in costs if c.time_s > 0]
+    steps = rules.stream_timeline([0.0 if c.unit == "host" else c.t_device for c in live], [c.t_launch for c in live])
+    for c, t in zip(live, steps):
+        if t != c.time_s:
+            c.losses["launch_overhead"] = max(0.0, c.losses["launch_overhead"] + t - c.time_s)
+            c.time_s = t
+            c.cause = classify(c.losses, c.t_ideal, c.layer.workload.is_matrix)
 
 
 def unscored_floor(rows, tensors: dict, hw: HardwareProfile) -> float:

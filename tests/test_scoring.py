@@ -10,7 +10,7 @@ from dnnperf.api import analyze, build_layers, inspect_model
 from dnnperf.ir import ShapeOverrides
 from dnnperf.hardware import load_profile
 from dnnperf.workload import Gemm
-from helpers import SAMPLES, chain_1x1, conv_model, model, sample_overrides, save, vi
+from helpers import SAMPLES, chain_1x1, conv_model, model, sample_overrides, save, vi, weight
 from onnx import TensorProto as T
 from onnx import helper
 
@@ -42,11 +42,12 @@ def test_rules_by_hand():
 def test_elementwise_layer_time_by_hand(tmp_path):
     # Relu on 1x100x100x100 fp32 moves 8 MB, more than 75% of the V100's 6 MB L2, so from DRAM at
     # the 75% of 900 GB/s streaming kernels reach on Volta (gpu_generations.yaml) = 11.85 us; the
-    # eager runtime's 5 us host launch runs alongside
+    # eager runtime's host spends 5 us enqueueing it before the device can start: 16.85 us
     big = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1, 100, 100, 100])], [vi("y", None)])
     c = run(tmp_path, big, name="big.onnx").score.layers[0]
     assert c.t_memory == pytest.approx(8_000_000 / (900e9 * 0.75))
-    assert c.time_s == pytest.approx(8_000_000 / (900e9 * 0.75))
+    assert c.t_device == pytest.approx(8_000_000 / (900e9 * 0.75))
+    assert c.time_s == pytest.approx(5e-6 + 8_000_000 / (900e9 * 0.75))
     assert c.cause == "memory" and c.unit == "cuda_cores"
     # 1x100x50x50 moves 2 MB: it fits the L2 (its producer just wrote it), read at 2.5 x 900 GB/s =
     # 0.89 us; a kernel takes at least 5 us on the device (min_kernel_us): 5 us
@@ -54,7 +55,8 @@ def test_elementwise_layer_time_by_hand(tmp_path):
     rep = run(tmp_path, m)
     c = rep.score.layers[0]
     assert c.t_memory == pytest.approx(2_000_000 / (900e9 * 2.5))
-    assert c.time_s == pytest.approx(5e-6)
+    assert c.t_device == pytest.approx(5e-6)
+    assert c.time_s == pytest.approx(5e-6 + 5e-6)  # enqueued by the host, then run
     assert c.cause in ("launch_overhead", "memory")
     # a captured graph removes the host launch and shortens the device floor to 2 us
     g = run(tmp_path, m, runtime="graph").score.layers[0]
@@ -85,7 +87,7 @@ def test_225M_conv_on_v100_needs_aligned_channels_for_tensor_cores(tmp_path):
     assert c.unit == "cuda_cores"
     c2 = conv_layer(run(tmp_path, conv_model(104, 104, 50, 50, 3, pads=[1, 1, 1, 1], dtype=T.FLOAT16)))
     assert c2.unit == "tensor_cores"
-    assert c2.time_s < c.time_s / 2
+    assert c2.t_device < c.t_device / 2
     # at batch 1 the 2,500 x 104 output is 20 tiles of 128 x 128 for 80 SMs, each walking 936 deep:
     # the loss is parallelism (few tiles, a long K loop), not compute
     assert c2.cause == "parallelism"
@@ -115,8 +117,39 @@ def test_equal_macs_differ_widely(tmp_path):
     dense = run(tmp_path, conv_model(64, 64, 56, 56, 3, pads=[1, 1, 1, 1]), name="a.onnx")
     thin = run(tmp_path, chain_1x1(64, 56, 56, 9), name="b.onnx")
     assert dense.score.totals["macs"] == thin.score.totals["macs"] == 115_605_504
-    layers = [sum(c.time_s for c in r.score.layers) for r in (dense, thin)]
-    assert layers[1] >= 9 * 5e-6 * (1 - 1e-9) and layers[1] > 2.5 * layers[0]
+    device = [sum(c.t_device for c in r.score.layers) for r in (dense, thin)]
+    assert device[1] >= 9 * 5e-6 * (1 - 1e-9) and device[1] > 2.5 * device[0]
+    # eager: the host enqueues each 1x1 in 5 us, no longer than the one before runs (every kernel takes
+    # at least 5 us), so after the first launch the device never waits
+    assert sum(c.time_s for c in thin.score.layers) == pytest.approx(5e-6 + device[1])
+
+
+def test_host_runs_ahead_of_the_device(tmp_path):
+    # kernels enqueued on a stream: kernel i starts at the later of the previous one's end and the
+    # host having enqueued it. Device 10, 1, 1, 1, 1 us, host 5 us each: enqueued at 5, 10, 15, 20,
+    # 25; run 5-15, 15-16, 16-17, 20-21, 25-26 -> increments 15, 1, 1, 4, 5 (26 us, not 5 x max = 30)
+    steps = rules.stream_timeline([10e-6, 1e-6, 1e-6, 1e-6, 1e-6], [5e-6] * 5)
+    assert steps == pytest.approx([15e-6, 1e-6, 1e-6, 4e-6, 5e-6])
+    assert rules.stream_timeline([3e-6, 3e-6], [0.0, 0.0]) == [3e-6, 3e-6]  # no host cost: the device alone
+    # on the H200 an eager framework spends 20 us per kernel: a 256-channel 3x3 stride-4 convolution
+    # at batch 32 (29.6 GFLOP: far longer than 20 us on the device), a global average pool (25.7 MB
+    # read at 0.75 x 4.8 TB/s, ~7 us) and three ReLUs on its 32 KB output (the 5 us device floor):
+    # their launches hide behind the convolution, so the network takes the first launch plus the
+    # device's work (~D + 42 us), not each layer's max(device, host) (D + 4 x 20 us)
+    relus = [helper.make_node("Relu", ["p" if i == 0 else f"r{i}"], ["z" if i == 2 else f"r{i + 1}"]) for i in range(3)]
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], strides=[4, 4])
+    pool = helper.make_node("GlobalAveragePool", ["y"], ["p"])
+    m = model([conv, pool] + relus, [vi("x", [32, 256, 112, 112])], [vi("z", None)], [weight("w", [256, 256, 3, 3])])
+    rep = run(tmp_path, m, hw="h200", name="q.onnx")
+    cs = [c for c in rep.score.layers if c.time_s > 0]
+    assert [c.layer.op_type for c in cs] == ["Conv", "GlobalAveragePool", "Relu", "Relu", "Relu"]
+    assert all(c.t_launch == pytest.approx(20e-6) for c in cs)
+    assert cs[0].t_device > 4 * 20e-6 and all(c.t_device < 20e-6 for c in cs[1:])
+    total = sum(c.time_s for c in cs)  # the layers' part of the latency (the input's copy comes on top)
+    assert total == pytest.approx(20e-6 + sum(c.t_device for c in cs))
+    assert total < sum(max(c.t_device, c.t_launch) for c in cs) - 30e-6
+    for c in cs[1:]:  # their launches cost the device nothing
+        assert c.time_s == pytest.approx(c.t_device) and c.losses["launch_overhead"] <= c.t_device
 
 
 def test_shufflenet_layers_have_higher_intensity_than_mobilenet():
