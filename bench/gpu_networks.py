@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -82,6 +83,25 @@ def main() -> None:
                 sub = [x for x in sel if x[0]["precision"] == prec and x[0]["batch"] == b]
                 if sub:
                     print("  " + summary(f"{prec} batch {b}", sub))
+    print(runtime_ratio(out))
+
+
+def runtime_ratio(out: list) -> str:
+    """Eager over graph time per (model, precision, batch), predicted against measured: what the
+    runtime model alone decides (the device model's error cancels in the ratio)."""
+    by = {(r["model"], r["precision"], r["batch"], r["runtime"]): (p, m) for r, p, m in out}
+    errs: dict = {}
+    for (model, prec, b, rt), (p, m) in by.items():
+        g = by.get((model, prec, b, "graph"))
+        if rt == "eager" and g:
+            r = (p / g[0]) / (m / g[1])
+            errs.setdefault(b, []).append(max(r, 1 / r))
+    every = sorted(e for v in errs.values() for e in v)
+    if not every:
+        return "eager / graph: no pair measured both ways"
+    per = ", ".join(f"batch {b} {statistics.median(v):.2f}x" for b, v in sorted(errs.items()))
+    return (f"eager / graph time, predicted vs measured: {len(every)} pairs, median error {statistics.median(every):.2f}x, "
+            f"within 10% {sum(e <= 1.1 for e in every)} ({per})")
 
 
 if __name__ == "__main__":
