@@ -39,7 +39,8 @@ SCHEMA = {
     "memory": ("map", True, "{dram_gbs: GB/s, dram_gb: GB, onchip_mb: MB, onchip_gbs: GB/s for layers whose bytes fit "
                             "on chip (optional), activations_onchip: bool, bandwidth_curve: {working set MB: GB/s} "
                             "(optional, calibrated CPUs: a layer's traffic streams at the figure for its working set, "
-                            "log-interpolated, DRAM beyond the largest)}"),
+                            "log-interpolated, DRAM beyond the largest), dram_measured_mb: the working set dram_gbs "
+                            "was measured at (optional, calibrated CPUs)}"),
     "parallelism": ("map", True, "{lanes: concurrently resident work items (GPUs: default SMs x the generation's "
                                  "threads_per_sm, noted as assumed), compute_units: SMs/cores/arrays, "
                                  "ops_per_item: ops each work item needs to keep its lane busy (optional, default 1)}"),
@@ -84,6 +85,12 @@ SCHEMA = {
                                  "boundaries with other ops (dnnperf/layout.py; calibrated CPUs)"),
     "memory_overlap": ("num", False, "fraction of the shorter of memory and compute time hidden behind the longer "
                                      "(1 = perfect roofline overlap, the default; calibrated CPUs measure it)"),
+    "conv_weight_exposure": ("num", False, "CPU runtimes: share of a convolution's weight reads (their time at "
+                                           "dram_gbs) its math does not hide when they come from DRAM: when the "
+                                           "model's bytes per inference outgrow the cache the weights do not stay "
+                                           "there between inferences (scaled by rules.far_share; calibrated on a "
+                                           "chain of convolutions with as many weight bytes as the DRAM "
+                                           "measurement's working set), default 0"),
     "op_efficiency": ("map", False, "per op-type fraction of the roofline (e.g. Pow, Tanh; LayoutReorder for the runtime's "
                                    "layout conversions: calibrated), overrides the family's"),
     "unoptimized_ops": ("list", False, "op types with no fast kernel: run at unoptimized_efficiency, no overlap"),
@@ -156,6 +163,8 @@ class HardwareProfile:
     cpu_layout: tuple[int, int, int, int] | None = None  # (block, grouped_min_width, channel_alignment, pool_alignment)
     ops_per_item: float = 1.0
     memory_overlap: float = 1.0
+    conv_weight_exposure: float = 0.0
+    dram_measured_mb: float | None = None
     onchip_gbs: float | None = None
     bandwidth_curve: tuple[tuple[float, float], ...] = ()  # (working set MB, GB/s), ascending
     unoptimized_ops: tuple[str, ...] = ()
@@ -349,7 +358,8 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     if not any("vector" in u.serves for u in units):
         raise DnnperfError(f"{where}.units: one unit must serve 'vector' (elementwise work needs somewhere to run)")
     mem = _map(d["memory"], f"{where}.memory")
-    _check_keys(mem, ("dram_gbs", "dram_gb", "onchip_mb", "activations_onchip", "onchip_gbs", "bandwidth_curve"),
+    _check_keys(mem, ("dram_gbs", "dram_gb", "onchip_mb", "activations_onchip", "onchip_gbs", "bandwidth_curve",
+                      "dram_measured_mb"),
                 f"{where}.memory")
     curve = tuple(sorted((_num(k, f"{where}.memory.bandwidth_curve key"), _num(v, f"{where}.memory.bandwidth_curve.{k}"))
                          for k, v in _map(mem.get("bandwidth_curve", {}) or {}, f"{where}.memory.bandwidth_curve").items()))
@@ -474,6 +484,10 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         cpu_layout=cpu_layout,
         ops_per_item=_num(par.get("ops_per_item", 1), f"{where}.parallelism.ops_per_item"),
         memory_overlap=_num(d.get("memory_overlap", 1.0), f"{where}.memory_overlap", allow_zero=True, upper=1.0),
+        conv_weight_exposure=_num(d.get("conv_weight_exposure", 0.0), f"{where}.conv_weight_exposure", allow_zero=True,
+                                  upper=1.0),
+        dram_measured_mb=None if mem.get("dram_measured_mb") is None else _num(mem["dram_measured_mb"],
+                                                                           f"{where}.memory.dram_measured_mb"),
         onchip_gbs=None if mem.get("onchip_gbs") is None else _num(mem["onchip_gbs"], f"{where}.memory.onchip_gbs"),
         bandwidth_curve=curve,
         unoptimized_ops=tuple(unopt),

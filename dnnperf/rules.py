@@ -142,6 +142,43 @@ def far_read_time(reads, working_set: int, hw: HardwareProfile) -> float:
     return max(extra, 0.0)
 
 
+def far_share(nbytes: float, hw: HardwareProfile) -> float:
+    """How far past the cache a read whose reuse distance is ``nbytes`` comes from, as a share of the
+    way to DRAM, in time per byte: 0 up to the largest working set of the profile's bandwidth curve
+    (its cache sweep), 1 from the working set its DRAM figure was measured at (``dram_measured_mb``)
+    on; in between, the bandwidth runs from the curve's last figure to the DRAM one linearly in the
+    log of the working set (as ``bandwidth_for`` reads the curve). A profile without a curve has no
+    cache figures: 1 (everything from DRAM); one without ``dram_measured_mb`` (or whose last point is
+    no faster than DRAM) steps to DRAM right after its last point."""
+    curve = hw.bandwidth_curve
+    if not curve:
+        return 1.0
+    last_mb, last_gbs = curve[-1]
+    mb = nbytes / 1e6
+    if mb <= last_mb:
+        return 0.0
+    top = hw.dram_measured_mb
+    if not top or mb >= top or top <= last_mb or last_gbs <= hw.dram_gbs:
+        return 1.0
+    gbs = interp_log(mb, ((last_mb, last_gbs), (top, hw.dram_gbs)))
+    return (1.0 / gbs - 1.0 / last_gbs) / (1.0 / hw.dram_gbs - 1.0 / last_gbs)
+
+
+def exposed_weight_time(weight_bytes: int, footprint: int, shorter_s: float, hw: HardwareProfile) -> float:
+    """Seconds a convolution's weight reads add beyond what ``memory_overlap`` already leaves exposed:
+    ONNX Runtime's CPU convolutions hide weights that come from the cache behind their math, not
+    weights that come from DRAM. A network whose bytes per inference (``footprint``: every weight and
+    every activation it writes) outgrow the cache reads each layer's weights back from DRAM on every
+    inference; ``conv_weight_exposure`` (calibrated) of that read time is exposed, in proportion to
+    ``far_share(footprint)``. Bounded by the shorter of the layer's math and memory time (the part
+    an overlap could have hidden at all)."""
+    if not hw.conv_weight_exposure or not weight_bytes:
+        return 0.0
+    exposed = hw.conv_weight_exposure * far_share(footprint, hw)
+    extra = exposed - (1.0 - hw.memory_overlap)  # what the plain overlap already exposes
+    return max(0.0, extra) * min(weight_bytes / hw.dram_bps, shorter_s)
+
+
 def launch_time(launches: int, overhead_us: float) -> float:
     """Host-side cost of submitting kernels, paid once per launch and not hidden by the device
     (the pessimistic case of eager execution; graph capture or fusion removes launches)."""

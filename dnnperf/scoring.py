@@ -168,6 +168,7 @@ class LayerState:
     gain: float = 1.0  # the convolution algorithm's MAC reduction (Winograd)
     runtime: str = "eager"
     t_device: float = 0.0
+    footprint: int = 0  # bytes the whole network reads and writes per inference (weights + activations written)
 
 
 def _unit_and_tile(s: LayerState) -> float:
@@ -203,11 +204,15 @@ def _memory(s: LayerState) -> float:
 def _overlap(s: LayerState, hidden: float | None = None) -> float:
     """The shorter of math and traffic hides behind the longer only as far as the device overlaps
     them (``hidden``, by default the profile's memory_overlap: 1 on GPUs/TPUs, measured on calibrated
-    CPUs); ops with no fast kernel run them back to back."""
+    CPUs); ops with no fast kernel run them back to back. A convolution on a CPU whose network outgrows
+    the cache also waits for part of its weights from DRAM (``rules.exposed_weight_time``)."""
     short = min(s.t_compute, s.t_memory)
     if s.unoptimized:
         return s.t + short
-    return s.t + (1.0 - (s.hw.memory_overlap if hidden is None else hidden)) * short
+    t = s.t + (1.0 - (s.hw.memory_overlap if hidden is None else hidden)) * short
+    if hidden is None and s.w.family == "conv" and not s.weights_resident:
+        t += rules.exposed_weight_time(s.w.weight_bytes, s.footprint, short, s.hw)
+    return t
 
 
 def _efficiency(s: LayerState) -> float:
@@ -463,8 +468,9 @@ FALLBACK_STEPS: tuple[Step, ...] = (
 
 
 def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
-                weights_resident: bool = False, runtime: str = "eager") -> LayerCost:
-    """Time and loss breakdown of one layer on ``hw`` (see the module docstring)."""
+                weights_resident: bool = False, runtime: str = "eager", footprint: int = 0) -> LayerCost:
+    """Time and loss breakdown of one layer on ``hw`` (see the module docstring); ``footprint``: the
+    bytes its network reads and writes per inference (0: the layer alone)."""
     w = layer.workload
     prec = precision or precision_of(w)
     if precision == "tf32":
@@ -474,7 +480,8 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
         return LayerCost(layer, "-", prec, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, losses, "compute")
     if w.family in HOST_SHAPE_FAMILIES:
         return _host_shape(layer, hw, prec, losses)
-    s = LayerState(layer, w, hw, prec, weights_resident, runtime=runtime)
+    s = LayerState(layer, w, hw, prec, weights_resident, runtime=runtime,
+                   footprint=footprint or w.weight_bytes + w.act_bytes_read + w.bytes_written)
     _, _, rate, _ = rules.pick_unit(hw, prec, w.is_matrix, w.gemm)
     s.t = s.t_ideal = w.ops / max(hw.headline_rate, rate)
     fallback = hw.accelerator_families is not None and hw.fallback is not None and w.family not in hw.accelerator_families
@@ -545,7 +552,8 @@ def _workload_key(layer: Layer) -> tuple | None:
     return key
 
 
-def _score_all(layers: list[Layer], hw: HardwareProfile, precision, resident: bool, runtime: str) -> list[LayerCost]:
+def _score_all(layers: list[Layer], hw: HardwareProfile, precision, resident: bool, runtime: str,
+               footprint: int = 0) -> list[LayerCost]:
     """Score every layer; layers identical in everything scoring reads (a decoder's 80 equal blocks)
     are scored once and the result copied."""
     memo: dict = {}
@@ -554,7 +562,7 @@ def _score_all(layers: list[Layer], hw: HardwareProfile, precision, resident: bo
         key = _workload_key(l)
         hit = memo.get(key) if key is not None else None
         if hit is None:
-            c = score_layer(l, hw, precision, resident, runtime)
+            c = score_layer(l, hw, precision, resident, runtime, footprint)
             if key is not None:
                 memo[key] = c
         else:
@@ -576,7 +584,9 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
         resident = bool(hw.onchip_mb) and weights <= hw.onchip_mb * 1e6 * gpu.library_of(hw).l2_usable_fraction
     else:
         resident = bool(hw.onchip_mb) and weights <= hw.onchip_mb * 1e6 / 8
-    costs = _score_all(layers, hw, settings.precision, resident, settings.runtime)
+    # what one inference reads and writes: every weight once, every activation it writes
+    footprint = weights + sum(l.workload.bytes_written for l in layers)
+    costs = _score_all(layers, hw, settings.precision, resident, settings.runtime, footprint)
     if hw.kind == "gpu":
         _queue_on_stream(costs)
     compute_total = sum(c.time_s for c in costs)

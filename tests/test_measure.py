@@ -2,6 +2,7 @@
 
 import builtins
 
+import numpy as np
 import pytest
 import yaml
 
@@ -142,6 +143,45 @@ def test_the_cold_gemm_overlap_is_the_one_that_reproduces_its_time(local_profile
     mid = 0.5 * (t0 + t1)
     hw = profile_from_dict({**prof, "memory_overlap": cold_overlap(cold, prof, mid)}, "x")
     assert predict_micro(cold.model, hw) == pytest.approx(mid, rel=1e-6)
+
+
+def test_the_cold_convolution_chain_reads_as_many_weights_as_the_dram_measurement():
+    from dnnperf.measure.micro import micro_models
+
+    for quick in (True, False):
+        table = micro_models(quick)
+        dram = next(mb for mb in table if mb.role == "dram")
+        chain = next(mb for mb in table if mb.role == "cold_conv")
+        inits = list(chain.model.graph.initializer)
+        weights = sum(4 * int(np.prod(i.dims)) for i in inits)
+        # 2048 <-> 512 1 x 1 filters of 4,194,304 bytes: 24 of them (quick: 100.7 MB against the 100.7 MB
+        # the 8M-element Add moves), 48 (201.3 MB against 201.3 MB); distinct, an even count
+        assert weights >= dram.nbytes and len(inits) == (24 if quick else 48) and len(inits) % 2 == 0
+        assert chain.nbytes == weights
+        assert len({i.raw_data[:64] for i in inits}) == len(inits)
+        assert chain.ops == pytest.approx(2 * len(inits) * 2048 * 512 * 49)
+
+
+def test_the_weight_exposure_is_the_one_that_reproduces_the_cold_chain(local_profile):
+    from dnnperf.measure.calibrate import predict_micro, weight_exposure
+
+    prof = dict(local_profile[0])
+    chain = next(mb for mb in micro_models(True) if mb.role == "cold_conv")
+    floor = 1 - prof["memory_overlap"]
+    t0, t1 = (predict_micro(chain.model, profile_from_dict({**prof, "conv_weight_exposure": e}, "x"))
+              for e in (floor, 1.0))
+    assert t1 > t0  # the weights' DRAM time beyond what the plain overlap exposes
+    assert weight_exposure(chain, prof, t0) == pytest.approx(floor)
+    assert weight_exposure(chain, prof, t1) == pytest.approx(1.0)
+    mid = 0.25 * t0 + 0.75 * t1
+    assert weight_exposure(chain, prof, mid) == pytest.approx(floor + 0.75 * (1 - floor))
+    # faster than the plain estimate or slower than every weight read exposed: clamped
+    assert weight_exposure(chain, prof, 0.5 * t0) == pytest.approx(floor) and weight_exposure(chain, prof, 2 * t1) == 1.0
+    hw = profile_from_dict({**prof, "conv_weight_exposure": weight_exposure(chain, prof, mid)}, "x")
+    assert predict_micro(chain.model, hw) == pytest.approx(mid, rel=1e-6)
+    # the calibration wrote the figure and the working set its DRAM figure was measured at
+    assert 0 <= prof["conv_weight_exposure"] <= 1
+    assert prof["memory"]["dram_measured_mb"] == pytest.approx(3 * 4 * 8 * 1024 * 1024 / 1e6, rel=1e-3)
 
 
 def test_a_profile_at_the_machine_speed_now_by_hand(local_profile):
@@ -344,7 +384,8 @@ def test_the_fixed_time_chains_ride_along_in_the_protocol(monkeypatch):
     """calibrate waits for every micro-benchmark to settle except the fixed-time chains, the
     convolution chains of the conv.k1 / conv.k3 curves (4 points each), the strided 1 x 1 convolutions
     of the conv.k1s2 curve (3 points) and the pool chain, which are timed in the same rounds (their
-    figure is the median of those rounds)."""
+    figure is the median of those rounds), and the cold convolution chain (10-20 ms a run: timed a few
+    times a round, by its own runs and budget)."""
     import importlib
 
     from dnnperf.measure.micro import CONV1_PIXELS, CONV_PIXELS, FIXED_FAMILIES, STRIDED_K1
@@ -357,7 +398,7 @@ def test_the_fixed_time_chains_ride_along_in_the_protocol(monkeypatch):
         pass
 
     def fake(jobs, **kw):
-        seen["jobs"], seen["settle_on"] = set(jobs), set(kw["settle_on"])
+        seen["jobs"], seen["settle_on"], seen["timing"] = set(jobs), set(kw["settle_on"]), kw["timing"]
         raise Stop
 
     monkeypatch.setattr(cal, "settled_times", fake)
@@ -365,10 +406,11 @@ def test_the_fixed_time_chains_ride_along_in_the_protocol(monkeypatch):
         cal.calibrate(quick=True)
     fixed = {f"fixed_{f}" for f in FIXED_FAMILIES} | {f"conv_k3_{side}" for _, side in CONV_PIXELS} \
         | {f"conv_k1_{side}" for _, side in CONV1_PIXELS} | {f"conv_k1s2_{side // 2}" for _, side in STRIDED_K1} \
-        | {"pool"}
-    assert len(fixed) == len(FIXED_FAMILIES) + 12
+        | {"pool", "conv_cold"}
+    assert len(fixed) == len(FIXED_FAMILIES) + 13
     assert fixed <= seen["jobs"] and not fixed & seen["settle_on"]
     assert seen["settle_on"] == seen["jobs"] - fixed
+    assert seen["timing"] == {"conv_cold": cal.COLD_CONV_TIMING[True]}
 
 
 def test_a_machine_that_never_settles_exits_3_unless_noise_is_accepted(tmp_path, monkeypatch):

@@ -1,5 +1,6 @@
-"""Reads priced by how far back they were written (dnnperf.reuse, rules.far_read_time), and a standing
-BatchNormalization streaming at the bandwidth on a calibrated CPU."""
+"""Reads priced by how far back they were written (dnnperf.reuse, rules.far_read_time), a standing
+BatchNormalization streaming at the bandwidth on a calibrated CPU, and convolution weights read back
+from DRAM (rules.far_share, rules.exposed_weight_time)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from onnx import helper
 from dnnperf.api import analyze, build_layers, inspect_model
 from dnnperf.hardware import load_profile, profile_from_dict
 from dnnperf.reuse import reuse_reads
-from dnnperf.rules import bandwidth_for, far_read_time, memory_time
+from dnnperf.rules import bandwidth_for, exposed_weight_time, far_read_time, far_share, memory_time
 from dnnperf.scoring import Settings
 from helpers import SAMPLES, model, save, vi, weight
 
@@ -91,3 +92,61 @@ def test_a_standing_batchnorm_streams_at_the_bandwidth(tmp_path):
     c = analyze(inspect_model(save(m, tmp_path, "bn.onnx")), _calibrated_like(), Settings(),
                 with_fixes=False).score.layers[0]
     assert c.time_s == pytest.approx((6_422_528 + 4_096) / 20e9 + 2e-6, rel=1e-6)
+
+
+# -- convolution weights read back from DRAM (rules.far_share, rules.exposed_weight_time) -------------
+
+def test_far_share_by_hand():
+    # curve to 4 MB (20 GB/s there) and DRAM measured at 16 MB at 10 GB/s: halfway in log(size) (8 MB)
+    # the bandwidth is 15 GB/s, 1/15 - 1/20 = 1/60 of the 1/10 - 1/20 = 1/20 s/GB a DRAM read adds: 1/3
+    hw = _calibrated_like(dram_gbs=10, dram_measured_mb=16)
+    assert far_share(3e6, hw) == 0.0 and far_share(4e6, hw) == 0.0
+    assert far_share(8e6, hw) == pytest.approx((1 / 15 - 1 / 20) / (1 / 10 - 1 / 20))
+    assert far_share(16e6, hw) == 1.0 and far_share(1e9, hw) == 1.0
+    # without the DRAM measurement's size: DRAM right after the curve; without a curve: always DRAM
+    assert far_share(5e6, _calibrated_like(dram_gbs=10)) == 1.0
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        plain = profile_from_dict(yaml.safe_load(fh), "x")
+    assert far_share(1e3, plain) == 1.0
+
+
+def test_exposed_weight_time_by_hand():
+    hw = _calibrated_like(dram_gbs=10, dram_measured_mb=16)
+    hw = hw.with_overrides(memory_overlap=0.8, conv_weight_exposure=0.5)
+    w = 1_000_000  # 100 us at 10 GB/s
+    # from DRAM (a 100 MB network): half of it exposed, of which the plain overlap already exposes 0.2
+    assert exposed_weight_time(w, 100_000_000, 1.0, hw) == pytest.approx((0.5 - 0.2) * 100e-6)
+    # a third of the way to DRAM (8 MB): 0.5 / 3 = 0.167 < 0.2, nothing beyond the plain overlap
+    assert exposed_weight_time(w, 8_000_000, 1.0, hw) == 0.0
+    # a network that stays in the cache (3 MB), or no exposure calibrated: nothing
+    assert exposed_weight_time(w, 3_000_000, 1.0, hw) == 0.0
+    assert exposed_weight_time(w, 100_000_000, 1.0, hw.with_overrides(conv_weight_exposure=0.0)) == 0.0
+    # never more than the shorter side an overlap could have hidden (30 us of math here)
+    assert exposed_weight_time(w, 100_000_000, 30e-6, hw) == pytest.approx(0.3 * 30e-6)
+
+
+def test_a_convolution_waits_for_weights_only_when_its_network_outgrows_the_cache(tmp_path):
+    # one 3x3 convolution, 256 -> 256 channels on 14 x 14: 2.36 MB of weights. Alone its footprint
+    # (weights + input + output: 2.76 MB) is inside the curve: the estimate is the plain one. With
+    # the footprint of a network that streams its weights from DRAM, (0.5 - (1 - 0.8)) of the weight
+    # time (2,359,296 B at 10 GB/s), up to the shorter of math and memory, comes on top
+    from dnnperf.scoring import score_layer
+
+    hw = _calibrated_like(dram_gbs=10, dram_measured_mb=16).with_overrides(memory_overlap=0.8,
+                                                                            conv_weight_exposure=0.5)
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    insp = inspect_model(save(model([conv], [vi("x", [1, 256, 14, 14])], [vi("y", None)],
+                                    [weight("w", [256, 256, 3, 3])]), tmp_path, "c.onnx"))
+    layer = build_layers(insp)[0]
+    assert layer.workload.weight_bytes == 2_359_296
+    alone = score_layer(layer, hw)
+    far = score_layer(layer, hw, footprint=200_000_000)
+    assert alone.time_s == pytest.approx(score_layer(layer, hw.with_overrides(conv_weight_exposure=0.0)).time_s)
+    # (its math is the shorter side here: the weights' 236 us exceed it, so the math bounds what waits)
+    exposed = 0.3 * min(2_359_296 / 10e9, alone.t_compute, alone.t_memory)
+    assert alone.t_compute < 2_359_296 / 10e9 < alone.t_memory
+    assert far.time_s - alone.time_s == pytest.approx(exposed)
+    assert far.losses["overlap"] - alone.losses["overlap"] == pytest.approx(exposed)
+    # the network's footprint reaches the layer through score(): weights + activations written
+    rep = analyze(insp, hw, Settings(), with_fixes=False)
+    assert rep.score.layers[0].time_s == pytest.approx(alone.time_s)

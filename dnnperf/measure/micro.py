@@ -4,7 +4,8 @@ the work it does (ops, bytes) so that the figure it measures is ``ops / t`` or `
 Roles: ``peak`` (matrix throughput), ``dram`` / ``onchip`` (bandwidth; ``onchip`` sweeps the working
 set to find the cache capacity), ``dispatch`` (per-op cost), ``host`` (a runtime's cost per op of
 shape arithmetic on symbolic input dims: an exported channel shuffle over a symbolic and a static dim),
-``cold`` (weight streaming behind math), ``fixed`` (a family's fixed time per kernel: a chain of tiny
+``cold`` (weight streaming behind math), ``cold_conv`` (convolution weights read back from DRAM),
+``fixed`` (a family's fixed time per kernel: a chain of tiny
 ops), ``family`` (one op family's efficiency against the roofline), ``op`` (one slow elementwise
 op), ``kernel`` (a chain of the plain ops the runtime fuses into one kernel of its own), ``m_curve``
 (GEMMs with few rows), ``nk_curve`` (GEMMs thin in N and K: few channels), ``shape`` (depthwise, grouped and plain blocked convolutions, plain pooling, row
@@ -90,7 +91,7 @@ class Micro:
     name: str
     model: Any  # onnx.ModelProto
     feeds: dict
-    # peak | peak_int8 | dram | onchip | dispatch | host | cold | fixed | family | op | kernel | m_curve | nk_curve
+    # peak | peak_int8 | dram | onchip | dispatch | host | cold | cold_conv | fixed | family | op | kernel | m_curve | nk_curve
     # | shape | probe | subnormal
     role: str
     key: str = ""  # the family, op type or thin dimension the entry measures
@@ -164,6 +165,40 @@ def _matmul(name, m, k, n, role, key="", dtype=1):
                  2.0 * m * n * k, nbytes)
 
 
+# a chain of 1 x 1 convolutions alternating between COLD_CONV channels on COLD_CONV_SIDE^2 pixels (a
+# ResNet's last stage), as many of them as it takes for their weights to be as large as the DRAM
+# measurement's working set (_dram_add): each run reads every filter back from DRAM, as a network
+# that outgrows the cache does; the share of those reads its math does not hide is
+# conv_weight_exposure. On this VM (2 threads): 302 us per convolution (a 4.2 MB filter set) with
+# 16.8 MB of weights in the chain, 370 us with 201 MB (the filters alone at the DRAM figure: 114 us),
+# where ResNet-101's last-stage 1 x 1 convolutions took 356-372 us in the network, estimated at 282
+COLD_CONV = (2048, 512)
+COLD_CONV_SIDE = 7
+
+
+def _cold_conv(quick: bool) -> Micro:
+    from onnx import helper, numpy_helper
+
+    big, small = COLD_CONV
+    per = big * small * 4
+    target = _dram_add(quick).nbytes  # the working set the DRAM figure is measured at
+    n = -(-target // per)
+    n += n % 2  # an even count: the chain ends at the width it started with
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal(big * small).astype(np.float32) * 0.01
+    nodes, inits = [], []
+    for i in range(n):
+        cin, cout = (big, small) if i % 2 == 0 else (small, big)
+        # distinct filters (the runtime must not share one buffer), made cheaply from one random set
+        inits.append(numpy_helper.from_array((base + np.float32(i * 1e-3)).reshape(cout, cin, 1, 1), f"w{i}"))
+        nodes.append(helper.make_node("Conv", ["x" if i == 0 else f"t{i - 1}", f"w{i}"],
+                                      ["y" if i == n - 1 else f"t{i}"]))
+    side = COLD_CONV_SIDE
+    model = _model(nodes, [_vi("x", [1, big, side, side])], [_vi("y", None)], inits)
+    return Micro("conv_cold", model, {"x": rng.standard_normal((1, big, side, side)).astype(np.float32)}, "cold_conv",
+                 ops=2.0 * n * big * small * side * side, nbytes=float(n * per))
+
+
 # the entries validate re-times next to a model: how fast this machine multiplies and streams now
 # against when it was calibrated (its speed drifts on a shared machine)
 ANCHORS = ("gemm_fp32", "bandwidth_add")
@@ -203,6 +238,7 @@ def micro_models(quick: bool) -> list[Micro]:
     ]
     cold_n = 8192 if quick else 16384  # weights of 25-50 MB: larger than the last-level cache
     out.append(_matmul("gemm_cold", 49, 768, cold_n, "cold"))
+    out.append(_cold_conv(quick))
     for m_rows in M_ROWS:  # thin in M (few rows), N = K = 768
         out.append(_matmul(f"gemm_m{m_rows}", m_rows, 768, 768, "m_curve", str(m_rows)))
     for d in NK_DIMS:  # thin in N and K (few channels), M = 3136 (56 x 56 pixels)
