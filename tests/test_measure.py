@@ -280,6 +280,13 @@ def test_protocol_settles_or_says_the_machine_is_too_noisy(monkeypatch):
     monkeypatch.setattr(ort_mod, "median_run", lambda sess, feeds, **kw: next(lucky[sess]))
     r = ort_mod.settled_times({"a": ("a", None)}, rounds_min=3, rounds_max=5, runs=1, budget_s=0)
     assert r["times"]["a"] == 1.0 and r["spread"]["a"] == pytest.approx(1.0)
+    # a job given a number of rounds (the cold convolution chain) is timed in those first rounds only
+    script = {"a": iter([1.0, 1.01, 1.0, 1.0]), "c": iter([3.0, 5.0])}
+    timed = []
+    monkeypatch.setattr(ort_mod, "median_run", lambda sess, feeds, **kw: timed.append(sess) or next(script[sess]))
+    r = ort_mod.settled_times({"a": ("a", None), "c": ("c", None)}, rounds_min=4, rounds_max=6, runs=1, budget_s=0,
+                              settle_on=("a",), timing={"c": (1, 0.0, 2)})
+    assert r["settled"] and r["rounds"] == 4 and timed.count("c") == 2 and r["times"]["c"] == 4.0
 
 
 def test_validate_times_its_anchors_as_calibrate_timed_them(tmp_path, monkeypatch):
@@ -385,7 +392,7 @@ def test_the_fixed_time_chains_ride_along_in_the_protocol(monkeypatch):
     convolution chains of the conv.k1 / conv.k3 curves (4 points each), the strided 1 x 1 convolutions
     of the conv.k1s2 curve (3 points) and the pool chain, which are timed in the same rounds (their
     figure is the median of those rounds), and the cold convolution chain (10-20 ms a run: timed a few
-    times a round, by its own runs and budget)."""
+    times a round in the first rounds only, by its own runs, budget and rounds)."""
     import importlib
 
     from dnnperf.measure.micro import CONV1_PIXELS, CONV_PIXELS, FIXED_FAMILIES, STRIDED_K1

@@ -96,7 +96,8 @@ def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budge
     agreement the machine is too noisy (TooNoisy, exit 3), or, with ``strict=False`` (the test suite
     on shared CI machines), the medians so far are returned marked ``settled: False``.
     ``timing``: {job: (runs, budget_s)} for jobs timed otherwise than ``runs`` / ``budget_s``
-    (validate's anchors: as calibrate timed them, ``CAL_TIMING``).
+    (validate's anchors: as calibrate timed them, ``CAL_TIMING``), or (runs, budget_s, rounds) for a
+    job timed in its first ``rounds`` rounds only (it must not hold the others back: ``settle_on``).
     Returns {"times": {name: s}, "rounds": n, "spread": {name: max/min - 1 over rounds}, "settled": bool}."""
     from dnnperf.errors import TooNoisy
 
@@ -108,11 +109,13 @@ def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budge
         k = r % len(names) if names else 0
         moved = {}
         for n in names[k:] + names[:k]:
+            n_runs, budget, *cap = (timing or {}).get(n, (runs, budget_s))
+            if cap and len(history[n]) >= cap[0]:
+                continue
             sess, feeds = jobs[n]
             made = callable(sess)
             if made:
                 sess = sess()
-            n_runs, budget = (timing or {}).get(n, (runs, budget_s))
             t = median_run(sess, feeds, warmup=2, runs=n_runs, budget_s=budget)
             if made:
                 del sess
