@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
-from dnnperf.scoring import Layer, LayerCost, score_layer
+from dnnperf.scoring import Layer, LayerCost, rescore, score_layer
 from dnnperf.errors import DnnperfError
 from dnnperf.fmt import sig
 from dnnperf.ir import Graph, Node, Tensor
@@ -168,9 +168,7 @@ def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
 
     Only the layer itself is rescored (its output channels / hidden size N change; the next layer's
     input width would change too and is not included). Ranked by time per MAC gained."""
-    hw = report.score.hw
     prec = report.score.settings.precision
-    runtime = report.score.settings.runtime
     out = []
     for c in report.score.layers:
         w = c.layer.workload
@@ -184,7 +182,7 @@ def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
             if n2 == n:
                 continue
             l2 = _rescale(c, n2)
-            c2 = score_layer(l2, hw, prec, runtime=runtime)
+            c2 = rescore(c, l2, report.score, prec)
             tpm = c2.time_s / max(l2.workload.macs, 1)
             if tpm < base_tpm * 0.98:
                 cands.append({"to": n2, "macs_change": l2.workload.macs / w.macs - 1, "time_change": c2.time_s / c.time_s - 1,

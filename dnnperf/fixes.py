@@ -17,7 +17,7 @@ from functools import lru_cache
 from math import ceil
 
 from dnnperf import rules
-from dnnperf.scoring import LayerCost, precision_of, score_layer, with_precision
+from dnnperf.scoring import LayerCost, precision_of, rescore, with_precision
 from dnnperf.vocab import HOST_SHAPE_FAMILIES
 from dnnperf.fmt import b as fmt_bytes
 from dnnperf.fmt import sig
@@ -146,7 +146,7 @@ def _use_specialized_units(c: LayerCost, x: Ctx):
     for p in cheaper_rungs(x.hw, c.precision):
         if p == "int4" and c.precision != "int8":
             break  # one step at a time: 4-bit only from a model that already runs in 8-bit
-        c2 = score_layer(replace(c.layer, workload=with_precision(w, p)), x.hw, p, runtime=x.settings.runtime)
+        c2 = rescore(c, replace(c.layer, workload=with_precision(w, p)), x.report.score, p)
         if c2.unit in matrix_units and c2.time_s < c.time_s * 0.95:
             text = (f"{c.precision} -> {p} moves this {c.layer.op_type} onto {c2.unit}: {fmt_time(c.time_s)} -> "
                     f"{fmt_time(c2.time_s)}")
@@ -218,7 +218,7 @@ def _misaligned_gemm(c: LayerCost, x: Ctx):
 def _retry(c: LayerCost, x: Ctx, n2: int, label: str):
     """Rescore this layer at output width ``n2``: (text with the time change, saving)."""
     w2 = c.layer.workload.with_width(n2)
-    c2 = score_layer(replace(c.layer, workload=w2), x.hw, x.settings.precision, runtime=x.settings.runtime)
+    c2 = rescore(c, replace(c.layer, workload=w2), x.report.score, x.settings.precision)
     delta = c2.time_s - c.time_s
     sign = "+" if delta >= 0 else "-"
     return (f"{label}: {sign}{fmt_time(abs(delta))} ({fmt_time(c.time_s)} -> {fmt_time(c2.time_s)})", -delta)

@@ -117,6 +117,8 @@ class Score:
     input_transfer_s: float
     totals: dict
     losses: dict[str, float]
+    footprint: int = 0  # bytes the network reads and writes per inference (weights + activations written)
+    weights_resident: bool = False  # whether its weights stay on chip between inferences
 
 
 def precision_of(w: Workload) -> str:
@@ -622,7 +624,24 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
         "throughput_per_s": (settings.batch or 1) / latency if latency > 0 else 0.0,
         "mean_occupancy": _weighted_occupancy(costs),
     }
-    return Score(board, settings, costs, input_bytes, t_in, totals, losses)
+    return Score(board, settings, costs, input_bytes, t_in, totals, losses, footprint, resident)
+
+
+def rescore(c: LayerCost, layer: Layer, sc: Score, precision: str | None) -> LayerCost:
+    """``layer``, a what-if variant of ``c``'s layer (another width, another precision), scored as ``c``
+    was in ``sc``: in the same network (its footprint, its weights' residency) and, on a GPU, after
+    the same wait for the host on the stream as ``c`` had (``_queue_on_stream``), so that the two
+    times differ by what the variant changes and nothing else. Fixes and ``dnnperf shapes`` use it."""
+    from dnnperf import gpu
+
+    hw = gpu.board_share(sc.hw, sc.settings.batch)[0]  # the dies the batch runs on (the profile elsewhere)
+    c2 = score_layer(layer, hw, precision, sc.weights_resident, sc.settings.runtime, sc.footprint)
+    if hw.kind == "gpu" and c.unit != "host" and c2.unit != "host":
+        t = c2.t_device + max(0.0, c.time_s - c.t_device)
+        if t != c2.time_s:
+            c2.losses["launch_overhead"] = max(0.0, c2.losses["launch_overhead"] + t - c2.time_s)
+            c2.time_s = t
+    return c2
 
 
 def _queue_on_stream(costs: list[LayerCost]) -> None:

@@ -357,3 +357,33 @@ def test_precision_what_if_keeps_every_workload_field():
     assert (h.family, h.macs, h.other_ops, h.parallel_work, h.gemm, h.launches, h.note, h.conv, h.row, h.pieces,
             h.subnormals) == (w.family, w.macs, w.other_ops, w.parallel_work, w.gemm, w.launches, w.note, w.conv,
                               w.row, w.pieces, w.subnormals)
+
+
+def test_a_what_if_rescores_a_layer_in_its_network():
+    # a variant identical to the layer must cost what the layer cost in the report: the same footprint
+    # and weight residency (a CPU's DRAM-read weights), the same wait for the host on a GPU's stream
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from dnnperf.scoring import rescore
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["memory"] = {"dram_gbs": 20, "onchip_mb": 1, "bandwidth_curve": {0.5: 100, 1: 100, 4: 30},
+                   "dram_measured_mb": 64}
+    d.update(memory_overlap=0.8, conv_weight_exposure=0.6)
+    cpu = profile_from_dict(d, "x")
+    insp = inspect_model(os.path.join(SAMPLES, "resnet50.onnx"), ShapeOverrides(batch=8))
+    for hw, settings in ((cpu, Settings(batch=8)), (load_profile("h200"), Settings(batch=8, precision="fp16"))):
+        sc = analyze(insp, hw, settings, with_fixes=False).score
+        matrix = [c for c in sc.layers if c.layer.workload.is_matrix]
+        assert matrix
+        for c in matrix:
+            assert rescore(c, c.layer, sc, settings.precision).time_s == pytest.approx(c.time_s, rel=1e-12)
+    # on that CPU the convolutions of this 127 MB network wait for part of their weights: rescored
+    # alone (no network around them) they would cost less
+    from dnnperf.scoring import score_layer
+
+    sc = analyze(insp, cpu, Settings(batch=8), with_fixes=False).score
+    convs = [c for c in sc.layers if c.layer.workload.family == "conv" and c.layer.workload.weight_bytes > 1e6]
+    assert any(score_layer(c.layer, cpu).time_s < c.time_s * 0.999 for c in convs)
