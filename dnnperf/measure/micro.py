@@ -5,15 +5,15 @@ Roles: ``peak`` (matrix throughput), ``dram`` / ``onchip`` (bandwidth; ``onchip`
 set to find the cache capacity), ``dispatch`` (per-op cost), ``host`` (a runtime's cost per op of
 shape arithmetic on symbolic input dims: an exported channel shuffle over a symbolic and a static dim),
 ``cold`` (weight streaming behind math), ``cold_conv`` (convolution weights read back from DRAM),
-``fixed`` (a family's fixed time per kernel: a chain of tiny
-ops), ``family`` (one op family's efficiency against the roofline), ``op`` (one slow elementwise
-op), ``kernel`` (a chain of the plain ops the runtime fuses into one kernel of its own), ``m_curve``
-(GEMMs with few rows), ``nk_curve`` (GEMMs thin in N and K: few channels), ``shape`` (depthwise, grouped and plain blocked convolutions, plain pooling, row
-norms, by shape: key ``<profile shape_efficiency key>:<x>``), ``probe``
+``fixed`` (a family's fixed time per kernel: a chain of tiny ops), ``family`` (one op family's
+efficiency against the roofline), ``op`` (one slow elementwise op), ``kernel`` (a chain of the plain
+ops the runtime fuses into one kernel of its own), ``m_curve`` (GEMMs with few rows), ``nk_curve``
+(GEMMs thin in N and K: few channels), ``shape`` (depthwise, grouped and plain blocked convolutions,
+plain pooling, row norms, by shape: key ``<profile shape_efficiency key>:<x>``), ``probe``
 (not timed: a depthwise convolution or a pool whose layout conversions, or their absence, show the
 runtime's channel alignment).
 
-Why one module of ~560 lines: it is a table; each entry's builder sits next to the constants that
+Why one module of ~600 lines: it is a table; each entry's builder sits next to the constants that
 size it, and calibrate reads them all as one list.
 """
 
