@@ -637,11 +637,18 @@ def rescore(c: LayerCost, layer: Layer, sc: Score, precision: str | None) -> Lay
     hw = gpu.board_share(sc.hw, sc.settings.batch)[0]  # the dies the batch runs on (the profile elsewhere)
     c2 = score_layer(layer, hw, precision, sc.weights_resident, sc.settings.runtime, sc.footprint)
     if hw.kind == "gpu" and c.unit != "host" and c2.unit != "host":
-        t = c2.t_device + max(0.0, c.time_s - c.t_device)
-        if t != c2.time_s:
-            c2.losses["launch_overhead"] = max(0.0, c2.losses["launch_overhead"] + t - c2.time_s)
-            c2.time_s = t
+        _retime(c2, c2.t_device + max(0.0, c.time_s - c.t_device))
     return c2
+
+
+def _retime(c: LayerCost, t: float) -> bool:
+    """Give ``c`` the time ``t`` it takes on the stream, the difference booked as launch overhead (the
+    device's wait for the host); whether anything changed."""
+    if t == c.time_s:
+        return False
+    c.losses["launch_overhead"] = max(0.0, c.losses["launch_overhead"] + t - c.time_s)
+    c.time_s = t
+    return True
 
 
 def _queue_on_stream(costs: list[LayerCost]) -> None:
@@ -654,9 +661,7 @@ def _queue_on_stream(costs: list[LayerCost]) -> None:
     live = [c for c in costs if c.time_s > 0]
     steps = rules.stream_timeline([0.0 if c.unit == "host" else c.t_device for c in live], [c.t_launch for c in live])
     for c, t in zip(live, steps):
-        if t != c.time_s:
-            c.losses["launch_overhead"] = max(0.0, c.losses["launch_overhead"] + t - c.time_s)
-            c.time_s = t
+        if _retime(c, t):
             c.cause = classify(c.losses, c.t_ideal, c.layer.workload.is_matrix)
 
 

@@ -167,7 +167,7 @@ def _matmul(name, m, k, n, role, key="", dtype=1):
 
 # a chain of 1 x 1 convolutions alternating between COLD_CONV channels on COLD_CONV_SIDE^2 pixels (a
 # ResNet's last stage), as many of them as it takes for their weights to be as large as the DRAM
-# measurement's working set (_dram_add): each run reads every filter back from DRAM, as a network
+# measurement's working set (dram_working_set): each run reads every filter back from DRAM, as a network
 # that outgrows the cache does; the share of those reads its math does not hide is
 # conv_weight_exposure. On this VM (2 threads): 302 us per convolution (a 4.2 MB filter set) with
 # 16.8 MB of weights in the chain, 370 us with 201 MB (the filters alone at the DRAM figure: 114 us),
@@ -181,8 +181,7 @@ def _cold_conv(quick: bool) -> Micro:
 
     big, small = COLD_CONV
     per = big * small * 4
-    target = _dram_add(quick).nbytes  # the working set the DRAM figure is measured at
-    n = -(-target // per)
+    n = -(-dram_working_set(quick) // per)
     n += n % 2  # an even count: the chain ends at the width it started with
     rng = np.random.default_rng(0)
     base = rng.standard_normal(big * small).astype(np.float32) * 0.01
@@ -209,13 +208,23 @@ def _peak_gemm(quick: bool) -> Micro:
     return _matmul("gemm_fp32", n, n, n, "peak")
 
 
+def _dram_elements(quick: bool) -> int:
+    """float32 elements of each operand of the DRAM measurement's Add."""
+    return (8 if quick else 16) * 1024 * 1024
+
+
+def dram_working_set(quick: bool) -> int:
+    """Bytes the DRAM measurement's Add moves per run (two operands read, one result written)."""
+    return 3 * 4 * _dram_elements(quick)
+
+
 def _dram_add(quick: bool) -> Micro:
     from onnx import helper
 
-    e = (8 if quick else 16) * 1024 * 1024
+    e = _dram_elements(quick)
     add = _model([helper.make_node("Add", ["a", "b"], ["y"])], [_vi("a", [e]), _vi("b", [e])], [_vi("y", None)])
     return Micro("bandwidth_add", add, {"a": np.ones(e, np.float32), "b": np.ones(e, np.float32)}, "dram",
-                 ops=e, nbytes=3 * 4 * e)
+                 ops=e, nbytes=dram_working_set(quick))
 
 
 def anchor_models(quick: bool) -> list[Micro]:
