@@ -165,6 +165,59 @@ def test_a_runtime_gelu_keeps_its_in_cache_pace_out_of_cache(tmp_path):
     assert gelu.t_memory < 0.5 * gelu.time_s
 
 
+def _silu_model(shape=(1, 64, 56, 56)):
+    # x -> Conv 1 x 1 -> c; c * Sigmoid(c) (SiLU) -> y
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv"), n("Sigmoid", ["c"], ["s"], name="sig"),
+             n("Mul", ["c", "s"], ["y"], name="mul")]
+    return model(nodes, [vi("x", list(shape))], [vi("y", None)], [weight("w", [shape[1], shape[1], 1, 1])])
+
+
+def test_silu_is_the_runtimes_quickgelu_kernel_on_a_cpu(tmp_path):
+    """x * Sigmoid(x) after a convolution: ONNX Runtime's CPU provider runs it as one QuickGelu kernel
+    (profiled, ORT 1.32: '<Sigmoid>/QuickGeluFusion/'); the convolution cannot take the Sigmoid (its
+    output has two readers). The kernel reads c once and writes y: 2 x 64 x 56 x 56 x 4 bytes; ORT's
+    kernel name maps back to it. A GPU profile keeps the pair a fused Sigmoid+Mul layer, as before."""
+    from dnnperf.measure.validate import map_kernels
+
+    path = save(_silu_model(), tmp_path)
+    insp = inspect_model(path)
+    rep = analyze(insp, load_profile("cpu-avx2"), Settings(fusion="typical"), with_fixes=False)
+    layers = [c.layer for c in rep.score.layers]
+    assert [(l.op_type, l.nodes) for l in layers] == [("Conv", ("conv",)), ("QuickGelu", ("sig", "mul"))]
+    w = layers[1].workload
+    assert (w.act_bytes_read, w.bytes_written) == (64 * 56 * 56 * 4, 64 * 56 * 56 * 4)
+    measured, unmatched = map_kernels({"conv": ("Conv", 30.0), "sig/QuickGeluFusion/": ("QuickGelu", 12.0)},
+                                      insp.graph, layers)
+    assert unmatched == {} and measured == {"conv": 30.0, "sig+mul": 12.0}
+    gpu = analyze(insp, load_profile("v100"), Settings(fusion="typical"), with_fixes=False)
+    assert [c.layer.op_type for c in gpu.score.layers] == ["Conv", "Sigmoid+Mul"]
+
+
+def test_a_quickgelu_keeps_its_calibrated_pace_at_any_size(tmp_path):
+    """A SiLU's sigmoid holds it at one pace per element: with op_efficiency QuickGelu 0.25 and 1 MB of
+    cache at 100 GB/s (50 GB/s at 0.25 MB, 20 GB/s from 4 MB), one over [1, 64, 64, 64] fp32 (1 MiB
+    in, 1 MiB out) takes 2,097,152 / 100e9 / 0.25 = 83.9 us plus one 2 us dispatch; one over
+    [1, 16, 64, 64] (a quarter of it, in cache, where the curve reads about 70 GB/s) 21.0 us plus 2:
+    the same pace per byte."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["memory"] = {"dram_gbs": 20, "onchip_mb": 1, "bandwidth_curve": {0.25: 50, 1: 100, 4: 20}}
+    d["op_efficiency"] = {"QuickGelu": 0.25}
+    hw = profile_from_dict(d, "x")
+    for ch, nbytes in ((64, 2_097_152), (16, 524_288)):
+        rep = analyze(inspect_model(save(_silu_model((1, ch, 64, 64)), tmp_path, f"silu{ch}.onnx")), hw,
+                      Settings(fusion="typical"), with_fixes=False)
+        silu = next(c for c in rep.score.layers if c.layer.op_type == "QuickGelu")
+        assert silu.layer.workload.act_bytes_read + silu.layer.workload.bytes_written == nbytes
+        assert silu.time_s == pytest.approx(nbytes / 100e9 / 0.25 + 2e-6, rel=1e-6)
+
+
 def test_a_layernorm_over_short_rows_takes_the_row_curve(tmp_path):
     """LayerNorm costs per row as well as per element: with shape_efficiency 'norm.row' {96: 0.1,
     768: 0.4} a LayerNorm over [1, 3136, 96] (row 96) runs at 0.1 of its roof, one over [1, 392, 768]

@@ -300,6 +300,14 @@ def micro_models(quick: bool) -> list[Micro]:
                      _model(skip, [_vi("x", [1, 128, 768]), _vi("r", [1, 128, 768])], [_vi("y", None)],
                             [_w("g", [768]), _w("b", [768])]),
                      {"x": xs, "r": xs.copy()}, "kernel", "SkipLayerNormalization"))
+    # x * Sigmoid(x) (SiLU), which the runtime makes a QuickGelu kernel of, over a map as a network's
+    # middle layers have it (64 x 56 x 56: 0.8 MB read, 0.8 MB written)
+    silu = []
+    for i in range(REPEAT):
+        x_in, x_out = ("x" if i == 0 else f"y{i - 1}"), ("y" if i == REPEAT - 1 else f"y{i}")
+        silu += [helper.make_node("Sigmoid", [x_in], [f"g{i}"]), helper.make_node("Mul", [x_in, f"g{i}"], [x_out])]
+    out.append(Micro("op_QuickGelu", _model(silu, [_vi("x", [1, 64, 56, 56])], [_vi("y", None)]),
+                     {"x": rng.standard_normal((1, 64, 56, 56)).astype(np.float32)}, "kernel", "QuickGelu"))
     chain = [helper.make_node("Relu", ["x" if i == 0 else f"t{i - 1}"], [f"t{i}" if i < 199 else "y"]) for i in range(200)]
     out.append(Micro("dispatch_200", _model(chain, [_vi("x", [1, 16])], [_vi("y", None)]),
                      {"x": np.ones((1, 16), np.float32)}, "dispatch", "200"))
