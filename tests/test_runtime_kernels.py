@@ -1,5 +1,6 @@
-"""ONNX Runtime's own CPU kernels for transformer patterns (dnnperf.fusion.runtime_kernel_groups):
-Gelu (an erf GELU), BiasGelu (a bias Add the product before it does not take, and the GELU) and
+"""ONNX Runtime's own CPU kernels for activation and transformer patterns
+(dnnperf.fusion.runtime_kernel_groups): QuickGelu (x * Sigmoid(x)), Gelu (an erf GELU), BiasGelu (a bias
+Add the product before it does not take, and the GELU) and
 SkipLayerNormalization (a residual Add and a LayerNormalization on 3-D tensors), separate from the
 MatMul before them on a CPU profile, which takes its own bias Add (a Gemm); GPU profiles keep fusing
 them as the MatMul's epilogue. Profiled on ORT 1.32, x86: MatMul [*, 3136, 384] + bias + erf GELU ran as
