@@ -463,6 +463,29 @@ def test_the_cache_knee_sits_in_the_middle_of_the_cliff():
     assert cache_knee([(1_000_000, 40.0), (2_000_000, 39.0)], 30.0) is None
 
 
+def test_a_sweep_without_a_cliff_says_its_cache_figure_is_uncertain():
+    """Two sweeps of an Intel VM whose 48 MB L3 is shared (GB/s at 0.79 to 50 MB, DRAM 24 GB/s): the
+    threshold is 0.6 of the best; in the first the 3.1 MB point (61.89) sits just under 0.6 x 105 = 63,
+    in the second the 6.3 MB one (54.84) just over 0.6 x 90.89 = 54.53. Moved 15% either way (0.69 and
+    0.51 of the best) the knee reads 1.6 or 3.1 MB, and 3.1 or 12.6 MB: the calibration records that
+    range and says so. The AMD VM's sweeps (the test above: cache points at 0.74-0.95 of the best, DRAM
+    ones at 0.33-0.37) have one knee whichever way: no range."""
+    from dnnperf.cli.measure import _knee_note
+    from dnnperf.measure.calibrate import cache_knee, knee_range
+
+    sizes = (786_432, 1_572_864, 3_145_728, 6_291_456, 12_582_912, 25_165_824, 50_331_648)
+    first = list(zip(sizes, (65.75, 105.0, 61.89, 52.88, 49.14, 39.6, 28.98)))
+    second = list(zip(sizes, (65.83, 90.89, 67.38, 54.84, 47.22, 39.19, 28.14)))
+    assert cache_knee(first, 24.23) == pytest.approx(1.572864)
+    assert knee_range(first, 24.23) == pytest.approx((1.572864, 3.145728))
+    assert cache_knee(second, 24.61) == pytest.approx(6.291456)
+    assert knee_range(second, 24.61) == pytest.approx((3.145728, 12.582912))
+    amd = list(zip(sizes[:5], (119.6, 170.6, 157.0, 56.8, 53.4)))
+    assert knee_range(amd, 30.0) is None
+    note = _knee_note(6.291, 3.146, 12.58)
+    assert "6.291 MB" in note and "3.146-12.58 MB" in note and "memory.onchip_mb" in note
+
+
 
 def test_the_grouped_curves_reach_the_last_stage_resolution():
     """Grouped convolutions are timed down to 7 x 7 (49 output pixels: RegNet's and ResNeXt's last

@@ -20,6 +20,13 @@ def _unsettled_note(rounds: int, spread: float) -> str:
             "figures are the medians so far (settled: false) — repeat on a quieter machine for figures that repeat")
 
 
+def _knee_note(chosen: float, lo: float, hi: float) -> str:
+    return (f"the cache size is uncertain on this machine: its bandwidth falls without a sharp cliff, so "
+            f"memory.onchip_mb ({chosen:g} MB) could as well read {lo:g}-{hi:g} MB, and which layers count as "
+            "in cache may change between calibrations (measured.cache_knee_range_mb; set memory.onchip_mb "
+            "by hand to pin it)")
+
+
 @command(app, "calibrate", kinds=("calibration",), default_format="yaml")
 def calibrate(
     output: Output = "profiles/local.yaml",
@@ -39,6 +46,8 @@ def calibrate(
         prof = run_calibrate(quick, threads, progress=tick, strict=not accept_noisy)
     m = prof["measured"]
     notes = [] if m["settled"] else [_unsettled_note(m["rounds"], m["spread_max"])]
+    if m.get("cache_knee_range_mb"):
+        notes.append(_knee_note(prof["memory"]["onchip_mb"], *m["cache_knee_range_mb"]))
     notes.append(f"wrote {output}: fp32 {prof['units'][0]['peak_tops']['fp32']} TOP/s, {prof['memory']['dram_gbs']} GB/s, "
                  f"dispatch {prof['launch_overhead_us']} us ({m['seconds']} s)")
     return Document("calibration", prof, notes=tuple(notes))

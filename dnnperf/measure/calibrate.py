@@ -74,13 +74,29 @@ def host_shape_ops(mb) -> int:
 KNEE_SHARE = 0.6
 
 
-def cache_knee(sweep: list[tuple[int, float]], dram_gbs: float) -> float | None:
+# how far a sweep point may sit from the knee's threshold before the choice is called uncertain: a
+# Xeon VM whose 48 MB L3 is shared put its points at 0.98-1.1 of it, and five calibrations read the
+# cache as 1.6, 6.3, 6.3, 12.6 and 12.6 MB (the AMD VM's cliff: cache points at 1.23-1.58 of it, DRAM
+# ones at 0.55-0.75)
+KNEE_MARGIN = 0.15
+
+
+def cache_knee(sweep: list[tuple[int, float]], dram_gbs: float, share: float = KNEE_SHARE) -> float | None:
     """The cache that matters, in MB: the largest working set of the bandwidth sweep ((bytes, GB/s),
-    ascending) that still streams at KNEE_SHARE of the sweep's best speed and well above DRAM;
+    ascending) that still streams at ``share`` of the sweep's best speed and well above DRAM;
     None when no point does (the caller falls back to the size the CPU reports)."""
     best = max(b for _, b in sweep)
-    fits = [n for n, b in sweep if b >= KNEE_SHARE * best and b > 1.5 * dram_gbs]
+    fits = [n for n, b in sweep if b >= share * best and b > 1.5 * dram_gbs]
     return max(fits) / 1e6 if fits else None
+
+
+def knee_range(sweep: list[tuple[int, float]], dram_gbs: float) -> tuple[float, float] | None:
+    """(smallest, largest) cache in MB the knee falls on when its threshold moves by KNEE_MARGIN either
+    way, when they differ: a sweep without a sharp cliff, whose cache figure can flip between
+    calibrations; None when the knee is the same (or absent) both ways."""
+    lo = cache_knee(sweep, dram_gbs, KNEE_SHARE * (1 + KNEE_MARGIN))
+    hi = cache_knee(sweep, dram_gbs, KNEE_SHARE * (1 - KNEE_MARGIN))
+    return (lo, hi) if lo is not None and hi is not None and lo != hi else None
 
 
 def _sig(x: float) -> float:
@@ -233,6 +249,8 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         "micro_benchmarks_s": {k: _sig(v) for k, v in sorted(times.items())},
         "cache_sweep_gbs": {f"{n / 1e6:g} MB": _sig(b) for n, b in sweep},
         "cache_reported_mb": _sig(reported_cache_mb()),
+        # present when the sweep has no sharp cliff: the cache figures the knee could also have read
+        **({"cache_knee_range_mb": [_sig(x) for x in knee_range(sweep, bw)]} if knee_range(sweep, bw) else {}),
         "layout_reorder_share": {k: _sig(v) for k, v in sorted(shares.items())},
         "cpu_layout": layout_basis,
     }
