@@ -143,6 +143,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
                    for mb in table if mb.role == "onchip")
     onchip_bw = max(b for _, b in sweep)
     cache_mb = cache_knee(sweep, bw) or reported_cache_mb()
+    knee_alt = knee_range(sweep, bw)  # no sharp cliff: the cache figures the knee could also have read
     n_threads = threads or os.cpu_count() or 1
     profile = {
         "schema": "dnnperf-hw/1",
@@ -249,8 +250,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         "micro_benchmarks_s": {k: _sig(v) for k, v in sorted(times.items())},
         "cache_sweep_gbs": {f"{n / 1e6:g} MB": _sig(b) for n, b in sweep},
         "cache_reported_mb": _sig(reported_cache_mb()),
-        # present when the sweep has no sharp cliff: the cache figures the knee could also have read
-        **({"cache_knee_range_mb": [_sig(x) for x in knee_range(sweep, bw)]} if knee_range(sweep, bw) else {}),
+        **({"cache_knee_range_mb": [_sig(x) for x in knee_alt]} if knee_alt else {}),
         "layout_reorder_share": {k: _sig(v) for k, v in sorted(shares.items())},
         "cpu_layout": layout_basis,
     }
