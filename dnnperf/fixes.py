@@ -366,14 +366,15 @@ def model_fixes(report, alternatives=()) -> list[dict]:
         if sc.settings.runtime == "eager":
             how = "capture a CUDA graph or use a fusing runtime" if hw.kind == "gpu" else \
                 "fuse them (a fusing runtime, --fusion typical)"
-            per = f"x {hw.launch_overhead_us:g} us" if not hw.kernel_fixed_us else \
-                f"x {hw.launch_overhead_us:g} us of dispatch plus each family's fixed time (kernel_fixed_us)"
-            text = f"{sc.totals['launches']} kernel launches {per} = {fmt_time(launches)} ({share}): {how}"
             if hw.kind == "gpu":  # the host runs ahead of the device: only part of its time shows
                 host_total = sc.totals["launches"] * hw.launch_overhead_us * 1e-6
                 text = (f"{sc.totals['launches']} kernel launches x {hw.launch_overhead_us:g} us of host time "
                         f"({fmt_time(host_total)}, partly hidden behind longer kernels): the device waits "
                         f"{fmt_time(launches)} on them and on short kernels' minimum time ({share}): {how}")
+            else:
+                per = f"x {hw.launch_overhead_us:g} us" if not hw.kernel_fixed_us else \
+                    f"x {hw.launch_overhead_us:g} us of dispatch plus each family's fixed time (kernel_fixed_us)"
+                text = f"{sc.totals['launches']} kernel launches {per} = {fmt_time(launches)} ({share}): {how}"
         else:  # no host cost per kernel here: what is left is each short kernel's minimum device time
             text = (f"{sc.totals['launches']} kernels, each at least its minimum device time: {fmt_time(launches)} "
                     f"({share}): fuse the short ones (--fusion typical, a fusing runtime)")

@@ -107,6 +107,18 @@ def _gemm_bias(graph: Graph, add, producer: dict, only_user) -> bool:
     return w is not None and w.shape is not None and len(w.shape) == 2 and _becomes_gemm(graph, mm)
 
 
+def _silu_gate(mul, node_of, sole_reader) -> str | None:
+    """The tensor s when ``mul`` computes x * s with s = Sigmoid(x) (SiLU / Swish) and
+    ``sole_reader(s)`` holds (``mul`` is the only reader of s); else None. ``node_of``: tensor ->
+    the node that produced it, or None."""
+    for i in mul.inputs:
+        sig = node_of(i) if i else None
+        if sig is not None and sig.op_type == "Sigmoid" and sig.inputs and sig.inputs[0] in mul.inputs \
+                and sole_reader(i):
+            return i
+    return None
+
+
 def runtime_kernel_groups(graph: Graph) -> list[tuple[str, list[str]]]:
     """(kernel, member node names in graph order) for each pattern ONNX Runtime's CPU provider runs
     as one kernel of its own (``RUNTIME_KERNELS``)."""
@@ -151,14 +163,12 @@ def runtime_kernel_groups(graph: Graph) -> list[tuple[str, list[str]]]:
                 continue  # a Gelu kernel, as the op already is
             members = [head, node]
             kernel = "BiasGelu"
-        elif node.op_type == "Mul" and len(node.inputs) == 2:
+        elif node.op_type == "Mul":
             # x * Sigmoid(x) (SiLU / Swish): ONNX Runtime's QuickGelu kernel (alpha 1)
-            sig = next((producer.get(i) for i in node.inputs if producer.get(i) is not None
-                        and producer[i].op_type == "Sigmoid"), None)
-            if sig is None or not sig.inputs or sig.inputs[0] not in node.inputs or sig.outputs[0] == sig.inputs[0] \
-                    or only_user(sig.outputs[0]) is not node:
+            gate = _silu_gate(node, producer.get, lambda t: only_user(t) is node)
+            if gate is None:
                 continue
-            members = [sig, node]
+            members = [producer[gate], node]
             kernel = "QuickGelu"
         elif node.op_type == "LayerNormalization" and node.inputs:
             res = producer.get(node.inputs[0])
@@ -243,12 +253,10 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 break
         if node.op_type == "Mul" and node.name not in out and row.workload is not None:
             # x * sigmoid(x) (SiLU / Swish): one kernel reads x once and writes the product
-            for i in node.inputs:
-                prod = produced.get(i)
-                if prod is not None and prod.node.op_type == "Sigmoid" and cons.get(i, 0) == 1 \
-                        and prod.node.inputs and prod.node.inputs[0] in node.inputs and prod.workload is not None:
-                    out[node.name] = (prod.node.name, i)
-                    break
+            gate = _silu_gate(node, lambda t: produced[t].node if t in produced else None,
+                              lambda t: cons.get(t, 0) == 1 and produced[t].workload is not None)
+            if gate is not None:
+                out[node.name] = (produced[gate].node.name, gate)
         for o in node.outputs:
             if o:
                 produced[o] = row
