@@ -116,6 +116,9 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     sub = _subnormal_note(insp, hw, sc)
     if sub:
         notes.append(sub)
+    uncal = _uncalibrated_kernels_note(hw, sc)
+    if uncal:
+        notes.append(uncal)
     alt = {settings.fusion: sc.totals["latency_s"]}
     other = "typical" if settings.fusion == "none" else "none"
     alt[other] = _score(insp, hw, replace(settings, fusion=other)).totals["latency_s"]
@@ -146,6 +149,26 @@ def _subnormal_note(insp: Inspection, hw: HardwareProfile, sc: Score) -> str | N
     extra = sum(subnormal_time(c.layer.workload, hw) for c in sc.layers)
     return (f"{n:,} attention probabilities underflow to subnormal floats (an additive mask near -100 before a "
             f"Softmax): {fmt_time(extra)} of this estimate on {hw.name} (subnormal_ns, calibrated); {fix}")
+
+
+def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
+    """A calibrated CPU profile (one with a bandwidth curve) prices the runtime's own kernels
+    (``RUNTIME_KERNELS``) at their calibrated pace; a profile calibrated before one of them was timed
+    has no figure for it, and its layers take their family's figure instead: say so."""
+    from dnnperf.vocab import RUNTIME_KERNELS
+
+    if not hw.bandwidth_curve:
+        return None
+    missing: dict[str, int] = {}
+    for c in sc.layers:
+        op = c.layer.op_type
+        if op in RUNTIME_KERNELS and op not in hw.op_efficiency:
+            missing[op] = missing.get(op, 0) + 1
+    if not missing:
+        return None
+    which = ", ".join(f"{op} ({n} layer{'s' if n > 1 else ''})" for op, n in sorted(missing.items()))
+    return (f"{hw.name} has no calibrated figure for ONNX Runtime's {which}: costed at their op family's figure "
+            "instead (an assumption); run dnnperf calibrate again to measure them")
 
 
 def _upcasts(hw: HardwareProfile, precision: str | None) -> bool:

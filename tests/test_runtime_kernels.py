@@ -219,6 +219,28 @@ def test_a_quickgelu_keeps_its_calibrated_pace_at_any_size(tmp_path):
         assert silu.time_s == pytest.approx(nbytes / 100e9 / 0.25 + 2e-6, rel=1e-6)
 
 
+def test_a_calibration_without_a_runtime_kernels_figure_says_so(tmp_path):
+    """A calibrated profile (bandwidth curve) made before QuickGelu was timed prices the SiLU at the
+    elementwise family's figure: the report says so, naming the kernel and its layer count; with the
+    figure, or on a profile without a curve (a spec sheet), no such note."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    insp = inspect_model(save(_silu_model(), tmp_path))
+    spec = analyze(insp, profile_from_dict(d, "spec"), Settings(fusion="typical"), with_fixes=False)
+    d["memory"] = {"dram_gbs": 20, "onchip_mb": 1, "bandwidth_curve": {0.25: 50, 1: 100, 4: 20}}
+    old = analyze(insp, profile_from_dict(d, "old"), Settings(fusion="typical"), with_fixes=False)
+    d["op_efficiency"] = {"QuickGelu": 0.25}
+    new = analyze(insp, profile_from_dict(d, "new"), Settings(fusion="typical"), with_fixes=False)
+    said = [n for n in old.notes if "no calibrated figure" in n]
+    assert len(said) == 1 and "QuickGelu (1 layer)" in said[0] and "calibrate" in said[0]
+    assert not any("no calibrated figure" in n for n in spec.notes + new.notes)
+
+
 def test_a_layernorm_over_short_rows_takes_the_row_curve(tmp_path):
     """LayerNorm costs per row as well as per element: with shape_efficiency 'norm.row' {96: 0.1,
     768: 0.4} a LayerNorm over [1, 3136, 96] (row 96) runs at 0.1 of its roof, one over [1, 392, 768]
