@@ -28,7 +28,7 @@ from dnnperf.load.fold import Resolver, tensor_value
 from dnnperf.load.overrides import apply_overrides, batch_axes
 from dnnperf.load.read import (MAX_ELEMS, check_dims, check_domains, check_opset, is_shape_like, parse_model,
                                plain_attrs, read_model, read_model_bytes, short, static, type_shape)
-from dnnperf.load.topology import MAX_DEPTH, node_subgraphs, topo_order
+from dnnperf.load.topology import MAX_DEPTH, node_subgraphs, topo_order, views
 from dnnperf.load.weights import skeleton_of, skeletonize_inplace
 
 __all__ = ["load_graph", "resolve", "graph_from_model", "parse_model", "read_model", "read_model_bytes", "skeleton_of",
@@ -132,19 +132,14 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
                      "— pass real sizes with --input-shape NAME=AxBxC")
     check_domains(model, path)
     available = {i.name for i in g.input} | set(init_info)
-    stored = list(g.node)
+    stored = views(g.node)
     ordered = topo_order(stored, available)
-    if ordered is not stored:
-        index = {id(n): i for i, n in enumerate(stored)}
-        order = [index[id(n)] for n in ordered]
-    else:
-        order = None
     del g.value_info[:]  # stale entries could disagree with the user's dims
     res = fast.python_shapes(model, opset, ordered)
     if res is not None:  # every shape settled by the rules: ONNX's inference (and its registry) not needed
         inferred = model
     else:
-        inferred, ordered, res = _onnx_inference(model, path, opset, order)
+        inferred, res = _onnx_inference(model, path, opset, stored, ordered)
     ig = inferred.graph
     types = res.types
     for coll in (ig.input, ig.value_info, ig.output):
@@ -211,9 +206,10 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     )
 
 
-def _onnx_inference(model, path: str, opset: int, order: list | None):
-    """ONNX's own shape inference over ``model``: (the inferred copy, its nodes in execution order,
-    a Resolver seeded with nothing yet)."""
+def _onnx_inference(model, path: str, opset: int, stored: list, ordered: list):
+    """ONNX's own shape inference over ``model``: (the inferred copy, a Resolver over ``ordered``
+    seeded with nothing yet). ``stored``, the views of ``model``'s nodes in file order, are pointed
+    at the inferred copy's nodes (the same nodes, with control-flow bodies annotated by inference)."""
     import onnx
 
     try:
@@ -225,9 +221,12 @@ def _onnx_inference(model, path: str, opset: int, order: list | None):
         raise DnnperfError(f"'{path}' nests subgraphs too deeply for shape inference") from None
     except Exception as exc:
         raise DnnperfError(f"ONNX shape inference rejected '{path}': {short(exc)}") from None
-    inferred_nodes = list(inferred.graph.node)  # the same nodes, with subgraph bodies annotated by inference
-    ordered = inferred_nodes if order is None else [inferred_nodes[i] for i in order]
-    return inferred, ordered, Resolver(inferred, opset, ordered)
+    inferred_nodes = inferred.graph.node
+    if len(inferred_nodes) != len(stored):
+        raise DnnperfError(f"ONNX shape inference changed the node count of '{path}' — please report this model")
+    for view, node in zip(stored, inferred_nodes):
+        view.rebind(node)
+    return inferred, Resolver(inferred, opset, ordered)
 
 
 def _user_values(ov: ShapeOverrides, g, init_info, types, res, path: str) -> set[str]:
@@ -360,7 +359,7 @@ def _subgraph(g, outer_tensors, opset, path, depth: int, outer_inits: frozenset,
         tensors[init.name] = Tensor(init.name, tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
         inits.add(init.name)
     available = {i.name for i in g.input} | inits | set(outer_tensors)
-    ordered = topo_order(list(g.node), available, graph_name=f"subgraph '{g.name}'")
+    ordered = topo_order(views(g.node), available, graph_name=f"subgraph '{g.name}'")
     merged = dict(outer_tensors)
     merged.update(tensors)
     all_inits = frozenset(inits) | outer_inits

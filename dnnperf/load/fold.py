@@ -156,7 +156,7 @@ class Resolver:
         if not fold_size_ok(node.op_type, ins, limit):
             return None
         try:
-            outs = run_node(node, ins, self.opset_imports)
+            outs = run_node(node, ins, self.opset_imports, self.attrs(node))
         except Exception:
             return None
         for oname, arr in zip(node.output, outs):
@@ -213,7 +213,7 @@ class Resolver:
                 if v is not None:
                     in_data[i] = numpy_helper.from_array(np.asarray(v).astype(np.int64 if dtype == "int64" else np.int32), i)
         try:
-            res = shape_inference.infer_node_outputs(schema, node, in_types, in_data, None, self.opset_imports,
+            res = shape_inference.infer_node_outputs(schema, getattr(node, "proto", node), in_types, in_data, None, self.opset_imports,
                                                      self.ir_version)
         except Exception:
             res = {}
@@ -285,10 +285,12 @@ def _np_name(v) -> str:
             np.dtype(np.bool_): "bool"}.get(np.asarray(v).dtype, "float32")
 
 
-def run_node(node, ins, opset_imports):
-    """Evaluate one small node with numpy (common shape ops) or ONNX's reference evaluator."""
+def run_node(node, ins, opset_imports, attrs: dict | None = None):
+    """Evaluate one small node with numpy (common shape ops) or ONNX's reference evaluator.
+    ``attrs``: ``plain_attrs(node)`` when the caller has it already."""
     op = node.op_type
-    attrs = plain_attrs(node)
+    if attrs is None:
+        attrs = plain_attrs(node)
     ai = attrs.get
 
     if op == "Gather":
@@ -297,11 +299,16 @@ def run_node(node, ins, opset_imports):
         return [np.concatenate([np.atleast_1d(x) for x in ins], axis=ai("axis", 0))]
     if op == "Unsqueeze":
         axes = ins[1] if len(ins) > 1 and ins[1] is not None else ai("axes", [])
-        out = ins[0]
-        r = out.ndim + len(list(np.atleast_1d(axes)))
-        for ax in sorted(int(a) % r for a in np.atleast_1d(axes)):
-            out = np.expand_dims(out, ax)
-        return [out]
+        axes = [int(a) for a in np.asarray(axes).reshape(-1)]
+        x = ins[0]
+        r = x.ndim + len(axes)
+        new = sorted(a % r for a in axes)
+        if len(set(new)) != len(new):
+            raise ValueError("repeated Unsqueeze axis")
+        shape = list(x.shape)
+        for ax in new:
+            shape.insert(ax, 1)
+        return [x.reshape(shape)]
     if op in ("Add", "Sub", "Mul", "Equal", "Less", "Greater", "Max", "Min"):
         fn = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Equal": np.equal, "Less": np.less,
               "Greater": np.greater, "Max": np.maximum, "Min": np.minimum}[op]
@@ -326,12 +333,13 @@ def run_node(node, ins, opset_imports):
             sl[ax % data.ndim] = slice(st, en if abs(en) < 2**62 else None, sp)
         return [data[tuple(sl)]]
     if op == "ConstantOfShape":
-        from onnx import numpy_helper
-
         val = np.zeros(1, np.float32)
         for a in node.attribute:
             if a.name == "value":
-                val = numpy_helper.to_array(a.t).reshape(-1)
+                v = tensor_value(a.t)
+                if v is None:
+                    raise ValueError("unreadable ConstantOfShape value")
+                val = v.reshape(-1)
         return [np.full(tuple(int(x) for x in np.atleast_1d(ins[0])), val[0], dtype=val.dtype)]
     if op == "Range":
         return [np.arange(ins[0].item(), ins[1].item(), ins[2].item()).astype(ins[0].dtype)]
@@ -344,6 +352,16 @@ def run_node(node, ins, opset_imports):
         return [np.mod(ins[0], ins[1])]
     if op == "Transpose":
         return [np.transpose(ins[0], ai("perm", None))]
+    if op == "Not":
+        return [np.logical_not(ins[0])]
+    if op == "ScatterND" and ai("reduction", "none") == "none":
+        data, idx, upd = ins[0], ins[1].astype(np.int64), ins[2]
+        k = idx.shape[-1]
+        out = data.copy()
+        # one assignment for every index row, in order (a repeated row keeps its last update,
+        # as a loop over the rows would)
+        out[tuple(idx.reshape(-1, k).T)] = upd.reshape((-1,) + data.shape[k:])
+        return [out]
     if op == "Squeeze":
         axes = ins[1] if len(ins) > 1 and ins[1] is not None else ai("axes", None)
         if axes is None:

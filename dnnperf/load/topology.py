@@ -21,6 +21,35 @@ def node_subgraphs(n):
                 yield f"{a.name}[{k}]", g
 
 
+class NodeView:
+    """A NodeProto's names read once into plain Python (reading a repeated string field through the
+    protobuf runtime costs about a microsecond per element, and the loader walks every node several
+    times). It answers to the same field names as the proto (``op_type``, ``domain``, ``name``,
+    ``input``, ``output``, ``attribute``), so every loader step takes either; ``proto`` is the node
+    itself, for ONNX's own functions."""
+
+    __slots__ = ("op_type", "domain", "name", "input", "output", "attribute", "proto")
+
+    def __init__(self, n):
+        self.op_type = n.op_type
+        self.domain = n.domain
+        self.name = n.name
+        self.input = tuple(n.input[:])
+        self.output = tuple(n.output[:])
+        self.attribute = n.attribute
+        self.proto = n
+
+    def rebind(self, n) -> None:
+        """Point at ``n``, the same node in another copy of the model (ONNX's inferred one, whose
+        control-flow bodies carry the shapes inference found)."""
+        self.attribute = n.attribute
+        self.proto = n
+
+
+def views(nodes) -> list[NodeView]:
+    return [NodeView(n) for n in nodes]
+
+
 def walk_graphs(g, max_depth: int = 64, _depth: int = 0):
     """``g`` and every subgraph nested in its nodes, depth first, at most ``max_depth`` levels down."""
     yield g
