@@ -77,7 +77,7 @@ def _node(n, res: Resolver, types: dict, opset: int) -> bool:
         a = n.attribute[0] if len(n.attribute) == 1 else None
         if a is None or a.name != "value" or len(outs) != 1:
             return False
-        types[outs[0]] = (tuple(int(d) for d in a.t.dims), DTYPE_NAMES.get(a.t.data_type, "float32"))
+        types[outs[0]] = (tuple(a.t.dims), DTYPE_NAMES.get(a.t.data_type, "float32"))
         return True
     ins = [types.get(i) if i else None for i in n.input]
     if not ins or ins[0] is None or static(ins[0][0]) is None:

@@ -256,7 +256,7 @@ class Resolver:
             if o and d is not None:
                 old = types.get(o)
                 dtype = old[1] if old is not None and old[1] else (first[1] if first else "float32")
-                types[o] = (tuple(int(x) for x in d), dtype)
+                types[o] = (tuple(map(int, d)), dtype)
         return True
 
 

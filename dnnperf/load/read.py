@@ -192,20 +192,20 @@ def plain_attrs(n) -> dict:
     """A node's attributes as plain Python values: numbers, strings, lists; a tensor attribute as
     its dims (its data is never needed); graph-valued attributes are left to the subgraph builder."""
     out = {}
-    for a in n.attribute:
+    for a in n.attribute[:]:  # a slice of a repeated field is built in C; iterating it is not
         t = a.type
-        if t == _INT:
+        if t == _INTS:
+            out[a.name] = a.ints[:]
+        elif t == _INT:
             out[a.name] = a.i
         elif t == _FLOAT:
             out[a.name] = a.f
-        elif t == _INTS:
-            out[a.name] = list(a.ints)
         elif t == _STRING:
             out[a.name] = a.s.decode("utf-8", "replace")
         elif t == _FLOATS:
-            out[a.name] = list(a.floats)
+            out[a.name] = a.floats[:]
         elif t == _TENSOR:
-            out[a.name] = tuple(int(d) for d in a.t.dims)
+            out[a.name] = tuple(a.t.dims)
         elif t == _STRINGS:
             out[a.name] = [x.decode("utf-8", "replace") for x in a.strings]
     try:
