@@ -159,3 +159,38 @@ def test_a_declared_output_fixes_a_runtime_length_only_where_one_size_is_possibl
     insp = inspect_model(save(ambiguous, tmp_path, "amb.onnx"))
     assert insp.graph.tensors["r"].shape is None
     assert {r.node.op_type for r in insp.unscored()} == {"Cast", "Add"}
+
+
+def test_a_large_full_weight_file_is_read_without_its_payloads(tmp_path, monkeypatch):
+    """Above 4 MiB the reader jumps over weight payloads: it reads a small part of the file, the
+    shapes and MACs equal those of the same model in memory, and every cut of the file is refused."""
+    from dnnperf.load import read
+
+    # 64 x 4096 -> 4096 x 64 float32 weights: 2 x 1 MiB, plus a 3 MiB bias-like tensor in between
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [8, 4096])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [8, 4096])
+    rng = np.random.default_rng(0)
+    w1 = onnx.numpy_helper.from_array(rng.standard_normal((4096, 64)).astype(np.float32), "w1")
+    w2 = onnx.numpy_helper.from_array(rng.standard_normal((64, 4096)).astype(np.float32), "w2")
+    b = onnx.numpy_helper.from_array(rng.standard_normal((3, 1 << 18)).astype(np.float32), "unused")
+    shape = onnx.numpy_helper.from_array(np.array([8, 4096], np.int64), "shape")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("MatMul", ["h", "w2"], ["m"]),
+                           helper.make_node("Reshape", ["m", "shape"], ["y"])], "g", [x], [y], [w1, b, w2, shape])
+    p = save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path, "full.onnx")
+    size = os.path.getsize(p)
+    assert size > 5 * 2**20
+    read_bytes = []
+    real = read._FileBytes._read
+    monkeypatch.setattr(read._FileBytes, "_read", lambda self, start, n: read_bytes.append(n) or real(self, start, n))
+    totals = inspect_model(p).totals()
+    # two products: 8 x 4096 x 64 MACs each, by hand
+    assert totals["macs"] == 2 * 8 * 4096 * 64
+    assert sum(read_bytes) < 64 * 1024 * 5  # a few windows of headers, not the 5 MiB of payloads
+    graph = load_graph(p)
+    assert graph.tensors["w1"].shape == (4096, 64) and graph.values["shape"].tolist() == [8, 4096]
+    data = open(p, "rb").read()
+    for cut in (50, size // 3, size // 2, size - 9):
+        t = tmp_path / f"cut{cut}.onnx"
+        t.write_bytes(data[:cut])
+        with pytest.raises(DnnperfError, match="not a readable ONNX model|truncated"):
+            load_graph(str(t))
