@@ -88,7 +88,8 @@ def main() -> None:
     from bench_inspect import materialise
 
     try:
-        import onnx_tool  # noqa: F401
+        import onnx_tool  # noqa: F401 (only whether it is installed)
+
         have_tool = True
     except ImportError:
         have_tool = False
