@@ -101,12 +101,18 @@ def _mark_subnormals(graph: Graph, rows: list[Row]) -> None:
     MatMul that multiplies them (its left operand, through views) carry their count."""
     from dataclasses import replace
 
-    by_output = {o: r for r in rows for o in r.node.outputs if o}
-    users: dict[str, list[Row]] = {}
+    wanted = graph.subnormal
+    by_output: dict[str, Row] = {}  # the Softmaxes that write them
+    users: dict[str, list[Row]] = {}  # tensor -> views and MatMuls that take it as their first input
     for r in rows:
-        for i in dict.fromkeys(r.node.inputs):
-            if i:
-                users.setdefault(i, []).append(r)
+        node = r.node
+        op = node.op_type
+        if op == "Softmax":
+            for o in node.outputs:
+                if o in wanted:
+                    by_output[o] = r
+        elif (op == "MatMul" or op in _PASS_THROUGH) and node.inputs and node.inputs[0]:
+            users.setdefault(node.inputs[0], []).append(r)
     for tensor, n in graph.subnormal.items():
         sm = by_output.get(tensor)
         if sm is None or sm.workload is None:
@@ -116,9 +122,9 @@ def _mark_subnormals(graph: Graph, rows: list[Row]) -> None:
         while frontier:
             t = frontier.pop()
             for r in users.get(t, []):
-                if r.node.op_type in _PASS_THROUGH and r.node.inputs and r.node.inputs[0] == t:
+                if r.node.op_type in _PASS_THROUGH:
                     frontier.extend(o for o in r.node.outputs[:1] if o)
-                elif r.node.op_type == "MatMul" and r.node.inputs and r.node.inputs[0] == t and r.workload is not None:
+                elif r.workload is not None:  # a MatMul
                     r.workload = replace(r.workload, subnormals=n)
 
 

@@ -113,7 +113,8 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     from dnnperf.load.read import strip_payloads_inplace
 
     strip_payloads_inplace(model)  # no-op for files read by read_model; needed for in-memory models
-    axes = batch_axes(model, set(init_info))
+    stored = views(g.node)
+    axes = batch_axes(model, set(init_info), stored)
     notes = apply_overrides(model, overrides, path, set(init_info), axes)
     empty, real = [], 0
     for vi in g.input:
@@ -130,9 +131,8 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         name, dims = empty[0]
         notes.append(f"model input '{name}' has a zero-sized dimension {list(dims)}: there is no work to analyse "
                      "— pass real sizes with --input-shape NAME=AxBxC")
-    check_domains(model, path)
+    check_domains(model, path, stored)
     available = {i.name for i in g.input} | set(init_info)
-    stored = views(g.node)
     ordered = topo_order(stored, available)
     del g.value_info[:]  # stale entries could disagree with the user's dims
     res = fast.python_shapes(model, opset, ordered)
@@ -143,7 +143,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     ig = inferred.graph
     types = res.types
     for coll in (ig.input, ig.value_info, ig.output):
-        for vi in coll:
+        for vi in coll[:]:
             name = vi.name
             old = types.get(name)
             if old is None or static(old[0]) is None:
@@ -284,12 +284,23 @@ def _downstream(ordered, names: set[str]) -> set[str]:
 def constants_of(nodes: list[Node], known: set[str]) -> frozenset:
     """Weights, folded values, and every output computed only from them (runtimes fold those once)."""
     constants = set(known)
+    add = constants.add
     for node in nodes:
-        if node.inputs and not node.subgraphs and node.op_type not in NEVER_FOLDED \
-                and all(i in constants for i in node.inputs if i):
-            constants.update(o for o in node.outputs if o)
-        elif not node.inputs and node.op_type == "Constant":
-            constants.update(o for o in node.outputs if o)
+        ins = node.inputs
+        if ins:
+            if node.subgraphs or node.op_type in NEVER_FOLDED:
+                continue
+            for i in ins:
+                if i and i not in constants:
+                    break
+            else:
+                for o in node.outputs:
+                    if o:
+                        add(o)
+        elif node.op_type == "Constant":
+            for o in node.outputs:
+                if o:
+                    add(o)
     return frozenset(constants)
 
 

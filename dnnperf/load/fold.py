@@ -31,17 +31,21 @@ FOLDABLE = frozenset({
 
 def tensor_value(t) -> np.ndarray | None:
     """A TensorProto's value as numpy, or None when it is large (not a shape) or unreadable."""
+    dims = t.dims[:]
     n = 1
-    for d in t.dims:
+    for d in dims:
         n *= d
     if n > MAX_VALUE_ELEMS:
         return None
-    dt = _NP_DTYPES.get(t.data_type)
-    if dt is not None and t.raw_data and t.data_type not in (10,):
-        try:
-            return np.frombuffer(t.raw_data, dtype=dt).reshape(tuple(t.dims)).copy()
-        except ValueError:
-            return None
+    code = t.data_type
+    dt = _NP_DTYPES.get(code)
+    if dt is not None and code != 10:
+        raw = t.raw_data  # each read of the field copies it: once
+        if raw:
+            try:
+                return np.frombuffer(raw, dtype=dt).reshape(dims).copy()
+            except ValueError:
+                return None
     try:
         from onnx import numpy_helper
 

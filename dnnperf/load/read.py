@@ -121,12 +121,13 @@ def check_opset(model, path: str) -> int:
     return opset
 
 
-def check_domains(model, path) -> None:
-    """Every node's domain must be imported by the model (ONNX requires it)."""
+def check_domains(model, path, nodes=None) -> None:
+    """Every node's domain must be imported by the model (ONNX requires it). ``nodes``: the graph's
+    nodes (views) when the caller has them."""
     declared = {imp.domain or "" for imp in model.opset_import} | {"ai.onnx"}
     if "" in declared:
         declared.add("ai.onnx")
-    for n in model.graph.node:
+    for n in (model.graph.node if nodes is None else nodes):
         dom = n.domain or ""
         if dom not in declared:
             raise DnnperfError(
@@ -175,7 +176,7 @@ def type_shape(tp) -> tuple[tuple | None, str]:
     if not tt.HasField("shape"):
         return None, dtype
     dims = []
-    for d in tt.shape.dim:
+    for d in tt.shape.dim[:]:  # a slice is built in C; iterating the field is not
         v = d.dim_value
         if v:
             dims.append(v)
