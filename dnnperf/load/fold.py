@@ -91,6 +91,9 @@ class Resolver:
         self.opset_imports = list(model.opset_import)
         self.ir_version = model.ir_version
         self._attrs: dict[int, dict] = {}
+        from dnnperf.ops import shape_rule  # the contrib ops' rules, next to their costs
+
+        self._shape_rule = shape_rule
 
     def attrs(self, node) -> dict:
         """``plain_attrs(node)``, decoded once per node."""
@@ -178,9 +181,7 @@ class Resolver:
                     break
         else:
             return  # every output already resolved
-        from dnnperf.ops import shape_rule
-
-        contrib = shape_rule(op_key(node.domain, node.op_type))
+        contrib = self._shape_rule(op_key(node.domain, node.op_type))
         if node.domain not in ("", "ai.onnx") or contrib is not None:
             rule = contrib
             if rule is not None:

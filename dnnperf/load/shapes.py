@@ -36,7 +36,8 @@ def _bcast(*shapes) -> Dims | None:
 def _ints(v) -> list[int] | None:
     if v is None:
         return None
-    return [int(x) for x in np.asarray(v).reshape(-1)]
+    a = np.asarray(v).reshape(-1)
+    return a.tolist() if a.dtype.kind in "iu" else [int(x) for x in a.tolist()]
 
 
 def _same(attrs, dims, vals, opset):

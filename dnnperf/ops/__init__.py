@@ -158,9 +158,18 @@ def cost_node(graph: Graph, node: Node) -> Workload:
         values = graph.values
         constants = graph.constants  # values computed from a --value input are run-time work
         host = graph.host_shape
-        if host and node.outputs and all(o in values for o in node.outputs if o) \
-                and any(o in host for o in node.outputs if o):
-            if all(o in graph.host_removed for o in node.outputs if o):
+        on_host = False
+        if host:
+            for o in node.outputs:
+                if o:
+                    if o not in values:
+                        on_host = False
+                        break
+                    if o in host:
+                        on_host = True
+        if on_host:  # every output a folded value, one of them recomputed on the host
+            removed = graph.host_removed
+            if all(o in removed for o in node.outputs if o):
                 # a repeat of an earlier node, or a no-op cast: the runtime's optimiser removes it
                 return Workload(family="shape", dtype="int64", launches=0)
             # shape-vector arithmetic redone by the runtime every inference (dims symbolic in the
