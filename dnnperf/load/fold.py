@@ -218,7 +218,8 @@ class Resolver:
                 if v is not None:
                     in_data[i] = numpy_helper.from_array(np.asarray(v).astype(np.int64 if dtype == "int64" else np.int32), i)
         try:
-            res = shape_inference.infer_node_outputs(schema, getattr(node, "proto", node), in_types, in_data, None, self.opset_imports,
+            proto = getattr(node, "proto", node)  # a NodeView's node, for ONNX's own function
+            res = shape_inference.infer_node_outputs(schema, proto, in_types, in_data, None, self.opset_imports,
                                                      self.ir_version)
         except Exception:
             res = {}

@@ -47,6 +47,7 @@ class NodeView:
 
 
 def views(nodes) -> list[NodeView]:
+    """A ``NodeView`` of each node, in the order given."""
     return [NodeView(n) for n in nodes]
 
 
