@@ -56,7 +56,7 @@ def tensor_value(t) -> np.ndarray | None:
 
 def constant_value(node) -> np.ndarray | None:
     """The small value a Constant node holds (None when large or not numeric)."""
-    for a in node.attribute:
+    for a in node.attribute[:]:
         name = a.name
         if name == "value":
             return tensor_value(a.t)
@@ -116,14 +116,20 @@ class Resolver:
         values. With a ``store`` (the attention masks of ``dnnperf.load.masks``, evaluated with a
         larger limit) what this call computes beyond the folded shapes goes there instead: values
         the loader itself would not fold never reach its table. Weight payloads are never read."""
-        keep = self.values if store is None else store
         if not name:
             return None
-        if name in self.values:
-            return self.values[name]
-        if store is not None and name in store:
-            return store[name]
-        node = self.producer.get(name)
+        values = self.values
+        v = values.get(name)  # folded values are arrays, never None
+        if v is not None:
+            return v
+        if store is None:
+            keep = values
+        else:
+            keep = store
+            if name in store:
+                return store[name]
+        producer = self._producer if self._producer is not None else self.producer
+        node = producer.get(name)
         if node is None:
             # any tensor with a zero-sized static shape has a known value: it is empty
             t = self.types.get(name)

@@ -44,7 +44,12 @@ def shape_arithmetic(ir_nodes, res, inits: frozenset, dynamic: bool) -> tuple[se
                 continue
         if n.domain not in ("", "ai.onnx"):
             continue
-        runtime = (seed and bool(ins) and ins[0] not in inits) or any(get(i, False) for i in ins if i)
+        runtime = seed and bool(ins) and ins[0] not in inits
+        if not runtime:
+            for i in ins:
+                if i and get(i, False):
+                    runtime = True
+                    break
         outs = []
         for o in n.outputs:
             t = types.get(o) if o else None
