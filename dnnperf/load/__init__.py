@@ -225,7 +225,8 @@ def _onnx_inference(model, path: str, opset: int, stored: list, ordered: list):
     if len(inferred_nodes) != len(stored):
         raise DnnperfError(f"ONNX shape inference changed the node count of '{path}' — please report this model")
     for view, node in zip(stored, inferred_nodes):
-        view.rebind(node)
+        view.attribute = node.attribute
+        view.proto = node
     return inferred, Resolver(inferred, opset, ordered)
 
 

@@ -26,29 +26,30 @@ class NodeView:
     protobuf runtime costs about a microsecond per element, and the loader walks every node several
     times). It answers to the same field names as the proto (``op_type``, ``domain``, ``name``,
     ``input``, ``output``, ``attribute``), so every loader step takes either; ``proto`` is the node
-    itself, for ONNX's own functions."""
+    itself, for ONNX's own functions. Made by ``views``; after ONNX's inference the loader points
+    ``attribute`` and ``proto`` at the same node of the inferred copy (whose control-flow bodies carry
+    the shapes inference found)."""
 
     __slots__ = ("op_type", "domain", "name", "input", "output", "attribute", "proto")
 
-    def __init__(self, n):
-        self.op_type = n.op_type
-        self.domain = n.domain
-        self.name = n.name
-        self.input = tuple(n.input[:])
-        self.output = tuple(n.output[:])
-        self.attribute = n.attribute
-        self.proto = n
-
-    def rebind(self, n) -> None:
-        """Point at ``n``, the same node in another copy of the model (ONNX's inferred one, whose
-        control-flow bodies carry the shapes inference found)."""
-        self.attribute = n.attribute
-        self.proto = n
-
 
 def views(nodes) -> list[NodeView]:
-    """A ``NodeView`` of each node, in the order given."""
-    return [NodeView(n) for n in nodes]
+    """A ``NodeView`` of each node, in the order given (filled here rather than by an ``__init__``:
+    one Python call less per node, a third of the time on a 6,000-node graph)."""
+    out = []
+    append = out.append
+    new = NodeView.__new__
+    for n in nodes:
+        v = new(NodeView)
+        v.op_type = n.op_type
+        v.domain = n.domain
+        v.name = n.name
+        v.input = tuple(n.input[:])
+        v.output = tuple(n.output[:])
+        v.attribute = n.attribute
+        v.proto = n
+        append(v)
+    return out
 
 
 def walk_graphs(g, max_depth: int = 64, _depth: int = 0):
