@@ -8,13 +8,13 @@ from dnnperf.ir import ShapeOverrides
 from dnnperf.load.read import type_shape
 
 
-def batch_axes(model, weights: set[str], nodes=None) -> dict[str, int]:
+def batch_axes(model, weights: set[str], nodes) -> dict[str, int]:
     """Which dim of each model input is its batch: 0, except for inputs fed straight into a recurrent
     op with layout 0 (sequence-first: [seq, batch, features]), whose batch is dim 1. ``nodes``: the
-    graph's nodes (views) when the caller has them."""
+    main graph's nodes (NodeProtos or their views)."""
     axes = {}
     inputs = {i.name for i in model.graph.input if i.name not in weights}
-    for n in (model.graph.node if nodes is None else nodes):
+    for n in nodes:
         if n.op_type in ("LSTM", "GRU", "RNN") and n.domain in ("", "ai.onnx") and n.input and n.input[0] in inputs:
             layout = next((a.i for a in n.attribute if a.name == "layout"), 0)
             axes[n.input[0]] = 0 if layout else 1

@@ -121,13 +121,13 @@ def check_opset(model, path: str) -> int:
     return opset
 
 
-def check_domains(model, path, nodes=None) -> None:
-    """Every node's domain must be imported by the model (ONNX requires it). ``nodes``: the graph's
-    nodes (views) when the caller has them."""
+def check_domains(model, path, nodes) -> None:
+    """Every node's domain must be imported by the model (ONNX requires it). ``nodes``: the main
+    graph's nodes (NodeProtos or their views)."""
     declared = {imp.domain or "" for imp in model.opset_import} | {"ai.onnx"}
     if "" in declared:
         declared.add("ai.onnx")
-    for n in (model.graph.node if nodes is None else nodes):
+    for n in nodes:
         dom = n.domain or ""
         if dom not in declared:
             raise DnnperfError(
