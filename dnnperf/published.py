@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 
 from dnnperf.errors import DnnperfError
@@ -224,12 +225,32 @@ def records(kernels: list[Kernel], hw: HardwareProfile, data_label: str) -> list
     return out
 
 
+def _tokens(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", str(text).lower())
+
+
+def _runs(tokens: list[str]) -> set[str]:
+    """Every run of consecutive tokens, joined: "NVIDIA TITAN Xp" -> titan, titanxp, nvidiatitanxp, ..."""
+    return {"".join(tokens[i:j]) for i in range(len(tokens)) for j in range(i + 1, len(tokens) + 1)}
+
+
 def sheets_for(kernels: list[Kernel], hw: HardwareProfile) -> list[Kernel]:
-    """The kernels of the sheets measured on ``hw``'s GPU (matched by name in the sheet's GPU or
-    title); none when no sheet names it (never another GPU's measurements)."""
-    keys = {hw.name.lower().replace("-", ""), *hw.title.lower().replace("-", " ").split()}
-    return [k for k in kernels if hw.name.lower().replace("-", "") in k.gpu.lower().replace(" ", "").replace("-", "")
-            or any(w and w in k.gpu.lower().split() for w in keys if len(w) >= 2 and any(ch.isdigit() for ch in w))]
+    """The kernels of the sheets measured on ``hw``'s GPU; none when no sheet names it (never another
+    GPU's measurements). A sheet names the GPU when the profile's name is a run of whole words of the
+    sheet's GPU ("gtx1080ti" in "NVIDIA GeForce GTX 1080 Ti", but "titanxp" is not in "NVIDIA TITAN X
+    Pascal"), or when a model number of the profile's title (letters and digits: v100, t4) is a word
+    of it (form factors such as SXM2 or PCIe name no GPU)."""
+    name = "".join(_tokens(hw.name))
+    models = {t for t in _tokens(hw.title) if re.search(r"[a-z]", t) and re.search(r"[0-9]", t)
+              and not t.startswith(("sxm", "pcie", "gddr", "hbm", "lpddr", "ddr"))}
+    out, seen = [], {}
+    for k in kernels:
+        if k.gpu not in seen:
+            words = _tokens(k.gpu)
+            seen[k.gpu] = name in _runs(words) or bool(models & set(words))
+        if seen[k.gpu]:
+            out.append(k)
+    return out
 
 
 def default_data() -> str:

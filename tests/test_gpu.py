@@ -15,7 +15,7 @@ import pytest
 from dnnperf import gpu
 from dnnperf.api import analyze, inspect_model
 from dnnperf.hardware import load_profile
-from dnnperf.published import load_published, records, sheets_for, validate_published
+from dnnperf.published import load_published, predict, records, sheets_for, validate_published
 from dnnperf.scoring import Settings
 from helpers import SAMPLES, model, save, vi
 from onnx import helper
@@ -512,3 +512,34 @@ def test_a_misaligned_vocabulary_gets_the_padding_fix_and_graph_runs_no_host_lau
     # a captured graph has no host launch cost: the model-level fix speaks of kernels, not launches x us
     launch = [f for f in doc["model_fixes"] if f["id"] == "fewer_launches"]
     assert launch and "launches x" not in launch[0]["text"] and "minimum device time" in launch[0]["text"]
+
+
+# -- Pascal: a transfer check on spec-sheet profiles (never tuned on) --------------------------
+
+PASCAL = os.path.join(ROOT, "bench", "data", "deepbench-pascal-readme.json")
+SPEC = os.path.join(ROOT, "bench", "data", "spec-profiles")
+
+
+def test_a_sheet_belongs_to_the_gpu_it_names_in_whole_words():
+    kernels = load_published(PASCAL)
+    gpus = lambda name: {k.gpu for k in sheets_for(kernels, load_profile(os.path.join(SPEC, f"{name}.yaml")))}
+    # "titanxp" is a substring of "NVIDIA TITAN X Pascal" with its spaces taken out, not a run of its words
+    assert gpus("titanxp") == {"NVIDIA TITAN Xp"}
+    assert gpus("titanx-pascal") == {"NVIDIA TITAN X Pascal"}
+    assert gpus("gtx1080ti") == {"NVIDIA GeForce GTX 1080 Ti"}
+    # the P100 profile's title says SXM2, which names a form factor, not a GPU
+    assert gpus("p100") == {"NVIDIA Tesla P100"}
+    assert {k.gpu for k in sheets_for(load_published(DEEPBENCH), load_profile("v100"))} == {"NVIDIA V100"}
+
+
+def test_dp4a_int8_gemm_on_a_spec_sheet_pascal_profile():
+    """DeepBench's README: 35 x 700 x 2048 int8 in 50 us on a GTX 1080 Ti. cuBLAS's DP4A kernels
+    come in 128 x 128 tiles and larger and do not split K (both read off the T4): the 35 rows fill
+    one tile row, 700 columns six tiles, so six CTAs each run a whole 128 x 128 x 2048 K loop on one
+    SM: 33.5 M MACs at 45.4 / 2 / 28 = 0.81 TMAC/s per SM, 41 us of math before any efficiency."""
+    hw = load_profile(os.path.join(SPEC, "gtx1080ti.yaml"))
+    k = next(k for k in load_published(PASCAL) if k.dims == (35, 700, 2048))
+    t, cost = predict(k, hw)
+    assert cost.plan.split_k == 1 and cost.plan.ctas == 6
+    assert 128 * 128 * 2048 / (45.4e12 / 2 / 28) == pytest.approx(41.4e-6, rel=0.01)
+    assert 41.4e-6 <= t <= 1.25 * 50e-6 and t >= 50e-6 / 1.25
