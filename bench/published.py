@@ -3,7 +3,7 @@
     python bench/published.py [--data bench/data/deepbench-v100-t4.json] [--hw v100 --hw t4] [--worst 5]
     python bench/published.py --records   # the profiles' `validation:` blocks
 
-For each sheet (GPU x precision): median predicted/measured (all, GEMM, conv), the median error
+For each sheet (GPU x precision): median predicted/measured (all, GEMM, conv, elementwise), the median error
 factor (max of predicted/measured and its inverse), the share of kernels within 1.25x and 2x, the
 Spearman rank correlation, and the worst kernels with the cause dnnperf gives them. The held-out
 quarter of the kernels (never used to set a constant) is reported on its own line. The baseline of
@@ -26,10 +26,10 @@ from dnnperf.published import load_published, records, sheets_for, stats, valida
 def line(name: str, s: dict) -> str:
     if not s.get("kernels"):
         return f"{name:<44} (no kernels)"
-    g = s["median_ratio_gemm"]
-    c = s["median_ratio_conv"]
+    g, c, e = (s[f"median_ratio_{k}"] for k in ("gemm", "conv", "elementwise"))
     return (f"{name:<44} {s['kernels']:>4}  {s['median_ratio']:5.2f}x  {'-' if g is None else f'{g:.2f}x':>6} "
-            f"{'-' if c is None else f'{c:.2f}x':>6}  {s['median_error']:5.2f}x  {s['within_1_25'] * 100:5.1f}%  "
+            f"{'-' if c is None else f'{c:.2f}x':>6} {'-' if e is None else f'{e:.2f}x':>6}  {s['median_error']:5.2f}x  "
+            f"{s['within_1_25'] * 100:5.1f}%  "
             f"{s['within_2'] * 100:5.1f}%  {s['rho']:.3f}")
 
 
@@ -53,7 +53,7 @@ def main() -> None:
             print(f"# {hw.name}")
             print(yaml.safe_dump({"validation": recs}, sort_keys=False, width=200), end="")
         return
-    header = (f"{'sheet':<44} {'n':>4}  {'pred/meas':>6} {'GEMM':>6} {'conv':>6}  {'|err|':>6}  {'<=1.25x':>6}  "
+    header = (f"{'sheet':<44} {'n':>4}  {'pred/meas':>6} {'GEMM':>6} {'conv':>6} {'elem':>6}  {'|err|':>6}  {'<=1.25x':>6}  "
               f"{'<=2x':>6}  {'rho':>5}")
     print(header)
     every, held = [], []

@@ -23,7 +23,8 @@ from functools import lru_cache
 from math import ceil
 
 _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library_efficiency", "bandwidth_efficiency",
-           "split_k_min", "conv_split_k", "min_kernel_us", "graph_kernel_us", "k_step_cycles", "conv_k_step_cycles",
+           "stream_efficiency", "split_k_min", "conv_split_k", "min_kernel_us", "graph_kernel_us",
+           "graph_stream_kernel_us", "k_step_cycles", "conv_k_step_cycles",
            "k_step", "ctas_per_sm_tile", "winograd", "winograd_tile", "winograd_efficiency", "tensor_core_precisions",
            "conv_efficiency", "misaligned_efficiency", "misaligned_vector", "split_k_precisions", "reorder_kernels",
            "reorder_traffic", "sm_watts", "boost_clock_mhz", "l2_usable_fraction", "threads_per_sm",
@@ -49,10 +50,12 @@ class GpuLibrary:
     feed_ops_per_element: dict
     library_efficiency: dict
     bandwidth_efficiency: float
+    stream_efficiency: float  # the same for streaming (elementwise, reduction, data-movement) kernels
     split_k_min: int
     conv_split_k: bool
     min_kernel_us: float
     graph_kernel_us: float
+    graph_stream_kernel_us: float  # the shortest streaming kernel in a captured graph
     k_step_cycles: float
     conv_k_step_cycles: float  # the same for convolution kernels (implicit GEMM's gathered loads)
     k_step: dict
@@ -112,10 +115,12 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         feed_ops_per_element=dict(merged["feed_ops_per_element"]),
         library_efficiency=dict(merged["library_efficiency"]),
         bandwidth_efficiency=float(merged["bandwidth_efficiency"]),
+        stream_efficiency=float(merged["stream_efficiency"]),
         split_k_min=int(merged["split_k_min"]),
         conv_split_k=bool(merged["conv_split_k"]),
         min_kernel_us=float(merged["min_kernel_us"]),
         graph_kernel_us=float(merged["graph_kernel_us"]),
+        graph_stream_kernel_us=float(merged["graph_stream_kernel_us"]),
         k_step_cycles=float(merged["k_step_cycles"]),
         conv_k_step_cycles=float(merged["conv_k_step_cycles"]),
         k_step=dict(merged["k_step"]),

@@ -7,8 +7,10 @@ kernel (same dimensions; DeepBench lists some GEMMs twice, with A or B transpose
 then averaged geometrically) becomes a one-node graph, is scored on the matching profile, and its
 predicted kernel time (device time: the host's launch cost is not part of a published kernel time)
 is compared with the measured one. A sheet may say ``"runtime": "graph"`` (its kernels were timed in
-a CUDA graph replay: the shorter in-graph minimum kernel time applies), and a convolution may carry a
-``group`` (depthwise and grouped convolutions).
+a CUDA graph replay: the shorter in-graph minimum kernel time applies), a convolution may carry a
+``group`` (depthwise and grouped convolutions), and a sheet may list ``elementwise`` kernels (``op``,
+``elements``: a binary op reads two tensors of that many elements and writes a third, a unary op
+reads one and writes one).
 
 A deterministic quarter of the kernels (by a hash of their dimensions) is *held out*: the project's
 constants were never tuned on it, and the statistics are reported for it separately.
@@ -28,6 +30,9 @@ from dnnperf.files import require_file
 from dnnperf.hardware import HardwareProfile
 from dnnperf.ir import Graph, Node, Tensor
 
+# the elementwise ops a sheet may time, with their number of inputs (each of `elements` elements)
+ELEMENTWISE = {"Add": 2, "Sub": 2, "Mul": 2, "Div": 2, "Relu": 1, "Sigmoid": 1, "Tanh": 1, "Exp": 1, "Neg": 1,
+               "Abs": 1, "Sqrt": 1}
 _PRECISION = {"float": "fp32", "16 bit inputs": "fp16", "int8": "int8", "mixed precision": "int8", "fp16": "fp16",
               "half": "fp16", "fp32": "fp32", "bf16": "bf16", "tf32": "tf32"}
 
@@ -37,14 +42,17 @@ class Kernel:
     sheet: str
     gpu: str
     precision: str
-    kind: str  # gemm | conv
+    kind: str  # gemm | conv | elementwise
     dims: tuple  # gemm: (M, N, K); conv: (N, C, H, W, K, R, S, pad_h, pad_w, stride_h, stride_w[, group])
     measured_s: float
     held_out: bool
     runtime: str = "eager"  # how the sheet timed its kernels: "eager" (back to back from a stream), "graph"
+    op: str = ""  # elementwise: the ONNX op
 
     @property
     def label(self) -> str:
+        if self.kind == "elementwise":
+            return f"{self.op} of {self.dims[0]} elements"
         if self.kind == "gemm":
             return "gemm M={} N={} K={}".format(*self.dims)
         n, c, h, w, k, r, s, ph, pw, sh, sw = self.dims[:11]
@@ -106,17 +114,33 @@ def load_published(path: str) -> list[Kernel]:
                 raise DnnperfError(f"'{path}': sheet '{name}' has a conv without N, C, H, W, K, R, S, pads, strides "
                                    f"and fwd_ms (or a group that does not divide C and K): {c}") from None
             groups.setdefault(("conv", dims), []).append(ms)
+        for e in sh.get("elementwise", []) or []:
+            try:
+                op, n, ms = str(e["op"]), int(e["elements"]), float(e["ms"])
+                if op not in ELEMENTWISE or n <= 0:
+                    raise ValueError
+            except (KeyError, TypeError, ValueError):
+                raise DnnperfError(f"'{path}': sheet '{name}' has an elementwise kernel without op (one of "
+                                   f"{', '.join(ELEMENTWISE)}), a positive number of elements and ms: {e}") from None
+            groups.setdefault(("elementwise:" + op, (n,)), []).append(ms)
         for (kind, dims), times in groups.items():
             if any(t <= 0 or t != t for t in times):
                 raise DnnperfError(f"'{path}': sheet '{name}' has a non-positive time for {kind} {dims}")
             gm = math.exp(sum(math.log(t) for t in times) / len(times)) * 1e-3
-            out.append(Kernel(name, gpu, prec, kind, dims, gm, _held_out(kind, dims), runtime))
+            kind, _, op = kind.partition(":")
+            out.append(Kernel(name, gpu, prec, kind, dims, gm, _held_out(kind if not op else f"{kind}:{op}", dims),
+                              runtime, op))
     return out
 
 
 def kernel_graph(k: Kernel, dtype: str) -> tuple[Graph, Node]:
-    """The one-node graph of a kernel: MatMul [M, K] x weight [K, N], or Conv."""
-    if k.kind == "gemm":
+    """The one-node graph of a kernel: MatMul [M, K] x weight [K, N], Conv, or an elementwise op."""
+    if k.kind == "elementwise":
+        ins = ("a", "b")[:ELEMENTWISE[k.op]]
+        t = {x: Tensor(x, (k.dims[0],), dtype) for x in (*ins, "y")}
+        g = Graph("kernel", [], t, frozenset(), ins, ("y",), 17)
+        node = Node("op", k.op, "", ins, ("y",), {})
+    elif k.kind == "gemm":
         m, n, kk = k.dims
         t = {"a": Tensor("a", (m, kk), dtype), "b": Tensor("b", (kk, n), dtype), "y": Tensor("y", (m, n), dtype)}
         g = Graph("kernel", [], t, frozenset({"b"}), ("a",), ("y",), 17)
@@ -194,7 +218,7 @@ def stats(rows: list[dict]) -> dict:
         "within_2": sum(e <= 2.0 for e in err) / len(err),
         "rho": spearman([r["predicted_s"] for r in rows], [r["measured_s"] for r in rows]),
     }
-    for kind in ("gemm", "conv"):
+    for kind in ("gemm", "conv", "elementwise"):
         sub = [x for r, x in zip(rows, ratios) if r.get("kind") == kind]
         out[f"median_ratio_{kind}"] = _median(sub) if sub else None
     return out
@@ -284,6 +308,7 @@ def published_document(path: str, hw: HardwareProfile, worst: int = 10) -> dict:
 
 
 def _rounded(st: dict) -> dict:
-    keys = ("kernels", "median_ratio", "median_ratio_gemm", "median_ratio_conv", "median_error", "within_1_25",
+    keys = ("kernels", "median_ratio", "median_ratio_gemm", "median_ratio_conv", "median_ratio_elementwise",
+            "median_error", "within_1_25",
             "within_2", "rho")
     return {k: (round(st[k], 4) if isinstance(st.get(k), float) else st.get(k)) for k in keys}

@@ -402,9 +402,20 @@ def _extra_kernels(s: LayerState) -> int:
     return _reorders(s) + (1 if s.plan is not None and s.plan.split_k > 1 else 0)
 
 
+# kernels that stream their tensors with wide, independent, unit-stride loads: pointwise math, casts,
+# normalisations, softmax, pooling and reductions. Not data movement (a transpose or gather walks one
+# side with a stride), not resizing, not matrix work.
+_STREAMING = frozenset({"elementwise", "cast", "norm", "softmax", "pool", "reduce"})
+
+
+def _streaming(s: LayerState) -> bool:
+    return s.algorithm == "elementwise" and s.w.family in _STREAMING
+
+
 def _stream_bps(s: LayerState) -> float:
-    """DRAM bytes/s a streaming GPU kernel reaches (the quoted bandwidth x the library's efficiency)."""
-    return s.hw.dram_bps * s.lib.bandwidth_efficiency
+    """DRAM bytes/s a GPU kernel's traffic moves at: the quoted bandwidth x the library's efficiency
+    (``stream_efficiency`` for a streaming kernel, ``bandwidth_efficiency`` for the rest)."""
+    return s.hw.dram_bps * (s.lib.stream_efficiency if _streaming(s) else s.lib.bandwidth_efficiency)
 
 
 def _gpu_memory(s: LayerState) -> float:
@@ -435,12 +446,15 @@ def _gpu_launch(s: LayerState) -> float:
     the longer of the two. A captured graph or TensorRT launches the whole model once: no host cost
     per kernel, and a shorter device gap between kernels."""
     kernels = s.w.launches + _extra_kernels(s)
-    floor = s.lib.min_kernel_us if s.runtime == "eager" else s.lib.graph_kernel_us
+    floor = s.lib.min_kernel_us if s.runtime == "eager" else (
+        s.lib.graph_stream_kernel_us if _streaming(s) else s.lib.graph_kernel_us)
     n_re = _reorders(s)
     if n_re and s.lib.reorder_traffic:  # each reorder is a transpose of an activation through DRAM
-        bw = _stream_bps(s)
+        bw = s.hw.dram_bps * s.lib.bandwidth_efficiency  # a transpose does not stream
         t_re = sum(max(floor * 1e-6, b / bw) for b in _reorder_bytes(s, n_re))
         s.t_device = max(s.t, (kernels - n_re) * floor * 1e-6) + t_re
+    elif s.runtime != "eager" and _streaming(s):  # the graph's start of each kernel, then its transfer
+        s.t_device = s.t + kernels * floor * 1e-6
     else:
         s.t_device = max(s.t, kernels * floor * 1e-6)
     s.t_launch = rules.launch_time(kernels, s.hw.launch_overhead_us) if s.runtime == "eager" else 0.0
