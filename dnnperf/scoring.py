@@ -167,6 +167,7 @@ class LayerState:
     algorithm: str = ""
     plan: object = None
     misaligned: bool = False
+    padded: bool = False  # channels padded up to the tensor cores' vector (a profile without `alignment`)
     gain: float = 1.0  # the convolution algorithm's MAC reduction (Winograd)
     runtime: str = "eager"
     t_device: float = 0.0
@@ -285,11 +286,22 @@ def _gpu_unit(s: LayerState) -> float:
         units = tuple(u for u in units if gpu.unit_class(u.name) == "cuda_cores") or units
     # GEMM libraries pad any shape for the tensor cores; convolutions gather channel vectors that
     # must fill the unit's alignment (NHWC in multiples of 8 halves)
+    vec = int(lib.misaligned_vector.get(s.precision, 0))
+    if conv and matrix and vec and w.conv[0] < vec:
+        # a profile without a tensor-core `alignment` gets the library's rule (cuDNN 7.6.3 on): channels
+        # are padded up to whole 16-byte vectors (misaligned_vector), but fewer channels than one vector
+        # (the 1-3 channel stems) do not take the tensor cores at all
+        units = tuple(u for u in units if gpu.unit_class(u.name) != "tensor_cores" or u.alignment.get(s.precision))
     unit, run_prec, rate, _ = rules.pick_from(units, s.precision, matrix, w.gemm, check_alignment=conv)
     s.unit, s.unit_name, s.run_precision, s.rate = unit, unit.name, run_prec, rate
     tensor_ok = s.precision in allowed and any(
         gpu.unit_class(u.name) == "tensor_cores" and s.precision in u.peak_tops for u in hw.units)
-    s.misaligned = matrix and conv and tensor_ok and gpu.unit_class(unit.name) == "cuda_cores"
+    # a 16-bit or 8-bit convolution falls back to generic kernels that pad each pixel's channel vector;
+    # a tf32 one to the plain fp32 kernels
+    s.misaligned = matrix and conv and tensor_ok and gpu.unit_class(unit.name) == "cuda_cores" \
+        and run_prec in lib.misaligned_vector
+    s.padded = conv and gpu.unit_class(unit.name) == "tensor_cores" and not unit.alignment.get(run_prec) \
+        and bool(vec) and w.conv[0] % vec != 0
     s.algorithm = "elementwise" if not w.is_matrix else ("direct" if not matrix else "gemm")
     ops = w.ops
     if matrix and conv:
@@ -360,6 +372,9 @@ def _gpu_kernel_eff(s: LayerState) -> float:
         vec = int(lib.misaligned_vector.get(s.run_precision, 8))
         cin = w.conv[0]
         eff *= lib.misaligned_efficiency * cin / (ceil(cin / vec) * vec)
+    if s.padded:  # channels padded up to whole vectors do full work
+        vec = int(lib.misaligned_vector[s.run_precision])
+        eff *= w.conv[0] / (ceil(w.conv[0] / vec) * vec)
     if w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops:
         eff = min(eff, s.hw.unoptimized_efficiency)
     return eff

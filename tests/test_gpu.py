@@ -567,3 +567,20 @@ def test_streaming_kernels_on_hopper_against_the_h200_add_times(tmp_path):
                                                 "elementwise": [{"op": "Softmax", "elements": 8, "ms": 0.001}]}}}))
     r = run_cli("validate", "--published", str(bad), "--hw", "h200")
     assert r.exit_code == 2 and "elementwise" in r.output and "Traceback" not in r.output
+
+
+def test_tensor_core_convolutions_need_16_byte_channel_vectors_without_a_profile_alignment():
+    """The H200 profile gives its tensor cores no `alignment`: the library's rule applies (channels
+    padded up to 16-byte vectors of 8 halves or 4 tf32 values). A 3-channel stem has not one whole
+    vector: in fp16 it runs the generic CUDA-core kernels, in tf32 the plain fp32 ones (the H200
+    times N = 16 3 x 3 224 x 224 at 164 us in tf32 and 165 in fp32); 64 channels stay on the tensor
+    cores, and 12 are padded to 16 there (12 / 16 of the rate)."""
+    from dnnperf.published import Kernel
+
+    hw = load_profile("h200")
+    assert not any(u.alignment for u in hw.units)
+    stem = lambda p, c=3: predict(Kernel("s", "g", p, "conv", (16, c, 224, 224, 64, 3, 3, 1, 1, 1, 1), 1e-4, False), hw)
+    assert stem("fp16")[1].unit == "cuda_cores" and stem("tf32")[1].unit == "cuda_cores"
+    assert stem("tf32")[0] == pytest.approx(stem("fp32")[0])
+    assert stem("fp16", c=64)[1].unit == "tensor_cores" and stem("tf32", c=64)[1].unit == "tensor_cores"
+    assert stem("fp16", c=12)[1].unit == "tensor_cores"
