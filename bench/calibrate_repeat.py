@@ -3,7 +3,7 @@
     python bench/calibrate_repeat.py [--runs 3] [--quick] [--threads N]
 
 Prints, for the figures that moved most, their values in each run and max/min - 1; how many of all
-numeric figures agree within 5%; the rounds each run needed. A run that exits 3 ("too noisy") is
+numeric figures agree within 5%; the rounds each run needed. A run that exits 4 ("too busy") is
 reported as such. The baseline of every ratio is the first run's own figures.
 """
 

@@ -15,6 +15,7 @@ class DnnperfError(Exception):
 
 
 class TooNoisy(DnnperfError):
-    """Measurements that never settle: the machine is too busy to calibrate or validate on (exit 3)."""
+    """Measurements that never settle: the machine is too busy to calibrate or validate on (exit 4:
+    not a bug, not bad input; a script may wait and try again)."""
 
-    exit_code = 3
+    exit_code = 4

@@ -265,7 +265,7 @@ def test_protocol_settles_or_says_the_machine_is_too_noisy(monkeypatch):
     monkeypatch.setattr(ort_mod, "median_run", lambda sess, feeds, **kw: next(halving[sess]))
     with pytest.raises(TooNoisy, match="did not settle in 4 rounds") as exc:
         ort_mod.settled_times({"a": ("a", None)}, rounds_min=2, rounds_max=4, runs=1, budget_s=0)
-    assert exc.value.exit_code == 3
+    assert exc.value.exit_code == 4  # neither a bug (3) nor bad input (2)
     halving = {"a": iter([1.0 / 2 ** i for i in range(10)])}
     r = ort_mod.settled_times({"a": ("a", None)}, rounds_min=2, rounds_max=4, runs=1, budget_s=0, strict=False)
     assert not r["settled"] and r["times"]["a"] == (1.0 / 2 + 1.0 / 4) / 2  # the median of 1, 1/2, 1/4, 1/8
@@ -436,14 +436,14 @@ def test_a_machine_that_never_settles_exits_3_unless_noise_is_accepted(tmp_path,
     runner = CliRunner()
     out = tmp_path / "noisy.yaml"
     r = runner.invoke(app, ["calibrate", "--quick", "-o", str(out)])
-    assert r.exit_code == 3 and "did not settle" in r.output and not out.exists()
+    assert r.exit_code == 4 and "did not settle" in r.output and not out.exists()
     r = runner.invoke(app, ["calibrate", "--quick", "--accept-noisy", "-o", str(out)])
     assert r.exit_code == 0, r.output
     assert yaml.safe_load(out.read_text())["measured"]["settled"] is False
     assert "did not settle" in r.output and "settled: false" in r.output
     model = save(conv_model(8, 8, 8, 8, 3, pads=[1, 1, 1, 1]), tmp_path, "c.onnx")
     r = runner.invoke(app, ["validate", model, "--hw", str(out), "-f", "json", "--runs", "3"])
-    assert r.exit_code == 3 and "did not settle" in r.output
+    assert r.exit_code == 4 and "did not settle" in r.output
     r = runner.invoke(app, ["validate", model, "--hw", str(out), "-f", "json", "--runs", "3", "--accept-noisy"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)

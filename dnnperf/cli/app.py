@@ -12,7 +12,8 @@ that applies both are one contract; split, a command would import its options fr
 their meaning from another.
 
 Exit codes: 0 ok; 1 a gate or requirement failed (`check`, `compare` with a requirement nothing
-meets); 2 usage or input error (one line on stderr, nothing written); 3 internal error (a bug).
+meets); 2 usage or input error (one line on stderr, nothing written); 3 internal error (a bug); 4 the
+machine was too busy to measure on (`calibrate`, `validate`: try again when it is quieter).
 """
 
 
@@ -31,7 +32,8 @@ HELP = (
     "Explain why a DNN does not run at the quoted TOP/s: per-layer workloads, roofline, starvation, "
     "tile fit, launch and input-I/O rules, ranked bottlenecks with fixes.\n\n"
     "Convention: 1 MAC = one multiply + one add = 2 ops; TOP/s = 10^12 ops/s.\n\n"
-    "Exit codes: 0 ok, 1 a gate or requirement failed, 2 usage/input error, 3 internal error."
+    "Exit codes: 0 ok, 1 a gate or requirement failed, 2 usage/input error, 3 internal error, "
+    "4 machine too busy to measure on."
 )
 
 app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
@@ -382,7 +384,8 @@ def fail(msg: str, code: int = 2):
 
 
 def run(fn):
-    """Run a command body with the exit-code contract: 2 for bad input, 3 for bugs, no traceback."""
+    """Run a command body with the exit-code contract: 2 for bad input, 3 for bugs, 4 for a machine too
+    busy to measure on, no traceback."""
     try:
         return fn()
     except DnnperfError as exc:

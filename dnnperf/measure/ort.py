@@ -93,7 +93,7 @@ def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budge
     medians over time by a few percent). Rounds repeat until one more round moves no job's median by
     more than the tolerance (and at least ``rounds_min`` ran; ``settle_on``: only these jobs are
     waited for, the others are timed in the same rounds); after ``rounds_max`` rounds without
-    agreement the machine is too noisy (TooNoisy, exit 3), or, with ``strict=False`` (the test suite
+    agreement the machine is too noisy (TooNoisy, exit 4), or, with ``strict=False`` (the test suite
     on shared CI machines), the medians so far are returned marked ``settled: False``.
     ``timing``: {job: (runs, budget_s)} for jobs timed otherwise than ``runs`` / ``budget_s``
     (validate's anchors: as calibrate timed them, ``CAL_TIMING``), or (runs, budget_s, rounds) for a
