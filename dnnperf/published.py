@@ -94,43 +94,58 @@ def load_published(path: str) -> list[Kernel]:
         if runtime not in ("eager", "graph"):
             raise DnnperfError(f"'{path}': sheet '{name}' has runtime '{runtime}' (expected eager or graph)")
         groups: dict[tuple, list[float]] = {}
-        for g in sh.get("gemm", []) or []:
+        for g in _entries(path, name, sh, "gemm"):
             try:
                 key = ("gemm", (int(g["M"]), int(g["N"]), int(g["K"])))
                 ms = float(g["ms"])
-            except (KeyError, TypeError, ValueError):
-                raise DnnperfError(f"'{path}': sheet '{name}' has a GEMM without M, N, K and ms: {g}") from None
+                if min(key[1]) < 1:
+                    raise ValueError
+            except (KeyError, TypeError, ValueError, OverflowError):
+                raise DnnperfError(f"'{path}': sheet '{name}' has a GEMM without M, N, K (whole numbers >= 1) and ms: "
+                                   f"{g}") from None
             groups.setdefault(key, []).append(ms)
-        for c in sh.get("conv", []) or []:
+        for c in _entries(path, name, sh, "conv"):
             try:
                 dims = tuple(int(c[k]) for k in ("N", "C", "H", "W", "K", "R", "S", "pad_h", "pad_w", "stride_h", "stride_w"))
+                if min(dims[:7] + dims[9:]) < 1 or min(dims[7:9]) < 0 or dims[2] + 2 * dims[7] < dims[5] \
+                        or dims[3] + 2 * dims[8] < dims[6]:
+                    raise ValueError  # no output pixel (or no work)
                 group = int(c.get("group", 1))
                 if group != 1:  # depthwise / grouped (kept out of the tuple otherwise: the held-out hash stays)
                     if group <= 0 or dims[1] % group or dims[4] % group:
                         raise ValueError
                     dims += (group,)
                 ms = float(c["fwd_ms"])
-            except (KeyError, TypeError, ValueError):
-                raise DnnperfError(f"'{path}': sheet '{name}' has a conv without N, C, H, W, K, R, S, pads, strides "
-                                   f"and fwd_ms (or a group that does not divide C and K): {c}") from None
+            except (KeyError, TypeError, ValueError, OverflowError):
+                raise DnnperfError(f"'{path}': sheet '{name}' has a conv without N, C, H, W, K, R, S, strides (>= 1), "
+                                   f"pads (>= 0) that leave an output, and fwd_ms (or a group that does not divide C "
+                                   f"and K): {c}") from None
             groups.setdefault(("conv", dims), []).append(ms)
-        for e in sh.get("elementwise", []) or []:
+        for e in _entries(path, name, sh, "elementwise"):
             try:
                 op, n, ms = str(e["op"]), int(e["elements"]), float(e["ms"])
                 if op not in ELEMENTWISE or n <= 0:
                     raise ValueError
-            except (KeyError, TypeError, ValueError):
+            except (KeyError, TypeError, ValueError, OverflowError):
                 raise DnnperfError(f"'{path}': sheet '{name}' has an elementwise kernel without op (one of "
                                    f"{', '.join(ELEMENTWISE)}), a positive number of elements and ms: {e}") from None
             groups.setdefault(("elementwise:" + op, (n,)), []).append(ms)
         for (kind, dims), times in groups.items():
-            if any(t <= 0 or t != t for t in times):
-                raise DnnperfError(f"'{path}': sheet '{name}' has a non-positive time for {kind} {dims}")
+            if any(not (0 < t < math.inf) for t in times):
+                raise DnnperfError(f"'{path}': sheet '{name}' has a time that is not a positive number for {kind} {dims}")
             gm = math.exp(sum(math.log(t) for t in times) / len(times)) * 1e-3
             kind, _, op = kind.partition(":")
             out.append(Kernel(name, gpu, prec, kind, dims, gm, _held_out(kind if not op else f"{kind}:{op}", dims),
                               runtime, op))
     return out
+
+
+def _entries(path: str, sheet: str, sh: dict, key: str) -> list:
+    """A sheet's list of kernels of one kind (none when absent)."""
+    v = sh.get(key) or []
+    if not isinstance(v, list):
+        raise DnnperfError(f"'{path}': sheet '{sheet}': '{key}' must be a list of kernels, got {type(v).__name__}")
+    return v
 
 
 def kernel_graph(k: Kernel, dtype: str) -> tuple[Graph, Node]:

@@ -584,3 +584,22 @@ def test_tensor_core_convolutions_need_16_byte_channel_vectors_without_a_profile
     assert stem("tf32")[0] == pytest.approx(stem("fp32")[0])
     assert stem("fp16", c=64)[1].unit == "tensor_cores" and stem("tf32", c=64)[1].unit == "tensor_cores"
     assert stem("fp16", c=12)[1].unit == "tensor_cores"
+
+
+@pytest.mark.parametrize("entry", [
+    '"gemm": 5',  # not a list
+    '"elementwise": {"op": "Add"}',
+    '"gemm": [{"M": 0, "N": 1, "K": 1, "ms": 1}]',  # no work
+    '"gemm": [{"M": 1e400, "N": 1, "K": 1, "ms": 1}]',  # infinite
+    '"gemm": [{"M": 4, "N": 1, "K": 1, "ms": 1e400}]',
+    '"conv": [{"N": 1, "C": 1, "H": 5, "W": 5, "K": 1, "R": 3, "S": 3, "pad_h": 0, "pad_w": 0, "stride_h": 0, '
+    '"stride_w": 1, "fwd_ms": 1}]',  # stride 0
+    '"conv": [{"N": 1, "C": 1, "H": 1, "W": 1, "K": 1, "R": 3, "S": 3, "pad_h": 0, "pad_w": 0, "stride_h": 1, '
+    '"stride_w": 1, "fwd_ms": 1}]',  # a filter larger than the padded input: no output
+])
+def test_a_malformed_published_sheet_is_refused_in_one_line(tmp_path, entry):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"sheets": {"x": {"gpu": "NVIDIA H200", "precision": "fp16", %s}}}' % entry)
+    r = run_cli("validate", "--published", str(bad), "--hw", "h200")
+    assert r.exit_code == 2, r.output
+    assert "'x'" in r.output and "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
