@@ -50,7 +50,7 @@ class GpuLibrary:
     feed_ops_per_element: dict
     library_efficiency: dict
     bandwidth_efficiency: float
-    stream_efficiency: float  # the same for streaming (elementwise, reduction, data-movement) kernels
+    stream_efficiency: float  # the same for streaming kernels (pointwise, normalisation, softmax, pooling, reduction)
     split_k_min: int
     conv_split_k: bool
     min_kernel_us: float

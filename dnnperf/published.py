@@ -43,7 +43,8 @@ class Kernel:
     gpu: str
     precision: str
     kind: str  # gemm | conv | elementwise
-    dims: tuple  # gemm: (M, N, K); conv: (N, C, H, W, K, R, S, pad_h, pad_w, stride_h, stride_w[, group])
+    dims: tuple  # gemm: (M, N, K); conv: (N, C, H, W, K, R, S, pad_h, pad_w, stride_h, stride_w[, group]);
+    #              elementwise: (elements,)
     measured_s: float
     held_out: bool
     runtime: str = "eager"  # how the sheet timed its kernels: "eager" (back to back from a stream), "graph"

@@ -459,7 +459,8 @@ def _gpu_launch(s: LayerState) -> float:
     activations (``reorder_traffic``) take their bytes' time at streaming bandwidth. An eager framework also pays
     its per-kernel host cost (launch_overhead_us), which runs ahead of the device: the layer takes
     the longer of the two. A captured graph or TensorRT launches the whole model once: no host cost
-    per kernel, and a shorter device gap between kernels."""
+    per kernel, and a shorter device gap between kernels; there a streaming kernel's start
+    (``graph_stream_kernel_us``) comes before its transfer rather than hiding under it."""
     kernels = s.w.launches + _extra_kernels(s)
     floor = s.lib.min_kernel_us if s.runtime == "eager" else (
         s.lib.graph_stream_kernel_us if _streaming(s) else s.lib.graph_kernel_us)

@@ -397,13 +397,14 @@ def _published(doc) -> list:
         return "-" if v is None else f"{v:.2f}x"
 
     rows = [[r["set"], str(r["kernels"]), x(r["median_ratio"]), x(r["median_ratio_gemm"]), x(r["median_ratio_conv"]),
-             x(r.get("median_ratio_elementwise")), x(r["median_error"]), pct(r["within_1_25"]), pct(r["within_2"]), f"{r['rho']:.3f}"]
+             x(r.get("median_ratio_elementwise")), x(r["median_error"]), pct(r["within_1_25"]), pct(r["within_2"]),
+             f"{r['rho']:.3f}"]
             for r in d["rows"] if r.get("kernels")]
     worst = [[r["kernel"], r["precision"], t(r["predicted_s"]), t(r["measured_s"]), f"{r['ratio']:.2f}x", r["cause"]]
              for r in d["worst"]]
     return [Tab(f"{d['hardware']} against published kernel times ({d['data']})",
-                ["set", "kernels", "pred/meas", "GEMM", "conv", "elementwise", "median error", "<=1.25x", "<=2x", "rank rho"], rows,
-                notes=[d["convention"]]),
+                ["set", "kernels", "pred/meas", "GEMM", "conv", "elementwise", "median error", "<=1.25x", "<=2x",
+                 "rank rho"], rows, notes=[d["convention"]]),
             Tab("Worst kernels", ["kernel", "precision", "predicted", "measured", "ratio", "cause"], worst, left=(0, 1, 5))]
 
 
