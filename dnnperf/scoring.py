@@ -285,12 +285,13 @@ def _gpu_unit(s: LayerState) -> float:
     if w.is_matrix and s.precision not in allowed:
         units = tuple(u for u in units if gpu.unit_class(u.name) == "cuda_cores") or units
     # GEMM libraries pad any shape for the tensor cores; convolutions gather channel vectors that
-    # must fill the unit's alignment (NHWC in multiples of 8 halves)
-    vec = int(lib.misaligned_vector.get(s.precision, 0))
+    # must fill the unit's alignment (NHWC in multiples of 8 halves). A profile without a tensor-core
+    # `alignment` gets the library's rule (cuDNN 7.6.3 on): an ungrouped
+    # convolution's channels are padded up to whole 16-byte vectors (misaligned_vector), but fewer channels
+    # than one vector (the 1-3 channel stems) do not take the tensor cores at all. Grouped kernels pack
+    # several groups into a vector (H200: 4-channel groups of 32 at 0.6-1.25x on the tensor cores).
+    vec = int(lib.misaligned_vector.get(s.precision, 0)) if w.family == "conv" else 0
     if conv and matrix and vec and w.conv[0] < vec:
-        # a profile without a tensor-core `alignment` gets the library's rule (cuDNN 7.6.3 on): channels
-        # are padded up to whole 16-byte vectors (misaligned_vector), but fewer channels than one vector
-        # (the 1-3 channel stems) do not take the tensor cores at all
         units = tuple(u for u in units if gpu.unit_class(u.name) != "tensor_cores" or u.alignment.get(s.precision))
     unit, run_prec, rate, _ = rules.pick_from(units, s.precision, matrix, w.gemm, check_alignment=conv)
     s.unit, s.unit_name, s.run_precision, s.rate = unit, unit.name, run_prec, rate

@@ -584,6 +584,9 @@ def test_tensor_core_convolutions_need_16_byte_channel_vectors_without_a_profile
     assert stem("tf32")[0] == pytest.approx(stem("fp32")[0])
     assert stem("fp16", c=64)[1].unit == "tensor_cores" and stem("tf32", c=64)[1].unit == "tensor_cores"
     assert stem("fp16", c=12)[1].unit == "tensor_cores"
+    # grouped kernels pack several groups into a vector: 4-channel groups stay on the tensor cores
+    grouped = Kernel("s", "g", "fp16", "conv", (8, 128, 56, 56, 128, 3, 3, 1, 1, 1, 1, 32), 1e-4, False)
+    assert predict(grouped, hw)[1].unit == "tensor_cores"
 
 
 @pytest.mark.parametrize("entry", [
