@@ -26,7 +26,8 @@ _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library
            "stream_efficiency", "split_k_min", "conv_split_k", "min_kernel_us", "graph_kernel_us",
            "graph_stream_kernel_us", "k_step_cycles", "conv_k_step_cycles",
            "k_step", "ctas_per_sm_tile", "winograd", "winograd_tile", "winograd_efficiency", "tensor_core_precisions",
-           "conv_efficiency", "misaligned_efficiency", "misaligned_vector", "split_k_precisions", "reorder_kernels",
+           "conv_efficiency", "misaligned_efficiency", "misaligned_vector", "split_k_precisions",
+           "conv_split_k_precisions", "reorder_kernels",
            "reorder_traffic", "sm_watts", "boost_clock_mhz", "l2_usable_fraction", "threads_per_sm",
            "l2_bandwidth_factor", "gemv_max", "gemv_precisions", "dies", "gemm_alignment_bytes",
            "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_efficiency", "matrix_overlap", "unverified")
@@ -53,6 +54,7 @@ class GpuLibrary:
     stream_efficiency: float  # the same for streaming kernels (pointwise, normalisation, softmax, pooling, reduction)
     split_k_min: int
     conv_split_k: bool
+    conv_split_k_precisions: tuple  # precisions whose convolution kernels split K (default split_k_precisions)
     min_kernel_us: float
     graph_kernel_us: float
     graph_stream_kernel_us: float  # the shortest streaming kernel in a captured graph
@@ -118,6 +120,7 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         stream_efficiency=float(merged["stream_efficiency"]),
         split_k_min=int(merged["split_k_min"]),
         conv_split_k=bool(merged["conv_split_k"]),
+        conv_split_k_precisions=tuple(merged.get("conv_split_k_precisions") or merged["split_k_precisions"]),
         min_kernel_us=float(merged["min_kernel_us"]),
         graph_kernel_us=float(merged["graph_kernel_us"]),
         graph_stream_kernel_us=float(merged["graph_stream_kernel_us"]),

@@ -578,7 +578,7 @@ _GPU_INT = frozenset({"split_k_min", "ctas_per_sm_tile", "winograd_tile", "threa
                       "gemm_alignment_bytes", "gemm_word_bytes"})
 _GPU_NUMBER_MAPS = {"feed_ops_per_element": None, "k_step": None, "misaligned_vector": None, "sm_watts": None,
                     "reorder_kernels": None, "library_efficiency": 1.0, "depthwise_efficiency": 1.0}
-_GPU_STRING_LISTS = frozenset({"split_k_precisions", "gemv_precisions"})
+_GPU_STRING_LISTS = frozenset({"split_k_precisions", "conv_split_k_precisions", "gemv_precisions"})
 
 
 def _tile_list(v, where: str) -> None:

@@ -606,3 +606,19 @@ def test_a_malformed_published_sheet_is_refused_in_one_line(tmp_path, entry):
     r = run_cli("validate", "--published", str(bad), "--hw", "h200")
     assert r.exit_code == 2, r.output
     assert "'x'" in r.output and "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_hopper_fp32_convolutions_do_not_split_k():
+    """bench/data/h200-kernels.json: at batch 1 cuDNN 9's fp32 3 x 3 convolutions with 512 channels
+    take 107.3 us at 7 x 7 and 107.4 us at 14 x 14 (one K loop of 4,608 whatever the output), with 128
+    channels 29.0-29.1 us at 14 x 14 / 27 x 27 / 28 x 28. No split-K: the estimate does not depend on
+    the output size while one wave holds it; fp16 of the same shape still splits K."""
+    from dnnperf.published import Kernel
+
+    hw = load_profile("h200")
+    conv = lambda p, c, hw_, k: predict(Kernel("s", "g", p, "conv", (1, c, hw_, hw_, k, 3, 3, 1, 1, 1, 1), 1e-4, False), hw)
+    small, big = conv("fp32", 512, 7, 512), conv("fp32", 512, 14, 512)
+    assert small[1].plan.split_k == 1 and big[1].plan.split_k == 1
+    assert small[0] == pytest.approx(big[0], rel=0.05)
+    assert conv("fp32", 128, 14, 256)[0] == pytest.approx(conv("fp32", 128, 28, 128)[0], rel=0.05)
+    assert conv("fp16", 512, 7, 512)[1].plan.split_k > 1
