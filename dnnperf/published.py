@@ -133,7 +133,8 @@ def load_published(path: str) -> list[Kernel]:
             groups.setdefault(("elementwise:" + op, (n,)), []).append(ms)
         for (kind, dims), times in groups.items():
             if any(not (0 < t < math.inf) for t in times):
-                raise DnnperfError(f"'{path}': sheet '{name}' has a time that is not a positive number for {kind} {dims}")
+                raise DnnperfError(f"'{path}': sheet '{name}' has a time that is not a positive number for "
+                                   f"{kind} {dims}")
             gm = math.exp(sum(math.log(t) for t in times) / len(times)) * 1e-3
             kind, _, op = kind.partition(":")
             out.append(Kernel(name, gpu, prec, kind, dims, gm, _held_out(kind if not op else f"{kind}:{op}", dims),

@@ -330,8 +330,8 @@ def _gpu_waves(s: LayerState) -> float:
         g = w.gemm
         s.plan = gpu.plan_gemm(g.m, g.n, g.k, g.count, hw.compute_units, s.lib, gpu.unit_class(s.unit_name), s.rate,
                                gpu.clock_hz(hw, s.lib), s.run_precision,
-                               split_k=s.run_precision in s.lib.split_k_precisions if s.algorithm == "gemm" else
-                               s.lib.conv_split_k and s.run_precision in s.lib.conv_split_k_precisions,
+                               split_k=(s.run_precision in s.lib.split_k_precisions if s.algorithm == "gemm" else
+                                        s.lib.conv_split_k and s.run_precision in s.lib.conv_split_k_precisions),
                                gemv=s.algorithm == "gemm",
                                tiles=None if s.algorithm == "gemm" else s.lib.conv_tiles.get(gpu.unit_class(s.unit_name)),
                                step_cycles=s.lib.conv_k_step_cycles if s.algorithm != "gemm" and not _pointwise(w) else None)

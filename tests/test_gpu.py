@@ -548,8 +548,9 @@ def test_dp4a_int8_gemm_on_a_spec_sheet_pascal_profile():
 def test_streaming_kernels_on_hopper_against_the_h200_add_times(tmp_path):
     """bench/data/h200-kernels.json times Add kernels in a CUDA graph replay. A streaming kernel
     starts in graph_stream_kernel_us (1.2) and then moves its bytes at stream_efficiency (0.9) of the
-    quoted 4.8 TB/s (from L2 when they fit): 268,435,456 fp32 elements read twice and written once are 3.22 GB, 745 us at
-    4.32 TB/s (published: 738 us); 4,096 elements take the start alone (published: 1.19 us)."""
+    quoted 4.8 TB/s (from L2 when they fit): 268,435,456 fp32 elements read twice and written once
+    are 3.22 GB, 745 us at 4.32 TB/s (published: 738 us); 4,096 elements take the start alone
+    (published: 1.19 us)."""
     hw = load_profile("h200")
     adds = {(k.precision, k.dims[0]): k for k in load_published(H200_KERNELS) if k.kind == "elementwise"}
     assert len(adds) == 18 and {k.op for k in adds.values()} == {"Add"}
@@ -616,7 +617,9 @@ def test_hopper_fp32_convolutions_do_not_split_k():
     from dnnperf.published import Kernel
 
     hw = load_profile("h200")
-    conv = lambda p, c, hw_, k: predict(Kernel("s", "g", p, "conv", (1, c, hw_, hw_, k, 3, 3, 1, 1, 1, 1), 1e-4, False), hw)
+    def conv(p, c, side, k):
+        return predict(Kernel("s", "g", p, "conv", (1, c, side, side, k, 3, 3, 1, 1, 1, 1), 1e-4, False), hw)
+
     small, big = conv("fp32", 512, 7, 512), conv("fp32", 512, 14, 512)
     assert small[1].plan.split_k == 1 and big[1].plan.split_k == 1
     assert small[0] == pytest.approx(big[0], rel=0.05)
