@@ -120,7 +120,8 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         stream_efficiency=float(merged["stream_efficiency"]),
         split_k_min=int(merged["split_k_min"]),
         conv_split_k=bool(merged["conv_split_k"]),
-        conv_split_k_precisions=tuple(merged.get("conv_split_k_precisions") or merged["split_k_precisions"]),
+        conv_split_k_precisions=tuple(merged["split_k_precisions"] if merged.get("conv_split_k_precisions") is None
+                                      else merged["conv_split_k_precisions"]),
         min_kernel_us=float(merged["min_kernel_us"]),
         graph_kernel_us=float(merged["graph_kernel_us"]),
         graph_stream_kernel_us=float(merged["graph_stream_kernel_us"]),

@@ -131,14 +131,13 @@ def load_published(path: str) -> list[Kernel]:
                 raise DnnperfError(f"'{path}': sheet '{name}' has an elementwise kernel without op (one of "
                                    f"{', '.join(ELEMENTWISE)}), a positive number of elements and ms: {e}") from None
             groups.setdefault(("elementwise:" + op, (n,)), []).append(ms)
-        for (kind, dims), times in groups.items():
+        for (key, dims), times in groups.items():
             if any(not (0 < t < math.inf) for t in times):
                 raise DnnperfError(f"'{path}': sheet '{name}' has a time that is not a positive number for "
-                                   f"{kind} {dims}")
+                                   f"{key} {dims}")
             gm = math.exp(sum(math.log(t) for t in times) / len(times)) * 1e-3
-            kind, _, op = kind.partition(":")
-            out.append(Kernel(name, gpu, prec, kind, dims, gm, _held_out(kind if not op else f"{kind}:{op}", dims),
-                              runtime, op))
+            kind, _, op = key.partition(":")  # "elementwise:Add"
+            out.append(Kernel(name, gpu, prec, kind, dims, gm, _held_out(key, dims), runtime, op))
     return out
 
 

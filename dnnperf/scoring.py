@@ -167,7 +167,7 @@ class LayerState:
     algorithm: str = ""
     plan: object = None
     misaligned: bool = False
-    padded: bool = False  # channels padded up to the tensor cores' vector (a profile without `alignment`)
+    pad_fill: float = 1.0  # useful share of channels padded up to the tensor cores' vector (no profile `alignment`)
     gain: float = 1.0  # the convolution algorithm's MAC reduction (Winograd)
     runtime: str = "eager"
     t_device: float = 0.0
@@ -286,10 +286,10 @@ def _gpu_unit(s: LayerState) -> float:
         units = tuple(u for u in units if gpu.unit_class(u.name) == "cuda_cores") or units
     # GEMM libraries pad any shape for the tensor cores; convolutions gather channel vectors that
     # must fill the unit's alignment (NHWC in multiples of 8 halves). A profile without a tensor-core
-    # `alignment` gets the library's rule (cuDNN 7.6.3 on): an ungrouped
-    # convolution's channels are padded up to whole 16-byte vectors (misaligned_vector), but fewer channels
-    # than one vector (the 1-3 channel stems) do not take the tensor cores at all. Grouped kernels pack
-    # several groups into a vector (H200: 4-channel groups of 32 at 0.6-1.25x on the tensor cores).
+    # `alignment` gets the library's rule (cuDNN 7.6.3 on): an ungrouped convolution's channels are
+    # padded up to whole 16-byte vectors (misaligned_vector), but fewer channels than one vector (the
+    # 1-3 channel stems) do not take the tensor cores at all. Grouped kernels pack several groups into a
+    # vector (H200: 4-channel groups of 32 at 0.6-1.25x on the tensor cores).
     vec = int(lib.misaligned_vector.get(s.precision, 0)) if w.family == "conv" else 0
     if conv and matrix and vec and w.conv[0] < vec:
         units = tuple(u for u in units if gpu.unit_class(u.name) != "tensor_cores" or u.alignment.get(s.precision))
@@ -301,8 +301,8 @@ def _gpu_unit(s: LayerState) -> float:
     # a tf32 one to the plain fp32 kernels
     s.misaligned = matrix and conv and tensor_ok and gpu.unit_class(unit.name) == "cuda_cores" \
         and run_prec in lib.misaligned_vector
-    s.padded = conv and gpu.unit_class(unit.name) == "tensor_cores" and not unit.alignment.get(run_prec) \
-        and bool(vec) and w.conv[0] % vec != 0
+    if conv and vec and gpu.unit_class(unit.name) == "tensor_cores" and not unit.alignment.get(run_prec):
+        s.pad_fill = w.conv[0] / (ceil(w.conv[0] / vec) * vec)  # the padding does full work
     s.algorithm = "elementwise" if not w.is_matrix else ("direct" if not matrix else "gemm")
     ops = w.ops
     if matrix and conv:
@@ -371,12 +371,10 @@ def _gpu_kernel_eff(s: LayerState) -> float:
             else s.run_precision
         eff = float(lib.depthwise_efficiency[key])
     if s.misaligned and w.conv:
-        vec = int(lib.misaligned_vector.get(s.run_precision, 8))
+        vec = int(lib.misaligned_vector[s.run_precision])
         cin = w.conv[0]
         eff *= lib.misaligned_efficiency * cin / (ceil(cin / vec) * vec)
-    if s.padded:  # channels padded up to whole vectors do full work
-        vec = int(lib.misaligned_vector[s.run_precision])
-        eff *= w.conv[0] / (ceil(w.conv[0] / vec) * vec)
+    eff *= s.pad_fill
     if w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops:
         eff = min(eff, s.hw.unoptimized_efficiency)
     return eff
@@ -468,7 +466,7 @@ def _gpu_launch(s: LayerState) -> float:
         s.lib.graph_stream_kernel_us if _streaming(s) else s.lib.graph_kernel_us)
     n_re = _reorders(s)
     if n_re and s.lib.reorder_traffic:  # each reorder is a transpose of an activation through DRAM
-        bw = s.hw.dram_bps * s.lib.bandwidth_efficiency  # a transpose does not stream
+        bw = _stream_bps(s)  # a convolution's layout reorder: a transpose, not a streaming kernel
         t_re = sum(max(floor * 1e-6, b / bw) for b in _reorder_bytes(s, n_re))
         s.t_device = max(s.t, (kernels - n_re) * floor * 1e-6) + t_re
     elif s.runtime != "eager" and _streaming(s):  # the graph's start of each kernel, then its transfer
