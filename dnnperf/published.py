@@ -10,7 +10,8 @@ is compared with the measured one. A sheet may say ``"runtime": "graph"`` (its k
 a CUDA graph replay: the shorter in-graph minimum kernel time applies), a convolution may carry a
 ``group`` (depthwise and grouped convolutions), and a sheet may list ``elementwise`` kernels (``op``,
 ``elements``: a binary op reads two tensors of that many elements and writes a third, a unary op
-reads one and writes one).
+reads one and writes one). Any other key in a sheet (but ``system``, ``source``, ``notes``) is refused:
+kernels of a kind this reader does not estimate are never dropped without a word.
 
 A deterministic quarter of the kernels (by a hash of their dimensions) is *held out*: the project's
 constants were never tuned on it, and the statistics are reported for it separately.
@@ -33,6 +34,8 @@ from dnnperf.ir import Graph, Node, Tensor
 # the elementwise ops a sheet may time, with their number of inputs (each of `elements` elements)
 ELEMENTWISE = {"Add": 2, "Sub": 2, "Mul": 2, "Div": 2, "Relu": 1, "Sigmoid": 1, "Tanh": 1, "Exp": 1, "Neg": 1,
                "Abs": 1, "Sqrt": 1}
+# what a sheet may hold: its kernels (gemm, conv, elementwise) and what describes them
+_SHEET_KEYS = frozenset({"gpu", "precision", "runtime", "system", "source", "notes", "gemm", "conv", "elementwise"})
 _PRECISION = {"float": "fp32", "16 bit inputs": "fp16", "int8": "int8", "mixed precision": "int8", "fp16": "fp16",
               "half": "fp16", "fp32": "fp32", "bf16": "bf16", "tf32": "tf32"}
 
@@ -89,6 +92,10 @@ def load_published(path: str) -> list[Kernel]:
     for name, sh in sheets.items():
         if not isinstance(sh, dict):
             raise DnnperfError(f"'{path}': sheet '{name}' is not an object")
+        unknown = sorted(set(sh) - _SHEET_KEYS)
+        if unknown:  # kernels of a kind this reader does not estimate would be dropped without a word
+            raise DnnperfError(f"'{path}': sheet '{name}' has '{unknown[0]}', which is not read (a sheet holds "
+                               f"{', '.join(sorted(_SHEET_KEYS))})")
         prec = sheet_precision(sh.get("precision", ""))
         gpu = str(sh.get("gpu", name))
         runtime = str(sh.get("runtime", "eager"))

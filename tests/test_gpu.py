@@ -592,6 +592,7 @@ def test_tensor_core_convolutions_need_16_byte_channel_vectors_without_a_profile
 
 @pytest.mark.parametrize("entry", [
     '"gemm": 5',  # not a list
+    '"bmm": [{"B": 8, "M": 64, "N": 64, "K": 64, "ms": 0.01}]',  # a kind of kernel not read: never dropped quietly
     '"elementwise": {"op": "Add"}',
     '"gemm": [{"M": 0, "N": 1, "K": 1, "ms": 1}]',  # no work
     '"gemm": [{"M": 1e400, "N": 1, "K": 1, "ms": 1}]',  # infinite
