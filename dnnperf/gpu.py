@@ -27,8 +27,8 @@ _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library
            "graph_stream_kernel_us", "k_step_cycles", "conv_k_step_cycles",
            "k_step", "ctas_per_sm_tile", "winograd", "winograd_tile", "winograd_efficiency", "tensor_core_precisions",
            "conv_efficiency", "misaligned_efficiency", "misaligned_vector", "split_k_precisions",
-           "conv_split_k_precisions", "reorder_kernels",
-           "reorder_traffic", "sm_watts", "boost_clock_mhz", "l2_usable_fraction", "threads_per_sm",
+           "conv_split_k_precisions", "reorder_kernels", "reorder_traffic", "conv_bias_kernel",
+           "sm_watts", "boost_clock_mhz", "l2_usable_fraction", "threads_per_sm",
            "l2_bandwidth_factor", "gemv_max", "gemv_precisions", "dies", "gemm_alignment_bytes",
            "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_efficiency", "matrix_overlap", "unverified")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
@@ -72,6 +72,7 @@ class GpuLibrary:
     split_k_precisions: tuple
     reorder_kernels: dict
     reorder_traffic: bool  # the reorders transpose the activations (input, then output), not only weights
+    conv_bias_kernel: bool  # frameworks add a library convolution's bias in a second kernel
     threads_per_sm: int  # resident threads per SM: lanes for a profile that gives only its SM count
     sm_watts: dict
     boost_clock_mhz: float
@@ -139,6 +140,7 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         split_k_precisions=tuple(merged["split_k_precisions"]),
         reorder_kernels=dict(merged.get("reorder_kernels") or {}),
         reorder_traffic=bool(merged.get("reorder_traffic", False)),
+        conv_bias_kernel=bool(merged.get("conv_bias_kernel", False)),
         threads_per_sm=int(merged.get("threads_per_sm", 2048)),
         sm_watts=dict(merged["sm_watts"]),
         boost_clock_mhz=float(merged["boost_clock_mhz"]),

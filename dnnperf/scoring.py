@@ -136,7 +136,7 @@ def with_precision(w: Workload, precision: str) -> Workload:
     # positional (dataclasses.replace is several times slower; a test pins the field order)
     return Workload(w.family, new_dtype, w.macs, w.other_ops, (w.act_bytes_read * new_bits) // old_bits,
                     (w.weight_bytes * new_bits) // old_bits, (w.bytes_written * new_bits) // old_bits,
-                    w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals)
+                    w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals, w.bias)
 
 
 # -- the loss steps ------------------------------------------------------------------------------
@@ -417,6 +417,32 @@ def _extra_kernels(s: LayerState) -> int:
     return _reorders(s) + (1 if s.plan is not None and s.plan.split_k > 1 else 0)
 
 
+def _bias_kernel(s: LayerState) -> bool:
+    """A framework adds a library convolution's bias in a kernel of its own (``conv_bias_kernel``):
+    a lone Conv node with a bias input, run as implicit GEMM or Winograd (a depthwise kernel of the
+    framework's own takes its bias along), outside a fusing engine (TensorRT folds it into the
+    convolution's epilogue, as does a fused layer)."""
+    return s.w.bias and s.lib.conv_bias_kernel and s.runtime != "tensorrt" and len(s.layer.nodes) == 1 \
+        and s.algorithm in ("implicit_gemm", "winograd")
+
+
+def _bias_seconds(s: LayerState) -> float:
+    """The bias kernel: it reads the convolution's output and writes it back (from L2 when both fit
+    there, else through DRAM at the streaming bandwidth); in a CUDA graph its start comes first, as for
+    any streaming kernel, and eagerly it takes at least the minimum kernel time."""
+    traffic = 2 * s.w.bytes_written
+    l2 = (s.hw.onchip_mb or 0.0) * 1e6 * s.lib.l2_usable_fraction
+    bw = _l2_bps(s) if traffic <= l2 else s.hw.dram_bps * s.lib.stream_efficiency
+    if s.runtime == "eager":
+        return max(s.lib.min_kernel_us * 1e-6, traffic / bw)
+    return s.lib.graph_stream_kernel_us * 1e-6 + traffic / bw
+
+
+def _l2_bps(s: LayerState) -> float:
+    """L2 bandwidth: the profile's memory.onchip_gbs, else the DRAM figure x l2_bandwidth_factor."""
+    return s.hw.onchip_gbs * 1e9 if s.hw.onchip_gbs else s.hw.dram_bps * s.lib.l2_bandwidth_factor
+
+
 # kernels that stream their tensors with wide, independent, unit-stride loads: pointwise math, casts,
 # normalisations, softmax, pooling and reductions. Not data movement (a transpose or gather walks one
 # side with a stride), not resizing, not matrix work.
@@ -443,8 +469,7 @@ def _gpu_memory(s: LayerState) -> float:
     if s.weights_resident:
         on_chip += w.weight_bytes
     dram = act + w.weight_bytes - on_chip + (s.plan.partial_bytes if s.plan is not None else 0)
-    l2_bps = s.hw.onchip_gbs * 1e9 if s.hw.onchip_gbs else s.hw.dram_bps * s.lib.l2_bandwidth_factor
-    s.t_memory = dram / _stream_bps(s) + on_chip / l2_bps
+    s.t_memory = dram / _stream_bps(s) + on_chip / _l2_bps(s)
     return max(s.t, s.t_memory)
 
 
@@ -473,6 +498,8 @@ def _gpu_launch(s: LayerState) -> float:
         s.t_device = s.t + kernels * floor * 1e-6
     else:
         s.t_device = max(s.t, kernels * floor * 1e-6)
+    if _bias_kernel(s):  # after the convolution, on the same stream; its dispatch is part of the op's host cost
+        s.t_device += _bias_seconds(s)
     s.t_launch = rules.launch_time(kernels, s.hw.launch_overhead_us) if s.runtime == "eager" else 0.0
     return max(s.t_device, s.t_launch)
 

@@ -626,3 +626,61 @@ def test_hopper_fp32_convolutions_do_not_split_k():
     assert small[0] == pytest.approx(big[0], rel=0.05)
     assert conv("fp32", 128, 14, 256)[0] == pytest.approx(conv("fp32", 128, 28, 128)[0], rel=0.05)
     assert conv("fp16", 512, 7, 512)[1].plan.split_k > 1
+
+
+def _biased_conv(tmp_path, group=1, relu=False):
+    """x [8, 64, 56, 56] fp32 -> 3 x 3 Conv (64 filters, pads 1) with a bias -> y [8, 64, 56, 56]."""
+    from helpers import weight
+
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c" if relu else "y"], name="conv", pads=[1, 1, 1, 1],
+                              group=group)]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["y"], name="relu"))
+    m = model(nodes, [vi("x", [8, 64, 56, 56])], [vi("y", None)],
+              [weight("w", [64, 64 // group, 3, 3]), weight("b", [64])])
+    return inspect_model(save(m, tmp_path))
+
+
+def test_frameworks_add_a_convolutions_bias_in_a_second_kernel_by_hand(tmp_path):
+    """PyTorch's cuDNN path (output.add_(bias) after cudnn_convolution) and ONNX Runtime's CUDA Conv
+    (cudnnAddTensor) add the bias in a kernel of its own (conv_bias_kernel). On the H200 in a CUDA
+    graph it starts (graph_stream_kernel_us 1.2 us) then reads and writes the output: 8 x 64 x 56 x 56
+    x 4 bytes = 6,422,528, twice = 12.8 MB, which fits the usable L2 (60 MB x 0.75), so it moves at
+    the L2 bandwidth (4,800 GB/s x 2.5 = 12,000 GB/s): 1.2 us + 1.0704 us. Eagerly the kernel takes
+    at least min_kernel_us (5 us), and its dispatch is part of the convolution's host cost."""
+    h200 = load_profile("h200")
+    off = replace(h200, gpu={**h200.gpu, "conv_bias_kernel": False})
+    insp = _biased_conv(tmp_path)
+    s = Settings(batch=8, precision="fp32", runtime="graph")
+    with_bias = analyze(insp, h200, s).score.totals["latency_s"]
+    without = analyze(insp, off, s).score.totals["latency_s"]
+    assert with_bias - without == pytest.approx(1.2e-6 + 2 * 6_422_528 / 12_000e9, rel=1e-9)
+    e = replace(s, runtime="eager")
+    rep_on, rep_off = analyze(insp, h200, e).score, analyze(insp, off, e).score
+    assert rep_on.layers[0].t_device - rep_off.layers[0].t_device == pytest.approx(5e-6, rel=1e-9)
+    assert rep_on.layers[0].t_launch == rep_off.layers[0].t_launch  # no second host dispatch
+    # TensorRT folds it into the convolution's epilogue; so does a layer fused with its ReLU
+    t = replace(s, runtime="tensorrt")
+    assert analyze(insp, h200, t).score.totals["latency_s"] == analyze(insp, off, t).score.totals["latency_s"]
+    fused = _biased_conv(tmp_path, relu=True)
+    ft = replace(s, fusion="typical")
+    assert analyze(fused, h200, ft).score.totals["latency_s"] == analyze(fused, off, ft).score.totals["latency_s"]
+    # a depthwise convolution runs the framework's own kernel, which takes its bias along
+    dw = _biased_conv(tmp_path, group=64)
+    assert analyze(dw, h200, s).score.totals["latency_s"] == analyze(dw, off, s).score.totals["latency_s"]
+
+
+def test_conv_bias_kernel_counts_only_a_conv_bias(tmp_path):
+    """The flag is set by a plain Conv with a bias input; ORT's FusedConv takes its bias in the
+    kernel, and a Conv without a bias has none."""
+    from helpers import weight
+
+    def first_conv(nodes, inits):
+        m = model(nodes, [vi("x", [1, 8, 8, 8])], [vi("y", None)], inits, extra_opsets=[("com.microsoft", 1)])
+        return next(r.workload for r in inspect_model(save(m, tmp_path)).rows if r.node.name == "c")
+
+    w, b = weight("w", [8, 8, 1, 1]), weight("b", [8])
+    assert first_conv([helper.make_node("Conv", ["x", "w", "b"], ["y"], name="c")], [w, b]).bias
+    assert not first_conv([helper.make_node("Conv", ["x", "w"], ["y"], name="c")], [w]).bias
+    assert not first_conv([helper.make_node("FusedConv", ["x", "w", "b"], ["y"], name="c", domain="com.microsoft",
+                                            activation="Relu")], [w, b]).bias

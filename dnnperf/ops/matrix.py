@@ -14,7 +14,8 @@ from dnnperf.ops.elementwise import activation_ops
 from dnnperf.workload import Gemm
 
 
-def _conv(ctx: Ctx, x_idx: int = 0, w_idx: int = 1, bias_idx: int | None = 2, extra_per_out: int = 0):
+def _conv(ctx: Ctx, x_idx: int = 0, w_idx: int = 1, bias_idx: int | None = 2, extra_per_out: int = 0,
+          separate_bias: bool = False):
     x = ctx.in_shape(x_idx)
     w = ctx.in_shape(w_idx)
     y = ctx.out_shape(0)
@@ -49,11 +50,12 @@ def _conv(ctx: Ctx, x_idx: int = 0, w_idx: int = 1, bias_idx: int | None = 2, ex
         strides = list(ctx.attr("strides") or [1, 1])
         dil = list(ctx.attr("dilations") or [1, 1])
         conv = (cin_g, w[2], w[3], strides[0], strides[-1], any(d != 1 for d in dil))
-    return ctx.workload(family, macs=macs, other=other, gemm=gemm, conv=conv)
+    bias = separate_bias and bias_idx is not None and ctx.has_input(bias_idx)
+    return ctx.workload(family, macs=macs, other=other, gemm=gemm, conv=conv, bias=bias)
 
 
 def conv(ctx: Ctx):
-    return _conv(ctx)
+    return _conv(ctx, separate_bias=True)
 
 
 def fused_conv(ctx: Ctx):
