@@ -55,7 +55,8 @@ class Report:
 
 
 def build_layers(insp: Inspection, fusion: str = "none", precision: str | None = None, chains: bool = True) -> list[Layer]:
-    from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes, runtime_kernel_groups
+    from dnnperf.fusion import (framework_op_groups, fuse, fusion_candidates, group_candidates, intermediate_bytes,
+                                runtime_kernel_groups)
 
     cands = insp.derived.get("fusion_candidates")  # every fusable node, for the fix hints
     if cands is None:
@@ -78,6 +79,9 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
                     {names[0]: kernel for kernel, names in groups})
     if fusion != "none":
         raise DnnperfError(f"--fusion must be 'none' or 'typical', got '{fusion}'")
+    ops = framework_op_groups(insp.graph) if chains else []  # a GPU framework's one-kernel ops (erf GELU, Linear)
+    if ops:
+        return fuse(insp.graph, insp.rows, make, group_candidates(insp.graph, ops), {names[0]: k for k, names in ops})
     return [make(r) for r in insp.rows if r.workload is not None]
 
 

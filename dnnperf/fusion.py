@@ -7,6 +7,10 @@ x * Sigmoid(x) (SiLU / Swish) is one kernel that reads x once; the producer may 
 Conv/ConvTranspose/Gemm/MatMul (epilogue fusion: Conv+BN+ReLU, MatMul+bias+GELU) or another
 fused elementwise chain. A fused group launches one kernel and never writes or re-reads the
 intermediate tensors.
+
+Without fusion, groups of nodes still run as one kernel where the runtime has one for them: ONNX
+Runtime's CPU kernels (``runtime_kernel_groups``) and, on GPUs, the framework ops an export spells as
+several nodes (``framework_op_groups``: an erf GELU, a Linear's MatMul and bias Add).
 """
 
 from __future__ import annotations
@@ -119,79 +123,140 @@ def _silu_gate(mul, node_of, sole_reader) -> str | None:
     return None
 
 
-def runtime_kernel_groups(graph: Graph) -> list[tuple[str, list[str]]]:
-    """(kernel, member node names in graph order) for each pattern ONNX Runtime's CPU provider runs
-    as one kernel of its own (``RUNTIME_KERNELS``)."""
-    producer = {o: n for n in graph.nodes for o in n.outputs if o}
+def _erf_gelu(erf, producer: dict, only_user) -> tuple[list, str] | None:
+    """(its nodes, x) when ``erf`` is the middle of an exported erf GELU, x * 0.5 * (1 + Erf(x / sqrt 2))
+    (Div or Mul, Erf, then Add and Muls, each the only reader of what it reads)."""
+    div = producer.get(erf.inputs[0]) if erf.inputs else None
+    if div is None or div.op_type not in ("Div", "Mul") or not div.inputs:
+        return None
+    x = div.inputs[0]
+    chain, cur = [div, erf], erf
+    while len(chain) < 5:
+        nxt = only_user(cur.outputs[0]) if cur.outputs else None
+        if nxt is None or nxt.op_type not in _GELU_OPS:
+            break
+        chain.append(nxt)
+        cur = nxt
+    if not any(n.op_type == "Mul" and x in n.inputs for n in chain[2:]):
+        return None  # not x * f(x): some other use of Erf
+    return chain, x
+
+
+def _sole_user(graph: Graph):
+    """t -> the one node that reads tensor t (None when several do, or t is a graph output)."""
     users = _users_of(graph)
-    order = {n.name: k for k, n in enumerate(graph.nodes)}
-    groups: list[tuple[str, list[str]]] = []
-    taken: set[str] = set()
 
     def only_user(t):
         u = users.get(t, [])
         return u[0] if len(u) == 1 and t not in graph.outputs else None
+    return only_user
 
+
+def _kernel_groups(graph: Graph, match) -> list[tuple[str, list[str]]]:
+    """(kernel, member node names in graph order) for every default-domain node ``match(graph, node,
+    producer, only_user)`` turns into (kernel, member nodes); a node joins one group at most."""
+    producer = {o: n for n in graph.nodes for o in n.outputs if o}
+    only_user = _sole_user(graph)
+    order = {n.name: k for k, n in enumerate(graph.nodes)}
+    groups: list[tuple[str, list[str]]] = []
+    taken: set[str] = set()
     for node in graph.nodes:
-        if node.domain not in ("", "ai.onnx"):
+        found = match(graph, node, producer, only_user) if node.domain in ("", "ai.onnx") else None
+        if found is None:
             continue
-        members = []
-        if node.op_type == "Erf":
-            div = producer.get(node.inputs[0]) if node.inputs else None
-            if div is None or div.op_type not in ("Div", "Mul") or not div.inputs:
-                continue
-            x = div.inputs[0]
-            chain, cur = [div, node], node
-            while len(chain) < 5:
-                nxt = only_user(cur.outputs[0]) if cur.outputs else None
-                if nxt is None or nxt.op_type not in _GELU_OPS:
-                    break
-                chain.append(nxt)
-                cur = nxt
-            if not any(n.op_type == "Mul" and x in n.inputs for n in chain[2:]):
-                continue  # not x * f(x): some other use of Erf
-            members = chain
-            head = producer.get(x)
-            kernel = "Gelu"
-            if _bias_add(graph, head) and not _gemm_bias(graph, head, producer, only_user):
-                members = [head] + members
-                kernel = "BiasGelu"
-        elif node.op_type == "Gelu":
-            head = producer.get(node.inputs[0]) if node.inputs else None
-            if not (_bias_add(graph, head) and only_user(head.outputs[0]) is node) \
-                    or _gemm_bias(graph, head, producer, only_user):
-                continue  # a Gelu kernel, as the op already is
-            members = [head, node]
-            kernel = "BiasGelu"
-        elif node.op_type == "Mul":
-            # x * Sigmoid(x) (SiLU / Swish): ONNX Runtime's QuickGelu kernel (alpha 1)
-            gate = _silu_gate(node, producer.get, lambda t: only_user(t) is node)
-            if gate is None:
-                continue
-            members = [producer[gate], node]
-            kernel = "QuickGelu"
-        elif node.op_type == "LayerNormalization" and node.inputs:
-            res = producer.get(node.inputs[0])
-            if res is None or res.op_type != "Add" or any(i in graph.constants for i in res.inputs):
-                continue
-            t = graph.tensors.get(node.inputs[0])
-            if t is None or t.shape is None or len(t.shape) != 3:
-                continue  # the runtime fuses 3-D tensors only
-            members = [res, node]
-            for i in res.inputs:
-                head = producer.get(i)
-                if _bias_add(graph, head) and only_user(i) is res and not _gemm_bias(graph, head, producer, only_user):
-                    members = [head] + members
-                    break
-            kernel = "SkipLayerNormalization"
-        else:
-            continue
-        names = [m.name for m in members]
+        names = [m.name for m in found[1]]
         if any(n in taken for n in names):
             continue
         taken.update(names)
-        groups.append((kernel, sorted(names, key=order.__getitem__)))
+        groups.append((found[0], sorted(names, key=order.__getitem__)))
     return groups
+
+
+def framework_op_groups(graph: Graph) -> list[tuple[str, list[str]]]:
+    """(kernel, member node names in graph order) for each framework op that an ONNX export spells
+    as several nodes and a GPU framework runs as one kernel: an erf GELU (five nodes; torch's
+    ``nn.GELU``, ONNX Runtime's GeluFusion) and a Linear's bias Add after its MatMul on a 2-D or 3-D
+    input (a constant vector added to the product with a constant matrix: torch's ``addmm``,
+    ONNX Runtime's MatMul + Add fusion). The torch profiler on the H200 counts convnext_tiny at 208
+    kernels (its export has 291 nodes that cost a kernel; 224 with these groups and the convolutions'
+    bias kernels) and swin_t at 433 (498; 427)."""
+    return _kernel_groups(graph, _framework_op)
+
+
+def _framework_op(graph: Graph, node, producer: dict, only_user):
+    if node.op_type == "Erf":
+        found = _erf_gelu(node, producer, only_user)
+        return None if found is None else ("Gelu", found[0])
+    if node.op_type == "Add" and _bias_add(graph, node):
+        mm = next((producer.get(i) for i in node.inputs if i not in graph.constants), None)
+        if mm is None or mm.op_type != "MatMul" or len(mm.inputs) != 2 or mm.inputs[1] not in graph.constants \
+                or only_user(mm.outputs[0]) is not node:
+            return None
+        a = graph.tensors.get(mm.inputs[0])
+        if a is None or a.shape is None or len(a.shape) > 3:
+            return None  # torch's linear folds the bias into addmm for 2-D and 3-D inputs only
+        return "MatMul", [mm, node]
+    return None
+
+
+def group_candidates(graph: Graph, groups: list[tuple[str, list[str]]]) -> dict[str, tuple[str, str]]:
+    """``fuse`` candidates of kernel groups: each member after the first -> (the member that made
+    the tensor it reads, that tensor)."""
+    nodes = {n.name: n for n in graph.nodes}
+    out: dict[str, tuple[str, str]] = {}
+    for _kernel, names in groups:
+        made: dict[str, str] = {}
+        for k, name in enumerate(names):
+            node = nodes[name]
+            if k:
+                shared = next((i for i in reversed(node.inputs) if i in made), None)
+                if shared is not None:
+                    out[name] = (made[shared], shared)
+            for o in node.outputs:
+                if o:
+                    made[o] = name
+    return out
+
+
+def runtime_kernel_groups(graph: Graph) -> list[tuple[str, list[str]]]:
+    """(kernel, member node names in graph order) for each pattern ONNX Runtime's CPU provider runs
+    as one kernel of its own (``RUNTIME_KERNELS``)."""
+    return _kernel_groups(graph, _ort_cpu_kernel)
+
+
+def _ort_cpu_kernel(graph: Graph, node, producer: dict, only_user):
+    if node.op_type == "Erf":
+        found = _erf_gelu(node, producer, only_user)
+        if found is None:
+            return None
+        members, x = found
+        head = producer.get(x)
+        if _bias_add(graph, head) and not _gemm_bias(graph, head, producer, only_user):
+            return "BiasGelu", [head] + members
+        return "Gelu", members
+    if node.op_type == "Gelu":
+        head = producer.get(node.inputs[0]) if node.inputs else None
+        if not (_bias_add(graph, head) and only_user(head.outputs[0]) is node) \
+                or _gemm_bias(graph, head, producer, only_user):
+            return None  # a Gelu kernel, as the op already is
+        return "BiasGelu", [head, node]
+    if node.op_type == "Mul":
+        # x * Sigmoid(x) (SiLU / Swish): ONNX Runtime's QuickGelu kernel (alpha 1)
+        gate = _silu_gate(node, producer.get, lambda t: only_user(t) is node)
+        return None if gate is None else ("QuickGelu", [producer[gate], node])
+    if node.op_type == "LayerNormalization" and node.inputs:
+        res = producer.get(node.inputs[0])
+        if res is None or res.op_type != "Add" or any(i in graph.constants for i in res.inputs):
+            return None
+        t = graph.tensors.get(node.inputs[0])
+        if t is None or t.shape is None or len(t.shape) != 3:
+            return None  # the runtime fuses 3-D tensors only
+        for i in res.inputs:
+            head = producer.get(i)
+            if _bias_add(graph, head) and only_user(i) is res and not _gemm_bias(graph, head, producer, only_user):
+                return "SkipLayerNormalization", [head, res, node]
+        return "SkipLayerNormalization", [res, node]
+    return None
 
 
 def fusion_candidates(graph: Graph, rows, chains: bool = True,
@@ -211,19 +276,10 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     epilogues = EPILOGUE_OPS if chains else CPU_KERNEL_EPILOGUES
     anchor_of: dict[str, object] = {}  # fused node -> its group's first node
     if not chains:
-        nodes = {n.name: n for n in graph.nodes}
-        for _kernel, names in (runtime_kernel_groups(graph) if groups is None else groups):
+        groups = runtime_kernel_groups(graph) if groups is None else groups
+        for _kernel, names in groups:
             grouped.update(names)
-            made: dict[str, str] = {}
-            for k, name in enumerate(names):
-                node = nodes[name]
-                if k:
-                    shared = next((i for i in reversed(node.inputs) if i in made), None)
-                    if shared is not None:
-                        out[name] = (made[shared], shared)
-                for o in node.outputs:
-                    if o:
-                        made[o] = name
+        out.update(group_candidates(graph, groups))
     for row in rows:
         node = row.node
         if node.name in grouped:

@@ -503,3 +503,45 @@ def test_a_concat_of_small_inputs_copies_them_at_the_one_thread_pace(tmp_path):
         assert layer.workload.pieces == tuple(c * 28 * 28 for c in chans)
         assert family_efficiency(layer, hw) == pytest.approx(eff, rel=1e-9), chans
         assert family_efficiency(layer, plain) == pytest.approx(0.8, rel=1e-9)
+
+
+def _no_fusion(tmp_path, hw, m=None, **settings):
+    rep = analyze(inspect_model(save(m or _block(), tmp_path)), load_profile(hw),
+                  Settings(fusion="none", **settings), with_fixes=False)
+    return rep.score
+
+
+def test_gpu_frameworks_run_an_erf_gelu_and_a_linear_as_one_kernel_each(tmp_path):
+    """Without fusion a GPU profile still runs what the framework ran as one op as one kernel: the
+    five nodes of an exported erf GELU (torch's nn.GELU, ONNX Runtime's GeluFusion) and a MatMul with
+    its bias Add on a 3-D input (torch's linear folds the bias into addmm). The residual Add and the
+    LayerNormalization stay apart; a CPU profile keeps one layer per node (ONNX Runtime's CPU
+    provider without fusion)."""
+    layers = [(c.layer.op_type, c.layer.nodes) for c in _no_fusion(tmp_path, "v100").layers]
+    assert layers == [
+        ("MatMul", ("mm1", "bias1")),
+        ("Gelu", ("div", "erf", "plus1", "mul", "half_mul")),
+        ("MatMul", ("mm2", "bias2")),
+        ("Add", ("residual",)),
+        ("LayerNormalization", ("ln",)),
+    ]
+    assert len(_no_fusion(tmp_path, "cpu-avx2").layers) == 11
+    # eagerly, one host launch each: 5 x the profile's launch_overhead_us (5 us) at least
+    sc = _no_fusion(tmp_path, "v100", runtime="eager")
+    assert sc.totals["launches"] == 5
+    # the GELU kernel reads the biased product once (16 x 256 floats) and writes its result once
+    gelu = next(c.layer.workload for c in sc.layers if c.layer.op_type == "Gelu")
+    assert (gelu.act_bytes_read, gelu.bytes_written) == (16 * 256 * 4, 16 * 256 * 4)
+
+
+def test_a_4d_linear_and_a_product_of_two_activations_keep_their_add(tmp_path):
+    """torch's linear adds the bias in a kernel of its own for inputs of 4 dims or more (matmul, then
+    add_), and an Add after a product of two computed tensors (attention scores plus a mask) is not a
+    bias: both stay two layers."""
+    n = helper.make_node
+    four = model([n("MatMul", ["x", "w"], ["m"], name="mm"), n("Add", ["m", "b"], ["y"], name="bias")],
+                 [vi("x", [1, 8, 8, 64])], [vi("y", None)], [weight("w", [64, 32]), weight("b", [32])])
+    assert [c.layer.nodes for c in _no_fusion(tmp_path, "v100", four).layers] == [("mm",), ("bias",)]
+    scores = model([n("MatMul", ["q", "k"], ["s"], name="qk"), n("Add", ["s", "mask"], ["y"], name="mask_add")],
+                   [vi("q", [1, 4, 16, 8]), vi("k", [1, 4, 8, 16])], [vi("y", None)], [weight("mask", [16])])
+    assert [c.layer.nodes for c in _no_fusion(tmp_path, "v100", scores).layers] == [("qk",), ("mask_add",)]
