@@ -10,7 +10,7 @@ intermediate tensors.
 
 Without fusion, groups of nodes still run as one kernel where the runtime has one for them: ONNX
 Runtime's CPU kernels (``runtime_kernel_groups``) and, on GPUs, the framework ops an export spells as
-several nodes (``framework_op_groups``: an erf GELU, a Linear's MatMul and bias Add).
+several nodes (``framework_op_groups``: an erf GELU, a SiLU, a Linear's MatMul and bias Add).
 """
 
 from __future__ import annotations
@@ -175,11 +175,12 @@ def _kernel_groups(graph: Graph, match) -> list[tuple[str, list[str]]]:
 def framework_op_groups(graph: Graph) -> list[tuple[str, list[str]]]:
     """(kernel, member node names in graph order) for each framework op that an ONNX export spells
     as several nodes and a GPU framework runs as one kernel: an erf GELU (five nodes; torch's
-    ``nn.GELU``, ONNX Runtime's GeluFusion) and a Linear's bias Add after its MatMul on a 2-D or 3-D
-    input (a constant vector added to the product with a constant matrix: torch's ``addmm``,
-    ONNX Runtime's MatMul + Add fusion). The torch profiler on the H200 counts convnext_tiny at 208
-    kernels (its export has 291 nodes that cost a kernel; 224 with these groups and the convolutions'
-    bias kernels) and swin_t at 433 (498; 427)."""
+    ``nn.GELU``, ONNX Runtime's GeluFusion), x * Sigmoid(x) (``nn.SiLU``) and a Linear's bias Add
+    after its MatMul on a 2-D or 3-D input (a constant vector added to the product with a constant
+    matrix: torch's ``addmm``, ONNX Runtime's MatMul + Add fusion). The torch profiler on the H200
+    counts convnext_tiny at 208 kernels (its export has 291 nodes that cost a kernel; 224 with these
+    groups and the convolutions' bias kernels), swin_t at 433 (498; 427) and efficientnet_b0 at 254
+    (303; 254)."""
     return _kernel_groups(graph, _framework_op)
 
 
@@ -196,6 +197,9 @@ def _framework_op(graph: Graph, node, producer: dict, only_user):
         if a is None or a.shape is None or len(a.shape) > 3:
             return None  # torch's linear folds the bias into addmm for 2-D and 3-D inputs only
         return "MatMul", [mm, node]
+    if node.op_type == "Mul":
+        gate = _silu_gate(node, producer.get, lambda t: only_user(t) is node)
+        return None if gate is None else ("Silu", [producer[gate], node])
     return None
 
 

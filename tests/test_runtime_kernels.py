@@ -545,3 +545,19 @@ def test_a_4d_linear_and_a_product_of_two_activations_keep_their_add(tmp_path):
     scores = model([n("MatMul", ["q", "k"], ["s"], name="qk"), n("Add", ["s", "mask"], ["y"], name="mask_add")],
                    [vi("q", [1, 4, 16, 8]), vi("k", [1, 4, 8, 16])], [vi("y", None)], [weight("mask", [16])])
     assert [c.layer.nodes for c in _no_fusion(tmp_path, "v100", scores).layers] == [("qk",), ("mask_add",)]
+
+
+def test_a_silu_is_one_kernel_on_a_gpu_and_a_gate_is_not(tmp_path):
+    """x * Sigmoid(x) is torch's nn.SiLU, one kernel; a squeeze-excite gate (Sigmoid of another
+    tensor times x) stays a Sigmoid and a Mul."""
+    n = helper.make_node
+    silu = model([n("Sigmoid", ["x"], ["s"], name="sig"), n("Mul", ["x", "s"], ["y"], name="mul")],
+                 [vi("x", [1, 16, 8, 8])], [vi("y", None)])
+    sc = _no_fusion(tmp_path, "h200", silu, runtime="eager")
+    assert [(c.layer.op_type, c.layer.nodes) for c in sc.layers] == [("Silu", ("sig", "mul"))]
+    # one pass: x read once (16 x 8 x 8 floats), the product written once
+    w = sc.layers[0].layer.workload
+    assert (w.act_bytes_read, w.bytes_written, sc.totals["launches"]) == (4096, 4096, 1)
+    gate = model([n("Sigmoid", ["g"], ["s"], name="sig"), n("Mul", ["x", "s"], ["y"], name="mul")],
+                 [vi("x", [1, 16, 8, 8]), vi("g", [1, 16, 1, 1])], [vi("y", None)])
+    assert [c.layer.nodes for c in _no_fusion(tmp_path, "h200", gate).layers] == [("sig",), ("mul",)]
