@@ -10,8 +10,10 @@ is compared with the measured one. A sheet may say ``"runtime": "graph"`` (its k
 a CUDA graph replay: the shorter in-graph minimum kernel time applies), a convolution may carry a
 ``group`` (depthwise and grouped convolutions), and a sheet may list ``elementwise`` kernels (``op``,
 ``elements``: a binary op reads two tensors of that many elements and writes a third, a unary op
-reads one and writes one). Any other key in a sheet (but ``system``, ``source``, ``notes``) is refused:
-kernels of a kind this reader does not estimate are never dropped without a word.
+reads one and writes one); a GEMM may carry a ``batch`` (that many products of the same shape in one
+kernel, both operands computed: attention's batched products). Any other key in a sheet (but
+``system``, ``source``, ``notes``) or in a kernel is refused: kernels of a kind this reader does not
+estimate, or with a dimension it would not read, are never dropped or estimated without a word.
 
 A deterministic quarter of the kernels (by a hash of their dimensions) is *held out*: the project's
 constants were never tuned on it, and the statistics are reported for it separately.
@@ -36,6 +38,14 @@ ELEMENTWISE = {"Add": 2, "Sub": 2, "Mul": 2, "Div": 2, "Relu": 1, "Sigmoid": 1, 
                "Abs": 1, "Sqrt": 1}
 # what a sheet may hold: its kernels (gemm, conv, elementwise) and what describes them
 _SHEET_KEYS = frozenset({"gpu", "precision", "runtime", "system", "source", "notes", "gemm", "conv", "elementwise"})
+# what a kernel of each kind may carry: its dimensions, its time, and words about it (DeepBench's
+# `app`, its operands' transposition `at` / `bt`, which its GEMM times do not depend on)
+_ROW_KEYS = {
+    "gemm": frozenset({"M", "N", "K", "batch", "ms", "at", "bt", "app", "notes"}),
+    "conv": frozenset({"N", "C", "H", "W", "K", "R", "S", "pad_h", "pad_w", "stride_h", "stride_w", "group", "fwd_ms",
+                       "app", "notes"}),
+    "elementwise": frozenset({"op", "elements", "ms", "app", "notes"}),
+}
 _PRECISION = {"float": "fp32", "16 bit inputs": "fp16", "int8": "int8", "mixed precision": "int8", "fp16": "fp16",
               "half": "fp16", "fp32": "fp32", "bf16": "bf16", "tf32": "tf32"}
 
@@ -46,7 +56,7 @@ class Kernel:
     gpu: str
     precision: str
     kind: str  # gemm | conv | elementwise
-    dims: tuple  # gemm: (M, N, K); conv: (N, C, H, W, K, R, S, pad_h, pad_w, stride_h, stride_w[, group]);
+    dims: tuple  # gemm: (M, N, K[, batch]); conv: (N, C, H, W, K, R, S, pad_h, pad_w, stride_h, stride_w[, group]);
     #              elementwise: (elements,)
     measured_s: float
     held_out: bool
@@ -58,7 +68,8 @@ class Kernel:
         if self.kind == "elementwise":
             return f"{self.op} of {self.dims[0]} elements"
         if self.kind == "gemm":
-            return "gemm M={} N={} K={}".format(*self.dims)
+            b = f" batch {self.dims[3]}" if len(self.dims) > 3 else ""
+            return "gemm M={} N={} K={}".format(*self.dims) + b
         n, c, h, w, k, r, s, ph, pw, sh, sw = self.dims[:11]
         g = f" group {self.dims[11]}" if len(self.dims) > 11 else ""
         return f"conv N={n} C={c} H={h} W={w} K={k} {r}x{s} pad {ph},{pw} stride {sh},{sw}{g}"
@@ -104,13 +115,17 @@ def load_published(path: str) -> list[Kernel]:
         groups: dict[tuple, list[float]] = {}
         for g in _entries(path, name, sh, "gemm"):
             try:
-                key = ("gemm", (int(g["M"]), int(g["N"]), int(g["K"])))
+                dims = (int(g["M"]), int(g["N"]), int(g["K"]))
+                batch = int(g.get("batch", 1))
+                if batch != 1:  # a batched product (kept out of the tuple otherwise: the held-out hash stays)
+                    dims += (batch,)
+                key = ("gemm", dims)
                 ms = float(g["ms"])
-                if min(key[1]) < 1:
+                if min(dims) < 1:
                     raise ValueError
             except (KeyError, TypeError, ValueError, OverflowError):
-                raise DnnperfError(f"'{path}': sheet '{name}' has a GEMM without M, N, K (whole numbers >= 1) and ms: "
-                                   f"{g}") from None
+                raise DnnperfError(f"'{path}': sheet '{name}' has a GEMM without M, N, K (whole numbers >= 1, and a "
+                                   f"batch >= 1 if any) and ms: {g}") from None
             groups.setdefault(key, []).append(ms)
         for c in _entries(path, name, sh, "conv"):
             try:
@@ -149,10 +164,17 @@ def load_published(path: str) -> list[Kernel]:
 
 
 def _entries(path: str, sheet: str, sh: dict, key: str) -> list:
-    """A sheet's list of kernels of one kind (none when absent)."""
+    """A sheet's list of kernels of one kind (none when absent); a kernel with a key this reader does
+    not know (a misspelt `grops`, a `dilation` it would not model) is refused, never estimated without it."""
     v = sh.get(key) or []
     if not isinstance(v, list):
         raise DnnperfError(f"'{path}': sheet '{sheet}': '{key}' must be a list of kernels, got {type(v).__name__}")
+    for row in v:
+        unknown = sorted(set(row) - _ROW_KEYS[key]) if isinstance(row, dict) else None
+        if unknown is None or unknown:
+            what = f"has '{unknown[0]}', which is not read" if unknown else "is not an object"
+            raise DnnperfError(f"'{path}': sheet '{sheet}': a {key} kernel {what} (a {key} kernel holds "
+                               f"{', '.join(sorted(_ROW_KEYS[key]))}): {row}")
     return v
 
 
@@ -163,6 +185,12 @@ def kernel_graph(k: Kernel, dtype: str) -> tuple[Graph, Node]:
         t = {x: Tensor(x, (k.dims[0],), dtype) for x in (*ins, "y")}
         g = Graph("kernel", [], t, frozenset(), ins, ("y",), 17)
         node = Node("op", k.op, "", ins, ("y",), {})
+    elif k.kind == "gemm" and len(k.dims) > 3:  # batched: [batch, M, K] x [batch, K, N], both computed
+        m, n, kk, b = k.dims
+        t = {"a": Tensor("a", (b, m, kk), dtype), "b": Tensor("b", (b, kk, n), dtype),
+             "y": Tensor("y", (b, m, n), dtype)}
+        g = Graph("kernel", [], t, frozenset(), ("a", "b"), ("y",), 17)
+        node = Node("gemm", "MatMul", "", ("a", "b"), ("y",), {})
     elif k.kind == "gemm":
         m, n, kk = k.dims
         t = {"a": Tensor("a", (m, kk), dtype), "b": Tensor("b", (kk, n), dtype), "y": Tensor("y", (m, n), dtype)}

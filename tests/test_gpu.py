@@ -601,6 +601,12 @@ def test_tensor_core_convolutions_need_16_byte_channel_vectors_without_a_profile
     '"stride_w": 1, "fwd_ms": 1}]',  # stride 0
     '"conv": [{"N": 1, "C": 1, "H": 1, "W": 1, "K": 1, "R": 3, "S": 3, "pad_h": 0, "pad_w": 0, "stride_h": 1, '
     '"stride_w": 1, "fwd_ms": 1}]',  # a filter larger than the padded input: no output
+    # a key a kernel may not carry is never dropped: a batch under another name (8x the work), a dilation
+    '"gemm": [{"B": 8, "M": 64, "N": 64, "K": 64, "ms": 0.01}]',
+    '"conv": [{"N": 1, "C": 8, "H": 9, "W": 9, "K": 8, "R": 3, "S": 3, "pad_h": 0, "pad_w": 0, "stride_h": 1, '
+    '"stride_w": 1, "dilation_h": 2, "fwd_ms": 1}]',
+    '"elementwise": [5]',
+    '"gemm": [{"batch": 0, "M": 64, "N": 64, "K": 64, "ms": 0.01}]',
 ])
 def test_a_malformed_published_sheet_is_refused_in_one_line(tmp_path, entry):
     bad = tmp_path / "bad.json"
@@ -684,3 +690,25 @@ def test_conv_bias_kernel_counts_only_a_conv_bias(tmp_path):
     assert not first_conv([helper.make_node("Conv", ["x", "w"], ["y"], name="c")], [w]).bias
     assert not first_conv([helper.make_node("FusedConv", ["x", "w", "b"], ["y"], name="c", domain="com.microsoft",
                                             activation="Relu")], [w, b]).bias
+
+
+def test_a_published_gemm_may_be_batched(tmp_path):
+    """A GEMM row's `batch`: that many M x K by K x N products in one kernel, both operands computed
+    (attention's batched products): 8 x 128 x 128 x 64 = 8,388,608 MACs; in fp16 it reads 8 x (128 x
+    64 + 64 x 128) x 2 = 262,144 bytes of activations, no weights, and writes 8 x 128 x 128 x 2 = 262,144."""
+    from dnnperf.ops import cost_node
+    from dnnperf.published import kernel_graph
+
+    f = tmp_path / "b.json"
+    f.write_text('{"sheets": {"x": {"gpu": "NVIDIA H200", "precision": "fp16", "gemm": ['
+                 '{"M": 128, "N": 128, "K": 64, "batch": 8, "ms": 0.01}, {"M": 128, "N": 128, "K": 64, "ms": 0.005}]}}}')
+    ks = {k.dims: k for k in load_published(str(f))}
+    batched, single = ks[(128, 128, 64, 8)], ks[(128, 128, 64)]
+    assert batched.label == "gemm M=128 N=128 K=64 batch 8"
+    g, node = kernel_graph(batched, "float16")
+    w = cost_node(g, node)
+    assert (w.macs, w.act_bytes_read, w.weight_bytes, w.bytes_written) == (8_388_608, 262_144, 0, 262_144)
+    assert w.gemm.count == 8 and (w.gemm.m, w.gemm.n, w.gemm.k) == (128, 128, 64)
+    # eight products take longer than one (more tiles over the same SMs), and never less
+    hw = load_profile("h200")
+    assert predict(batched, hw)[0] >= predict(single, hw)[0]
