@@ -55,8 +55,8 @@ class Report:
 
 
 def build_layers(insp: Inspection, fusion: str = "none", precision: str | None = None, chains: bool = True) -> list[Layer]:
-    from dnnperf.fusion import (framework_op_groups, fuse, fusion_candidates, group_candidates, intermediate_bytes,
-                                runtime_kernel_groups)
+    from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes
+    from dnnperf.kernel_groups import framework_op_groups, group_candidates, runtime_kernel_groups
 
     cands = insp.derived.get("fusion_candidates")  # every fusable node, for the fix hints
     if cands is None:

@@ -8,9 +8,9 @@ Conv/ConvTranspose/Gemm/MatMul (epilogue fusion: Conv+BN+ReLU, MatMul+bias+GELU)
 fused elementwise chain. A fused group launches one kernel and never writes or re-reads the
 intermediate tensors.
 
-Without fusion, groups of nodes still run as one kernel where the runtime has one for them: ONNX
-Runtime's CPU kernels (``runtime_kernel_groups``) and, on GPUs, the framework ops an export spells as
-several nodes (``framework_op_groups``: an erf GELU, a SiLU, a Linear's MatMul and bias Add).
+Without fusion, groups of nodes still run as one kernel where the runtime has one for them
+(``dnnperf.kernel_groups``: ONNX Runtime's CPU kernels and, on GPUs, the framework ops an export
+spells as several nodes); ``fuse`` builds their layers too.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dnnperf.ir import DTYPE_BITS, Graph
-from dnnperf.workload import MATRIX_FAMILIES, Workload
+from dnnperf.kernel_groups import becomes_gemm, silu_gate, group_candidates, runtime_kernel_groups
+from dnnperf.workload import MATRIX_FAMILIES, Gemm, Workload
 
 EPILOGUE_OPS = frozenset({
     "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
@@ -51,216 +52,9 @@ def consumers_of(graph: Graph) -> dict[str, int]:
     return n
 
 
-# ONNX Runtime's CPU provider replaces transformer patterns with kernels of its own, separate from
-# the MatMul before them: an erf GELU (one Gelu op, or x * 0.5 * (1 + Erf(x / sqrt 2))) becomes a
-# Gelu kernel, with the bias Add before it a BiasGelu kernel; a residual Add and the
-# LayerNormalization after it a SkipLayerNormalization kernel, on 3-D tensors only ([1, 56, 56, 96]
-# keeps its Add and LayerNormalization: 41 + 214 us, where [1, 3136, 96] fused took 685). A bias Add
-# right after a MatMul with 2-D weights is not theirs: ONNX Runtime folds it into the product first
-# (a Gemm, reshaped around 3-D and 4-D inputs), so the GELU after MatMul + bias is a Gelu kernel
-# (profiled, ORT 1.32, x86: [1, 3136, 384]: Gemm 3,068 us, Gelu 404). Measured on ORT 1.2x, x86,
-# [128, 768]: SkipLayerNormalization 240-256 us where a LayerNormalization alone takes 51-55 us;
-# [128, 3072]: BiasGelu 205 us, Erf alone 104 us. x * Sigmoid(x) (SiLU, EfficientNet's and the
-# YOLOs' activation) becomes a QuickGelu kernel whose sigmoid keeps it at one pace per element at any
-# size (ORT 1.32, x86 with AVX-512, chains timed unprofiled: 4.0, 3.5, 3.3 and 3.3 G elements/s at
-# 0.1, 0.17, 0.23 and 0.75 M elements, where an Add sped up to 7.1 G/s in cache and fell to 5.1 beyond
-# it). (the names: dnnperf.vocab.RUNTIME_KERNELS)
-_GELU_OPS = frozenset({"Div", "Mul", "Erf", "Add"})
 # products whose bias Add ONNX Runtime folds in (a Gemm's C), and which take no other Add: a residual
 # Add after them is a kernel of its own (unlike a convolution's, which its kernel sums in)
 _BIAS_ONLY_ANCHORS = frozenset({"MatMul", "Gemm"})
-
-
-def _users_of(graph: Graph) -> dict[str, list]:
-    by: dict[str, list] = {}
-    for node in graph.nodes:
-        for i in dict.fromkeys(node.inputs):
-            if i:
-                by.setdefault(i, []).append(node)
-    return by
-
-
-def _bias_add(graph: Graph, node) -> bool:
-    """An Add of a constant vector to a computed tensor (a bias, which ORT folds into these kernels)."""
-    if node is None or node.op_type != "Add" or len(node.inputs) != 2:
-        return False
-    consts = [i for i in node.inputs if i in graph.constants]
-    if len(consts) != 1 or consts[0] == node.inputs[0] == node.inputs[1]:
-        return False
-    t = graph.tensors.get(consts[0])
-    return t is not None and t.shape is not None and len(t.shape) <= 1
-
-
-def _becomes_gemm(graph: Graph, mm) -> bool:
-    """Whether ONNX Runtime turns this MatMul and a bias Add after it into a Gemm: an input that is 2-D
-    or whose shape the runtime knows (it reshapes 3-D and 4-D ones around a Gemm only when their dims
-    are static: BERT-base with symbolic batch and sequence dims kept BiasGelu kernels)."""
-    a = graph.tensors.get(mm.inputs[0]) if mm.inputs else None
-    return a is not None and a.shape is not None and (len(a.shape) == 2 or not graph.symbolic_inputs)
-
-
-def _gemm_bias(graph: Graph, add, producer: dict, only_user) -> bool:
-    """A bias Add ONNX Runtime folds into the MatMul before it (2-D weights, ``_becomes_gemm``)."""
-    if not _bias_add(graph, add):
-        return False
-    x = next(i for i in add.inputs if i not in graph.constants)
-    mm = producer.get(x)
-    if mm is None or mm.op_type != "MatMul" or len(mm.inputs) < 2 or only_user(x) is not add:
-        return False
-    w = graph.tensors.get(mm.inputs[1])
-    return w is not None and w.shape is not None and len(w.shape) == 2 and _becomes_gemm(graph, mm)
-
-
-def _silu_gate(mul, node_of, sole_reader) -> str | None:
-    """The tensor s when ``mul`` computes x * s with s = Sigmoid(x) (SiLU / Swish) and
-    ``sole_reader(s)`` holds (``mul`` is the only reader of s); else None. ``node_of``: tensor ->
-    the node that produced it, or None."""
-    for i in mul.inputs:
-        sig = node_of(i) if i else None
-        if sig is not None and sig.op_type == "Sigmoid" and sig.inputs and sig.inputs[0] in mul.inputs \
-                and sole_reader(i):
-            return i
-    return None
-
-
-def _erf_gelu(erf, producer: dict, only_user) -> tuple[list, str] | None:
-    """(its nodes, x) when ``erf`` is the middle of an exported erf GELU, x * 0.5 * (1 + Erf(x / sqrt 2))
-    (Div or Mul, Erf, then Add and Muls, each the only reader of what it reads)."""
-    div = producer.get(erf.inputs[0]) if erf.inputs else None
-    if div is None or div.op_type not in ("Div", "Mul") or not div.inputs:
-        return None
-    x = div.inputs[0]
-    chain, cur = [div, erf], erf
-    while len(chain) < 5:
-        nxt = only_user(cur.outputs[0]) if cur.outputs else None
-        if nxt is None or nxt.op_type not in _GELU_OPS:
-            break
-        chain.append(nxt)
-        cur = nxt
-    if not any(n.op_type == "Mul" and x in n.inputs for n in chain[2:]):
-        return None  # not x * f(x): some other use of Erf
-    return chain, x
-
-
-def _sole_user(graph: Graph):
-    """t -> the one node that reads tensor t (None when several do, or t is a graph output)."""
-    users = _users_of(graph)
-
-    def only_user(t):
-        u = users.get(t, [])
-        return u[0] if len(u) == 1 and t not in graph.outputs else None
-    return only_user
-
-
-def _kernel_groups(graph: Graph, match) -> list[tuple[str, list[str]]]:
-    """(kernel, member node names in graph order) for every default-domain node ``match(graph, node,
-    producer, only_user)`` turns into (kernel, member nodes); a node joins one group at most."""
-    producer = {o: n for n in graph.nodes for o in n.outputs if o}
-    only_user = _sole_user(graph)
-    order = {n.name: k for k, n in enumerate(graph.nodes)}
-    groups: list[tuple[str, list[str]]] = []
-    taken: set[str] = set()
-    for node in graph.nodes:
-        found = match(graph, node, producer, only_user) if node.domain in ("", "ai.onnx") else None
-        if found is None:
-            continue
-        names = [m.name for m in found[1]]
-        if any(n in taken for n in names):
-            continue
-        taken.update(names)
-        groups.append((found[0], sorted(names, key=order.__getitem__)))
-    return groups
-
-
-def framework_op_groups(graph: Graph) -> list[tuple[str, list[str]]]:
-    """(kernel, member node names in graph order) for each framework op that an ONNX export spells
-    as several nodes and a GPU framework runs as one kernel: an erf GELU (five nodes; torch's
-    ``nn.GELU``, ONNX Runtime's GeluFusion), x * Sigmoid(x) (``nn.SiLU``) and a Linear's bias Add
-    after its MatMul on a 2-D or 3-D input (a constant vector added to the product with a constant
-    matrix: torch's ``addmm``, ONNX Runtime's MatMul + Add fusion). The torch profiler on the H200
-    counts convnext_tiny at 208 kernels (its export has 291 nodes that cost a kernel; 224 with these
-    groups and the convolutions' bias kernels), swin_t at 433 (498; 427) and efficientnet_b0 at 254
-    (303; 254)."""
-    return _kernel_groups(graph, _framework_op)
-
-
-def _framework_op(graph: Graph, node, producer: dict, only_user):
-    if node.op_type == "Erf":
-        found = _erf_gelu(node, producer, only_user)
-        return None if found is None else ("Gelu", found[0])
-    if node.op_type == "Add" and _bias_add(graph, node):
-        mm = next((producer.get(i) for i in node.inputs if i not in graph.constants), None)
-        if mm is None or mm.op_type != "MatMul" or len(mm.inputs) != 2 or mm.inputs[1] not in graph.constants \
-                or only_user(mm.outputs[0]) is not node:
-            return None
-        a = graph.tensors.get(mm.inputs[0])
-        if a is None or a.shape is None or len(a.shape) > 3:
-            return None  # torch's linear folds the bias into addmm for 2-D and 3-D inputs only
-        return "MatMul", [mm, node]
-    if node.op_type == "Mul":
-        gate = _silu_gate(node, producer.get, lambda t: only_user(t) is node)
-        return None if gate is None else ("Silu", [producer[gate], node])
-    return None
-
-
-def group_candidates(graph: Graph, groups: list[tuple[str, list[str]]]) -> dict[str, tuple[str, str]]:
-    """``fuse`` candidates of kernel groups: each member after the first -> (the member that made
-    the tensor it reads, that tensor)."""
-    nodes = {n.name: n for n in graph.nodes}
-    out: dict[str, tuple[str, str]] = {}
-    for _kernel, names in groups:
-        made: dict[str, str] = {}
-        for k, name in enumerate(names):
-            node = nodes[name]
-            if k:
-                shared = next((i for i in reversed(node.inputs) if i in made), None)
-                if shared is not None:
-                    out[name] = (made[shared], shared)
-            for o in node.outputs:
-                if o:
-                    made[o] = name
-    return out
-
-
-def runtime_kernel_groups(graph: Graph) -> list[tuple[str, list[str]]]:
-    """(kernel, member node names in graph order) for each pattern ONNX Runtime's CPU provider runs
-    as one kernel of its own (``RUNTIME_KERNELS``)."""
-    return _kernel_groups(graph, _ort_cpu_kernel)
-
-
-def _ort_cpu_kernel(graph: Graph, node, producer: dict, only_user):
-    if node.op_type == "Erf":
-        found = _erf_gelu(node, producer, only_user)
-        if found is None:
-            return None
-        members, x = found
-        head = producer.get(x)
-        if _bias_add(graph, head) and not _gemm_bias(graph, head, producer, only_user):
-            return "BiasGelu", [head] + members
-        return "Gelu", members
-    if node.op_type == "Gelu":
-        head = producer.get(node.inputs[0]) if node.inputs else None
-        if not (_bias_add(graph, head) and only_user(head.outputs[0]) is node) \
-                or _gemm_bias(graph, head, producer, only_user):
-            return None  # a Gelu kernel, as the op already is
-        return "BiasGelu", [head, node]
-    if node.op_type == "Mul":
-        # x * Sigmoid(x) (SiLU / Swish): ONNX Runtime's QuickGelu kernel (alpha 1)
-        gate = _silu_gate(node, producer.get, lambda t: only_user(t) is node)
-        return None if gate is None else ("QuickGelu", [producer[gate], node])
-    if node.op_type == "LayerNormalization" and node.inputs:
-        res = producer.get(node.inputs[0])
-        if res is None or res.op_type != "Add" or any(i in graph.constants for i in res.inputs):
-            return None
-        t = graph.tensors.get(node.inputs[0])
-        if t is None or t.shape is None or len(t.shape) != 3:
-            return None  # the runtime fuses 3-D tensors only
-        for i in res.inputs:
-            head = producer.get(i)
-            if _bias_add(graph, head) and only_user(i) is res and not _gemm_bias(graph, head, producer, only_user):
-                return "SkipLayerNormalization", [head, res, node]
-        return "SkipLayerNormalization", [res, node]
-    return None
 
 
 def fusion_candidates(graph: Graph, rows, chains: bool = True,
@@ -311,9 +105,14 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 out[node.name] = (prod.node.name, i)
                 anchor_of[node.name] = anchor
                 break
+        if chains and node.name not in out and row.workload is not None:
+            joined = _attention_step(graph, node, produced, cons, anchor_of)
+            if joined is not None:
+                out[node.name] = joined
+                anchor_of[node.name] = anchor_of.get(joined[0], produced[joined[1]].node)
         if node.op_type == "Mul" and node.name not in out and row.workload is not None:
             # x * sigmoid(x) (SiLU / Swish): one kernel reads x once and writes the product
-            gate = _silu_gate(node, lambda t: produced[t].node if t in produced else None,
+            gate = silu_gate(node, lambda t: produced[t].node if t in produced else None,
                               lambda t: cons.get(t, 0) == 1 and produced[t].workload is not None)
             if gate is not None:
                 out[node.name] = (produced[gate].node.name, gate)
@@ -323,16 +122,37 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     return out
 
 
+def _attention_step(graph: Graph, node, produced: dict, cons: dict, anchor_of: dict) -> tuple[str, str] | None:
+    """(producer, shared tensor) when ``node`` continues a fused attention kernel (FlashAttention
+    style, what TensorRT and the fused SDPA kernels run): a Softmax of scores from a product of two
+    computed tensors (its scale and mask already in that product's epilogue), then the MatMul of those
+    probabilities with a computed V. The score matrix never leaves the chip."""
+    if node.op_type not in ("Softmax", "MatMul") or not node.inputs:
+        return None
+    i = node.inputs[0]
+    prod = produced.get(i)
+    if prod is None or cons.get(i, 0) != 1 or prod.workload is None:
+        return None
+    anchor = anchor_of.get(prod.node.name, prod.node)
+    if anchor.op_type != "MatMul" or any(x in graph.constants for x in anchor.inputs):
+        return None  # not a product of two computed tensors (Q K^T)
+    if node.op_type == "Softmax":
+        return None if prod.node.op_type == "Softmax" else (prod.node.name, i)
+    if prod.node.op_type != "Softmax" or len(node.inputs) < 2 or node.inputs[1] in graph.constants:
+        return None
+    return prod.node.name, i
+
+
 def _product_takes(graph: Graph, anchor, node, shared: str) -> bool:
     """Whether ONNX Runtime's CPU provider folds ``node`` into the MatMul or Gemm ``anchor``: an
     activation, or an operation with a constant (a scale into the MatMul, a bias into a Gemm), never a
     computed operand (a residual Add is a kernel of its own). A MatMul's bias Add only where the
-    runtime turns the two into a Gemm (``_becomes_gemm``)."""
+    runtime turns the two into a Gemm (``becomes_gemm``)."""
     if node.op_type not in ("Add", "Sub", "Mul", "Div"):
         return True
     if any(x not in graph.constants for x in node.inputs if x and x != shared):
         return False
-    return node.op_type != "Add" or anchor.op_type != "MatMul" or _becomes_gemm(graph, anchor)
+    return node.op_type != "Add" or anchor.op_type != "MatMul" or becomes_gemm(graph, anchor)
 
 
 def _broadcasts(graph: Graph, shared: str, out: str) -> bool:
@@ -350,6 +170,17 @@ def intermediate_bytes(t, w: Workload) -> int:
     if t.dtype == w.dtype or t.dtype in ("int64", "int32", "bool"):
         return t.nbytes
     return t.nbytes * DTYPE_BITS.get(w.dtype, 32) // DTYPE_BITS.get(t.dtype, 32)
+
+
+def _joined_gemm(g1, g2):
+    """The product a fused group runs: its first product's, or for attention (scores S x L x D, then
+    probabilities times V, S x Dv x L) one product of S x L with D + Dv per score, as a fused attention
+    kernel does the work of both over the same tiles of scores."""
+    if g1 is None or g2 is None:
+        return g1
+    if (g2.m, g2.k, g2.count) == (g1.m, g1.n, g1.count):
+        return Gemm(g1.m, g1.n, g1.k + g2.n, g1.count)
+    return g1
 
 
 def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
@@ -398,7 +229,7 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
                 act_bytes_read=total.act_bytes_read + w.act_bytes_read - saved - reread,
                 weight_bytes=total.weight_bytes + w.weight_bytes,
                 bytes_written=total.bytes_written + w.bytes_written - saved + kept,
-                parallel_work=max(total.parallel_work, w.parallel_work), gemm=total.gemm,
+                parallel_work=max(total.parallel_work, w.parallel_work), gemm=_joined_gemm(total.gemm, w.gemm),
                 launches=total.launches, conv=total.conv, row=total.row or w.row,
                 subnormals=total.subnormals + w.subnormals,
             )

@@ -62,5 +62,5 @@ PROFILE_FAMILIES = tuple(f for f in FAMILIES if f not in FREE_FAMILIES and f not
 CAUSES = values(Cause)
 LOSS_KEYS = tuple(c for c in CAUSES if c != "compute")  # every cause but compute is a loss
 
-# kernels ONNX Runtime's CPU provider makes of activation and transformer patterns (dnnperf.fusion says which)
+# kernels ONNX Runtime's CPU provider makes of activation and transformer patterns (dnnperf.kernel_groups)
 RUNTIME_KERNELS = ("Gelu", "BiasGelu", "SkipLayerNormalization", "QuickGelu")

@@ -1,5 +1,5 @@
 """ONNX Runtime's own CPU kernels for activation and transformer patterns
-(dnnperf.fusion.runtime_kernel_groups): QuickGelu (x * Sigmoid(x)), Gelu (an erf GELU), BiasGelu (a bias
+(dnnperf.kernel_groups.runtime_kernel_groups): QuickGelu (x * Sigmoid(x)), Gelu (an erf GELU), BiasGelu (a bias
 Add the product before it does not take, and the GELU) and
 SkipLayerNormalization (a residual Add and a LayerNormalization on 3-D tensors), separate from the
 MatMul before them on a CPU profile, which takes its own bias Add (a Gemm); GPU profiles keep fusing
@@ -561,3 +561,31 @@ def test_a_silu_is_one_kernel_on_a_gpu_and_a_gate_is_not(tmp_path):
     gate = model([n("Sigmoid", ["g"], ["s"], name="sig"), n("Mul", ["x", "s"], ["y"], name="mul")],
                  [vi("x", [1, 16, 8, 8]), vi("g", [1, 16, 1, 1])], [vi("y", None)])
     assert [c.layer.nodes for c in _no_fusion(tmp_path, "h200", gate).layers] == [("sig",), ("mul",)]
+
+
+def _attention():
+    """Q [1, 4, 64, 16] x K^T [1, 4, 16, 64] -> x 0.25 -> Softmax -> x V [1, 4, 64, 16]."""
+    n = helper.make_node
+    nodes = [n("MatMul", ["q", "kt"], ["s"], name="qk"), n("Mul", ["s", "scale"], ["ss"], name="scale"),
+             n("Softmax", ["ss"], ["p"], name="sm", axis=-1), n("MatMul", ["p", "v"], ["y"], name="pv")]
+    return model(nodes, [vi("q", [1, 4, 64, 16]), vi("kt", [1, 4, 16, 64]), vi("v", [1, 4, 64, 16])],
+                 [vi("y", None)], [_const("scale", 0.25)])
+
+
+def test_a_fusing_gpu_runtime_runs_attention_as_one_kernel(tmp_path):
+    """TensorRT-style fusion (chains) runs scores, scale, softmax and the product with V as one
+    FlashAttention-style kernel: the 4 x 64 x 64 score matrix never reaches memory. It reads Q, K and
+    V (3 x 4 x 64 x 16 floats = 49,152 bytes), writes the output (16,384 bytes), does both products
+    (2 x 4 x 64 x 64 x 16 = 524,288 MACs) over one 64 x 64 score tile per head with 16 + 16 of K."""
+    from dnnperf.workload import Gemm
+
+    rep = analyze(inspect_model(save(_attention(), tmp_path)), load_profile("h200"),
+                  Settings(fusion="typical", precision="fp32"), with_fixes=False)
+    assert [c.layer.nodes for c in rep.score.layers] == [("qk", "scale", "sm", "pv")]
+    w = rep.score.layers[0].layer.workload
+    assert (w.macs, w.act_bytes_read, w.bytes_written) == (524_288, 49_152, 16_384)
+    assert w.gemm == Gemm(64, 64, 32, 4)
+    # ONNX Runtime's CPU provider runs the softmax and the second product apart
+    cpu = analyze(inspect_model(save(_attention(), tmp_path, "c.onnx")), load_profile("cpu-avx2"),
+                  Settings(fusion="typical"), with_fixes=False)
+    assert [c.layer.nodes for c in cpu.score.layers] == [("qk", "scale"), ("sm",), ("pv",)]

@@ -49,6 +49,6 @@ def test_fp16_compute_runs_in_fp32_between_two_casts(tmp_path):
 def test_a_device_with_fp16_units_runs_the_model_as_it_is(tmp_path):
     _, layers = _layers(tmp_path, "t4")
     assert not any(l.op_type == "Cast" for l in layers)
-    # (the MatMul and its bias Add are one Linear kernel on a GPU: dnnperf.fusion.framework_op_groups)
+    # (the MatMul and its bias Add are one Linear kernel on a GPU: dnnperf.kernel_groups.framework_op_groups)
     # its weights: the fp16 matrix and the fp16 bias vector
     assert next(l for l in layers if "mm" in l.nodes).workload.weight_bytes == 1024 * 1024 * 2 + 1024 * 2

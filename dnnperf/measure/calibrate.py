@@ -181,7 +181,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         # subtract the fixed cost of one session.run (binding, allocation) measured on a 1-op model,
         # the fixed time of its kernels (kernel_fixed_us: the estimate adds it back per kernel) and
         # the layout reorders a lone convolution or pooling gets (a network pays them once)
-        fused = mb.role == "kernel"  # costed as the kernels ORT makes of it (dnnperf.fusion.RUNTIME_KERNELS)
+        fused = mb.role == "kernel"  # costed as the kernels ORT makes of it (dnnperf.kernel_groups)
         fusion = "typical" if fused else "none"
         roof_s, fixed_s = micro_costs(mb.model, base, fusion)
         kernel_s = max(times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6 - fixed_s, 1e-7)
