@@ -33,13 +33,15 @@ _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library
            "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_efficiency", "matrix_overlap", "unverified")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 # the generation a profile's title implies when it names none
-_TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50")), ("hopper", ("h100", "h200", "h800", "gh200")),
-                ("ada", ("l4", "l40", "rtx 40", "ada", "rtx 6000 ada")),
+_TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50", "blackwell")),
+                ("hopper", ("h100", "h200", "h800", "gh200", "h20", "hopper")),
+                ("ada", ("l4", "l40", "l20", "rtx 40", "ada", "rtx 6000 ada")),
                 ("ampere", ("a100", "a800", "a10", "a30", "a40", "a16", "a2", "rtx 30", "rtx a", "ampere", "orin")),
-                ("turing", ("t4", "rtx 20", "titan rtx", "turing", "quadro rtx", "gtx 16", "quadro t")),
+                ("turing", ("t4", "t600", "t1000", "rtx 20", "titan rtx", "turing", "quadro rtx", "gtx 16", "quadro t")),
                 ("volta", ("v100", "titan v", "gv100", "volta", "xavier")),
-                ("pascal", ("p100", "p40", "p4", "gtx 10", "titan xp", "quadro p", "pascal")),
-                ("maxwell", ("m40", "m60", "gtx 9", "maxwell")), ("kepler", ("k80", "k40", "kepler")))
+                ("pascal", ("p100", "p40", "p4", "gtx 10", "titan xp", "quadro p", "pascal", "tx2")),
+                ("maxwell", ("m40", "m60", "gtx 9", "maxwell", "jetson nano", "tx1", "gtx titan x")),
+                ("kepler", ("k80", "k40", "kepler")))
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,9 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
 
 
 def infer_generation(title: str, name: str) -> str | None:
-    text = f" {title.lower()} {name.lower()} "
+    import re
+
+    text = " " + re.sub(r"[^a-z0-9]+", " ", f"{title} {name}".lower()) + " "  # "TITAN X (Pascal)", "V100-SXM2"
     for gen, hints in _TITLE_HINTS:
         if any(f" {h}" in text or f"{h} " in text or h in name.lower() for h in hints):
             return gen

@@ -147,7 +147,10 @@ def test_profile_from_a_spec_sheet_gets_generation_defaults(tmp_path):
 @pytest.mark.parametrize("title, generation", [
     ("NVIDIA RTX A6000", "ampere"), ("NVIDIA A800 80GB", "ampere"), ("NVIDIA RTX 6000 Ada Generation", "ada"),
     ("Quadro RTX 8000", "turing"), ("GeForce GTX 1650", "turing"), ("TITAN Xp", "pascal"), ("Quadro GV100", "volta"),
-    ("NVIDIA H800", "hopper"), ("Tesla K40", "kepler"), ("Some accelerator", None)])
+    ("NVIDIA H800", "hopper"), ("Tesla K40", "kepler"), ("Some accelerator", None),
+    ("NVIDIA H20", "hopper"), ("NVIDIA L20", "ada"), ("NVIDIA RTX PRO 6000 Blackwell", "blackwell"),
+    ("Jetson Nano", "maxwell"), ("Jetson TX2", "pascal"), ("NVIDIA T1000", "turing"),
+    ("GeForce GTX TITAN X", "maxwell"), ("NVIDIA TITAN X (Pascal)", "pascal")])
 def test_the_generation_a_spec_sheet_title_names(title, generation):
     """A spec-sheet profile without gpu.generation gets the library knowledge of the generation its
     title names (product names by architecture, per NVIDIA's product pages); none: the defaults."""
