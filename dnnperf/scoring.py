@@ -419,11 +419,12 @@ def _extra_kernels(s: LayerState) -> int:
 
 def _bias_kernel(s: LayerState) -> bool:
     """A framework adds a library convolution's bias in a kernel of its own (``conv_bias_kernel``):
-    a lone Conv node with a bias input, run as implicit GEMM or Winograd (a depthwise kernel of the
-    framework's own takes its bias along), outside a fusing engine (TensorRT folds it into the
-    convolution's epilogue, as does a fused layer)."""
+    a lone Conv or ConvTranspose node with a bias input, run by the library (implicit GEMM, Winograd,
+    the transposed convolution's GEMM; a depthwise kernel of the framework's own takes its bias
+    along), outside a fusing engine (TensorRT folds it into the convolution's epilogue, as does a
+    fused layer)."""
     return s.w.bias and s.lib.conv_bias_kernel and s.runtime != "tensorrt" and len(s.layer.nodes) == 1 \
-        and s.algorithm in ("implicit_gemm", "winograd")
+        and s.algorithm in ("implicit_gemm", "winograd", "gemm")
 
 
 def _bias_seconds(s: LayerState) -> float:

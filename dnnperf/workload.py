@@ -45,7 +45,7 @@ class Workload:
     row: int = 0  # normalisations: elements each row reduces over (LayerNorm's normalised axes)
     pieces: tuple = ()  # Concat: elements of each input, each copied into the output as one piece
     subnormals: int = 0  # subnormal float32 values it writes (a Softmax) or multiplies (the MatMul after it)
-    bias: bool = False  # a plain Conv with a bias input (GPU frameworks add it in a kernel of its own)
+    bias: bool = False  # a plain Conv or ConvTranspose with a bias input (GPU frameworks add it in a kernel of its own)
 
     @property
     def ops(self) -> int:

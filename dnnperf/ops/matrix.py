@@ -85,7 +85,8 @@ def conv_transpose(ctx: Ctx):
     gemm = Gemm(m=x[0] * in_pixels, n=cout_g * window, k=cin // max(groups, 1), count=groups)
     other = prod(y) if ctx.has_input(2) else 0
     # scattered accumulation (col2im) adds one add per MAC-output contribution: counted in MACs
-    return ctx.workload("conv" if groups == 1 else "grouped_conv", macs=macs, other=other, gemm=gemm)
+    return ctx.workload("conv" if groups == 1 else "grouped_conv", macs=macs, other=other, gemm=gemm,
+                        bias=ctx.has_input(2))
 
 
 def gemm(ctx: Ctx):
