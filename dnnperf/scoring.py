@@ -82,6 +82,7 @@ class LayerCost:
     algorithm: str = ""  # how a GPU library runs it: gemm, winograd, implicit_gemm, direct...
     plan: object = None  # the GPU tile plan (dnnperf.gpu.Plan) of a matrix layer
     t_device: float = 0.0  # device time (GPUs: the host's launch cost overlaps it)
+    kernels: int = 0  # device kernels it runs (GPUs: its launches, library reorders and split-K reductions, a bias)
 
     @property
     def name(self) -> str:
@@ -171,6 +172,7 @@ class LayerState:
     gain: float = 1.0  # the convolution algorithm's MAC reduction (Winograd)
     runtime: str = "eager"
     t_device: float = 0.0
+    kernels: int = 0
     footprint: int = 0  # bytes the whole network reads and writes per inference (weights + activations written)
 
 
@@ -499,8 +501,10 @@ def _gpu_launch(s: LayerState) -> float:
         s.t_device = s.t + kernels * floor * 1e-6
     else:
         s.t_device = max(s.t, kernels * floor * 1e-6)
+    s.kernels = kernels
     if _bias_kernel(s):  # after the convolution, on the same stream; its dispatch is part of the op's host cost
         s.t_device += _bias_seconds(s)
+        s.kernels += 1
     s.t_launch = rules.launch_time(kernels, s.hw.launch_overhead_us) if s.runtime == "eager" else 0.0
     return max(s.t_device, s.t_launch)
 
@@ -566,7 +570,7 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
         s.t = t
     return LayerCost(layer, s.unit_name, s.run_precision or prec, s.tile_eff, s.occupancy, s.t_ideal, s.t_compute,
                      s.t_memory, s.t_launch, s.t, losses, classify(losses, s.t_ideal, w.is_matrix), algorithm=s.algorithm,
-                     plan=s.plan, t_device=s.t_device or (s.t - s.t_launch))
+                     plan=s.plan, t_device=s.t_device or (s.t - s.t_launch), kernels=s.kernels or w.launches)
 
 
 def _host_shape(layer: Layer, hw: HardwareProfile, prec: str, losses: dict) -> LayerCost:

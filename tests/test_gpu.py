@@ -664,6 +664,9 @@ def test_frameworks_add_a_convolutions_bias_in_a_second_kernel_by_hand(tmp_path)
     with_bias = analyze(insp, h200, s).score.totals["latency_s"]
     without = analyze(insp, off, s).score.totals["latency_s"]
     assert with_bias - without == pytest.approx(1.2e-6 + 2 * 6_422_528 / 12_000e9, rel=1e-9)
+    # the kernels the layer runs: the convolution and the bias; in fp16 also Hopper's one layout reorder
+    assert [analyze(insp, hw, s).score.layers[0].kernels for hw in (h200, off)] == [2, 1]
+    assert analyze(insp, h200, replace(s, precision="fp16")).score.layers[0].kernels == 3
     e = replace(s, runtime="eager")
     rep_on, rep_off = analyze(insp, h200, e).score, analyze(insp, off, e).score
     assert rep_on.layers[0].t_device - rep_off.layers[0].t_device == pytest.approx(5e-6, rel=1e-9)
