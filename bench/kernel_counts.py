@@ -5,7 +5,7 @@
 `bench/gpu_measure.py` recorded, for each network's batch-1 eager row, the kernels the torch profiler
 counted in one forward pass (`kernels_per_pass`). For the same network, precision and runtime this
 prints the device kernels of dnnperf's estimate (each layer's launches, the library's layout reorders
-and split-K reductions, a framework's bias kernel: `LayerCost.kernels`), the difference, and how many
+and split-K reductions, a framework's bias kernel: the report's `totals.kernels`), the difference, and how many
 networks match exactly. The baseline is the profiler's count in the data file; a count says nothing of
 time, but a kernel the model misses or invents is a term of its estimate that cannot be right.
 """
@@ -47,7 +47,7 @@ def main() -> None:
         insp = inspect_model(model_path(r["model"]), ShapeOverrides(batch=r["batch"], dims=dims))
         sc = analyze(insp, hw, Settings(batch=r["batch"], precision=r["precision"], runtime=r["runtime"]),
                      with_fixes=False).score
-        n = sum(c.kernels for c in sc.layers)
+        n = sc.totals["kernels"]
         d = n - r["kernels_per_pass"]
         exact.setdefault(r["precision"], []).append(d == 0)
         print(f"{r['model']:<20} {r['precision']:<5} {r['batch']:>5} {r['kernels_per_pass']:>8} {n:>8} {d:>+6}")

@@ -98,7 +98,7 @@ def report_dict(report: Report, top: int | None = None) -> dict:
         "settings": sc.settings.as_dict(),
         "totals": {
             "macs": t["macs"], "ops": t["ops"], "other_ops": t["other_ops"], "bytes": t["bytes"],
-            "weight_bytes": t["weight_bytes"], "launches": t["launches"],
+            "weight_bytes": t["weight_bytes"], "launches": t["launches"], "kernels": t["kernels"],
             "latency_s": _r(t["latency_s"]), "ideal_s": _r(t["ideal_s"]),
             "input_transfer_s": _r(t["input_transfer_s"]),
             "throughput_per_s": _r(t["throughput_per_s"]),

@@ -679,6 +679,7 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
         "bytes": nbytes,
         "weight_bytes": sum(c.layer.workload.weight_bytes for c in costs),
         "launches": sum(c.layer.workload.launches for c in costs),
+        "kernels": sum(c.kernels for c in costs),
         "latency_s": latency,
         "ideal_s": t_ideal,
         "input_transfer_s": t_in,

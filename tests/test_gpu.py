@@ -667,6 +667,11 @@ def test_frameworks_add_a_convolutions_bias_in_a_second_kernel_by_hand(tmp_path)
     # the kernels the layer runs: the convolution and the bias; in fp16 also Hopper's one layout reorder
     assert [analyze(insp, hw, s).score.layers[0].kernels for hw in (h200, off)] == [2, 1]
     assert analyze(insp, h200, replace(s, precision="fp16")).score.layers[0].kernels == 3
+    # the report's totals: one launch, two device kernels; the JSON says both
+    from dnnperf.documents import report_dict
+
+    doc = report_dict(analyze(insp, h200, s))
+    assert (doc["totals"]["launches"], doc["totals"]["kernels"]) == (1, 2)
     e = replace(s, runtime="eager")
     rep_on, rep_off = analyze(insp, h200, e).score, analyze(insp, off, e).score
     assert rep_on.layers[0].t_device - rep_off.layers[0].t_device == pytest.approx(5e-6, rel=1e-9)

@@ -68,7 +68,8 @@ def report_blocks(d: dict, top: int = 10) -> list:
         f"{d['model']['name']} on {hw['title']}  (batch {st['batch']}, precision {st['precision']}, fusion {st['fusion']}"
         + (f", runtime {st['runtime']})" if hw.get("kind") == "gpu" else ")"),
         f"estimated latency {t(tot['latency_s'])}   throughput {tot['throughput_per_s']:.4g}/s   "
-        f"{count(tot['macs'])}MACs  {b(tot['bytes'])} moved  {tot['launches']} launches",
+        f"{count(tot['macs'])}MACs  {b(tot['bytes'])} moved  {tot['launches']} launches"
+        + (f" ({tot['kernels']} device kernels)" if tot.get("kernels", tot["launches"]) != tot["launches"] else ""),
         f"quoted {hw['peak_tops']:g} TOP/s {hw['peak_precision']}; this model reaches {tot['achieved_tops']:.3g} TOP/s "
         f"({pct(tot['fraction_of_peak'])}); top cause: {tot['top_cause']}",
     ]
