@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dnnperf.ir import DTYPE_BITS, Graph
-from dnnperf.kernel_groups import becomes_gemm, silu_gate, group_candidates, runtime_kernel_groups
+from dnnperf.kernel_groups import becomes_gemm, group_candidates, runtime_kernel_groups, silu_gate
 from dnnperf.workload import MATRIX_FAMILIES, Gemm, Workload
 
 EPILOGUE_OPS = frozenset({
