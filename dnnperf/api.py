@@ -58,9 +58,14 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
     from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes
     from dnnperf.kernel_groups import framework_op_groups, group_candidates, runtime_kernel_groups
 
-    cands = insp.derived.get("fusion_candidates")  # every fusable node, for the fix hints
-    if cands is None:
-        cands = insp.derived["fusion_candidates"] = fusion_candidates(insp.graph, insp.rows)
+    def derived(key: str, build):
+        """What depends on the graph alone, built once per inspection (a report scores it several times)."""
+        value = insp.derived.get(key)
+        if value is None:
+            value = insp.derived[key] = build()
+        return value
+
+    cands = derived("fusion_candidates", lambda: fusion_candidates(insp.graph, insp.rows))  # for the fix hints
 
     def make(row: Row) -> Layer:
         w = row.workload
@@ -74,14 +79,16 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
     if fusion == "typical":
         if chains:
             return fuse(insp.graph, insp.rows, make, cands)
-        groups = runtime_kernel_groups(insp.graph)
-        return fuse(insp.graph, insp.rows, make, fusion_candidates(insp.graph, insp.rows, False, groups),
-                    {names[0]: kernel for kernel, names in groups})
+        groups = derived("runtime_kernel_groups", lambda: runtime_kernel_groups(insp.graph))
+        cpu_cands = derived("cpu_fusion_candidates", lambda: fusion_candidates(insp.graph, insp.rows, False, groups))
+        return fuse(insp.graph, insp.rows, make, cpu_cands, {names[0]: kernel for kernel, names in groups})
     if fusion != "none":
         raise DnnperfError(f"--fusion must be 'none' or 'typical', got '{fusion}'")
-    ops = framework_op_groups(insp.graph) if chains else []  # a GPU framework's one-kernel ops (erf GELU, Linear)
-    if ops:
-        return fuse(insp.graph, insp.rows, make, group_candidates(insp.graph, ops), {names[0]: k for k, names in ops})
+    if chains:  # a GPU framework's one-kernel ops (erf GELU, SiLU, Linear)
+        ops = derived("framework_op_groups", lambda: framework_op_groups(insp.graph))
+        if ops:
+            op_cands = derived("framework_op_candidates", lambda: group_candidates(insp.graph, ops))
+            return fuse(insp.graph, insp.rows, make, op_cands, {names[0]: k for k, names in ops})
     return [make(r) for r in insp.rows if r.workload is not None]
 
 

@@ -52,13 +52,21 @@ def becomes_gemm(graph: Graph, mm) -> bool:
     return a is not None and a.shape is not None and (len(a.shape) == 2 or not graph.symbolic_inputs)
 
 
-def _gemm_bias(graph: Graph, add, producer: dict, only_user) -> bool:
-    """A bias Add ONNX Runtime folds into the MatMul before it (2-D weights, ``becomes_gemm``)."""
+def _linear_product(graph: Graph, add, producer: dict, only_user):
+    """The MatMul whose output only the bias Add ``add`` reads (a Linear's two nodes); else None."""
     if not _bias_add(graph, add):
-        return False
+        return None
     x = next(i for i in add.inputs if i not in graph.constants)
     mm = producer.get(x)
     if mm is None or mm.op_type != "MatMul" or len(mm.inputs) < 2 or only_user(x) is not add:
+        return None
+    return mm
+
+
+def _gemm_bias(graph: Graph, add, producer: dict, only_user) -> bool:
+    """A bias Add ONNX Runtime folds into the MatMul before it (2-D weights, ``becomes_gemm``)."""
+    mm = _linear_product(graph, add, producer, only_user)
+    if mm is None:
         return False
     w = graph.tensors.get(mm.inputs[1])
     return w is not None and w.shape is not None and len(w.shape) == 2 and becomes_gemm(graph, mm)
@@ -141,10 +149,9 @@ def _framework_op(graph: Graph, node, producer: dict, only_user):
     if node.op_type == "Erf":
         found = _erf_gelu(node, producer, only_user)
         return None if found is None else ("Gelu", found[0])
-    if node.op_type == "Add" and _bias_add(graph, node):
-        mm = next((producer.get(i) for i in node.inputs if i not in graph.constants), None)
-        if mm is None or mm.op_type != "MatMul" or len(mm.inputs) != 2 or mm.inputs[1] not in graph.constants \
-                or only_user(mm.outputs[0]) is not node:
+    if node.op_type == "Add":
+        mm = _linear_product(graph, node, producer, only_user)
+        if mm is None or mm.inputs[1] not in graph.constants:
             return None
         a = graph.tensors.get(mm.inputs[0])
         if a is None or a.shape is None or len(a.shape) > 3:

@@ -430,20 +430,36 @@ def _bias_kernel(s: LayerState) -> bool:
 
 
 def _bias_seconds(s: LayerState) -> float:
-    """The bias kernel: it reads the convolution's output and writes it back (from L2 when both fit
-    there, else through DRAM at the streaming bandwidth); in a CUDA graph its start comes first, as for
-    any streaming kernel, and eagerly it takes at least the minimum kernel time."""
+    """The bias kernel, a streaming one: it reads the convolution's output and writes it back (from L2
+    when both fit there, else through DRAM at the streaming bandwidth)."""
     traffic = 2 * s.w.bytes_written
-    l2 = (s.hw.onchip_mb or 0.0) * 1e6 * s.lib.l2_usable_fraction
-    bw = _l2_bps(s) if traffic <= l2 else s.hw.dram_bps * s.lib.stream_efficiency
-    if s.runtime == "eager":
-        return max(s.lib.min_kernel_us * 1e-6, traffic / bw)
-    return s.lib.graph_stream_kernel_us * 1e-6 + traffic / bw
+    bw = _l2_bps(s) if traffic <= _l2_room(s) else _stream_bps(s, streaming=True)
+    return _kernels_seconds(s, traffic / bw, 1, streaming=True)
 
 
 def _l2_bps(s: LayerState) -> float:
     """L2 bandwidth: the profile's memory.onchip_gbs, else the DRAM figure x l2_bandwidth_factor."""
     return s.hw.onchip_gbs * 1e9 if s.hw.onchip_gbs else s.hw.dram_bps * s.lib.l2_bandwidth_factor
+
+
+def _l2_room(s: LayerState) -> float:
+    """Bytes of the L2 that a layer's activations may use and still find there (l2_usable_fraction)."""
+    return (s.hw.onchip_mb or 0.0) * 1e6 * s.lib.l2_usable_fraction
+
+
+def _floor_us(s: LayerState, streaming: bool) -> float:
+    """The shortest a kernel takes in the runtime: back to back from a stream, or in a captured graph
+    (shorter still for a streaming kernel)."""
+    if s.runtime == "eager":
+        return s.lib.min_kernel_us
+    return s.lib.graph_stream_kernel_us if streaming else s.lib.graph_kernel_us
+
+
+def _kernels_seconds(s: LayerState, t: float, n: int, streaming: bool) -> float:
+    """``n`` kernels doing ``t`` seconds of work: each at least the runtime's floor; in a graph a
+    streaming kernel's start comes before its transfer rather than hiding under it."""
+    floor = _floor_us(s, streaming) * 1e-6
+    return t + n * floor if s.runtime != "eager" and streaming else max(t, n * floor)
 
 
 # kernels that stream their tensors with wide, independent, unit-stride loads: pointwise math, casts,
@@ -456,10 +472,12 @@ def _streaming(s: LayerState) -> bool:
     return s.algorithm == "elementwise" and s.w.family in _STREAMING
 
 
-def _stream_bps(s: LayerState) -> float:
+def _stream_bps(s: LayerState, streaming: bool | None = None) -> float:
     """DRAM bytes/s a GPU kernel's traffic moves at: the quoted bandwidth x the library's efficiency
-    (``stream_efficiency`` for a streaming kernel, ``bandwidth_efficiency`` for the rest)."""
-    return s.hw.dram_bps * (s.lib.stream_efficiency if _streaming(s) else s.lib.bandwidth_efficiency)
+    (``stream_efficiency`` for a streaming kernel, ``bandwidth_efficiency`` for the rest). ``streaming``:
+    whether the kernel streams (default: the layer's own kernel, ``_streaming``)."""
+    streaming = _streaming(s) if streaming is None else streaming
+    return s.hw.dram_bps * (s.lib.stream_efficiency if streaming else s.lib.bandwidth_efficiency)
 
 
 def _gpu_memory(s: LayerState) -> float:
@@ -467,8 +485,7 @@ def _gpu_memory(s: LayerState) -> float:
     w = s.w
     s.unoptimized = w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops
     act = w.act_bytes_read + w.bytes_written
-    l2 = (s.hw.onchip_mb or 0.0) * 1e6 * s.lib.l2_usable_fraction
-    on_chip = act if act <= l2 else 0  # the producer's output is still in L2; this output stays for its consumer
+    on_chip = act if act <= _l2_room(s) else 0  # the producer's output is still in L2; this output stays for its consumer
     if s.weights_resident:
         on_chip += w.weight_bytes
     dram = act + w.weight_bytes - on_chip + (s.plan.partial_bytes if s.plan is not None else 0)
@@ -490,17 +507,13 @@ def _gpu_launch(s: LayerState) -> float:
     per kernel, and a shorter device gap between kernels; there a streaming kernel's start
     (``graph_stream_kernel_us``) comes before its transfer rather than hiding under it."""
     kernels = s.w.launches + _extra_kernels(s)
-    floor = s.lib.min_kernel_us if s.runtime == "eager" else (
-        s.lib.graph_stream_kernel_us if _streaming(s) else s.lib.graph_kernel_us)
     n_re = _reorders(s)
     if n_re and s.lib.reorder_traffic:  # each reorder is a transpose of an activation through DRAM
         bw = _stream_bps(s)  # a convolution's layout reorder: a transpose, not a streaming kernel
-        t_re = sum(max(floor * 1e-6, b / bw) for b in _reorder_bytes(s, n_re))
-        s.t_device = max(s.t, (kernels - n_re) * floor * 1e-6) + t_re
-    elif s.runtime != "eager" and _streaming(s):  # the graph's start of each kernel, then its transfer
-        s.t_device = s.t + kernels * floor * 1e-6
+        t_re = sum(_kernels_seconds(s, b / bw, 1, False) for b in _reorder_bytes(s, n_re))
+        s.t_device = _kernels_seconds(s, s.t, kernels - n_re, False) + t_re
     else:
-        s.t_device = max(s.t, kernels * floor * 1e-6)
+        s.t_device = _kernels_seconds(s, s.t, kernels, _streaming(s))
     s.kernels = kernels
     if _bias_kernel(s):  # after the convolution, on the same stream; its dispatch is part of the op's host cost
         s.t_device += _bias_seconds(s)
