@@ -163,11 +163,27 @@ def _rescale(c: LayerCost, n2: int) -> Layer:
     return replace(c.layer, workload=c.layer.workload.with_width(n2))
 
 
+MAX_WIDTHS = 1024  # widths rescored per layer at most
+
+
+def candidate_widths(lo: int, hi: int, most: int = MAX_WIDTHS) -> range:
+    """The widths ``shape_advice`` tries between ``lo`` and ``hi``: every one when there are at most
+    ``most``, else the multiples of the smallest power of two that leaves at most ``most`` (a wide
+    layer's span, a vocabulary of 50,257 +-12.5%, holds thousands of widths; the multiples of 16
+    include every width a tile or an alignment rule favours; a corrupt file's 2^31 channels would
+    otherwise be rescored half a billion times)."""
+    step = 1
+    while (hi - lo) // step + 1 > most:
+        step *= 2
+    return range(-(-lo // step) * step, hi + 1, step)
+
+
 def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
     """For each matrix layer: nearby output widths (within +-span) that cost less time per MAC.
 
     Only the layer itself is rescored (its output channels / hidden size N change; the next layer's
-    input width would change too and is not included). Ranked by time per MAC gained."""
+    input width would change too and is not included). Ranked by time per MAC gained. Wide layers
+    try aligned widths only (``candidate_widths``)."""
     prec = report.score.settings.precision
     out = []
     for c in report.score.layers:
@@ -178,7 +194,7 @@ def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
         lo, hi = max(1, int(n * (1 - span))), int(n * (1 + span))
         base_tpm = c.time_s / w.macs
         cands = []
-        for n2 in range(lo, hi + 1):
+        for n2 in candidate_widths(lo, hi):
             if n2 == n:
                 continue
             l2 = _rescale(c, n2)

@@ -6,10 +6,11 @@ import json
 
 import pytest
 from onnx import TensorProto as T
+from onnx import helper
 from typer.testing import CliRunner
 
 from dnnperf.cli import app
-from helpers import conv_model, save
+from helpers import conv_model, model, save, vi
 
 runner = CliRunner()
 
@@ -122,3 +123,33 @@ def test_fix_text_and_shapes_agree_on_the_same_width_change(tmp_path):
     from dnnperf.fmt import t
 
     assert t(s104["new_latency_s"]) == new_time_text
+
+
+def test_candidate_widths_are_bounded_and_aligned():
+    from dnnperf.design import candidate_widths
+
+    # a narrow span: every width, ends included
+    assert list(candidate_widths(88, 112)) == list(range(88, 113))
+    # 50,257 +- 12.5% holds 12,565 widths: 16 apart (12,565 / 16 is under 1,024), all multiples of 16
+    wide = candidate_widths(43974, 56539)
+    assert wide.step == 16 and all(n % 16 == 0 for n in wide)
+    assert len(wide) <= 1024 and wide[0] == 43984 and wide[-1] == 56528
+    # a corrupt file's 2^31 channels: still at most 1,024 widths
+    huge = candidate_widths(1879048192, 2415919104)
+    assert len(huge) <= 1024 and huge.step == 2 ** 20
+
+
+def test_shapes_on_a_very_wide_layer_tries_aligned_widths(tmp_path):
+    """A Linear of 1,000,003 outputs used to be rescored at each of 250,000 widths (a corrupt file
+    with 2^31 channels never finished); now at most 1,024 of them, aligned."""
+    import onnx
+
+    init = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=[64, 1_000_003])
+    init.data_location = onnx.TensorProto.EXTERNAL
+    e = init.external_data.add()
+    e.key, e.value = "location", "absent.bin"
+    m = model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", [1, 64])], [vi("y", [1, 1_000_003])], [init])
+    r = runner.invoke(app, ["shapes", save(m, tmp_path), "--hw", "v100", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    for layer in json.loads(r.stdout)["layers"]:
+        assert all(s["to"] % 256 == 0 for s in layer["suggestions"])  # 250,000 widths / 1,024 -> every 256th
