@@ -577,7 +577,7 @@ _GPU_ZERO_OK = frozenset({"matrix_overlap", "gemm_alignment_bytes", "gemv_max", 
 _GPU_INT = frozenset({"split_k_min", "ctas_per_sm_tile", "winograd_tile", "threads_per_sm", "dies", "gemv_max",
                       "gemm_alignment_bytes", "gemm_word_bytes"})
 _GPU_NUMBER_MAPS = {"feed_ops_per_element": None, "k_step": None, "misaligned_vector": None, "sm_watts": None,
-                    "reorder_kernels": None, "library_efficiency": 1.0, "depthwise_efficiency": 1.0}
+                    "reorder_kernels": 16, "library_efficiency": 1.0, "depthwise_efficiency": 1.0}
 _GPU_STRING_LISTS = frozenset({"split_k_precisions", "conv_split_k_precisions", "gemv_precisions"})
 
 
@@ -596,7 +596,9 @@ def _gpu_field(k: str, v, where: str) -> None:
             raise DnnperfError(f"{where}: true or false{' per precision' if k == 'winograd' else ''}, got {v!r}")
     elif k in _GPU_NUMBER_MAPS:
         for kk, x in _map(v, where).items():
-            _num(x, f"{where}.{kk}", upper=_GPU_NUMBER_MAPS[k], allow_zero=k == "reorder_kernels")
+            f = _num(x, f"{where}.{kk}", upper=_GPU_NUMBER_MAPS[k], allow_zero=k == "reorder_kernels")
+            if k == "reorder_kernels" and f != int(f):
+                raise DnnperfError(f"{where}.{kk}: a whole number of kernels, got {x!r}")
     elif k == "tiles":
         _tile_list(v, where)
     elif k in ("conv_tiles", "gemm_tiles"):

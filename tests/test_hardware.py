@@ -210,8 +210,9 @@ def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
     # the profile's own threads per SM wins; a malformed one names itself
     own = profile_from_dict({**base, "name": "x", "title": "NVIDIA A10", "gpu": {"threads_per_sm": 1536}}, "x")
     assert own.lanes == 72 * 1536
+    # reorder kernels are whole kernels, and a few of them (10^12 used to build a list of 10^12 sizes)
     for bad in ({"threads_per_sm": "many"}, {"threads_per_sm": 0}, {"reorder_traffic": "yes"},
-                {"conv_bias_kernel": 1}):
+                {"conv_bias_kernel": 1}, {"reorder_kernels": {"fp16": 2.5}}, {"reorder_kernels": {"fp16": 1e12}}):
         with pytest.raises(DnnperfError, match=f"gpu.{next(iter(bad))}"):
             profile_from_dict({**base, "name": "x", "title": "NVIDIA A10", "gpu": bad}, "x")
     # no sources: the figures are taken as given, and the profile says so among its assumptions

@@ -205,6 +205,10 @@ def test_skeleton_cli(tmp_path):
     r = cli("llm", "skeleton", "-o", tmp_path / "x.onnx")
     assert r.exit_code == 2 and "--preset" in r.output
     assert not (tmp_path / "x.onnx").exists()
+    # 10^8 layers ran for minutes; more than 1,024 is refused before any work
+    r = cli("llm", "skeleton", "--preset", "tiny", "--layers", "100000000", "-o", tmp_path / "y.onnx")
+    assert r.exit_code == 2 and "--layers 100000000 is more than 1,024" in r.output
+    assert not (tmp_path / "y.onnx").exists()
 
 
 def test_shipped_sample_decoder():

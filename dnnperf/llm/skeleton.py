@@ -26,6 +26,10 @@ import numpy as np
 from dnnperf.errors import DnnperfError
 
 
+# decoder layers a skeleton may have (Llama-3.1-405B has 126; each layer is ~30 ONNX nodes)
+MAX_LAYERS = 1024
+
+
 @dataclass(frozen=True)
 class LlamaConfig:
     layers: int
@@ -47,6 +51,9 @@ class LlamaConfig:
             v = getattr(self, k)
             if not isinstance(v, int) or v <= 0:
                 raise DnnperfError(f"--{k.replace('_', '-')} must be a positive integer, got {v!r}")
+        if self.layers > MAX_LAYERS:
+            raise DnnperfError(f"--layers {self.layers} is more than {MAX_LAYERS:,} (the deepest published decoders "
+                               "have ~130): a skeleton that deep would take minutes and gigabytes to write")
         if self.hidden % self.heads:
             raise DnnperfError(f"--hidden {self.hidden} is not a multiple of --heads {self.heads}")
         if self.heads % self.kv_heads:

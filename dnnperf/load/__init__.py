@@ -26,7 +26,7 @@ from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, T
 from dnnperf.load import fast, gaps, hostshape
 from dnnperf.load.fold import Resolver, tensor_value
 from dnnperf.load.overrides import apply_overrides, batch_axes
-from dnnperf.load.read import (MAX_ELEMS, check_dims, check_domains, check_opset, is_shape_like, parse_model,
+from dnnperf.load.read import (MAX_ELEMS, CorruptName, check_dims, check_domains, check_opset, is_shape_like, parse_model,
                                plain_attrs, read_model, read_model_bytes, short, static, type_shape)
 from dnnperf.load.topology import MAX_DEPTH, node_subgraphs, topo_order, views
 from dnnperf.load.weights import skeleton_of, skeletonize_inplace
@@ -37,7 +37,10 @@ __all__ = ["load_graph", "resolve", "graph_from_model", "parse_model", "read_mod
 
 def load_graph(path: str, overrides: ShapeOverrides = ShapeOverrides()) -> Graph:
     """Path -> shape-resolved Graph. Raises DnnperfError (exit 2) on any bad input."""
-    return resolve(read_model(path), overrides, path)
+    try:
+        return resolve(read_model(path), overrides, path)
+    except CorruptName as exc:
+        raise CorruptName(exc.what, f"'{path}'") from None
 
 
 def _copy(model):

@@ -161,6 +161,14 @@ def short(exc: BaseException) -> str:
 # protos -> plain values
 
 
+class CorruptName(DnnperfError):
+    """A name in the file that is not valid UTF-8 (the loader adds the file's path)."""
+
+    def __init__(self, what: str, path: str = "the model"):
+        super().__init__(f"{path} has {what} that is not valid UTF-8 — the file is corrupt; re-export it")
+        self.what = what
+
+
 def type_shape(tp) -> tuple[tuple | None, str]:
     """(dims or None, dtype) of a TypeProto; a dim is int, str (symbol) or None (unknown)."""
     if not tp.HasField("tensor_type"):
@@ -183,7 +191,10 @@ def type_shape(tp) -> tuple[tuple | None, str]:
         elif d.HasField("dim_value"):
             dims.append(0)
         else:
-            dims.append(d.dim_param or None)
+            sym = d.dim_param
+            if sym.__class__ is bytes:  # the protobuf runtime hands back names that are not UTF-8 as bytes
+                raise CorruptName("a dimension name")
+            dims.append(sym or None)
     return tuple(dims), dtype
 
 
@@ -213,8 +224,7 @@ def plain_attrs(n) -> dict:
     try:
         "".join(out)
     except TypeError:
-        raise DnnperfError(f"node '{n.name}' has attribute names that are not valid UTF-8 — the file is corrupt; "
-                           "re-export it") from None
+        raise CorruptName(f"attribute names on node '{n.name or n.op_type}'") from None
     return out
 
 
