@@ -178,13 +178,23 @@ def candidate_widths(lo: int, hi: int, most: int = MAX_WIDTHS) -> range:
     return range(-(-lo // step) * step, hi + 1, step)
 
 
+def _peak(hw, unit: str, precision: str) -> float:
+    """The peak TOP/s of ``hw``'s unit named ``unit`` at ``precision`` (0 when it has none)."""
+    u = next((u for u in hw.units if u.name == unit), None)
+    return float(u.peak_tops.get(precision, 0.0)) if u is not None else 0.0
+
+
 def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
     """For each matrix layer: nearby output widths (within +-span) that cost less time per MAC.
 
     Only the layer itself is rescored (its output channels / hidden size N change; the next layer's
-    input width would change too and is not included). Ranked by time per MAC gained. Wide layers
-    try aligned widths only (``candidate_widths``)."""
+    input width would change too and is not included). Ranked by time per MAC gained, one width per
+    time (the widest of a tile step). Wide layers try aligned widths only (``candidate_widths``). A
+    width that moves the layer to a unit of lower peak is never suggested: on T4 a misaligned 71 in
+    place of 64 fp16 channels skips the tensor cores' layout reorders and comes out faster at batch 1
+    in eager runs, which no one should design a network around (the reorders have their own fix)."""
     prec = report.score.settings.precision
+    hw = report.score.hw
     out = []
     for c in report.score.layers:
         w = c.layer.workload
@@ -199,6 +209,8 @@ def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
                 continue
             l2 = _rescale(c, n2)
             c2 = rescore(c, l2, report.score, prec)
+            if c2.unit != c.unit and _peak(hw, c2.unit, c2.precision) < _peak(hw, c.unit, c.precision):
+                continue  # off the specialised unit: faster only by its fixed costs (eager layout reorders)
             tpm = c2.time_s / max(l2.workload.macs, 1)
             if tpm < base_tpm * 0.98:
                 cands.append({"to": n2, "macs_change": l2.workload.macs / w.macs - 1, "time_change": c2.time_s / c.time_s - 1,
@@ -207,7 +219,12 @@ def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
         if not cands:
             continue
         cands.sort(key=lambda x: (-x["time_per_mac_gain"], abs(x["to"] - n)))
-        best = cands[:per_layer]
+        best: list[dict] = []
+        for cand in cands:  # one width per time: the widths of one tile step cost the same, the widest ranks first
+            if all(abs(cand["new_latency_s"] - b["new_latency_s"]) > 0.005 * b["new_latency_s"] for b in best):
+                best.append(cand)
+                if len(best) == per_layer:
+                    break
         out.append({"layer": c.name, "op_type": c.layer.op_type, "dim": "output channels" if "Conv" in c.layer.op_type
                     else "output features", "current": n, "latency_s": c.time_s, "unit": c.unit,
                     "tile_efficiency": c.tile_efficiency,

@@ -153,3 +153,19 @@ def test_shapes_on_a_very_wide_layer_tries_aligned_widths(tmp_path):
     assert r.exit_code == 0, r.output
     for layer in json.loads(r.stdout)["layers"]:
         assert all(s["to"] % 256 == 0 for s in layer["suggestions"])  # 250,000 widths / 1,024 -> every 256th
+
+
+def test_shapes_never_suggests_leaving_the_tensor_cores(tmp_path):
+    """T4, fp16, batch 1, eager: a 64 -> 64 1 x 1 convolution on the tensor cores pays three layout
+    reorders of 5 us each; at a misaligned 71 channels it runs on the CUDA cores without them and
+    scores faster. That width used to be the first suggestion; a width that moves the layer to a unit
+    of lower peak is not a design change anyone should make. And each suggestion costs a different
+    time (the widths of one tile step used to be listed one after the other: 3456, 3455, 3454)."""
+    p = save(conv_model(64, 64, 56, 56, 1, dtype=T.FLOAT16), tmp_path)
+    r = runner.invoke(app, ["shapes", p, "--hw", "t4", "-b", "1", "-f", "json", "--span", "25%"])
+    assert r.exit_code == 0, r.output
+    for layer in json.loads(r.stdout)["layers"]:
+        assert layer["unit"] == "tensor_cores"
+        assert all(s["unit"] == "tensor_cores" and s["to"] % 8 == 0 for s in layer["suggestions"]), layer
+        times = [s["new_latency_s"] for s in layer["suggestions"]]
+        assert all(abs(a - b) > 0.005 * b for i, a in enumerate(times) for b in times[:i]), times
