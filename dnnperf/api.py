@@ -130,6 +130,9 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     uncal = _uncalibrated_kernels_note(hw, sc)
     if uncal:
         notes.append(uncal)
+    room = _memory_note(hw, sc)
+    if room:
+        notes.append(room)
     alt = {settings.fusion: sc.totals["latency_s"]}
     other = "typical" if settings.fusion == "none" else "none"
     alt[other] = _score(insp, hw, replace(settings, fusion=other)).totals["latency_s"]
@@ -160,6 +163,26 @@ def _subnormal_note(insp: Inspection, hw: HardwareProfile, sc: Score) -> str | N
     extra = sum(subnormal_time(c.layer.workload, hw) for c in sc.layers)
     return (f"{n:,} attention probabilities underflow to subnormal floats (an additive mask near -100 before a "
             f"Softmax): {fmt_time(extra)} of this estimate on {hw.name} (subnormal_ns, calibrated); {fix}")
+
+
+def _memory_note(hw: HardwareProfile, sc: Score) -> str | None:
+    """A layer whose input and output alone outgrow the device's memory (a --batch or --dim far past
+    what the device holds): the estimate then times a run that cannot happen, and says so. A lower
+    bound only (weights and every other live tensor come on top); None when it fits or the profile
+    gives no memory size."""
+    from dnnperf.fmt import b as fmt_bytes
+
+    cap = (hw.dram_gb or 0) * 1e9
+    if not cap or not sc.layers:
+        return None
+    big = max(sc.layers, key=lambda c: c.layer.workload.act_bytes_read + c.layer.workload.bytes_written)
+    w = big.layer.workload
+    need = w.act_bytes_read + w.bytes_written
+    if need <= cap:
+        return None
+    return (f"does not fit {hw.name}'s {hw.dram_gb:g} GB: layer '{big.name}' alone reads {fmt_bytes(w.act_bytes_read)} "
+            f"and writes {fmt_bytes(w.bytes_written)} (batch {sc.settings.batch}), so this estimate times a run the device "
+            "cannot hold — lower --batch or the --dim sizes, or split the input")
 
 
 def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:

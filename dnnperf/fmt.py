@@ -36,6 +36,12 @@ def count(n: float | None) -> str:
     return f"{int(n)}"
 
 
+def counted(n: float | None, unit: str) -> str:
+    """``count`` with its unit: "12.85 MMACs", "500 MACs" (never "500MACs")."""
+    c = count(n)
+    return f"{c}{unit}" if c[-1:] in ("T", "G", "M", "K") else f"{c} {unit}"
+
+
 def pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.1f}%"
 

@@ -178,9 +178,9 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
     batch = None
     for name in graph.inputs:
         t = graph.tensors.get(name)
-        if t is not None and t.nbytes:
-            input_bytes += t.nbytes
-            if batch is None and t.shape:
+        if t is not None and t.shape is not None:
+            input_bytes += t.nbytes or 0
+            if batch is None and t.shape:  # an empty input (0 tokens) still has its batch
                 batch = t.shape[graph.batch_axes.get(name, 0)] if len(t.shape) > graph.batch_axes.get(name, 0) else None
     insp = Inspection(path, graph, rows, unsupported, warnings, input_bytes, batch)
     cov = insp.coverage()

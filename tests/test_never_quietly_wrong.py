@@ -465,3 +465,28 @@ def test_shape_arithmetic_over_symbolic_dims_is_host_work_on_cpu_runtimes(tmp_pa
     # static dims: every runtime folds it
     static = inspect_model(_shuffle_shape_model(tmp_path, 1, "static.onnx"))
     assert not any(r.workload.family == "shape_runtime" for r in static.rows)
+
+
+def test_a_batch_the_device_cannot_hold_is_marked(tmp_path):
+    """A 3 x 3 convolution 3 -> 64 channels at 224 x 224 (no padding: 222 x 222 out), fp32, batch
+    20,000 reads 20,000 x 3 x 224 x 224 x 4 B = 12.04 GB and writes 20,000 x 64 x 222 x 222 x 4 B =
+    252.3 GB: no 16 GB V100 holds that at once. The estimate is still printed, with a note that says
+    the run cannot happen; at batch 1 (12 MB) there is none."""
+    from helpers import conv_model
+
+    p = save(conv_model(3, 64, 224, 224, 3), tmp_path)
+    r = invoke("analyze", p, "--hw", "v100", "-b", "20000", "-f", "json")
+    assert r.exit_code == 0, r.output
+    note = next(w for w in json.loads(r.stdout)["warnings"] if w.startswith("does not fit"))
+    assert "v100's 16 GB" in note and "12 GB" in note and "252 GB" in note and "batch 20000" in note
+    assert "does not fit" in r.stderr
+    r1 = invoke("analyze", p, "--hw", "v100", "-b", "1", "-f", "json")
+    assert not any("does not fit" in w for w in json.loads(r1.stdout)["warnings"])
+
+
+def test_an_empty_sequence_keeps_its_batch():
+    """gpt2 with --dim sequence_length=0: input_ids is 1 x 0 (no bytes), and the report's batch was
+    read off the inputs' bytes, so it said "batch None"; the batch is still 1."""
+    r = invoke("analyze", GPT2, "--hw", "v100", "--dim", "sequence_length=0", "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["settings"]["batch"] == 1

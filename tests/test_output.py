@@ -194,3 +194,11 @@ def test_names_are_escaped_in_every_format(tmp_path, name):
 def test_unknown_format_is_one_line():
     r = invoke("inspect", SQUEEZE, "-f", "xml")
     assert r.exit_code == 2 and "unknown format" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_counts_keep_a_space_before_their_unit():
+    """A model of 500 MACs used to print "500MACs" (the prefixed counts read "12.85 MMACs")."""
+    from dnnperf.fmt import counted
+
+    assert counted(500, "MACs") == "500 MACs" and counted(0, "ops") == "0 ops"
+    assert counted(12_850_000, "MACs") == "12.85 MMACs" and counted(4.089e9, "MACs") == "4.089 GMACs"

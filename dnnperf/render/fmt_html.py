@@ -62,7 +62,7 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
         ("throughput", f"{t['throughput_per_s']:.4g} / s"),
         ("achieved", f"{t['achieved_tops']:.3g} TOP/s"),
         ("of quoted peak", f"{u.pct(t['fraction_of_peak'])} of {hw['peak_tops']:g}"),
-        ("work", f"{u.count(t['macs'])}MACs"),
+        ("work", u.counted(t['macs'], "MACs")),
         ("top cause", t["top_cause"]),
     ]
     by = {l["name"]: l for l in main["layers"]}

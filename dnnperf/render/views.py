@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dnnperf.fmt import b, count, pct, shape, t
+from dnnperf.fmt import b, count, counted, pct, shape, t
 
 
 @dataclass
@@ -68,7 +68,7 @@ def report_blocks(d: dict, top: int = 10) -> list:
         f"{d['model']['name']} on {hw['title']}  (batch {st['batch']}, precision {st['precision']}, fusion {st['fusion']}"
         + (f", runtime {st['runtime']})" if hw.get("kind") == "gpu" else ")"),
         f"estimated latency {t(tot['latency_s'])}   throughput {tot['throughput_per_s']:.4g}/s   "
-        f"{count(tot['macs'])}MACs  {b(tot['bytes'])} moved  {tot['launches']} launches"
+        f"{counted(tot['macs'], 'MACs')}  {b(tot['bytes'])} moved  {tot['launches']} launches"
         + (f" ({tot['kernels']} device kernels)" if tot.get("kernels", tot["launches"]) != tot["launches"] else ""),
         f"quoted {hw['peak_tops']:g} TOP/s {hw['peak_precision']}; this model reaches {tot['achieved_tops']:.3g} TOP/s "
         f"({pct(tot['fraction_of_peak'])}); top cause: {tot['top_cause']}",
@@ -195,7 +195,7 @@ def _inspection(doc) -> list:
     blocks.append(Tab(f"{d['model']['name']}: per-layer workloads (1 MAC = 2 ops)",
                       ["layer", "op", "output", "dtype", "MACs", "other ops", "act read", "weights", "written", "ops/B"],
                       rows, left=(0, 1, 2, 3)))
-    blocks.append(Lines([f"{tot['nodes']} nodes, {count(tot['macs'])}MACs = {count(tot['ops'])}ops "
+    blocks.append(Lines([f"{tot['nodes']} nodes, {counted(tot['macs'], 'MACs')} = {counted(tot['ops'], 'ops')} "
                          f"({count(tot['other_ops'])} of them non-MAC), {b(tot['bytes'])} moved"]))
     missing = [x for x in d["unsupported_ops"] if x.get("kind") != "bound"]
     bounded = [x for x in d["unsupported_ops"] if x.get("kind") == "bound"]
