@@ -448,9 +448,9 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
     sc = report.score
     hw = sc.hw
     t = sc.totals
-    if t["mean_occupancy"] >= 0.5 and t["fraction_of_peak"] >= 0.05:
-        return None
     lat = t["latency_s"]
+    if lat <= 0 or (t["mean_occupancy"] >= 0.5 and t["fraction_of_peak"] >= 0.05):
+        return None  # (nothing scored and no input to move: no time to compare against)
     layers = [c.layer for c in sc.layers]
     best = None
     if callable(alternatives):  # only a device of the same kind quoting fewer TOP/s is a candidate

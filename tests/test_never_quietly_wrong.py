@@ -490,3 +490,15 @@ def test_an_empty_sequence_keeps_its_batch():
     r = invoke("analyze", GPT2, "--hw", "v100", "--dim", "sequence_length=0", "-f", "json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["settings"]["batch"] == 1
+
+
+def test_a_model_with_nothing_scored_on_a_cpu_is_a_partial_estimate(tmp_path):
+    """Every node unscored (a MatMul whose inner dims contradict each other, 8 vs 3) on a CPU (no
+    input transfer): the latency is 0 and the downgrade advice divided by it (internal error, exit 3;
+    found by a mutation fuzz of squeezenet1_1.onnx)."""
+    m = model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", [1, 8])], [vi("y", [1, 4])],
+              [weight("w", [3, 4])])
+    r = invoke("analyze", save(m, tmp_path), "--hw", "cpu-avx2", "-f", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["totals"]["latency_s"] == 0 and doc["warnings"][0].startswith("PARTIAL")
