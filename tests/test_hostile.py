@@ -268,15 +268,16 @@ def test_a_long_one_dimensional_elementwise_op_is_not_materialised(tmp_path):
     assert add[0]["act_bytes_read"] == 2 * n * 4 and add[0]["bytes_written"] == n * 4  # fp32: two read, one written
 
 
-@pytest.mark.parametrize("where", ["dim", "node", "tensor", "attribute"])
+@pytest.mark.parametrize("where", ["dim", "node", "tensor", "attribute", "input"])
 @pytest.mark.parametrize("cmd", [["analyze", "--hw", "v100"], ["inspect"]])
 def test_names_that_are_not_utf8(tmp_path, where, cmd):
     """Bytes that are not UTF-8 where ONNX keeps a string (a symbolic dim, a node, tensor or attribute
-    name): the protobuf runtime hands them back as bytes; a mutation fuzz of tiny_llama_genai.onnx
-    hit one in a dim name that ended in an internal error (exit 3)."""
+    name, an input's name): the protobuf runtime hands them back as bytes; a mutation fuzz of
+    tiny_llama_genai.onnx hit them in a dim name and an input name, each an internal error (exit 3)."""
     mark = "QQQQ"
-    x = helper.make_tensor_value_info("x", T.FLOAT, ["QQQQ" if where == "dim" else 1, 8])
-    node = helper.make_node("Relu", ["x"], ["QQQQ" if where == "tensor" else "y"], name="QQQQ" if where == "node" else "r")
+    xn = "QQQQ" if where == "input" else "x"
+    x = helper.make_tensor_value_info(xn, T.FLOAT, ["QQQQ" if where == "dim" else 1, "S" if where == "input" else 8])
+    node = helper.make_node("Relu", [xn], ["QQQQ" if where == "tensor" else "y"], name="QQQQ" if where == "node" else "r")
     if where == "attribute":
         node = helper.make_node("LeakyRelu", ["x"], ["y"], alpha=0.1)
         node.attribute[0].name = mark

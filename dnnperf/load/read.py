@@ -165,7 +165,7 @@ class CorruptName(DnnperfError):
     """A name in the file that is not valid UTF-8 (the loader adds the file's path)."""
 
     def __init__(self, what: str, path: str = "the model"):
-        super().__init__(f"{path} has {what} that is not valid UTF-8 — the file is corrupt; re-export it")
+        super().__init__(f"{path} has {what} with bytes that are not valid UTF-8 — the file is corrupt; re-export it")
         self.what = what
 
 
