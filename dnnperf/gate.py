@@ -256,18 +256,61 @@ def read_baseline(path: str) -> dict:
     for i, e in enumerate(entries):
         if not isinstance(e, dict) or not all(k in e for k in ("model", "hardware", "settings", "latency_s", "layers")):
             raise DnnperfError(f"baseline '{path}' entry {i} is missing fields (model, hardware, settings, latency_s, layers)")
-        lat = e["latency_s"]
-        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not lat >= 0 or lat != lat:
+        if not _seconds(e["latency_s"]):
             raise DnnperfError(f"baseline '{path}' entry {i}: latency_s must be a number >= 0")
         if not isinstance(e["layers"], dict) or not isinstance(e["settings"], dict):
             raise DnnperfError(f"baseline '{path}' entry {i}: layers and settings must be objects")
         if not isinstance(e["model"], str) or not isinstance(e["hardware"], str):
             raise DnnperfError(f"baseline '{path}' entry {i}: model and hardware must be strings")
         for name, layer in e["layers"].items():
-            if not isinstance(layer, dict) or not isinstance(layer.get("latency_s"), (int, float)) \
-                    or isinstance(layer.get("latency_s"), bool):
-                raise DnnperfError(f"baseline '{path}' entry {i}: layer '{name}' has no numeric latency_s")
+            if not isinstance(layer, dict) or not _seconds(layer.get("latency_s")):
+                raise DnnperfError(f"baseline '{path}' entry {i}: layer '{name}' has no latency_s (a number >= 0)")
+            if any(not isinstance(layer.get(k, ""), (str, type(None))) for k in ("op_type", "cause")):
+                raise DnnperfError(f"baseline '{path}' entry {i}: layer '{name}': op_type and cause must be strings")
+        problem = _settings_problem(e["settings"]) or _coverage_problem(e.get("coverage"))
+        if problem is None and not isinstance(e.get("profile_sha256", ""), (str, type(None))):
+            problem = "profile_sha256 must be a string"
+        if problem:
+            raise DnnperfError(f"baseline '{path}' entry {i}: {problem} — regenerate it with `dnnperf baseline`")
     return data
+
+
+def _seconds(v) -> bool:
+    """A recorded time: a finite number >= 0."""
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and 0 <= v < float("inf")
+
+
+def _count(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int) and v >= 0
+
+
+def _settings_problem(s: dict) -> str | None:
+    """What is wrong with an entry's recorded settings (None: nothing; the values themselves, such as
+    an unknown precision, are checked where they are used)."""
+    b = s.get("batch")
+    if b is not None and (not _count(b) or b < 1):
+        return "settings.batch must be a whole number >= 1"
+    for k in ("precision", "fusion", "runtime"):
+        if not isinstance(s.get(k, ""), (str, type(None))):
+            return f"settings.{k} must be a string"
+    if not isinstance(s.get("overlap_input", False), bool):
+        return "settings.overlap_input must be true or false"
+    dims = s.get("dims", [])
+    if not isinstance(dims, list) or any(not isinstance(d, list) or len(d) != 2 or not isinstance(d[0], str)
+                                         or not _count(d[1]) for d in dims):
+        return "settings.dims must be a list of [name, size] pairs"
+    return None
+
+
+def _coverage_problem(c) -> str | None:
+    if c is None:
+        return None
+    if not isinstance(c, dict) or any(not _count(c.get(k)) for k in ("nodes_total", "nodes_scored")) \
+            or c.get("nodes_scored", 0) > c.get("nodes_total", 0) \
+            or not isinstance(c.get("unscored_nodes", []), list) \
+            or any(not isinstance(n, str) for n in c.get("unscored_nodes", [])):
+        return "coverage must hold nodes_total >= nodes_scored >= 0 and a list of unscored node names"
+    return None
 
 
 def entry_settings(e: dict) -> tuple[Settings, list]:

@@ -217,7 +217,7 @@ def test_faster_is_reported_not_failed(tmp_path):
          "layers": {}}]}), "settings.batch"),
     (json.dumps({"schema_version": "dnnperf-baseline/2", "entries": [
         {"model": "squeezenet1_1.onnx", "hardware": "v100", "settings": {}, "latency_s": 1.0,
-         "layers": {"x": {"latency_s": "slow"}}}]}), "numeric latency_s"),
+         "layers": {"x": {"latency_s": "slow"}}}]}), "no latency_s"),
 ])
 def test_bad_baselines_exit_2(tmp_path, content, needle):
     b = tmp_path / "b.json"
@@ -290,3 +290,33 @@ def test_the_entry_point_builds_one_command_as_the_whole_app_would():
     assert p.returncode == 2 and "No such command 'analyz'" in p.stderr
     p = subprocess.run([sys.executable, "-m", "dnnperf", "hw", "show", "v100"], capture_output=True, text=True)
     assert p.returncode == 0 and "v100" in p.stdout
+
+
+def _entry_with(**fields):
+    e = {"model": "squeezenet1_1.onnx", "hardware": "v100", "settings": {"batch": 1}, "latency_s": 1e-3,
+         "coverage": {"nodes_total": 83, "nodes_scored": 83, "unscored_nodes": []}, "layers": {}}
+    e.update(fields)
+    return json.dumps({"schema_version": "dnnperf-baseline/2", "entries": [e]})
+
+
+@pytest.mark.parametrize("content,needle", [
+    # each of these was an internal error (exit 3) found by a mutation fuzz of a real baseline
+    (_entry_with(settings={"batch": 1, "dims": 5}), "settings.dims"),
+    (_entry_with(settings={"batch": 1, "dims": [["sequence_length"]]}), "settings.dims"),
+    (_entry_with(settings={"precision": ["fp16"]}), "settings.precision"),
+    (_entry_with(settings={"overlap_input": "yes"}), "settings.overlap_input"),
+    (_entry_with(coverage={"nodes_total": 83}), "coverage"),
+    (_entry_with(coverage={"nodes_total": "all", "nodes_scored": 83}), "coverage"),
+    (_entry_with(coverage=[1, 2]), "coverage"),
+    (_entry_with(coverage={"nodes_total": 83, "nodes_scored": 83, "unscored_nodes": 7}), "coverage"),
+    (_entry_with(layers={"x": {"latency_s": -1.0}}), "no latency_s"),
+    (_entry_with(layers={"x": {"latency_s": 1e-6, "op_type": {"a": 1}}}), "op_type and cause"),
+    (_entry_with(profile_sha256=12), "profile_sha256"),
+])
+@pytest.mark.parametrize("extra", [[], ["--update"], ["-f", "json"]])
+def test_malformed_baseline_fields_exit_2_and_nothing_is_written(tmp_path, content, needle, extra):
+    b = tmp_path / "b.json"
+    b.write_text(content)
+    r = invoke("check", SQUEEZE, "--baseline", b, *extra)
+    assert r.exit_code == 2 and needle in r.stderr and "internal error" not in r.stderr, r.output
+    assert r.stderr.count("\n") == 1 and b.read_text() == content
