@@ -278,6 +278,14 @@ def _num(v, where: str, *, positive=True, allow_zero=False, upper=None) -> float
     return f
 
 
+def _whole(v, where: str) -> int:
+    """A count of things (SMs, cores, lanes): a whole number >= 1 (0.5 SMs used to divide by zero)."""
+    f = _num(v, where)
+    if f != int(f) or f < 1:
+        raise DnnperfError(f"{where}: a whole number >= 1, got {v!r}")
+    return int(f)
+
+
 def _map(v, where: str) -> dict:
     if not isinstance(v, dict):
         raise DnnperfError(f"{where}: expected a mapping, got {type(v).__name__}")
@@ -369,10 +377,10 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     _check_keys(par, ("lanes", "compute_units", "ops_per_item", "notes"), f"{where}.parallelism")
     if "compute_units" not in par or ("lanes" not in par and kind != "gpu"):
         raise DnnperfError(f"{where}.parallelism: needs 'lanes' and 'compute_units'")
-    units_n = int(_num(par["compute_units"], f"{where}.parallelism.compute_units"))
+    units_n = _whole(par["compute_units"], f"{where}.parallelism.compute_units")
     assumed = []
     if "lanes" in par:
-        lanes = int(_num(par["lanes"], f"{where}.parallelism.lanes"))
+        lanes = _whole(par["lanes"], f"{where}.parallelism.lanes")
     else:
         lanes, how = _gpu_lanes(d, units_n, where)
         assumed.append(f"parallelism.lanes {lanes} ({how})")

@@ -211,6 +211,10 @@ def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
     own = profile_from_dict({**base, "name": "x", "title": "NVIDIA A10", "gpu": {"threads_per_sm": 1536}}, "x")
     assert own.lanes == 72 * 1536
     # reorder kernels are whole kernels, and a few of them (10^12 used to build a list of 10^12 sizes)
+    # a count of SMs or lanes is a whole number >= 1 (0.5 SMs divided by zero in the tile plan: a fuzz find)
+    for par in ({"compute_units": 0.5}, {"compute_units": 72, "lanes": 10.5}, {"compute_units": 72.5}):
+        with pytest.raises(DnnperfError, match="a whole number >= 1"):
+            profile_from_dict({**base, "name": "x", "title": "NVIDIA A10", "parallelism": par}, "x")
     for bad in ({"threads_per_sm": "many"}, {"threads_per_sm": 0}, {"reorder_traffic": "yes"},
                 {"conv_bias_kernel": 1}, {"reorder_kernels": {"fp16": 2.5}}, {"reorder_kernels": {"fp16": 1e12}}):
         with pytest.raises(DnnperfError, match=f"gpu.{next(iter(bad))}"):
