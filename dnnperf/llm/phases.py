@@ -96,11 +96,14 @@ def find_decoder(path: str) -> Decoder:
     """The KV-cache inputs of an exported decoder: transformers-style ``past_key_values.N.key``,
     ``past_key_N`` / ``past_value_N``, ONNX Runtime GenAI's names, and GPT-2's legacy ``past_N``
     ([2, batch, heads, past, head]). Refuses (exit 2) a model without a recognisable cache."""
-    from dnnperf.load.read import read_model, type_shape
+    from dnnperf.load.read import CorruptName, read_model, type_shape
 
     model = read_model(path)
     inits = {i.name for i in model.graph.initializer}
-    ins = [(vi.name, *type_shape(vi.type)) for vi in model.graph.input if vi.name not in inits]
+    try:
+        ins = [(vi.name, *type_shape(vi.type)) for vi in model.graph.input if vi.name not in inits]
+    except CorruptName as exc:
+        raise CorruptName(exc.what, f"'{path}'") from None
     tokens = next((n for n, d, t in ins if n in ("input_ids", "tokens", "input")), None)
     if tokens is None:
         tokens = next((n for n, d, t in ins if d is not None and len(d) == 2 and t in ("int64", "int32")), None)

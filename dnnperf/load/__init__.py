@@ -108,10 +108,6 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         except Exception as exc:
             raise DnnperfError(f"cannot inline the model-local functions of '{path}': {short(exc)}") from None
     g = model.graph
-    try:  # a bytes name here means the file holds names that are not UTF-8 (the overrides match on them)
-        "".join(vi.name for coll in (g.input, g.output, g.initializer) for vi in coll)
-    except TypeError:
-        raise CorruptName("input, output or weight names", f"'{path}'") from None
     init_info: dict[str, Tensor] = {}
     for init in g.initializer:
         t = Tensor(init.name, tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))

@@ -97,6 +97,11 @@ def parse_model(data: bytes, path: str = "<bytes>"):
         )
     if len(model.graph.node) == 0:
         raise DnnperfError(f"'{path}' contains a graph with no nodes — nothing to analyse")
+    g = model.graph
+    try:  # the protobuf runtime hands back a name that is not UTF-8 as bytes; every step matches on these
+        "".join(vi.name for coll in (g.input, g.output, g.initializer) for vi in coll)
+    except TypeError:
+        raise CorruptName("input, output or weight names", f"'{path}'") from None
     return model
 
 
