@@ -291,3 +291,15 @@ def test_names_that_are_not_utf8(tmp_path, where, cmd):
         return
     err = expect_exit2([cmd[0], p, *cmd[1:], "-b", "1"], "not valid UTF-8")
     assert str(p) in err
+
+
+@pytest.mark.parametrize("node,inputs", [
+    # ONNX's own shape inference reads the missing input anyway: the process died (segmentation fault)
+    (helper.make_node("RegexFullMatch", [""], ["y"], pattern="a+"), [vi("x", [2], T.STRING)]),
+    (helper.make_node("Conv", ["x"], ["y"]), [vi("x", [1, 3, 8, 8])]),  # no weights
+    (helper.make_node("Gemm", ["x", ""], ["y"]), [vi("x", [2, 3])]),
+])
+def test_a_node_without_its_required_inputs_is_refused(tmp_path, node, inputs):
+    m = model([node], inputs, [vi("y", None)], opset=20)
+    err = expect_exit2(["analyze", save(m, tmp_path), "--hw", "v100"], "lacks an input its operator requires")
+    assert f"({node.op_type})" in err

@@ -26,9 +26,10 @@ from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, T
 from dnnperf.load import fast, gaps, hostshape
 from dnnperf.load.fold import Resolver, tensor_value
 from dnnperf.load.overrides import apply_overrides, batch_axes
-from dnnperf.load.read import (MAX_ELEMS, CorruptName, check_dims, check_domains, check_opset, is_shape_like, parse_model,
-                               plain_attrs, read_model, read_model_bytes, short, static, type_shape)
-from dnnperf.load.topology import MAX_DEPTH, node_subgraphs, topo_order, views
+from dnnperf.load.read import (MAX_ELEMS, CorruptName, check_dims, check_domains, check_opset, check_required_inputs,
+                               is_shape_like, parse_model, plain_attrs, read_model, read_model_bytes, short, static,
+                               type_shape)
+from dnnperf.load.topology import MAX_DEPTH, node_subgraphs, topo_order, views, walk_graphs
 from dnnperf.load.weights import skeleton_of, skeletonize_inplace
 
 __all__ = ["load_graph", "resolve", "graph_from_model", "parse_model", "read_model", "read_model_bytes", "skeleton_of",
@@ -215,6 +216,7 @@ def _onnx_inference(model, path: str, opset: int, stored: list, ordered: list):
     at the inferred copy's nodes (the same nodes, with control-flow bodies annotated by inference)."""
     import onnx
 
+    check_required_inputs(walk_graphs(model.graph), opset, path)
     try:
         # no data propagation: ONNX's would turn every 1-D tensor of static length n that reaches an
         # elementwise op into n symbolic values (~225 bytes each; a 2^26-element Add needs ~15 GB);

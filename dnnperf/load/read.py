@@ -141,6 +141,35 @@ def check_domains(model, path, nodes) -> None:
             )
 
 
+def check_required_inputs(graphs, opset: int, path: str) -> None:
+    """Every node of the default domain has each input its schema requires (a non-empty name at that
+    position, and at least the schema's minimum count). ONNX's C++ shape inference reads required
+    inputs without checking that they are there: a RegexFullMatch whose input name is empty ends the
+    whole process (segmentation fault, onnx 1.23). ``graphs``: the main graph and its bodies."""
+    from onnx import defs
+
+    single = defs.OpSchema.FormalParameterOption.Single
+    need: dict[str, tuple] = {}
+    for g in graphs:
+        for n in g.node:
+            if n.domain not in ("", "ai.onnx"):
+                continue
+            op = n.op_type
+            rule = need.get(op)
+            if rule is None:
+                try:
+                    schema = defs.get_schema(op, opset, "")
+                    rule = need[op] = (tuple(i for i, f in enumerate(schema.inputs) if f.option == single),
+                                       schema.min_input)
+                except Exception:  # an op ONNX does not know: its inference is not run
+                    rule = need[op] = ((), 0)
+            ins = n.input
+            positions, least = rule
+            if len(ins) < least or any(i >= len(ins) or not ins[i] for i in positions):
+                raise DnnperfError(f"node '{n.name or op}' ({op}) in '{path}' lacks an input its operator requires "
+                                   f"(it has {list(ins)}) — the model is malformed; re-export it")
+
+
 def check_dims(dims, name, path):
     if dims is None:
         return
