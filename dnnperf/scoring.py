@@ -132,6 +132,8 @@ def with_precision(w: Workload, precision: str) -> Workload:
         return w
     new_dtype = DTYPE_OF_PRECISION[precision]
     old_bits = DTYPE_BITS.get(w.dtype, 32)
+    if not old_bits:  # a sequence or map handle: its elements' bytes are counted where they are made
+        return w
     new_bits = DTYPE_BITS.get(new_dtype, 32)
 
     # positional (dataclasses.replace is several times slower; a test pins the field order)
