@@ -151,3 +151,58 @@ def test_mutated_baselines(tmp_path, seed):
     r = run_ok(["check", squeeze, "--baseline", b, "-q", *rng.choice([[], ["-f", "json"], ["--update"]])])
     if r.exit_code == 2:
         assert b.read_text() == text  # a refused baseline is never rewritten
+
+
+@pytest.fixture(scope="module")
+def suite_models():
+    import warnings
+
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [c.model for c in collect_testcases()]
+
+
+def mutate_node_model(m, rng):
+    """One of ONNX's node test models with an attribute, an input's dim or dtype, a node input or the
+    opset changed (they cover every operator, so every cost function and shape rule is reached)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    g = out.graph
+    node = rng.choice(g.node)
+    what = rng.randrange(5)
+    if what == 0 and node.attribute:
+        a = rng.choice(node.attribute)
+        if a.type == onnx.AttributeProto.INT:
+            a.i = rng.choice([0, -1, 2, 7, 2 ** 31])
+        elif a.type == onnx.AttributeProto.INTS and a.ints:
+            a.ints[rng.randrange(len(a.ints))] = rng.choice([0, -1, 5, 2 ** 40])
+        elif a.type == onnx.AttributeProto.STRING:
+            a.s = rng.choice([b"", b"xyz", b"SAME_UPPER", b"VALID"])
+    elif what == 1 and g.input and g.input[0].type.tensor_type.shape.dim:
+        dims = g.input[0].type.tensor_type.shape.dim
+        d = dims[rng.randrange(len(dims))]
+        if rng.random() < 0.5:
+            d.dim_value = rng.choice([0, 1, 2, 100000])
+        else:
+            d.dim_param = "S"
+    elif what == 2 and node.input:
+        node.input[rng.randrange(len(node.input))] = rng.choice([""] + list(node.input))
+    elif what == 3 and g.input:
+        rng.choice(g.input).type.tensor_type.elem_type = rng.choice([1, 10, 16, 7, 9, 11])
+    else:
+        out.opset_import[0].version = rng.choice([1, 7, 13, 21, 99])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(N))
+def test_mutated_node_test_models(tmp_path, seed, suite_models):
+    """A segmentation fault in ONNX's own inference (a RegexFullMatch with an empty input name) and a
+    sequence handle divided by its 0 bits under -p were found this way."""
+    rng = random.Random(3000 + seed)
+    p = tmp_path / "m.onnx"
+    for m in rng.sample(suite_models, 10):
+        p.write_bytes(mutate_node_model(m, rng).SerializeToString())
+        run_ok(["analyze", p, "--hw", rng.choice(["v100", "cpu-avx2", "tpu-v4"]), "-p", rng.choice(["best", "fp16"]),
+                "-q", "-f", "json"] if rng.random() < 0.3 else ["analyze", p, "--hw", "t4", "-q", "-f", "json"])

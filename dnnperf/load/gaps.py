@@ -355,6 +355,8 @@ def body_shapes(node, res, bodies: dict, sliced: list | None = None) -> None:
                 return
             continue
         if node.op_type == "Scan" and k >= n_state:
+            if not dims:  # a scalar cannot be scanned: the model is malformed, its outputs stay open
+                return
             ax = in_axes[k - n_state] % len(dims)
             seq = dims[ax]
             dims = dims[:ax] + dims[ax + 1:]
