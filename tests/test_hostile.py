@@ -298,8 +298,11 @@ def test_names_that_are_not_utf8(tmp_path, where, cmd):
     (helper.make_node("RegexFullMatch", [""], ["y"], pattern="a+"), [vi("x", [2], T.STRING)]),
     (helper.make_node("Conv", ["x"], ["y"]), [vi("x", [1, 3, 8, 8])]),  # no weights
     (helper.make_node("Gemm", ["x", ""], ["y"]), [vi("x", [2, 3])]),
+    (helper.make_node("TreeEnsemble", [""], ["y"], domain="ai.onnx.ml", n_targets=1, tree_roots=[0],
+                      leaf_targetids=[0], leaf_weights=helper.make_tensor("w", T.DOUBLE, [1], [1.0])),
+     [vi("x", [3, 2], T.DOUBLE)]),  # another domain: the same crash
 ])
 def test_a_node_without_its_required_inputs_is_refused(tmp_path, node, inputs):
-    m = model([node], inputs, [vi("y", None)], opset=20)
+    m = model([node], inputs, [vi("y", None)], opset=20, extra_opsets=[("ai.onnx.ml", 5)])
     err = expect_exit2(["analyze", save(m, tmp_path), "--hw", "v100"], "lacks an input its operator requires")
     assert f"({node.op_type})" in err

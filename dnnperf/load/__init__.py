@@ -216,7 +216,8 @@ def _onnx_inference(model, path: str, opset: int, stored: list, ordered: list):
     at the inferred copy's nodes (the same nodes, with control-flow bodies annotated by inference)."""
     import onnx
 
-    check_required_inputs(walk_graphs(model.graph), opset, path)
+    versions = {("" if imp.domain == "ai.onnx" else imp.domain): int(imp.version) for imp in model.opset_import}
+    check_required_inputs(walk_graphs(model.graph), versions, path)
     try:
         # no data propagation: ONNX's would turn every 1-D tensor of static length n that reaches an
         # elementwise op into n symbolic values (~225 bytes each; a 2^26-element Add needs ~15 GB);

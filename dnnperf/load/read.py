@@ -141,28 +141,28 @@ def check_domains(model, path, nodes) -> None:
             )
 
 
-def check_required_inputs(graphs, opset: int, path: str) -> None:
-    """Every node of the default domain has each input its schema requires (a non-empty name at that
+def check_required_inputs(graphs, versions: dict, path: str) -> None:
+    """Every node of a domain ONNX knows has each input its schema requires (a non-empty name at that
     position, and at least the schema's minimum count). ONNX's C++ shape inference reads required
-    inputs without checking that they are there: a RegexFullMatch whose input name is empty ends the
-    whole process (segmentation fault, onnx 1.23). ``graphs``: the main graph and its bodies."""
+    inputs without checking that they are there: a RegexFullMatch or an ai.onnx.ml TreeEnsemble whose
+    input name is empty ends the whole process (segmentation fault, onnx 1.23). ``graphs``: the main
+    graph and its bodies; ``versions``: domain -> the model's opset of it."""
     from onnx import defs
 
     single = defs.OpSchema.FormalParameterOption.Single
-    need: dict[str, tuple] = {}
+    need: dict[tuple, tuple] = {}
     for g in graphs:
         for n in g.node:
-            if n.domain not in ("", "ai.onnx"):
-                continue
             op = n.op_type
-            rule = need.get(op)
+            dom = "" if n.domain == "ai.onnx" else n.domain
+            rule = need.get((dom, op))
             if rule is None:
                 try:
-                    schema = defs.get_schema(op, opset, "")
-                    rule = need[op] = (tuple(i for i, f in enumerate(schema.inputs) if f.option == single),
-                                       schema.min_input)
+                    schema = defs.get_schema(op, versions.get(dom, 1 << 30), dom)
+                    rule = (tuple(i for i, f in enumerate(schema.inputs) if f.option == single), schema.min_input)
                 except Exception:  # an op ONNX does not know: its inference is not run
-                    rule = need[op] = ((), 0)
+                    rule = ((), 0)
+                need[(dom, op)] = rule
             ins = n.input
             positions, least = rule
             if len(ins) < least or any(i >= len(ins) or not ins[i] for i in positions):
