@@ -206,3 +206,22 @@ def test_mutated_node_test_models(tmp_path, seed, suite_models):
         p.write_bytes(mutate_node_model(m, rng).SerializeToString())
         run_ok(["analyze", p, "--hw", rng.choice(["v100", "cpu-avx2", "tpu-v4"]), "-p", rng.choice(["best", "fp16"]),
                 "-q", "-f", "json"] if rng.random() < 0.3 else ["analyze", p, "--hw", "t4", "-q", "-f", "json"])
+
+
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz_corpus")
+
+
+@pytest.mark.parametrize("name,args", [
+    # each file is a fuzz find, kept with the command that failed on it (exit 3, a hang or a crash)
+    ("resnet50_weight_dim_2e31.onnx", ["shapes", "--hw", "v100"]),  # ran for ever (2^31 widths)
+    ("regexfullmatch_empty_input.onnx", ["analyze", "--hw", "cpu-avx2"]),  # segmentation fault in ONNX
+    ("treeensemble_empty_input.onnx", ["analyze", "--hw", "cpu-avx2"]),  # the same, ai.onnx.ml
+    ("scan_over_scalar.onnx", ["analyze", "--hw", "t4"]),  # modulo by zero
+    ("rotary_fold_not_integers.onnx", ["analyze", "--hw", "v100"]),  # a fold without integers
+    ("loop_sequence_handle.onnx", ["analyze", "--hw", "tpu-v4", "-p", "best"]),  # 0 bits divided by
+    ("genai_input_name_not_utf8.onnx", ["analyze", "--hw", "v100", "--phase", "decode", "--context", "8"]),
+])
+def test_fuzz_corpus(name, args):
+    path = os.path.join(CORPUS, name)
+    r = run_ok([args[0], path, *args[1:], "-q"])
+    assert r.exit_code in (0, 2)

@@ -222,7 +222,10 @@ class Resolver:
             if dtype in ("int64", "int32"):
                 v = self.value(i)
                 if v is not None:
-                    in_data[i] = numpy_helper.from_array(np.asarray(v).astype(np.int64 if dtype == "int64" else np.int32), i)
+                    try:
+                        in_data[i] = numpy_helper.from_array(np.asarray(v).astype(np.int64 if dtype == "int64" else np.int32), i)
+                    except (TypeError, ValueError, OverflowError):  # a fold that gave no integers (a malformed graph)
+                        pass
         try:
             proto = getattr(node, "proto", node)  # a NodeView's node, for ONNX's own function
             res = shape_inference.infer_node_outputs(schema, proto, in_types, in_data, None, self.opset_imports,
