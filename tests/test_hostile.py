@@ -306,3 +306,13 @@ def test_a_node_without_its_required_inputs_is_refused(tmp_path, node, inputs):
     m = model([node], inputs, [vi("y", None)], opset=20, extra_opsets=[("ai.onnx.ml", 5)])
     err = expect_exit2(["analyze", save(m, tmp_path), "--hw", "v100"], "lacks an input its operator requires")
     assert f"({node.op_type})" in err
+
+
+@pytest.mark.parametrize("attrs", [{"axis": 2 ** 31}, {"axis": -2 ** 31 - 1}])
+def test_an_axis_past_the_int32_range_is_refused(tmp_path, attrs):
+    """ONNX's inference wraps such an axis round and reads out of bounds: the process died (segmentation
+    fault) on a LayerNormalization with axis 2^31. An axis that fits an int32 but not the rank is
+    ONNX's own clear error."""
+    node = helper.make_node("LayerNormalization", ["x", "s"], ["y"], **attrs)
+    m = model([node], [vi("x", [2, 3, 5]), vi("s", [5])], [vi("y", None)], opset=17)
+    expect_exit2(["analyze", save(m, tmp_path), "--hw", "v100"], f"has axis = {attrs['axis']}, out of any tensor's rank")

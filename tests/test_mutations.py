@@ -216,6 +216,7 @@ CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz_corpus")
     ("resnet50_weight_dim_2e31.onnx", ["shapes", "--hw", "v100"]),  # ran for ever (2^31 widths)
     ("regexfullmatch_empty_input.onnx", ["analyze", "--hw", "cpu-avx2"]),  # segmentation fault in ONNX
     ("treeensemble_empty_input.onnx", ["analyze", "--hw", "cpu-avx2"]),  # the same, ai.onnx.ml
+    ("layernorm_axis_2e31.onnx", ["analyze", "--hw", "v100"]),  # the same: an axis past the int32 range
     ("scan_over_scalar.onnx", ["analyze", "--hw", "t4"]),  # modulo by zero
     ("rotary_fold_not_integers.onnx", ["analyze", "--hw", "v100"]),  # a fold without integers
     ("loop_sequence_handle.onnx", ["analyze", "--hw", "tpu-v4", "-p", "best"]),  # 0 bits divided by

@@ -26,7 +26,7 @@ from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, T
 from dnnperf.load import fast, gaps, hostshape
 from dnnperf.load.fold import Resolver, tensor_value
 from dnnperf.load.overrides import apply_overrides, batch_axes
-from dnnperf.load.read import (MAX_ELEMS, CorruptName, check_dims, check_domains, check_opset, check_required_inputs,
+from dnnperf.load.read import (MAX_ELEMS, CorruptName, check_dims, check_domains, check_for_onnx_inference, check_opset,
                                is_shape_like, parse_model, plain_attrs, read_model, read_model_bytes, short, static,
                                type_shape)
 from dnnperf.load.topology import MAX_DEPTH, node_subgraphs, topo_order, views, walk_graphs
@@ -217,7 +217,7 @@ def _onnx_inference(model, path: str, opset: int, stored: list, ordered: list):
     import onnx
 
     versions = {("" if imp.domain == "ai.onnx" else imp.domain): int(imp.version) for imp in model.opset_import}
-    check_required_inputs(walk_graphs(model.graph), versions, path)
+    check_for_onnx_inference(walk_graphs(model.graph), versions, path)
     try:
         # no data propagation: ONNX's would turn every 1-D tensor of static length n that reaches an
         # elementwise op into n symbolic values (~225 bytes each; a 2^26-element Add needs ~15 GB);

@@ -317,6 +317,8 @@ def run_node(node, ins, opset_imports, attrs: dict | None = None):
         axes = [int(a) for a in np.asarray(axes).reshape(-1)]
         x = ins[0]
         r = x.ndim + len(axes)
+        if any(not -r <= a < r for a in axes):
+            raise ValueError("Unsqueeze axis out of range")
         new = sorted(a % r for a in axes)
         if len(set(new)) != len(new):
             raise ValueError("repeated Unsqueeze axis")

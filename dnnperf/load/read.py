@@ -141,12 +141,18 @@ def check_domains(model, path, nodes) -> None:
             )
 
 
-def check_required_inputs(graphs, versions: dict, path: str) -> None:
-    """Every node of a domain ONNX knows has each input its schema requires (a non-empty name at that
-    position, and at least the schema's minimum count). ONNX's C++ shape inference reads required
-    inputs without checking that they are there: a RegexFullMatch or an ai.onnx.ml TreeEnsemble whose
-    input name is empty ends the whole process (segmentation fault, onnx 1.23). ``graphs``: the main
-    graph and its bodies; ``versions``: domain -> the model's opset of it."""
+# attributes that name an axis: beyond the int32 range ONNX's C++ inference wraps them round and reads
+# out of bounds (LayerNormalization axis = 2^31 and GatherND batch_dims = -2^31 - 1 end the process)
+AXIS_ATTRIBUTES = frozenset({"axis", "axes", "batch_dims", "batch_axis", "time_axis", "perm"})
+
+
+def check_for_onnx_inference(graphs, versions: dict, path: str) -> None:
+    """What ONNX's C++ shape inference assumes of a node and does not check, checked here for every
+    node of a domain ONNX knows: each input its schema requires is there (a non-empty name at that
+    position, and at least the schema's minimum count), and every axis-naming attribute fits an int32.
+    Otherwise it reads out of bounds and ends the whole process (segmentation faults with onnx 1.23: a
+    RegexFullMatch or an ai.onnx.ml TreeEnsemble whose input name is empty, a LayerNormalization whose
+    axis is 2^31). ``graphs``: the main graph and its bodies; ``versions``: domain -> the model's opset."""
     from onnx import defs
 
     single = defs.OpSchema.FormalParameterOption.Single
@@ -159,15 +165,22 @@ def check_required_inputs(graphs, versions: dict, path: str) -> None:
             if rule is None:
                 try:
                     schema = defs.get_schema(op, versions.get(dom, 1 << 30), dom)
-                    rule = (tuple(i for i, f in enumerate(schema.inputs) if f.option == single), schema.min_input)
+                    rule = (tuple(i for i, f in enumerate(schema.inputs) if f.option == single), schema.min_input,
+                            AXIS_ATTRIBUTES.intersection(schema.attributes))
                 except Exception:  # an op ONNX does not know: its inference is not run
-                    rule = ((), 0)
+                    rule = ((), 0, ())
                 need[(dom, op)] = rule
             ins = n.input
-            positions, least = rule
+            positions, least, axes = rule
             if len(ins) < least or any(i >= len(ins) or not ins[i] for i in positions):
                 raise DnnperfError(f"node '{n.name or op}' ({op}) in '{path}' lacks an input its operator requires "
                                    f"(it has {list(ins)}) — the model is malformed; re-export it")
+            if axes:
+                for a in n.attribute:
+                    if a.name in axes and any(not -2**31 <= v < 2**31 for v in (a.ints if a.ints else (a.i,))):
+                        raise DnnperfError(f"node '{n.name or op}' ({op}) in '{path}' has {a.name} = "
+                                           f"{list(a.ints) if a.ints else a.i}, out of any tensor's rank — the model "
+                                           "is malformed; re-export it")
 
 
 def check_dims(dims, name, path):

@@ -67,7 +67,10 @@ def scan(ctx: Ctx):
     n_state = len(ctx.node.inputs) - n_scan
     axes = ctx.attr("scan_input_axes") or [0] * n_scan
     first = ctx.in_shape(n_state)
-    steps = first[int(axes[0]) % len(first)]
+    ax = int(axes[0])
+    if not -len(first) <= ax < len(first):
+        raise Unsupported(f"Scan input axis {ax} is out of range for a rank-{len(first)} input")
+    steps = first[ax]
     return w.scaled(steps)
 
 
