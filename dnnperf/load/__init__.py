@@ -18,6 +18,7 @@ everything; without data propagation, see ``_graph_from_model``), fold the rest,
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Any
 
@@ -217,7 +218,8 @@ def _onnx_inference(model, path: str, opset: int, stored: list, ordered: list):
     import onnx
 
     versions = {("" if imp.domain == "ai.onnx" else imp.domain): int(imp.version) for imp in model.opset_import}
-    check_for_onnx_inference(walk_graphs(model.graph), versions, path)
+    bodies = (sg.node for sg in walk_graphs(model.graph) if sg is not model.graph)
+    check_for_onnx_inference(itertools.chain([stored], bodies), versions, path)
     try:
         # no data propagation: ONNX's would turn every 1-D tensor of static length n that reaches an
         # elementwise op into n symbolic values (~225 bytes each; a 2^26-element Add needs ~15 GB);

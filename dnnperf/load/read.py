@@ -146,21 +146,24 @@ def check_domains(model, path, nodes) -> None:
 AXIS_ATTRIBUTES = frozenset({"axis", "axes", "batch_dims", "batch_axis", "time_axis", "perm"})
 
 
-def check_for_onnx_inference(graphs, versions: dict, path: str) -> None:
+def check_for_onnx_inference(node_lists, versions: dict, path: str) -> None:
     """What ONNX's C++ shape inference assumes of a node and does not check, checked here for every
     node of a domain ONNX knows: each input its schema requires is there (a non-empty name at that
     position, and at least the schema's minimum count), and every axis-naming attribute fits an int32.
     Otherwise it reads out of bounds and ends the whole process (segmentation faults with onnx 1.23: a
     RegexFullMatch or an ai.onnx.ml TreeEnsemble whose input name is empty, a LayerNormalization whose
-    axis is 2^31). ``graphs``: the main graph and its bodies; ``versions``: domain -> the model's opset."""
+    axis is 2^31). ``node_lists``: the nodes of the main graph (their views: ~3x faster to read) and of
+    each body; ``versions``: domain -> the model's opset."""
     from onnx import defs
 
     single = defs.OpSchema.FormalParameterOption.Single
     need: dict[tuple, tuple] = {}
-    for g in graphs:
-        for n in g.node:
+    for nodes in node_lists:
+        for n in nodes:
             op = n.op_type
-            dom = "" if n.domain == "ai.onnx" else n.domain
+            dom = n.domain
+            if dom == "ai.onnx":
+                dom = ""
             rule = need.get((dom, op))
             if rule is None:
                 try:
@@ -172,7 +175,12 @@ def check_for_onnx_inference(graphs, versions: dict, path: str) -> None:
                 need[(dom, op)] = rule
             ins = n.input
             positions, least, axes = rule
-            if len(ins) < least or any(i >= len(ins) or not ins[i] for i in positions):
+            count = len(ins)
+            missing = count < least
+            for i in positions:
+                if i >= count or not ins[i]:
+                    missing = True
+            if missing:
                 raise DnnperfError(f"node '{n.name or op}' ({op}) in '{path}' lacks an input its operator requires "
                                    f"(it has {list(ins)}) — the model is malformed; re-export it")
             if axes:
