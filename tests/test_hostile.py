@@ -316,3 +316,12 @@ def test_an_axis_past_the_int32_range_is_refused(tmp_path, attrs):
     node = helper.make_node("LayerNormalization", ["x", "s"], ["y"], **attrs)
     m = model([node], [vi("x", [2, 3, 5]), vi("s", [5])], [vi("y", None)], opset=17)
     expect_exit2(["analyze", save(m, tmp_path), "--hw", "v100"], f"has axis = {attrs['axis']}, out of any tensor's rank")
+
+
+@pytest.mark.parametrize("parts", [2, 2 ** 31])
+def test_a_split_into_another_number_of_parts_than_outputs_is_refused(tmp_path, parts):
+    """ONNX's inference indexes its list of parts by output: 2 parts for 3 outputs aborted the process
+    (an assertion in its C++), 2^31 parts took 51 s."""
+    node = helper.make_node("Split", ["x"], ["a", "b", "c"], axis=1, num_outputs=parts)
+    m = model([node], [vi("x", [2, 8])], [vi(o, None) for o in "abc"], opset=18)
+    expect_exit2(["analyze", save(m, tmp_path), "--hw", "t4"], f"num_outputs = {parts} but 3 outputs")

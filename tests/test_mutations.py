@@ -217,6 +217,8 @@ CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz_corpus")
     ("regexfullmatch_empty_input.onnx", ["analyze", "--hw", "cpu-avx2"]),  # segmentation fault in ONNX
     ("treeensemble_empty_input.onnx", ["analyze", "--hw", "cpu-avx2"]),  # the same, ai.onnx.ml
     ("layernorm_axis_2e31.onnx", ["analyze", "--hw", "v100"]),  # the same: an axis past the int32 range
+    ("split_more_outputs_than_parts.onnx", ["analyze", "--hw", "t4"]),  # an assertion in ONNX aborted
+    ("split_2e31_parts.onnx", ["analyze", "--hw", "t4"]),  # 51 s
     ("scan_over_scalar.onnx", ["analyze", "--hw", "t4"]),  # modulo by zero
     ("rotary_fold_not_integers.onnx", ["analyze", "--hw", "v100"]),  # a fold without integers
     ("loop_sequence_handle.onnx", ["analyze", "--hw", "tpu-v4", "-p", "best"]),  # 0 bits divided by

@@ -185,10 +185,16 @@ def check_for_onnx_inference(node_lists, versions: dict, path: str) -> None:
                                    f"(it has {list(ins)}) — the model is malformed; re-export it")
             if axes:
                 for a in n.attribute:
-                    if a.name in axes and any(not -2**31 <= v < 2**31 for v in (a.ints if a.ints else (a.i,))):
-                        raise DnnperfError(f"node '{n.name or op}' ({op}) in '{path}' has {a.name} = "
+                    name = a.name
+                    if name in axes and any(not -2**31 <= v < 2**31 for v in (a.ints if a.ints else (a.i,))):
+                        raise DnnperfError(f"node '{n.name or op}' ({op}) in '{path}' has {name} = "
                                            f"{list(a.ints) if a.ints else a.i}, out of any tensor's rank — the model "
                                            "is malformed; re-export it")
+                    if name == "num_outputs" and op == "Split" and a.i != len(n.output):
+                        # ONNX indexes its split list by output: more outputs than parts aborts the process,
+                        # 2^31 parts take a minute
+                        raise DnnperfError(f"node '{n.name or op}' (Split) in '{path}' has num_outputs = {a.i} but "
+                                           f"{len(n.output)} outputs — the model is malformed; re-export it")
 
 
 def check_dims(dims, name, path):
