@@ -218,7 +218,10 @@ class Resolver:
             if dims is None:
                 continue
             dims = [d if isinstance(d, (int, str)) else None for d in dims]  # symbols carried as dim_param
-            in_types[i] = helper.make_tensor_type_proto(DTYPE_CODES.get(dtype, 1), dims)
+            try:
+                in_types[i] = helper.make_tensor_type_proto(DTYPE_CODES.get(dtype, 1), dims)
+            except ValueError:  # a dim past int64 (folded from a malformed shape): the node stays open
+                return
             if dtype in ("int64", "int32"):
                 v = self.value(i)
                 if v is not None:
