@@ -220,6 +220,7 @@ CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz_corpus")
     ("split_more_outputs_than_parts.onnx", ["analyze", "--hw", "t4"]),  # an assertion in ONNX aborted
     ("split_2e31_parts.onnx", ["analyze", "--hw", "t4"]),  # 51 s
     ("affine_grid_value_2e62.onnx", ["analyze", "--hw", "v100"]),  # a folded dim past int64 (exit 3)
+    ("scan_2e31_scan_inputs.onnx", ["analyze", "--hw", "v100"]),  # a list of 2^31 axes (16 GB)
     ("scan_over_scalar.onnx", ["analyze", "--hw", "t4"]),  # modulo by zero
     ("rotary_fold_not_integers.onnx", ["analyze", "--hw", "v100"]),  # a fold without integers
     ("loop_sequence_handle.onnx", ["analyze", "--hw", "tpu-v4", "-p", "best"]),  # 0 bits divided by

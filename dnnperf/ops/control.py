@@ -65,7 +65,9 @@ def scan(ctx: Ctx):
     w = _body(body, "Scan body")
     n_scan = int(ctx.attr("num_scan_inputs", 1))
     n_state = len(ctx.node.inputs) - n_scan
-    axes = ctx.attr("scan_input_axes") or [0] * n_scan
+    if n_scan < 1 or n_state < 0:  # (2^31 scan inputs built a list of 2^31 axes: 16 GB)
+        raise Unsupported(f"Scan with num_scan_inputs {n_scan} and {len(ctx.node.inputs)} inputs")
+    axes = ctx.attr("scan_input_axes") or [0]
     first = ctx.in_shape(n_state)
     ax = int(axes[0])
     if not -len(first) <= ax < len(first):
