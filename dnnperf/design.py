@@ -180,7 +180,7 @@ def candidate_widths(lo: int, hi: int, most: int = MAX_WIDTHS) -> range:
 
 def _peak(hw, unit: str, precision: str) -> float:
     """The peak TOP/s of ``hw``'s unit named ``unit`` at ``precision`` (0 when it has none)."""
-    u = next((u for u in hw.units if u.name == unit), None)
+    u = hw.unit_named(unit)
     return float(u.peak_tops.get(precision, 0.0)) if u is not None else 0.0
 
 

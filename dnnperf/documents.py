@@ -139,7 +139,7 @@ def roofs(report: Report) -> list[tuple[str, float]]:
     used = sorted({(c.unit, c.precision) for c in report.score.layers if c.time_s > 0 and c.unit != "-"})
     out = [(f"quoted peak {hw.headline_precision}", hw.headline_rate)]
     for unit_name, prec in used:
-        unit = next((x for x in hw.units if x.name == unit_name), None)
+        unit = hw.unit_named(unit_name)
         if unit is None or unit.rate(prec) is None or unit.rate(prec) == hw.headline_rate:
             continue
         out.append((f"{unit_name} {prec}", unit.rate(prec)))

@@ -163,7 +163,7 @@ def _fit_the_tile(c: LayerCost, x: Ctx):
     pad = _misaligned_gemm(c, x)
     if pad is not None:
         return pad
-    unit = next((u for u in x.hw.units if u.name == c.unit), None)
+    unit = x.hw.unit_named(c.unit)
     # alignment: the fast unit refused the layer
     for u in x.hw.units:
         a = u.alignment.get(c.precision)

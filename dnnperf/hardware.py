@@ -181,6 +181,10 @@ class HardwareProfile:
     assumed: tuple[str, ...] = ()  # defaults applied for what the profile leaves out (kind_defaults.yaml)
     path: str = ""
 
+    def unit_named(self, name: str) -> Unit | None:
+        """The unit called ``name`` (None when the profile has none: a host or fallback layer)."""
+        return next((u for u in self.units if u.name == name), None)
+
     def kernel_us(self, family: str) -> float:
         """Time per kernel of ``family`` besides its work: the dispatch, plus the family's fixed time
         on a calibrated CPU (``kernel_fixed_us``)."""

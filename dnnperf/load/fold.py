@@ -13,7 +13,7 @@ import numpy as np
 
 from dnnperf.ir import DTYPE_CODES, op_key
 from dnnperf.load.read import MAX_VALUE_ELEMS, plain_attrs, static, type_shape
-from dnnperf.load.shapes import RULES
+from dnnperf.load.shapes import RULES, axis_index
 
 _NP_DTYPES = {6: np.int32, 7: np.int64, 1: np.float32, 11: np.float64, 9: np.bool_, 10: np.float16,
               2: np.uint8, 3: np.int8, 12: np.uint32, 13: np.uint64, 4: np.uint16, 5: np.int16}
@@ -320,9 +320,7 @@ def run_node(node, ins, opset_imports, attrs: dict | None = None):
         axes = [int(a) for a in np.asarray(axes).reshape(-1)]
         x = ins[0]
         r = x.ndim + len(axes)
-        if any(not -r <= a < r for a in axes):
-            raise ValueError("Unsqueeze axis out of range")
-        new = sorted(a % r for a in axes)
+        new = sorted(axis_index(a, r) for a in axes)
         if len(set(new)) != len(new):
             raise ValueError("repeated Unsqueeze axis")
         shape = list(x.shape)

@@ -144,6 +144,8 @@ def check_domains(model, path, nodes) -> None:
 # attributes that name an axis: beyond the int32 range ONNX's C++ inference wraps them round and reads
 # out of bounds (LayerNormalization axis = 2^31 and GatherND batch_dims = -2^31 - 1 end the process)
 AXIS_ATTRIBUTES = frozenset({"axis", "axes", "batch_dims", "batch_axis", "time_axis", "perm"})
+# the attributes check_for_onnx_inference reads: those, and a Split's number of parts
+_CHECKED_ATTRIBUTES = AXIS_ATTRIBUTES | {"num_outputs"}
 
 
 def check_for_onnx_inference(node_lists, versions: dict, path: str) -> None:
@@ -169,12 +171,12 @@ def check_for_onnx_inference(node_lists, versions: dict, path: str) -> None:
                 try:
                     schema = defs.get_schema(op, versions.get(dom, 1 << 30), dom)
                     rule = (tuple(i for i, f in enumerate(schema.inputs) if f.option == single), schema.min_input,
-                            AXIS_ATTRIBUTES.intersection(schema.attributes))
+                            _CHECKED_ATTRIBUTES.intersection(schema.attributes))
                 except Exception:  # an op ONNX does not know: its inference is not run
                     rule = ((), 0, ())
                 need[(dom, op)] = rule
             ins = n.input
-            positions, least, axes = rule
+            positions, least, checked = rule
             count = len(ins)
             missing = count < least
             for i in positions:
@@ -183,19 +185,21 @@ def check_for_onnx_inference(node_lists, versions: dict, path: str) -> None:
             if missing:
                 raise DnnperfError(f"node '{n.name or op}' ({op}) in '{path}' lacks an input its operator requires "
                                    f"(it has {list(ins)}) — the model is malformed; re-export it")
-            if axes:
+            if checked:
                 for a in n.attribute:
                     name = a.name
-                    if name in axes and any(not -2**31 <= v < 2**31 for v in (a.ints if a.ints else (a.i,))):
+                    if name not in checked:
+                        continue
+                    if name == "num_outputs":
+                        if op == "Split" and a.i != len(n.output):
+                            # ONNX indexes its split list by output: more outputs than parts aborts the
+                            # process, 2^31 parts take a minute
+                            raise DnnperfError(f"node '{n.name or op}' (Split) in '{path}' has num_outputs = {a.i} "
+                                               f"but {len(n.output)} outputs — the model is malformed; re-export it")
+                    elif any(not -2**31 <= v < 2**31 for v in (a.ints if a.ints else (a.i,))):
                         raise DnnperfError(f"node '{n.name or op}' ({op}) in '{path}' has {name} = "
                                            f"{list(a.ints) if a.ints else a.i}, out of any tensor's rank — the model "
                                            "is malformed; re-export it")
-                    if name == "num_outputs" and op == "Split" and a.i != len(n.output):
-                        # ONNX indexes its split list by output: more outputs than parts aborts the process,
-                        # 2^31 parts take a minute
-                        raise DnnperfError(f"node '{n.name or op}' (Split) in '{path}' has num_outputs = {a.i} but "
-                                           f"{len(n.output)} outputs — the model is malformed; re-export it")
-
 
 def check_dims(dims, name, path):
     if dims is None:

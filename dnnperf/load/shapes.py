@@ -40,7 +40,7 @@ def _ints(v) -> list[int] | None:
     return a.tolist() if a.dtype.kind in "iu" else [int(x) for x in a.tolist()]
 
 
-def _ax(a: int, rank: int) -> int:
+def axis_index(a: int, rank: int) -> int:
     """An axis in [-rank, rank) as its index; any other raises (the rule then leaves the node to ONNX,
     whose inference refuses it: taken modulo the rank, a malformed axis would give a quiet wrong shape)."""
     if not -rank <= a < rank:
@@ -93,7 +93,7 @@ def _slice(attrs, dims, vals, opset):
     for st, en, ax, sp in zip(starts, ends, axes, steps):
         if sp == 0:
             return None
-        ax = _ax(ax, len(x))
+        ax = axis_index(ax, len(x))
         out[ax] = len(range(*slice(st, en, sp).indices(x[ax])))
     return [tuple(out)]
 
@@ -122,7 +122,7 @@ def _unsqueeze(attrs, dims, vals, opset):
         return None
     r = len(x) + len(axes)
     out = list(x)
-    for a in sorted(_ax(a, r) for a in axes):
+    for a in sorted(axis_index(a, r) for a in axes):
         out.insert(a, 1)
     return [tuple(out)]
 
@@ -136,7 +136,7 @@ def _squeeze(attrs, dims, vals, opset):
         if opset >= 13 and len(dims) > 1 and dims[1] is not None:
             return None  # axes given but not constant
         return [tuple(d for d in x if d != 1)]
-    drop = {_ax(a, len(x)) for a in axes}
+    drop = {axis_index(a, len(x)) for a in axes}
     return [tuple(d for i, d in enumerate(x) if i not in drop)]
 
 
@@ -170,7 +170,7 @@ def _range(attrs, dims, vals, opset):
 def _concat(attrs, dims, vals, opset):
     if any(d is None for d in dims) or not dims:
         return None
-    ax = _ax(attrs.get("axis", 0), len(dims[0]))
+    ax = axis_index(attrs.get("axis", 0), len(dims[0]))
     out = list(dims[0])
     out[ax] = sum(d[ax] for d in dims)
     return [tuple(out)]
@@ -180,7 +180,7 @@ def _gather(attrs, dims, vals, opset):
     x, idx = dims[0], dims[1]
     if x is None or idx is None:
         return None
-    ax = _ax(attrs.get("axis", 0), len(x))
+    ax = axis_index(attrs.get("axis", 0), len(x))
     return [tuple(x[:ax]) + tuple(idx) + tuple(x[ax + 1:])]
 
 
@@ -200,7 +200,7 @@ def _pad(attrs, dims, vals, opset):
     out = list(x)
     k = len(axes)
     for j, a in enumerate(axes):
-        a = _ax(a, len(x))
+        a = axis_index(a, len(x))
         out[a] = x[a] + pads[j] + pads[j + k]
     return [tuple(out)]
 
@@ -209,7 +209,7 @@ def _flatten(attrs, dims, vals, opset):
     x = dims[0]
     if x is None:
         return None
-    ax = _ax(attrs.get("axis", 1), len(x) + 1) if x else 0  # (the axis may be the rank itself)
+    ax = axis_index(attrs.get("axis", 1), len(x) + 1) if x else 0  # (the axis may be the rank itself)
     a = 1
     for d in x[:ax]:
         a *= d
@@ -257,7 +257,7 @@ def _layer_norm(attrs, dims, vals, opset):
     x = dims[0]
     if x is None:
         return None
-    _ax(attrs.get("axis", -1), len(x))
+    axis_index(attrs.get("axis", -1), len(x))
     return [x]  # Mean / InvStdDev outputs are left to ONNX
 
 
@@ -280,7 +280,7 @@ def _reduce(attrs, dims, vals, opset, axes_input_from=18):
         axes = list(range(len(x)))
     if any(not -len(x) <= a < len(x) for a in axes):
         return None
-    axes = {_ax(a, len(x)) for a in axes}
+    axes = {axis_index(a, len(x)) for a in axes}
     if attrs.get("keepdims", 1):
         return [tuple(1 if i in axes else d for i, d in enumerate(x))]
     return [tuple(d for i, d in enumerate(x) if i not in axes)]
