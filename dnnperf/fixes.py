@@ -5,7 +5,7 @@ numbers for this layer on this profile (what batch fills the lanes, which channe
 tile, what precision moves the layer onto the fast unit...). A fix without numbers falls back to
 the catalogue's summary.
 
-Why one module of ~480 lines: one concretiser per catalogue entry, each a few lines, kept next to
+Why one module of ~530 lines: one concretiser per catalogue entry, each a few lines, kept next to
 the matching and ranking code they plug into.
 """
 
@@ -86,7 +86,9 @@ def _layer_fusion(c: LayerCost, x: Ctx):
 def _more_bandwidth(c: LayerCost, x: Ctx):
     if c.t_memory <= c.t_compute:
         return None
-    new = max(c.t_compute, c.t_memory / 2) + c.t_launch
+    new = rescore(c, c.layer, x.report.score, x.settings.precision, x.hw.with_bandwidth(2.0)).time_s
+    if new >= c.time_s * 0.99:
+        return None  # the launch or the math sets this layer's time: more bandwidth buys nothing
     return (f"with 2x the {x.hw.dram_gbs:g} GB/s this layer would take {fmt_time(new)} instead of {fmt_time(c.time_s)}",
             c.time_s - new)
 
@@ -96,6 +98,8 @@ def _bigger_batch(c: LayerCost, x: Ctx):
     b = x.settings.batch or 1
     if c.occupancy >= 1:
         return None
+    if c.plan is not None:  # a GPU library's tiles in waves over the SMs: the same what-if, rescored
+        return _plan_what_if(c, x, [(f"batch {b} -> {b * f}", f, w.with_batch(f)) for f in (2, 4, 8, 16, 32)])
     need = rules.lanes_needed_batch(w.parallel_work, b, x.hw.lanes)
     target = max(b * 8, 8) if need > b * 8 else need
     per = max(w.parallel_work // b, 1)
@@ -108,8 +112,35 @@ def _shallower_wider(c: LayerCost, x: Ctx):
     w = c.layer.workload
     if c.occupancy >= 1:
         return None
+    if c.plan is not None:
+        n = w.gemm.n
+        return _plan_what_if(c, x, [(f"output channels {n} -> {2 * n}", 2, w.with_width(2 * n))], per_sample=False)
     return (f"{w.parallel_work:,} parallel outputs for {x.hw.lanes:,} lanes: a layer twice as wide keeps "
             f"{rules.occupancy(2 * w.parallel_work, x.hw.lanes):.1%} of them busy at the same latency", None)
+
+
+def _plan_what_if(c: LayerCost, x: Ctx, variants: list, per_sample: bool = True):
+    """A GPU matrix layer's occupancy is its tile plan's (tiles in waves over the SMs, split-K), not
+    outputs over lanes: rescore ``variants`` ``(label, work multiple, workload)`` in order and report
+    the first that keeps the SMs 90% busy (else the last), with its time per sample (a batch) or for
+    how many times the work (a width). A variant without a workload (the batch of a product of two
+    activations) gets the advice without figures and the command that computes them."""
+    found = None
+    for label, f, w2 in variants:
+        if w2 is None:  # a product of two activations: where its batch goes (count or rows) is not known
+            return (f"more work per call adds tiles to the waves over {x.hw.compute_units} SMs (now "
+                    f"{c.occupancy:.1%} occupancy); how a bigger batch reshapes this product is not known here: "
+                    "`dnnperf sweep --batch 1,2,4,...` scores the whole model at each batch", None)
+        c2 = rescore(c, replace(c.layer, workload=w2), x.report.score, x.settings.precision)
+        found = (label, f, c2)
+        if c2.occupancy >= 0.9:
+            break
+    label, f, c2 = found
+    if c2.occupancy <= c.occupancy:
+        return None
+    return (f"{label} raises occupancy from {c.occupancy:.1%} to {c2.occupancy:.1%} (the library's tiles in waves "
+            f"over {x.hw.compute_units} SMs): {fmt_time(c.time_s)} -> {fmt_time(c2.time_s)}"
+            + (f", {fmt_time(c2.time_s / f)} per sample" if per_sample else f" for {f}x the work"), None)
 
 
 def _downgrade(c: LayerCost, x: Ctx):
@@ -256,8 +287,14 @@ def _fewer_launches(c: LayerCost, x: Ctx):
     if c.layer.workload.family in HOST_SHAPE_FAMILIES:
         return (f"shape arithmetic redone every inference because the model's input dims are symbolic "
                 f"({fmt_time(c.t_launch)} on the host): {STATIC_DIMS_TEXT}", c.t_launch)
-    return (f"{c.layer.workload.launches} launch x {sig(x.hw.kernel_us(c.layer.workload.family)):g} us = "
-            f"{fmt_time(c.t_launch)} against {fmt_time(c.time_s - c.t_launch)} of work", c.t_launch)
+    lost = c.losses["launch_overhead"]
+    n = c.layer.workload.launches
+    each = f"{n} launch{'es' if n != 1 else ''} x {sig(x.hw.kernel_us(c.layer.workload.family)):g} us"
+    if x.hw.kind == "gpu":  # the host queues kernels ahead: what is lost is the device's wait for it
+        return (f"{each} of host time: the device waits {fmt_time(lost)} of this layer's {fmt_time(c.time_s)} "
+                f"for the host to queue its kernels, against {fmt_time(c.time_s - lost)} of work", lost)
+    return (f"{each}: {fmt_time(lost)} of this layer's {fmt_time(c.time_s)} is spent launching, against "
+            f"{fmt_time(c.time_s - lost)} of work", lost)
 
 
 def _software_pipelining(c: LayerCost, x: Ctx):

@@ -222,6 +222,14 @@ class HardwareProfile:
         rates = [u.rate(precision) or 0.0 for u in self.units if ("matrix" if matrix else "vector") in u.serves]
         return max(rates, default=0.0)
 
+    def with_bandwidth(self, factor: float) -> "HardwareProfile":
+        """What-if: every memory bandwidth figure (DRAM, on-chip, a calibrated curve) ``factor`` times."""
+        from dataclasses import replace
+
+        return replace(self, dram_gbs=self.dram_gbs * factor,
+                       onchip_gbs=self.onchip_gbs * factor if self.onchip_gbs else self.onchip_gbs,
+                       bandwidth_curve=tuple((mb, gbs * factor) for mb, gbs in self.bandwidth_curve))
+
     def with_overrides(self, **kw) -> "HardwareProfile":
         from dataclasses import replace
 

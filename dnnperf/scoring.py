@@ -708,14 +708,15 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
     return Score(board, settings, costs, input_bytes, t_in, totals, losses, footprint, resident)
 
 
-def rescore(c: LayerCost, layer: Layer, sc: Score, precision: str | None) -> LayerCost:
-    """``layer``, a what-if variant of ``c``'s layer (another width, another precision), scored as ``c``
-    was in ``sc``: in the same network (its footprint, its weights' residency) and, on a GPU, after
-    the same wait for the host on the stream as ``c`` had (``_queue_on_stream``), so that the two
-    times differ by what the variant changes and nothing else. Fixes and ``dnnperf shapes`` use it."""
+def rescore(c: LayerCost, layer: Layer, sc: Score, precision: str | None, hw: HardwareProfile | None = None) -> LayerCost:
+    """``layer``, a what-if variant of ``c``'s layer (another width, another precision, or ``hw``, a
+    variant of the profile), scored as ``c`` was in ``sc``: in the same network (its footprint, its
+    weights' residency) and, on a GPU, after the same wait for the host on the stream as ``c`` had
+    (``_queue_on_stream``), so that the two times differ by what the variant changes and nothing
+    else. Fixes and ``dnnperf shapes`` use it."""
     from dnnperf import gpu
 
-    hw = gpu.board_share(sc.hw, sc.settings.batch)[0]  # the dies the batch runs on (the profile elsewhere)
+    hw = gpu.board_share(hw or sc.hw, sc.settings.batch)[0]  # the dies the batch runs on (the profile elsewhere)
     c2 = score_layer(layer, hw, precision, sc.weights_resident, sc.settings.runtime, sc.footprint)
     if hw.kind == "gpu" and c.unit != "host" and c2.unit != "host":
         _retime(c2, c2.t_device + max(0.0, c.time_s - c.t_device))

@@ -96,6 +96,19 @@ class Workload:
                        bytes_written=int(round(self.bytes_written * f)),
                        parallel_work=max(1, int(round(self.parallel_work * f))))
 
+    def with_batch(self, factor: int) -> "Workload | None":
+        """What-if: the same layer at ``factor`` times the batch, for the layers whose batch is known
+        to run along the product's rows (a convolution's N x OH x OW, a weight product's M): MACs,
+        other ops, activation bytes, output bytes, parallel outputs and ``gemm.m`` scale, the
+        weights do not. None for any other layer (a product of two activations carries the batch in
+        ``gemm.count`` or in M depending on the graph: no guess)."""
+        g = self.gemm
+        if g is None or factor < 1 or not (self.conv or (self.weight_bytes > 0 and g.count == 1)):
+            return None
+        return replace(self, gemm=replace(g, m=g.m * factor), macs=self.macs * factor, other_ops=self.other_ops * factor,
+                       act_bytes_read=self.act_bytes_read * factor, bytes_written=self.bytes_written * factor,
+                       parallel_work=self.parallel_work * factor)
+
     def __add__(self, other: "Workload") -> "Workload":
         return Workload(
             family=self.family if self.ops >= other.ops else other.family,

@@ -269,6 +269,87 @@ def test_more_bandwidth_or_peak_never_slower():
     assert analyze(insp, hw.with_overrides(units=units), Settings(), with_fixes=False).score.totals["latency_s"] <= base
 
 
+def test_gpu_batch_and_width_fixes_agree_with_the_model_rescored(tmp_path):
+    """On a GPU a convolution's occupancy is its tile plan's (tiles in waves over the SMs), not its
+    outputs over the lanes: the bigger-batch and wider-layer fixes quote the occupancy that the same
+    convolution, exported at that batch or width, is scored with (they once quoted lanes: 'batch 1 ->
+    1 raises lane occupancy from 21% to 100%' on an L4 profile)."""
+    import re
+
+    from dnnperf.fixes import Ctx, _bigger_batch, _shallower_wider
+
+    rep = run(tmp_path, conv_model(512, 512, 7, 7, 3, pads=[1, 1, 1, 1]), "a100")
+    c = conv_layer(rep)
+    assert c.plan is not None and c.occupancy < 0.5
+    text, _ = _bigger_batch(c, Ctx(rep))
+    got = re.match(r"batch 1 -> (\d+) raises occupancy from ([\d.]+)% to ([\d.]+)% .* ([\d.]+) us per sample$", text)
+    assert got, text
+    b = int(got.group(1))
+    assert b > 1 and float(got.group(2)) == pytest.approx(100 * c.occupancy, abs=0.05)
+    big = conv_layer(run(tmp_path, conv_model(512, 512, 7, 7, 3, pads=[1, 1, 1, 1], batch=b), "a100", name="b.onnx"))
+    assert float(got.group(3)) == pytest.approx(100 * big.occupancy, abs=0.05)
+    assert float(got.group(3)) > float(got.group(2))
+    # per sample: the batch's device time (the single layer's host wait, the same, aside) over the batch
+    assert float(got.group(4)) * 1e-6 == pytest.approx((big.t_device + c.time_s - c.t_device) / b, rel=0.01)
+    text, _ = _shallower_wider(c, Ctx(rep))
+    got = re.match(r"output channels 512 -> 1024 raises occupancy from ([\d.]+)% to ([\d.]+)% ", text)
+    assert got, text
+    wide = conv_layer(run(tmp_path, conv_model(512, 1024, 7, 7, 3, pads=[1, 1, 1, 1]), "a100", name="w.onnx"))
+    assert float(got.group(2)) == pytest.approx(100 * wide.occupancy, abs=0.05)
+    # a product of two activations (attention scores): where a batch goes is not known, no figures
+    att = model([helper.make_node("MatMul", ["q", "k"], ["s"], name="scores")],
+                [vi("q", [1, 4, 64, 64]), vi("k", [1, 4, 64, 64])], [vi("s", None)])
+    rep = run(tmp_path, att, "a100", name="att.onnx")
+    c = next(c for c in rep.score.layers if c.layer.op_type == "MatMul")
+    assert c.plan is not None and c.occupancy < 0.5
+    text, saving = _bigger_batch(c, Ctx(rep))
+    assert "dnnperf sweep --batch" in text and "%" in text and " -> " not in text and saving is None
+
+
+def test_more_bandwidth_fix_is_the_layer_on_a_profile_with_twice_the_bandwidth(tmp_path):
+    """The what-if is the layer scored on the profile with doubled bandwidth, launch and all: a GPU
+    layer that its launch and the kernels' minimum time set gets no such fix (it once read 'with 2x
+    the 900 GB/s this layer would take 5.01 us instead of 10 us' for a 16 KB Relu), a memory-bound
+    one the time the doubled profile gives."""
+    from dnnperf.fixes import Ctx, _more_bandwidth
+
+    def relu(c, h):
+        return model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [1, c, h, h])], [vi("y", None)])
+
+    for hw in ("v100", "cpu-avx2"):
+        prof = load_profile(hw)
+        fast = prof.with_overrides(dram_gbs=2 * prof.dram_gbs,
+                                   bandwidth_curve=tuple((mb, 2 * g) for mb, g in prof.bandwidth_curve))
+        for channels, side in ((64, 8), (64, 56), (256, 112)):  # 16 KB to 12.8 MB read and as much written
+            insp = inspect_model(save(relu(channels, side), tmp_path, f"r{side}.onnx"))
+            rep = analyze(insp, prof, Settings())
+            c = next(c for c in rep.score.layers if c.layer.op_type == "Relu")
+            t2 = next(c for c in analyze(insp, fast, Settings(), with_fixes=False).score.layers
+                      if c.layer.op_type == "Relu").time_s
+            fix = _more_bandwidth(c, Ctx(rep))
+            if fix is None:
+                assert t2 >= 0.99 * c.time_s, (hw, side)
+            else:
+                assert c.time_s - fix[1] == pytest.approx(t2, rel=1e-6), (hw, side, fix[0])
+            if side == 112:
+                assert fix is not None and t2 < 0.75 * c.time_s  # memory-bound: most of the time halves
+
+
+def test_fewer_launches_fix_counts_the_work_a_gpu_launch_hides(tmp_path):
+    """A GPU layer shorter than its launch: the text says how much of its time the launch costs and
+    how much is work (it once said '5 us against 0 of work' for a 3.2 MB MaxPool on a V100)."""
+    from dnnperf.fixes import Ctx, _fewer_launches
+
+    m = model([helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
+              [vi("x", [1, 64, 112, 112])], [vi("y", None)])
+    rep = run(tmp_path, m, "v100")
+    c = next(c for c in rep.score.layers if c.layer.op_type == "MaxPool")
+    text, saving = _fewer_launches(c, Ctx(rep))
+    # 3.2 MB read + 0.8 MB written at the V100's bandwidth is microseconds of work, not nothing
+    assert "against 0 of work" not in text and saving == pytest.approx(c.losses["launch_overhead"])
+    assert 0 < saving < c.time_s
+
+
 def test_fit_the_tile_fix_names_channel_counts(tmp_path):
     c = conv_layer(run(tmp_path, conv_model(128, 100, 28, 28, 3, pads=[1, 1, 1, 1], dtype=T.FLOAT16)))
     texts = " ".join(f["text"] for f in c.fixes)
@@ -326,11 +407,14 @@ def test_a_cpu_kernel_pays_its_family_fixed_cost_by_hand(tmp_path):
     # the advice's arithmetic uses the same per-kernel cost: 2 us dispatch + 2.5 us fixed
     assert fixed.kernel_us("conv") == 4.5 and fixed.kernel_us("elementwise") == 2.0
     from dnnperf.fixes import Ctx, _fewer_launches
+    from dnnperf.fmt import t as fmt_time
 
     rep = analyze(insp, fixed, Settings(fusion="none"))
     conv = next(c for c in rep.score.layers if c.layer.workload.family == "conv")
-    text, _ = _fewer_launches(conv, Ctx(rep))
-    assert text.startswith("1 launch x 4.5 us = 4.5 us"), text
+    text, saving = _fewer_launches(conv, Ctx(rep))
+    assert text.startswith("1 launch x 4.5 us: 4.5 us of this layer's"), text
+    assert text.endswith(f"against {fmt_time(conv.time_s - 4.5e-6)} of work"), text
+    assert saving == pytest.approx(4.5e-6)
     # a GPU has no such field (its kernels' minimum time is the library's)
     from dnnperf.errors import DnnperfError
 
