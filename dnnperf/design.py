@@ -113,7 +113,32 @@ def config_layers(op, cin, cout, k, s, res, e, b, dtype) -> list[Layer]:
     raise DnnperfError(f"unknown op '{op}'")
 
 
-def lut_space(space: dict, hw: HardwareProfile) -> list[dict]:
+def _space_precisions(space: dict, hw: HardwareProfile, notes: list) -> dict[str, str]:
+    """{precision asked: precision costed} for the space's precisions on ``hw``, by ``-p``'s rules
+    (``dnnperf.precision.resolve``): one the device does not run is refused, naming those it runs (its
+    rows would be costed at some other unit's rate, silently); the documented mappings (tf32 -> fp32
+    without a tf32 mode, 16-bit floats on a CPU) are kept and noted."""
+    from dnnperf import precision as precision_rules
+
+    out = {}
+    for p in space["precision"]:
+        if not precision_rules.runs(hw, p) and p != "tf32" and not (p in ("fp16", "bf16") and hw.kind == "cpu"
+                                                                   and precision_rules.runs(hw, "fp32")):
+            raise DnnperfError(f"the search space's precision {p}: {hw.name} has no {p} units — it runs "
+                               f"{', '.join(precision_rules.supported(hw))}; take {p} out of the space's precision list")
+        out[p], note = precision_rules.resolve(hw, p)
+        if note:
+            notes.append(note.replace(f"-p {p} is", f"the space's {p} rows are"))
+    return out
+
+
+def lut_space(space: dict, hw: HardwareProfile, notes: list | None = None) -> list[dict]:
+    """One row per configuration of ``space`` on ``hw``. ``notes`` (a list) receives what the table
+    assumed: precisions mapped to another, configurations too large for the device's memory."""
+    notes = [] if notes is None else notes
+    costed_as = _space_precisions(space, hw, notes)
+    cap = (hw.dram_gb or 0) * 1e9
+    too_big: list[str] = []
     rows = []
     for op, cin, cout, k, s, res, e, b, prec in itertools.product(
             space["ops"], space["channels_in"], space["channels_out"], space["kernel"], space["stride"],
@@ -128,7 +153,7 @@ def lut_space(space: dict, hw: HardwareProfile) -> list[dict]:
             continue
         dtype = DTYPE_OF_PRECISION[prec]
         layers = config_layers(op, cin, cout, k, s, res, e, b, dtype)
-        costs = [score_layer(l, hw, prec) for l in layers]
+        costs = [score_layer(l, hw, costed_as[prec]) for l in layers]
         lat = sum(c.time_s for c in costs)
         main = max(costs, key=lambda c: c.time_s)
         kk = 1 if op in ("pwconv", "linear") else k
@@ -139,6 +164,11 @@ def lut_space(space: dict, hw: HardwareProfile) -> list[dict]:
             "macs": sum(l.workload.macs for l in layers), "bytes": sum(l.workload.bytes_total for l in layers),
             "latency_s": sig(lat), "cause": main.cause,
         })
+        if cap and any(l.workload.bytes_total > cap for l in layers):
+            too_big.append(rows[-1]["key"])
+    if too_big:
+        notes.append(f"{len(too_big)} configuration(s) do not fit {hw.name}'s {hw.dram_gb:g} GB (one layer's weights, input "
+                     f"and output alone are larger, e.g. {too_big[0]}): their latency times a run the device cannot hold")
     return rows
 
 

@@ -67,6 +67,45 @@ def test_bad_space(tmp_path, bad, needle):
     assert r.exit_code == 2 and needle in r.stderr
 
 
+def test_lut_space_precisions_follow_the_devices_units(tmp_path):
+    """A space precision the device does not run is refused, naming those it runs (int4 rows on a
+    V100 were costed at some other unit's rate without a word); tf32 on a device without a tf32
+    mode is fp32 math, said so in the JSON's warnings, and its row costs exactly the fp32 row."""
+    space = tmp_path / "space.yaml"
+    space.write_text("precision: [fp32, int4]\n")
+    r = runner.invoke(app, ["lut", "--hw", "v100", "--space", str(space)])
+    assert r.exit_code == 2 and "int4" in r.stderr and "fp16, int8" in r.stderr and not r.stdout
+    assert "Traceback" not in r.output
+    space.write_text("precision: [fp32, tf32]\n")
+    r = runner.invoke(app, ["lut", "--hw", "v100", "--space", str(space), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    by = {x["precision"]: x for x in d["rows"]}
+    assert by["tf32"]["latency_s"] == by["fp32"]["latency_s"]
+    assert any("tf32" in w and "fp32" in w for w in d["warnings"])
+    r = runner.invoke(app, ["lut", "--hw", "a100", "--space", str(space), "-f", "json"])
+    d = json.loads(r.stdout)
+    by = {x["precision"]: x for x in d["rows"]}
+    assert by["tf32"]["latency_s"] != by["fp32"]["latency_s"] and d["warnings"] == []  # A100 has tf32 tensor cores
+
+
+def test_lut_space_marks_configurations_the_device_cannot_hold(tmp_path):
+    """A configuration whose one layer outgrows the device's memory is timed, but the table says so
+    (in JSON warnings and on stderr): 512 x 512 channels at 1024 x 1024 and batch 64 is 2 x 64 x 512 x
+    1024^2 x 4 bytes = 275 GB of input and output against a T4's 16 GB; at batch 1, 4.3 GB, fits."""
+    space = tmp_path / "space.yaml"
+    space.write_text("channels_in: [512]\nchannels_out: [512]\nresolution: [56, 1024]\nbatch: [1, 64]\n")
+    r = runner.invoke(app, ["lut", "--hw", "t4", "--space", str(space), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert len(d["rows"]) == 4
+    warn = [w for w in d["warnings"] if "do not fit" in w]
+    assert len(warn) == 1 and warn[0].startswith("1 configuration(s)") and "conv|512|512|3|1|1024|1|64|fp32" in warn[0]
+    assert "do not fit" in r.stderr
+    r = runner.invoke(app, ["lut", "--hw", "t4", "--space", str(space), "-q"])
+    assert r.exit_code == 0 and "do not fit" not in r.stderr
+
+
 def test_shapes_on_a_256_systolic_array(tmp_path):
     # 1x1 conv 256 -> 100 (int8) at 56x56 on TPU v1: every width from 88 to 112 is one pass of the
     # 256-wide array, so the time stays and 112 gets 12% more MACs for free (100/256 -> 112/256 used)

@@ -33,7 +33,9 @@ def lut(
     profile = load_profile(hw)
     notes: tuple = ()
     if space:
-        rows = lut_space(read_space(space), profile)
+        found: list[str] = []
+        rows = lut_space(read_space(space), profile, found)
+        notes = tuple(found)
     else:
         from dnnperf.api import analyze, inspect_model
 
@@ -43,7 +45,8 @@ def lut(
     if not rows:
         raise DnnperfError("the table is empty: no configuration (or layer) could be costed")
     return Document("lut", {"schema_version": "dnnperf-lut/1", "hardware": profile.name,
-                            "key": KEY_DOC if space else "key = layer name", "rows": rows}, notes=notes)
+                            "key": KEY_DOC if space else "key = layer name", "rows": rows, "warnings": list(notes)},
+                    notes=notes)
 
 
 @command(app, "shapes", kinds=("shapes",))
