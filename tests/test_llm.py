@@ -125,9 +125,10 @@ def test_both_phases_end_to_end(models):
 
 
 def test_memory_that_does_not_fit_is_refused_with_what_is_missing(models):
-    r = cli("analyze", models["7b"], "--hw", "t4", "--phase", "decode", "--context", "4096", "--batch", "16")
+    r = cli("analyze", models["7b"], "--hw", "t4", "--phase", "decode", "--context", "4095", "--batch", "16")
     assert r.exit_code == 2 and "Traceback" not in r.output
-    # 13.2 GB of weights + 16 x 4097 x 512 KiB = 34.4 GB of cache against 16 GB
+    # 13.2 GB of weights + 16 x 4096 x 512 KiB = 34.4 GB of cache against 16 GB (4,096 positions: the
+    # whole rotary table of Llama-2's 4,096 max positions)
     assert "does not fit t4's 16 GB" in r.output and "missing" in r.output
 
 
@@ -171,12 +172,12 @@ def test_cli_json_is_valid_and_deterministic(models):
 
 
 def test_sweep_decode_marks_where_the_cache_stops_fitting(models):
-    r = cli("sweep", models["7b"], "--hw", "a100", "--phase", "decode", "--context", "4096", "--batch", "1,16,64",
+    r = cli("sweep", models["7b"], "--hw", "a100", "--phase", "decode", "--context", "4095", "--batch", "1,16,64",
             "--runtime", "graph", "-f", "json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     fits = {row["batch"]: row["fits"] for row in d["rows"]}
-    # 13.2 GB + B x 4097 x 512 KiB: batch 16 needs 48.6 GB (fits 80 GB), batch 64 needs 150 GB
+    # 13.2 GB + B x 4096 x 512 KiB: batch 16 needs 47.6 GB (fits 80 GB), batch 64 needs 150 GB
     assert fits == {1: True, 16: True, 64: False}
     assert d["summary"]["fits_up_to_batch"] == 16
     tps = [row["tokens_per_s"] for row in d["rows"]]
@@ -186,6 +187,32 @@ def test_sweep_decode_marks_where_the_cache_stops_fitting(models):
 def test_a_model_without_cache_is_refused_for_phases():
     r = cli("analyze", os.path.join(SAMPLES, "resnet50.onnx"), "--hw", "a100", "--phase", "decode")
     assert r.exit_code == 2 and "no recognisable KV cache" in r.output
+
+
+@pytest.mark.parametrize("style,bits", [("plain", 4), ("genai", 16)])
+def test_a_request_past_the_rotary_table_is_refused(tmp_path, style, bits):
+    """Position p reads row p of the rotary table: a 64-row table runs a decode step at context 63
+    (positions 0..63) but not at 64 (an empty slice: the shapes then contradicted each other deep in
+    the graph, 'MatMul inner dims differ'), a 64-token prompt but not 65 (costed as if it ran), and
+    a 40-token prompt with 24 generated tokens (last step at context 63) but not 25."""
+    from dataclasses import replace
+
+    p = tmp_path / f"{style}.onnx"
+    p.write_bytes(skeleton_bytes(replace(TINY, max_positions=64), style, bits))
+    assert find_decoder(str(p)).max_positions == 64
+    for args, ok in ((("--phase", "decode", "--context", 63), True), (("--phase", "decode", "--context", 64), False),
+                     (("--phase", "prefill", "--prompt", 64), True), (("--phase", "prefill", "--prompt", 65), False),
+                     (("--phase", "both", "--prompt", 40, "--generate", 24), True),
+                     (("--phase", "both", "--prompt", 40, "--generate", 25), False)):
+        r = cli("analyze", p, "--hw", "a100", *args, "-q", "-f", "json")
+        if ok:
+            assert r.exit_code == 0, (args, r.output)
+        else:
+            assert r.exit_code == 2 and "rotary table" in r.stderr and "holds 64" in r.stderr, (args, r.output)
+            assert "Traceback" not in r.output and not r.stdout
+    # the shipped sample decoders store an 8,192-row table (their export's max positions)
+    for name in ("tiny_llama_kv", "tiny_llama_genai"):
+        assert find_decoder(os.path.join(SAMPLES, f"{name}.onnx")).max_positions == 8192
 
 
 def test_bad_phase_requests():

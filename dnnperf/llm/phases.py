@@ -57,6 +57,8 @@ class Decoder:
     total_symbol: str | None
     cache: tuple[CacheInput, ...]
     fixed_past: int | None = None  # a cache length baked into the export
+    max_positions: int | None = None  # the rows of its rotary cos/sin table, when it has one
+    position_table: str = ""  # that table's name
 
     @property
     def bytes_per_token(self) -> int:
@@ -133,8 +135,25 @@ def find_decoder(path: str) -> Decoder:
     for n, d, t in ins:
         if d and len(d) == 2 and "mask" in n.lower() and isinstance(d[1], str) and d[1] not in (seq_sym, past_sym):
             total_sym = d[1]
+    table, rows = _position_table(model)
     return Decoder(tokens, batch_sym, seq_sym, past_sym, total_sym, tuple(cache),
-                   None if past_sym else int(past))
+                   None if past_sym else int(past), rows, table)
+
+
+def _position_table(model) -> tuple[str, int | None]:
+    """(name, rows) of the rotary cos table the decoder reads its positions from, ("", None) when
+    none is found: GroupQueryAttention's cos_cache input (ONNX Runtime GenAI), else a 2-D weight
+    named as a rotary cos cache (transformers-style exports that store it, ``dnnperf llm skeleton``).
+    A model that computes its angles from the positions (no table) has no such limit."""
+    dims = {i.name: tuple(i.dims) for i in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type == "GroupQueryAttention" and len(n.input) > 7 and len(dims.get(n.input[7], ())) == 2:
+            return n.input[7], int(dims[n.input[7]][0])
+    for name, d in dims.items():
+        low = name.lower()
+        if len(d) == 2 and "cos" in low and ("cache" in low or "rotary" in low or "rope" in low):
+            return name, int(d[0])
+    return "", None
 
 
 # -- phases -----------------------------------------------------------------------------------
@@ -154,6 +173,26 @@ class PhaseRequest:
                 raise DnnperfError(f"--{k} must be >= 1, got {getattr(self, k)}")
         if self.context is not None and self.context < 0:
             raise DnnperfError(f"--context must be >= 0, got {self.context}")
+
+
+def _check_positions(dec: Decoder, req: PhaseRequest, ctx: int) -> None:
+    """Refuse a request past the model's rotary table: position p reads row p, so the model cannot
+    run it (a decode step at --context 4096 on a 4096-row table slices an empty row: the shapes then
+    contradict each other deep in the graph, or a larger prompt would be costed as if it ran)."""
+    if dec.max_positions is None:
+        return
+    asks = []
+    if req.phase == "prefill":
+        asks.append((req.prompt, f"--prompt {req.prompt}"))
+    if req.phase == "both":  # decode steps at contexts prompt .. prompt + generate - 1
+        asks.append((req.prompt + req.generate, f"--prompt {req.prompt} then --generate {req.generate}"))
+    if req.phase == "decode":
+        asks.append((ctx + 1, f"--context {ctx} and the new token"))
+    for need, what in asks:
+        if need > dec.max_positions:
+            raise DnnperfError(f"this request needs {need} positions ({what}), but the model's rotary table '{dec.position_table}' "
+                               f"holds {dec.max_positions} — keep the sequence within {dec.max_positions} tokens "
+                               "(or export the model with a longer table)")
 
 
 def _run(path, dec: Decoder, base: ShapeOverrides, hw, settings, seq: int, past: int, with_fixes: bool):
@@ -205,6 +244,7 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     # the largest cache the request holds decides whether it fits
     peak_ctx = max(ctx + 1, req.prompt + req.generate if req.phase == "both" else 0,
                    req.prompt if req.phase == "prefill" else 0)
+    _check_positions(dec, req, ctx)
     main = None
     if req.phase in ("prefill", "both"):
         pre = _run(path, dec, base, hw, settings, req.prompt, 0, with_fixes and req.phase == "prefill")
