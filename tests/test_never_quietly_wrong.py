@@ -519,3 +519,33 @@ def test_an_axis_out_of_range_is_never_wrapped_round(tmp_path, node):
     if r.exit_code == 0:
         doc = json.loads(r.stdout)
         assert doc["warnings"][0].startswith("PARTIAL") and doc["coverage"]["nodes_scored"] == 0
+
+
+def test_a_gather_past_its_table_is_refused(tmp_path):
+    """Positions computed from the sequence length read a learned position table: a sequence longer
+    than the table asks for rows the model does not have (ONNX forbids it; ONNX Runtime refuses the
+    index), yet every shape resolved and the estimate came out confident. Built by hand: positions
+    Range(0, S) into a 10-row table; S = 10 reads rows 0..9, S = 11 reads row 10."""
+    from onnx import TensorProto as TP
+
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["s"], axis=0),
+             helper.make_node("Range", ["zero", "s", "one"], ["pos"]),
+             helper.make_node("Gather", ["table", "pos"], ["emb"], name="positions", axis=0),
+             helper.make_node("Add", ["x3", "emb"], ["y"])]
+    for side, ok in ((10, True), (11, False)):
+        m = model(nodes, [vi("x", [1, side], TP.INT64), vi("x3", [1, side, 4])], [vi("y", None)],
+                  [weight("table", [10, 4]), helper.make_tensor("zero", TP.INT64, [], [0]),
+                   helper.make_tensor("one", TP.INT64, [], [1])])
+        r = runner.invoke(app, ["analyze", save(m, tmp_path, f"t{side}.onnx"), "--hw", "v100", "-q"])
+        if ok:
+            assert r.exit_code == 0, r.output
+        else:
+            assert r.exit_code == 2 and "Traceback" not in r.output and not r.stdout
+            assert "'positions' (Gather) reads row 10 of 'table', which has 10" in r.stderr
+    # GPT-2's 1,024 learned positions: 1,024 tokens run, 1,025 do not
+    gpt2 = os.path.join(SAMPLES, "gpt2.onnx")
+    r = runner.invoke(app, ["inspect", gpt2, "--dim", "sequence_length=1024", "-q", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["inspect", gpt2, "--dim", "sequence_length=1025", "-q"])
+    assert r.exit_code == 2 and "row 1024 of 'transformer.wpe.weight', which has 1024" in r.stderr

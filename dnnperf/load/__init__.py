@@ -24,7 +24,7 @@ from typing import Any
 
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor
-from dnnperf.load import fast, gaps, hostshape
+from dnnperf.load import bounds, fast, gaps, hostshape
 from dnnperf.load.fold import Resolver, tensor_value
 from dnnperf.load.overrides import apply_overrides, batch_axes
 from dnnperf.load.read import (MAX_ELEMS, CorruptName, check_dims, check_domains, check_for_onnx_inference, check_opset,
@@ -165,6 +165,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     gaps.settle(ordered, res, bodies, sliced)
     if gaps.any_open(types):
         gaps.empty_shapes(types)
+    bounds.check(ordered, res, {k: t.shape for k, t in init_info.items()}, path)
     if sliced:
         notes.append(f"{len(sliced)} Slice(s) at offsets known only at run time ({', '.join(sliced[:3])}"
                      f"{', ...' if len(sliced) > 3 else ''}) costed at their input's size: an upper bound")
