@@ -356,6 +356,15 @@ def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, basel
     if extra:
         raise DnnperfError(f"model '{extra[0]}' is not in the baseline (it has: {', '.join(sorted(known))}) — "
                            "record it with `dnnperf baseline` or `check --update`")
+    if hw_filter:
+        # a YAML profile is recorded by its path relative to the baseline: compare it the same way (given
+        # as the user wrote it, it matched no entry and its entries were skipped without a failure)
+        hw_filter = [profile_spec_for(h, baseline_path) for h in hw_filter]
+        recorded = {e["hardware"] for e in baseline["entries"]}
+        missing = [h for h in hw_filter if h not in recorded]
+        if missing:
+            raise DnnperfError(f"--hw '{missing[0]}' is not in the baseline (it has: {', '.join(sorted(recorded))}) — "
+                               "record it with `dnnperf baseline`")
     results = []
     skipped = []
     failed = False

@@ -268,6 +268,38 @@ def test_baseline_keeps_profile_spec_as_written(tmp_path, monkeypatch):
     assert os.path.exists(model)
 
 
+def test_check_with_a_yaml_profile_named_from_elsewhere_checks_it(tmp_path, monkeypatch):
+    """A YAML profile is recorded by its path relative to the baseline; `check --hw PATH` given from
+    another folder (or as an absolute path) names the same entry: it used to match nothing, skip the
+    entry and pass even after the profile was edited. A profile the baseline does not hold is refused."""
+    import yaml
+
+    from dnnperf.hardware import load_profile
+
+    d = yaml.safe_load(open(load_profile("t4").path))
+    d["name"] = "my-t4"
+    ci = tmp_path / "ci"
+    ci.mkdir()
+    (ci / "my.yaml").write_text(yaml.safe_dump(d))
+    _widened(ci, 32)
+    monkeypatch.chdir(ci)
+    assert invoke("baseline", "net.onnx", "--hw", "my.yaml,v100", "-o", "base.json").exit_code == 0
+    monkeypatch.chdir(tmp_path)
+    args = ("check", "ci/net.onnx", "--baseline", "ci/base.json", "-f", "json")
+    for spec in ("ci/my.yaml", str(ci / "my.yaml")):
+        r = invoke(*args, "--hw", spec)
+        assert r.exit_code == 0, r.output
+        assert [x["hardware"] for x in json.loads(r.stdout)["results"]] == ["my.yaml"]
+    d["memory"]["dram_gbs"] = d["memory"]["dram_gbs"] / 2  # the reference moves: the gate fails
+    (ci / "my.yaml").write_text(yaml.safe_dump(d))
+    r = invoke(*args, "--hw", "ci/my.yaml")
+    assert r.exit_code == 1 and "changed since the baseline" in r.stdout
+    r = invoke(*args, "--hw", "all")  # every recorded profile, the YAML one included
+    assert r.exit_code == 1 and {x["hardware"] for x in json.loads(r.stdout)["results"]} == {"my.yaml", "v100"}
+    r = invoke(*args, "--hw", "t4")
+    assert r.exit_code == 2 and "--hw 't4' is not in the baseline" in r.stderr
+
+
 def test_the_entry_point_builds_one_command_as_the_whole_app_would():
     # main() builds only the command a run names; its help, usage errors and exit codes must be the
     # ones the whole app gives (CliRunner below drives the whole app)

@@ -84,8 +84,10 @@ def check(
         # the recorded --dim pairs served every model of the baseline: symbols a model lacks are fine
         return inspect_model(path, ShapeOverrides(batch=settings.batch, dims=tuple(dims), strict=False))
 
+    # 'all' selects every recorded profile; profiles named one by one must each be in the baseline
+    every = not hw or any(part.strip() == "all" for h in hw for part in h.split(","))
     res = run_check(base, list(models), tol, insp_fn, baseline_path, abs_s, max_unscored,
-                    expand_specs(list(hw)) if hw else None)
+                    None if every else expand_specs(list(hw)))
     notes: list[str] = [f"skipped (model not given or --hw not selected): {', '.join(res['skipped'])}"] if res["skipped"] else []
     if update:
         from dnnperf.gate import profile_from_entry
