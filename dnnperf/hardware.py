@@ -466,6 +466,8 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     unopt = d.get("unoptimized_ops", []) or []
     if not isinstance(unopt, list) or any(not isinstance(x, str) for x in unopt):
         raise DnnperfError(f"{where}.unoptimized_ops: a list of op type names")
+    if kind == "gpu":
+        assumed += _gpu_assumed(d)
     if d.get("sources") is None:
         sources = {}
         assumed.append("sources (none: its figures are taken as given, unchecked)")
@@ -569,6 +571,23 @@ def _gpu_lanes(d: dict, sms: int, where: str) -> tuple[int, str]:
     else:
         per_sm = gpu.library(gen if gen in gpu.GENERATIONS else None).threads_per_sm
     return sms * per_sm, f"{sms} SMs x {per_sm} resident threads, {gen or 'default'} generation"
+
+
+def _gpu_assumed(d: dict) -> list[str]:
+    """What a GPU profile leaves to the library table: the generation (named by its title or the
+    defaults) and the board power (without it the boost clock is taken as held under any load)."""
+    from dnnperf import gpu
+
+    g = d.get("gpu") if isinstance(d.get("gpu"), dict) else {}
+    out = []
+    if not g.get("generation"):
+        gen = gpu.infer_generation(str(d.get("title", "")), str(d.get("name", "")))
+        out.append(f"gpu.generation {gen} (named by its title)" if gen else
+                   "gpu.generation (none recognised in its title: the table's default entry)")
+    if not g.get("tdp_w") and "sustained_clock_fraction" not in d:
+        out.append("gpu.tdp_w (none: the boost clock is taken as held under load; a low-power board, a 70 W T4, "
+                   "throttles large kernels well below it)")
+    return out
 
 
 def _gpu_section(v, kind: str, where: str) -> dict:
@@ -732,7 +751,8 @@ def shipped_profiles(kind: str | None = None, below_tops: float | None = None) -
             if (kind is None or k is None or k == kind) and (below_tops is None or tops is None or tops < below_tops):
                 keep.append(n)
         names = keep
-    return tuple(load_profile(n) for n in names)
+    # alternatives for advice, not profiles the user chose: their assumptions are not the command's notes
+    return tuple(_find_profile(n) for n in names)
 
 
 _KIND_LINE = re.compile(r"^kind:\s*([A-Za-z0-9_]+)\s*(#.*)?$", re.M)

@@ -202,10 +202,16 @@ def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
     for title, per_sm in (("NVIDIA A10 (Ampere GA102)", 2048), ("NVIDIA T4", 1024), ("NVIDIA L4 (Ada)", 1536)):
         hw = profile_from_dict({**base, "name": "x", "title": title}, "x")
         assert hw.lanes == 72 * per_sm and hw.launch_overhead_us == 5 and hw.host_link_gbs is None
-        assert len(hw.assumed) == 3 and hw.assumed[0].startswith(f"parallelism.lanes {72 * per_sm}")
+        assert len(hw.assumed) == 5 and hw.assumed[0].startswith(f"parallelism.lanes {72 * per_sm}")
+        # the library generation its title names, and no board power: the boost clock held under load
+        gen = {2048: "ampere", 1024: "turing", 1536: "ada"}[per_sm]
+        assert hw.assumed[3] == f"gpu.generation {gen} (named by its title)" and hw.assumed[4].startswith("gpu.tdp_w (none")
+    unnamed = profile_from_dict({**base, "name": "x", "title": "Some accelerator"}, "x")
+    assert "gpu.generation (none recognised in its title: the table's default entry)" in unnamed.assumed
     # given figures are used as they are and not reported as assumed
     given = profile_from_dict({**base, "name": "x", "title": "NVIDIA A10", "launch_overhead_us": 9, "host_link_gbs": 32,
-                               "parallelism": {"compute_units": 72, "lanes": 1000}}, "x")
+                               "parallelism": {"compute_units": 72, "lanes": 1000},
+                               "gpu": {"generation": "ampere", "tdp_w": 150}}, "x")
     assert (given.lanes, given.launch_overhead_us, given.host_link_gbs, given.assumed) == (1000, 9, 32, ())
     # the profile's own threads per SM wins; a malformed one names itself
     own = profile_from_dict({**base, "name": "x", "title": "NVIDIA A10", "gpu": {"threads_per_sm": 1536}}, "x")
@@ -233,7 +239,7 @@ def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
                                  "-f", "json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    assert doc["hardware"]["lanes"] == 72 * 2048 and len(doc["hardware"]["assumed"]) == 3
+    assert doc["hardware"]["lanes"] == 72 * 2048 and len(doc["hardware"]["assumed"]) == 5
     assert "does not give parallelism.lanes 147456" in r.stderr and "launch_overhead_us 5" in r.stderr
     assert r.stderr.count("does not give") == 1  # once, though the report carries it too
     # commands that do not pass a report's notes on say it too (the CLI collects it from the load)
