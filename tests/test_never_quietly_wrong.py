@@ -549,3 +549,27 @@ def test_a_gather_past_its_table_is_refused(tmp_path):
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["inspect", gpt2, "--dim", "sequence_length=1025", "-q"])
     assert r.exit_code == 2 and "row 1024 of 'transformer.wpe.weight', which has 1024" in r.stderr
+
+
+def test_inputs_that_do_not_broadcast_are_a_contradiction_not_a_lost_shape(tmp_path):
+    """ViT-B/16 at 384 x 384 has 24^2 + 1 = 577 tokens against its 14^2 + 1 = 197-entry position
+    table; BERT's 512 positions at 513 tokens expand a [1, 512] buffer to [1, 513]. Both left most of
+    the graph unscored as 'shapes unresolved' (a PARTIAL estimate of 4-40% of the model) instead of
+    saying that the override contradicts the model; a malformed file without overrides is marked as
+    a contradiction in its coverage."""
+    r = runner.invoke(app, ["analyze", os.path.join(SAMPLES, "vit_b_16.onnx"), "--hw", "v100",
+                            "--input-shape", "input=1x3x384x384", "-q"])
+    assert r.exit_code == 2 and not r.stdout
+    assert "node '/encoder/Add' (Add): inputs [1, 577, 768] and [1, 197, 768] do not broadcast" in r.stderr
+    r = runner.invoke(app, ["analyze", os.path.join(SAMPLES, "bert_base.onnx"), "--hw", "v100",
+                            "--dim", "sequence_length=513", "-q"])
+    assert r.exit_code == 2 and "(Expand): input and target shape [1, 512] and [1, 513] do not broadcast" in r.stderr
+    r = runner.invoke(app, ["analyze", os.path.join(SAMPLES, "bert_base.onnx"), "--hw", "v100",
+                            "--dim", "sequence_length=512", "-q", "-f", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["coverage"]["complete"]
+    m = model([helper.make_node("Add", ["a", "b"], ["c"], name="add"), helper.make_node("Relu", ["c"], ["y"])],
+              [vi("a", [2, 3]), vi("b", [4, 3])], [vi("y", None)])
+    r = runner.invoke(app, ["analyze", save(m, tmp_path), "--hw", "v100", "-f", "json", "-q"])
+    assert r.exit_code == 0, r.output
+    cov = json.loads(r.stdout)["coverage"]
+    assert cov["unscored_by_kind"]["contradiction"] == 1 and not cov["complete"]

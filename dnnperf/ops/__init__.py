@@ -26,6 +26,17 @@ class Contradiction(Unsupported):
     with user overrides this is the override's fault and is refused; otherwise the model is malformed."""
 
 
+def broadcast_conflict(shapes) -> str | None:
+    """None when ``shapes`` broadcast together (numpy rules: aligned from the right, every axis equal
+    or 1), else what does not: "[1, 577, 768] and [1, 197, 768] do not broadcast (axis -2: 197 vs 577)"."""
+    for k in range(1, max((len(x) for x in shapes), default=0) + 1):
+        sizes = {x[-k] for x in shapes if k <= len(x)} - {1}
+        if len(sizes) > 1:
+            return (f"{' and '.join(str(list(x)) for x in shapes)} do not broadcast "
+                    f"(axis -{k}: {' vs '.join(map(str, sorted(sizes)))})")
+    return None
+
+
 class Ctx:
     """What a cost function may know about its node."""
 
@@ -144,6 +155,15 @@ def register_shapes(table: dict[str, ShapeFn]) -> None:
         SHAPE_RULES[k] = fn
 
 
+# op key -> a check that raises Contradiction for shapes that contradict each other, run also for
+# nodes folded at load time (a constant Expand to an incompatible shape is no less a contradiction)
+CHECKS: dict[str, Callable[[Ctx], None]] = {}
+
+
+def register_check(table: dict) -> None:
+    CHECKS.update(table)
+
+
 def shape_rule(key: str) -> ShapeFn | None:
     return SHAPE_RULES.get(key)
 
@@ -192,6 +212,9 @@ def cost_node(graph: Graph, node: Node) -> Workload:
                     break
             else:
                 # every input is a weight or folded constant: runtimes fold it once at load time
+                check = CHECKS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+                if check is not None:
+                    check(Ctx(graph, node))
                 return Workload(family="shape", dtype="float32", launches=0)
     fn = REGISTRY.get(key_of(node))
     if fn is None:

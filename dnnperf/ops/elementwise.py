@@ -6,7 +6,7 @@ each as a single hardware-supported instruction is assumed; composite activation
 
 from __future__ import annotations
 
-from dnnperf.ops import Ctx, register, register_shapes
+from dnnperf.ops import Contradiction, Ctx, broadcast_conflict, register, register_check, register_shapes
 
 OPS_PER_ELEMENT = {
     # arithmetic / logic
@@ -43,8 +43,36 @@ def same_as_first(attrs, ins, n_out):
     return [x] if x is not None and x[0] is not None else []
 
 
+# ops whose inputs broadcast against each other (numpy rules): known inputs that cannot do so make
+# the node's shapes contradict each other (a position table of 197 tokens added to 577 patches)
+BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Mean", "Sum", "Equal", "Less",
+                       "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "BitShift", "BitwiseAnd",
+                       "BitwiseOr", "BitwiseXor", "Where"})
+
+
+def _check_broadcast(ctx: Ctx) -> None:
+    """Raise Contradiction when the node's output shape is unknown because its known inputs do not
+    broadcast (every axis, aligned from the right, must be equal or 1)."""
+    node = ctx.node
+    if node.op_type not in BROADCAST or node.domain not in ("", "ai.onnx") or not node.outputs:
+        return
+    out = ctx.graph.tensors.get(node.outputs[0])
+    if out is not None and out.shape is not None:
+        return
+    shapes = []
+    for name in node.inputs:
+        t = ctx.graph.tensors.get(name) if name else None
+        if t is None or t.shape is None:
+            return  # an input unknown: not a contradiction, a lost shape
+        shapes.append(t.shape)
+    conflict = broadcast_conflict(shapes)
+    if conflict:
+        raise Contradiction(f"inputs {conflict}")
+
+
 def _make(weight: int):
     def cost(ctx: Ctx):
+        _check_broadcast(ctx)
         n = sum(ctx.out_numel(i) for i, o in enumerate(ctx.node.outputs) if o and i == 0)
         if ctx.node.op_type in ("Cast", "CastLike", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"):
             family = "cast"
@@ -61,6 +89,7 @@ def _dyn_quant(ctx: Ctx):
 
 
 register({op: _make(w) for op, w in OPS_PER_ELEMENT.items()})
+register_check({op: _check_broadcast for op in BROADCAST})
 register({"DynamicQuantizeLinear": _dyn_quant})
 register({f"com.microsoft:{op}": _make(w) for op, w in MS_OPS_PER_ELEMENT.items()})
 register_shapes({f"com.microsoft:{op}": same_as_first for op in MS_OPS_PER_ELEMENT})

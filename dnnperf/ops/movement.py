@@ -6,7 +6,7 @@ Data movement ops (Concat, Transpose, Gather, Pad...) read and write every byte 
 
 from __future__ import annotations
 
-from dnnperf.ops import Contradiction, Ctx, Unsupported, register
+from dnnperf.ops import Contradiction, Ctx, Unsupported, broadcast_conflict, register, register_check
 from dnnperf.workload import Workload
 
 
@@ -35,6 +35,25 @@ def gather(ctx: Ctx):
                     bytes_written=out, parallel_work=ctx.out_numel(0))
 
 
+def _check_expand(ctx: Ctx) -> None:
+    """An Expand whose output is unknown because its input and target shape (both known) do not
+    broadcast: a contradiction, not a lost shape."""
+    out = ctx.graph.tensors.get(ctx.node.outputs[0]) if ctx.node.outputs else None
+    target = ctx.value(1)
+    if (out is None or out.shape is None) and target is not None and ctx.has_input(0):
+        t = ctx.graph.tensors.get(ctx.node.inputs[0])
+        if t is not None and t.shape is not None:
+            conflict = broadcast_conflict([t.shape, tuple(int(d) for d in target.reshape(-1))])
+            if conflict:
+                raise Contradiction(f"input and target shape {conflict}")
+
+
+def expand(ctx: Ctx):
+    """A broadcast copy."""
+    _check_expand(ctx)
+    return ctx.workload("movement")
+
+
 def view(ctx: Ctx):
     """A relabelled buffer: nothing moves, but the element count must survive the relabelling."""
     if ctx.node.op_type in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity") and ctx.has_input(0):
@@ -56,7 +75,7 @@ def fill(ctx: Ctx):
 
 
 MOVEMENT = ["Split", "Slice", "GatherElements", "GatherND", "ScatterElements", "ScatterND",
-            "Scatter", "Expand", "Tile", "Transpose", "Pad", "DepthToSpace", "SpaceToDepth",
+            "Scatter", "Tile", "Transpose", "Pad", "DepthToSpace", "SpaceToDepth",
             "ReverseSequence", "Compress", "OneHot", "Trilu", "SplitToSequence",
             "ConcatFromSequence", "SequenceAt", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceEmpty",
             "SequenceLength", "CenterCropPad", "Col2Im", "ImageDecoder"]
@@ -67,7 +86,8 @@ FILL = ["ConstantOfShape", "EyeLike", "RandomNormal", "RandomUniform", "RandomNo
         "RandomUniformLike", "Multinomial", "Bernoulli"]
 
 register({op: movement for op in MOVEMENT})
-register({"Gather": gather, "Concat": concat})
+register({"Gather": gather, "Concat": concat, "Expand": expand})
+register_check({"Expand": _check_expand})
 register({op: view for op in VIEWS})
 register({op: shape_only for op in SHAPE_ONLY})
 register({op: fill for op in FILL})
