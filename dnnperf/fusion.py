@@ -25,6 +25,7 @@ EPILOGUE_OPS = frozenset({
     "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
     "Gelu", "Erf", "Add", "Sub", "Mul", "Div", "Elu", "Selu", "Softplus", "Mish", "PRelu", "Swish",
     "Cast", "Sqrt", "Pow", "Neg", "Exp", "Where", "BiasGelu", "FastGelu", "QuickGelu", "BiasAdd",
+    "QuantizeLinear",  # a QDQ layer requantizes its output in its epilogue (dnnperf.qdq)
 })
 ANCHOR_FAMILIES = MATRIX_FAMILIES | {"elementwise", "cast"}
 # ops outside those families that runtimes run as a kernel taking an epilogue (ONNX Runtime runs a
@@ -38,7 +39,7 @@ KERNEL_ANCHOR_OPS = frozenset({"BatchNormalization"})
 # tensor out of the blocked layout and back (dnnperf.layout): a chain of twelve 128-channel 14 x 14
 # convolutions ran 37 us per block slower with an Erf after each (bench/cpu_blocks.py)
 CPU_CONV_ACTIVATIONS = frozenset({"Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh"})
-CPU_KERNEL_EPILOGUES = CPU_CONV_ACTIVATIONS | {"BatchNormalization", "Add", "Sub", "Mul", "Div"}
+CPU_KERNEL_EPILOGUES = CPU_CONV_ACTIVATIONS | {"BatchNormalization", "Add", "Sub", "Mul", "Div", "QuantizeLinear"}
 
 
 def consumers_of(graph: Graph) -> dict[str, int]:

@@ -128,6 +128,27 @@ def _mark_subnormals(graph: Graph, rows: list[Row]) -> None:
                     r.workload = replace(r.workload, subnormals=n)
 
 
+def _quantized_layers(graph: Graph, rows: list[Row], warnings: list[str]) -> None:
+    """Layers in QDQ form cost as the quantized kernels runtimes run (``dnnperf.qdq``)."""
+    from dnnperf import qdq
+
+    layers, absorbed = qdq.plan(graph)
+    if layers:
+        precs = sorted({p for p, _ in layers.values()})
+        warnings.append(f"{len(layers)} matrix layer(s) in QDQ form costed in {'/'.join(precs)}, reading their quantized "
+                        f"inputs as the runtimes that take QDQ models run them ({len(absorbed)} DequantizeLinear node(s) "
+                        "read by them, no kernel); -p sets another precision")
+    for r in rows:
+        if r.workload is None:
+            continue
+        name = r.node.name
+        if name in layers:
+            prec, in_dtypes = layers[name]
+            r.workload = qdq.quantized_workload(graph, r.node, r.workload, prec, in_dtypes)
+        elif name in absorbed:
+            r.workload = qdq.absorbed_workload()
+
+
 def inspect_graph(graph: Graph, path: str) -> Inspection:
     rows: list[Row] = []
     unsupported: list[dict] = []
@@ -174,6 +195,8 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
         rows.append(Row(node, w, shape, dtype))
     if graph.subnormal:
         _mark_subnormals(graph, rows)
+    if any(r.node.op_type == "DequantizeLinear" for r in rows):
+        _quantized_layers(graph, rows, warnings)
     input_bytes = 0
     batch = None
     for name in graph.inputs:

@@ -1,0 +1,125 @@
+"""Models quantized in QDQ form: their matrix layers cost as the int8 (fp8, int4) kernels that
+runtimes run, by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper, numpy_helper
+
+from dnnperf.api import analyze, inspect_model
+from dnnperf.hardware import load_profile
+from dnnperf.scoring import Settings
+from helpers import model, save, vi
+
+C, HW, K = 64, 28, 3
+
+
+def qdq_conv_model(weight_dtype=np.int8, act_dtype=np.int8, relu_q=True, extra_consumer=False):
+    """x -> Q -> DQ -> Conv(DQ(int8 weights), bias) -> Relu [-> Q -> DQ -> Add]."""
+    s = numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    za = numpy_helper.from_array(np.array(0, act_dtype), "za")
+    zw = numpy_helper.from_array(np.array(0, weight_dtype), "zw")
+    w = helper.make_tensor("w", T.INT4 if weight_dtype is None else numpy_helper.from_array(
+        np.zeros(1, weight_dtype)).data_type, [C, C, K, K], np.zeros(C * C * K * K, np.int64).tolist())
+    b = numpy_helper.from_array(np.zeros(C, np.float32), "b")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "za"], ["xq"], name="q_in"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "za"], ["xd"], name="dq_in"),
+             helper.make_node("DequantizeLinear", ["w", "s", "zw"], ["wd"], name="dq_w"),
+             helper.make_node("Conv", ["xd", "wd", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu")]
+    out = "r"
+    if relu_q:
+        nodes += [helper.make_node("QuantizeLinear", ["r", "s", "za"], ["rq"], name="q_out"),
+                  helper.make_node("DequantizeLinear", ["rq", "s", "za"], ["rd"], name="dq_out")]
+        out = "rd"
+    if extra_consumer:  # the input's DequantizeLinear also feeds a float Add: it stays a kernel
+        nodes.append(helper.make_node("Add", ["xd", out], ["y"], name="add"))
+        out = "y"
+    return model(nodes, [vi("x", [1, C, HW, HW])], [vi(out, None)], [s, za, zw, w, b], opset=21)
+
+
+def rows_of(tmp_path, m, name="q.onnx"):
+    insp = inspect_model(save(m, tmp_path, name))
+    return insp, {r.node.name: r for r in insp.rows}
+
+
+def test_a_qdq_convolution_is_costed_in_int8_by_hand(tmp_path):
+    insp, rows = rows_of(tmp_path, qdq_conv_model())
+    w = rows["conv"].workload
+    assert w.dtype == "int8" and w.macs == C * C * K * K * HW * HW
+    # reads the int8 activations (1 byte each) and int8 weights, the float bias as it is; writes fp32
+    assert w.act_bytes_read == C * HW * HW
+    assert w.weight_bytes == C * C * K * K + 4 * C
+    assert w.bytes_written == 4 * C * HW * HW
+    # the DequantizeLinear it reads through launches nothing; the weights' is folded at load time
+    assert rows["dq_in"].workload.family == "view" and rows["dq_in"].workload.launches == 0
+    assert rows["dq_w"].workload.family == "shape"
+    # the QuantizeLinear kernels stay (its input's, and the one after the Relu)
+    assert rows["q_in"].workload.family == "cast" and rows["q_out"].workload.family == "cast"
+    assert any("QDQ form costed in int8" in x for x in insp.warnings)
+    rep = analyze(insp, load_profile("t4"), Settings())
+    conv = next(c for c in rep.score.layers if c.layer.name == "conv")
+    assert conv.precision == "int8" and conv.unit == "tensor_cores"
+    assert not any("fp32 -> fp16" in f["text"] for f in conv.fixes)
+
+
+def test_typical_fusion_takes_the_requantization_into_the_layer(tmp_path):
+    insp, _ = rows_of(tmp_path, qdq_conv_model())
+    rep = analyze(insp, load_profile("t4"), Settings(fusion="typical"))
+    names = [c.layer.name for c in rep.score.layers]
+    assert "conv+relu+q_out" in names
+    fused = next(c for c in rep.score.layers if c.layer.name == "conv+relu+q_out").layer.workload
+    # one kernel: int8 in, int8 out (the Relu and the Q in its epilogue)
+    assert fused.act_bytes_read == C * HW * HW and fused.bytes_written == C * HW * HW
+
+
+def test_a_what_if_precision_applies_on_top(tmp_path):
+    insp, _ = rows_of(tmp_path, qdq_conv_model())
+    rep = analyze(insp, load_profile("t4"), Settings(precision="fp16"))
+    conv = next(c for c in rep.score.layers if c.layer.name == "conv")
+    assert conv.precision == "fp16"
+    assert conv.layer.workload.act_bytes_read == 2 * C * HW * HW  # 8 -> 16 bits
+
+
+def test_mixed_widths_run_at_the_wider_and_read_each_at_its_own(tmp_path):
+    m = qdq_conv_model(weight_dtype=None)  # int4 weights, int8 activations
+    _, rows = rows_of(tmp_path, m)
+    w = rows["conv"].workload
+    assert w.dtype == "int8" and w.weight_bytes == C * C * K * K // 2 + 4 * C
+
+
+def test_a_dequantize_with_a_float_consumer_stays_a_kernel(tmp_path):
+    _, rows = rows_of(tmp_path, qdq_conv_model(extra_consumer=True))
+    assert rows["conv"].workload.dtype == "int8"
+    assert rows["dq_in"].workload.family == "cast" and rows["dq_in"].workload.launches == 1
+
+
+def test_a_quantized_attention_product_reads_both_operands_quantized(tmp_path):
+    s = numpy_helper.from_array(np.array(0.1, np.float32), "s")
+    z = numpy_helper.from_array(np.array(0, np.int8), "z")
+    nodes = [helper.make_node("QuantizeLinear", ["a", "s", "z"], ["aq"]),
+             helper.make_node("DequantizeLinear", ["aq", "s", "z"], ["ad"]),
+             helper.make_node("QuantizeLinear", ["b", "s", "z"], ["bq"]),
+             helper.make_node("DequantizeLinear", ["bq", "s", "z"], ["bd"]),
+             helper.make_node("MatMul", ["ad", "bd"], ["y"], name="scores")]
+    m = model(nodes, [vi("a", [1, 4, 128, 64]), vi("b", [1, 4, 64, 128])], [vi("y", None)], [s, z], opset=21)
+    _, rows = rows_of(tmp_path, m)
+    w = rows["scores"].workload
+    assert w.dtype == "int8" and w.weight_bytes == 0 and w.act_bytes_read == 2 * 4 * 128 * 64
+    assert w.macs == 4 * 128 * 128 * 64
+
+
+@pytest.mark.parametrize("only", ["weights", "activations"])
+def test_half_quantized_layers_keep_their_float_type(tmp_path, only):
+    """Weight-only (or activation-only) dequantization is not a QDQ layer: nothing runs in int8."""
+    m = qdq_conv_model(relu_q=False)
+    if only == "weights":  # the data input no longer comes through a DequantizeLinear
+        m.graph.node[3].input[0] = "x"
+    else:
+        w = helper.make_tensor("wf", T.FLOAT, [C, C, K, K], np.zeros(C * C * K * K, np.float32).tolist())
+        m.graph.initializer.append(w)
+        m.graph.node[3].input[1] = "wf"
+    _, rows = rows_of(tmp_path, m)
+    assert rows["conv"].workload.dtype == "float32"
