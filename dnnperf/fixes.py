@@ -199,9 +199,19 @@ def _fit_the_tile(c: LayerCost, x: Ctx):
     for u in x.hw.units:
         a = u.alignment.get(c.precision)
         if a and u.name != c.unit and not rules.aligned(g, a):
-            n2 = ceil(g.n / a) * a
-            return _retry(c, x, n2,
-                          f"output channels {g.n} -> {n2} (a multiple of {a}) lets {u.name} take this layer")
+            if g.n % a:
+                n2 = ceil(g.n / a) * a
+                return _retry(c, x, n2,
+                              f"output channels {g.n} -> {n2} (a multiple of {a}) lets {u.name} take this layer")
+            # the reduction misses the rule (a stem's 3 input channels): padding it costs MACs
+            if w.conv:
+                cin, kh, kw = w.conv[0], w.conv[1], w.conv[2]
+                cin2 = ceil(cin / a) * a
+                return (f"the reduction depth {g.k} ({cin} input channels x {kh} x {kw}) is not a multiple of {a}, so "
+                        f"{u.name} refuses this layer: input channels padded {cin} -> {cin2} (zeros) would let it take "
+                        f"the layer at {cin2 / cin:.1f}x the MACs", None)
+            return (f"the reduction depth {g.k} is not a multiple of {a}, so {u.name} refuses this layer: "
+                    f"padded to {ceil(g.k / a) * a} (zeros) it would take it", None)
     if unit is None or c.tile_efficiency >= 0.95:
         return None
     tile = unit.tile.get(c.precision)

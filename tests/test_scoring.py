@@ -350,6 +350,21 @@ def test_fewer_launches_fix_counts_the_work_a_gpu_launch_hides(tmp_path):
     assert 0 < saving < c.time_s
 
 
+def test_a_reduction_that_misses_the_alignment_is_named_not_the_aligned_outputs(tmp_path):
+    """An RGB stem (3 input channels x 3 x 3 = a reduction of 27) misses T4's int8 tensor-core rule
+    of multiples of 16 on K while its 64 outputs meet it: the fix said 'output channels 64 -> 64 (a
+    multiple of 16) lets tensor_cores take this layer: +0'; it names the input channels instead."""
+    from dnnperf.fixes import Ctx, _fit_the_tile
+
+    rep = run(tmp_path, conv_model(3, 64, 56, 56, 3, pads=[1, 1, 1, 1]), "t4", precision="int8")
+    c = conv_layer(rep)
+    assert c.unit != "tensor_cores"
+    text, _ = _fit_the_tile(c, Ctx(rep))
+    assert "64 -> 64" not in text
+    assert text.startswith("the reduction depth 27 (3 input channels x 3 x 3) is not a multiple of 16")
+    assert "3 -> 16" in text and "5.3x the MACs" in text
+
+
 def test_fit_the_tile_fix_names_channel_counts(tmp_path):
     c = conv_layer(run(tmp_path, conv_model(128, 100, 28, 28, 3, pads=[1, 1, 1, 1], dtype=T.FLOAT16)))
     texts = " ".join(f["text"] for f in c.fixes)
