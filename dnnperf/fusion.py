@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from dnnperf.ir import DTYPE_BITS, Graph
 from dnnperf.kernel_groups import becomes_gemm, group_candidates, runtime_kernel_groups, silu_gate
-from dnnperf.workload import MATRIX_FAMILIES, Gemm, Workload
+from dnnperf.workload import FREE_FAMILIES, MATRIX_FAMILIES, Gemm, Workload
 
 EPILOGUE_OPS = frozenset({
     "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
@@ -86,7 +86,9 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 if o:
                     produced[o] = row
             continue
-        if node.op_type in epilogues and row.workload is not None:
+        if node.op_type in epilogues and row.workload is not None and row.workload.family not in FREE_FAMILIES:
+            # (a node that launches nothing, a QuantizeLinear its QDQ producer writes through, has no
+            # bytes of its own to save)
             for i in node.inputs:
                 prod = produced.get(i)
                 if prod is None or cons.get(i, 0) != 1:

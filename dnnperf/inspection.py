@@ -129,24 +129,25 @@ def _mark_subnormals(graph: Graph, rows: list[Row]) -> None:
 
 
 def _quantized_layers(graph: Graph, rows: list[Row], warnings: list[str]) -> None:
-    """Layers in QDQ form cost as the quantized kernels runtimes run (``dnnperf.qdq``)."""
+    """Operators in QDQ form cost as the quantized kernels runtimes run (``dnnperf.qdq``)."""
     from dnnperf import qdq
 
-    layers, absorbed = qdq.plan(graph)
-    if layers:
-        precs = sorted({p for p, _ in layers.values()})
-        warnings.append(f"{len(layers)} matrix layer(s) in QDQ form costed in {'/'.join(precs)}, reading their quantized "
-                        f"inputs as the runtimes that take QDQ models run them ({len(absorbed)} DequantizeLinear node(s) "
-                        "read by them, no kernel); -p sets another precision")
+    nodes, free = qdq.plan(graph)
+    if nodes:
+        matrix = sum(1 for r in rows if r.node.name in nodes and r.node.op_type in qdq.MATRIX_OPS)
+        precs = sorted({q.precision for q in nodes.values()})
+        warnings.append(f"QDQ form: {matrix} matrix layer(s) and {len(nodes) - matrix} other operator(s) costed in "
+                        f"{'/'.join(precs)}, reading and writing quantized tensors as the runtimes that take QDQ models "
+                        f"run them ({len(free)} QuantizeLinear / DequantizeLinear node(s) around them launch nothing); "
+                        "-p sets another precision")
     for r in rows:
         if r.workload is None:
             continue
         name = r.node.name
-        if name in layers:
-            prec, in_dtypes = layers[name]
-            r.workload = qdq.quantized_workload(graph, r.node, r.workload, prec, in_dtypes)
-        elif name in absorbed:
-            r.workload = qdq.absorbed_workload()
+        if name in nodes:
+            r.workload = qdq.quantized_workload(graph, r.node, r.workload, nodes[name])
+        elif name in free:
+            r.workload = qdq.free_workload(r.node.op_type)
 
 
 def inspect_graph(graph: Graph, path: str) -> Inspection:

@@ -1,33 +1,43 @@
 """Quantized layers in QDQ form: the precision a runtime really runs them in.
 
 A model quantized in the QDQ format (ONNX Runtime's quantization tools, TensorRT's explicit
-quantization) keeps its convolutions and products in float and brackets them with QuantizeLinear /
-DequantizeLinear pairs: ``x -> Q -> DQ -> Conv <- DQ <- int8 weights``. Read by their dtypes, those
-layers would be costed in fp32 with a Q and a DQ kernel each, four times the bytes, and the advice
-would be to move them to fp16: the quantization the model carries would be lost. Runtimes that take
-such a model (TensorRT, ONNX Runtime's QDQ transformers) run the layer as one int8 kernel instead:
+quantization) keeps its operators in float and brackets them with QuantizeLinear / DequantizeLinear
+pairs: ``x -> Q -> DQ -> Conv <- DQ <- int8 weights``. Read by their dtypes, those layers would be
+costed in fp32 with a Q and a DQ kernel each, four times the bytes, and the advice would be to move
+them to fp16: the quantization the model carries would be lost. Runtimes that take such a model
+(TensorRT, ONNX Runtime's QDQ transformers) run the bracketed operators as int8 kernels instead:
 
 - a matrix layer (Conv, ConvTranspose, MatMul, Gemm) whose data and weight inputs both come from a
-  DequantizeLinear of integer (or 8-bit float) tensors runs at that quantized precision: it reads the
-  quantized tensors (int8: 1 byte per element, not 4) and writes its output at its declared type;
-- a DequantizeLinear whose every consumer is such a layer launches nothing: the layer reads its
-  input (a weight's DequantizeLinear is folded at load time anyway);
-- the QuantizeLinear after a layer (and its activation) is one more kernel without fusion, and the
-  layer's epilogue with ``--fusion typical`` (``dnnperf.fusion``: an epilogue op), where the fused
-  kernel writes the quantized output.
+  DequantizeLinear of integer (or 8-bit float) tensors runs at that quantized precision (the wider of
+  the two when they differ: 4-bit weights with 8-bit activations run in int8), reading the quantized
+  tensors (int8: 1 byte per element, not 4);
+- a data-movement, pooling or elementwise operator that ONNX Runtime has a quantized kernel for
+  (``ISLAND_OPS``: Concat, MaxPool, Reshape, Add...) whose every float input comes from such a
+  DequantizeLinear and whose every output goes only to QuantizeLinear nodes moves int8 bytes;
+- a layer's output that goes only to QuantizeLinear nodes is written quantized, and those
+  QuantizeLinear nodes launch nothing (the kernel requantizes); a QuantizeLinear after an
+  activation that follows the layer stays a kernel without fusion and is the layer's epilogue with
+  ``--fusion typical`` (``dnnperf.fusion``: an epilogue op);
+- a DequantizeLinear whose every consumer is one of the above launches nothing (a weight's is
+  folded at load time anyway).
 
-Layers whose quantized types differ (4-bit weights with 8-bit activations) run at the wider. Nothing
-here changes a model without DequantizeLinear nodes. ``-p`` what-ifs apply on top as for any layer.
+Nothing here changes a model without DequantizeLinear nodes. ``-p`` what-ifs apply on top as for any
+layer.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from dnnperf.ir import DTYPE_BITS, Graph
 from dnnperf.workload import DTYPE_OF_PRECISION, Workload
 
 MATRIX_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm"})
+# operators ONNX Runtime runs on quantized tensors when Q/DQ bracket them (its QDQ selectors and the
+# QLinear contrib kernels): data movement and the few elementwise ops with QLinear kernels
+ISLAND_OPS = frozenset({"Concat", "MaxPool", "AveragePool", "GlobalAveragePool", "Reshape", "Transpose", "Squeeze",
+                        "Unsqueeze", "Flatten", "Gather", "Resize", "Split", "Slice", "Pad", "Add", "Mul",
+                        "Sigmoid", "LeakyRelu", "Softmax", "Where", "DepthToSpace", "SpaceToDepth"})
 # quantized element types a DequantizeLinear widens, and the precision a layer fed by them runs in
 QUANTIZED = {"int8": "int8", "uint8": "int8", "float8e4m3fn": "fp8", "float8e4m3fnuz": "fp8", "float8e5m2": "fp8",
              "float8e5m2fnuz": "fp8", "int4": "int4", "uint4": "int4"}
@@ -35,9 +45,18 @@ RUNG = {"int4": 0, "fp8": 1, "int8": 1}  # the wider precision of a layer's two 
 _DEFAULT = ("", "ai.onnx")
 
 
-def plan(graph: Graph) -> tuple[dict[str, tuple[str, tuple[str, str]]], set[str]]:
-    """({quantized layer: (precision, the quantized dtypes of its data and weight inputs)},
-    {DequantizeLinear nodes every consumer of which is such a layer})."""
+@dataclass(frozen=True)
+class Quantized:
+    """How one node runs: ``precision``; the quantized dtype each input is read at (None: as it is);
+    the dtype its outputs are written at (None: their declared type)."""
+
+    precision: str
+    inputs: tuple
+    output: str | None
+
+
+def plan(graph: Graph) -> tuple[dict[str, Quantized], set[str]]:
+    """({node run quantized: how}, {DequantizeLinear / QuantizeLinear nodes that launch nothing})."""
     producer = {}
     consumers: dict[str, list] = {}
     for n in graph.nodes:
@@ -56,28 +75,58 @@ def plan(graph: Graph) -> tuple[dict[str, tuple[str, tuple[str, str]]], set[str]
         src = graph.tensors.get(p.inputs[0])
         return src.dtype if src is not None and src.dtype in QUANTIZED else None
 
-    layers: dict[str, tuple[str, tuple[str, str]]] = {}
+    def requantized(n) -> str | None:
+        """The dtype every output of ``n`` is quantized to when each goes only to QuantizeLinear nodes."""
+        dtypes = set()
+        for o in n.outputs:
+            users = consumers.get(o, []) if o else []
+            if not users or o in graph.outputs:
+                return None
+            for u in users:
+                t = graph.tensors.get(u.outputs[0]) if u.op_type == "QuantizeLinear" and u.outputs else None
+                if u.domain not in _DEFAULT or t is None or t.dtype not in QUANTIZED:
+                    return None
+                dtypes.add(t.dtype)
+        return dtypes.pop() if len(dtypes) == 1 else None
+
+    nodes: dict[str, Quantized] = {}
     for n in graph.nodes:
-        if n.op_type not in MATRIX_OPS or n.domain not in _DEFAULT or len(n.inputs) < 2:
+        if n.domain not in _DEFAULT:
             continue
-        a, b = quantized_source(n.inputs[0]), quantized_source(n.inputs[1])
-        if a is None or b is None:
-            continue
-        layers[n.name] = (max((QUANTIZED[a], QUANTIZED[b]), key=lambda p: RUNG[p]), (a, b))
-    absorbed = set()
+        if n.op_type in MATRIX_OPS and len(n.inputs) >= 2:
+            a, b = quantized_source(n.inputs[0]), quantized_source(n.inputs[1])
+            if a is None or b is None:
+                continue
+            prec = max((QUANTIZED[a], QUANTIZED[b]), key=lambda p: RUNG[p])
+            nodes[n.name] = Quantized(prec, (a, b), requantized(n))
+        elif n.op_type in ISLAND_OPS:
+            data = [i for i in n.inputs if i and i not in graph.constants]
+            srcs = [quantized_source(i) for i in data]
+            out = requantized(n)
+            if not data or None in srcs or out is None or len(set(srcs)) != 1:
+                continue
+            nodes[n.name] = Quantized(QUANTIZED[srcs[0]], tuple(quantized_source(i) if i in data else None
+                                                                for i in n.inputs), out)
+    free = set()
     for n in graph.nodes:
-        if n.op_type == "DequantizeLinear" and n.domain in _DEFAULT and n.outputs and n.outputs[0]:
+        if n.domain not in _DEFAULT or not n.outputs or not n.outputs[0]:
+            continue
+        if n.op_type == "DequantizeLinear":
             users = consumers.get(n.outputs[0], [])
-            if users and all(u.name in layers for u in users) and n.outputs[0] not in graph.outputs \
+            if users and all(u.name in nodes for u in users) and n.outputs[0] not in graph.outputs \
                     and n.outputs[0] not in graph.constants:  # a weight's is folded at load time
-                absorbed.add(n.name)
-    return layers, absorbed
+                free.add(n.name)
+        elif n.op_type == "QuantizeLinear" and n.inputs:
+            p = producer.get(n.inputs[0])
+            if p is not None and p.name in nodes and nodes[p.name].output is not None:
+                free.add(n.name)
+    return nodes, free
 
 
-def quantized_workload(graph: Graph, node, w: Workload, precision: str, in_dtypes: tuple[str, str]) -> Workload:
-    """``w`` (costed from the float tensors around ``node``) as the quantized kernel runs it: the
-    data and weight inputs read at the quantized width, a bias as it is, the output at its declared
-    type (a QuantizeLinear after it is its own kernel, or its epilogue with --fusion typical)."""
+def quantized_workload(graph: Graph, node, w: Workload, q: Quantized) -> Workload:
+    """``w`` (costed from the float tensors around ``node``) as the quantized kernel runs it: inputs
+    read at their quantized width (weights dequantized at load time count as weights, a bias or a
+    shape as it is), outputs written quantized when they are requantized."""
     act = wgt = 0
     for k, name in enumerate(node.inputs):
         t = graph.tensors.get(name) if name else None
@@ -85,16 +134,30 @@ def quantized_workload(graph: Graph, node, w: Workload, precision: str, in_dtype
             continue  # absent, or a tensor read twice (x @ x) is read once
         if t is None or t.shape is None:
             return w
-        size = t.numel * DTYPE_BITS[in_dtypes[k]] // 8 if k < 2 else (t.nbytes or 0)  # a bias keeps its type
-        if name in graph.constants:  # weights (dequantized at load time)
+        dtype = q.inputs[k] if k < len(q.inputs) else None
+        size = t.numel * DTYPE_BITS[dtype] // 8 if dtype else (t.nbytes or 0)
+        if name in graph.constants:
             wgt += size
         else:
             act += size
-    return replace(w, dtype=DTYPE_OF_PRECISION[precision], act_bytes_read=act, weight_bytes=wgt,
-                   note=(w.note + "; " if w.note else "") + f"QDQ: runs in {precision} ({in_dtypes[0]} data, "
-                        f"{in_dtypes[1]} weights)")
+    written = w.bytes_written
+    if q.output is not None:
+        written = 0
+        for o in node.outputs:
+            t = graph.tensors.get(o) if o else None
+            if t is None or t.shape is None:
+                return w
+            written += t.numel * DTYPE_BITS[q.output] // 8
+    if node.op_type == "Gather":  # an embedding lookup reads the rows it picks, not its whole table
+        wgt = min(wgt, written)
+    read = "/".join(dict.fromkeys(d for d in q.inputs if d))
+    return replace(w, dtype=DTYPE_OF_PRECISION[q.precision], act_bytes_read=act, weight_bytes=wgt, bytes_written=written,
+                   note=(w.note + "; " if w.note else "") + f"QDQ: runs in {q.precision} ({read} inputs"
+                        + (f", {q.output} output)" if q.output else ")"))
 
 
-def absorbed_workload() -> Workload:
-    """A DequantizeLinear that its quantized consumers read through: no kernel, no bytes."""
-    return Workload(family="view", dtype="float32", launches=0, note="QDQ: read by its quantized consumer")
+def free_workload(op: str) -> Workload:
+    """A DequantizeLinear its quantized consumers read through, or a QuantizeLinear its quantized
+    producer writes through: no kernel, no bytes."""
+    return Workload(family="view", dtype="float32", launches=0,
+                    note=f"QDQ: {'read by its quantized consumer' if op == 'DequantizeLinear' else 'written by its quantized producer'}")
