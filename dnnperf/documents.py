@@ -102,7 +102,7 @@ def report_dict(report: Report, top: int | None = None) -> dict:
             "latency_s": _r(t["latency_s"]), "ideal_s": _r(t["ideal_s"]),
             "input_transfer_s": _r(t["input_transfer_s"]),
             "throughput_per_s": _r(t["throughput_per_s"]),
-            "achieved_tops": _r(t["achieved_tops"]), "peak_tops": t["peak_tops"],
+            "achieved_tops": _r(t["achieved_tops"]), "peak_tops": t["peak_tops"], "peak_precision": t["peak_precision"],
             "fraction_of_peak": _r(t["fraction_of_peak"]), "mean_occupancy": _r(t["mean_occupancy"]),
             "losses_s": {k: _r(v) for k, v in sc.losses.items()},
             "loss_where": _loss_where(sc),

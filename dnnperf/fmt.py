@@ -58,3 +58,10 @@ def sig(x: float | None, digits: int = 6) -> float | None:
     if x == 0 or x != x:
         return 0.0
     return float(f"{x:.{digits}g}")
+
+
+def peak_basis(totals: dict, hardware: dict) -> str:
+    """' of its int8 peak, 0.096 TOP/s' when a report's fraction of peak is taken against a precision's
+    peak above the quoted one (its layers run int8 on a CPU quoted in fp32); '' for the quoted peak."""
+    basis = totals.get("peak_tops", hardware["peak_tops"])
+    return f" of its {totals.get('peak_precision', '')} peak, {basis:g} TOP/s" if basis != hardware["peak_tops"] else ""

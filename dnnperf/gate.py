@@ -63,7 +63,7 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
         rows.append({
             "hardware": hw.name, "title": hw.title, "latency_s": _r(t["latency_s"]),
             "throughput_per_s": _r(t["throughput_per_s"]), "achieved_tops": _r(t["achieved_tops"]),
-            "peak_tops": hw.headline_tops, "fraction_of_peak": _r(t["fraction_of_peak"]),
+            "peak_tops": hw.headline_tops, "peak_basis_tops": t["peak_tops"], "fraction_of_peak": _r(t["fraction_of_peak"]),
             "mean_occupancy": _r(t["mean_occupancy"]), "top_cause": rep.top_cause,
             "top_layer": top[0].name if top else None, "top_layer_cause": top[0].cause if top else None,
             "price_per_hour": hw.price_per_hour, "cost_per_million_usd": _r(cost_per_million(hw, t["latency_s"], b)),

@@ -385,6 +385,25 @@ def test_every_sample_model_on_every_profile_is_finite_and_positive():
             assert 0 < t["fraction_of_peak"] <= 1.0, (f, name)
 
 
+def test_the_fraction_of_peak_never_passes_one_at_any_precision_a_device_runs():
+    """The fraction is taken against the quoted peak, or against a precision's peak above it when the
+    layers run in that precision: SqueezeNet at -p int8 on a Raspberry Pi 4 (quoted 0.048 TOP/s fp32,
+    0.096 int8) reached "143.7%" of the peak."""
+    from dnnperf import precision as prec
+    from dnnperf.hardware import shipped_names
+
+    insp = inspect_model(os.path.join(SAMPLES, "squeezenet1_1.onnx"))
+    for name in shipped_names():
+        hw = load_profile(name)
+        for p in prec.supported(hw):
+            t = analyze(insp, hw, Settings(precision=p), with_fixes=False).score.totals
+            assert 0 < t["fraction_of_peak"] <= 1.0, (name, p, t["fraction_of_peak"])
+            assert t["peak_tops"] >= hw.headline_tops
+    pi = analyze(insp, load_profile("raspberry-pi-4"), Settings(precision="int8"), with_fixes=False).score.totals
+    assert (pi["peak_tops"], pi["peak_precision"]) == (0.096, "int8")
+    assert pi["fraction_of_peak"] == pytest.approx(pi["achieved_tops"] / 0.096)
+
+
 def test_work_per_item_requirement(tmp_path):
     # the 1x1 conv has 20 ops per output (10 MACs); a device needing 80 ops per work item keeps a
     # quarter of its speed on it, on top of the lanes it cannot fill

@@ -61,7 +61,8 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
         ("estimated latency", u.t(t["latency_s"])),
         ("throughput", f"{t['throughput_per_s']:.4g} / s"),
         ("achieved", f"{t['achieved_tops']:.3g} TOP/s"),
-        ("of quoted peak", f"{u.pct(t['fraction_of_peak'])} of {hw['peak_tops']:g}"),
+        ("of quoted peak" if t.get("peak_tops", hw["peak_tops"]) == hw["peak_tops"] else f"of its {t['peak_precision']} peak",
+         f"{u.pct(t['fraction_of_peak'])} of {t.get('peak_tops', hw['peak_tops']):g}"),
         ("work", u.counted(t['macs'], "MACs")),
         ("top cause", t["top_cause"]),
     ]
@@ -104,7 +105,7 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
         crow = "".join(
             f"<tr><td>{escape(c['hardware']['name'])}</td><td class='num'>{u.t(c['totals']['latency_s'])}</td>"
             f"<td class='num'>{c['totals']['throughput_per_s']:.4g}</td><td class='num'>{c['totals']['achieved_tops']:.3g} / "
-            f"{c['hardware']['peak_tops']:g}</td><td class='num'>{u.pct(c['totals']['fraction_of_peak'])}</td>"
+            f"{c['totals'].get('peak_tops', c['hardware']['peak_tops']):g}</td><td class='num'>{u.pct(c['totals']['fraction_of_peak'])}</td>"
             f"<td>{_cause(c['totals']['top_cause'])}</td></tr>"
             for c in sorted(comparison, key=lambda c: (c["totals"]["latency_s"], c["hardware"]["name"])))
         parts.append("<h2>Across targets</h2><table><thead><tr><th>hardware</th><th class='num'>latency</th>"

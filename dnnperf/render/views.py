@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dnnperf.fmt import b, count, counted, pct, shape, t
+from dnnperf.fmt import b, count, counted, pct, peak_basis, shape, t
 
 
 @dataclass
@@ -71,7 +71,7 @@ def report_blocks(d: dict, top: int = 10) -> list:
         f"{counted(tot['macs'], 'MACs')}  {b(tot['bytes'])} moved  {tot['launches']} launches"
         + (f" ({tot['kernels']} device kernels)" if tot.get("kernels", tot["launches"]) != tot["launches"] else ""),
         f"quoted {hw['peak_tops']:g} TOP/s {hw['peak_precision']}; this model reaches {tot['achieved_tops']:.3g} TOP/s "
-        f"({pct(tot['fraction_of_peak'])}); top cause: {tot['top_cause']}",
+        f"({pct(tot['fraction_of_peak'])}{peak_basis(tot, hw)}); top cause: {tot['top_cause']}",
     ]
     gap = lat - tot["ideal_s"]
     losses = sorted(((k, v) for k, v in tot["losses_s"].items() if v > 0), key=lambda kv: (-kv[1], kv[0]))
@@ -232,7 +232,8 @@ def _totals(doc) -> list:
 def _compare(doc) -> list:
     d = doc.data
     rows = [[r["hardware"], t(r["latency_s"]), f"{r['throughput_per_s']:.4g}",
-             f"{r['achieved_tops']:.3g} / {r['peak_tops']:g}", pct(r["fraction_of_peak"]), pct(r["mean_occupancy"]),
+             f"{r['achieved_tops']:.3g} / {r.get('peak_basis_tops', r['peak_tops']):g}", pct(r["fraction_of_peak"]),
+             pct(r["mean_occupancy"]),
              "unpriced" if r["cost_per_million_usd"] is None else f"{r['cost_per_million_usd']:.3g}",
              r["top_cause"] + ("" if r["meets_requirement"] else " (misses)"), _short(r["top_layer"] or "-", 40)]
             for r in d["rows"]]
