@@ -72,6 +72,9 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
         })
     if not rows:
         raise DnnperfError(f"no target runs the requested precision: {'; '.join(s['reason'] for s in skipped)}")
+    host = _host_cost_note(profiles, {r["hardware"] for r in rows}, settings)
+    if host:
+        notes.append(host)
     keys = {
         "latency": lambda r: (r["latency_s"], r["hardware"]),
         "throughput": lambda r: (-r["throughput_per_s"], r["hardware"]),
@@ -89,6 +92,21 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
         out["requirement"] = {"max_latency_s": max_latency_s, "min_throughput_per_s": min_throughput}
         out["recommendation"] = recommend(rows, max_latency_s, min_throughput)
     return out
+
+
+def _host_cost_note(profiles: list[HardwareProfile], compared: set[str], settings: Settings) -> str | None:
+    """GPUs compared under an eager runtime with different host costs per kernel (launch_overhead_us:
+    the framework's and the host CPU's as much as the GPU's): at small batches part of the gap
+    between them is that figure, which a reader of the table would take for the devices."""
+    if settings.runtime != "eager":
+        return None
+    gpus = {hw.name: hw.launch_overhead_us for hw in profiles if hw.kind == "gpu" and hw.name in compared}
+    if len(set(gpus.values())) < 2:
+        return None
+    listed = ", ".join(f"{n} {v:g} us" for n, v in sorted(gpus.items(), key=lambda kv: (kv[1], kv[0])))
+    return (f"eager runtime: the GPUs' host cost per kernel differs ({listed}; a figure of the host and the framework "
+            "as much as of the GPU): at small batches part of the latency gap is that figure — compare the devices "
+            "alone with --runtime graph")
 
 
 def recommend(rows: list[dict], max_latency_s: float | None = None, min_throughput: float | None = None) -> dict:

@@ -47,6 +47,7 @@ def compare(
     rec = d.get("recommendation")
     code = 1 if rec is not None and rec["chosen"] is None else 0
     notes = tuple(insp.warnings) + tuple(d.pop("notes")) + tuple(f"skipped {x['hardware']}: {x['reason']}" for x in d["skipped"])
+    d["warnings"] = list(dict.fromkeys(notes))  # what stderr says, for scripts reading the JSON
     return Document("compare", d, notes=notes), code
 
 
