@@ -134,12 +134,10 @@ def _quantized_layers(graph: Graph, rows: list[Row], warnings: list[str]) -> Non
 
     nodes, free = qdq.plan(graph)
     if nodes:
-        matrix = sum(1 for r in rows if r.node.name in nodes and r.node.op_type in qdq.MATRIX_OPS)
         precs = sorted({q.precision for q in nodes.values()})
-        warnings.append(f"QDQ form: {matrix} matrix layer(s) and {len(nodes) - matrix} other operator(s) costed in "
-                        f"{'/'.join(precs)}, reading and writing quantized tensors as the runtimes that take QDQ models "
-                        f"run them ({len(free)} QuantizeLinear / DequantizeLinear node(s) around them launch nothing); "
-                        "-p sets another precision")
+        warnings.append(f"QDQ form: {len(nodes)} matrix layer(s) costed in {'/'.join(precs)}, reading quantized tensors as "
+                        f"the runtimes that take QDQ models run them ({len(free)} QuantizeLinear / DequantizeLinear "
+                        "node(s) around them launch nothing); -p sets another precision")
     for r in rows:
         if r.workload is None:
             continue

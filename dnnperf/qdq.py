@@ -5,15 +5,12 @@ quantization) keeps its operators in float and brackets them with QuantizeLinear
 pairs: ``x -> Q -> DQ -> Conv <- DQ <- int8 weights``. Read by their dtypes, those layers would be
 costed in fp32 with a Q and a DQ kernel each, four times the bytes, and the advice would be to move
 them to fp16: the quantization the model carries would be lost. Runtimes that take such a model
-(TensorRT, ONNX Runtime's QDQ transformers) run the bracketed operators as int8 kernels instead:
+(TensorRT, ONNX Runtime's QDQ transformers) run the bracketed products as int8 kernels instead:
 
 - a matrix layer (Conv, ConvTranspose, MatMul, Gemm) whose data and weight inputs both come from a
   DequantizeLinear of integer (or 8-bit float) tensors runs at that quantized precision (the wider of
   the two when they differ: 4-bit weights with 8-bit activations run in int8), reading the quantized
   tensors (int8: 1 byte per element, not 4);
-- a data-movement, pooling or elementwise operator that ONNX Runtime has a quantized kernel for
-  (``ISLAND_OPS``: Concat, MaxPool, Reshape, Add...) whose every float input comes from such a
-  DequantizeLinear and whose every output goes only to QuantizeLinear nodes moves int8 bytes;
 - a layer's output that goes only to QuantizeLinear nodes is written quantized, and those
   QuantizeLinear nodes launch nothing (the kernel requantizes); a QuantizeLinear after an
   activation that follows the layer stays a kernel without fusion and is the layer's epilogue with
@@ -21,8 +18,11 @@ them to fp16: the quantization the model carries would be lost. Runtimes that ta
 - a DequantizeLinear whose every consumer is one of the above launches nothing (a weight's is
   folded at load time anyway).
 
-Nothing here changes a model without DequantizeLinear nodes. ``-p`` what-ifs apply on top as for any
-layer.
+Only matrix layers are taken to run quantized: other operators between Q/DQ pairs keep their float
+cost and their Q/DQ kernels. ONNX Runtime 1.32 on a 2-core AVX2 VM ran ONNX Runtime's own QDQ export of
+SqueezeNet 1.1 with a DequantizeLinear after a Concat at 242 us and its MaxPools at 0.75-1.56 ms (83 us
+in the float model): pooling and concatenation did not get cheaper (bench/RESULTS.md, 21st session). Nothing here changes a model without
+DequantizeLinear nodes. ``-p`` what-ifs apply on top as for any layer.
 """
 
 from __future__ import annotations
@@ -33,11 +33,6 @@ from dnnperf.ir import DTYPE_BITS, Graph
 from dnnperf.workload import DTYPE_OF_PRECISION, Workload
 
 MATRIX_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm"})
-# operators ONNX Runtime runs on quantized tensors when Q/DQ bracket them (its QDQ selectors and the
-# QLinear contrib kernels): data movement and the few elementwise ops with QLinear kernels
-ISLAND_OPS = frozenset({"Concat", "MaxPool", "AveragePool", "GlobalAveragePool", "Reshape", "Transpose", "Squeeze",
-                        "Unsqueeze", "Flatten", "Gather", "Resize", "Split", "Slice", "Pad", "Add", "Mul",
-                        "Sigmoid", "LeakyRelu", "Softmax", "Where", "DepthToSpace", "SpaceToDepth"})
 # quantized element types a DequantizeLinear widens, and the precision a layer fed by them runs in
 QUANTIZED = {"int8": "int8", "uint8": "int8", "float8e4m3fn": "fp8", "float8e4m3fnuz": "fp8", "float8e5m2": "fp8",
              "float8e5m2fnuz": "fp8", "int4": "int4", "uint4": "int4"}
@@ -99,14 +94,6 @@ def plan(graph: Graph) -> tuple[dict[str, Quantized], set[str]]:
                 continue
             prec = max((QUANTIZED[a], QUANTIZED[b]), key=lambda p: RUNG[p])
             nodes[n.name] = Quantized(prec, (a, b), requantized(n))
-        elif n.op_type in ISLAND_OPS:
-            data = [i for i in n.inputs if i and i not in graph.constants]
-            srcs = [quantized_source(i) for i in data]
-            out = requantized(n)
-            if not data or None in srcs or out is None or len(set(srcs)) != 1:
-                continue
-            nodes[n.name] = Quantized(QUANTIZED[srcs[0]], tuple(quantized_source(i) if i in data else None
-                                                                for i in n.inputs), out)
     free = set()
     for n in graph.nodes:
         if n.domain not in _DEFAULT or not n.outputs or not n.outputs[0]:
