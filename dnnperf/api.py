@@ -130,7 +130,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     uncal = _uncalibrated_kernels_note(hw, sc)
     if uncal:
         notes.append(uncal)
-    quant = _cpu_qdq_note(hw, sc)
+    quant = _cpu_qdq_note(insp, hw, sc)
     if quant:
         notes.append(quant)
     room = _memory_note(hw, sc)
@@ -168,12 +168,13 @@ def _subnormal_note(insp: Inspection, hw: HardwareProfile, sc: Score) -> str | N
             f"Softmax): {fmt_time(extra)} of this estimate on {hw.name} (subnormal_ns, calibrated); {fix}")
 
 
-def _cpu_qdq_note(hw: HardwareProfile, sc: Score) -> str | None:
+def _cpu_qdq_note(insp: Inspection, hw: HardwareProfile, sc: Score) -> str | None:
     """QDQ layers (``dnnperf.qdq``) costed in int8 on a CPU: the profile's int8 figure is a GEMM's, and
     ONNX Runtime's int8 convolutions do not keep up with its float ones without VNNI instructions."""
     if hw.kind != "cpu":
         return None
-    n = sum(1 for c in sc.layers if "QDQ: runs in" in c.layer.workload.note and c.precision == "int8")
+    quantized = {r.node.name for r in insp.rows if r.workload is not None and "QDQ: runs in" in r.workload.note}
+    n = sum(1 for c in sc.layers if c.precision == "int8" and any(x in quantized for x in c.layer.nodes))
     if not n:
         return None
     return (f"{n} QDQ layer(s) costed in int8 at {hw.name}'s int8 rate, a GEMM's: ONNX Runtime's int8 convolutions "

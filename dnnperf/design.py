@@ -122,11 +122,11 @@ def _space_precisions(space: dict, hw: HardwareProfile, notes: list) -> dict[str
 
     out = {}
     for p in space["precision"]:
-        if not precision_rules.runs(hw, p) and p != "tf32" and not (p in ("fp16", "bf16") and hw.kind == "cpu"
-                                                                   and precision_rules.runs(hw, "fp32")):
+        try:
+            out[p], note = precision_rules.resolve(hw, p)
+        except DnnperfError:
             raise DnnperfError(f"the search space's precision {p}: {hw.name} has no {p} units — it runs "
-                               f"{', '.join(precision_rules.supported(hw))}; take {p} out of the space's precision list")
-        out[p], note = precision_rules.resolve(hw, p)
+                               f"{', '.join(precision_rules.supported(hw))}; take {p} out of the space's precision list") from None
         if note:
             notes.append(note.replace(f"-p {p} is", f"the space's {p} rows are"))
     return out

@@ -19,10 +19,11 @@ them to fp16: the quantization the model carries would be lost. Runtimes that ta
   folded at load time anyway).
 
 Only matrix layers are taken to run quantized: other operators between Q/DQ pairs keep their float
-cost and their Q/DQ kernels. ONNX Runtime 1.32 on a 2-core AVX2 VM ran ONNX Runtime's own QDQ export of
-SqueezeNet 1.1 with a DequantizeLinear after a Concat at 242 us and its MaxPools at 0.75-1.56 ms (83 us
-in the float model): pooling and concatenation did not get cheaper (bench/RESULTS.md, 21st session). Nothing here changes a model without
-DequantizeLinear nodes. ``-p`` what-ifs apply on top as for any layer.
+cost and their Q/DQ kernels. ONNX Runtime 1.32 on a 2-core AVX2 VM ran ONNX Runtime's own QDQ export
+of SqueezeNet 1.1 with a DequantizeLinear after a Concat at 242 us and its MaxPools at 0.75-1.56 ms
+(83 us in the float model): pooling and concatenation did not get cheaper (bench/RESULTS.md,
+twenty-first session). Nothing here changes a model without DequantizeLinear nodes. ``-p`` what-ifs
+apply on top as for any layer.
 """
 
 from __future__ import annotations
@@ -135,8 +136,6 @@ def quantized_workload(graph: Graph, node, w: Workload, q: Quantized) -> Workloa
             if t is None or t.shape is None:
                 return w
             written += t.numel * DTYPE_BITS[q.output] // 8
-    if node.op_type == "Gather":  # an embedding lookup reads the rows it picks, not its whole table
-        wgt = min(wgt, written)
     read = "/".join(dict.fromkeys(d for d in q.inputs if d))
     return replace(w, dtype=DTYPE_OF_PRECISION[q.precision], act_bytes_read=act, weight_bytes=wgt, bytes_written=written,
                    note=(w.note + "; " if w.note else "") + f"QDQ: runs in {q.precision} ({read} inputs"
@@ -146,5 +145,5 @@ def quantized_workload(graph: Graph, node, w: Workload, q: Quantized) -> Workloa
 def free_workload(op: str) -> Workload:
     """A DequantizeLinear its quantized consumers read through, or a QuantizeLinear its quantized
     producer writes through: no kernel, no bytes."""
-    return Workload(family="view", dtype="float32", launches=0,
-                    note=f"QDQ: {'read by its quantized consumer' if op == 'DequantizeLinear' else 'written by its quantized producer'}")
+    how = "read by its quantized consumer" if op == "DequantizeLinear" else "written by its quantized producer"
+    return Workload(family="view", dtype="float32", launches=0, note=f"QDQ: {how}")

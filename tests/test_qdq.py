@@ -178,8 +178,9 @@ def test_typical_fusion_of_a_requantized_layer_keeps_its_bytes(tmp_path):
 
 def test_a_cpu_estimate_of_qdq_layers_says_what_its_int8_rate_is(tmp_path):
     insp, _ = rows_of(tmp_path, qdq_conv_model())
-    cpu = analyze(insp, load_profile("cpu-avx2"), Settings())
-    assert any("1 QDQ layer(s) costed in int8" in n and "VNNI" in n for n in cpu.notes)
+    for fusion in ("none", "typical"):  # a fused layer (Conv+Relu+Q) is one QDQ layer too
+        cpu = analyze(insp, load_profile("cpu-avx2"), Settings(fusion=fusion))
+        assert any("1 QDQ layer(s) costed in int8" in n and "VNNI" in n for n in cpu.notes), fusion
     gpu = analyze(insp, load_profile("t4"), Settings())
     assert not any("VNNI" in n for n in gpu.notes)
     fp32 = analyze(insp, load_profile("cpu-avx2"), Settings(precision="fp32"))
