@@ -185,3 +185,24 @@ def test_a_cpu_estimate_of_qdq_layers_says_what_its_int8_rate_is(tmp_path):
     assert not any("VNNI" in n for n in gpu.notes)
     fp32 = analyze(insp, load_profile("cpu-avx2"), Settings(precision="fp32"))
     assert not any("VNNI" in n for n in fp32.notes)  # -p fp32: nothing runs in int8
+
+
+def test_onnx_runtimes_own_qdq_export_of_squeezenet():
+    """tests/data/squeezenet1_1_qdq_ort.onnx: SqueezeNet 1.1 quantized by onnxruntime.quantization's
+    quantize_static (QDQ format, int8 activations and weights; stand-in weights, then `dnnperf strip`).
+    Its 26 convolutions (the same 349,151,936 MACs as the float model) run in int8; nothing else does;
+    the DequantizeLinear nodes feeding them launch nothing."""
+    import os
+
+    insp = inspect_model(os.path.join(os.path.dirname(__file__), "data", "squeezenet1_1_qdq_ort.onnx"))
+    convs = [r for r in insp.rows if r.node.op_type == "Conv"]
+    assert len(convs) == 26 and all(r.workload.dtype == "int8" for r in convs)
+    assert sum(r.workload.macs for r in insp.rows if r.workload) == 349_151_936
+    assert {r.workload.dtype for r in insp.rows if r.workload and r.node.op_type in ("MaxPool", "Concat")} == {"float32"}
+    fed = {i for r in convs for i in r.node.inputs}
+    dqs = [r for r in insp.rows if r.node.op_type == "DequantizeLinear" and r.node.outputs[0] in fed]
+    assert dqs and all(r.workload.launches == 0 for r in dqs)
+    for fusion in ("none", "typical"):
+        rep = analyze(insp, load_profile("t4"), Settings(fusion=fusion))
+        assert all(c.layer.workload.bytes_total >= 0 for c in rep.score.layers)
+        assert all(c.precision == "int8" for c in rep.score.layers if c.layer.op_type.startswith("Conv"))
