@@ -24,7 +24,8 @@ from dnnperf.ir import Graph
 _GELU_OPS = frozenset({"Div", "Mul", "Erf", "Add"})
 
 
-def _users_of(graph: Graph) -> dict[str, list]:
+def users_of(graph: Graph) -> dict[str, list]:
+    """tensor -> the nodes that read it, each once, in graph order."""
     by: dict[str, list] = {}
     for node in graph.nodes:
         for i in dict.fromkeys(node.inputs):
@@ -105,7 +106,7 @@ def _erf_gelu(erf, producer: dict, only_user) -> tuple[list, str] | None:
 
 def _sole_user(graph: Graph):
     """t -> the one node that reads tensor t (None when several do, or t is a graph output)."""
-    users = _users_of(graph)
+    users = users_of(graph)
 
     def only_user(t):
         u = users.get(t, [])

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from dnnperf.ir import DTYPE_BITS, Graph
+from dnnperf.kernel_groups import users_of
 from dnnperf.workload import DTYPE_OF_PRECISION, Workload
 
 MATRIX_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm"})
@@ -53,15 +54,8 @@ class Quantized:
 
 def plan(graph: Graph) -> tuple[dict[str, Quantized], set[str]]:
     """({node run quantized: how}, {DequantizeLinear / QuantizeLinear nodes that launch nothing})."""
-    producer = {}
-    consumers: dict[str, list] = {}
-    for n in graph.nodes:
-        for o in n.outputs:
-            if o:
-                producer[o] = n
-        for i in set(n.inputs):
-            if i:
-                consumers.setdefault(i, []).append(n)
+    producer = {o: n for n in graph.nodes for o in n.outputs if o}
+    consumers = users_of(graph)
 
     def quantized_source(t: str) -> str | None:
         """The quantized dtype ``t`` is dequantized from, when a DequantizeLinear makes it."""
