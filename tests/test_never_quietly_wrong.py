@@ -508,11 +508,13 @@ def test_a_model_with_nothing_scored_on_a_cpu_is_a_partial_estimate(tmp_path):
     helper.make_node("Concat", ["x", "x"], ["y"], axis=4),
     helper.make_node("Transpose", ["x"], ["y"], perm=[0, 1, 2, -1]),
     helper.make_node("Flatten", ["x"], ["y"], axis=7),
+    helper.make_node("Unique", ["x"], ["y"], axis=6),
 ])
 def test_an_axis_out_of_range_is_never_wrapped_round(tmp_path, node):
     """The load-time shape rules took axes modulo the rank: Concat at axis 4 of a rank-4 tensor came out
-    as a concatenation along axis 0 ([2, 2, 3, 4]), fully scored. Such a node is not scored now (ONNX's
-    own inference refuses the axis), and the estimate says it is partial."""
+    as a concatenation along axis 0 ([2, 2, 3, 4]), fully scored; the bound of a Unique's data-dependent
+    output took axis 6 as axis 2. Such a node is not scored now (ONNX's own inference refuses the
+    axis), and the estimate says it is partial."""
     m = model([node], [vi("x", [1, 2, 3, 4])], [vi("y", None)])
     r = invoke("analyze", save(m, tmp_path), "--hw", "v100", "-f", "json")
     assert r.exit_code in (0, 2), r.output

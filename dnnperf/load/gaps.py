@@ -19,6 +19,7 @@ Nothing here guesses: each rule fills a shape only where one size is possible.
 from __future__ import annotations
 
 from dnnperf.load.read import static, type_shape
+from dnnperf.load.shapes import axis_index
 
 # ops whose first input has the output's shape
 _SAME_SHAPE = frozenset({
@@ -74,7 +75,10 @@ def bound_shapes(ordered, types, res, sliced: list | None = None) -> bool:
             if axis is None:
                 shapes = [((numel,), x[1]), ((numel,), "int64"), ((numel,), "int64"), ((numel,), "int64")]
             else:
-                a = int(axis) % len(dims)
+                try:
+                    a = axis_index(int(axis), len(dims))
+                except ValueError:  # a malformed axis: the outputs stay open (never wrapped round)
+                    continue
                 shapes = [(tuple(dims), x[1])] + [((dims[a],), "int64")] * 3
         elif n.op_type == "NonZero":
             shapes = [((len(dims), numel), "int64")]
@@ -355,9 +359,10 @@ def body_shapes(node, res, bodies: dict, sliced: list | None = None) -> None:
                 return
             continue
         if node.op_type == "Scan" and k >= n_state:
-            if not dims:  # a scalar cannot be scanned: the model is malformed, its outputs stay open
+            try:
+                ax = axis_index(int(in_axes[k - n_state]), len(dims))
+            except ValueError:  # a scalar, or an axis past the rank: malformed, the outputs stay open
                 return
-            ax = in_axes[k - n_state] % len(dims)
             seq = dims[ax]
             dims = dims[:ax] + dims[ax + 1:]
         sub.types[inner.name] = (tuple(dims), t[1])
