@@ -192,7 +192,9 @@ def _cpu_qdq_note(insp: Inspection, hw: HardwareProfile, sc: Score) -> str | Non
     ONNX Runtime's int8 convolutions do not keep up with its float ones without VNNI instructions."""
     if hw.kind != "cpu":
         return None
-    quantized = {r.node.name for r in insp.rows if r.workload is not None and "QDQ: runs in" in r.workload.note}
+    from dnnperf.qdq import NOTE
+
+    quantized = {r.node.name for r in insp.rows if r.workload is not None and NOTE in r.workload.note}
     n = sum(1 for c in sc.layers if c.precision == "int8" and any(x in quantized for x in c.layer.nodes))
     if not n:
         return None

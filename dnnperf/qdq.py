@@ -40,6 +40,7 @@ QUANTIZED = {"int8": "int8", "uint8": "int8", "float8e4m3fn": "fp8", "float8e4m3
              "float8e5m2fnuz": "fp8", "int4": "int4", "uint4": "int4"}
 RUNG = {"int4": 0, "fp8": 1, "int8": 1}  # the wider precision of a layer's two inputs wins
 _DEFAULT = ("", "ai.onnx")
+NOTE = "QDQ: runs in"  # how a quantized layer's workload note begins (dnnperf.api reads it)
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ def quantized_workload(graph: Graph, node, w: Workload, q: Quantized) -> Workloa
             written += t.numel * DTYPE_BITS[q.output] // 8
     read = "/".join(dict.fromkeys(d for d in q.inputs if d))
     return replace(w, dtype=DTYPE_OF_PRECISION[q.precision], act_bytes_read=act, weight_bytes=wgt, bytes_written=written,
-                   note=(w.note + "; " if w.note else "") + f"QDQ: runs in {q.precision} ({read} inputs"
+                   note=(w.note + "; " if w.note else "") + f"{NOTE} {q.precision} ({read} inputs"
                         + (f", {q.output} output)" if q.output else ")"))
 
 
