@@ -140,7 +140,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     available = {i.name for i in g.input} | set(init_info)
     ordered = topo_order(stored, available)
     del g.value_info[:]  # stale entries could disagree with the user's dims
-    res = fast.python_shapes(model, opset, ordered)
+    res = fast_res = fast.python_shapes(model, opset, ordered)
     if res is not None:  # every shape settled by the rules: ONNX's inference (and its registry) not needed
         inferred = model
     else:
@@ -162,9 +162,10 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     fed = _user_values(overrides, g, init_info, types, res, path)
     bodies: dict[tuple, dict] = {}  # (a node's outputs, subgraph label) -> the shapes resolved in it
     sliced: list[str] = []  # Slices at run-time offsets, costed at their input's size
-    gaps.settle(ordered, res, bodies, sliced)
-    if gaps.any_open(types):
-        gaps.empty_shapes(types)
+    if res is not fast_res:  # the Python path leaves nothing open and declines control flow
+        gaps.settle(ordered, res, bodies, sliced)
+        if gaps.any_open(types):
+            gaps.empty_shapes(types)
     bounds.check(ordered, res, {k: t.shape for k, t in init_info.items()}, path)
     if sliced:
         notes.append(f"{len(sliced)} Slice(s) at offsets known only at run time ({', '.join(sliced[:3])}"

@@ -184,6 +184,32 @@ def _gather(attrs, dims, vals, opset):
     return [tuple(x[:ax]) + tuple(idx) + tuple(x[ax + 1:])]
 
 
+def split(attrs: dict, x: Dims | None, sizes, n_out: int, opset: int) -> list[Dims] | None:
+    """Split's output dims (``sizes``: the folded ``split`` input, opset 13 on): the sizes given (by
+    input or, before opset 13, attribute); else ``num_outputs`` parts (opset 18 on; the last one
+    smaller when the axis does not divide, ONNX's rule), else equal parts, which must divide."""
+    if x is None or n_out < 1:
+        return None
+    ax = axis_index(attrs.get("axis", 0), len(x))
+    d = x[ax]
+    parts = _ints(sizes) if opset >= 13 else attrs.get("split")
+    if parts:
+        if len(parts) != n_out or sum(parts) != d or min(parts) < 0:
+            return None
+    elif opset >= 18 and "num_outputs" in attrs:
+        if attrs["num_outputs"] != n_out:
+            return None
+        chunk = -(-d // n_out)
+        parts = [chunk] * (n_out - 1) + [d - chunk * (n_out - 1)]
+        if parts[-1] < 0:
+            return None
+    elif d % n_out == 0:
+        parts = [d // n_out] * n_out
+    else:
+        return None
+    return [tuple(x[:ax]) + (p,) + tuple(x[ax + 1:]) for p in parts]
+
+
 def _constant_of_shape(attrs, dims, vals, opset):
     shape = _ints(vals[0])
     return None if shape is None else [tuple(shape)]
@@ -234,11 +260,17 @@ def _global_pool(attrs, dims, vals, opset):
 
 
 def _where(attrs, dims, vals, opset):
-    return [_bcast(*dims)] if all(d is not None for d in dims) else None
+    return [_bcast(*dims)] if len(dims) == 3 and all(d is not None for d in dims) else None
 
 
 def _broadcast(attrs, dims, vals, opset):
-    return [_bcast(*dims)] if all(d is not None for d in dims) else None
+    """Max and Min take one input or more."""
+    return [_bcast(*dims)] if dims and all(d is not None for d in dims) else None
+
+
+def _binary(attrs, dims, vals, opset):
+    """Add, Mul, comparisons...: exactly two inputs (one alone is a malformed node for ONNX's checks)."""
+    return [_bcast(*dims)] if len(dims) == 2 and all(d is not None for d in dims) else None
 
 
 def _gather_nd(attrs, dims, vals, opset):
@@ -320,8 +352,9 @@ for _op in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "R
             "ReduceLogSumExp", "ReduceSumSquare"):
     RULES[_op] = (_reduce, (1,))
 for _op in ("Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
-            "Xor", "Max", "Min", "Mod", "BitShift", "PRelu"):
-    RULES[_op] = (_broadcast, ())
+            "Xor", "Mod", "BitShift", "PRelu"):
+    RULES[_op] = (_binary, ())
+RULES["Max"] = RULES["Min"] = (_broadcast, ())
 for _op in ("Erf", "Not", "Cast", "CastLike", "Softmax", "LogSoftmax", "Relu", "Sigmoid", "Tanh", "Sqrt", "Neg", "Abs",
             "Exp", "Log", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "CumSum", "Identity", "Dropout", "Clip",
             "LeakyRelu", "Elu", "Gelu", "HardSigmoid", "HardSwish", "Softplus", "IsNaN", "IsInf", "Sin", "Cos",
