@@ -235,7 +235,10 @@ def _flatten(attrs, dims, vals, opset):
     x = dims[0]
     if x is None:
         return None
-    ax = axis_index(attrs.get("axis", 1), len(x) + 1) if x else 0  # (the axis may be the rank itself)
+    r, ax = len(x), attrs.get("axis", 1)
+    if not -r <= ax <= r:  # the axis may be the rank itself (everything in the first dim)
+        raise ValueError(f"Flatten axis {ax} out of range for rank {r}")
+    ax = ax + r if ax < 0 else ax
     a = 1
     for d in x[:ax]:
         a *= d
