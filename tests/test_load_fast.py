@@ -144,19 +144,26 @@ def test_flatten_axes_by_hand(axis, expected):
     assert out == (None if expected is None else [expected])
 
 
-def test_python_path_equals_onnx_inference_on_onnx_node_tests(tmp_path):
-    """Every model of ONNX's own node test suite that the Python path takes (about 700 of 1,884)
-    loads to the same shape and dtype for every node output as through ONNX's inference, and a model
-    one path refuses the other refuses with the same line."""
+@pytest.fixture(scope="module")
+def node_cases():
+    """ONNX's own node test suite: one small model per test case of every operator, with its inputs
+    and expected outputs (built from the installed onnx package, no network)."""
     import warnings
 
     from onnx.backend.test.case.node import collect_testcases
 
-    from dnnperf.errors import DnnperfError
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cases = collect_testcases()
+        return collect_testcases()
+
+
+def test_python_path_equals_onnx_inference_on_onnx_node_tests(tmp_path, node_cases):
+    """Every model of ONNX's own node test suite that the Python path takes (about 700 of 1,884)
+    loads to the same shape and dtype for every node output as through ONNX's inference, and a model
+    one path refuses the other refuses with the same line."""
+    from dnnperf.errors import DnnperfError
+
+    cases = node_cases
     real = fast.python_shapes
 
     def load(path, shapes_fn):
@@ -188,4 +195,40 @@ def test_python_path_equals_onnx_inference_on_onnx_node_tests(tmp_path):
                 if o and (a.tensors[o].shape, a.tensors[o].dtype) != (b.tensors[o].shape, b.tensors[o].dtype):
                     wrong.append((case.name, o, a.tensors[o], b.tensors[o]))
     assert taken > 500
+    assert not wrong, wrong[:5]
+
+
+# the ops the folder evaluates with numpy itself (the rest go through ONNX's reference evaluator)
+_NUMPY_FOLDS = {"Gather", "Concat", "Unsqueeze", "Add", "Sub", "Mul", "Equal", "Less", "Greater", "Max", "Min", "Div",
+                "Cast", "Identity", "Slice", "ConstantOfShape", "Range", "Where", "Expand", "Mod", "Transpose", "Not",
+                "ScatterND", "Squeeze", "Reshape"}
+
+
+def test_folder_matches_onnx_node_test_outputs(node_cases):
+    """The shape-arithmetic folder (``fold.run_node``) on the inputs of ONNX's node tests of the ops
+    it evaluates with numpy gives ONNX's expected outputs: shape, dtype and values."""
+    from dnnperf.load.fold import run_node
+    from dnnperf.load.read import plain_attrs
+
+    checked, wrong = 0, []
+    for case in node_cases:
+        g = case.model.graph
+        if len(g.node) != 1 or g.node[0].op_type not in _NUMPY_FOLDS:
+            continue
+        node = g.node[0]
+        for ins, expected in case.data_sets:
+            if not all(isinstance(x, np.ndarray) for x in ins) or \
+                    not all(isinstance(e, np.ndarray) and e.dtype.kind in "fiub" for e in expected):
+                continue  # sequences, optionals, exotic float types
+            feed = dict(zip([i.name for i in g.input], ins))
+            with np.errstate(all="ignore"):
+                got = run_node(node, [feed.get(i) if i else None for i in node.input], list(case.model.opset_import),
+                               plain_attrs(node))
+            checked += 1
+            for a, e in zip(got, expected):
+                a = np.asarray(a)
+                if a.shape != e.shape or a.dtype != e.dtype or not np.allclose(a.astype(float), e.astype(float),
+                                                                              equal_nan=True):
+                    wrong.append((case.name, a.shape, a.dtype, e.shape, e.dtype))
+    assert checked > 150
     assert not wrong, wrong[:5]
