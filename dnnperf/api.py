@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from dnnperf.scoring import Layer, Score, Settings, precision_of, score, top_cause, with_precision
 from dnnperf.errors import DnnperfError
 from dnnperf.hardware import HardwareProfile
-from dnnperf.inspection import Inspection, Row, inspect_graph
+from dnnperf.inspection import Inspection, Row, inspect_graph, recomputed, recomputed_note
 from dnnperf.ir import ShapeOverrides
 from dnnperf.load import load_graph
 from dnnperf.rules import prices_far_reads
@@ -149,6 +149,10 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     uncal = _uncalibrated_kernels_note(hw, sc)
     if uncal:
         notes.append(uncal)
+    if hw.kind == "cpu":
+        built = recomputed_note(insp)
+        if built:
+            notes.append(built)
     quant = _cpu_qdq_note(insp, hw, sc)
     if quant:
         notes.append(quant)
@@ -252,6 +256,8 @@ def _upcasts(hw: HardwareProfile, precision: str | None) -> bool:
 
 
 def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
+    if hw.kind == "cpu":
+        insp = recomputed(insp)
     layers = build_layers(insp, settings.fusion, settings.precision, hw.kind != "cpu")
     if _upcasts(hw, settings.precision):
         from dnnperf.upcast import add_casts

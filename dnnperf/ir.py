@@ -108,6 +108,10 @@ class Graph:
     # symbolic in the file, so nothing can fold the Shape ops they start from
     host_shape: frozenset = frozenset()
     host_removed: frozenset = frozenset()  # ... of it, what a runtime's graph optimisations remove (repeats, no-op casts)
+    # larger values built from that arithmetic (a shifted-window attention mask): constants at load
+    # time, but a runtime that executes the graph as stored (ONNX Runtime on a CPU) computes them
+    # every inference (``dnnperf.inspection.recomputed``)
+    runtime_built: frozenset = frozenset()
     producer_version: str = ""
     notes: list[str] = field(default_factory=list)
     batch_axes: dict[str, int] = field(default_factory=dict)  # input -> axis of its batch dim (default 0)

@@ -575,3 +575,51 @@ def test_inputs_that_do_not_broadcast_are_a_contradiction_not_a_lost_shape(tmp_p
     assert r.exit_code == 0, r.output
     cov = json.loads(r.stdout)["coverage"]
     assert cov["unscored_by_kind"]["contradiction"] == 1 and not cov["complete"]
+
+
+def _mask_model(tmp_path, batch, name):
+    """y = x + 0.5 * ones(shape(x)[1:]): the mask is built from the Shape of x (Gather, Concat,
+    ConstantOfShape, Mul), as an exporter writes a shifted-window attention mask."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from helpers import ints, model, save
+
+    one = helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Gather", ["s", "hw"], ["dims"], name="gather"),
+             helper.make_node("ConstantOfShape", ["dims"], ["ones"], name="fill", value=one),
+             helper.make_node("Mul", ["ones", "half"], ["mask"], name="scale"),
+             helper.make_node("Add", ["x", "mask"], ["y"], name="add")]
+    import numpy as np
+
+    m = model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4, 6])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+              inits=[ints("hw", [1, 2]), numpy_helper.from_array(np.array(0.5, dtype=np.float32), "half")])
+    return save(m, tmp_path, name)
+
+
+def test_values_built_from_symbolic_shapes_are_kernels_on_cpu_only(tmp_path):
+    """With the batch symbolic in the file, ONNX Runtime on a CPU builds the mask every inference:
+    the fill (writes 4 x 6 floats = 96 B) and the scale (reads 96 B, writes 96 B) are kernels there,
+    and a note says so; a GPU profile keeps them folded, as does every profile with static dims."""
+    from dnnperf.api import analyze, inspect_model
+    from dnnperf.hardware import load_profile
+    from dnnperf.scoring import Settings
+
+    insp = inspect_model(_mask_model(tmp_path, "N", "dyn.onnx"))
+    assert set(insp.graph.runtime_built) == {"ones", "mask"}
+    on_cpu = analyze(insp, load_profile("cpu-avx2"), Settings(), with_fixes=False)
+    by = {c.layer.nodes[0]: c for c in on_cpu.score.layers}
+    fill, scale = by["fill"].layer.workload, by["scale"].layer.workload
+    assert (fill.family, fill.launches, fill.bytes_written) == ("movement", 1, 96)
+    assert (scale.launches, scale.act_bytes_read, scale.bytes_written) == (1, 96, 96)
+    assert by["fill"].time_s > 0 and by["scale"].time_s > 0
+    assert any("symbolic" in n and "every inference" in n for n in on_cpu.notes)
+    assert {r.workload.family for r in insp.rows if r.node.name in ("fill", "scale")} == {"shape"}  # left as it was
+    on_gpu = analyze(insp, load_profile("v100"), Settings(), with_fixes=False)
+    gpu = {c.layer.nodes[0]: c for c in on_gpu.score.layers}
+    assert gpu["fill"].time_s == 0 and gpu["scale"].time_s == 0
+    static = inspect_model(_mask_model(tmp_path, 2, "static.onnx"))
+    assert not static.graph.runtime_built
+    st = {c.layer.nodes[0]: c for c in analyze(static, load_profile("cpu-avx2"), Settings(), with_fixes=False).score.layers}
+    assert st["fill"].time_s == 0 and st["scale"].time_s == 0

@@ -192,6 +192,12 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     if fed:
         host_shape -= _downstream(ordered, fed)
     graph_inputs = tuple(i.name for i in g.input if i.name not in init_names)
+    # values computed from a --value input are run-time work, never constants
+    known = init_names | (set(res.values) - _downstream(ordered, fed))
+    constants = constants_of(nodes, known)
+    runtime_built = frozenset()
+    if host_shape:
+        runtime_built = frozenset(constants - constants_of(nodes, known - host_shape) - host_shape)
     return Graph(
         name=g.name or os.path.splitext(os.path.basename(path))[0],
         nodes=nodes,
@@ -202,7 +208,8 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         opset=opset,
         values=dict(res.values),
         unresolved=unresolved,
-        constants=constants_of(nodes, init_names | (set(res.values) - _downstream(ordered, fed))),
+        constants=constants,
+        runtime_built=runtime_built,
         host_shape=frozenset(host_shape),
         host_removed=frozenset(host_removed),
         producer_version=f"{model.producer_name} {model.producer_version}".strip(),

@@ -54,7 +54,7 @@ def shape_arithmetic(ir_nodes, res, inits: frozenset, dynamic: bool) -> tuple[se
         for o in n.outputs:
             t = types.get(o) if o else None
             dims = static(t[0]) if t is not None else None
-            if dims is None or t[1] not in ("int64", "int32"):
+            if dims is None or t[1] not in ("int64", "int32", "bool"):  # bool: an Equal of two shape vectors
                 continue
             numel = 1
             for d in dims:

@@ -172,9 +172,10 @@ def key_of(node: Node) -> str:
     return op_key(node.domain, node.op_type)
 
 
-def cost_node(graph: Graph, node: Node) -> Workload:
-    """The workload of ``node``; raises Unsupported when it cannot be costed."""
-    if not node.subgraphs:
+def cost_node(graph: Graph, node: Node, fold: bool = True) -> Workload:
+    """The workload of ``node``; raises Unsupported when it cannot be costed. ``fold=False``: the
+    kernel it is when run, even if its value is known at load time."""
+    if fold and not node.subgraphs:
         values = graph.values
         constants = graph.constants  # values computed from a --value input are run-time work
         host = graph.host_shape
