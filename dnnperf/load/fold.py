@@ -1,5 +1,6 @@
-"""Constant folding: finish what ONNX shape inference left open, node by node, evaluating small
-shape subgraphs (Shape -> Gather -> Concat -> Reshape chains) with numpy.
+"""Constant folding: the values of small shape subgraphs (Shape -> Gather -> Concat -> Reshape
+chains), evaluated node by node with numpy, for the Python shape path (``dnnperf.load.fast``) and for
+what ONNX's shape inference leaves open when that path declines a graph.
 
 Folding refuses ops whose output size comes from input values (Range, Expand, Tile...) when that
 size is not small, so a hostile shape subgraph cannot allocate gigabytes.
