@@ -153,41 +153,48 @@ def recomputed(insp: Inspection) -> Inspection:
     the values built from its shape arithmetic (``Graph.runtime_built``: a shifted-window attention
     mask of Where, ScatterND, Expand... over 64 x 49 x 49 elements) are not folded once but computed
     every inference, so their nodes are costed as the kernels they are (swin_t: 427 nodes, 5.6 ms of
-    its 116 ms in ONNX Runtime 1.32's per-node profile on the reference VM). GPU runtimes keep them folded: a static-shape
-    engine folds them, and eager PyTorch builds such a mask in a third of the export's kernels.
-    Derived once per inspection; the inspection itself is left as it is."""
+    its 116 ms in ONNX Runtime 1.32's per-node profile on the reference VM). GPU runtimes keep them
+    folded: a static-shape engine folds them, and eager PyTorch builds such a mask in a third of the
+    export's kernels. Derived once per inspection; the inspection itself is left as it is."""
     built = insp.graph.runtime_built
     if not built:
         return insp
     cached = insp.derived.get("recomputed")
     if cached is not None:
         return cached
-    rows, n = [], 0
+    rows, n, kept = [], 0, []
     for r in insp.rows:
         w = r.workload
         if w is not None and w.family == "shape" and any(o in built for o in r.node.outputs if o):
             try:
                 w = cost_node(insp.graph, r.node, fold=False)
             except (Unsupported, ArithmeticError, ValueError, TypeError, KeyError, IndexError):
-                w = r.workload  # no cost model for it as a kernel: it stays folded
+                kept.append(r.node.name)  # no cost as a kernel: it stays at 0, and the note says so
+                w = r.workload
             if w is not r.workload:
                 n += 1
                 r = Row(r.node, w, r.output_shape, r.dtype)
         rows.append(r)
     out = Inspection(insp.path, insp.graph, rows, insp.unsupported, insp.warnings, insp.input_bytes, insp.batch)
     out.derived["recomputed_nodes"] = n
+    out.derived["recomputed_kept"] = kept
     insp.derived["recomputed"] = out
     return out
 
 
 def recomputed_note(insp: Inspection) -> str | None:
     """What ``recomputed`` changed, in one line for a CPU report (None when nothing)."""
-    n = recomputed(insp).derived.get("recomputed_nodes", 0)
-    if not n:
+    r = recomputed(insp)
+    n, kept = r.derived.get("recomputed_nodes", 0), r.derived.get("recomputed_kept", [])
+    if not n and not kept:
         return None
-    return (f"{n} node(s) build values from shape arithmetic over the input's symbolic dims (a mask): "
+    text = (f"{n} node(s) build values from shape arithmetic over the input's symbolic dims (a mask): "
             "ONNX Runtime computes them every inference and they are costed as kernels; fixed dims in "
             "the export (--dim does not change the file) let it fold them")
+    if kept:
+        text += (f"; {len(kept)} more such node(s) could not be costed as kernels and count 0 s "
+                 f"({', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''}): the estimate is low by their time")
+    return text
 
 
 def inspect_graph(graph: Graph, path: str) -> Inspection:

@@ -623,3 +623,28 @@ def test_values_built_from_symbolic_shapes_are_kernels_on_cpu_only(tmp_path):
     assert not static.graph.runtime_built
     st = {c.layer.nodes[0]: c for c in analyze(static, load_profile("cpu-avx2"), Settings(), with_fixes=False).score.layers}
     assert st["fill"].time_s == 0 and st["scale"].time_s == 0
+
+
+def test_a_runtime_built_node_without_a_kernel_cost_is_named(tmp_path, monkeypatch):
+    """A runtime-built node that cannot be costed as a kernel stays at 0 s on a CPU, and the note
+    says so, naming it (never a silent zero)."""
+    import dnnperf.inspection as inspection
+    from dnnperf.api import analyze, inspect_model
+    from dnnperf.hardware import load_profile
+    from dnnperf.ops import Unsupported
+    from dnnperf.scoring import Settings
+
+    real = inspection.cost_node
+
+    def no_fill(graph, node, fold=True):
+        if node.name == "fill" and not fold:
+            raise Unsupported("no kernel cost")
+        return real(graph, node, fold)
+
+    monkeypatch.setattr(inspection, "cost_node", no_fill)
+    insp = inspect_model(_mask_model(tmp_path, "N", "dyn.onnx"))
+    rep = analyze(insp, load_profile("cpu-avx2"), Settings(), with_fixes=False)
+    by = {c.layer.nodes[0]: c for c in rep.score.layers}
+    assert by["fill"].time_s == 0 and by["scale"].time_s > 0
+    note = next(n for n in rep.notes if "symbolic dims" in n)
+    assert note.startswith("1 node(s)") and "1 more such node(s) could not be costed" in note and "(fill)" in note
