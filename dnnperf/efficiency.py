@@ -27,14 +27,14 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     figure (e.g. Pow) replaces it for a single op. A fused group runs at its anchor's efficiency:
     its epilogue ops ride along in registers."""
     w = layer.workload
-    eff = hw.efficiency.get(w.family, 1.0)
+    eff = family = hw.efficiency.get(w.family, 1.0)
     thin = 1.0  # the thin-product figure (few channels)
     if w.is_matrix and w.gemm is not None:
         g = w.gemm
         if hw.matrix_nk_efficiency:  # rows and channels measured apart
             if hw.matrix_m_efficiency:
                 eff = min(eff, rules.interp_log(g.m, hw.matrix_m_efficiency))
-            thin = rules.interp_log(min(g.n, g.k), hw.matrix_nk_efficiency)
+            thin = thin_product(min(g.n, g.k), hw, family)
         elif hw.matrix_m_efficiency:  # one curve (profiles calibrated before the split)
             eff = min(eff, rules.interp_log(min(g.m, g.n, g.k), hw.matrix_m_efficiency))
     shaped = shape_efficiency(layer, hw)
@@ -80,6 +80,23 @@ def _op_or(layer: Layer, hw: HardwareProfile, eff: float) -> float:
         return hw.op_efficiency[layer.op_type]
     return eff
 
+
+def thin_product(width: int, hw: HardwareProfile, wide: float) -> float:
+    """The thin-product curve (``matrix_nk_efficiency``, measured on 3136 x d x d products up to
+    d = 64) at a GEMM's smaller channel count ``width``. Past its last point the curve climbs, in
+    log(width), to ``wide`` (the matrix family's own figure) at WIDE_PRODUCT, the width of the
+    family's calibration products, and stays there: a product as wide as those runs at their measured
+    pace. Held flat past d = 64 instead, the 64-wide point (0.80 in one calibration) slowed ViT's
+    768-wide products of exactly the calibrated shape by 22%."""
+    pts = hw.matrix_nk_efficiency
+    if pts and pts[-1][0] < WIDE_PRODUCT:
+        pts = (*pts, (WIDE_PRODUCT, max(wide, pts[-1][1])))
+    return rules.interp_log(width, pts)
+
+
+# min(N, K) of the products the matrix family's efficiency is calibrated on (dnnperf.measure.micro:
+# gemm_ffn, 197 x 768 x 3072, and small_gemm, 128 x 768 x 768)
+WIDE_PRODUCT = 768
 
 # the narrowest convolution chain behind a calibrated pixel curve (dnnperf.measure.micro: CONV_PIXELS,
 # and CONV1_PIXELS' 256 <-> 64 chain at 56 x 56); a test keeps the two equal

@@ -431,6 +431,39 @@ def test_rows_and_channels_take_their_own_curves():
     assert family_efficiency(layer(3136, 16, 16), merged) == pytest.approx(1.0)
 
 
+def test_a_wide_product_runs_at_the_matrix_family_figure_not_the_thin_curves_last_point():
+    """matrix_nk_efficiency measured up to 64 channels ({16: 0.4, 64: 0.8}) and the matmul family at
+    0.98 (calibrated on 197 x 768 x 3072 and 128 x 768 x 768 products): the calibrated shape itself,
+    197 x 3072 x 768, runs at 0.98 (the curve held flat past 64 had given it 0.8); a 256-wide product
+    sits between, in log: 0.8 + 0.18 x ln(256/64) / ln(768/64) = 0.8 + 0.18 x 0.557886 = 0.900420;
+    below the last point the curve is as before (32 channels: 0.4 + 0.4 x ln 2 / ln 4 = 0.6); rows
+    still lower a wide product (4 rows: the row curve's 0.75)."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from dnnperf.scoring import Layer
+    from dnnperf.efficiency import family_efficiency
+    from dnnperf.workload import Gemm, Workload
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["efficiency"] = {"matmul": 0.98}
+    d["matrix_m_efficiency"] = {1: 0.5, 16: 1.0}
+    d["matrix_nk_efficiency"] = {16: 0.4, 64: 0.8}
+    prof = profile_from_dict(d, "x")
+
+    def layer(m, n, k):
+        w = Workload("matmul", "float32", m * n * k, 0, 4 * (m * k), 4 * k * n, 4 * m * n, m * n, Gemm(m, n, k, 1))
+        return Layer("mm", "MatMul", ("mm",), w, (m, n))
+
+    assert family_efficiency(layer(197, 3072, 768), prof) == pytest.approx(0.98)
+    assert family_efficiency(layer(197, 4096, 1024), prof) == pytest.approx(0.98)
+    assert family_efficiency(layer(3136, 256, 256), prof) == pytest.approx(0.900420, abs=1e-6)
+    assert family_efficiency(layer(3136, 32, 32), prof) == pytest.approx(0.6)
+    assert family_efficiency(layer(4, 3072, 768), prof) == pytest.approx(0.75)
+
+
 def test_a_fused_activation_other_than_relu_costs_a_pass_over_the_output_in_cache(tmp_path):
     """A calibrated CPU (cpu_layout) at onchip_gbs 100 GB/s, op_efficiency Sigmoid 0.4: a 64 -> 64
     1 x 1 convolution at 56 x 56 writes 64 x 56 x 56 = 200,704 floats; a fused Clip (ReLU6), HardSwish

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from dnnperf.efficiency import SUBNORMAL_COLUMNS  # the head width of the MatMul after the Softmax
+from dnnperf.efficiency import WIDE_PRODUCT  # min(N, K) of the matmul family's products
 
 M_ROWS = (1, 4, 16, 49, 128, 512)
 # thin in N and K (few channels) at M = 3136: a curve of its own (matrix_nk_efficiency); merged with
@@ -241,8 +242,8 @@ def micro_models(quick: bool) -> list[Micro]:
     out = [
         _peak_gemm(quick),
         _matmul("gemm_int8", n, n, n, "peak_int8", dtype=2),
-        _matmul("gemm_ffn", 197, 768, 3072, "peak", "matmul"),  # a key: also a matmul-family entry
-        _matmul("small_gemm", 128, 768, 768, "peak", "matmul"),
+        _matmul("gemm_ffn", 197, WIDE_PRODUCT, 4 * WIDE_PRODUCT, "peak", "matmul"),  # a key: also a matmul-family entry
+        _matmul("small_gemm", 128, WIDE_PRODUCT, WIDE_PRODUCT, "peak", "matmul"),
         _dram_add(quick),
     ]
     cold_n = 8192 if quick else 16384  # weights of 25-50 MB: larger than the last-level cache
