@@ -622,3 +622,37 @@ def test_a_fusing_gpu_runtime_runs_attention_as_one_kernel(tmp_path):
     cpu = analyze(inspect_model(save(_attention(), tmp_path, "c.onnx")), load_profile("cpu-avx2"),
                   Settings(fusion="typical"), with_fixes=False)
     assert [c.layer.nodes for c in cpu.score.layers] == [("qk", "scale"), ("sm",), ("pv",)]
+
+
+def test_a_matrix_vector_product_streams_its_weights_at_the_calibrated_figure():
+    """weight_stream_efficiency 0.5 against a matmul efficiency of 0.9: a 1 x 4096 x 4096 product
+    (67,108,864 B of weights against 32,768 B of activations, memory-bound) takes its roofline time
+    / 0.5 instead of / 0.9, 1.8x as long; a 512-row product of the same weights (compute-bound) and a
+    profile without the figure keep the matmul efficiency; weights kept on chip are no stream."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from dnnperf.scoring import Layer, score_layer
+    from dnnperf.workload import Gemm, Workload
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["efficiency"] = {"matmul": 0.9}
+    d["memory_overlap"] = 1.0
+    plain = profile_from_dict(d, "plain")
+    stream = profile_from_dict({**d, "weight_stream_efficiency": 0.5}, "stream")
+
+    def work(m):
+        w = Workload("matmul", "float32", m * 4096 * 4096, 0, 4 * m * 4096, 4 * 4096 * 4096, 4 * m * 4096, m * 4096,
+                     Gemm(m, 4096, 4096, 1))
+        return Layer("mm", "MatMul", ("mm",), w, (m, 4096))
+
+    def body(layer, hw, resident=False):
+        c = score_layer(layer, hw, weights_resident=resident)
+        return c.time_s - c.t_launch
+
+    gemv, gemm = work(1), work(512)
+    assert body(gemv, stream) == pytest.approx(1.8 * body(gemv, plain), rel=1e-9)
+    assert body(gemm, stream) == pytest.approx(body(gemm, plain), rel=1e-12)
+    assert body(gemv, stream, resident=True) == pytest.approx(body(gemv, plain, resident=True), rel=1e-12)
