@@ -401,30 +401,40 @@ def test_a_strided_pointwise_convolution_takes_its_own_curve_when_calibrated(tmp
         assert family_efficiency(layer, prof) == pytest.approx(eff, rel=1e-6), (side, k, stride)
 
 
+def _cpu_profile_dict() -> dict:
+    """The shipped cpu-avx2 profile as a dict, for a test to change a figure of."""
+    import yaml
+
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _product(m: int, n: int, k: int):
+    """A one-node MatMul layer [m, k] x weights [k, n], float32."""
+    from dnnperf.scoring import Layer
+    from dnnperf.workload import Gemm, Workload
+
+    w = Workload("matmul", "float32", m * n * k, 0, 4 * (m * k), 4 * k * n, 4 * m * n, m * n, Gemm(m, n, k, 1))
+    return Layer("mm", "MatMul", ("mm",), w, (m, n))
+
+
 def test_rows_and_channels_take_their_own_curves():
     """matrix_m_efficiency {1: 0.5, 16: 1.0} (rows) and matrix_nk_efficiency {8: 0.2, 32: 0.8} (the smaller
     of N and K): a 3136 x 16 x 16 product (16 channels at 56 x 56) reads the channel curve at 16,
     halfway in log between 8 and 32: 0.5 (the row curve says 1.0 at 3136); a 4 x 768 x 768 one reads
     the row curve at 4, halfway between 1 and 16: 0.75. Without matrix_nk_efficiency a profile keeps
     the one curve at min(M, N, K): 16 -> 1.0."""
-    import yaml
-
     from dnnperf.hardware import profile_from_dict
-    from dnnperf.scoring import Layer
     from dnnperf.efficiency import family_efficiency
-    from dnnperf.workload import Gemm, Workload
-    from helpers import SAMPLES
 
-    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
-        d = yaml.safe_load(fh)
+    d = _cpu_profile_dict()
     d["efficiency"] = {"matmul": 1.0}
     d["matrix_m_efficiency"] = {1: 0.5, 16: 1.0}
     split = profile_from_dict({**d, "matrix_nk_efficiency": {8: 0.2, 32: 0.8}}, "x")
     merged = profile_from_dict(d, "y")
-
-    def layer(m, n, k):
-        w = Workload("matmul", "float32", m * n * k, 0, 4 * (m * k), 4 * k * n, 4 * m * n, m * n, Gemm(m, n, k, 1))
-        return Layer("mm", "MatMul", ("mm",), w, (m, n))
+    layer = _product
 
     assert family_efficiency(layer(3136, 16, 16), split) == pytest.approx(0.5)
     assert family_efficiency(layer(4, 768, 768), split) == pytest.approx(0.75)
@@ -438,24 +448,15 @@ def test_a_wide_product_runs_at_the_matrix_family_figure_not_the_thin_curves_las
     sits between, in log: 0.8 + 0.18 x ln(256/64) / ln(768/64) = 0.8 + 0.18 x 0.557886 = 0.900420;
     below the last point the curve is as before (32 channels: 0.4 + 0.4 x ln 2 / ln 4 = 0.6); rows
     still lower a wide product (4 rows: the row curve's 0.75)."""
-    import yaml
-
     from dnnperf.hardware import profile_from_dict
-    from dnnperf.scoring import Layer
     from dnnperf.efficiency import family_efficiency
-    from dnnperf.workload import Gemm, Workload
-    from helpers import SAMPLES
 
-    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
-        d = yaml.safe_load(fh)
+    d = _cpu_profile_dict()
     d["efficiency"] = {"matmul": 0.98}
     d["matrix_m_efficiency"] = {1: 0.5, 16: 1.0}
     d["matrix_nk_efficiency"] = {16: 0.4, 64: 0.8}
     prof = profile_from_dict(d, "x")
-
-    def layer(m, n, k):
-        w = Workload("matmul", "float32", m * n * k, 0, 4 * (m * k), 4 * k * n, 4 * m * n, m * n, Gemm(m, n, k, 1))
-        return Layer("mm", "MatMul", ("mm",), w, (m, n))
+    layer = _product
 
     assert family_efficiency(layer(197, 3072, 768), prof) == pytest.approx(0.98)
     assert family_efficiency(layer(197, 4096, 1024), prof) == pytest.approx(0.98)
@@ -629,30 +630,20 @@ def test_a_matrix_vector_product_streams_its_weights_at_the_calibrated_figure():
     (67,108,864 B of weights against 32,768 B of activations, memory-bound) takes its roofline time
     / 0.5 instead of / 0.9, 1.8x as long; a 512-row product of the same weights (compute-bound) and a
     profile without the figure keep the matmul efficiency; weights kept on chip are no stream."""
-    import yaml
-
     from dnnperf.hardware import profile_from_dict
-    from dnnperf.scoring import Layer, score_layer
-    from dnnperf.workload import Gemm, Workload
-    from helpers import SAMPLES
+    from dnnperf.scoring import score_layer
 
-    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
-        d = yaml.safe_load(fh)
+    d = _cpu_profile_dict()
     d["efficiency"] = {"matmul": 0.9}
     d["memory_overlap"] = 1.0
     plain = profile_from_dict(d, "plain")
     stream = profile_from_dict({**d, "weight_stream_efficiency": 0.5}, "stream")
 
-    def work(m):
-        w = Workload("matmul", "float32", m * 4096 * 4096, 0, 4 * m * 4096, 4 * 4096 * 4096, 4 * m * 4096, m * 4096,
-                     Gemm(m, 4096, 4096, 1))
-        return Layer("mm", "MatMul", ("mm",), w, (m, 4096))
-
     def body(layer, hw, resident=False):
         c = score_layer(layer, hw, weights_resident=resident)
         return c.time_s - c.t_launch
 
-    gemv, gemm = work(1), work(512)
+    gemv, gemm = _product(1, 4096, 4096), _product(512, 4096, 4096)
     assert body(gemv, stream) == pytest.approx(1.8 * body(gemv, plain), rel=1e-9)
     assert body(gemm, stream) == pytest.approx(body(gemm, plain), rel=1e-12)
     assert body(gemv, stream, resident=True) == pytest.approx(body(gemv, plain, resident=True), rel=1e-12)
