@@ -210,14 +210,20 @@ def _memory(s: LayerState) -> float:
 
 def _overlap(s: LayerState, hidden: float | None = None) -> float:
     """The shorter of math and traffic hides behind the longer only as far as the device overlaps
-    them (``hidden``, by default the profile's memory_overlap: 1 on GPUs/TPUs, measured on calibrated
-    CPUs); ops with no fast kernel run them back to back. A convolution on a CPU whose network outgrows
-    the cache also waits for part of its weights from DRAM (``rules.exposed_weight_time``)."""
+    them (``hidden``, by default the profile's memory_overlap: 1 on GPUs/TPUs; a calibrated CPU measures
+    it for matrix products, whose weights stream, as ``product_overlap``: the cold GEMM it is solved on
+    says nothing of an activation read from the cache); ops with no fast kernel run them back to back.
+    A convolution on a CPU whose network outgrows the cache also waits for part of its weights from
+    DRAM (``rules.exposed_weight_time``)."""
     short = min(s.t_compute, s.t_memory)
     if s.unoptimized:
         return s.t + short
-    t = s.t + (1.0 - (s.hw.memory_overlap if hidden is None else hidden)) * short
-    if hidden is None and s.w.family == "conv" and not s.weights_resident:
+    conv_weights = hidden is None and s.w.family == "conv" and not s.weights_resident
+    if hidden is None:
+        hidden = s.hw.product_overlap if s.hw.product_overlap is not None and s.w.family == "matmul" \
+            else s.hw.memory_overlap
+    t = s.t + (1.0 - hidden) * short
+    if conv_weights:
         t += rules.exposed_weight_time(s.w.weight_bytes, s.footprint, short, s.hw)
     return t
 

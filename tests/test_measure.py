@@ -131,7 +131,7 @@ def test_the_cold_gemm_overlap_is_the_one_that_reproduces_its_time(local_profile
 
     prof = dict(local_profile[0])
     cold = next(mb for mb in micro_models(True) if mb.role == "cold")
-    t0, t1 = (predict_micro(cold.model, profile_from_dict({**prof, "memory_overlap": ov}, "x")) for ov in (0.0, 1.0))
+    t0, t1 = (predict_micro(cold.model, profile_from_dict({**prof, "product_overlap": ov}, "x")) for ov in (0.0, 1.0))
     # the shorter of math and weight streaming is hidden or not: T0 - T1 is that side, > 0
     assert t0 > t1
     assert cold_overlap(cold, prof, t0) == pytest.approx(0.0, abs=1e-9)
@@ -141,8 +141,10 @@ def test_the_cold_gemm_overlap_is_the_one_that_reproduces_its_time(local_profile
     assert cold_overlap(cold, prof, 2 * t0) == 0.0 and cold_overlap(cold, prof, 0.5 * t1) == 1.0
     # and the profile estimates the GEMM at its measured time with that overlap
     mid = 0.5 * (t0 + t1)
-    hw = profile_from_dict({**prof, "memory_overlap": cold_overlap(cold, prof, mid)}, "x")
+    hw = profile_from_dict({**prof, "product_overlap": cold_overlap(cold, prof, mid)}, "x")
     assert predict_micro(cold.model, hw) == pytest.approx(mid, rel=1e-6)
+    # the calibration writes it for matrix products only: every other layer keeps full overlap
+    assert 0 <= prof["product_overlap"] <= 1 and "memory_overlap" not in prof
 
 
 def test_the_cold_convolution_chain_reads_as_many_weights_as_the_dram_measurement():

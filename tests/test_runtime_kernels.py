@@ -647,3 +647,34 @@ def test_a_matrix_vector_product_streams_its_weights_at_the_calibrated_figure():
     assert body(gemv, stream) == pytest.approx(1.8 * body(gemv, plain), rel=1e-9)
     assert body(gemm, stream) == pytest.approx(body(gemm, plain), rel=1e-12)
     assert body(gemv, stream, resident=True) == pytest.approx(body(gemv, plain, resident=True), rel=1e-12)
+
+
+def test_the_product_overlap_applies_to_matrix_products_only():
+    """product_overlap 0.5 on a profile whose memory_overlap is 1: a 1 x 4096 x 4096 product (memory
+    the longer side) adds half its math time, as under memory_overlap 0.5 for every layer; a
+    pointwise Add of 1 M floats (8 MB read, 4 MB written: its math the shorter side) keeps full overlap: its
+    time equals the profile's without product_overlap."""
+    from dnnperf.hardware import profile_from_dict
+    from dnnperf.scoring import Layer, score_layer
+    from dnnperf.workload import Workload
+
+    d = _cpu_profile_dict()
+    d["efficiency"] = {"matmul": 1.0, "elementwise": 1.0}
+    d["memory_overlap"] = 1.0
+    full = profile_from_dict(d, "full")
+    prod = profile_from_dict({**d, "product_overlap": 0.5}, "product")
+    half = profile_from_dict({**d, "memory_overlap": 0.5}, "half")
+    add = Layer("add", "Add", ("add",), Workload("elementwise", "float32", 0, 1 << 20, 8 << 20, 0, 4 << 20, 1 << 20),
+                (1 << 20,))
+
+    def parts(layer, hw):
+        c = score_layer(layer, hw)
+        return c.time_s - c.t_launch, c.t_compute, c.t_memory
+
+    gemv = _product(1, 4096, 4096)
+    t_full, comp, mem = parts(gemv, full)
+    assert mem > comp > 0
+    assert parts(gemv, prod)[0] == pytest.approx(t_full + 0.5 * comp, rel=1e-9)
+    assert parts(gemv, prod)[0] == pytest.approx(parts(gemv, half)[0], rel=1e-12)
+    assert parts(add, prod)[0] == pytest.approx(parts(add, full)[0], rel=1e-12)
+    assert parts(add, half)[0] > parts(add, full)[0]

@@ -229,7 +229,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     profile["shape_efficiency"] = {k: dict(sorted(v.items())) for k, v in sorted(shape_eff.items())}
     profile["subnormal_ns"] = subnormal_ns(times)
     cold = next(mb for mb in table if mb.role == "cold")
-    profile["memory_overlap"] = _sig(cold_overlap(cold, profile, times[cold.name] - times["dispatch_1"]
+    profile["product_overlap"] = _sig(cold_overlap(cold, profile, times[cold.name] - times["dispatch_1"]
                                                   + dispatch_us * 1e-6))
     cold_conv = next(mb for mb in table if mb.role == "cold_conv")
     profile["conv_weight_exposure"] = _sig(weight_exposure(cold_conv, profile, times[cold_conv.name] - times["dispatch_1"]
@@ -273,15 +273,17 @@ def subnormal_ns(times: dict) -> dict:
 
 
 def cold_overlap(cold, profile: dict, kernel_s: float) -> float:
-    """How much of a cache-busting GEMM's weight streaming hides behind its math: the overlap at
-    which dnnperf's own estimate of that GEMM (with the thin-GEMM and matmul efficiencies just
+    """How much of a cache-busting GEMM's weight streaming hides behind its math: the
+    ``product_overlap`` (matrix products only: a figure read off weights streaming from DRAM says
+    nothing of a convolution's or a pointwise op's cached activations; as the one global
+    memory_overlap it slowed every CNN layer, ResNets +5-7%) at which dnnperf's own estimate of that GEMM (with the thin-GEMM and matmul efficiencies just
     measured) equals its measured ``kernel_s``. The estimate is linear in the overlap, from T0 (none
     hidden) to T1 (all of the shorter side hidden). Solving the model, rather than subtracting the
     peak-rate math time from the measurement, keeps the thin GEMM's own slowness (measured apart, by
     the m curve) out of the overlap, and the peak's noise with it: both sides share the calibration."""
     from dnnperf.hardware import profile_from_dict
 
-    t0, t1 = (predict_micro(cold.model, profile_from_dict({**profile, "memory_overlap": ov}, "calibration"))
+    t0, t1 = (predict_micro(cold.model, profile_from_dict({**profile, "product_overlap": ov}, "calibration"))
               for ov in (0.0, 1.0))
     if t0 <= t1:
         return 1.0
