@@ -55,16 +55,6 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     return _op_or(layer, hw, min(eff, pixel))
 
 
-def weight_stream(w: Workload, hw: HardwareProfile, t_compute: float, t_memory: float, resident: bool) -> bool:
-    """A matrix product that mostly streams weights from DRAM (a matrix-vector product: a
-    classifier at batch 1, an LLM's decode step) runs at the calibrated ``weight_stream_efficiency``
-    of the DRAM figure, not at the efficiency its compute-bound siblings were measured at: its
-    memory time is the longer side and its weights are most of that traffic."""
-    return hw.weight_stream_efficiency is not None and w.family == "matmul" and w.gemm is not None \
-        and not w.conv and not resident and t_memory > t_compute \
-        and w.weight_bytes > w.act_bytes_read + w.bytes_written
-
-
 def _pointwise_blocks(g, hw: HardwareProfile) -> float:
     """A 1 x 1 convolution in the CPU's blocked layout is no matrix product: its kernel multiplies
     whole channel blocks (``cpu_layout.block``) of each pixel by the weights of a few output blocks at

@@ -85,11 +85,6 @@ SCHEMA = {
                                  "boundaries with other ops (dnnperf/layout.py; calibrated CPUs)"),
     "memory_overlap": ("num", False, "fraction of the shorter of memory and compute time hidden behind the longer "
                                      "(1 = perfect roofline overlap, the default; calibrated CPUs measure it)"),
-    "weight_stream_efficiency": ("num", False, "CPU runtimes: fraction of dram_gbs a matrix product reaches while its "
-                                               "weights stream from DRAM with too few rows to cover them (a "
-                                               "matrix-vector product: a classifier at batch 1, an LLM's decode "
-                                               "step); calibrated on one with as many weight bytes as the DRAM "
-                                               "measurement's working set; absent: the product's own efficiency"),
     "product_overlap": ("num", False, "CPU runtimes: memory_overlap for matrix products (MatMul, Gemm), which stream "
                                       "their weights: the share of the shorter of memory and compute time such a "
                                       "product hides (calibrated on a 49-row GEMM with 50 MB of weights); absent: "
@@ -174,7 +169,6 @@ class HardwareProfile:
     memory_overlap: float = 1.0
     product_overlap: float | None = None
     conv_weight_exposure: float = 0.0
-    weight_stream_efficiency: float | None = None
     dram_measured_mb: float | None = None
     onchip_gbs: float | None = None
     bandwidth_curve: tuple[tuple[float, float], ...] = ()  # (working set MB, GB/s), ascending
@@ -521,8 +515,6 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
             d["product_overlap"], f"{where}.product_overlap", allow_zero=True, upper=1.0),
         conv_weight_exposure=_num(d.get("conv_weight_exposure", 0.0), f"{where}.conv_weight_exposure", allow_zero=True,
                                   upper=1.0),
-        weight_stream_efficiency=None if d.get("weight_stream_efficiency") is None else _num(
-            d["weight_stream_efficiency"], f"{where}.weight_stream_efficiency", upper=1.0),
         dram_measured_mb=None if mem.get("dram_measured_mb") is None else _num(mem["dram_measured_mb"],
                                                                            f"{where}.memory.dram_measured_mb"),
         onchip_gbs=None if mem.get("onchip_gbs") is None else _num(mem["onchip_gbs"], f"{where}.memory.onchip_gbs"),

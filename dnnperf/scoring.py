@@ -39,7 +39,7 @@ from math import ceil
 from typing import Callable
 
 from dnnperf import rules
-from dnnperf.efficiency import epilogue_pass, family_efficiency, serial_curve, subnormal_time, weight_stream
+from dnnperf.efficiency import epilogue_pass, family_efficiency, serial_curve, subnormal_time
 from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
 from dnnperf.vocab import FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, RUNTIME_KERNELS, Cause
@@ -236,8 +236,6 @@ def _efficiency(s: LayerState) -> float:
     row norm in cache: DenseNet's 56 x 56 pre-activations ran at 2.4-3.9x their estimate's speed).
     A runtime's own fused kernel (``RUNTIME_KERNELS``) keeps one pace per byte at any size."""
     eff = s.hw.unoptimized_efficiency if s.unoptimized else family_efficiency(s.layer, s.hw)
-    if not s.unoptimized and weight_stream(s.w, s.hw, s.t_compute, s.t_memory, s.weights_resident):
-        eff = s.hw.weight_stream_efficiency
     w = s.w
     cache = (s.hw.onchip_mb or 0) * 1e6
     ws = w.act_bytes_read + w.bytes_written

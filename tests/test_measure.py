@@ -188,30 +188,6 @@ def test_the_weight_exposure_is_the_one_that_reproduces_the_cold_chain(local_pro
     assert prof["memory"]["dram_measured_mb"] == pytest.approx(3 * 4 * 8 * 1024 * 1024 / 1e6, rel=1e-3)
 
 
-def test_the_weight_stream_efficiency_is_the_one_that_reproduces_the_cold_gemv(local_profile):
-    """The cold matrix-vector product: [1, 4096] x [4096, n] with n x 4096 x 4 bytes of weights = the
-    DRAM Add's working set (quick: 3 x 4 x 8 Mi = 100,663,296 B, n = 6,144); the estimate is A + B / e
-    (the run's fixed cost A is not slowed), so the figure that reproduces a measured A + B / 0.8 is 0.8,
-    and the profile with a solved figure estimates the product at the measured time."""
-    from dnnperf.measure.calibrate import predict_micro, stream_efficiency
-
-    prof = dict(local_profile[0])
-    gemv = next(mb for mb in micro_models(True) if mb.role == "gemv")
-    b = gemv.model.graph.initializer[0]
-    assert list(b.dims) == [4096, 6144] and gemv.nbytes == 100_663_296
-    t1 = predict_micro(gemv.model, profile_from_dict({**prof, "weight_stream_efficiency": 1.0}, "x"))
-    # at least the weights' DRAM time (100,663,296 B at the profile's dram_gbs)
-    assert t1 >= 100_663_296 / (prof["memory"]["dram_gbs"] * 1e9)
-    t2 = predict_micro(gemv.model, profile_from_dict({**prof, "weight_stream_efficiency": 0.5}, "x"))
-    a, b = 2 * t1 - t2, t2 - t1  # t(e) = a + b / e: t(1) = a + b, t(0.5) = a + 2b
-    assert a >= 0 and b > 0
-    assert stream_efficiency(gemv, prof, a + b / 0.8) == pytest.approx(0.8)
-    assert stream_efficiency(gemv, prof, t1 / 2) == 1.0  # faster than the DRAM figure: clamped
-    hw = profile_from_dict({**prof, "weight_stream_efficiency": stream_efficiency(gemv, prof, t1 / 0.7)}, "x")
-    assert predict_micro(gemv.model, hw) == pytest.approx(t1 / 0.7, rel=1e-6)
-    assert 0.05 <= prof["weight_stream_efficiency"] <= 1
-
-
 def test_a_profile_at_the_machine_speed_now_by_hand(local_profile):
     from dnnperf.measure.validate import at_current_speed
 
@@ -419,9 +395,8 @@ def test_the_fixed_time_chains_ride_along_in_the_protocol(monkeypatch):
     """calibrate waits for every micro-benchmark to settle except the fixed-time chains, the
     convolution chains of the conv.k1 / conv.k3 curves (4 points each), the strided 1 x 1 convolutions
     of the conv.k1s2 curve (3 points) and the pool chain, which are timed in the same rounds (their
-    figure is the median of those rounds), and the cold convolution chain and matrix-vector product
-    (10-20 ms a run: timed a few times a round in the first rounds only, by their own runs, budget and
-    rounds)."""
+    figure is the median of those rounds), and the cold convolution chain (10-20 ms a run: timed a few
+    times a round in the first rounds only, by its own runs, budget and rounds)."""
     import importlib
 
     from dnnperf.measure.micro import CONV1_PIXELS, CONV_PIXELS, FIXED_FAMILIES, STRIDED_K1
@@ -442,11 +417,11 @@ def test_the_fixed_time_chains_ride_along_in_the_protocol(monkeypatch):
         cal.calibrate(quick=True)
     fixed = {f"fixed_{f}" for f in FIXED_FAMILIES} | {f"conv_k3_{side}" for _, side in CONV_PIXELS} \
         | {f"conv_k1_{side}" for _, side in CONV1_PIXELS} | {f"conv_k1s2_{side // 2}" for _, side in STRIDED_K1} \
-        | {"pool", "conv_cold", "gemv_cold"}
-    assert len(fixed) == len(FIXED_FAMILIES) + 14
+        | {"pool", "conv_cold"}
+    assert len(fixed) == len(FIXED_FAMILIES) + 13
     assert fixed <= seen["jobs"] and not fixed & seen["settle_on"]
     assert seen["settle_on"] == seen["jobs"] - fixed
-    assert seen["timing"] == {"conv_cold": cal.COLD_CONV_TIMING[True], "gemv_cold": cal.COLD_CONV_TIMING[True]}
+    assert seen["timing"] == {"conv_cold": cal.COLD_CONV_TIMING[True]}
 
 
 def test_a_machine_that_never_settles_exits_3_unless_noise_is_accepted(tmp_path, monkeypatch):

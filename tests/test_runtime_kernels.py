@@ -625,30 +625,6 @@ def test_a_fusing_gpu_runtime_runs_attention_as_one_kernel(tmp_path):
     assert [c.layer.nodes for c in cpu.score.layers] == [("qk", "scale"), ("sm",), ("pv",)]
 
 
-def test_a_matrix_vector_product_streams_its_weights_at_the_calibrated_figure():
-    """weight_stream_efficiency 0.5 against a matmul efficiency of 0.9: a 1 x 4096 x 4096 product
-    (67,108,864 B of weights against 32,768 B of activations, memory-bound) takes its roofline time
-    / 0.5 instead of / 0.9, 1.8x as long; a 512-row product of the same weights (compute-bound) and a
-    profile without the figure keep the matmul efficiency; weights kept on chip are no stream."""
-    from dnnperf.hardware import profile_from_dict
-    from dnnperf.scoring import score_layer
-
-    d = _cpu_profile_dict()
-    d["efficiency"] = {"matmul": 0.9}
-    d["memory_overlap"] = 1.0
-    plain = profile_from_dict(d, "plain")
-    stream = profile_from_dict({**d, "weight_stream_efficiency": 0.5}, "stream")
-
-    def body(layer, hw, resident=False):
-        c = score_layer(layer, hw, weights_resident=resident)
-        return c.time_s - c.t_launch
-
-    gemv, gemm = _product(1, 4096, 4096), _product(512, 4096, 4096)
-    assert body(gemv, stream) == pytest.approx(1.8 * body(gemv, plain), rel=1e-9)
-    assert body(gemm, stream) == pytest.approx(body(gemm, plain), rel=1e-12)
-    assert body(gemv, stream, resident=True) == pytest.approx(body(gemv, plain, resident=True), rel=1e-12)
-
-
 def test_the_product_overlap_applies_to_matrix_products_only():
     """product_overlap 0.5 on a profile whose memory_overlap is 1: a 1 x 4096 x 4096 product (memory
     the longer side) adds half its math time, as under memory_overlap 0.5 for every layer; a

@@ -117,14 +117,14 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     # and so do the convolution chains of the conv.k1 / conv.k3 curves and the pool chain (milliseconds
     # of work through the cache: 5-20% apart from round to round on a shared VM, where the figure they
     # give moves less)
-    # and the cold convolution chain and matrix-vector product (DRAM-bound 10-20 ms runs, timed a few
-    # times a round: each figure is a share of a large time)
-    ride = {mb.name for mb in table if mb.role in ("fixed", "cold_conv", "gemv") or mb.key.startswith("conv.k")
+    # and the cold convolution chain (a DRAM-bound 10-20 ms run, timed a few times a round: its
+    # figure is a share of a large time)
+    ride = {mb.name for mb in table if mb.role in ("fixed", "cold_conv") or mb.key.startswith("conv.k")
             or (mb.role == "family" and mb.key == "pool")}
     settled = settled_times(jobs, rounds_min=2 if quick else 5, rounds_max=5 if quick else 10, runs=runs,
                             budget_s=budget, progress=progress, strict=strict,
                             settle_on=tuple(n for n in jobs if n not in ride),
-                            timing={mb.name: COLD_CONV_TIMING[quick] for mb in table if mb.role in ("cold_conv", "gemv")})
+                            timing={mb.name: COLD_CONV_TIMING[quick] for mb in table if mb.role == "cold_conv"})
     del jobs
     times = settled["times"]
     peak_fp32 = max(mb.ops / times[mb.name] for mb in table if mb.role == "peak") / 1e12
@@ -234,9 +234,6 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     cold_conv = next(mb for mb in table if mb.role == "cold_conv")
     profile["conv_weight_exposure"] = _sig(weight_exposure(cold_conv, profile, times[cold_conv.name] - times["dispatch_1"]
                                                            + dispatch_us * 1e-6))
-    gemv = next(mb for mb in table if mb.role == "gemv")
-    profile["weight_stream_efficiency"] = _sig(stream_efficiency(gemv, profile, times[gemv.name] - times["dispatch_1"]
-                                                                 + dispatch_us * 1e-6))
     profile["measured"] = {
         "date": datetime.date.today().isoformat(),
         "cpu": cpu_name(),
@@ -288,22 +285,6 @@ def cold_overlap(cold, profile: dict, kernel_s: float) -> float:
     if t0 <= t1:
         return 1.0
     return min(1.0, max(0.0, (t0 - kernel_s) / (t0 - t1)))
-
-
-def stream_efficiency(gemv, profile: dict, kernel_s: float) -> float:
-    """The fraction of the DRAM figure a matrix-vector product streams its weights at: the
-    ``weight_stream_efficiency`` at which dnnperf's own estimate of the cold GEMV equals its measured
-    ``kernel_s``. The estimate is A + B / e (the figure divides the product's own time, not the run's
-    fixed cost): solved from its values at 1 and 1/2."""
-    from dnnperf.hardware import profile_from_dict
-
-    t1, t2 = (predict_micro(gemv.model, profile_from_dict({**profile, "weight_stream_efficiency": e}, "calibration"))
-              for e in (1.0, 0.5))
-    b = t2 - t1
-    a = t1 - b
-    if b <= 0 or kernel_s <= a:
-        return 1.0
-    return min(1.0, max(0.05, b / (kernel_s - a)))
 
 
 def weight_exposure(chain, profile: dict, kernel_s: float) -> float:

@@ -92,7 +92,7 @@ class Micro:
     name: str
     model: Any  # onnx.ModelProto
     feeds: dict
-    # peak | peak_int8 | dram | onchip | dispatch | host | cold | cold_conv | gemv | fixed | family | op | kernel | m_curve | nk_curve
+    # peak | peak_int8 | dram | onchip | dispatch | host | cold | cold_conv | fixed | family | op | kernel | m_curve | nk_curve
     # | shape | probe | subnormal
     role: str
     key: str = ""  # the family, op type or thin dimension the entry measures
@@ -199,19 +199,6 @@ def _cold_conv(quick: bool) -> Micro:
                  ops=2.0 * n * big * small * side * side, nbytes=float(n * per))
 
 
-# a matrix-vector product [1, GEMV_K] x [GEMV_K, n] whose weights are as large as the DRAM measurement's
-# working set: every run streams them from DRAM, with one row to multiply each weight by (a classifier
-# at batch 1, an LLM's decode step). Earlier series on this VM: VGG's 411 MB and AlexNet's 151 MB
-# classifier layers streamed at ~0.8 of the DRAM Add's bandwidth
-GEMV_K = 4096
-
-
-def _gemv_cold(quick: bool) -> Micro:
-    n = dram_working_set(quick) // (4 * GEMV_K)
-    mb = _matmul("gemv_cold", 1, GEMV_K, n, "gemv")
-    return Micro(mb.name, mb.model, mb.feeds, "gemv", ops=mb.ops, nbytes=4.0 * GEMV_K * n)
-
-
 # the entries validate re-times next to a model: how fast this machine multiplies and streams now
 # against when it was calibrated (its speed drifts on a shared machine)
 ANCHORS = ("gemm_fp32", "bandwidth_add")
@@ -261,7 +248,6 @@ def micro_models(quick: bool) -> list[Micro]:
     ]
     cold_n = 8192 if quick else 16384  # weights of 25-50 MB: larger than the last-level cache
     out.append(_matmul("gemm_cold", 49, 768, cold_n, "cold"))
-    out.append(_gemv_cold(quick))
     out.append(_cold_conv(quick))
     for m_rows in M_ROWS:  # thin in M (few rows), N = K = 768
         out.append(_matmul(f"gemm_m{m_rows}", m_rows, 768, 768, "m_curve", str(m_rows)))
