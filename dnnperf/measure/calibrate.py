@@ -273,11 +273,12 @@ def cold_overlap(cold, profile: dict, kernel_s: float) -> float:
     """How much of a cache-busting GEMM's weight streaming hides behind its math: the
     ``product_overlap`` (matrix products only: a figure read off weights streaming from DRAM says
     nothing of a convolution's or a pointwise op's cached activations; as the one global
-    memory_overlap it slowed every CNN layer, ResNets +5-7%) at which dnnperf's own estimate of that GEMM (with the thin-GEMM and matmul efficiencies just
-    measured) equals its measured ``kernel_s``. The estimate is linear in the overlap, from T0 (none
-    hidden) to T1 (all of the shorter side hidden). Solving the model, rather than subtracting the
-    peak-rate math time from the measurement, keeps the thin GEMM's own slowness (measured apart, by
-    the m curve) out of the overlap, and the peak's noise with it: both sides share the calibration."""
+    memory_overlap it slowed every CNN layer, ResNets +5-7%) at which dnnperf's own estimate of that
+    GEMM (with the thin-GEMM and matmul efficiencies just measured) equals its measured ``kernel_s``.
+    The estimate is linear in the overlap, from T0 (none hidden) to T1 (all of the shorter side
+    hidden). Solving the model, rather than subtracting the peak-rate math time from the measurement,
+    keeps the thin GEMM's own slowness (measured apart, by the m curve) out of the overlap, and the
+    peak's noise with it: both sides share the calibration."""
     from dnnperf.hardware import profile_from_dict
 
     t0, t1 = (predict_micro(cold.model, profile_from_dict({**profile, "product_overlap": ov}, "calibration"))
