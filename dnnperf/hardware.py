@@ -84,7 +84,8 @@ SCHEMA = {
                                  "runs convolutions and pooling in a channel-blocked layout and converts at the "
                                  "boundaries with other ops (dnnperf/layout.py; calibrated CPUs)"),
     "memory_overlap": ("num", False, "fraction of the shorter of memory and compute time hidden behind the longer "
-                                     "(1 = perfect roofline overlap, the default; calibrated CPUs measure it)"),
+                                     "(1 = perfect roofline overlap, the default; calibrations before product_overlap "
+                                     "wrote their cold-GEMM figure here)"),
     "product_overlap": ("num", False, "CPU runtimes: memory_overlap for matrix products (MatMul, Gemm), which stream "
                                       "their weights: the share of the shorter of memory and compute time such a "
                                       "product hides (calibrated on a 49-row GEMM with 50 MB of weights); absent: "

@@ -10,8 +10,9 @@ step's cause, so the losses always add up to the layer time exactly:
                      or too little work per output to keep a lane busy (profile ops_per_item)
     thermal          sustained clock below boost                            -> t_compute
     memory           max(0, t_memory - t_compute): traffic the math does not hide (roofline)
-    overlap          the part of the shorter side a device does not hide (memory_overlap < 1;
-                     ops with no fast kernel run memory and math back to back)
+    overlap          the part of the shorter side a device does not hide (memory_overlap < 1, or a
+                     calibrated CPU's product_overlap for matrix products; ops with no fast kernel
+                     run memory and math back to back)
     unoptimized      the kernel reaching only a fraction of its roof (calibrated efficiencies,
                      or unoptimized_efficiency for ops with no fast kernel)
     launch_overhead  per-kernel launch cost
