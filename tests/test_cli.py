@@ -339,6 +339,27 @@ def test_the_entry_point_builds_one_command_as_the_whole_app_would():
     assert p.returncode == 0 and "v100" in p.stdout
 
 
+def test_a_machine_too_busy_to_measure_on_exits_4_through_the_entry_point(monkeypatch, capsys):
+    """TooNoisy carries exit code 4 (README's table: the machine was too busy); the entry point used
+    to map every code outside 0-3 and 130 to 2, so `calibrate` on a busy machine exited 2 (bad input)."""
+    import sys
+
+    import dnnperf.measure
+    from dnnperf.cli import main
+    from dnnperf.errors import TooNoisy
+
+    def busy(*_, **__):
+        raise TooNoisy("measurements did not settle in 10 rounds: the machine is too busy")
+
+    monkeypatch.setattr(dnnperf.measure, "calibrate", busy)
+    monkeypatch.setattr(sys, "argv", ["dnnperf", "calibrate", "-o", "unused.yaml", "-q"])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 4
+    err = capsys.readouterr().err
+    assert err.startswith("dnnperf: error: measurements did not settle") and err.count("\n") == 1
+
+
 def _entry_with(**fields):
     e = {"model": "squeezenet1_1.onnx", "hardware": "v100", "settings": {"batch": 1}, "latency_s": 1e-3,
          "coverage": {"nodes_total": 83, "nodes_scored": 83, "unscored_nodes": []}, "layers": {}}

@@ -12,7 +12,7 @@ from dnnperf.documents import Document
 Threads = Annotated[Optional[int], typer.Option("--threads", help="ONNX Runtime intra-op threads (default: ORT's).")]
 AcceptNoisy = Annotated[bool, typer.Option(
     "--accept-noisy", help="On a machine whose timings never settle (a shared runner): keep the medians of the "
-                           "rounds so far instead of exiting 3; the result records settled: false and a note says so.")]
+                           "rounds so far instead of exiting 4; the result records settled: false and a note says so.")]
 
 
 def _unsettled_note(rounds: int, spread: float) -> str:
