@@ -189,11 +189,11 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     subnormal = masks.scan(ordered, res, types)
     nodes, unresolved = _build_nodes(ordered, tensors, opset, path, init_names, None, 0, res.attrs, bodies)
     host_shape, host_removed = hostshape.shape_arithmetic(nodes, res, init_names, dynamic)
-    if fed:
-        host_shape -= _downstream(ordered, fed)
+    # values computed from a --value input are run-time work, never constants nor host arithmetic
+    fed_values = _downstream(ordered, fed)
+    host_shape -= fed_values
     graph_inputs = tuple(i.name for i in g.input if i.name not in init_names)
-    # values computed from a --value input are run-time work, never constants
-    known = init_names | (set(res.values) - _downstream(ordered, fed))
+    known = init_names | (set(res.values) - fed_values)
     constants = constants_of(nodes, known)
     runtime_built = frozenset()
     if host_shape:

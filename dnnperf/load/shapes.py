@@ -236,9 +236,7 @@ def _flatten(attrs, dims, vals, opset):
     if x is None:
         return None
     r, ax = len(x), attrs.get("axis", 1)
-    if not -r <= ax <= r:  # the axis may be the rank itself (everything in the first dim)
-        raise ValueError(f"Flatten axis {ax} out of range for rank {r}")
-    ax = ax + r if ax < 0 else ax
+    ax = r if ax == r else axis_index(ax, r)  # the axis may be the rank itself (everything in the first dim)
     a = 1
     for d in x[:ax]:
         a *= d

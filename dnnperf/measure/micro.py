@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from dnnperf.efficiency import SUBNORMAL_COLUMNS  # the head width of the MatMul after the Softmax
-from dnnperf.efficiency import WIDE_PRODUCT  # min(N, K) of the matmul family's products
+# the head width of the MatMul after the Softmax; min(N, K) of the matmul family's products
+from dnnperf.efficiency import SUBNORMAL_COLUMNS, WIDE_PRODUCT
 
 M_ROWS = (1, 4, 16, 49, 128, 512)
 # thin in N and K (few channels) at M = 3136: a curve of its own (matrix_nk_efficiency); merged with
