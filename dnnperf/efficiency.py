@@ -255,12 +255,16 @@ IN_KERNEL_ACTIVATIONS = frozenset({"Relu"})
 def epilogue_pass(layer: Layer, hw: HardwareProfile) -> float:
     """A calibrated CPU's convolution or GEMM fused with an activation other than Relu (Clip as ReLU6,
     HardSwish, HardSigmoid, LeakyRelu, Sigmoid, Tanh) applies it in a second pass over each finished
-    piece of output while it is still in cache: its output read and written once more at the on-chip
-    bandwidth, at the op's own calibrated pace when it has one (Sigmoid, Tanh: transcendental). Timed
-    alone (1 x 1, 3 x 3 and depthwise convolutions, 0.2-4.8 MB of output): Relu adds nothing, Clip 85-92 us
-    on a 4.8 MB output, Sigmoid 2.2x that (bench/RESULTS.md, "Thirteenth session")."""
+    piece of output while it is still in cache. Its cost per output element is measured by calibrate
+    (``epilogue_ns``: a 1 x 1 convolution chain with and without the activation); a profile without
+    that figure gets the output read and written once more at the on-chip bandwidth, at the op's own
+    calibrated pace when it has one (Sigmoid, Tanh: transcendental). Timed alone on an AMD VM (1 x 1,
+    3 x 3 and depthwise convolutions, 0.2-4.8 MB of output): Relu adds nothing, Clip 85-92 us on a 4.8 MB
+    output, Sigmoid 2.2x that (bench/RESULTS.md, "Thirteenth session"); on an Intel VM every one of them
+    cost 2-3x that pass (0.28-0.44 ns per element against 0.14), HardSwish 0.52 ms of
+    mobilenet_v3_large's 6.1 ms (its HardSwish layers made Relu), estimated at 0.23 ms by the pass."""
     w = layer.workload
-    if hw.cpu_layout is None or not hw.onchip_gbs or not w.is_matrix or "+" not in layer.op_type:
+    if hw.cpu_layout is None or not w.is_matrix or "+" not in layer.op_type:
         return 0.0
     acts = [op for op in layer.op_type.split("+")[1:]
             if op in CPU_CONV_ACTIVATIONS and op not in IN_KERNEL_ACTIVATIONS]
@@ -269,5 +273,11 @@ def epilogue_pass(layer: Layer, hw: HardwareProfile) -> float:
     elements = 1
     for d in layer.output_shape:
         elements *= int(d)
-    one_pass = 2 * elements * DTYPE_BITS.get(w.dtype, 32) / 8 / (hw.onchip_gbs * 1e9)
-    return sum(one_pass / min(1.0, hw.op_efficiency.get(op, 1.0)) for op in acts)
+    t = 0.0
+    for op in acts:
+        if op in hw.epilogue_ns:
+            t += elements * hw.epilogue_ns[op] * 1e-9
+        elif hw.onchip_gbs:  # one read and write of the output in cache, at the op's own pace
+            one_pass = 2 * elements * DTYPE_BITS.get(w.dtype, 32) / 8 / (hw.onchip_gbs * 1e9)
+            t += one_pass / min(1.0, hw.op_efficiency.get(op, 1.0))
+    return t

@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from dnnperf.ir import DTYPE_BITS, Graph
 from dnnperf.kernel_groups import becomes_gemm, group_candidates, runtime_kernel_groups, silu_gate
+from dnnperf.vocab import EPILOGUE_ACTIVATIONS
 from dnnperf.workload import FREE_FAMILIES, MATRIX_FAMILIES, Gemm, Workload
 
 EPILOGUE_OPS = frozenset({
@@ -38,7 +39,7 @@ KERNEL_ANCHOR_OPS = frozenset({"BatchNormalization"})
 # is a kernel of its own (checked op by op in the runtime's optimised graph), and most of them take the
 # tensor out of the blocked layout and back (dnnperf.layout): a chain of twelve 128-channel 14 x 14
 # convolutions ran 37 us per block slower with an Erf after each (bench/cpu_blocks.py)
-CPU_CONV_ACTIVATIONS = frozenset({"Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh"})
+CPU_CONV_ACTIVATIONS = frozenset({"Relu", *EPILOGUE_ACTIVATIONS})
 CPU_KERNEL_EPILOGUES = CPU_CONV_ACTIVATIONS | {"BatchNormalization", "Add", "Sub", "Mul", "Div", "QuantizeLinear"}
 
 

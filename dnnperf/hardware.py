@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from dnnperf.errors import DnnperfError
 from dnnperf.files import require_file
-from dnnperf.vocab import PROFILE_FAMILIES
+from dnnperf.vocab import EPILOGUE_ACTIVATIONS, PROFILE_FAMILIES
 
 SCHEMA_ID = "dnnperf-hw/1"
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4")
@@ -55,6 +55,11 @@ SCHEMA = {
     "subnormal_ns": ("map", False, "CPUs: {softmax: ns, matmul: ns} each subnormal float32 probability costs the "
                                    "Softmax that writes it and the MatMul that multiplies it (per 32 output columns) "
                                    "(x86 without flush-to-zero: microcode assists; calibrated), default 0"),
+    "epilogue_ns": ("map", False, "CPU runtimes: activation -> ns per output element of the pass a blocked "
+                                  "convolution or GEMM makes to apply it (Clip, HardSigmoid, HardSwish, LeakyRelu, "
+                                  "Sigmoid, Tanh; calibrated on 1 x 1 convolution chains with and without it); "
+                                  "default: one read and write of the output at the on-chip bandwidth, at the op's "
+                                  "op_efficiency"),
     "host_link_gbs": ("num|null", False, "host -> device link for inputs in GB/s; null when inputs are already in "
                                          "memory (the default, noted as assumed)"),
     "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope); default 1, "
@@ -157,6 +162,7 @@ class HardwareProfile:
     host_op_us: float | None = None
     kernel_fixed_us: dict[str, float] = field(default_factory=dict)
     subnormal_ns: dict[str, float] = field(default_factory=dict)
+    epilogue_ns: dict[str, float] = field(default_factory=dict)
     sustained_clock_fraction: float = 1.0
     sustained_clock_given: bool = False
     gpu: dict = field(default_factory=dict)
@@ -444,6 +450,14 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         if k not in ("softmax", "matmul"):
             raise DnnperfError(f"{where}.subnormal_ns.{k}: use 'softmax' or 'matmul'")
         subnormal[k] = _num(v, f"{where}.subnormal_ns.{k}", allow_zero=True)
+    epilogue = {}
+    for k, v in _map(d.get("epilogue_ns", {}) or {}, f"{where}.epilogue_ns").items():
+        if k not in EPILOGUE_ACTIVATIONS:
+            raise DnnperfError(f"{where}.epilogue_ns.{k}: use one of {', '.join(EPILOGUE_ACTIVATIONS)}")
+        epilogue[k] = _num(v, f"{where}.epilogue_ns.{k}", allow_zero=True)
+    if epilogue and kind == "gpu":
+        raise DnnperfError(f"{where}.epilogue_ns: only for CPU runtimes (a GPU library fuses the activation into "
+                           "its kernel's epilogue)")
     op_eff = {}
     for k, v in _map(d.get("op_efficiency", {}) or {}, f"{where}.op_efficiency").items():
         op_eff[str(k)] = _num(v, f"{where}.op_efficiency.{k}", upper=1.0)
@@ -501,6 +515,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         host_op_us=None if d.get("host_op_us") is None else _num(d["host_op_us"], f"{where}.host_op_us", allow_zero=True),
         kernel_fixed_us=fixed,
         subnormal_ns=subnormal,
+        epilogue_ns=epilogue,
         sustained_clock_fraction=_num(d.get("sustained_clock_fraction", 1.0), f"{where}.sustained_clock_fraction", upper=1.0),
         sustained_clock_given="sustained_clock_fraction" in d,
         gpu=_gpu_section(d.get("gpu"), kind, where),

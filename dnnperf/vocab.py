@@ -64,3 +64,7 @@ LOSS_KEYS = tuple(c for c in CAUSES if c != "compute")  # every cause but comput
 
 # kernels ONNX Runtime's CPU provider makes of activation and transformer patterns (dnnperf.kernel_groups)
 RUNTIME_KERNELS = ("Gelu", "BiasGelu", "SkipLayerNormalization", "QuickGelu")
+# the activations ONNX Runtime's CPU convolutions and GEMMs fuse (dnnperf.fusion.CPU_CONV_ACTIVATIONS)
+# that are applied in a pass of their own over the finished output (Relu is applied in the kernel's
+# loop): what a profile's epilogue_ns may name, and what calibrate times
+EPILOGUE_ACTIVATIONS = ("Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Sigmoid", "Tanh")

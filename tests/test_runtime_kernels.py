@@ -502,6 +502,65 @@ def test_a_fused_activation_other_than_relu_costs_a_pass_over_the_output_in_cach
         assert times[1] - times[0] == pytest.approx(extra, rel=1e-9, abs=1e-15), act
 
 
+def test_a_calibrated_epilogue_costs_its_measured_time_per_output_element(tmp_path):
+    """epilogue_ns {HardSwish: 0.4, Clip: 0.25} on the blocked profile of the test above: the 64 -> 64
+    1 x 1 convolution at 56 x 56 with a fused HardSwish pays 200,704 x 0.4 ns = 80.2816 us, with a
+    Clip 200,704 x 0.25 ns = 50.176 us (the measured pace replaces the pass in cache); LeakyRelu, not in
+    the map, keeps the pass (2 x 200,704 x 4 B / 100 GB/s = 16.05632 us); Relu still adds nothing. A
+    name outside the epilogue activations, a negative figure, or the field on a GPU profile is refused."""
+    import yaml
+
+    from dnnperf.errors import DnnperfError
+    from dnnperf.hardware import profile_from_dict
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["memory"] = dict(d["memory"], onchip_gbs=100.0)
+    layout = {"block": 16, "grouped_min_width": 16, "channel_alignment": 4, "pool_alignment": 16}
+    plain = profile_from_dict(d, "plain")
+    timed = profile_from_dict({**d, "cpu_layout": layout, "epilogue_ns": {"HardSwish": 0.4, "Clip": 0.25}}, "timed")
+    n = helper.make_node
+    for act, extra in (("Relu", 0.0), ("HardSwish", 80.2816e-6), ("Clip", 50.176e-6), ("LeakyRelu", 16.05632e-6)):
+        ins = ["c", "lo", "hi"] if act == "Clip" else ["c"]
+        inits = [weight("w", [64, 64, 1, 1])] + ([_const("lo", 0.0), _const("hi", 6.0)] if act == "Clip" else [])
+        m = model([n("Conv", ["x", "w"], ["c"], name="conv"), n(act, ins, ["y"], name="act")],
+                  [vi("x", [1, 64, 56, 56])], [vi("y", None)], inits)
+        path = save(m, tmp_path, f"{act}.onnx")
+        times = []
+        for hw in (plain, timed):
+            rep = analyze(inspect_model(path), hw, Settings(fusion="typical"), with_fixes=False)
+            (conv,) = [c for c in rep.score.layers if "conv" in c.layer.nodes]
+            times.append(conv.time_s)
+        assert times[1] - times[0] == pytest.approx(extra, rel=1e-9, abs=1e-15), act
+    for bad, msg in (({"Gelu": 1.0}, "epilogue_ns.Gelu: use one of Clip, HardSigmoid"),
+                     ({"Clip": -1.0}, "epilogue_ns.Clip")):
+        with pytest.raises(DnnperfError, match=msg):
+            profile_from_dict({**d, "epilogue_ns": bad}, "x")
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "t4.yaml"), encoding="utf-8") as fh:
+        t4 = yaml.safe_load(fh)
+    with pytest.raises(DnnperfError, match="epilogue_ns: only for CPU runtimes"):
+        profile_from_dict({**t4, "epilogue_ns": {"Clip": 0.3}}, "x")
+
+
+def test_calibrate_derives_each_epilogue_from_its_chain_less_the_plain_one():
+    """epilogue_ns: each activation's convolution chain less the chain without activations, over the
+    elements the activations pass through: 8 activated outputs of 32 x 56 x 56 = 802,816 elements; a
+    chain 300 us slower than the plain one's 500 us is 300e-6 / 802,816 = 0.373685 ns per element
+    (to 4 significant figures, 0.3737); one no slower (or faster, noise) costs 0."""
+    from dnnperf.measure.calibrate import epilogue_ns
+    from dnnperf.measure.micro import EPILOGUES, epilogue_elements, micro_models
+
+    assert epilogue_elements() == 8 * 32 * 56 * 56 == 802_816
+    names = {mb.name for mb in micro_models(True) if mb.role == "epilogue"}
+    assert names == {"epilogue_none", *(f"epilogue_{a}" for a in EPILOGUES)}
+    t = {"epilogue_none": 500e-6, **{f"epilogue_{a}": 800e-6 for a in EPILOGUES}}
+    t["epilogue_Clip"] = 480e-6
+    got = epilogue_ns(t)
+    assert got["HardSwish"] == 0.3737 and got["Sigmoid"] == 0.3737
+    assert got["Clip"] == 0.0
+
+
 def test_a_concat_of_small_inputs_copies_them_at_the_one_thread_pace(tmp_path):
     """ONNX Runtime copies a Concat input on its thread pool only when the copy costs at least
     210,000 cycles at 1 + 2 x 11/64 x bytes cycles per element: 88,421 float32 elements, 124,444

@@ -119,7 +119,8 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     # give moves less)
     # and the cold convolution chain (a DRAM-bound 10-20 ms run, timed a few times a round: its
     # figure is a share of a large time)
-    ride = {mb.name for mb in table if mb.role in ("fixed", "cold_conv") or mb.key.startswith("conv.k")
+    # and so do the activation epilogue chains (convolution chains like those; their figure is a difference)
+    ride = {mb.name for mb in table if mb.role in ("fixed", "cold_conv", "epilogue") or mb.key.startswith("conv.k")
             or (mb.role == "family" and mb.key == "pool")}
     settled = settled_times(jobs, rounds_min=2 if quick else 5, rounds_max=5 if quick else 10, runs=runs,
                             budget_s=budget, progress=progress, strict=strict,
@@ -228,6 +229,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     profile["matrix_nk_efficiency"] = dict(sorted(nk_curve.items()))
     profile["shape_efficiency"] = {k: dict(sorted(v.items())) for k, v in sorted(shape_eff.items())}
     profile["subnormal_ns"] = subnormal_ns(times)
+    profile["epilogue_ns"] = epilogue_ns(times)
     cold = next(mb for mb in table if mb.role == "cold")
     profile["product_overlap"] = _sig(cold_overlap(cold, profile, times[cold.name] - times["dispatch_1"]
                                                   + dispatch_us * 1e-6))
@@ -267,6 +269,17 @@ def subnormal_ns(times: dict) -> dict:
     sm = times["subnormal_softmax_masked"] - times["subnormal_softmax_clear"]
     pair = times["subnormal_matmul_masked"] - times["subnormal_matmul_clear"]
     return {"softmax": _sig(max(sm, 0.0) / n * 1e9), "matmul": _sig(max(pair - max(sm, 0.0), 0.0) / n * 1e9)}
+
+
+def epilogue_ns(times: dict) -> dict:
+    """Nanoseconds per output element of each activation a blocked convolution applies in a pass of its
+    own: its convolution chain less the same chain without activations, over the elements they pass
+    through (0 where the two chains tie or the difference is negative: no cost measured)."""
+    from dnnperf.measure.micro import EPILOGUES, epilogue_elements
+
+    n = epilogue_elements()
+    base = times["epilogue_none"]
+    return {act: _sig(max(times[f"epilogue_{act}"] - base, 0.0) / n * 1e9) for act in EPILOGUES}
 
 
 def cold_overlap(cold, profile: dict, kernel_s: float) -> float:

@@ -9,9 +9,10 @@ shape arithmetic on symbolic input dims: an exported channel shuffle over a symb
 efficiency against the roofline), ``op`` (one slow elementwise op), ``kernel`` (a chain of the plain
 ops the runtime fuses into one kernel of its own), ``m_curve`` (GEMMs with few rows), ``nk_curve``
 (GEMMs thin in N and K: few channels), ``shape`` (depthwise, grouped and plain blocked convolutions,
-plain pooling, row norms, by shape: key ``<profile shape_efficiency key>:<x>``), ``probe``
-(not timed: a depthwise convolution or a pool whose layout conversions, or their absence, show the
-runtime's channel alignment).
+plain pooling, row norms, by shape: key ``<profile shape_efficiency key>:<x>``), ``epilogue`` (a
+convolution chain with an activation the kernel applies in a pass of its own, key the activation, or
+none), ``probe`` (not timed: a depthwise convolution or a pool whose layout conversions, or their
+absence, show the runtime's channel alignment).
 
 Why one module of ~600 lines: it is a table; each entry's builder sits next to the constants that
 size it, and calibrate reads them all as one list.
@@ -27,6 +28,7 @@ import numpy as np
 
 # the head width of the MatMul after the Softmax; min(N, K) of the matmul family's products
 from dnnperf.efficiency import SUBNORMAL_COLUMNS, WIDE_PRODUCT
+from dnnperf.vocab import EPILOGUE_ACTIVATIONS
 
 M_ROWS = (1, 4, 16, 49, 128, 512)
 # thin in N and K (few channels) at M = 3136: a curve of its own (matrix_nk_efficiency); merged with
@@ -70,6 +72,16 @@ GROUPED_S2 = ((8, 56), (8, 14), (8, 7), (16, 28), (16, 14))
 CONCAT_SERIAL = ((16, 14), (16, 28), (32, 28), (64, 28))
 CONCAT_INPUTS = 16
 OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log")
+# activations the blocked CPU convolution applies to its finished output in a pass of its own
+# (efficiency.epilogue_pass): a chain of EPILOGUE_CHAIN 1 x 1 convolutions of EPILOGUE_MAP's channels and
+# side, each but the last followed by one, timed against the same chain without them (``epilogue_ns``: ns
+# per output element). The last convolution has none: an activation whose output is the graph's is not
+# fused (HardSwish there became HardSigmoid + Mul). Timed on this VM at 64 x 56 x 56: Clip 0.28,
+# HardSigmoid 0.35, HardSwish 0.37, LeakyRelu 0.44, Sigmoid 0.39, Tanh 0.35 ns per element, where one
+# read and write of the output at the cache's bandwidth (the rule without a calibration) is 0.14
+EPILOGUES = EPILOGUE_ACTIVATIONS
+EPILOGUE_MAP = (32, 56)
+EPILOGUE_CHAIN = 9
 # plain blocked convolutions by output side, with a ResNet's channels at that side ((channels,
 # side)): the blocked kernel walks output rows, and at 7 x 7 a chain of 512-channel 3 x 3
 # convolutions ran at 0.81-0.86 of the GEMM peak where the 14-56 ones ran above it (resnet34's
@@ -93,7 +105,7 @@ class Micro:
     model: Any  # onnx.ModelProto
     feeds: dict
     # peak | peak_int8 | dram | onchip | dispatch | host | cold | cold_conv | fixed | family | op | kernel | m_curve | nk_curve
-    # | shape | probe | subnormal
+    # | shape | probe | subnormal | epilogue
     role: str
     key: str = ""  # the family, op type or thin dimension the entry measures
     ops: float = 0.0  # arithmetic ops the kernel does (1 MAC = 2 ops)
@@ -121,13 +133,13 @@ def _const(name, value: float):
     return numpy_helper.from_array(np.array(value, dtype=np.float32), name)
 
 
-def _w(name, shape, dtype=np.float32, rng=None):
+def _w(name, shape, dtype=np.float32, rng=None, scale: float = 1.0):
     from onnx import numpy_helper
 
     rng = rng or np.random.default_rng(0)
     if np.issubdtype(dtype, np.integer):
         return numpy_helper.from_array(rng.integers(0, 100, size=shape).astype(dtype), name)
-    return numpy_helper.from_array(rng.standard_normal(shape).astype(dtype), name)
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(dtype), name)
 
 
 def reported_cache_mb() -> float:
@@ -373,6 +385,7 @@ def micro_models(quick: bool) -> list[Micro]:
     for what in ("softmax", "matmul"):
         for masked in (True, False):
             out.append(_subnormal(what, masked))
+    out += [_epilogue_chain(act) for act in ("", *EPILOGUES)]
     for c in NORM_ROWS:
         rows = NORM_ELEMENTS // c
         out.append(Micro(f"norm_row{c}", _model([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)],
@@ -523,6 +536,36 @@ def _pool(name: str, ch: int, side: int, role: str, key: str = "") -> Micro:
 FIXED_CHAIN = 24
 FIXED_FAMILIES = ("conv", "depthwise_conv", "grouped_conv", "pool", "norm", "matmul", "elementwise", "softmax",
                   "movement")
+
+
+def epilogue_elements() -> int:
+    """Output elements that pass through an activation in one run of an epilogue chain."""
+    ch, side = EPILOGUE_MAP
+    return (EPILOGUE_CHAIN - 1) * ch * side * side
+
+
+def _epilogue_chain(act: str) -> Micro:
+    """EPILOGUE_CHAIN 1 x 1 convolutions, each but the last followed by ``act`` (none for '')."""
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    ch, side = EPILOGUE_MAP
+    nodes, inits = [], []
+    attrs = {"alpha": 0.1} if act == "LeakyRelu" else {}
+    for i in range(EPILOGUE_CHAIN):
+        x, y = ("x" if i == 0 else f"t{i - 1}"), ("y" if i == EPILOGUE_CHAIN - 1 else f"t{i}")
+        # weights scaled so the values stay near 1 along the chain (no growth, no subnormals)
+        inits.append(_w(f"w{i}", [ch, ch, 1, 1], rng=rng, scale=ch ** -0.5))
+        last = i == EPILOGUE_CHAIN - 1
+        nodes.append(helper.make_node("Conv", [x, f"w{i}"], [y if last or not act else f"c{i}"]))
+        if act and not last:
+            extra = ["zero", "six"] if act == "Clip" else []
+            nodes.append(helper.make_node(act, [f"c{i}", *extra], [y], **attrs))
+    if act == "Clip":
+        inits += [_const("zero", 0.0), _const("six", 6.0)]
+    model = _model(nodes, [_vi("x", [1, ch, side, side])], [_vi("y", None)], inits)
+    return Micro(f"epilogue_{act or 'none'}", model, {"x": rng.standard_normal((1, ch, side, side)).astype(np.float32)},
+                 "epilogue", act)
 
 
 def _fixed_chain(family: str) -> Micro:

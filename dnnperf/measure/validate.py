@@ -61,7 +61,7 @@ def profile_note(profiled_s: float, latency_s: float) -> str | None:
 
 
 def at_current_speed(hw, compute: float, memory: float):
-    """``hw`` with its arithmetic rates (and per-op host and fixed kernel costs) scaled by ``compute``
+    """``hw`` with its arithmetic rates (and per-op host, fixed kernel and epilogue costs) scaled by ``compute``
     and its bandwidths by ``memory``: the machine as fast as it is now, relative to its calibration."""
     from dataclasses import replace
 
@@ -71,7 +71,8 @@ def at_current_speed(hw, compute: float, memory: float):
                    bandwidth_curve=tuple((mb, gbs * memory) for mb, gbs in hw.bandwidth_curve),
                    launch_overhead_us=hw.launch_overhead_us / compute,
                    host_op_us=None if hw.host_op_us is None else hw.host_op_us / compute,
-                   kernel_fixed_us={k: v / compute for k, v in hw.kernel_fixed_us.items()})
+                   kernel_fixed_us={k: v / compute for k, v in hw.kernel_fixed_us.items()},
+                   epilogue_ns={k: v / compute for k, v in hw.epilogue_ns.items()})
 
 
 def measure(path: str, graph, threads: int | None, runs: int = 20, warmup: int = 3, strict: bool = True,
