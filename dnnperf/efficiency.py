@@ -40,6 +40,9 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     shaped = shape_efficiency(layer, hw)
     if shaped is not None:
         return _op_or(layer, hw, shaped)
+    rgb = _image_efficiency(layer, hw)
+    if rgb is not None:  # measured on exactly such thin products: no thin-product curve on top
+        return _op_or(layer, hw, min(eff, rgb))
     pixel = _pixel_efficiency(layer, hw)
     if pixel is None:
         return _op_or(layer, hw, min(eff, thin))
@@ -113,6 +116,20 @@ def _pixels(layer: Layer) -> int:
     for d in (layer.output_shape or ())[2:]:
         pixels *= int(d)
     return max(pixels, 1)
+
+
+def _image_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
+    """A plain convolution with fewer input channels than one block of the CPU's blocked layout (a
+    network's first layer, reading the image) runs a kernel of its own, whose pace follows the work per
+    output pixel: the ``conv.rgb`` curve, keyed by input channels x kernel area x output channels (the
+    MACs of one output pixel), when the profile has it. None otherwise."""
+    w = layer.workload
+    if w.family != "conv" or not w.conv or w.gemm is None or hw.cpu_layout is None or w.gemm.count != 1:
+        return None
+    curve = hw.shape_efficiency.get("conv.rgb") if hw.shape_efficiency else None
+    if not curve or w.conv[0] >= hw.cpu_layout[0] or _unblocked(w, hw):
+        return None
+    return rules.interp_log(w.gemm.k * w.gemm.n, curve)
 
 
 def _pixel_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:

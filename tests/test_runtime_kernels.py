@@ -298,6 +298,44 @@ def test_a_blocked_convolution_takes_the_lower_of_its_pixel_curve_and_the_thin_p
         assert family_efficiency(layer, hw) == pytest.approx(eff, rel=1e-6), (cin, cout, side, k)
 
 
+def test_a_first_layer_reading_the_image_takes_the_image_kernels_curve_by_work_per_pixel(tmp_path):
+    """conv.rgb {432: 0.3, 1728: 0.6} (MACs per output pixel: input channels x kernel area x output
+    channels), blocks of 16 channels: a 3 -> 16 3 x 3 stride-2 convolution (432 per pixel) reads 0.3; a
+    3 -> 32 one (864, halfway in log) 0.45, not the thin-product figure of its 27-deep reduction
+    (matrix_nk_efficiency {16: 0.2, 64: 1.0}: 0.501955); a 3 -> 64 7 x 7 one (9,408, past the last
+    point) 0.6; a 16-channel input (one whole block: the plain blocked kernel) and the same profile
+    without cpu_layout (not calibrated against that runtime) ignore the curve."""
+    import yaml
+
+    from dnnperf.efficiency import family_efficiency
+    from dnnperf.hardware import profile_from_dict
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["efficiency"] = {"conv": 1.0}
+    d.pop("matrix_m_efficiency", None)
+    d["matrix_nk_efficiency"] = {16: 0.2, 64: 1.0}
+    d["shape_efficiency"] = {"conv.rgb": {432: 0.3, 1728: 0.6}}
+    layout = {"block": 16, "grouped_min_width": 16, "channel_alignment": 4, "pool_alignment": 16}
+    blocked, plain = profile_from_dict({**d, "cpu_layout": layout}, "x"), profile_from_dict(d, "y")
+
+    def layer(cin, cout, k):
+        m = model([helper.make_node("Conv", ["x", "w"], ["y"], name="c", pads=[k // 2] * 4, strides=[2, 2])],
+                  [vi("x", [1, cin, 224, 224])], [vi("y", None)], [weight("w", [cout, cin, k, k])])
+        return next(c.layer for c in analyze(inspect_model(save(m, tmp_path, f"c{cin}_{cout}_{k}.onnx")), blocked,
+                                             Settings(fusion="none"), with_fixes=False).score.layers
+                    if c.layer.op_type == "Conv")
+
+    assert family_efficiency(layer(3, 16, 3), blocked) == pytest.approx(0.3)
+    assert family_efficiency(layer(3, 32, 3), blocked) == pytest.approx(0.45)
+    assert family_efficiency(layer(3, 64, 7), blocked) == pytest.approx(0.6)
+    # 16 input channels x 9 = 144-deep reduction, 32 wide: the thin-product curve at 32 (0.2 + 0.8 / 2)
+    assert family_efficiency(layer(16, 32, 3), blocked) == pytest.approx(0.6)
+    # without cpu_layout: the thin-product curve at the 27-deep reduction, 0.2 + 0.8 x ln(27/16) / ln 4
+    assert family_efficiency(layer(3, 32, 3), plain) == pytest.approx(0.501955, abs=1e-6)
+
+
 def test_the_pixel_curve_holds_its_chains_width_and_only_narrower_layers_take_the_thin_product_curve(tmp_path):
     """The pixel curves are measured on convolution chains 64 or more channels wide, so a 64 -> 64
     3 x 3 convolution at 56 x 56 takes conv.k3's 0.9, not the thin-product figure matrix_nk_efficiency

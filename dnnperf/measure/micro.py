@@ -91,6 +91,17 @@ CONV_PIXELS = ((64, 56), (128, 28), (256, 14), (512, 7))
 # 2048 <-> 512 at 7 x 7): a C -> C chain of them depends on C in no monotonic way (128 -> 128 at 28 x 28
 # ran at 0.77-0.81 of the peak, 64 <-> 256 at the same size above 0.97)
 CONV1_PIXELS = ((256, 56), (512, 28), (1024, 14), (2048, 7))
+# a network's first convolution reads the RGB image as it is (fewer channels than one block): ONNX
+# Runtime's blocked layout has a kernel of its own for it, which broadcasts one input value at a time
+# against one to four blocks of filters, so its pace follows the work per output pixel (input channels
+# x kernel area x output channels, the curve's key). The stems of 224 x 224 networks, (output
+# channels, kernel, stride): MobileNet-V3 / MnasNet-0.5 16, EfficientNet / MobileNet-V2 / RegNet 32,
+# and ResNet's 7 x 7 64 (which also holds the curve's top: without it a 7 x 7 stem would read the 3 x 3
+# points). Timed alone on this VM (the node profiler's kernel time): 3 -> 16 at 0.32 of the roof,
+# 3 -> 32 at 0.48, 3 -> 64 7 x 7 at 0.87, where the thin-product curve (27 input values per pixel) had
+# put the 3 x 3 ones at ~0.6; calibrate read 0.41, 0.58 and 1.0 (3 -> 64 3 x 3, not timed: 0.73)
+RGB_STEMS = ((16, 3, 2), (32, 3, 2), (64, 7, 2))
+RGB_SIDE = 224
 CONV_CHAIN = 4  # convolutions per chain (each reads the one before, as in a network)
 # 1 x 1 stride-2 convolutions as a ResNet's downsampling shortcuts have them (C -> 2C, input side):
 # ONNX Runtime's pointwise kernel walks a strided one output row at a time over a strided input, and
@@ -367,6 +378,8 @@ def micro_models(quick: bool) -> list[Micro]:
     for k, stride, side, ch in DEPTHWISE:
         out.append(_conv(f"dw_k{k}s{stride}_{side}", ch, side * stride, k, stride, ch,
                          f"depthwise_conv.k{k}s{stride}:{side * side}"))
+    for cout, k, stride in RGB_STEMS:  # 3 input channels: the blocked layout's kernel for an image
+        out.append(_conv(f"conv_rgb_{cout}_k{k}", 3, RGB_SIDE, k, stride, 1, f"conv.rgb:{3 * k * k * cout}", out=cout))
     for ch, side in STRIDED_K1:  # C -> 2C: the conv.k1s2 curve's point at its output pixels
         out.append(_conv(f"conv_k1s2_{side // 2}", ch, side, 1, 2, 1, f"conv.k1s2:{(side // 2) ** 2}", out=2 * ch))
     for k, ch, side in UNBLOCKED:  # channel counts in no whole SIMD block: the plain NCHW kernel
