@@ -99,7 +99,8 @@ CONV1_PIXELS = ((256, 56), (512, 28), (1024, 14), (2048, 7))
 # and ResNet's 7 x 7 64 (which also holds the curve's top: without it a 7 x 7 stem would read the 3 x 3
 # points). Timed alone on this VM (the node profiler's kernel time): 3 -> 16 at 0.32 of the roof,
 # 3 -> 32 at 0.48, 3 -> 64 7 x 7 at 0.87, where the thin-product curve (27 input values per pixel) had
-# put the 3 x 3 ones at ~0.6; calibrate read 0.41, 0.58 and 1.0 (3 -> 64 3 x 3, not timed: 0.73)
+# put the 3 x 3 ones at ~0.6; one calibration read 0.41, 0.58 and 1.0 (a 3 -> 64 3 x 3 point, 0.73 in a
+# trial, is left out: the curve reads 0.70 there between its neighbours)
 RGB_STEMS = ((16, 3, 2), (32, 3, 2), (64, 7, 2))
 RGB_SIDE = 224
 CONV_CHAIN = 4  # convolutions per chain (each reads the one before, as in a network)
