@@ -230,21 +230,35 @@ def _memory_note(hw: HardwareProfile, sc: Score) -> str | None:
 
 def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     """A calibrated CPU profile (one with a bandwidth curve) prices the runtime's own kernels
-    (``RUNTIME_KERNELS``) at their calibrated pace; a profile calibrated before one of them was timed
-    has no figure for it, and its layers take their family's figure instead: say so."""
-    from dnnperf.vocab import RUNTIME_KERNELS
+    (``RUNTIME_KERNELS``), the pass a fused activation makes over a blocked convolution's output
+    (``epilogue_ns``) and the first convolution reading the image (``conv.rgb``) at their calibrated
+    pace; a profile calibrated before one of them was timed has no figure for it, and its layers take a
+    general figure instead: say so."""
+    from dnnperf.efficiency import reads_image
+    from dnnperf.vocab import EPILOGUE_ACTIVATIONS, RUNTIME_KERNELS
 
     if not hw.bandwidth_curve:
         return None
     missing: dict[str, int] = {}
+
+    def count(what: str) -> None:
+        missing[what] = missing.get(what, 0) + 1
+
     for c in sc.layers:
         op = c.layer.op_type
         if op in RUNTIME_KERNELS and op not in hw.op_efficiency:
-            missing[op] = missing.get(op, 0) + 1
+            count(op)
+        if hw.cpu_layout is None:
+            continue
+        for act in op.split("+")[1:]:
+            if act in EPILOGUE_ACTIVATIONS and act not in hw.epilogue_ns:
+                count(f"{act} pass after a convolution")
+        if "conv.rgb" not in hw.shape_efficiency and reads_image(c.layer.workload, hw):
+            count("first convolution reading the image")
     if not missing:
         return None
     which = ", ".join(f"{op} ({n} layer{'s' if n > 1 else ''})" for op, n in sorted(missing.items()))
-    return (f"{hw.name} has no calibrated figure for ONNX Runtime's {which}: costed at their op family's figure "
+    return (f"{hw.name} has no calibrated figure for ONNX Runtime's {which}: costed at a general figure "
             "instead (an assumption); run dnnperf calibrate again to measure them")
 
 

@@ -118,16 +118,20 @@ def _pixels(layer: Layer) -> int:
     return max(pixels, 1)
 
 
-def _image_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
+def reads_image(w: Workload, hw: HardwareProfile) -> bool:
     """A plain convolution with fewer input channels than one block of the CPU's blocked layout (a
-    network's first layer, reading the image) runs a kernel of its own, whose pace follows the work per
-    output pixel: the ``conv.rgb`` curve, keyed by input channels x kernel area x output channels (the
-    MACs of one output pixel), when the profile has it. None otherwise."""
+    network's first layer, reading the image as it is): the runtime runs a kernel of its own for it."""
+    return (w.family == "conv" and bool(w.conv) and w.gemm is not None and hw.cpu_layout is not None
+            and w.gemm.count == 1 and w.conv[0] < hw.cpu_layout[0] and not _unblocked(w, hw))
+
+
+def _image_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
+    """The image kernel's pace follows the work per output pixel: the ``conv.rgb`` curve, keyed by input
+    channels x kernel area x output channels (the MACs of one output pixel), when the profile has it.
+    None for any other layer or without the curve."""
     w = layer.workload
-    if w.family != "conv" or not w.conv or w.gemm is None or hw.cpu_layout is None or w.gemm.count != 1:
-        return None
     curve = hw.shape_efficiency.get("conv.rgb") if hw.shape_efficiency else None
-    if not curve or w.conv[0] >= hw.cpu_layout[0] or _unblocked(w, hw):
+    if not curve or not reads_image(w, hw):
         return None
     return rules.interp_log(w.gemm.k * w.gemm.n, curve)
 

@@ -241,6 +241,40 @@ def test_a_calibration_without_a_runtime_kernels_figure_says_so(tmp_path):
     assert not any("no calibrated figure" in n for n in spec.notes + new.notes)
 
 
+def test_a_calibration_without_the_activation_pass_or_image_kernel_figures_says_so(tmp_path):
+    """A blocked-layout calibration made before epilogue_ns and conv.rgb existed: a 3 -> 16 stem with a
+    fused HardSwish, then a 16 -> 16 1 x 1 convolution with another, is costed with the general figures,
+    and the report names both (the HardSwish pass: 2 layers; the image-reading convolution: 1); with
+    both figures, or on a spec-sheet profile (no bandwidth curve), no such note."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    n = helper.make_node
+    m = model([n("Conv", ["x", "w1"], ["c1"], name="stem", pads=[1, 1, 1, 1], strides=[2, 2]),
+               n("HardSwish", ["c1"], ["a1"], name="hs1"), n("Conv", ["a1", "w2"], ["c2"], name="pw"),
+               n("HardSwish", ["c2"], ["y"], name="hs2")],
+              [vi("x", [1, 3, 64, 64])], [vi("y", None)], [weight("w1", [16, 3, 3, 3]), weight("w2", [16, 16, 1, 1])])
+    insp = inspect_model(save(m, tmp_path))
+    layout = {"block": 16, "grouped_min_width": 16, "channel_alignment": 4, "pool_alignment": 16}
+    spec = analyze(insp, profile_from_dict({**d, "cpu_layout": layout}, "spec"), Settings(fusion="typical"),
+                   with_fixes=False)
+    d["memory"] = {"dram_gbs": 20, "onchip_mb": 1, "onchip_gbs": 50, "bandwidth_curve": {0.25: 50, 1: 100, 4: 20}}
+    old = analyze(insp, profile_from_dict({**d, "cpu_layout": layout}, "old"), Settings(fusion="typical"),
+                  with_fixes=False)
+    new = analyze(insp, profile_from_dict({**d, "cpu_layout": layout, "epilogue_ns": {"HardSwish": 0.3},
+                                           "shape_efficiency": {"conv.rgb": {432: 0.4}}}, "new"),
+                  Settings(fusion="typical"), with_fixes=False)
+    said = [x for x in old.notes if "no calibrated figure" in x]
+    assert len(said) == 1
+    assert "HardSwish pass after a convolution (2 layers)" in said[0]
+    assert "first convolution reading the image (1 layer)" in said[0]
+    assert not any("no calibrated figure" in x for x in spec.notes + new.notes)
+
+
 def test_a_layernorm_over_short_rows_takes_the_row_curve(tmp_path):
     """LayerNorm costs per row as well as per element: with shape_efficiency 'norm.row' {96: 0.1,
     768: 0.4} a LayerNorm over [1, 3136, 96] (row 96) runs at 0.1 of its roof, one over [1, 392, 768]
