@@ -250,7 +250,7 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
             count(op)
         if hw.cpu_layout is None:
             continue
-        for act in op.split("+")[1:]:
+        for act in op.split("+")[1:] if c.layer.workload.is_matrix else ():  # as efficiency.epilogue_pass
             if act in EPILOGUE_ACTIVATIONS and act not in hw.epilogue_ns:
                 count(f"{act} pass after a convolution")
         if "conv.rgb" not in hw.shape_efficiency and reads_image(c.layer.workload, hw):
