@@ -234,8 +234,8 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     (``epilogue_ns``) and the first convolution reading the image (``conv.rgb``) at their calibrated
     pace; a profile calibrated before one of them was timed has no figure for it, and its layers take a
     general figure instead: say so."""
-    from dnnperf.efficiency import reads_image
-    from dnnperf.vocab import EPILOGUE_ACTIVATIONS, RUNTIME_KERNELS
+    from dnnperf.efficiency import epilogue_activations, reads_image
+    from dnnperf.vocab import RUNTIME_KERNELS
 
     if not hw.bandwidth_curve:
         return None
@@ -248,10 +248,8 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
         op = c.layer.op_type
         if op in RUNTIME_KERNELS and op not in hw.op_efficiency:
             count(op)
-        if hw.cpu_layout is None:
-            continue
-        for act in op.split("+")[1:] if c.layer.workload.is_matrix else ():  # as efficiency.epilogue_pass
-            if act in EPILOGUE_ACTIVATIONS and act not in hw.epilogue_ns:
+        for act in epilogue_activations(c.layer, hw):
+            if act not in hw.epilogue_ns:
                 count(f"{act} pass after a convolution")
         if "conv.rgb" not in hw.shape_efficiency and reads_image(c.layer.workload, hw):
             count("first convolution reading the image")

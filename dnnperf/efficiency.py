@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dnnperf import rules
-from dnnperf.fusion import CPU_CONV_ACTIVATIONS
 from dnnperf.hardware import HardwareProfile
 from dnnperf.ir import DTYPE_BITS
+from dnnperf.vocab import EPILOGUE_ACTIVATIONS
 from dnnperf.workload import Workload
 
 if TYPE_CHECKING:
@@ -268,9 +268,13 @@ def subnormal_time(w: Workload, hw: HardwareProfile) -> float:
     return 0.0
 
 
-# activations ONNX Runtime's blocked CPU kernels apply inside the kernel's own loop (free); any other
-# fused activation (fusion.CPU_CONV_ACTIVATIONS) is applied to each finished piece of output
-IN_KERNEL_ACTIVATIONS = frozenset({"Relu"})
+def epilogue_activations(layer: Layer, hw: HardwareProfile) -> list[str]:
+    """The fused activations a calibrated CPU (one with a blocked layout) applies to this matrix
+    layer's finished output in a pass of their own (``vocab.EPILOGUE_ACTIVATIONS``: every fused one
+    but Relu, which the kernel applies in its own loop, free)."""
+    if hw.cpu_layout is None or not layer.workload.is_matrix or "+" not in layer.op_type:
+        return []
+    return [op for op in layer.op_type.split("+")[1:] if op in EPILOGUE_ACTIVATIONS]
 
 
 def epilogue_pass(layer: Layer, hw: HardwareProfile) -> float:
@@ -285,10 +289,7 @@ def epilogue_pass(layer: Layer, hw: HardwareProfile) -> float:
     cost 2-3x that pass (0.28-0.44 ns per element against 0.14), HardSwish 0.52 ms of
     mobilenet_v3_large's 6.1 ms (its HardSwish layers made Relu), estimated at 0.23 ms by the pass."""
     w = layer.workload
-    if hw.cpu_layout is None or not w.is_matrix or "+" not in layer.op_type:
-        return 0.0
-    acts = [op for op in layer.op_type.split("+")[1:]
-            if op in CPU_CONV_ACTIVATIONS and op not in IN_KERNEL_ACTIVATIONS]
+    acts = epilogue_activations(layer, hw)
     if not acts or not layer.output_shape:
         return 0.0
     elements = 1

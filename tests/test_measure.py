@@ -400,7 +400,8 @@ def test_the_fixed_time_chains_ride_along_in_the_protocol(monkeypatch):
     times a round in the first rounds only, by its own runs, budget and rounds)."""
     import importlib
 
-    from dnnperf.measure.micro import CONV1_PIXELS, CONV_PIXELS, EPILOGUES, FIXED_FAMILIES, STRIDED_K1
+    from dnnperf.measure.micro import CONV1_PIXELS, CONV_PIXELS, FIXED_FAMILIES, STRIDED_K1
+    from dnnperf.vocab import EPILOGUE_ACTIVATIONS as EPILOGUES
 
     cal = importlib.import_module("dnnperf.measure.calibrate")  # the module (the package exports the function)
 

@@ -616,7 +616,8 @@ def test_calibrate_derives_each_epilogue_from_its_chain_less_the_plain_one():
     chain 300 us slower than the plain one's 500 us is 300e-6 / 802,816 = 0.373685 ns per element
     (to 4 significant figures, 0.3737); one no slower (or faster, noise) costs 0."""
     from dnnperf.measure.calibrate import epilogue_ns
-    from dnnperf.measure.micro import EPILOGUES, epilogue_elements, micro_models
+    from dnnperf.measure.micro import epilogue_elements, micro_models
+    from dnnperf.vocab import EPILOGUE_ACTIVATIONS as EPILOGUES
 
     assert epilogue_elements() == 8 * 32 * 56 * 56 == 802_816
     names = {mb.name for mb in micro_models(True) if mb.role == "epilogue"}

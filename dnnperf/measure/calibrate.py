@@ -275,11 +275,12 @@ def epilogue_ns(times: dict) -> dict:
     """Nanoseconds per output element of each activation a blocked convolution applies in a pass of its
     own: its convolution chain less the same chain without activations, over the elements they pass
     through (0 where the two chains tie or the difference is negative: no cost measured)."""
-    from dnnperf.measure.micro import EPILOGUES, epilogue_elements
+    from dnnperf.measure.micro import epilogue_elements
+    from dnnperf.vocab import EPILOGUE_ACTIVATIONS
 
     n = epilogue_elements()
     base = times["epilogue_none"]
-    return {act: _sig(max(times[f"epilogue_{act}"] - base, 0.0) / n * 1e9) for act in EPILOGUES}
+    return {act: _sig(max(times[f"epilogue_{act}"] - base, 0.0) / n * 1e9) for act in EPILOGUE_ACTIVATIONS}
 
 
 def cold_overlap(cold, profile: dict, kernel_s: float) -> float:

@@ -73,13 +73,12 @@ CONCAT_SERIAL = ((16, 14), (16, 28), (32, 28), (64, 28))
 CONCAT_INPUTS = 16
 OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log")
 # activations the blocked CPU convolution applies to its finished output in a pass of its own
-# (efficiency.epilogue_pass): a chain of EPILOGUE_CHAIN 1 x 1 convolutions of EPILOGUE_MAP's channels and
+# (vocab.EPILOGUE_ACTIVATIONS, efficiency.epilogue_pass): a chain of EPILOGUE_CHAIN 1 x 1 convolutions of EPILOGUE_MAP's channels and
 # side, each but the last followed by one, timed against the same chain without them (``epilogue_ns``: ns
 # per output element). The last convolution has none: an activation whose output is the graph's is not
 # fused (HardSwish there became HardSigmoid + Mul). Timed on this VM at 64 x 56 x 56: Clip 0.28,
 # HardSigmoid 0.35, HardSwish 0.37, LeakyRelu 0.44, Sigmoid 0.39, Tanh 0.35 ns per element, where one
 # read and write of the output at the cache's bandwidth (the rule without a calibration) is 0.14
-EPILOGUES = EPILOGUE_ACTIVATIONS
 EPILOGUE_MAP = (32, 56)
 EPILOGUE_CHAIN = 9
 # plain blocked convolutions by output side, with a ResNet's channels at that side ((channels,
@@ -399,7 +398,7 @@ def micro_models(quick: bool) -> list[Micro]:
     for what in ("softmax", "matmul"):
         for masked in (True, False):
             out.append(_subnormal(what, masked))
-    out += [_epilogue_chain(act) for act in ("", *EPILOGUES)]
+    out += [_epilogue_chain(act) for act in ("", *EPILOGUE_ACTIVATIONS)]
     for c in NORM_ROWS:
         rows = NORM_ELEMENTS // c
         out.append(Micro(f"norm_row{c}", _model([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)],
