@@ -231,9 +231,10 @@ def _memory_note(hw: HardwareProfile, sc: Score) -> str | None:
 def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     """A calibrated CPU profile (one with a bandwidth curve) prices the runtime's own kernels
     (``RUNTIME_KERNELS``), the pass a fused activation makes over a blocked convolution's output
-    (``epilogue_ns``) and the first convolution reading the image (``conv.rgb``) at their calibrated
-    pace; a profile calibrated before one of them was timed has no figure for it, and its layers take a
-    general figure instead: say so."""
+    (``epilogue_ns``) and convolutions reading fewer channels than one block (``conv.rgb``: a network's
+    first layer on the image, a squeeze-excite's expansion) at their calibrated pace; a profile
+    calibrated before one of them was timed has no figure for it, and its layers take a general figure
+    instead: say so."""
     from dnnperf.efficiency import epilogue_activations, reads_image
     from dnnperf.vocab import RUNTIME_KERNELS
 
@@ -252,7 +253,7 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
             if act not in hw.epilogue_ns:
                 count(f"{act} pass after a convolution")
         if "conv.rgb" not in hw.shape_efficiency and reads_image(c.layer.workload, hw):
-            count("first convolution reading the image")
+            count("convolution with fewer input channels than one block (the image-reading kind)")
     if not missing:
         return None
     which = ", ".join(f"{op} ({n} layer{'s' if n > 1 else ''})" for op, n in sorted(missing.items()))

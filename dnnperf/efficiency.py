@@ -120,7 +120,8 @@ def _pixels(layer: Layer) -> int:
 
 def reads_image(w: Workload, hw: HardwareProfile) -> bool:
     """A plain convolution with fewer input channels than one block of the CPU's blocked layout (a
-    network's first layer, reading the image as it is): the runtime runs a kernel of its own for it."""
+    network's first layer, reading the image as it is; also a squeeze-excite's expansion from a few
+    channels): the runtime runs a kernel of its own for it."""
     return (w.family == "conv" and bool(w.conv) and w.gemm is not None and hw.cpu_layout is not None
             and w.gemm.count == 1 and w.conv[0] < hw.cpu_layout[0] and not _unblocked(w, hw))
 

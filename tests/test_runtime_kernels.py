@@ -244,8 +244,9 @@ def test_a_calibration_without_a_runtime_kernels_figure_says_so(tmp_path):
 def test_a_calibration_without_the_activation_pass_or_image_kernel_figures_says_so(tmp_path):
     """A blocked-layout calibration made before epilogue_ns and conv.rgb existed: a 3 -> 16 stem with a
     fused HardSwish, then a 16 -> 16 1 x 1 convolution with another, is costed with the general figures,
-    and the report names both (the HardSwish pass: 2 layers; the image-reading convolution: 1); with
-    both figures, or on a spec-sheet profile (no bandwidth curve), no such note."""
+    and the report names both (the HardSwish pass: 2 layers; the convolution with fewer input channels
+    than one block: 1); with both figures, or on a spec-sheet profile (no bandwidth curve), no such
+    note."""
     import yaml
 
     from dnnperf.hardware import profile_from_dict
@@ -271,7 +272,7 @@ def test_a_calibration_without_the_activation_pass_or_image_kernel_figures_says_
     said = [x for x in old.notes if "no calibrated figure" in x]
     assert len(said) == 1
     assert "HardSwish pass after a convolution (2 layers)" in said[0]
-    assert "first convolution reading the image (1 layer)" in said[0]
+    assert "convolution with fewer input channels than one block (the image-reading kind) (1 layer)" in said[0]
     assert not any("no calibrated figure" in x for x in spec.notes + new.notes)
 
 
