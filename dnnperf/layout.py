@@ -96,10 +96,13 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
         if _blocked_anchor(graph, anchor, layer, block, grouped_min, align or block, pool_align or block):
             x = graph.tensors.get(anchor.inputs[0])
             for i in dict.fromkeys(ins):
-                if i in blocked:
-                    continue
-                # a convolution reads a thin plain input (an RGB image) directly
                 if i == anchor.inputs[0] and anchor.op_type == "Conv" and x is not None and x.shape[1] < block:
+                    # a convolution with fewer input channels than one block reads its input in
+                    # NCHW as it is (an RGB image): a blocked one (MnasNet-0.5's 8-channel
+                    # projection) is converted back out of the blocked layout first
+                    convert_once(out, (i,), blocked.__contains__, plain_copy, lambda t: _reorder(graph, t, "out of"))
+                    continue
+                if i in blocked:
                     continue
                 r = _reorder(graph, i, "into")
                 if r is not None:

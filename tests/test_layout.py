@@ -112,6 +112,29 @@ def test_an_activation_the_cpu_kernel_cannot_apply_is_a_kernel_with_two_conversi
     assert erf[3].workload.act_bytes_read == 16 * 36 * 4  # the Erf reads the convolution's output itself
 
 
+def test_a_convolution_narrower_than_the_block_reads_a_blocked_input_converted_back_out(tmp_path):
+    """ONNX Runtime runs a plain convolution with fewer input channels than one block on its NCHW input
+    as it is (nchwc_transformer: the image-reading case). When that input comes from a blocked
+    convolution (MnasNet-0.5's 16 -> 8 projection feeding its 8 -> 24 expansion), the runtime converts
+    it back out of the blocked layout first (a ReorderOutput in its optimised graph and profile); the
+    8 channels are stored padded to the block, the conversion reads and writes the logical tensor."""
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1"),
+             helper.make_node("Conv", ["a", "w2"], ["b"], name="c2"),
+             helper.make_node("Conv", ["a", "w3"], ["y"], name="c3")]
+    m = model(nodes, [vi("x", [1, 16, 6, 6])], [vi("b", None), vi("y", None)],
+              [weight("w1", [8, 16, 1, 1]), weight("w2", [16, 8, 1, 1]), weight("w3", [16, 8, 3, 3])])
+    layers = _layers(tmp_path, m, {"block": 16, "grouped_min_width": 16, "channel_alignment": 4})
+    # one conversion serves both narrow readers; the graph's outputs go back to NCHW at the end
+    assert [l.name for l in layers] == ["reorder into x", "c1", "reorder out of a", "c2", "c3", "reorder out of b",
+                                        "reorder out of y"]
+    assert layers[2].workload.act_bytes_read == layers[2].workload.bytes_written == 8 * 36 * 4
+    # the image itself (a graph input) is read as it is: no conversion
+    rgb = model([helper.make_node("Conv", ["x", "w2"], ["y"], name="c")], [vi("x", [1, 8, 6, 6])], [vi("y", None)],
+                [weight("w2", [16, 8, 1, 1])])
+    assert [l.name for l in _layers(tmp_path, rgb, {"block": 16, "grouped_min_width": 16, "channel_alignment": 4})] \
+        == ["c", "reorder out of y"]
+
+
 def test_grouped_convolutions_narrower_than_the_block_stay_plain(tmp_path):
     nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="g", group=4)]
     m = model(nodes, [vi("x", [1, 16, 6, 6])], [vi("y", None)], [weight("w", [16, 4, 1, 1])])
