@@ -96,9 +96,9 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
         if _blocked_anchor(graph, anchor, layer, block, grouped_min, align or block, pool_align or block):
             x = graph.tensors.get(anchor.inputs[0])
             for i in dict.fromkeys(ins):
-                if i == anchor.inputs[0] and anchor.op_type == "Conv" and x is not None and x.shape[1] < block:
-                    # a convolution with fewer input channels than one block reads its input in
-                    # NCHW as it is (an RGB image): a blocked one (MnasNet-0.5's 8-channel
+                if i == anchor.inputs[0] and _reads_nchw(layer, x, block):
+                    # a plain convolution with fewer input channels than one block reads its input
+                    # in NCHW as it is (an RGB image): a blocked one (MnasNet-0.5's 8-channel
                     # projection) is converted back out of the blocked layout first
                     convert_once(out, (i,), blocked.__contains__, plain_copy, lambda t: _reorder(graph, t, "out of"))
                     continue
@@ -133,6 +133,15 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
         out.append(layer)
     convert_once(out, graph.outputs, blocked.__contains__, plain_copy, lambda t: _reorder(graph, t, "out of"))
     return out
+
+
+def _reads_nchw(layer: Layer, x, block: int) -> bool:
+    """ONNX Runtime's blocked convolution reads the plain NCHW input itself when the convolution is
+    ungrouped and has fewer input channels than one block (its nchwc_transformer); grouped and
+    depthwise ones always take a blocked input."""
+    w = layer.workload
+    return (x is not None and x.shape[1] < block and w.family == "conv" and w.gemm is not None
+            and w.gemm.count == 1)
 
 
 def _channels_last_transpose(members, ins, blocked, plain_copy, readers) -> bool:
