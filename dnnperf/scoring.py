@@ -40,7 +40,7 @@ from math import ceil
 from typing import Callable
 
 from dnnperf import rules
-from dnnperf.efficiency import epilogue_pass, family_efficiency, serial_curve, subnormal_time
+from dnnperf.efficiency import depthwise_block_fill, epilogue_pass, family_efficiency, serial_curve, subnormal_time
 from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
 from dnnperf.vocab import FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, RUNTIME_KERNELS, Cause
@@ -172,6 +172,7 @@ class LayerState:
     plan: object = None
     misaligned: bool = False
     pad_fill: float = 1.0  # useful share of channels padded up to the tensor cores' vector (no profile `alignment`)
+    block_fill: float = 1.0  # useful share of a blocked CPU depthwise layer's channels (efficiency.depthwise_block_fill)
     gain: float = 1.0  # the convolution algorithm's MAC reduction (Winograd)
     runtime: str = "eager"
     t_device: float = 0.0
@@ -182,6 +183,8 @@ class LayerState:
 def _unit_and_tile(s: LayerState) -> float:
     """The unit a runtime would use (fastest that serves the work and precision) and its tile padding."""
     unit, run_prec, rate, eff = rules.pick_unit(s.hw, s.precision, s.w.is_matrix, s.w.gemm)
+    s.block_fill = depthwise_block_fill(s.w, s.hw)
+    eff *= s.block_fill
     s.unit, s.unit_name, s.run_precision, s.rate, s.tile_eff = unit, unit.name, run_prec, rate, eff
     return s.w.ops / rate / eff
 
@@ -202,7 +205,9 @@ def _memory(s: LayerState) -> float:
     """Roofline: traffic the math does not cover. On a profile with a bandwidth curve, an input
     written further back than the layer's own working set reaches is read at the curve's figure for
     its reuse distance (``Layer.reads``, ``dnnperf.reuse``)."""
-    s.t_memory = rules.memory_time(s.w.act_bytes_read + s.w.bytes_written, s.w.weight_bytes, s.hw, s.weights_resident)
+    # a blocked layer's padded channels (and their filters) are stored, read and written too
+    s.t_memory = rules.memory_time(round((s.w.act_bytes_read + s.w.bytes_written) / s.block_fill),
+                                   round(s.w.weight_bytes / s.block_fill), s.hw, s.weights_resident)
     if s.layer.reads and rules.prices_far_reads(s.hw):
         s.t_memory += rules.far_read_time(s.layer.reads, s.w.act_bytes_read + s.w.bytes_written, s.hw)
     s.unoptimized = s.w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops

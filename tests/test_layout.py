@@ -133,6 +133,11 @@ def test_a_convolution_narrower_than_the_block_reads_a_blocked_input_converted_b
                 [weight("w2", [16, 8, 1, 1])])
     assert [l.name for l in _layers(tmp_path, rgb, {"block": 16, "grouped_min_width": 16, "channel_alignment": 4})] \
         == ["c", "reorder out of y"]
+    # a depthwise convolution always takes a blocked input, however few its channels
+    dw = model([helper.make_node("Conv", ["x", "w"], ["y"], name="dw", group=8)], [vi("x", [1, 8, 6, 6])],
+               [vi("y", None)], [weight("w", [8, 1, 3, 3])])
+    assert [l.name for l in _layers(tmp_path, dw, {"block": 16, "grouped_min_width": 16, "channel_alignment": 4})] \
+        == ["reorder into x", "dw", "reorder out of y"]
 
 
 def test_grouped_convolutions_narrower_than_the_block_stay_plain(tmp_path):
@@ -299,3 +304,27 @@ def test_grouped_convolutions_take_the_curve_of_their_stride(tmp_path):
     assert shape_efficiency(*layer(2, {"grouped_conv.w8": {784: 0.2}})) == 0.2  # no stride-2 curve: stride 1's
     with pytest.raises(DnnperfError, match="grouped_conv.w<channels per group>\\[s<stride>\\]"):
         layer(2, {"grouped_conv.x8s2": {784: 0.1}})
+
+
+def test_a_blocked_depthwise_convolution_costs_its_channels_padded_to_the_block(tmp_path):
+    """The blocked layout pads 24 channels to 32 (16-channel blocks) and the depthwise kernel computes,
+    stores and moves all 32: measured 23.5 us against 25.6 for 32 channels (3 x 3, 56 x 56). A 24-channel
+    layer then costs what a 32-channel one does, in math and in traffic; without the layout it costs less."""
+    def dw(ch):
+        nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="dw", group=ch, pads=[1, 1, 1, 1])]
+        return model(nodes, [vi("x", [1, ch, 56, 56])], [vi("y", None)], [weight("w", [ch, 1, 3, 3])])
+
+    def cost(ch, layout):
+        path = save(dw(ch), tmp_path)
+        rep = analyze(inspect_model(path), load_profile(_profile(tmp_path, layout)), Settings(fusion="typical"),
+                      with_fixes=False)
+        return next(c for c in rep.score.layers if c.layer.name == "dw")
+
+    layout = {"block": 16, "grouped_min_width": 16, "channel_alignment": 4}
+    c24, c32 = cost(24, layout), cost(32, layout)
+    assert c24.t_compute == pytest.approx(c32.t_compute, rel=1e-9)
+    assert c24.t_memory == pytest.approx(c32.t_memory, rel=1e-9)
+    assert c24.time_s == pytest.approx(c32.time_s, rel=1e-9)
+    assert c24.tile_efficiency == pytest.approx(c32.tile_efficiency * 24 / 32)
+    plain24, plain32 = cost(24, None), cost(32, None)
+    assert plain24.t_compute == pytest.approx(plain32.t_compute * 24 / 32)
