@@ -12,7 +12,9 @@ convolution) is folded into the conversion out (the runtime's ReorderOutput writ
 Which convolutions run blocked is ``rules.blocked_conv`` (channel counts a multiple of the
 alignment the runtime pads up to a block; grouped ones from a minimum width per group), which
 pooling ops ``rules.blocked_pool`` (a channel multiple of their own: pooling is not padded); the
-others run ONNX Runtime's plain kernel, with conversions around them like any other plain op.
+others run ONNX Runtime's plain kernel, with conversions around them like any other plain op. An
+ungrouped convolution with fewer input channels than one block runs blocked but reads its input in
+NCHW (an image as it is), so a blocked input is converted back out before it.
 
 The rule runs on profiles whose ``cpu_layout`` is set (``dnnperf calibrate`` measures whether the
 runtime uses the blocked layout, its channel alignment and the grouped widths it takes). Each conversion becomes a layer of
