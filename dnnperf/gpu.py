@@ -161,10 +161,17 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
 
 
 def infer_generation(title: str, name: str) -> str | None:
+    """The generation a profile's title (or name) implies: the architecture named outright wins ("RTX 5000
+    Ada Generation" is Ada although "rtx 50" reads as Blackwell), then the Turing workstation cards
+    ("Quadro RTX 4000" / "5000" are Turing although "rtx 40" / "rtx 50" read as Ada / Blackwell), then the
+    product-name hints. None when nothing matches (the defaults apply)."""
     import re
 
     text = " " + re.sub(r"[^a-z0-9]+", " ", f"{title} {name}".lower()) + " "  # "TITAN X (Pascal)", "V100-SXM2"
-    for gen, hints in _TITLE_HINTS:
+    for gen in GENERATIONS:
+        if f" {gen} " in text:
+            return gen
+    for gen, hints in (("turing", ("quadro rtx",)), *_TITLE_HINTS):
         if any(f" {h}" in text or f"{h} " in text or h in name.lower() for h in hints):
             return gen
     return None

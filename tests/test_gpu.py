@@ -150,7 +150,10 @@ def test_profile_from_a_spec_sheet_gets_generation_defaults(tmp_path):
     ("NVIDIA H800", "hopper"), ("Tesla K40", "kepler"), ("Some accelerator", None),
     ("NVIDIA H20", "hopper"), ("NVIDIA L20", "ada"), ("NVIDIA RTX PRO 6000 Blackwell", "blackwell"),
     ("Jetson Nano", "maxwell"), ("Jetson TX2", "pascal"), ("NVIDIA T1000", "turing"),
-    ("GeForce GTX TITAN X", "maxwell"), ("NVIDIA TITAN X (Pascal)", "pascal")])
+    ("GeForce GTX TITAN X", "maxwell"), ("NVIDIA TITAN X (Pascal)", "pascal"),
+    # the architecture named outright, and Turing's Quadro RTX line, before the generic "rtx 40" / "rtx 50"
+    ("NVIDIA RTX 5000 Ada Generation", "ada"), ("NVIDIA RTX 4000 SFF Ada", "ada"), ("NVIDIA Quadro RTX 4000", "turing"),
+    ("Quadro RTX 5000", "turing"), ("NVIDIA GeForce RTX 5090", "blackwell"), ("NVIDIA GeForce RTX 4090", "ada")])
 def test_the_generation_a_spec_sheet_title_names(title, generation):
     """A spec-sheet profile without gpu.generation gets the library knowledge of the generation its
     title names (product names by architecture, per NVIDIA's product pages); none: the defaults."""
