@@ -122,8 +122,7 @@ def depthwise_block_fill(w: Workload, hw: HardwareProfile) -> float:
     own. 1.0 for anything else (plain 1 x 1 convolutions pad in ``_pointwise_blocks``)."""
     if hw.cpu_layout is None or w.family != "depthwise_conv" or w.gemm is None or _unblocked(w, hw):
         return 1.0
-    c, block = w.gemm.count, hw.cpu_layout[0]  # one group per channel
-    return c / (-(-c // block) * block) if c > 0 and block > 0 else 1.0
+    return rules.dim_fit(w.gemm.count, hw.cpu_layout[0])  # one group per channel
 
 
 def _pixels(layer: Layer) -> int:
@@ -137,8 +136,7 @@ def reads_image(w: Workload, hw: HardwareProfile) -> bool:
     """A plain convolution with fewer input channels than one block of the CPU's blocked layout (a
     network's first layer, reading the image as it is; also a squeeze-excite's expansion from a few
     channels): the runtime runs a kernel of its own for it."""
-    return (w.family == "conv" and bool(w.conv) and w.gemm is not None and hw.cpu_layout is not None
-            and w.gemm.count == 1 and w.conv[0] < hw.cpu_layout[0] and not _unblocked(w, hw))
+    return hw.cpu_layout is not None and rules.reads_nchw(w, hw.cpu_layout[0]) and not _unblocked(w, hw)
 
 
 def _image_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:

@@ -96,9 +96,8 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
         anchor = members[0]
         outs = [o for o in members[-1].outputs if o]
         if _blocked_anchor(graph, anchor, layer, block, grouped_min, align or block, pool_align or block):
-            x = graph.tensors.get(anchor.inputs[0])
             for i in dict.fromkeys(ins):
-                if i == anchor.inputs[0] and _reads_nchw(layer, x, block):
+                if i == anchor.inputs[0] and rules.reads_nchw(layer.workload, block):
                     # a plain convolution with fewer input channels than one block reads its input
                     # in NCHW as it is (an RGB image): a blocked one (MnasNet-0.5's 8-channel
                     # projection) is converted back out of the blocked layout first
@@ -135,15 +134,6 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
         out.append(layer)
     convert_once(out, graph.outputs, blocked.__contains__, plain_copy, lambda t: _reorder(graph, t, "out of"))
     return out
-
-
-def _reads_nchw(layer: Layer, x, block: int) -> bool:
-    """ONNX Runtime's blocked convolution reads the plain NCHW input itself when the convolution is
-    ungrouped and has fewer input channels than one block (its nchwc_transformer); grouped and
-    depthwise ones always take a blocked input."""
-    w = layer.workload
-    return (x is not None and x.shape[1] < block and w.family == "conv" and w.gemm is not None
-            and w.gemm.count == 1)
 
 
 def _channels_last_transpose(members, ins, blocked, plain_copy, readers) -> bool:

@@ -243,6 +243,15 @@ def blocked_pool(channels: int, block: int, pool_align: int | None = None) -> bo
     return channels % (pool_align or block) == 0
 
 
+def reads_nchw(w, block: int) -> bool:
+    """A plain (ungrouped) convolution with fewer input channels than one ``block``: ONNX Runtime's
+    blocked layout runs it with a kernel of its own that reads the NCHW input as it is (a network's
+    first layer on the image; its nchwc_transformer); grouped and depthwise ones always take a blocked
+    input."""
+    return (w.family == "conv" and bool(w.conv) and w.gemm is not None and w.gemm.count == 1
+            and w.conv[0] < block)
+
+
 def blocked_conv(w, block: int, grouped_min: int, align: int | None = None) -> bool:
     """Whether a CPU runtime with a channel-blocked layout (ONNX Runtime's NCHWc, ``block`` channels
     per block, channel counts padded up to whole blocks from a multiple of ``align``) runs this
