@@ -27,6 +27,8 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     figure (e.g. Pow) replaces it for a single op. A fused group runs at its anchor's efficiency:
     its epilogue ops ride along in registers."""
     w = layer.workload
+    if layer.op_type == "LayoutReorder" and "layout.reorder" in hw.shape_efficiency:
+        return rules.interp_log(_reorder_pixels(layer), hw.shape_efficiency["layout.reorder"])
     eff = family = hw.efficiency.get(w.family, 1.0)
     thin = 1.0  # the thin-product figure (few channels)
     if w.is_matrix and w.gemm is not None:
@@ -123,6 +125,21 @@ def depthwise_block_fill(w: Workload, hw: HardwareProfile) -> float:
     if hw.cpu_layout is None or w.family != "depthwise_conv" or w.gemm is None or _unblocked(w, hw):
         return 1.0
     return rules.dim_fit(w.gemm.count, hw.cpu_layout[0])  # one group per channel
+
+
+def _reorder_pixels(layer: Layer) -> int:
+    """Pixels per channel of the tensor a layout conversion (``dnnperf.layout``) converts: the
+    calibrated 'layout.reorder' curve is keyed by them (a conversion walks each channel block's
+    pixels; small maps with many channels run further below a copy's pace). A conversion that absorbs
+    a channels-last Transpose (the only kind with nodes of its own) has its channels last."""
+    shape = tuple(int(d) for d in layer.output_shape or ())
+    if len(shape) < 3:
+        return max(layer.workload.parallel_work, 1)
+    spatial = shape[1:-1] if layer.nodes else shape[2:]
+    n = 1
+    for d in spatial:
+        n *= d
+    return max(n, 1)
 
 
 def _pixels(layer: Layer) -> int:

@@ -83,7 +83,9 @@ SCHEMA = {
                                        "thin-product figure), 'conv.rgb': {MACs per output pixel: fraction} for "
                                        "plain convolutions with fewer input channels than one block (a network's "
                                        "first layer reading the image), 'movement.serial': {KB read and written: fraction} for "
-                                       "Concats whose inputs are small enough to be copied by one thread} (calibrated; log-interpolated in pixels, channels per group "
+                                       "Concats whose inputs are small enough to be copied by one thread, 'layout.reorder': {pixels per "
+                                       "channel: fraction} for the runtime's conversions into and out of its blocked "
+                                       "layout} (calibrated; log-interpolated in pixels, channels per group "
                                        "and row length; overrides the family's figure)"),
     "cpu_layout": ("map", False, "{block: channels per block, grouped_min_width: channels per group, "
                                  "channel_alignment: channel multiple padded up to whole blocks, pool_alignment: "
@@ -470,11 +472,11 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     shape_eff = {}
     for k, pts in _map(d.get("shape_efficiency", {}) or {}, f"{where}.shape_efficiency").items():
         if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv\.w\d+(s\d+)?|(depthwise_)?conv\.unblocked_k\d+|conv\.k1s2|conv\.k[13]|"
-                            r"conv\.rgb|pool\.unblocked|norm\.row|movement\.serial", str(k)):
+                            r"conv\.rgb|pool\.unblocked|norm\.row|movement\.serial|layout\.reorder", str(k)):
             raise DnnperfError(f"{where}.shape_efficiency.{k}: use 'depthwise_conv.k<kernel>s<stride>', "
                                "'grouped_conv.w<channels per group>[s<stride>]', '[depthwise_]conv.unblocked_k<kernel>', "
-                               "'conv.k1', 'conv.k1s2', 'conv.k3', 'conv.rgb', 'pool.unblocked', 'norm.row' or "
-                               "'movement.serial'")
+                               "'conv.k1', 'conv.k1s2', 'conv.k3', 'conv.rgb', 'pool.unblocked', 'norm.row', "
+                               "'movement.serial' or 'layout.reorder'")
         shape_eff[str(k)] = tuple(sorted(
             (int(_num(x, f"{where}.shape_efficiency.{k} key")), _num(v, f"{where}.shape_efficiency.{k}.{x}", upper=1.0))
             for x, v in _map(pts, f"{where}.shape_efficiency.{k}").items()))

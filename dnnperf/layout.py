@@ -23,6 +23,8 @@ its own (op type ``LayoutReorder``, family ``movement``) so it shows in the tabl
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dnnperf import rules
 from dnnperf.fusion import CPU_CONV_ACTIVATIONS, consumers_of
 from dnnperf.ir import Graph
@@ -48,6 +50,13 @@ def _blocked_anchor(graph: Graph, node, layer: Layer, block: int, grouped_min: i
     if node.op_type == "Conv":
         return rules.blocked_conv(layer.workload, block, grouped_min, align)
     return rules.blocked_pool(x.shape[1], block, pool_align)
+
+
+def _removed(layer: Layer) -> Layer:
+    """A Transpose the runtime's transpose optimizer takes out (``free_transposes``): no kernel."""
+    w = Workload("view", dtype=layer.workload.dtype, launches=0,
+                 note="removed by the runtime's transpose optimizer (the tensor stays channels-last)")
+    return replace(layer, workload=w, reads=())
 
 
 def _reorder(graph: Graph, tensor: str, where: str) -> Layer | None:
@@ -88,10 +97,16 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
     blocked: set[str] = set()  # tensors currently held in the blocked layout
     plain_copy: set[str] = set()  # blocked tensors already converted back (one conversion serves all)
     out: list[Layer] = []
+    layer_of = {n: layer for layer in layers for n in layer.nodes}
+    free = free_transposes(graph, lambda node: node.name in layer_of and _blocked_anchor(
+        graph, node, layer_of[node.name], block, grouped_min, align or block, pool_align or block))
     for layer in layers:
         members, ins = layer_io(graph, layer, nodes)
         if not members:
             out.append(layer)
+            continue
+        if len(members) == 1 and members[0].name in free:
+            out.append(_removed(layer))
             continue
         anchor = members[0]
         outs = [o for o in members[-1].outputs if o]
@@ -134,6 +149,70 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
         out.append(layer)
     convert_once(out, graph.outputs, blocked.__contains__, plain_copy, lambda t: _reorder(graph, t, "out of"))
     return out
+
+
+# ops ONNX Runtime's transpose optimizer moves a Transpose through (their other inputs constants, or
+# transposed the same way): elementwise arithmetic and activations
+TRANSPOSE_PUSH = frozenset({"Add", "Sub", "Mul", "Div", "Sum", "Relu", "Sigmoid", "Tanh", "Erf", "Clip", "LeakyRelu",
+                            "HardSigmoid", "HardSwish", "Gelu", "Identity"})
+TO_NCHW, TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
+
+
+def free_transposes(graph: Graph, is_blocked_conv) -> frozenset[str]:
+    """Transposes ONNX Runtime's transpose optimizer removes: one that moves channels back to axis 1
+    (perm 0, 3, 1, 2) whose result, through elementwise ops only, reaches nothing but convolutions the
+    blocked layout takes (their conversion in reads the channels-last tensor: ReorderInput with
+    channels_last) and Transposes that move the channels last again (they cancel). The elementwise
+    ops in between run on the channels-last tensor (a constant operand is transposed at load time;
+    any other operand must come from such a Transpose too). ConvNeXt is made so: every block ends in
+    a Transpose back to NCHW before its layer scale and residual Add, and every stage starts with a
+    Transpose to channels-last around its LayerNorm; in the runtime's optimized graph (ONNX Runtime
+    1.32) none of them is left, the residual stream stays channels-last, and the node profiler shows
+    no Transpose kernel. Returns the node names of the removed Transposes of both kinds.
+    ``is_blocked_conv(node)`` says whether a Conv node runs in the blocked layout."""
+    consumers: dict[str, list] = {}
+    for n in graph.nodes:
+        for i in dict.fromkeys(n.inputs):
+            if i:
+                consumers.setdefault(i, []).append(n)
+    outputs = set(graph.outputs)
+
+    def rank4(name):
+        t = graph.tensors.get(name)
+        return t is not None and t.shape is not None and len(t.shape) == 4
+
+    cands = {n.name for n in graph.nodes if n.op_type == "Transpose" and list(n.attrs.get("perm") or ()) == TO_NCHW
+             and n.inputs and rank4(n.inputs[0])}
+    while cands:
+        src: dict[str, frozenset] = {}  # channels-last-able tensor -> the candidate Transposes it comes from
+        for n in graph.nodes:  # topological order
+            if n.name in cands:
+                src[n.outputs[0]] = frozenset((n.name,))
+            elif n.op_type in TRANSPOSE_PUSH and n.domain in ("", "ai.onnx"):
+                acts = [i for i in n.inputs if i and i not in graph.constants]
+                if acts and all(i in src for i in acts):
+                    for o in n.outputs:
+                        if o:
+                            src[o] = frozenset().union(*(src[i] for i in acts))
+        bad: set[str] = set()
+        for t, origin in src.items():
+            ok = t not in outputs
+            for c in consumers.get(t, ()):
+                if c.op_type == "Transpose" and list(c.attrs.get("perm") or ()) == TO_NHWC:
+                    continue  # cancels
+                if c.op_type == "Conv" and c.inputs[0] == t and is_blocked_conv(c):
+                    continue  # its conversion into the blocked layout reads channels-last
+                if c.op_type in TRANSPOSE_PUSH and all(o in src for o in c.outputs if o):
+                    continue
+                ok = False
+            if not ok:
+                bad |= origin
+        if not bad:
+            inverse = {c.name for t in src for c in consumers.get(t, ()) if c.op_type == "Transpose"
+                       and list(c.attrs.get("perm") or ()) == TO_NHWC}
+            return frozenset(cands | inverse)
+        cands -= bad
+    return frozenset()
 
 
 def _channels_last_transpose(members, ins, blocked, plain_copy, readers) -> bool:

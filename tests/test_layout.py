@@ -328,3 +328,90 @@ def test_a_blocked_depthwise_convolution_costs_its_channels_padded_to_the_block(
     assert c24.tile_efficiency == pytest.approx(c32.tile_efficiency * 24 / 32)
     plain24, plain32 = cost(24, None), cost(32, None)
     assert plain24.t_compute == pytest.approx(plain32.t_compute * 24 / 32)
+
+
+def _convnext_like(tmp_path, residual_from_conv=False, end="conv"):
+    """A ConvNeXt-style stage: a stem (conv, channels-last LayerNorm, back to NCHW), two blocks
+    (depthwise conv, Transpose to channels-last, LayerNorm, MatMul, Transpose back, layer scale Mul,
+    residual Add), then a stage transition (Transpose, LayerNorm, Transpose back, a strided conv) or a
+    global pool (``end``). With ``residual_from_conv`` the residual stream starts at a conv's output."""
+    c, s = 16, 8
+    nodes, inits = [], [weight("ws", [c, 3, 4, 4]), weight("g", [c]), weight("b", [c]), weight("ls", [c, 1, 1])]
+    nodes.append(helper.make_node("Conv", ["x", "ws"], ["stem"], name="stem", strides=[4, 4]))
+    if residual_from_conv:
+        x = "stem"
+    else:
+        nodes += [helper.make_node("Transpose", ["stem"], ["st"], name="stem_t", perm=[0, 2, 3, 1]),
+                  helper.make_node("LayerNormalization", ["st", "g", "b"], ["sn"], name="stem_ln", axis=-1),
+                  helper.make_node("Transpose", ["sn"], ["s0"], name="stem_back", perm=[0, 3, 1, 2])]
+        x = "s0"
+    for i in range(2):
+        inits += [weight(f"dw{i}", [c, 1, 7, 7]), weight(f"m{i}", [c, c])]
+        nodes += [helper.make_node("Conv", [x, f"dw{i}"], [f"d{i}"], name=f"dw{i}", group=c, pads=[3, 3, 3, 3]),
+                  helper.make_node("Transpose", [f"d{i}"], [f"t{i}"], name=f"to_last{i}", perm=[0, 2, 3, 1]),
+                  helper.make_node("LayerNormalization", [f"t{i}", "g", "b"], [f"n{i}"], name=f"ln{i}", axis=-1),
+                  helper.make_node("MatMul", [f"n{i}", f"m{i}"], [f"p{i}"], name=f"mm{i}"),
+                  helper.make_node("Transpose", [f"p{i}"], [f"q{i}"], name=f"back{i}", perm=[0, 3, 1, 2]),
+                  helper.make_node("Mul", [f"q{i}", "ls"], [f"l{i}"], name=f"scale{i}"),
+                  helper.make_node("Add", [f"l{i}", x], [f"r{i}"], name=f"res{i}")]
+        x = f"r{i}"
+    if end == "conv":
+        inits.append(weight("wd", [2 * c, c, 2, 2]))
+        nodes += [helper.make_node("Transpose", [x], ["et"], name="down_t", perm=[0, 2, 3, 1]),
+                  helper.make_node("LayerNormalization", ["et", "g", "b"], ["en"], name="down_ln", axis=-1),
+                  helper.make_node("Transpose", ["en"], ["eb"], name="down_back", perm=[0, 3, 1, 2]),
+                  helper.make_node("Conv", ["eb", "wd"], ["y"], name="down", strides=[2, 2])]
+    else:
+        nodes.append(helper.make_node("GlobalAveragePool", [x], ["y"], name="gap"))
+    m = model(nodes, [vi("x", [1, 3, 4 * s, 4 * s])], [vi("y", None)], inits)
+    return {layer.name: layer for layer in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})}
+
+
+def test_the_runtime_removes_the_transposes_of_a_channels_last_residual_stream(tmp_path):
+    """ONNX Runtime's transpose optimizer keeps a ConvNeXt residual stream channels-last: each block's
+    Transpose back to NCHW, and the stage transition's pair around its LayerNorm, leave no kernel (its
+    optimized convnext_tiny has none of stage 1's); the block's first Transpose is the conversion out
+    of the blocked layout (it was before). Removed ones cost nothing; the convolutions still get their
+    conversion in (now read channels-last)."""
+    by = _convnext_like(tmp_path)
+    for name in ("stem_back", "back0", "back1", "down_t", "down_back"):
+        assert by[name].workload.family == "view" and by[name].workload.launches == 0, name
+        assert by[name].workload.bytes_total == 0
+    assert any(n.startswith("reorder into") and "r0" in n for n in by)  # block 2's depthwise conversion in
+    assert any(n.startswith("reorder into") and n.endswith("eb") for n in by)  # the transition conv's
+    first = next(layer for name, layer in by.items() if name.endswith("(channels last, absorbs stem_t)"))
+    assert first.op_type == "LayoutReorder" and first.workload.bytes_total > 0  # costed as a conversion
+
+
+def test_transposes_stay_where_the_stream_cannot_be_channels_last(tmp_path):
+    """The same blocks with the residual stream starting at a convolution's output (ConvNeXt's later
+    stages start at the downsampling conv): pushing a block's Transpose through its residual Add would
+    need the conv's output transposed too, and ONNX Runtime keeps them (its optimized graph does, for
+    stages 2-4). A stream ending in a global pool keeps them as well."""
+    kept = _convnext_like(tmp_path, residual_from_conv=True)
+    assert kept["back0"].workload.family == "movement" and kept["back1"].workload.family == "movement"
+    pooled = _convnext_like(tmp_path, end="pool")
+    assert pooled["back0"].workload.family == "movement" and pooled["stem_back"].workload.family == "movement"
+
+
+def test_conversions_take_the_calibrated_curve_by_their_pixels(tmp_path):
+    """With a 'layout.reorder' curve a conversion runs at the curve's figure at its tensor's pixels per
+    channel (log-interpolated; ONNX Runtime's small maps convert further below a copy's pace), not at
+    op_efficiency.LayoutReorder: {49: 0.25, 3136: 0.75} gives 0.75 at 64 x 64 (4,096 pixels: past the
+    last point) and 0.25 + 0.5 ln(196/49)/ln(3136/49) = 0.4167 at 14 x 14."""
+    from dnnperf.efficiency import family_efficiency
+
+    with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
+        d = yaml.safe_load(fh)
+    d.update(name="reo", cpu_layout={"block": 8, "grouped_min_width": 8}, op_efficiency={"LayoutReorder": 0.5},
+             shape_efficiency={"layout.reorder": {49: 0.25, 3136: 0.75}})
+    p = tmp_path / "reo.yaml"
+    p.write_text(yaml.safe_dump(d))
+    hw = load_profile(str(p))
+    for side, want in ((64, 0.75), (14, 0.4167)):
+        nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                 helper.make_node("Flatten", ["c"], ["y"], name="flat")]
+        m = model(nodes, [vi("x", [1, 16, side, side])], [vi("y", None)], [weight("w", [16, 16, 3, 3])])
+        rep = analyze(inspect_model(save(m, tmp_path)), hw, Settings(fusion="typical"), with_fixes=False)
+        reo = next(c.layer for c in rep.score.layers if c.layer.name == "reorder out of c")
+        assert family_efficiency(reo, hw) == pytest.approx(want, abs=1e-4)

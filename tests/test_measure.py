@@ -534,3 +534,55 @@ def test_validate_says_when_the_profiled_kernels_do_not_add_up_to_the_latency():
     assert low is not None and "only 0.90x" in low and "between kernels" in low
     assert profile_note(10.5e-3, 10e-3) is None and profile_note(9.6e-3, 10e-3) is None
     assert profile_note(1e-3, 0.0) is None
+
+
+def test_conversions_are_read_inside_the_probe_chain_not_at_its_edges(local_profile):
+    """The reorder probes' figure comes from the conversions inside the chain (the kernels neither
+    first nor last), against a copy of the tensor at the profile's bandwidth for that many bytes:
+    64 x 56 x 56 floats (802,816 bytes, 1,605,632 moved) with in/out conversions of 20 and 30 us inside
+    and 100 us at each edge -> (1,605,632 / bw) / 25 us. The one-node convolution's edge figure is
+    kept as a record; the calibration writes the curve by pixels and the largest map's scalar."""
+    from dnnperf import rules
+    from dnnperf.measure.micro import REORDER_PROBES
+    from dnnperf.measure.reorder import internal_efficiency
+
+    prof = local_profile[0]
+    hw = profile_from_dict(prof, "x")
+    probe = next(mb for mb in micro_models(True) if mb.role == "reorder" and mb.key == "3136")
+    kernels = {"ReorderInput": ("ReorderInput", 100.0), "c": ("Conv", 50.0), "ro": ("ReorderOutput", 20.0),
+               "mul": ("Mul", 10.0), "ri": ("ReorderInput", 30.0), "y": ("Conv", 50.0),
+               "ReorderOutput": ("ReorderOutput", 100.0)}
+    want = 1_605_632 / rules.bandwidth_for(1_605_632, hw) / 25e-6
+    assert internal_efficiency(probe, kernels, hw) == pytest.approx(min(1.0, want), rel=1e-9)
+    assert internal_efficiency(probe, {"c": ("Conv", 50.0), "mul": ("Mul", 10.0), "y": ("Conv", 50.0)}, hw) is None
+    assert sorted(int(mb.key) for mb in micro_models(True) if mb.role == "reorder") == sorted(s * s for _, s in REORDER_PROBES)
+    curve = prof["shape_efficiency"].get("layout.reorder")
+    if curve:  # this machine's runtime used the blocked layout
+        assert set(curve) == {s * s for _, s in REORDER_PROBES}
+        assert prof["op_efficiency"]["LayoutReorder"] == curve[max(curve)]
+        assert 0 < prof["measured"]["layout_reorder_edge_efficiency"] <= 1
+
+
+def test_the_peak_is_the_fastest_dense_kernel_not_only_the_gemm(local_profile):
+    """A micro-benchmark's raw ratio is its roof over its kernel time, uncapped: the convolution family
+    entry (eight 64 -> 64 3 x 3 convolutions at 56 x 56: 8 x 231,211,008 ops) timed at 0.8 of its
+    roof at the profile's peak reads 1.25 (roof = ops / peak + the launch cost, kernel = time less one
+    run's fixed cost plus one dispatch). The calibration raises its peak to such a convolution's rate
+    when the GEMMs' is lower, so no dense family sits at the 1.0 cap."""
+    from dnnperf.measure.calibrate import _raw_ratio
+
+    prof = local_profile[0]
+    hw = profile_from_dict(prof, "x")
+    conv = next(mb for mb in micro_models(True) if mb.role == "family" and mb.key == "conv")
+    ops = sum(2 * 64 * 64 * 9 * 56 * 56 for n in conv.model.graph.node if n.op_type == "Conv")
+    roof = ops / (hw.headline_tops * 1e12) + hw.launch_overhead_us * 1e-6
+    times = {conv.name: 0.8 * roof + 1e-4, "dispatch_1": 1e-4}
+    no_layout = {}  # no conversions in its profile: nothing taken off
+    # the profile as calibrate has it at that point: peaks, memory and dispatch, no efficiencies yet
+    bare = {k: prof[k] for k in ("schema", "name", "title", "kind", "headline", "units", "memory", "parallelism",
+                                 "launch_overhead_us", "host_op_us", "host_link_gbs", "sources")}
+    ratio = _raw_ratio(conv, profile_from_dict(bare, "y"), times, 0.0, lambda mb: no_layout)
+    assert ratio == pytest.approx(1.25, rel=0.02)
+    m = prof["measured"]
+    assert m["gemm_peak_tops"] <= hw.headline_tops * (1 + 1e-3)
+    assert prof["efficiency"]["conv"] <= 1.0 and prof["efficiency"]["matmul"] <= 1.0

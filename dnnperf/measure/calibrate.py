@@ -10,44 +10,13 @@ import time
 from dnnperf.fmt import sig
 from dnnperf.layout import BLOCKED_OPS
 from dnnperf.measure.micro import FIXED_CHAIN, SWEEP_CHAIN, micro_models, reported_cache_mb
-from dnnperf.measure.ort import CAL_TIMING, cpu_name, ort, profiled_kernels, session, settled_times
+from dnnperf.measure.ort import CAL_TIMING, cpu_name, ort, session, settled_times
+from dnnperf.measure.reorder import edge_efficiency, internal_efficiency, layout_kernels, layout_share
 
 # runs, budget (s) and rounds for the cold convolution chain (9-18 ms a run; making its session, 100-200
 # MB of filters to pack, takes 0.2-0.45 s a round), default and quick: the fewest runs the protocol
 # takes, in the first rounds only (the median of those rounds), so that it adds ~2.5 s to a calibration
 COLD_CONV_TIMING = {False: (3, 0.05, 5), True: (3, 0.05, 2)}
-
-# kernels ONNX Runtime adds to a one-node model to convert between the caller's NCHW and its blocked
-# NCHWc layout: inside a network they run once at its edges, not around every layer
-LAYOUT_OPS = ("ReorderInput", "ReorderOutput")
-
-
-def layout_kernels(mb, threads: int | None) -> dict:
-    """ORT's node profile of a micro-model: {kernel: (op, us)}."""
-    return profiled_kernels(mb.model.SerializeToString(), mb.feeds, threads, runs=10, warmup=3)
-
-
-def layout_share(mb, threads: int | None, kernels: dict | None = None) -> float:
-    """The fraction of a micro-model's kernel time spent in layout reorders (ORT's node profiler)."""
-    kernels = kernels if kernels is not None else layout_kernels(mb, threads)
-    total = sum(us for _op, us in kernels.values())
-    reorder = sum(us for op, us in kernels.values() if op in LAYOUT_OPS)
-    return reorder / total if total > 0 else 0.0
-
-
-def reorder_efficiency(mb, kernels: dict, base) -> float | None:
-    """How close ORT's layout conversions come to a copy at the measured bandwidth: the one-node
-    convolution micro-benchmark converts tensors of its input's size (in, and out of every copy);
-    the median conversion against reading and writing that many bytes at ``bandwidth_for``."""
-    from dnnperf import rules
-
-    times = sorted(us for op, us in kernels.values() if op in LAYOUT_OPS)
-    if not times:
-        return None
-    x = next(iter(mb.feeds.values()))
-    moved = 2 * x.nbytes
-    ideal = moved / rules.bandwidth_for(moved, base)
-    return min(1.0, max(0.01, ideal / (statistics.median(times) * 1e-6)))
 
 
 def inspect_micro(m):
@@ -110,7 +79,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     table = micro_models(quick)
     runs, budget = CAL_TIMING[quick]
     jobs = {mb.name: (lambda b=mb.model.SerializeToString(): session(b, threads), mb.feeds) for mb in table
-            if mb.role != "probe"}
+            if mb.role not in ("probe", "reorder")}
     # the fixed-time chains ride along (timed in every round, their figure the median of the rounds)
     # without holding the protocol back: tens of microseconds of tiny kernels move by more than the
     # tolerance from round to round on a shared machine, and a fixed time is a small share of a layer
@@ -169,6 +138,25 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     profile["kernel_fixed_us"] = {
         mb.key: _sig(fixed_us(times[mb.name], times["dispatch_1"], predict_micro(mb.model, bare), dispatch_us, FIXED_CHAIN))
         for mb in table if mb.role == "fixed"}
+    kernels_of: dict[str, dict] = {}  # ORT's node profile of each blocked micro-model, taken once
+
+    def kernels(mb):
+        if mb.name not in kernels_of:
+            kernels_of[mb.name] = layout_kernels(mb, threads)
+        return kernels_of[mb.name]
+
+    # the peak is the fastest rate a dense kernel reached: the runtime's blocked convolution kernel can
+    # outrun the GEMMs it is read from (reference VM: the 64 -> 64 3 x 3 convolution at 56 x 56 at 222
+    # GFLOP/s in the node profiler, the 1024^3 GEMM at 182 and the 197 x 768 x 3072 one at 194). Read
+    # against the GEMMs alone, the convolution's efficiency sat at its 1.0 cap in two calibrations of
+    # three, and every large plain convolution (VGG's, ResNet's) came out slow by what the cap cut off
+    conv = next(mb for mb in table if mb.role == "family" and mb.key == "conv")
+    over = _raw_ratio(conv, profile_from_dict(profile, "calibration"), times, dispatch_us, kernels)
+    gemm_peak = peak_fp32
+    if over > 1.0:
+        peak_fp32 *= over
+        profile["headline"]["tops"] = _sig(peak_fp32)
+        profile["units"][0]["peak_tops"] = {"fp32": _sig(peak_fp32), "int8": _sig(max(peak_int8, peak_fp32))}
     base = profile_from_dict(profile, "calibration")
     eff: dict[str, list] = {}
     op_eff = {}
@@ -176,25 +164,15 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     nk_curve: dict[int, float] = {}
     shape_eff: dict[str, dict[int, float]] = {}
     shares = {}
+    edge = None  # the one-node convolution's edge conversions against a copy (a record only)
     for mb in table:
         if mb.role not in ("family", "op", "kernel", "m_curve", "nk_curve", "shape") and not (mb.role == "peak" and mb.key):
             continue
-        # subtract the fixed cost of one session.run (binding, allocation) measured on a 1-op model,
-        # the fixed time of its kernels (kernel_fixed_us: the estimate adds it back per kernel) and
-        # the layout reorders a lone convolution or pooling gets (a network pays them once)
-        fused = mb.role == "kernel"  # costed as the kernels ORT makes of it (dnnperf.kernel_groups)
-        fusion = "typical" if fused else "none"
-        roof_s, fixed_s = micro_costs(mb.model, base, fusion)
-        kernel_s = max(times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6 - fixed_s, 1e-7)
-        if any(n.op_type in BLOCKED_OPS for n in mb.model.graph.node):
-            kernels = layout_kernels(mb, threads)
-            shares[mb.name] = layout_share(mb, threads, kernels)
-            kernel_s *= 1.0 - shares[mb.name]
-            if mb.role == "family" and mb.key == "conv":
-                reorder = reorder_efficiency(mb, kernels, base)
-                if reorder is not None:
-                    op_eff["LayoutReorder"] = _sig(reorder)
-        ratio = min(1.0, max(0.01, roof_s / kernel_s))
+        ratio = min(1.0, max(0.01, _raw_ratio(mb, base, times, dispatch_us, kernels)))
+        if _blocked(mb):
+            shares[mb.name] = layout_share(mb, threads, kernels(mb))
+            if mb is conv:
+                edge = edge_efficiency(mb, kernels(mb), base)
         if mb.role in ("op", "kernel"):
             op_eff[mb.key] = _sig(ratio)
         elif mb.role == "shape":
@@ -205,6 +183,14 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
             curve[int(mb.key)] = _sig(min(ratio, curve.get(int(mb.key), 1.0)))
         else:
             eff.setdefault(mb.key, []).append(ratio)
+    # the runtime's conversions inside a chain, by the converted tensor's pixels (dnnperf.measure.reorder);
+    # the scalar is the largest map's, for readers of the profile without the curve
+    inner = {int(mb.key): internal_efficiency(mb, kernels(mb), base) for mb in table
+             if mb.role == "reorder"}
+    inner = {px: _sig(e) for px, e in sorted(inner.items()) if e is not None}
+    if inner:
+        shape_eff["layout.reorder"] = inner
+        op_eff["LayoutReorder"] = inner[max(inner)]
     # the blocked layout: the one-node convolution got layout conversions; grouped ones only from
     # the narrowest width that did (the block size)
     if shares.get("conv", 0.0) > 0.0:
@@ -254,9 +240,29 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         "cache_reported_mb": _sig(reported_cache_mb()),
         **({"cache_knee_range_mb": [_sig(x) for x in knee_alt]} if knee_alt else {}),
         "layout_reorder_share": {k: _sig(v) for k, v in sorted(shares.items())},
+        **({"layout_reorder_edge_efficiency": _sig(edge)} if edge is not None else {}),
+        "gemm_peak_tops": _sig(gemm_peak),  # the GEMMs' best; the peak is the convolution's when faster
         "cpu_layout": layout_basis,
     }
     return profile
+
+
+def _blocked(mb) -> bool:
+    return any(n.op_type in BLOCKED_OPS for n in mb.model.graph.node)
+
+
+def _raw_ratio(mb, base, times: dict, dispatch_us: float, kernels) -> float:
+    """A micro-benchmark's roof (dnnperf's estimate at efficiency 1 under ``base``) over its kernel
+    time, uncapped: the measured time less the fixed cost of one session.run (binding, allocation)
+    measured on a 1-op model, the fixed time of its kernels (``kernel_fixed_us``: the estimate adds it
+    back per kernel) and the layout reorders a lone convolution or pooling gets (a network pays them
+    once; ``kernels(mb)`` is its node profile)."""
+    fusion = "typical" if mb.role == "kernel" else "none"  # a kernel entry: costed as ORT's kernels of it
+    roof_s, fixed_s = micro_costs(mb.model, base, fusion)
+    kernel_s = max(times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6 - fixed_s, 1e-7)
+    if _blocked(mb):
+        kernel_s *= 1.0 - layout_share(mb, None, kernels(mb))
+    return roof_s / kernel_s
 
 
 def subnormal_ns(times: dict) -> dict:

@@ -12,7 +12,8 @@ ops the runtime fuses into one kernel of its own), ``m_curve`` (GEMMs with few r
 plain pooling, row norms, by shape: key ``<profile shape_efficiency key>:<x>``), ``epilogue`` (a
 convolution chain with an activation the kernel applies in a pass of its own, key the activation, or
 none), ``probe`` (not timed: a depthwise convolution or a pool whose layout conversions, or their
-absence, show the runtime's channel alignment).
+absence, show the runtime's channel alignment), ``reorder`` (not timed: a chain whose conversions
+inside it give the pace of the runtime's layout conversions, key the tensor's pixels).
 
 Why one module of ~600 lines: it is a table; each entry's builder sits next to the constants that
 size it, and calibrate reads them all as one list.
@@ -49,6 +50,12 @@ NORM_ELEMENTS = 197 * 768
 DW_UNBLOCKED = ((3, 1, 28, 58), (3, 1, 7, 234))  # depthwise: (kernel, stride, side, channels)
 LAYOUT_PROBES = (50, 52, 56, 64)  # depthwise channel counts whose layout conversions tell the alignment
 POOL_PROBES = (24, 32)  # ... and pooling's own channel multiple (it is not padded like a convolution)
+# conversions into and out of the blocked layout inside a chain (dnnperf.measure.reorder), by the
+# tensor's pixels: (channels, side). A network converts large maps (EfficientNet's 112 x 112 and 56 x 56
+# expansions) and small ones with many channels (its 7 x 7 squeeze-excite stages): the small ones
+# run further below a copy's pace (the node profiler on the reference VM: 1,152 x 7 x 7 at 0.55 of
+# the cache sweep's bandwidth, 64 x 56 x 56 at ~1.0)
+REORDER_PROBES = ((512, 7), (64, 56))
 POOL_UNBLOCKED = ((58, 56), (58, 112))  # plain max pools: (channels, input side); 58 = 2 mod 4, never blocked
 CACHE_SWEEP_KB = (768, 1536, 3072, 6144, 12288, 24576, 49152)
 SWEEP_CHAIN = 8  # adds per cache-sweep job
@@ -116,7 +123,7 @@ class Micro:
     model: Any  # onnx.ModelProto
     feeds: dict
     # peak | peak_int8 | dram | onchip | dispatch | host | cold | cold_conv | fixed | family | op | kernel | m_curve | nk_curve
-    # | shape | probe | subnormal | epilogue
+    # | shape | probe | reorder | subnormal | epilogue
     role: str
     key: str = ""  # the family, op type or thin dimension the entry measures
     ops: float = 0.0  # arithmetic ops the kernel does (1 MAC = 2 ops)
@@ -389,6 +396,8 @@ def micro_models(quick: bool) -> list[Micro]:
                          f"depthwise_conv.unblocked_k{k}:{side * side}"))
     for ch in LAYOUT_PROBES:  # not timed: only their layout conversions are looked at
         out.append(replace(_conv(f"probe_dw{ch}", ch, 14, 3, 1, ch, str(ch)), role="probe"))
+    for ch, side in REORDER_PROBES:  # not timed: only their conversions inside the chain are looked at
+        out.append(_reorder_probe(ch, side))
     for ch in POOL_PROBES:
         out.append(replace(_pool(f"probe_pool{ch}", ch, 28, "probe"), key=f"pool{ch}"))
     for ch, side in POOL_UNBLOCKED:  # pooling the blocked layout never takes: the plain kernel
@@ -529,6 +538,23 @@ def _subnormal(what: str, masked: bool) -> Micro:
         feeds["v"] = rng.standard_normal((1, h, w, SUBNORMAL_COLUMNS)).astype(np.float32)
     model = _model(nodes, ins, [_vi("y", None)], [numpy_helper.from_array(mask, "mask")])
     return Micro(f"subnormal_{what}_{'masked' if masked else 'clear'}", model, feeds, "subnormal", what)
+
+
+def _reorder_probe(ch: int, side: int) -> Micro:
+    """A 1 x 1 convolution of ``ch`` channels over ``side`` x ``side`` pixels, its output multiplied by
+    a per-channel input (a squeeze-excite's scale: the blocked layout does not take a broadcast
+    multiply) and a second convolution: the runtime converts the first output out of its blocked
+    layout and the product back in. Role ``reorder``, key the tensor's pixels (not timed)."""
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"]), helper.make_node("Mul", ["c", "s"], ["m"]),
+             helper.make_node("Conv", ["m", "w2"], ["y"])]
+    model = _model(nodes, [_vi("x", [1, ch, side, side]), _vi("s", [1, ch, 1, 1])], [_vi("y", None)],
+                   [_w("w1", [ch, ch, 1, 1], scale=0.05), _w("w2", [ch, ch, 1, 1], scale=0.05)])
+    feeds = {"x": rng.standard_normal((1, ch, side, side)).astype(np.float32),
+             "s": rng.standard_normal((1, ch, 1, 1)).astype(np.float32)}
+    return Micro(f"reorder_{side}", model, feeds, "reorder", str(side * side))
 
 
 def _pool(name: str, ch: int, side: int, role: str, key: str = "") -> Micro:

@@ -250,7 +250,8 @@ def feeds_for(graph) -> dict:
 
 
 def profiled_kernels(data: bytes, feeds: dict, threads: int | None, runs: int, warmup: int) -> dict:
-    """{ORT kernel name: (op, robust median us)} from ONNX Runtime's node profiler."""
+    """{ORT kernel name: (op, robust median us)} from ONNX Runtime's node profiler, in the order the
+    kernels ran (the runtime's sequential executor runs them in one order every run)."""
     with tempfile.TemporaryDirectory() as tmp:
         prof = session(data, threads, os.path.join(tmp, "ort"))
         for _ in range(warmup + runs):
@@ -260,7 +261,7 @@ def profiled_kernels(data: bytes, feeds: dict, threads: int | None, runs: int, w
             events = json.load(fh)
     per: dict[str, list] = {}
     ops: dict[str, str] = {}
-    for e in events:
+    for e in sorted(events, key=lambda e: e.get("ts", 0)):
         if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time"):
             continue
         name = e["name"][: -len("_kernel_time")]
