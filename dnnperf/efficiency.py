@@ -158,10 +158,13 @@ def reads_image(w: Workload, hw: HardwareProfile) -> bool:
 
 def _image_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     """The image kernel's pace follows the work per output pixel: the ``conv.rgb`` curve, keyed by input
-    channels x kernel area x output channels (the MACs of one output pixel), when the profile has it.
-    None for any other layer or without the curve."""
+    channels x kernel area x output channels (the MACs of one output pixel), when the profile has it;
+    a 1 x 1 kernel takes ``conv.rgb_k1`` (same key) when calibrated. None for any other layer or
+    without the curve."""
     w = layer.workload
     curve = hw.shape_efficiency.get("conv.rgb") if hw.shape_efficiency else None
+    if tuple(w.conv[1:3]) == (1, 1) and hw.shape_efficiency and "conv.rgb_k1" in hw.shape_efficiency:
+        curve = hw.shape_efficiency["conv.rgb_k1"]  # a 1 x 1 kernel: its own, slower pace (micro.NARROW_K1)
     if not curve or not reads_image(w, hw):
         return None
     return rules.interp_log(w.gemm.k * w.gemm.n, curve)

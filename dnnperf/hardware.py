@@ -82,7 +82,7 @@ SCHEMA = {
                                        "1 x 1 ones when measured; only ever lowers the "
                                        "thin-product figure), 'conv.rgb': {MACs per output pixel: fraction} for "
                                        "plain convolutions with fewer input channels than one block (a network's "
-                                       "first layer reading the image), 'movement.serial': {KB read and written: fraction} for "
+                                       "first layer reading the image; 'conv.rgb_k1' for 1 x 1 ones), 'movement.serial': {KB read and written: fraction} for "
                                        "Concats whose inputs are small enough to be copied by one thread, 'layout.reorder': {pixels per "
                                        "channel: fraction} for the runtime's conversions into and out of its blocked "
                                        "layout} (calibrated; log-interpolated in pixels, channels per group "
@@ -472,10 +472,10 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     shape_eff = {}
     for k, pts in _map(d.get("shape_efficiency", {}) or {}, f"{where}.shape_efficiency").items():
         if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv\.w\d+(s\d+)?|(depthwise_)?conv\.unblocked_k\d+|conv\.k1s2|conv\.k[13]|"
-                            r"conv\.rgb|pool\.unblocked|norm\.row|movement\.serial|layout\.reorder", str(k)):
+                            r"conv\.rgb(_k1)?|pool\.unblocked|norm\.row|movement\.serial|layout\.reorder", str(k)):
             raise DnnperfError(f"{where}.shape_efficiency.{k}: use 'depthwise_conv.k<kernel>s<stride>', "
                                "'grouped_conv.w<channels per group>[s<stride>]', '[depthwise_]conv.unblocked_k<kernel>', "
-                               "'conv.k1', 'conv.k1s2', 'conv.k3', 'conv.rgb', 'pool.unblocked', 'norm.row', "
+                               "'conv.k1', 'conv.k1s2', 'conv.k3', 'conv.rgb', 'conv.rgb_k1', 'pool.unblocked', 'norm.row', "
                                "'movement.serial' or 'layout.reorder'")
         shape_eff[str(k)] = tuple(sorted(
             (int(_num(x, f"{where}.shape_efficiency.{k} key")), _num(v, f"{where}.shape_efficiency.{k}.{x}", upper=1.0))

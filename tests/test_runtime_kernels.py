@@ -369,6 +369,13 @@ def test_a_first_layer_reading_the_image_takes_the_image_kernels_curve_by_work_p
     assert family_efficiency(layer(16, 32, 3), blocked) == pytest.approx(0.6)
     # without cpu_layout: the thin-product curve at the 27-deep reduction, 0.2 + 0.8 x ln(27/16) / ln 4
     assert family_efficiency(layer(3, 32, 3), plain) == pytest.approx(0.501955, abs=1e-6)
+    # a 1 x 1 kernel on 8 channels (192 MACs per pixel): the stems' curve at its first point, 0.3;
+    # with a 'conv.rgb_k1' curve {128: 0.12} that one, flat past its point, and 3 x 3 ones keep conv.rgb
+    assert family_efficiency(layer(8, 24, 1), blocked) == pytest.approx(0.3)
+    blocked = profile_from_dict({**d, "cpu_layout": layout,
+                                 "shape_efficiency": {**d["shape_efficiency"], "conv.rgb_k1": {128: 0.12}}}, "z")
+    assert family_efficiency(layer(8, 24, 1), blocked) == pytest.approx(0.12)
+    assert family_efficiency(layer(3, 32, 3), blocked) == pytest.approx(0.45)
 
 
 def test_the_pixel_curve_holds_its_chains_width_and_only_narrower_layers_take_the_thin_product_curve(tmp_path):

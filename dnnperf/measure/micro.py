@@ -109,6 +109,18 @@ CONV1_PIXELS = ((256, 56), (512, 28), (1024, 14), (2048, 7))
 # trial, is left out: the curve reads 0.70 there between its neighbours)
 RGB_STEMS = ((16, 3, 2), (32, 3, 2), (64, 7, 2))
 RGB_SIDE = 224
+# a 1 x 1 convolution reading fewer channels than one block (MnasNet-0.5's 8 -> 24 expansion at
+# 112 x 112) runs the same NCHW-input kernel, but its pace follows the kernel area, not the work per
+# pixel: per output pixel and filter block it reads one value per input channel and kernel position,
+# and each of those costs more for a 1 x 1 kernel (a new input plane each) than for a 3 x 3 one (rows
+# reused). Timed alone on this VM at 112 x 112 (node profiler): 3 -> 32 97 us, 4 -> 24 118, 8 -> 16 125,
+# 8 -> 24 187-197, 8 -> 32 178, 12 -> 24 257: 0.09-0.16 of the roof, where the stems' curve (its 432
+# point: 0.32-0.40) had 8 -> 24 at 74 us. Their own curve, 'conv.rgb_k1', from that shape: a 1 x 1
+# kernel this narrow is memory-bound on the roofline while its time grows with its input channels, so
+# a point far from the networks' shape would not carry over. Kept only where 8 channels are fewer than
+# one block (16-wide AVX-512 blocks; an 8-wide block takes them as a plain blocked convolution):
+# (input channels, output channels)
+NARROW_K1 = ((8, 24),)
 CONV_CHAIN = 4  # convolutions per chain (each reads the one before, as in a network)
 # 1 x 1 stride-2 convolutions as a ResNet's downsampling shortcuts have them (C -> 2C, input side):
 # ONNX Runtime's pointwise kernel walks a strided one output row at a time over a strided input, and
@@ -387,6 +399,8 @@ def micro_models(quick: bool) -> list[Micro]:
                          f"depthwise_conv.k{k}s{stride}:{side * side}"))
     for cout, k, stride in RGB_STEMS:  # 3 input channels: the blocked layout's kernel for an image
         out.append(_conv(f"conv_rgb_{cout}_k{k}", 3, RGB_SIDE, k, stride, 1, f"conv.rgb:{3 * k * k * cout}", out=cout))
+    for cin, cout in NARROW_K1:
+        out.append(_conv(f"conv_rgb_k1_{cin}_{cout}", cin, RGB_SIDE // 2, 1, 1, 1, f"conv.rgb_k1:{cin * cout}", out=cout))
     for ch, side in STRIDED_K1:  # C -> 2C: the conv.k1s2 curve's point at its output pixels
         out.append(_conv(f"conv_k1s2_{side // 2}", ch, side, 1, 2, 1, f"conv.k1s2:{(side // 2) ** 2}", out=2 * ch))
     for k, ch, side in UNBLOCKED:  # channel counts in no whole SIMD block: the plain NCHW kernel
