@@ -231,11 +231,12 @@ def _memory_note(hw: HardwareProfile, sc: Score) -> str | None:
 def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     """A calibrated CPU profile (one with a bandwidth curve) prices the runtime's own kernels
     (``RUNTIME_KERNELS``), the pass a fused activation makes over a blocked convolution's output
-    (``epilogue_ns``) and convolutions reading fewer channels than one block (``conv.rgb``: a network's
-    first layer on the image, a squeeze-excite's expansion) at their calibrated pace; a profile
+    (``epilogue_ns``), convolutions reading fewer channels than one block (``conv.rgb``: a network's
+    first layer on the image, a squeeze-excite's expansion; ``conv.rgb_k1`` for 1 x 1 ones where the
+    calibration could time one) and the layout conversions (``layout.reorder``) at their calibrated pace; a profile
     calibrated before one of them was timed has no figure for it, and its layers take a general figure
     instead: say so."""
-    from dnnperf.efficiency import epilogue_activations, reads_image
+    from dnnperf.efficiency import NARROW_K1_CHANNELS, epilogue_activations, reads_image
     from dnnperf.vocab import RUNTIME_KERNELS
 
     if not hw.bandwidth_curve:
@@ -252,8 +253,15 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
         for act in epilogue_activations(c.layer, hw):
             if act not in hw.epilogue_ns:
                 count(f"{act} pass after a convolution")
-        if "conv.rgb" not in hw.shape_efficiency and reads_image(c.layer.workload, hw):
-            count("convolution with fewer input channels than one block (the image-reading kind)")
+        w = c.layer.workload
+        if reads_image(w, hw):
+            if "conv.rgb" not in hw.shape_efficiency:
+                count("convolution with fewer input channels than one block (the image-reading kind)")
+            elif tuple(w.conv[1:3]) == (1, 1) and "conv.rgb_k1" not in hw.shape_efficiency \
+                    and hw.cpu_layout[0] > NARROW_K1_CHANNELS:
+                count("1 x 1 convolution with fewer input channels than one block")
+        if op == "LayoutReorder" and hw.cpu_layout is not None and "layout.reorder" not in hw.shape_efficiency:
+            count("layout conversion (timed only at a one-node model's edges)")
     if not missing:
         return None
     which = ", ".join(f"{op} ({n} layer{'s' if n > 1 else ''})" for op, n in sorted(missing.items()))

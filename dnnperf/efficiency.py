@@ -103,6 +103,10 @@ def thin_product(width: int, hw: HardwareProfile, wide: float) -> float:
 # gemm_ffn, 197 x 768 x 3072, and small_gemm, 128 x 768 x 768)
 WIDE_PRODUCT = 768
 
+# input channels of the narrow 1 x 1 micro-benchmark behind 'conv.rgb_k1' (dnnperf.measure.micro.NARROW_K1):
+# calibrate keeps its point only where the blocked layout's block is wider
+NARROW_K1_CHANNELS = 8
+
 # the narrowest convolution chain behind a calibrated pixel curve (dnnperf.measure.micro: CONV_PIXELS,
 # and CONV1_PIXELS' 256 <-> 64 chain at 56 x 56); a test keeps the two equal
 PIXEL_CHAIN_MIN_CHANNELS = 64

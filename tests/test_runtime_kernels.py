@@ -267,13 +267,28 @@ def test_a_calibration_without_the_activation_pass_or_image_kernel_figures_says_
     old = analyze(insp, profile_from_dict({**d, "cpu_layout": layout}, "old"), Settings(fusion="typical"),
                   with_fixes=False)
     new = analyze(insp, profile_from_dict({**d, "cpu_layout": layout, "epilogue_ns": {"HardSwish": 0.3},
-                                           "shape_efficiency": {"conv.rgb": {432: 0.4}}}, "new"),
-                  Settings(fusion="typical"), with_fixes=False)
+                                           "shape_efficiency": {"conv.rgb": {432: 0.4}, "layout.reorder": {49: 0.3}}},
+                                          "new"), Settings(fusion="typical"), with_fixes=False)
     said = [x for x in old.notes if "no calibrated figure" in x]
     assert len(said) == 1
     assert "HardSwish pass after a convolution (2 layers)" in said[0]
     assert "convolution with fewer input channels than one block (the image-reading kind) (1 layer)" in said[0]
+    # and the conversion out of the blocked layout before the output, costed at the one-node figure
+    assert "layout conversion (timed only at a one-node model's edges) (1 layer)" in said[0]
     assert not any("no calibrated figure" in x for x in spec.notes + new.notes)
+    # a 1 x 1 convolution on 4 channels (under a block of 16 or of 8) without conv.rgb_k1: named under a
+    # 16-wide block; under an 8-wide one calibrate never times that point (its 8 channels fill a block),
+    # so there is nothing to name
+    m1 = model([n("Conv", ["x", "w"], ["y"], name="narrow")], [vi("x", [1, 4, 32, 32])], [vi("y", None)],
+               [weight("w", [24, 4, 1, 1])])
+    one = inspect_model(save(m1, tmp_path, "narrow.onnx"))
+    curves = {"conv.rgb": {432: 0.4}, "layout.reorder": {49: 0.3}}
+    for block, named in ((16, True), (8, False)):
+        lay = {**layout, "block": block, "grouped_min_width": block, "pool_alignment": block}
+        rep = analyze(one, profile_from_dict({**d, "cpu_layout": lay, "shape_efficiency": curves}, "k"),
+                      Settings(fusion="typical"), with_fixes=False)
+        assert any("1 x 1 convolution with fewer input channels than one block (1 layer)" in x
+                   for x in rep.notes) is named, block
 
 
 def test_a_layernorm_over_short_rows_takes_the_row_curve(tmp_path):

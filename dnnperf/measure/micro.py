@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 # the head width of the MatMul after the Softmax; min(N, K) of the matmul family's products
-from dnnperf.efficiency import SUBNORMAL_COLUMNS, WIDE_PRODUCT
+from dnnperf.efficiency import NARROW_K1_CHANNELS, SUBNORMAL_COLUMNS, WIDE_PRODUCT
 from dnnperf.vocab import EPILOGUE_ACTIVATIONS
 
 M_ROWS = (1, 4, 16, 49, 128, 512)
@@ -120,7 +120,7 @@ RGB_SIDE = 224
 # a point far from the networks' shape would not carry over. Kept only where 8 channels are fewer than
 # one block (16-wide AVX-512 blocks; an 8-wide block takes them as a plain blocked convolution):
 # (input channels, output channels)
-NARROW_K1 = ((8, 24),)
+NARROW_K1 = ((NARROW_K1_CHANNELS, 24),)
 CONV_CHAIN = 4  # convolutions per chain (each reads the one before, as in a network)
 # 1 x 1 stride-2 convolutions as a ResNet's downsampling shortcuts have them (C -> 2C, input side):
 # ONNX Runtime's pointwise kernel walks a strided one output row at a time over a strided input, and
