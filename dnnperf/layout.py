@@ -182,7 +182,7 @@ def free_transposes(graph: Graph, is_blocked_conv) -> frozenset[str]:
         return t is not None and t.shape is not None and len(t.shape) == 4
 
     cands = {n.name for n in graph.nodes if n.op_type == "Transpose" and list(n.attrs.get("perm") or ()) == TO_NCHW
-             and n.inputs and rank4(n.inputs[0])}
+             and n.inputs and rank4(n.inputs[0]) and n.outputs and n.outputs[0]}
     while cands:
         src: dict[str, frozenset] = {}  # channels-last-able tensor -> the candidate Transposes it comes from
         for n in graph.nodes:  # topological order
