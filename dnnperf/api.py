@@ -236,7 +236,7 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     calibration could time one) and the layout conversions (``layout.reorder``) at their calibrated pace; a profile
     calibrated before one of them was timed has no figure for it, and its layers take a general figure
     instead: say so."""
-    from dnnperf.efficiency import NARROW_K1_CHANNELS, epilogue_activations, reads_image
+    from dnnperf.efficiency import epilogue_activations, narrow_k1_timed, reads_image
     from dnnperf.vocab import RUNTIME_KERNELS
 
     if not hw.bandwidth_curve:
@@ -258,7 +258,7 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
             if "conv.rgb" not in hw.shape_efficiency:
                 count("convolution with fewer input channels than one block (the image-reading kind)")
             elif tuple(w.conv[1:3]) == (1, 1) and "conv.rgb_k1" not in hw.shape_efficiency \
-                    and hw.cpu_layout[0] > NARROW_K1_CHANNELS:
+                    and narrow_k1_timed(hw.cpu_layout[0]):
                 count("1 x 1 convolution with fewer input channels than one block")
         if op == "LayoutReorder" and hw.cpu_layout is not None and "layout.reorder" not in hw.shape_efficiency:
             count("layout conversion (timed only at a one-node model's edges)")

@@ -10,6 +10,7 @@ other than Relu (``epilogue_pass``), the subnormal values of a -100 attention ma
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from dnnperf import rules
@@ -104,8 +105,14 @@ def thin_product(width: int, hw: HardwareProfile, wide: float) -> float:
 WIDE_PRODUCT = 768
 
 # input channels of the narrow 1 x 1 micro-benchmark behind 'conv.rgb_k1' (dnnperf.measure.micro.NARROW_K1):
-# calibrate keeps its point only where the blocked layout's block is wider
+# calibrate keeps its point only where the blocked layout's block is wider (``narrow_k1_timed``)
 NARROW_K1_CHANNELS = 8
+
+
+def narrow_k1_timed(block: int) -> bool:
+    """Whether calibrate times the 'conv.rgb_k1' point on a runtime with ``block``-channel blocks: its
+    micro-benchmark reads the NCHW input only where its channels are fewer than one block."""
+    return NARROW_K1_CHANNELS < block
 
 # the narrowest convolution chain behind a calibrated pixel curve (dnnperf.measure.micro: CONV_PIXELS,
 # and CONV1_PIXELS' 256 <-> 64 chain at 56 x 56); a test keeps the two equal
@@ -136,14 +143,9 @@ def _reorder_pixels(layer: Layer) -> int:
     calibrated 'layout.reorder' curve is keyed by them (a conversion walks each channel block's
     pixels; small maps with many channels run further below a copy's pace). A conversion that absorbs
     a channels-last Transpose (the only kind with nodes of its own) has its channels last."""
-    shape = tuple(int(d) for d in layer.output_shape or ())
-    if len(shape) < 3:
-        return max(layer.workload.parallel_work, 1)
-    spatial = shape[1:-1] if layer.nodes else shape[2:]
-    n = 1
-    for d in spatial:
-        n *= d
-    return max(n, 1)
+    if not layer.nodes:
+        return _pixels(layer)
+    return max(math.prod((layer.output_shape or ())[1:-1]), 1)
 
 
 def _pixels(layer: Layer) -> int:

@@ -28,6 +28,7 @@ from dataclasses import replace
 from dnnperf import rules
 from dnnperf.fusion import CPU_CONV_ACTIVATIONS, consumers_of
 from dnnperf.ir import Graph
+from dnnperf.kernel_groups import users_of
 from dnnperf.scoring import Layer
 from dnnperf.workload import Workload
 
@@ -170,19 +171,10 @@ def free_transposes(graph: Graph, is_blocked_conv) -> frozenset[str]:
     1.32) none of them is left, the residual stream stays channels-last, and the node profiler shows
     no Transpose kernel. Returns the node names of the removed Transposes of both kinds.
     ``is_blocked_conv(node)`` says whether a Conv node runs in the blocked layout."""
-    consumers: dict[str, list] = {}
-    for n in graph.nodes:
-        for i in dict.fromkeys(n.inputs):
-            if i:
-                consumers.setdefault(i, []).append(n)
+    consumers = users_of(graph)
     outputs = set(graph.outputs)
-
-    def rank4(name):
-        t = graph.tensors.get(name)
-        return t is not None and t.shape is not None and len(t.shape) == 4
-
-    cands = {n.name for n in graph.nodes if n.op_type == "Transpose" and list(n.attrs.get("perm") or ()) == TO_NCHW
-             and n.inputs and rank4(n.inputs[0]) and n.outputs and n.outputs[0]}
+    cands = {n.name for n in graph.nodes if _transposes(n, TO_NCHW) and n.inputs and _rank4(graph, n.inputs[0])
+             and n.outputs and n.outputs[0]}
     while cands:
         src: dict[str, frozenset] = {}  # channels-last-able tensor -> the candidate Transposes it comes from
         for n in graph.nodes:  # topological order
@@ -198,7 +190,7 @@ def free_transposes(graph: Graph, is_blocked_conv) -> frozenset[str]:
         for t, origin in src.items():
             ok = t not in outputs
             for c in consumers.get(t, ()):
-                if c.op_type == "Transpose" and list(c.attrs.get("perm") or ()) == TO_NHWC:
+                if _transposes(c, TO_NHWC):
                     continue  # cancels
                 if c.op_type == "Conv" and c.inputs[0] == t and is_blocked_conv(c):
                     continue  # its conversion into the blocked layout reads channels-last
@@ -208,21 +200,23 @@ def free_transposes(graph: Graph, is_blocked_conv) -> frozenset[str]:
             if not ok:
                 bad |= origin
         if not bad:
-            inverse = {c.name for t in src for c in consumers.get(t, ()) if c.op_type == "Transpose"
-                       and list(c.attrs.get("perm") or ()) == TO_NHWC}
+            inverse = {c.name for t in src for c in consumers.get(t, ()) if _transposes(c, TO_NHWC)}
             return frozenset(cands | inverse)
         cands -= bad
     return frozenset()
 
 
+def _transposes(node, perm: list[int]) -> bool:
+    return node.op_type == "Transpose" and list(node.attrs.get("perm") or ()) == perm
+
+
 def _channels_last_transpose(members, ins, blocked, plain_copy, readers) -> bool:
     """A lone Transpose that moves the channels last (perm 0, 2, 3, 1) of a blocked tensor nothing
     else reads: ONNX Runtime folds it into the conversion out of the blocked layout."""
-    if len(members) != 1 or members[0].op_type != "Transpose" or len(ins) != 1:
+    if len(members) != 1 or not _transposes(members[0], TO_NHWC) or len(ins) != 1:
         return False
     t = ins[0]
-    perm = members[0].attrs.get("perm")
-    return t in blocked and t not in plain_copy and readers.get(t, 0) == 1 and list(perm or ()) == [0, 2, 3, 1]
+    return t in blocked and t not in plain_copy and readers.get(t, 0) == 1
 
 
 def _rank4(graph: Graph, name: str) -> bool:

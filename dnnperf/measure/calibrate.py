@@ -9,7 +9,8 @@ import time
 
 from dnnperf.fmt import sig
 from dnnperf.layout import BLOCKED_OPS
-from dnnperf.measure.micro import FIXED_CHAIN, NARROW_K1, SWEEP_CHAIN, micro_models, reported_cache_mb
+from dnnperf.efficiency import narrow_k1_timed
+from dnnperf.measure.micro import FIXED_CHAIN, SWEEP_CHAIN, micro_models, reported_cache_mb
 from dnnperf.measure.ort import CAL_TIMING, cpu_name, ort, session, settled_times
 from dnnperf.measure.reorder import edge_efficiency, internal_efficiency, layout_kernels, layout_share
 
@@ -210,7 +211,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     else:
         layout_basis = "no blocked layout: the one-node convolution ran without layout conversions"
     # the narrow 1 x 1 point timed the image-reading kernel only where its input is under one block
-    if "cpu_layout" not in profile or min(c for c, _ in NARROW_K1) >= profile["cpu_layout"]["block"]:
+    if "cpu_layout" not in profile or not narrow_k1_timed(profile["cpu_layout"]["block"]):
         shape_eff.pop("conv.rgb_k1", None)
     profile["efficiency"] = {k: _sig(statistics.median(v)) for k, v in sorted(eff.items())}
     profile["op_efficiency"] = dict(sorted(op_eff.items()))
