@@ -29,7 +29,7 @@ _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library
            "conv_efficiency", "misaligned_efficiency", "misaligned_vector", "split_k_precisions",
            "conv_split_k_precisions", "reorder_kernels", "reorder_traffic", "conv_bias_kernel",
            "sm_watts", "boost_clock_mhz", "l2_usable_fraction", "threads_per_sm",
-           "l2_bandwidth_factor", "gemv_max", "gemv_precisions", "dies", "gemm_alignment_bytes",
+           "l2_bandwidth_factor", "l2_bytes_per_sm_clock", "l2_efficiency", "gemv_max", "gemv_precisions", "dies", "gemm_alignment_bytes",
            "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_efficiency", "matrix_overlap", "unverified")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 # the generation a profile's title implies when it names none
@@ -80,6 +80,8 @@ class GpuLibrary:
     boost_clock_mhz: float
     l2_usable_fraction: float
     l2_bandwidth_factor: float
+    l2_bytes_per_sm_clock: float  # L2 -> SM bytes per SM per clock (0: unknown, l2_bandwidth_factor applies)
+    l2_efficiency: float  # the share of that figure kernels reach
     gemv_max: int
     gemv_precisions: tuple
     dies: int
@@ -148,6 +150,8 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         boost_clock_mhz=float(merged["boost_clock_mhz"]),
         l2_usable_fraction=float(merged["l2_usable_fraction"]),
         l2_bandwidth_factor=float(merged["l2_bandwidth_factor"]),
+        l2_bytes_per_sm_clock=float(merged.get("l2_bytes_per_sm_clock") or 0.0),
+        l2_efficiency=float(merged.get("l2_efficiency", 1.0)),
         gemv_max=int(merged["gemv_max"]),
         gemv_precisions=tuple(merged["gemv_precisions"]),
         dies=max(1, int(merged.get("dies", 1))),
@@ -213,6 +217,18 @@ def unit_class(unit_name: str) -> str:
 
 def clock_hz(hw, lib: GpuLibrary) -> float:
     return float(hw.gpu.get("boost_clock_mhz") or lib.boost_clock_mhz) * 1e6
+
+
+def l2_bandwidth(hw, lib: GpuLibrary) -> float:
+    """Bytes/s the L2 cache delivers to kernels: the profile's ``memory.onchip_gbs``; else, where the
+    generation gives its L2's bytes per SM per clock, that x SMs x the clock x ``l2_efficiency`` (an L2
+    is sized by the SMs it feeds and runs at their clock, so a board with faster DRAM, an H200 against
+    an H100, gets no faster L2); else the DRAM figure x ``l2_bandwidth_factor``."""
+    if hw.onchip_gbs:
+        return hw.onchip_gbs * 1e9
+    if lib.l2_bytes_per_sm_clock and hw.compute_units:
+        return lib.l2_bytes_per_sm_clock * hw.compute_units * clock_hz(hw, lib) * lib.l2_efficiency
+    return hw.dram_bps * lib.l2_bandwidth_factor
 
 
 def sustained_clock_fraction(lib: GpuLibrary, tdp_w: float | None, sms: int, unit: str, precision: str = "",

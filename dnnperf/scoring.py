@@ -452,8 +452,10 @@ def _bias_seconds(s: LayerState) -> float:
 
 
 def _l2_bps(s: LayerState) -> float:
-    """L2 bandwidth: the profile's memory.onchip_gbs, else the DRAM figure x l2_bandwidth_factor."""
-    return s.hw.onchip_gbs * 1e9 if s.hw.onchip_gbs else s.hw.dram_bps * s.lib.l2_bandwidth_factor
+    """L2 bandwidth (``dnnperf.gpu.l2_bandwidth``)."""
+    from dnnperf import gpu
+
+    return gpu.l2_bandwidth(s.hw, s.lib)
 
 
 def _l2_room(s: LayerState) -> float:

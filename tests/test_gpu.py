@@ -179,6 +179,22 @@ def test_activations_that_fit_l2_are_read_from_l2(tmp_path):
     assert big.t_memory == pytest.approx(12e6 / (320e9 * lib.l2_bandwidth_factor))
 
 
+def test_hopper_l2_bandwidth_follows_its_sms_and_clock_not_its_dram(tmp_path):
+    """The H200 has the H100's L2 (5,120 B/clk over GH100's 144 SMs, 0.7 of it reached) with faster
+    DRAM: both read L2-resident activations at 35.6 B x 132 SMs x 1.83 GHz x 0.7 = 6.02 TB/s, where a
+    factor of their DRAM bandwidth gave 8.4 and 12 TB/s."""
+    insp = _add_model(tmp_path, 1_000_000)  # 12 MB of activations: inside either L2
+    by_hand = 35.6 * 132 * 1.83e9 * 0.7
+    for name in ("h100", "h200"):
+        hw = load_profile(name)
+        assert gpu.l2_bandwidth(hw, gpu.library_of(hw)) == pytest.approx(by_hand)
+        layer = analyze(insp, hw, Settings(runtime="graph")).score.layers[0]
+        assert layer.t_memory == pytest.approx(12e6 / by_hand)
+    # a profile's own memory.onchip_gbs still wins
+    h200 = load_profile("h200")
+    assert gpu.l2_bandwidth(replace(h200, onchip_gbs=9000.0), gpu.library_of(h200)) == pytest.approx(9e12)
+
+
 def test_a_two_die_board_runs_batch_1_on_one_die():
     insp = inspect_model(os.path.join(SAMPLES, "mobilenet_v2.onnx"))
     die, board = load_profile("k80"), load_profile("k80-board")
@@ -658,7 +674,7 @@ def test_frameworks_add_a_convolutions_bias_in_a_second_kernel_by_hand(tmp_path)
     (cudnnAddTensor) add the bias in a kernel of its own (conv_bias_kernel). On the H200 in a CUDA
     graph it starts (graph_stream_kernel_us 1.2 us) then reads and writes the output: 8 x 64 x 56 x 56
     x 4 bytes = 6,422,528, twice = 12.8 MB, which fits the usable L2 (60 MB x 0.75), so it moves at
-    the L2 bandwidth (4,800 GB/s x 2.5 = 12,000 GB/s): 1.2 us + 1.0704 us. Eagerly the kernel takes
+    the L2 bandwidth (35.6 B x 132 SMs x 1.83 GHz x 0.7 = 6,019.6 GB/s): 1.2 us + 2.1339 us. Eagerly the kernel takes
     at least min_kernel_us (5 us), and its dispatch is part of the convolution's host cost."""
     h200 = load_profile("h200")
     off = replace(h200, gpu={**h200.gpu, "conv_bias_kernel": False})
@@ -666,7 +682,7 @@ def test_frameworks_add_a_convolutions_bias_in_a_second_kernel_by_hand(tmp_path)
     s = Settings(batch=8, precision="fp32", runtime="graph")
     with_bias = analyze(insp, h200, s).score.totals["latency_s"]
     without = analyze(insp, off, s).score.totals["latency_s"]
-    assert with_bias - without == pytest.approx(1.2e-6 + 2 * 6_422_528 / 12_000e9, rel=1e-9)
+    assert with_bias - without == pytest.approx(1.2e-6 + 2 * 6_422_528 / (35.6 * 132 * 1.83e9 * 0.7), rel=1e-9)
     # the kernels the layer runs: the convolution and the bias; in fp16 also Hopper's one layout reorder
     assert [analyze(insp, hw, s).score.layers[0].kernels for hw in (h200, off)] == [2, 1]
     assert analyze(insp, h200, replace(s, precision="fp16")).score.layers[0].kernels == 3
@@ -731,8 +747,8 @@ def test_a_published_gemm_may_be_batched(tmp_path):
 def test_a_transposed_convolutions_bias_is_a_second_kernel_too(tmp_path):
     """PyTorch's cuDNN transposed convolution and ONNX Runtime's ConvTranspose add the bias after the
     library's kernel as well: x [8, 64, 28, 28] -> 2 x 2 stride-2 ConvTranspose to 32 channels -> y
-    [8, 32, 56, 56] fp32 = 3,211,264 bytes, read and written from the H200's L2 (12,000 GB/s) after a
-    1.2 us start in a CUDA graph: 1.2 us + 0.5352 us."""
+    [8, 32, 56, 56] fp32 = 3,211,264 bytes, read and written from the H200's L2 (6,019.6 GB/s) after a
+    1.2 us start in a CUDA graph: 1.2 us + 1.0669 us."""
     from helpers import weight
 
     m = model([helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], name="ct", strides=[2, 2])],
@@ -742,4 +758,4 @@ def test_a_transposed_convolutions_bias_is_a_second_kernel_too(tmp_path):
     off = replace(h200, gpu={**h200.gpu, "conv_bias_kernel": False})
     s = Settings(batch=8, precision="fp32", runtime="graph")
     t_on, t_off = (analyze(insp, hw, s).score.totals["latency_s"] for hw in (h200, off))
-    assert t_on - t_off == pytest.approx(1.2e-6 + 2 * 3_211_264 / 12_000e9, rel=1e-9)
+    assert t_on - t_off == pytest.approx(1.2e-6 + 2 * 3_211_264 / (35.6 * 132 * 1.83e9 * 0.7), rel=1e-9)
