@@ -639,12 +639,15 @@ def _gpu_section(v, kind: str, where: str) -> dict:
 # the shape of every library field a profile's gpu section may override (dnnperf/data/gpu_generations.yaml)
 _GPU_BOOL = frozenset({"conv_split_k", "reorder_traffic", "conv_bias_kernel", "unverified"})
 _GPU_FRACTION = frozenset({"bandwidth_efficiency", "stream_efficiency", "winograd_efficiency", "conv_efficiency",
-                           "misaligned_efficiency", "gemm_misaligned_efficiency", "l2_usable_fraction", "matrix_overlap"})
-_GPU_ZERO_OK = frozenset({"matrix_overlap", "gemm_alignment_bytes", "gemv_max", "gemm_word_bytes"})
+                           "misaligned_efficiency", "gemm_misaligned_efficiency", "l2_usable_fraction", "matrix_overlap",
+                           "l2_efficiency"})
+_GPU_ZERO_OK = frozenset({"matrix_overlap", "gemm_alignment_bytes", "gemv_max", "gemm_word_bytes",
+                          "l2_bytes_per_sm_clock"})
 _GPU_INT = frozenset({"split_k_min", "ctas_per_sm_tile", "winograd_tile", "threads_per_sm", "dies", "gemv_max",
                       "gemm_alignment_bytes", "gemm_word_bytes"})
 _GPU_NUMBER_MAPS = {"feed_ops_per_element": None, "k_step": None, "misaligned_vector": None, "sm_watts": None,
-                    "reorder_kernels": 16, "library_efficiency": 1.0, "depthwise_efficiency": 1.0}
+                    "reorder_kernels": 16, "library_efficiency": 1.0, "depthwise_efficiency": 1.0,
+                    "grouped_efficiency": 1.0}
 _GPU_STRING_LISTS = frozenset({"split_k_precisions", "conv_split_k_precisions", "gemv_precisions"})
 
 

@@ -381,6 +381,8 @@ def _gpu_kernel_eff(s: LayerState) -> float:
     if s.algorithm == "gemm" and uc == "tensor_cores" and w.gemm is not None:
         eff *= gpu.gemm_misaligned_factor(lib, w.gemm.n, w.gemm.k, s.run_precision,  # narrower loads (fixes: _misaligned_gemm)
                                           latency_bound=s.plan is not None and s.plan.latency_bound)
+    if w.family == "grouped_conv" and s.algorithm == "implicit_gemm":
+        eff *= float(lib.grouped_efficiency.get(s.run_precision, 1.0))
     if s.algorithm == "direct" and w.family == "depthwise_conv" and s.run_precision in lib.depthwise_efficiency:
         strided = bool(w.conv) and (w.conv[3] > 1 or w.conv[4] > 1)
         key = f"{s.run_precision}:strided" if strided and f"{s.run_precision}:strided" in lib.depthwise_efficiency \

@@ -759,3 +759,23 @@ def test_a_transposed_convolutions_bias_is_a_second_kernel_too(tmp_path):
     s = Settings(batch=8, precision="fp32", runtime="graph")
     t_on, t_off = (analyze(insp, hw, s).score.totals["latency_s"] for hw in (h200, off))
     assert t_on - t_off == pytest.approx(1.2e-6 + 2 * 3_211_264 / (35.6 * 132 * 1.83e9 * 0.7), rel=1e-9)
+
+
+def test_hopper_fp32_grouped_convolutions_reach_063_of_the_dense_kernels_rate(tmp_path):
+    """cuDNN 9's fp32 grouped kernels (H200, batch 64: 1.35-1.75x the dense estimate) get
+    grouped_efficiency 0.63 on top of the dense implicit GEMM's figures: a compute-bound grouped
+    convolution's compute time is the dense one's / 0.63 (the H200's 700 W over 132 SMs holds its clock
+    either way). fp16 grouped, fp32 dense and fp32 depthwise convolutions are untouched."""
+    h200 = load_profile("h200")
+    dense_lib = replace(h200, gpu={**h200.gpu, "grouped_efficiency": {"fp32": 1.0}})
+    s = Settings(batch=8, precision="fp32", runtime="graph")
+    grouped = _biased_conv(tmp_path, group=8)  # 8 groups of 8 channels: family grouped_conv
+    a = analyze(grouped, h200, s).score.layers[0]
+    b = analyze(grouped, dense_lib, s).score.layers[0]
+    assert a.t_compute == pytest.approx(b.t_compute / 0.63, rel=1e-9)
+    assert a.time_s > b.time_s
+    fp16 = replace(s, precision="fp16")
+    assert analyze(grouped, h200, fp16).score.layers[0].time_s == analyze(grouped, dense_lib, fp16).score.layers[0].time_s
+    for group in (1, 64):  # dense, depthwise
+        insp = _biased_conv(tmp_path, group=group)
+        assert analyze(insp, h200, s).score.layers[0].time_s == analyze(insp, dense_lib, s).score.layers[0].time_s
