@@ -640,7 +640,7 @@ def _gpu_section(v, kind: str, where: str) -> dict:
 _GPU_BOOL = frozenset({"conv_split_k", "reorder_traffic", "conv_bias_kernel", "unverified"})
 _GPU_FRACTION = frozenset({"bandwidth_efficiency", "stream_efficiency", "winograd_efficiency", "conv_efficiency",
                            "misaligned_efficiency", "gemm_misaligned_efficiency", "l2_usable_fraction", "matrix_overlap",
-                           "l2_efficiency"})
+                           "l2_efficiency", "stem_efficiency"})
 _GPU_ZERO_OK = frozenset({"matrix_overlap", "gemm_alignment_bytes", "gemv_max", "gemm_word_bytes",
                           "l2_bytes_per_sm_clock"})
 _GPU_INT = frozenset({"split_k_min", "ctas_per_sm_tile", "winograd_tile", "threads_per_sm", "dies", "gemv_max",
@@ -678,6 +678,11 @@ def _gpu_field(k: str, v, where: str) -> None:
         for kk, x in _map(v, where).items():
             if not isinstance(x, list) or any(not isinstance(p, str) for p in x):
                 raise DnnperfError(f"{where}.{kk}: a list of precision names, got {x!r}")
+    elif k == "stem_precision":
+        from dnnperf.workload import DTYPE_OF_PRECISION
+
+        if v not in ("", None) and v not in DTYPE_OF_PRECISION:
+            raise DnnperfError(f"{where}: a precision name ({', '.join(sorted(DTYPE_OF_PRECISION))}) or empty, got {v!r}")
     elif k in _GPU_STRING_LISTS:
         if not isinstance(v, list) or any(not isinstance(p, str) for p in v):
             raise DnnperfError(f"{where}: a list of precision names, got {v!r}")

@@ -171,6 +171,7 @@ class LayerState:
     algorithm: str = ""
     plan: object = None
     misaligned: bool = False
+    stem: bool = False  # a convolution with fewer input channels than one tensor-core vector, on the stem kernels
     pad_fill: float = 1.0  # useful share of channels padded up to the tensor cores' vector (no profile `alignment`)
     block_fill: float = 1.0  # useful share of a blocked CPU depthwise layer's channels (efficiency.depthwise_block_fill)
     gain: float = 1.0  # the convolution algorithm's MAC reduction (Winograd)
@@ -282,6 +283,9 @@ def _fallback(s: LayerState) -> float:
 # -- GPU steps: how a kernel library runs the layer (dnnperf.gpu) ----------------------------------
 
 
+_FLOAT_PRECISIONS = frozenset({"fp32", "tf32", "fp16", "bf16"})
+
+
 def _is_conv(w: Workload) -> bool:
     return w.family in ("conv", "grouped_conv") and bool(w.conv)
 
@@ -309,7 +313,13 @@ def _gpu_unit(s: LayerState) -> float:
     vec = int(lib.misaligned_vector.get(s.precision, 0)) if w.family == "conv" else 0
     if conv and matrix and vec and w.conv[0] < vec:
         units = tuple(u for u in units if gpu.unit_class(u.name) != "tensor_cores" or u.alignment.get(s.precision))
-    unit, run_prec, rate, _ = rules.pick_from(units, s.precision, matrix, w.gemm, check_alignment=conv)
+    s.stem = conv and matrix and w.family == "conv" and bool(lib.stem_precision) \
+        and s.precision in _FLOAT_PRECISIONS and w.conv[0] < int(lib.misaligned_vector.get("fp16", 8))
+    if s.stem:  # the library's own kernels for narrow inputs, the same in every float precision
+        units = tuple(u for u in hw.units if gpu.unit_class(u.name) == "cuda_cores"
+                      and lib.stem_precision in u.peak_tops) or units
+    unit, run_prec, rate, _ = rules.pick_from(units, lib.stem_precision if s.stem else s.precision, matrix, w.gemm,
+                                              check_alignment=conv)
     s.unit, s.unit_name, s.run_precision, s.rate = unit, unit.name, run_prec, rate
     tensor_ok = s.precision in allowed and any(
         gpu.unit_class(u.name) == "tensor_cores" and s.precision in u.peak_tops for u in hw.units)
@@ -393,6 +403,8 @@ def _gpu_kernel_eff(s: LayerState) -> float:
         cin = w.conv[0]
         eff *= lib.misaligned_efficiency * cin / (ceil(cin / vec) * vec)
     eff *= s.pad_fill
+    if s.stem:
+        eff *= lib.stem_efficiency
     if w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops:
         eff = min(eff, s.hw.unoptimized_efficiency)
     return eff

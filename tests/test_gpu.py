@@ -779,3 +779,32 @@ def test_hopper_fp32_grouped_convolutions_reach_063_of_the_dense_kernels_rate(tm
     for group in (1, 64):  # dense, depthwise
         insp = _biased_conv(tmp_path, group=group)
         assert analyze(insp, h200, s).score.layers[0].time_s == analyze(insp, dense_lib, s).score.layers[0].time_s
+
+
+def _stem(tmp_path):
+    """x [16, 3, 224, 224] -> 7 x 7 stride-2 Conv to 64 channels (pads 3), no bias: an image stem."""
+    from helpers import weight
+
+    m = model([helper.make_node("Conv", ["x", "w"], ["y"], name="stem", pads=[3, 3, 3, 3], strides=[2, 2])],
+              [vi("x", [16, 3, 224, 224])], [vi("y", None)], [weight("w", [64, 3, 7, 7])])
+    return inspect_model(save(m, tmp_path))
+
+
+def test_hopper_runs_a_stem_on_its_fp32_kernels_in_every_float_precision(tmp_path):
+    """cuDNN 9 times a 3-channel stem alike in fp16 and fp32 (H200: 20 shapes, fp16/fp32 0.5-1.25x), at
+    0.6 of the fp32 implicit GEMM's figure (stem_efficiency): in fp16, bf16 and tf32 the stem runs on
+    the CUDA cores in fp32 with the fp32 layer's compute time, which is the stem_efficiency-1 figure
+    / 0.6. cuDNN 7 (Volta) keeps the padded fp16 path on its fp16 CUDA-core rate."""
+    insp = _stem(tmp_path)
+    h200 = load_profile("h200")
+    plain = replace(h200, gpu={**h200.gpu, "stem_efficiency": 1.0})
+    s32 = Settings(batch=16, precision="fp32", runtime="graph")
+    fp32 = analyze(insp, h200, s32).score.layers[0]
+    assert fp32.unit == "cuda_cores" and fp32.precision == "fp32"
+    assert fp32.t_compute == pytest.approx(analyze(insp, plain, s32).score.layers[0].t_compute / 0.6, rel=1e-9)
+    for p in ("fp16", "bf16", "tf32"):
+        layer = analyze(insp, h200, replace(s32, precision=p)).score.layers[0]
+        assert (layer.unit, layer.precision) == ("cuda_cores", "fp32")
+        assert layer.t_compute == pytest.approx(fp32.t_compute, rel=1e-9)
+    v100 = analyze(insp, load_profile("v100"), replace(s32, precision="fp16")).score.layers[0]
+    assert (v100.unit, v100.precision) == ("cuda_cores", "fp16")
