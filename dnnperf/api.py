@@ -156,6 +156,9 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     quant = _cpu_qdq_note(insp, hw, sc)
     if quant:
         notes.append(quant)
+    stems = _stem_note(hw, sc)
+    if stems:
+        notes.append(stems)
     room = _memory_note(hw, sc)
     if room:
         notes.append(room)
@@ -170,6 +173,27 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
             from dnnperf.hardware import shipped_profiles as alternatives
         attach_fixes(report, alternatives)
     return report
+
+
+def _stem_note(hw: HardwareProfile, sc: Score) -> str | None:
+    """Convolutions a GPU library runs on its stem kernels in another precision than the layer's own."""
+    if hw.kind != "gpu":
+        return None
+    from dnnperf import gpu
+    from dnnperf.scoring import is_stem
+
+    lib = gpu.library_of(hw)
+    found: dict[str, list[str]] = {}  # the layer's own precision -> names
+    for c in sc.layers:
+        own = sc.settings.precision or precision_of(c.layer.workload)
+        if c.precision != own and is_stem(c.layer.workload, lib, own):
+            found.setdefault(own, []).append(c.name)
+    if not found:
+        return None
+    names = [n for v in found.values() for n in v]
+    return (f"{len(names)} convolution(s) with fewer input channels than one 16-byte vector ({', '.join(names[:3])}"
+            f"{', ...' if len(names) > 3 else ''}) run on the library's {lib.stem_precision} CUDA-core stem kernels, "
+            f"not in {'/'.join(sorted(found))} (the {lib.generation} entry's stem_precision)")
 
 
 def _subnormal_note(insp: Inspection, hw: HardwareProfile, sc: Score) -> str | None:

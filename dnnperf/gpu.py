@@ -29,8 +29,9 @@ _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library
            "conv_efficiency", "misaligned_efficiency", "misaligned_vector", "split_k_precisions",
            "conv_split_k_precisions", "reorder_kernels", "reorder_traffic", "conv_bias_kernel",
            "sm_watts", "boost_clock_mhz", "l2_usable_fraction", "threads_per_sm",
-           "l2_bandwidth_factor", "l2_bytes_per_sm_clock", "l2_efficiency", "gemv_max", "gemv_precisions", "dies", "gemm_alignment_bytes",
-           "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_efficiency", "grouped_efficiency", "stem_precision", "stem_efficiency", "matrix_overlap", "unverified")
+           "l2_bandwidth_factor", "l2_bytes_per_sm_clock", "l2_efficiency", "gemv_max", "gemv_precisions", "dies",
+           "gemm_alignment_bytes", "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_efficiency",
+           "grouped_efficiency", "stem_precision", "stem_efficiency", "matrix_overlap", "unverified")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 # the generation a profile's title implies when it names none
 _TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50", "blackwell")),
@@ -90,7 +91,7 @@ class GpuLibrary:
     gemm_word_bytes: int  # the narrowest load the misaligned kernels keep that factor at (0: any)
     depthwise_efficiency: dict
     grouped_efficiency: dict  # precision -> factor on a grouped (not depthwise) convolution's kernel efficiency
-    stem_precision: str  # the CUDA-core precision convolutions with too few input channels for the vector run in ("": padded)
+    stem_precision: str  # CUDA-core precision of the stem kernels (narrow-input convolutions; "": padded path)
     stem_efficiency: float  # factor on those kernels' efficiency
     matrix_overlap: float
     unverified: bool

@@ -290,6 +290,14 @@ def _is_conv(w: Workload) -> bool:
     return w.family in ("conv", "grouped_conv") and bool(w.conv)
 
 
+def is_stem(w: Workload, lib, precision: str) -> bool:
+    """Whether the GPU library (``lib``, a ``dnnperf.gpu.GpuLibrary``) runs this layer on its stem kernels
+    (``stem_precision``): an ungrouped float convolution with fewer input channels than one 16-byte fp16
+    vector (an image's 1-4 channels)."""
+    return bool(lib.stem_precision) and w.family == "conv" and bool(w.conv) and precision in _FLOAT_PRECISIONS \
+        and w.conv[0] < int(lib.misaligned_vector.get("fp16", 8))
+
+
 def _gpu_unit(s: LayerState) -> float:
     """The unit the library uses: tensor cores only for the precisions its GEMM / convolution
     kernels run there, and for convolutions only when the channels fit the unit's alignment (else
@@ -313,8 +321,7 @@ def _gpu_unit(s: LayerState) -> float:
     vec = int(lib.misaligned_vector.get(s.precision, 0)) if w.family == "conv" else 0
     if conv and matrix and vec and w.conv[0] < vec:
         units = tuple(u for u in units if gpu.unit_class(u.name) != "tensor_cores" or u.alignment.get(s.precision))
-    s.stem = conv and matrix and w.family == "conv" and bool(lib.stem_precision) \
-        and s.precision in _FLOAT_PRECISIONS and w.conv[0] < int(lib.misaligned_vector.get("fp16", 8))
+    s.stem = is_stem(w, lib, s.precision)
     if s.stem:  # the library's own kernels for narrow inputs, the same in every float precision
         units = tuple(u for u in hw.units if gpu.unit_class(u.name) == "cuda_cores"
                       and lib.stem_precision in u.peak_tops) or units

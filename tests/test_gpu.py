@@ -808,3 +808,15 @@ def test_hopper_runs_a_stem_on_its_fp32_kernels_in_every_float_precision(tmp_pat
         assert layer.t_compute == pytest.approx(fp32.t_compute, rel=1e-9)
     v100 = analyze(insp, load_profile("v100"), replace(s32, precision="fp16")).score.layers[0]
     assert (v100.unit, v100.precision) == ("cuda_cores", "fp16")
+
+
+def test_a_report_says_when_a_stem_runs_in_another_precision(tmp_path):
+    """The fp16 stem above runs in fp32 on Hopper: the report says so, naming the layer; an fp32 run
+    (nothing changes) and Volta's padded fp16 path (no stem kernels) say nothing."""
+    insp = _stem(tmp_path)
+    h200, v100 = load_profile("h200"), load_profile("v100")
+    fp16 = Settings(batch=16, precision="fp16")
+    [note] = [n for n in analyze(insp, h200, fp16).notes if "stem kernels" in n]
+    assert "(stem)" in note and "not in fp16" in note and "fp32 CUDA-core" in note
+    assert not [n for n in analyze(insp, h200, replace(fp16, precision="fp32")).notes if "stem" in n]
+    assert not [n for n in analyze(insp, v100, fp16).notes if "stem" in n]
