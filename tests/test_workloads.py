@@ -263,3 +263,27 @@ def test_data_dependent_outputs_are_costed_at_a_marked_bound(tmp_path):
     assert row.workload is not None and row.workload.bytes_written == 2 * 12 * 8
     assert [u["kind"] for u in insp.unsupported] == ["bound"] and "upper bound" in insp.unsupported[0]["reason"]
     assert insp.coverage()["complete"]
+
+
+def test_slice_reads_only_the_region_it_keeps(tmp_path):
+    """A rotary cos table [8192, 32] fp32 (1,048,576 bytes, weightless) sliced at a position given at
+    run time (--value pos=8) to one row [1, 32] reads that row's 128 bytes plus its int64 axes (8
+    bytes), not the table; a channel split of an activation [1, 64, 8, 8] into its first half reads
+    32 x 8 x 8 x 4 = 8,192 bytes of the 16,384 (plus three int64 index tensors)."""
+    m = model([helper.make_node("Add", ["pos", "one"], ["e"]),
+               helper.make_node("Slice", ["cos", "pos", "e", "a"], ["row"], name="rot"),
+               helper.make_node("Slice", ["x", "z", "h", "c"], ["half"], name="split")],
+              [vi("x", [1, 64, 8, 8]), vi("pos", [1], T.INT64)], [vi("row", None), vi("half", None)],
+              [weight("cos", [8192, 32]), ints("one", [1]), ints("a", [0]), ints("z", [0]), ints("h", [32]),
+               ints("c", [1])])
+    m.graph.initializer[0].ClearField("raw_data")  # a weightless skeleton's table, as exported models ship
+    m.graph.initializer[0].data_location = T.EXTERNAL
+    m.graph.initializer[0].external_data.add(key="location", value="absent.bin")
+    insp = one(tmp_path, m, values=(("pos", (8,)),))
+    rot = next(r for r in insp.rows if r.node.name == "rot")
+    assert rot.output_shape == (1, 32) and rot.workload.family == "movement"
+    assert rot.workload.weight_bytes == 128 + 8 and rot.workload.bytes_written == 128
+    half = next(r for r in insp.rows if r.node.name == "split")
+    assert half.output_shape == (1, 32, 8, 8)
+    assert half.workload.bytes_written == 8_192
+    assert half.workload.act_bytes_read + half.workload.weight_bytes == 8_192 + 3 * 8

@@ -23,12 +23,27 @@ def concat(ctx: Ctx):
 
 def gather(ctx: Ctx):
     """Gather reads only the rows it picks (an embedding lookup does not stream the whole table)."""
+    return _picked(ctx, weights_only_data=True)
+
+
+def slice_(ctx: Ctx):
+    """Slice reads only the region it keeps (one row of a rotary cos/sin table, the corner of a causal
+    mask buffer), not its whole input: the data read is the output's bytes. A Slice at offsets known
+    only at run time has its input's shape as output (an upper bound, noted by the loader), so it is
+    costed at its whole input."""
+    return _picked(ctx)
+
+
+def _picked(ctx: Ctx, weights_only_data: bool = False):
+    """Bytes of an op that reads from its data input (input 0) only the elements it writes out.
+    ``weights_only_data``: Gather's older rule for a weight table, which also caps the other weight
+    inputs (its indices) at the output's size."""
     act, wgt, out = ctx.byte_split()
     data = ctx.node.inputs[0]
     t = ctx.graph.tensors.get(data)
     data_bytes = (t.nbytes or 0) if t else 0
     if data in ctx.graph.initializers:
-        wgt = min(wgt, out)
+        wgt = min(wgt, out) if weights_only_data else wgt - data_bytes + min(data_bytes, out)
     else:
         act = act - data_bytes + min(data_bytes, out)
     return Workload(family="movement", dtype=ctx.compute_dtype(), act_bytes_read=act, weight_bytes=wgt,
@@ -74,7 +89,7 @@ def fill(ctx: Ctx):
                     parallel_work=ctx.out_numel(0))
 
 
-MOVEMENT = ["Split", "Slice", "GatherElements", "GatherND", "ScatterElements", "ScatterND",
+MOVEMENT = ["Split", "GatherElements", "GatherND", "ScatterElements", "ScatterND",
             "Scatter", "Tile", "Transpose", "Pad", "DepthToSpace", "SpaceToDepth",
             "ReverseSequence", "Compress", "OneHot", "Trilu", "SplitToSequence",
             "ConcatFromSequence", "SequenceAt", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceEmpty",
@@ -86,7 +101,7 @@ FILL = ["ConstantOfShape", "EyeLike", "RandomNormal", "RandomUniform", "RandomNo
         "RandomUniformLike", "Multinomial", "Bernoulli"]
 
 register({op: movement for op in MOVEMENT})
-register({"Gather": gather, "Concat": concat, "Expand": expand})
+register({"Gather": gather, "Slice": slice_, "Concat": concat, "Expand": expand})
 register_check({"Expand": _check_expand})
 register({op: view for op in VIEWS})
 register({op: shape_only for op in SHAPE_ONLY})
