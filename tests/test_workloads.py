@@ -287,3 +287,20 @@ def test_slice_reads_only_the_region_it_keeps(tmp_path):
     assert half.output_shape == (1, 32, 8, 8)
     assert half.workload.bytes_written == 8_192
     assert half.workload.act_bytes_read + half.workload.weight_bytes == 8_192 + 3 * 8
+
+
+def test_gather_elements_and_gather_nd_read_only_what_they_pick(tmp_path):
+    """GatherElements of 4 x 2 indices from a [1000, 50] fp32 activation (200,000 bytes) reads the 8 picked
+    floats (32 bytes) plus its int64 indices (64 bytes); GatherND of 3 rows (indices [3, 1]) reads 3 x 50
+    x 4 = 600 bytes plus 24 bytes of indices."""
+    m = model([helper.make_node("GatherElements", ["x", "i"], ["y"], name="ge", axis=0),
+               helper.make_node("GatherND", ["x", "r"], ["z"], name="gnd")],
+              [vi("x", [1000, 50])], [vi("y", None), vi("z", None)],
+              [ints("i", [[0, 1], [2, 3], [4, 5], [6, 7]]), ints("r", [[0], [5], [9]])])
+    insp = one(tmp_path, m)
+    ge = next(r for r in insp.rows if r.node.name == "ge")
+    assert ge.output_shape == (4, 2)
+    assert ge.workload.act_bytes_read == 32 and ge.workload.weight_bytes == 64 and ge.workload.bytes_written == 32
+    gnd = next(r for r in insp.rows if r.node.name == "gnd")
+    assert gnd.output_shape == (3, 50)
+    assert gnd.workload.act_bytes_read == 600 and gnd.workload.weight_bytes == 24 and gnd.workload.bytes_written == 600

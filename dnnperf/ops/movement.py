@@ -30,7 +30,7 @@ def slice_(ctx: Ctx):
     """Slice reads only the region it keeps (one row of a rotary cos/sin table, the corner of a causal
     mask buffer), not its whole input: the data read is the output's bytes. A Slice at offsets known
     only at run time has its input's shape as output (an upper bound, noted by the loader), so it is
-    costed at its whole input."""
+    costed at its whole input. GatherElements and GatherND likewise read only the elements they pick."""
     return _picked(ctx)
 
 
@@ -89,7 +89,7 @@ def fill(ctx: Ctx):
                     parallel_work=ctx.out_numel(0))
 
 
-MOVEMENT = ["Split", "GatherElements", "GatherND", "ScatterElements", "ScatterND",
+MOVEMENT = ["Split", "ScatterElements", "ScatterND",
             "Scatter", "Tile", "Transpose", "Pad", "DepthToSpace", "SpaceToDepth",
             "ReverseSequence", "Compress", "OneHot", "Trilu", "SplitToSequence",
             "ConcatFromSequence", "SequenceAt", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceEmpty",
@@ -101,7 +101,8 @@ FILL = ["ConstantOfShape", "EyeLike", "RandomNormal", "RandomUniform", "RandomNo
         "RandomUniformLike", "Multinomial", "Bernoulli"]
 
 register({op: movement for op in MOVEMENT})
-register({"Gather": gather, "Slice": slice_, "Concat": concat, "Expand": expand})
+register({"Gather": gather, "Slice": slice_, "GatherElements": slice_, "GatherND": slice_, "Concat": concat,
+          "Expand": expand})
 register_check({"Expand": _check_expand})
 register({op: view for op in VIEWS})
 register({op: shape_only for op in SHAPE_ONLY})
