@@ -26,7 +26,7 @@ def gather(ctx: Ctx):
     return _picked(ctx, weights_only_data=True)
 
 
-def slice_(ctx: Ctx):
+def reads_what_it_keeps(ctx: Ctx):
     """Slice reads only the region it keeps (one row of a rotary cos/sin table, the corner of a causal
     mask buffer), not its whole input: the data read is the output's bytes. A Slice at offsets known
     only at run time has its input's shape as output (an upper bound, noted by the loader), so it is
@@ -101,8 +101,8 @@ FILL = ["ConstantOfShape", "EyeLike", "RandomNormal", "RandomUniform", "RandomNo
         "RandomUniformLike", "Multinomial", "Bernoulli"]
 
 register({op: movement for op in MOVEMENT})
-register({"Gather": gather, "Slice": slice_, "GatherElements": slice_, "GatherND": slice_, "Concat": concat,
-          "Expand": expand})
+register({"Gather": gather, "Concat": concat, "Expand": expand})
+register({op: reads_what_it_keeps for op in ("Slice", "GatherElements", "GatherND")})
 register_check({"Expand": _check_expand})
 register({op: view for op in VIEWS})
 register({op: shape_only for op in SHAPE_ONLY})
