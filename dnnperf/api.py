@@ -186,7 +186,7 @@ def _stem_note(hw: HardwareProfile, sc: Score) -> str | None:
     found: dict[str, list[str]] = {}  # the layer's own precision -> names
     for c in sc.layers:
         own = sc.settings.precision or precision_of(c.layer.workload)
-        if c.precision != own and is_stem(c.layer.workload, lib, own):
+        if c.precision != own and is_stem(c.layer.workload, hw, lib, own):
             found.setdefault(own, []).append(c.name)
     if not found:
         return None

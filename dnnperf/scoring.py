@@ -290,12 +290,16 @@ def _is_conv(w: Workload) -> bool:
     return w.family in ("conv", "grouped_conv") and bool(w.conv)
 
 
-def is_stem(w: Workload, lib, precision: str) -> bool:
+def is_stem(w: Workload, hw: HardwareProfile, lib, precision: str) -> bool:
     """Whether the GPU library (``lib``, a ``dnnperf.gpu.GpuLibrary``) runs this layer on its stem kernels
     (``stem_precision``): an ungrouped float convolution with fewer input channels than one 16-byte fp16
-    vector (an image's 1-4 channels)."""
+    vector (an image's 1-4 channels), on a profile that has CUDA cores in that precision (a profile
+    without them keeps the layer on the units it has, with no stem factor)."""
+    from dnnperf import gpu
+
     return bool(lib.stem_precision) and w.family == "conv" and bool(w.conv) and precision in _FLOAT_PRECISIONS \
-        and w.conv[0] < int(lib.misaligned_vector.get("fp16", 8))
+        and w.conv[0] < int(lib.misaligned_vector.get("fp16", 8)) \
+        and any(gpu.unit_class(u.name) == "cuda_cores" and lib.stem_precision in u.peak_tops for u in hw.units)
 
 
 def _gpu_unit(s: LayerState) -> float:
@@ -321,10 +325,9 @@ def _gpu_unit(s: LayerState) -> float:
     vec = int(lib.misaligned_vector.get(s.precision, 0)) if w.family == "conv" else 0
     if conv and matrix and vec and w.conv[0] < vec:
         units = tuple(u for u in units if gpu.unit_class(u.name) != "tensor_cores" or u.alignment.get(s.precision))
-    s.stem = is_stem(w, lib, s.precision)
+    s.stem = is_stem(w, hw, lib, s.precision)
     if s.stem:  # the library's own kernels for narrow inputs, the same in every float precision
-        units = tuple(u for u in hw.units if gpu.unit_class(u.name) == "cuda_cores"
-                      and lib.stem_precision in u.peak_tops) or units
+        units = tuple(u for u in hw.units if gpu.unit_class(u.name) == "cuda_cores" and lib.stem_precision in u.peak_tops)
     unit, run_prec, rate, _ = rules.pick_from(units, lib.stem_precision if s.stem else s.precision, matrix, w.gemm,
                                               check_alignment=conv)
     s.unit, s.unit_name, s.run_precision, s.rate = unit, unit.name, run_prec, rate

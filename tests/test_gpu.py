@@ -820,3 +820,21 @@ def test_a_report_says_when_a_stem_runs_in_another_precision(tmp_path):
     assert "(stem)" in note and "not in fp16" in note and "fp32 CUDA-core" in note
     assert not [n for n in analyze(insp, h200, replace(fp16, precision="fp32")).notes if "stem" in n]
     assert not [n for n in analyze(insp, v100, fp16).notes if "stem" in n]
+
+
+def test_a_profile_without_fp32_cuda_cores_keeps_its_stem_on_the_units_it_has(tmp_path):
+    """A user profile that names a Hopper GPU but lists no fp32 CUDA-core unit cannot run the stem on
+    cuDNN's fp32 stem kernels: the layer stays on the units the profile has, in its own precision,
+    without the stem kernels' efficiency factor (its time equals the factor-1 time) and without a note."""
+    insp = _stem(tmp_path)
+    h200 = load_profile("h200")
+    units = tuple(replace(u, peak_tops={k: v for k, v in u.peak_tops.items() if k != "fp32"})
+                  if gpu.unit_class(u.name) == "cuda_cores" else u for u in h200.units)
+    no_fp32 = replace(h200, units=units)
+    assert not any(gpu.unit_class(u.name) == "cuda_cores" and "fp32" in u.peak_tops for u in no_fp32.units)
+    plain = replace(no_fp32, gpu={**no_fp32.gpu, "stem_efficiency": 1.0})
+    fp16 = Settings(batch=16, precision="fp16", runtime="graph")
+    layer = analyze(insp, no_fp32, fp16).score.layers[0]
+    assert layer.precision == "fp16"
+    assert layer.t_compute == analyze(insp, plain, fp16).score.layers[0].t_compute
+    assert not [n for n in analyze(insp, no_fp32, fp16).notes if "stem" in n]
