@@ -13,6 +13,9 @@ latency (one L2 round trip per step of the MMA instruction's K, hidden only by o
 on the same SM). When
 there are fewer tiles than SMs and K is long, GEMM libraries split K (split-K) and add the partial
 sums. The library picks the tile that finishes first.
+
+Why one module of ~420 lines: the tile, wave, split-K, K-loop and clock rules feed one plan per
+product and must agree on its arithmetic; the library record they read is defined here beside them.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ from dnnperf.errors import DnnperfError
 from dnnperf.hardware import load_profile, profile_from_dict, safe_yaml, shipped_names
 
 REQUIRED = ["v100", "t4", "a100", "h100", "h200", "rtx4090", "jetson-orin-nano", "tpu-v1", "tpu-v2", "tpu-v4",
-            "kirin970-npu", "cpu-avx512", "cpu-avx2", "raspberry-pi-4"]
+            "kirin970-npu", "cpu-avx512", "cpu-avx2", "raspberry-pi-4",
+            "l4", "a10", "a100-40gb", "h100-pcie", "p100", "tpu-v3", "tpu-v5e"]
 
 
 def test_required_profiles_ship():
@@ -40,6 +41,29 @@ def test_published_figures():
     assert load_profile("tpu-v2").units[0].tile["bf16"] == (1, 128, 128)
     assert load_profile("a100").units[0].peak_tops["fp16"] == 312
     assert load_profile("h100").units[0].peak_tops["fp16"] == 989.4
+
+
+@pytest.mark.parametrize("name,unit,precision,cores,ghz", [
+    ("l4", "cuda_cores", "fp32", 58 * 128, 2.04),  # AD104: 7,424 cores at a 2,040 MHz boost
+    ("a10", "cuda_cores", "fp32", 72 * 128, 1.695),  # GA102: 9,216 cores at 1,695 MHz
+    ("h100-pcie", "cuda_cores", "fp32", 114 * 128, 1.755),  # 14,592 cores at 1,755 MHz
+    ("p100", "cuda_cores", "fp32", 56 * 64, 1.303),  # GP100: 3,584 cores at 1,303 MHz (PCIe)
+    ("tpu-v3", "mxu", "bf16", 4 * 128 * 128, 0.94),  # 4 MXUs of 128 x 128 MACs at 940 MHz
+    ("tpu-v5e", "mxu", "bf16", 4 * 128 * 128, 1.5),  # 4 MXUs of 128 x 128 MACs at 1.5 GHz
+])
+def test_datasheet_peaks_agree_with_units_times_clock(name, unit, precision, cores, ghz):
+    """A datasheet's peak is MAC units x 2 ops x clock: the shipped figure agrees within 1.5%."""
+    p = load_profile(name)
+    [u] = [u for u in p.units if u.name == unit]
+    assert u.peak_tops[precision] == pytest.approx(cores * 2 * ghz / 1000, rel=0.015)
+
+
+def test_sibling_parts_differ_only_where_their_sheets_do():
+    """The 40 GB A100 is the 80 GB one with HBM2 at 1,555 GB/s; the L4 keeps 48 MB of L2 on 300 GB/s."""
+    a, b = load_profile("a100"), load_profile("a100-40gb")
+    assert (b.dram_gbs, a.dram_gbs) == (1555, 2039) and a.units == b.units and a.lanes == b.lanes
+    l4 = load_profile("l4")
+    assert (l4.dram_gbs, l4.onchip_mb, l4.lanes) == (300, 48, 58 * 1536)
 
 
 def test_unknown_name_suggests():
