@@ -496,10 +496,13 @@ def _floor_us(s: LayerState, streaming: bool) -> float:
 
 
 def _kernels_seconds(s: LayerState, t: float, n: int, streaming: bool) -> float:
-    """``n`` kernels doing ``t`` seconds of work: each at least the runtime's floor; in a graph a
-    streaming kernel's start comes before its transfer rather than hiding under it."""
+    """``n`` kernels doing ``t`` seconds of work, each at least the runtime's floor. In a captured graph
+    every kernel's start (``graph_stream_kernel_us``: what a streaming kernel shows plainly) comes
+    before its work rather than hiding under it; back to back from a stream (eager) the floor alone."""
     floor = _floor_us(s, streaming) * 1e-6
-    return t + n * floor if s.runtime != "eager" and streaming else max(t, n * floor)
+    if s.runtime == "eager":
+        return max(t, n * floor)
+    return max(t + n * s.lib.graph_stream_kernel_us * 1e-6, n * floor)
 
 
 # kernels that stream their tensors with wide, independent, unit-stride loads: pointwise math, casts,

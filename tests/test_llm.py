@@ -91,7 +91,9 @@ def test_prefill_macs_by_hand(models):
 def test_7b_decode_sits_at_the_memory_bound(models, hw, bw):
     """Batch-1 decode reads every linear weight and the cache once per token. The stated overheads:
     streaming kernels reach 75% of the quoted DRAM bandwidth (gpu_generations.yaml); the rest (norms,
-    activations, kernel floors under a CUDA graph) must stay within 10%."""
+    activations, each kernel's start and floor under a CUDA graph: ~300 kernels x 1.2-2 us) must stay
+    within 15%. (The published TensorRT-LLM A100 request, 128 + 20 tokens in 234 ms, spends ~11 ms per
+    generated token: 1.25x this bound.)"""
     cfg = PRESETS["llama-2-7b"]
     ctx = 1024
     h, kv = cfg.hidden, cfg.kv_heads * cfg.head_dim
@@ -102,7 +104,7 @@ def test_7b_decode_sits_at_the_memory_bound(models, hw, bw):
                             PhaseRequest("decode", context=ctx))
     t = d["decode"]["latency_s"]
     assert (weights + cache) / bw < t  # never faster than the quoted bandwidth allows
-    assert bound <= t <= 1.10 * bound, (t, bound)
+    assert bound <= t <= 1.15 * bound, (t, bound)
     assert d["decode"]["bound"] == "memory"
     assert d["decode"]["tokens_per_s"] == pytest.approx(1 / t)
 
