@@ -63,7 +63,7 @@ class GpuLibrary:
     conv_split_k_precisions: tuple  # precisions whose convolution kernels split K (default split_k_precisions)
     min_kernel_us: float
     graph_kernel_us: float
-    graph_stream_kernel_us: float  # the shortest streaming kernel in a captured graph
+    graph_stream_kernel_us: float  # a kernel's start before its work (the shortest streaming kernel in a graph)
     k_step_cycles: float
     conv_k_step_cycles: float  # the same for convolution kernels (implicit GEMM's gathered loads)
     k_step: dict

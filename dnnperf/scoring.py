@@ -496,13 +496,10 @@ def _floor_us(s: LayerState, streaming: bool) -> float:
 
 
 def _kernels_seconds(s: LayerState, t: float, n: int, streaming: bool) -> float:
-    """``n`` kernels doing ``t`` seconds of work, each at least the runtime's floor. In a captured graph
-    every kernel's start (``graph_stream_kernel_us``: what a streaming kernel shows plainly) comes
-    before its work rather than hiding under it; back to back from a stream (eager) the floor alone."""
-    floor = _floor_us(s, streaming) * 1e-6
-    if s.runtime == "eager":
-        return max(t, n * floor)
-    return max(t + n * s.lib.graph_stream_kernel_us * 1e-6, n * floor)
+    """``n`` kernels doing ``t`` seconds of work: each kernel's start (``graph_stream_kernel_us``, what a
+    streaming kernel in a graph shows plainly) comes before its work rather than hiding under it, and
+    no kernel takes less than the runtime's floor."""
+    return max(t + n * s.lib.graph_stream_kernel_us * 1e-6, n * _floor_us(s, streaming) * 1e-6)
 
 
 # kernels that stream their tensors with wide, independent, unit-stride loads: pointwise math, casts,
@@ -543,12 +540,12 @@ def _gpu_overlap(s: LayerState) -> float:
 
 
 def _gpu_launch(s: LayerState) -> float:
-    """Every kernel takes at least the device's minimum kernel time; layout reorders that transpose
-    activations (``reorder_traffic``) take their bytes' time at streaming bandwidth. An eager framework also pays
-    its per-kernel host cost (launch_overhead_us), which runs ahead of the device: the layer takes
-    the longer of the two. A captured graph or TensorRT launches the whole model once: no host cost
-    per kernel, and a shorter device gap between kernels; there a streaming kernel's start
-    (``graph_stream_kernel_us``) comes before its transfer rather than hiding under it."""
+    """Every kernel takes its start (``graph_stream_kernel_us``) before its work and at least the
+    device's minimum kernel time; layout reorders that transpose activations (``reorder_traffic``) take
+    their bytes' time at streaming bandwidth. An eager framework also pays its per-kernel host cost
+    (launch_overhead_us), which runs ahead of the device: the layer takes the longer of the two. A
+    captured graph or TensorRT launches the whole model once: no host cost per kernel, and a shorter
+    device floor per kernel."""
     kernels = s.w.launches + _extra_kernels(s)
     n_re = _reorders(s)
     if n_re and s.lib.reorder_traffic:  # each reorder is a transpose of an activation through DRAM

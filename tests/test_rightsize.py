@@ -40,11 +40,13 @@ def test_prices_and_cost_per_million():
 
 
 def small_cnn(tmp_path):
+    """Four 1 x 1 convolutions of 16 channels over 32 x 32: at batch 1 each kernel's start and work stay
+    under the minimum kernel time on a V100 and a T4 alike."""
     nodes, inits, x, c = [], [], "x", 3
     for i in range(4):
-        nodes += [helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"], pads=[1, 1, 1, 1]),
+        nodes += [helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"]),
                   helper.make_node("Relu", [f"c{i}"], [f"r{i}"])]
-        inits.append(weight(f"w{i}", [16, c, 3, 3]))
+        inits.append(weight(f"w{i}", [16, c, 1, 1]))
         x, c = f"r{i}", 16
     nodes.append(helper.make_node("Identity", [x], ["y"]))
     m = model(nodes, [vi("x", ["N", 3, 32, 32])], [vi("y", None)], inits)

@@ -41,16 +41,17 @@ def test_rules_by_hand():
 
 def test_elementwise_layer_time_by_hand(tmp_path):
     # Relu on 1x100x100x100 fp32 moves 8 MB, more than 75% of the V100's 6 MB L2, so from DRAM at
-    # the 75% of 900 GB/s streaming kernels reach on Volta (gpu_generations.yaml) = 11.85 us; the
-    # eager runtime's host spends 5 us enqueueing it before the device can start: 16.85 us
+    # the 75% of 900 GB/s streaming kernels reach on Volta (gpu_generations.yaml) = 11.85 us, after the
+    # kernel's 2 us start (graph_stream_kernel_us): 13.85 us; the eager runtime's host spends 5 us
+    # enqueueing it before the device can start: 18.85 us
     big = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1, 100, 100, 100])], [vi("y", None)])
     c = run(tmp_path, big, name="big.onnx").score.layers[0]
     assert c.t_memory == pytest.approx(8_000_000 / (900e9 * 0.75))
-    assert c.t_device == pytest.approx(8_000_000 / (900e9 * 0.75))
-    assert c.time_s == pytest.approx(5e-6 + 8_000_000 / (900e9 * 0.75))
+    assert c.t_device == pytest.approx(2e-6 + 8_000_000 / (900e9 * 0.75))
+    assert c.time_s == pytest.approx(5e-6 + 2e-6 + 8_000_000 / (900e9 * 0.75))
     assert c.cause == "memory" and c.unit == "cuda_cores"
     # 1x100x50x50 moves 2 MB: it fits the L2 (its producer just wrote it), read at 2.5 x 900 GB/s =
-    # 0.89 us; a kernel takes at least 5 us on the device (min_kernel_us): 5 us
+    # 0.89 us; a kernel takes at least 5 us on the device (min_kernel_us), more than 2 + 0.89: 5 us
     m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1, 100, 50, 50])], [vi("y", None)])
     rep = run(tmp_path, m)
     c = rep.score.layers[0]
