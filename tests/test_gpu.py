@@ -234,7 +234,8 @@ def test_published_data_is_the_deepbench_set(deepbench):
     assert 0.2 < share < 0.3
 
 
-@pytest.mark.parametrize("name,data", [("v100", DEEPBENCH), ("t4", DEEPBENCH), ("h200", H200_KERNELS)])
+@pytest.mark.parametrize("name,data", [("v100", DEEPBENCH), ("t4", DEEPBENCH), ("h200", H200_KERNELS),
+                                       ("p100", os.path.join(ROOT, "bench", "data", "deepbench-pascal-readme.json"))])
 def test_profile_validation_record_is_current(name, data):
     """The record a profile shows (hw show, hw list, reports) is what the model gives today."""
     hw = load_profile(name)
