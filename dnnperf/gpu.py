@@ -27,7 +27,7 @@ from math import ceil
 
 _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library_efficiency", "bandwidth_efficiency",
            "stream_efficiency", "split_k_min", "conv_split_k", "min_kernel_us", "graph_kernel_us",
-           "graph_stream_kernel_us", "k_step_cycles", "conv_k_step_cycles",
+           "graph_stream_kernel_us", "k_step_cycles", "conv_k_step_cycles", "gemm_k_step",
            "k_step", "ctas_per_sm_tile", "winograd", "winograd_tile", "winograd_efficiency", "tensor_core_precisions",
            "conv_efficiency", "misaligned_efficiency", "misaligned_vector", "split_k_precisions",
            "conv_split_k_precisions", "reorder_kernels", "reorder_traffic", "conv_bias_kernel",
@@ -67,6 +67,7 @@ class GpuLibrary:
     k_step_cycles: float
     conv_k_step_cycles: float  # the same for convolution kernels (implicit GEMM's gathered loads)
     k_step: dict
+    gemm_k_step: dict  # K elements a GEMM kernel's loop step covers (the k_step_cycles kernels; absent: k_step)
     ctas_per_sm_tile: int
     winograd: dict
     winograd_tile: int
@@ -140,6 +141,7 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         k_step_cycles=float(merged["k_step_cycles"]),
         conv_k_step_cycles=float(merged["conv_k_step_cycles"]),
         k_step=dict(merged["k_step"]),
+        gemm_k_step=dict(merged.get("gemm_k_step") or {}),
         ctas_per_sm_tile=int(merged["ctas_per_sm_tile"]),
         winograd=dict(merged.get("winograd") or {}),
         winograd_tile=int(merged["winograd_tile"]),
@@ -312,6 +314,8 @@ def _plan_gemm(m, n, k, count, sms, lib, unit, rate_per_s, hz, precision, split_
     rate_sm = rate_per_s / max(sms, 1)
     step_s = (lib.k_step_cycles if step_cycles is None else step_cycles) / hz
     k_per_step = float(lib.k_step.get(f"{unit}:{precision}", lib.k_step.get(precision, 8)))
+    if step_cycles is None:  # a GEMM kernel (or a pointwise convolution run as one): its own step, if the library has one
+        k_per_step = float(lib.gemm_k_step.get(f"{unit}:{precision}", k_per_step))
     best = None
     for tm, tn in tiles or lib.tiles:
         tiles_n = ceil(m / tm) * ceil(n / tn) * count

@@ -99,12 +99,14 @@ def test_split_k_fills_idle_sms_and_pays_for_partial_sums():
 
 
 def test_k_loop_latency_bounds_short_products_gemm_and_conv_steps_apart():
-    # one 128x128 tile on 80 SMs, K = 1024 in fp16 (16 K per step): 64 steps of k_step_cycles at 1 GHz
+    # one 128x128 tile on 80 SMs, K = 1024 in fp16 (a Hopper GEMM step covers 32 K, gemm_k_step):
+    # 32 steps of k_step_cycles (200) at 1 GHz
     lib = gpu.library("hopper", {"tiles": [[128, 128]], "split_k_min": 10**9})
     p = gpu.plan_gemm(128, 128, 1024, 1, 80, lib, "tensor_cores", 800e12, 1e9, "fp16")
-    # math: 2*128*128*1024 ops at 10 TOP/s per SM (tile feed 128/96 -> 1) = 3.4 us < 64 x 150 ns = 9.6 us
-    assert p.latency_bound and p.seconds == pytest.approx(64 * 150e-9)
-    # the same product as a convolution's implicit GEMM waits conv_k_step_cycles (300) per step
+    # math: 2*128*128*1024 ops at 10 TOP/s per SM (tile feed 128/96 -> 1) = 3.4 us < 32 x 200 ns = 6.4 us
+    assert p.latency_bound and p.seconds == pytest.approx(32 * 200e-9)
+    # the same product as a convolution's implicit GEMM steps the MMA instruction's 16 K and waits
+    # conv_k_step_cycles (300) per step: 64 x 300 ns
     c = gpu.plan_gemm(128, 128, 1024, 1, 80, lib, "tensor_cores", 800e12, 1e9, "fp16", gemv=False,
                       step_cycles=lib.conv_k_step_cycles)
     assert c.seconds == pytest.approx(64 * 300e-9)
@@ -374,9 +376,10 @@ def test_hopper_sends_only_single_column_products_to_matrix_vector_kernels():
 
 
 def test_a_pointwise_convolution_streams_its_input_like_a_gemm_operand():
-    """A 1 x 1 stride-1 convolution gathers no patches: its K loop waits the GEMM's step latency
-    (Hopper k_step_cycles 150), not the convolution's (300). The same product as a 1 x 1 stride-2
-    convolution of a 14 x 14 map (49 x 512 x 2048 either way) gathers strided pixels and keeps 300."""
+    """A 1 x 1 stride-1 convolution gathers no patches: its K loop steps like a GEMM's (Hopper: 32 fp16
+    K per step, k_step_cycles 200), not the convolution's (16 K, 300 cycles). The same product as a 1 x 1
+    stride-2 convolution of a 14 x 14 map (49 x 512 x 2048 either way) gathers strided pixels and keeps
+    the convolution's step."""
     from dnnperf.published import Kernel, predict
 
     h200 = load_profile("h200")
@@ -386,9 +389,9 @@ def test_a_pointwise_convolution_streams_its_input_like_a_gemm_operand():
     hz = gpu.clock_hz(h200, gpu.library_of(h200))
     from math import ceil
 
-    for plan, cycles in ((p1, 150), (p2, 300)):  # K = 2048 in steps of 16, over the split
+    for plan, step, cycles in ((p1, 32, 200), (p2, 16, 300)):  # K = 2048 over the split, in steps
         assert plan.latency_bound
-        assert plan.seconds == pytest.approx(plan.waves * ceil(ceil(2048 / plan.split_k) / 16) * cycles / hz)
+        assert plan.seconds == pytest.approx(plan.waves * ceil(ceil(2048 / plan.split_k) / step) * cycles / hz)
 
 
 def test_depthwise_conv_runs_at_the_direct_kernel_rate_on_hopper():
@@ -531,11 +534,13 @@ def test_a_misaligned_vocabulary_gets_the_padding_fix_and_graph_runs_no_host_lau
     head = next(x for x in doc["layers"] if x["name"] == "node_linear")
     fix = head["fixes"][0]
     assert fix["id"] == "fit_the_tile" and "50257 -> 50264" in fix["text"]
-    # misaligned (an odd width, 2-byte strides, but a 768-long K loop bound by its latency, so the plain
-    # factor): 2*128*50257*768 = 9.88 GFLOP at 0.33 x 0.8 x 989 TFLOP/s = 38 us of math; padded, the
-    # product streams its 768 x 50264 fp16 weights (77 MB) at 0.75 x 4.8 TB/s = 21 us plus the part of
-    # its 12.5 us of math that is not hidden (0.2): ~24 us, so the fix saves ~40% of the layer
-    assert 0.35 * head["latency_s"] < fix["saving_s"] < 0.6 * head["latency_s"]
+    # misaligned (an odd width: 2-byte strides, half the plain 0.33; its 768-long K loop, 24 steps of 32
+    # at 200 cycles = 2.6 us, does not bound it): 2*128*50257*768 = 9.88 GFLOP at 0.33 x 0.5 x 0.8 x 989.4
+    # TFLOP/s = 75.7 us of math, plus the unhidden 0.2 of its 77 MB of weights at 0.75 x 4.8 TB/s (21.4 us)
+    # and the kernel's 1.2 us start: 81.2 us. Padded, the product streams those weights in 21 us plus the
+    # part of its 12.5 us of math that is not hidden (0.2): ~24 us, so the fix saves ~2/3 of the layer
+    assert head["latency_s"] == pytest.approx(75.66e-6 + 0.2 * 21.4e-6 + 1.2e-6, rel=0.05)
+    assert 0.55 * head["latency_s"] < fix["saving_s"] < 0.75 * head["latency_s"]
     assert head["latency_s"] - fix["saving_s"] == pytest.approx(24e-6, rel=0.25)
     # a captured graph has no host launch cost: the model-level fix speaks of kernels, not launches x us
     launch = [f for f in doc["model_fixes"] if f["id"] == "fewer_launches"]
@@ -869,3 +874,21 @@ def test_every_kernel_takes_its_start_before_its_work(name, start_us, floor_us):
         assert tiny == pytest.approx(floor_us * 1e-6, rel=1e-12)
     else:
         assert start_us * 1e-6 < tiny < 2 * start_us * 1e-6
+
+
+def test_a_hopper_gemm_step_covers_two_mma_instructions_of_k():
+    """One 64 x 64 x 4096 product on the H200's tensor cores is one CTA waiting on its K loop: each step
+    of a GEMM covers 32 fp16 (16 tf32) elements of K at 200 cycles of the 1.83 GHz clock (gemm_k_step,
+    k_step_cycles): 4096 / 32 x 200 / 1.83e9 = 13.99 us in fp16, 4096 / 16 x 200 / 1.83e9 = 27.98 us in
+    tf32. A convolution that gathers its patches keeps the MMA instruction's 16 at 300 cycles: 41.97 us."""
+    h200 = load_profile("h200")
+    lib = gpu.library_of(h200)
+    hz = gpu.clock_hz(h200, lib)
+    assert hz == 1.83e9
+    fp16 = gpu.plan_gemm(64, 64, 4096, 1, 132, lib, "tensor_cores", 989.4e12, hz, "fp16", split_k=False)
+    assert fp16.latency_bound and fp16.seconds == pytest.approx(4096 / 32 * 200 / 1.83e9, rel=1e-12)
+    tf32 = gpu.plan_gemm(64, 64, 4096, 1, 132, lib, "tensor_cores", 494.7e12, hz, "tf32", split_k=False)
+    assert tf32.latency_bound and tf32.seconds == pytest.approx(4096 / 16 * 200 / 1.83e9, rel=1e-12)
+    conv = gpu.plan_gemm(64, 64, 4096, 1, 132, lib, "tensor_cores", 989.4e12, hz, "fp16", split_k=False,
+                         gemv=False, step_cycles=300)
+    assert conv.latency_bound and conv.seconds == pytest.approx(4096 / 16 * 300 / 1.83e9, rel=1e-12)

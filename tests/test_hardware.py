@@ -315,6 +315,8 @@ def test_every_gpu_library_field_is_checked_against_its_shape():
               encoding="utf-8") as fh:
         base = yaml.safe_load(fh)
     for bad, field in (({"k_step": {"cuda_cores:int8": "x"}}, "gpu.k_step.cuda_cores:int8"), ({"k_step": 5}, "gpu.k_step"),
+                       ({"gemm_k_step": {"tensor_cores:fp16": 0}}, "gpu.gemm_k_step.tensor_cores:fp16"),
+                       ({"gemm_k_step": 32}, "gpu.gemm_k_step"),
                        ({"gemv_max": "one"}, "gpu.gemv_max"), ({"gemv_max": 1.5}, "gpu.gemv_max"),
                        ({"depthwise_efficiency": {"fp16": 2}}, "gpu.depthwise_efficiency.fp16"),
                        ({"grouped_efficiency": 0.6}, "gpu.grouped_efficiency"),
