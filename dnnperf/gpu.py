@@ -315,7 +315,7 @@ def _plan_gemm(m, n, k, count, sms, lib, unit, rate_per_s, hz, precision, split_
     step_s = (lib.k_step_cycles if step_cycles is None else step_cycles) / hz
     k_per_step = float(lib.k_step.get(f"{unit}:{precision}", lib.k_step.get(precision, 8)))
     if step_cycles is None:  # a GEMM kernel (or a pointwise convolution run as one): its own step, if the library has one
-        k_per_step = float(lib.gemm_k_step.get(f"{unit}:{precision}", k_per_step))
+        k_per_step = float(lib.gemm_k_step.get(f"{unit}:{precision}", lib.gemm_k_step.get(precision, k_per_step)))
     best = None
     for tm, tn in tiles or lib.tiles:
         tiles_n = ceil(m / tm) * ceil(n / tn) * count
