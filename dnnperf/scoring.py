@@ -290,16 +290,20 @@ def _is_conv(w: Workload) -> bool:
     return w.family in ("conv", "grouped_conv") and bool(w.conv)
 
 
+def _stem_units(hw: HardwareProfile, lib) -> tuple:
+    """The profile's CUDA-core units that run the library's stem precision (``stem_precision``)."""
+    from dnnperf import gpu
+
+    return tuple(u for u in hw.units if gpu.unit_class(u.name) == "cuda_cores" and lib.stem_precision in u.peak_tops)
+
+
 def is_stem(w: Workload, hw: HardwareProfile, lib, precision: str) -> bool:
     """Whether the GPU library (``lib``, a ``dnnperf.gpu.GpuLibrary``) runs this layer on its stem kernels
     (``stem_precision``): an ungrouped float convolution with fewer input channels than one 16-byte fp16
     vector (an image's 1-4 channels), on a profile that has CUDA cores in that precision (a profile
     without them keeps the layer on the units it has, with no stem factor)."""
-    from dnnperf import gpu
-
     return bool(lib.stem_precision) and w.family == "conv" and bool(w.conv) and precision in _FLOAT_PRECISIONS \
-        and w.conv[0] < int(lib.misaligned_vector.get("fp16", 8)) \
-        and any(gpu.unit_class(u.name) == "cuda_cores" and lib.stem_precision in u.peak_tops for u in hw.units)
+        and w.conv[0] < int(lib.misaligned_vector.get("fp16", 8)) and bool(_stem_units(hw, lib))
 
 
 def _gpu_unit(s: LayerState) -> float:
@@ -327,7 +331,7 @@ def _gpu_unit(s: LayerState) -> float:
         units = tuple(u for u in units if gpu.unit_class(u.name) != "tensor_cores" or u.alignment.get(s.precision))
     s.stem = is_stem(w, hw, lib, s.precision)
     if s.stem:  # the library's own kernels for narrow inputs, the same in every float precision
-        units = tuple(u for u in hw.units if gpu.unit_class(u.name) == "cuda_cores" and lib.stem_precision in u.peak_tops)
+        units = _stem_units(hw, lib)
     unit, run_prec, rate, _ = rules.pick_from(units, lib.stem_precision if s.stem else s.precision, matrix, w.gemm,
                                               check_alignment=conv)
     s.unit, s.unit_name, s.run_precision, s.rate = unit, unit.name, run_prec, rate
