@@ -73,6 +73,7 @@ def report_dict(report: Report, top: int | None = None) -> dict:
             "compute_s": _r(c.t_compute),
             "memory_s": _r(c.t_memory),
             "launch_s": _r(c.t_launch),
+            "device_s": _r(c.t_device),
             "latency_s": _r(c.time_s),
             "lost_s": _r(c.lost_s),
             "losses_s": {k: _r(v) for k, v in c.losses.items()},
