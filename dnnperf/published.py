@@ -10,7 +10,9 @@ is compared with the measured one. A sheet may say ``"runtime": "graph"`` (its k
 a CUDA graph replay: the shorter in-graph minimum kernel time applies), a convolution may carry a
 ``group`` (depthwise and grouped convolutions), and a sheet may list ``elementwise`` kernels (``op``,
 ``elements``: a binary op reads two tensors of that many elements and writes a third, a unary op
-reads one and writes one); a GEMM may carry a ``batch`` (that many products of the same shape in one
+reads one and writes one; or ``shape``, a list of dimensions, in place of ``elements``) and row-wise
+kernels (``op`` Softmax or LayerNormalization with its ``shape``: the last dimension is the one each row
+normalises, as in a transformer's attention scores or hidden states); a GEMM may carry a ``batch`` (that many products of the same shape in one
 kernel, both operands computed: attention's batched products). Any other key in a sheet (but
 ``system``, ``source``, ``notes``) or in a kernel is refused: kernels of a kind this reader does not
 estimate, or with a dimension it would not read, are never dropped or estimated without a word.
@@ -36,6 +38,8 @@ from dnnperf.ir import Graph, Node, Tensor
 # the elementwise ops a sheet may time, with their number of inputs (each of `elements` elements)
 ELEMENTWISE = {"Add": 2, "Sub": 2, "Mul": 2, "Div": 2, "Relu": 1, "Sigmoid": 1, "Tanh": 1, "Exp": 1, "Neg": 1,
                "Abs": 1, "Sqrt": 1}
+# row-wise kernels a sheet may time (one input of `shape`, normalised along its last dimension)
+ROWWISE = ("Softmax", "LayerNormalization")
 # what a sheet may hold: its kernels (gemm, conv, elementwise) and what describes them
 _SHEET_KEYS = frozenset({"gpu", "precision", "runtime", "system", "source", "notes", "gemm", "conv", "elementwise"})
 # what a kernel of each kind may carry: its dimensions, its time, and words about it (DeepBench's
@@ -44,7 +48,7 @@ _ROW_KEYS = {
     "gemm": frozenset({"M", "N", "K", "batch", "ms", "at", "bt", "app", "notes"}),
     "conv": frozenset({"N", "C", "H", "W", "K", "R", "S", "pad_h", "pad_w", "stride_h", "stride_w", "group", "fwd_ms",
                        "app", "notes"}),
-    "elementwise": frozenset({"op", "elements", "ms", "app", "notes"}),
+    "elementwise": frozenset({"op", "elements", "shape", "ms", "app", "notes"}),
 }
 _PRECISION = {"float": "fp32", "16 bit inputs": "fp16", "int8": "int8", "mixed precision": "int8", "fp16": "fp16",
               "half": "fp16", "fp32": "fp32", "bf16": "bf16", "tf32": "tf32"}
@@ -57,7 +61,7 @@ class Kernel:
     precision: str
     kind: str  # gemm | conv | elementwise
     dims: tuple  # gemm: (M, N, K[, batch]); conv: (N, C, H, W, K, R, S, pad_h, pad_w, stride_h, stride_w[, group]);
-    #              elementwise: (elements,)
+    #              elementwise: (elements,) or the tensor's shape
     measured_s: float
     held_out: bool
     runtime: str = "eager"  # how the sheet timed its kernels: "eager" (back to back from a stream), "graph"
@@ -66,6 +70,8 @@ class Kernel:
     @property
     def label(self) -> str:
         if self.kind == "elementwise":
+            if self.op in ROWWISE or len(self.dims) > 1:
+                return f"{self.op} of shape {'x'.join(map(str, self.dims))}"
             return f"{self.op} of {self.dims[0]} elements"
         if self.kind == "gemm":
             b = f" batch {self.dims[3]}" if len(self.dims) > 3 else ""
@@ -146,13 +152,22 @@ def load_published(path: str) -> list[Kernel]:
             groups.setdefault(("conv", dims), []).append(ms)
         for e in _entries(path, name, sh, "elementwise"):
             try:
-                op, n, ms = str(e["op"]), int(e["elements"]), float(e["ms"])
-                if op not in ELEMENTWISE or n <= 0:
+                op, ms = str(e["op"]), float(e["ms"])
+                if ("elements" in e) == ("shape" in e) or (op in ROWWISE and "shape" not in e):
+                    raise ValueError  # one of the two; a row-wise kernel needs its rows' length
+                shape = e["shape"] if "shape" in e else [e["elements"]]
+                if not isinstance(shape, list) or not shape or any(isinstance(d, bool) for d in shape):
+                    raise ValueError
+                dims = tuple(int(d) for d in shape)
+                if op not in ELEMENTWISE and op not in ROWWISE or min(dims) <= 0 \
+                        or any(d != v for d, v in zip(dims, shape)):
                     raise ValueError
             except (KeyError, TypeError, ValueError, OverflowError):
                 raise DnnperfError(f"'{path}': sheet '{name}' has an elementwise kernel without op (one of "
-                                   f"{', '.join(ELEMENTWISE)}), a positive number of elements and ms: {e}") from None
-            groups.setdefault(("elementwise:" + op, (n,)), []).append(ms)
+                                   f"{', '.join(ELEMENTWISE)}, or the row-wise {' and '.join(ROWWISE)}), either a "
+                                   f"positive number of elements or a shape of positive whole numbers (row-wise: a "
+                                   f"shape), and ms: {e}") from None
+            groups.setdefault(("elementwise:" + op, dims), []).append(ms)
         for (key, dims), times in groups.items():
             if any(not (0 < t < math.inf) for t in times):
                 raise DnnperfError(f"'{path}': sheet '{name}' has a time that is not a positive number for "
@@ -179,12 +194,19 @@ def _entries(path: str, sheet: str, sh: dict, key: str) -> list:
 
 
 def kernel_graph(k: Kernel, dtype: str) -> tuple[Graph, Node]:
-    """The one-node graph of a kernel: MatMul [M, K] x weight [K, N], Conv, or an elementwise op."""
-    if k.kind == "elementwise":
-        ins = ("a", "b")[:ELEMENTWISE[k.op]]
-        t = {x: Tensor(x, (k.dims[0],), dtype) for x in (*ins, "y")}
+    """The one-node graph of a kernel: MatMul [M, K] x weight [K, N], Conv, an elementwise op, or a row-wise
+    Softmax / LayerNormalization (with its scale and bias as weights) over the last axis."""
+    if k.kind == "elementwise" and k.op == "LayerNormalization":
+        row = (k.dims[-1],)
+        t = {"a": Tensor("a", k.dims, dtype), "scale": Tensor("scale", row, dtype), "bias": Tensor("bias", row, dtype),
+             "y": Tensor("y", k.dims, dtype)}
+        g = Graph("kernel", [], t, frozenset({"scale", "bias"}), ("a",), ("y",), 17)
+        node = Node("op", k.op, "", ("a", "scale", "bias"), ("y",), {"axis": -1})
+    elif k.kind == "elementwise":
+        ins = ("a", "b")[:ELEMENTWISE.get(k.op, 1)]
+        t = {x: Tensor(x, k.dims, dtype) for x in (*ins, "y")}
         g = Graph("kernel", [], t, frozenset(), ins, ("y",), 17)
-        node = Node("op", k.op, "", ins, ("y",), {})
+        node = Node("op", k.op, "", ins, ("y",), {"axis": -1} if k.op == "Softmax" else {})
     elif k.kind == "gemm" and len(k.dims) > 3:  # batched: [batch, M, K] x [batch, K, N], both computed
         m, n, kk, b = k.dims
         t = {"a": Tensor("a", (b, m, kk), dtype), "b": Tensor("b", (b, kk, n), dtype),

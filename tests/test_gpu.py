@@ -603,6 +603,39 @@ def test_streaming_kernels_on_hopper_against_the_h200_add_times(tmp_path):
     assert r.exit_code == 2 and "elementwise" in r.output and "Traceback" not in r.output
 
 
+def test_published_row_wise_kernels_by_hand(tmp_path):
+    """A sheet may time Softmax and LayerNormalization kernels by their `shape` (normalised along the
+    last axis), and elementwise ones by a shape too. On the H200 in a graph each starts in 1.2 us and
+    streams at 0.9 x 4.8 TB/s: attention scores 64 x 12 x 512 x 512 fp16 read and written once are
+    805,306,368 B, 186.4 us; a LayerNormalization of 8192 x 4096 fp16 with its 4096-value scale and
+    bias 134,234,112 B, 31.1 us; a 4096 x 4096 Add as many bytes as the same Add given 16,777,216
+    elements."""
+    from dnnperf.errors import DnnperfError
+
+    rows = [{"op": "Softmax", "shape": [64, 12, 512, 512], "ms": 0.2},
+            {"op": "LayerNormalization", "shape": [8192, 4096], "ms": 0.03},
+            {"op": "Add", "shape": [4096, 4096], "ms": 0.025}, {"op": "Add", "elements": 16777216, "ms": 0.025}]
+    p = tmp_path / "rows.json"
+    p.write_text(json.dumps({"sheets": {"H | fp16": {"gpu": "NVIDIA H200", "precision": "fp16", "runtime": "graph",
+                                                     "elementwise": rows}}}))
+    ks = {k.label: k for k in load_published(str(p))}
+    assert set(ks) == {"Softmax of shape 64x12x512x512", "LayerNormalization of shape 8192x4096",
+                       "Add of shape 4096x4096", "Add of 16777216 elements"}
+    hw = load_profile("h200")
+    bps = 4.8e12 * 0.9
+    assert predict(ks["Softmax of shape 64x12x512x512"], hw)[0] == pytest.approx(1.2e-6 + 805_306_368 / bps, rel=1e-6)
+    assert predict(ks["LayerNormalization of shape 8192x4096"], hw)[0] == pytest.approx(
+        1.2e-6 + (2 * 8192 * 4096 * 2 + 2 * 4096 * 2) / bps, rel=1e-6)
+    assert predict(ks["Add of shape 4096x4096"], hw)[0] == predict(ks["Add of 16777216 elements"], hw)[0]
+    for bad in ({"op": "Softmax", "elements": 8, "ms": 0.001},  # a row-wise kernel needs its rows' length
+                {"op": "Add", "elements": 8, "shape": [8], "ms": 0.001},  # one or the other
+                {"op": "Softmax", "shape": [8, 0], "ms": 0.001}, {"op": "Softmax", "shape": [8, 2.5], "ms": 0.001},
+                {"op": "Softmax", "shape": [], "ms": 0.001}, {"op": "Gelu", "shape": [8], "ms": 0.001}):
+        p.write_text(json.dumps({"sheets": {"x": {"gpu": "NVIDIA H200", "precision": "fp16", "elementwise": [bad]}}}))
+        with pytest.raises(DnnperfError, match="row-wise"):
+            load_published(str(p))
+
+
 def test_tensor_core_convolutions_need_16_byte_channel_vectors_without_a_profile_alignment():
     """The H200 profile gives its tensor cores no `alignment`: the library's rule applies (channels
     padded up to 16-byte vectors of 8 halves or 4 tf32 values). A 3-channel stem has not one whole
