@@ -191,7 +191,7 @@ def _fit_the_tile(c: LayerCost, x: Ctx):
     g = w.gemm
     if g is None or not w.is_matrix:
         return None
-    pad = _misaligned_gemm(c, x)
+    pad = _misaligned_gemm(c, x) or _misaligned_conv(c, x)
     if pad is not None:
         return pad
     unit = x.hw.unit_named(c.unit)
@@ -207,9 +207,16 @@ def _fit_the_tile(c: LayerCost, x: Ctx):
             if w.conv:
                 cin, kh, kw = w.conv[0], w.conv[1], w.conv[2]
                 cin2 = ceil(cin / a) * a
-                return (f"the reduction depth {g.k} ({cin} input channels x {kh} x {kw}) is not a multiple of {a}, so "
+                text = (f"the reduction depth {g.k} ({cin} input channels x {kh} x {kw}) is not a multiple of {a}, so "
                         f"{u.name} refuses this layer: input channels padded {cin} -> {cin2} (zeros) would let it take "
-                        f"the layer at {cin2 / cin:.1f}x the MACs", None)
+                        f"the layer at {cin2 / cin:.1f}x the MACs")
+                padded = rescore(c, replace(c.layer, workload=w.with_in_channels(cin2)), x.report.score,
+                                 x.settings.precision)
+                if padded.unit == u.name:
+                    delta = c.time_s - padded.time_s
+                    return (f"{text}: {'-' if delta >= 0 else '+'}{fmt_time(abs(delta))} ({fmt_time(c.time_s)} -> "
+                            f"{fmt_time(padded.time_s)})", delta if delta > 0 else None)
+                return text, None
             return (f"the reduction depth {g.k} is not a multiple of {a}, so {u.name} refuses this layer: "
                     f"padded to {ceil(g.k / a) * a} (zeros) it would take it", None)
     if unit is None or c.tile_efficiency >= 0.95:
@@ -254,6 +261,34 @@ def _misaligned_gemm(c: LayerCost, x: Ctx):
         return (f"the reduction length {g.k} is {why}: pad it to {ceil(g.k / vec) * vec}", None)
     n2 = ceil(g.n / vec) * vec
     return _retry(c, x, n2, f"{g.n} output columns are {why}: {g.n} -> {n2} (pad the vocabulary or hidden size)")
+
+
+def _misaligned_conv(c: LayerCost, x: Ctx):
+    """A GPU convolution whose input channels do not fill the library's channel vector (an image's 3
+    channels in fp16: ``misaligned_vector``) runs generic CUDA-core kernels; zero-padded to whole vectors
+    it is the tensor cores' (the stem of MLPerf's ResNet-50 reads 4 padded channels for this reason).
+    Offered when the padded layer is faster, with both times; a profile that states its tensor cores'
+    `alignment` gets its own wording (``_fit_the_tile``)."""
+    from dnnperf import gpu
+
+    w = c.layer.workload
+    if x.hw.kind != "gpu" or w.family != "conv" or not w.conv or gpu.unit_class(c.unit) != "cuda_cores":
+        return None
+    lib = gpu.library_of(x.hw)
+    vec = int(lib.misaligned_vector.get(c.precision, 0))
+    cin = w.conv[0]
+    if not vec or cin % vec == 0 or c.precision not in lib.tensor_core_precisions.get("conv", ()) or not any(
+            gpu.unit_class(u.name) == "tensor_cores" and c.precision in u.peak_tops and not u.alignment
+            for u in x.hw.units):
+        return None
+    c2 = ceil(cin / vec) * vec
+    padded = rescore(c, replace(c.layer, workload=w.with_in_channels(c2)), x.report.score, x.settings.precision)
+    if padded.time_s >= c.time_s or gpu.unit_class(padded.unit) != "tensor_cores":
+        return None
+    return (f"{cin} input channels do not fill one {vec}-value {c.precision} vector, so the library runs generic "
+            f"CUDA-core kernels: zero-padded to {c2} channels ({c2 / cin:.1f}x the MACs) the tensor cores take it: "
+            f"-{fmt_time(c.time_s - padded.time_s)} ({fmt_time(c.time_s)} -> {fmt_time(padded.time_s)})",
+            c.time_s - padded.time_s)
 
 
 def _retry(c: LayerCost, x: Ctx, n2: int, label: str):

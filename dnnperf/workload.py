@@ -96,6 +96,18 @@ class Workload:
                        bytes_written=int(round(self.bytes_written * f)),
                        parallel_work=max(1, int(round(self.parallel_work * f))))
 
+    def with_in_channels(self, c2: int) -> "Workload":
+        """What-if: an ungrouped convolution reading ``c2`` input channels instead of ``conv[0]`` (the
+        input zero-padded): MACs, the product's K, the weights and the input bytes scale with the
+        channels; the output and its epilogue do not."""
+        g = self.gemm
+        if g is None or not self.conv or self.conv[0] <= 0 or self.family != "conv":
+            return self
+        f = c2 / self.conv[0]
+        return replace(self, conv=(c2, *self.conv[1:]), gemm=replace(g, k=int(round(g.k * f))),
+                       macs=int(round(self.macs * f)), weight_bytes=int(round(self.weight_bytes * f)),
+                       act_bytes_read=int(round(self.act_bytes_read * f)))
+
     def with_batch(self, factor: int) -> "Workload | None":
         """What-if: the same layer at ``factor`` times the batch, for the layers whose batch is known
         to run along the product's rows (a convolution's N x OH x OW, a weight product's M): MACs,

@@ -380,6 +380,35 @@ def test_a_reduction_that_misses_the_alignment_is_named_not_the_aligned_outputs(
     assert "3 -> 16" in text and "5.3x the MACs" in text
 
 
+def test_padding_a_stems_channels_prices_what_the_padded_model_takes(tmp_path):
+    """A100 and V100, fp16, batch 8: an RGB stem (3 channels, 7 x 7 stride 2) misses the tensor cores'
+    channel rule (A100: the library's 8-value vectors; V100: its profile's alignment of 8) and runs on the
+    CUDA cores (cause: unoptimized). The fix pads the channels to 8 and gives the time of the padded
+    layer, which must be what dnnperf estimates for the same network exported with 8 input channels (in a
+    captured graph: in eager a what-if keeps the layer's host wait, while the padded V100 layer also
+    launches cuDNN 7's two layout reorders)."""
+    from dnnperf.fixes import Ctx, _fit_the_tile
+    from dnnperf.workload import Workload
+
+    stem = lambda cin, name: conv_model(cin, 64, 224, 224, 7, pads=[3, 3, 3, 3], strides=[2, 2], dtype=T.FLOAT16,
+                                        batch=8, name=name)
+    for hw, words in (("a100", "zero-padded to 8 channels"), ("v100", "input channels padded 3 -> 8")):
+        rep = run(tmp_path, stem(3, "stem"), hw, name="s3.onnx", runtime="graph")
+        c = conv_layer(rep)
+        assert c.unit == "cuda_cores" and c.cause == "unoptimized"
+        text, saving = _fit_the_tile(c, Ctx(rep))
+        padded = conv_layer(run(tmp_path, stem(8, "stem"), hw, name="s8.onnx", runtime="graph"))
+        assert padded.unit == "tensor_cores"
+        assert words in text and "2.7x the MACs" in text
+        assert saving == pytest.approx(c.time_s - padded.time_s, rel=1e-9) and saving > 0
+    # the what-if itself, by hand: 3 -> 8 channels scales MACs, K, weights and input bytes by 8/3
+    w = Workload("conv", "float16", macs=300, other_ops=10, act_bytes_read=600, weight_bytes=30, bytes_written=50,
+                 gemm=Gemm(100, 64, 27), conv=(3, 3, 3, 1, 1, False))
+    w8 = w.with_in_channels(8)
+    assert (w8.macs, w8.gemm.k, w8.weight_bytes, w8.act_bytes_read) == (800, 72, 80, 1600)
+    assert (w8.bytes_written, w8.other_ops, w8.conv) == (50, 10, (8, 3, 3, 1, 1, False))
+
+
 def test_fit_the_tile_fix_names_channel_counts(tmp_path):
     c = conv_layer(run(tmp_path, conv_model(128, 100, 28, 28, 3, pads=[1, 1, 1, 1], dtype=T.FLOAT16)))
     texts = " ".join(f["text"] for f in c.fixes)
