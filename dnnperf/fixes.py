@@ -122,8 +122,8 @@ def _shallower_wider(c: LayerCost, x: Ctx):
 def _plan_what_if(c: LayerCost, x: Ctx, variants: list, per_sample: bool = True):
     """A GPU matrix layer's occupancy is its tile plan's (tiles in waves over the SMs, split-K), not
     outputs over lanes: rescore ``variants`` ``(label, work multiple, workload)`` in order and report
-    the first that keeps the SMs 90% busy (else the last), with its time per sample (a batch) or for
-    how many times the work (a width). A variant without a workload (the batch of a product of two
+    the first that keeps the SMs 90% busy (else the last), with its time per sample (the variant's time
+    over its batch: the model's batch times the multiple) or for how many times the work (a width). A variant without a workload (the batch of a product of two
     activations) gets the advice without figures and the command that computes them."""
     found = None
     for label, f, w2 in variants:
@@ -140,7 +140,8 @@ def _plan_what_if(c: LayerCost, x: Ctx, variants: list, per_sample: bool = True)
         return None
     return (f"{label} raises occupancy from {c.occupancy:.1%} to {c2.occupancy:.1%} (the library's tiles in waves "
             f"over {x.hw.compute_units} SMs): {fmt_time(c.time_s)} -> {fmt_time(c2.time_s)}"
-            + (f", {fmt_time(c2.time_s / f)} per sample" if per_sample else f" for {f}x the work"), None)
+            + (f", {fmt_time(c2.time_s / (f * (x.settings.batch or 1)))} per sample" if per_sample
+               else f" for {f}x the work"), None)
 
 
 def _downgrade(c: LayerCost, x: Ctx):

@@ -306,6 +306,12 @@ def test_gpu_batch_and_width_fixes_agree_with_the_model_rescored(tmp_path):
     assert float(got.group(3)) > float(got.group(2))
     # per sample: the batch's device time (the single layer's host wait, the same, aside) over the batch
     assert float(got.group(4)) * 1e-6 == pytest.approx((big.t_device + c.time_s - c.t_device) / b, rel=0.01)
+    # from batch 2 the time per sample divides by the new batch (2 x the multiple), not by the multiple
+    rep2 = run(tmp_path, conv_model(512, 512, 7, 7, 3, pads=[1, 1, 1, 1], batch=2), "a100", name="b2.onnx", batch=2)
+    text2, _ = _bigger_batch(conv_layer(rep2), Ctx(rep2))
+    got2 = re.match(r"batch 2 -> (\d+) raises .*: [\d.]+ us -> ([\d.]+) us, ([\d.]+) us per sample$", text2)
+    assert got2, text2
+    assert float(got2.group(3)) == pytest.approx(float(got2.group(2)) / int(got2.group(1)), rel=0.01)
     text, _ = _shallower_wider(c, Ctx(rep))
     got = re.match(r"output channels 512 -> 1024 raises occupancy from ([\d.]+)% to ([\d.]+)% ", text)
     assert got, text
