@@ -122,7 +122,8 @@ def _shallower_wider(c: LayerCost, x: Ctx):
 def _plan_what_if(c: LayerCost, x: Ctx, variants: list, per_sample: bool = True):
     """A GPU matrix layer's occupancy is its tile plan's (tiles in waves over the SMs, split-K), not
     outputs over lanes: rescore ``variants`` ``(label, work multiple, workload)`` in order and report
-    the first that keeps the SMs 90% busy (else the last), with its time per sample (the variant's time
+    the first that keeps the SMs 90% busy (else the one with the shortest time per unit of work;
+    nothing when that is not 5% below the layer's own), with its time per sample (the variant's time
     over its batch: the model's batch times the multiple) or for how many times the work (a width). A variant without a workload (the batch of a product of two
     activations) gets the advice without figures and the command that computes them."""
     found = None
@@ -132,13 +133,17 @@ def _plan_what_if(c: LayerCost, x: Ctx, variants: list, per_sample: bool = True)
                     f"{c.occupancy:.1%} occupancy); how a bigger batch reshapes this product is not known here: "
                     "`dnnperf sweep --batch 1,2,4,...` scores the whole model at each batch", None)
         c2 = rescore(c, replace(c.layer, workload=w2), x.report.score, x.settings.precision)
-        found = (label, f, c2)
         if c2.occupancy >= 0.9:
+            found = (label, f, c2)
             break
+        if found is None or c2.time_s / f < found[2].time_s / found[1]:
+            found = (label, f, c2)
     label, f, c2 = found
-    if c2.occupancy <= c.occupancy:
+    if c2.time_s / f >= 0.95 * c.time_s:  # the work costs as much per unit at any size: no starvation to fix
         return None
-    return (f"{label} raises occupancy from {c.occupancy:.1%} to {c2.occupancy:.1%} (the library's tiles in waves "
+    what = (f"raises occupancy from {c.occupancy:.1%} to {c2.occupancy:.1%}" if c2.occupancy >= c.occupancy + 0.01
+            else f"leaves occupancy near {c.occupancy:.1%} but spreads the layer's fixed waits over more work")
+    return (f"{label} {what} (the library's tiles in waves "
             f"over {x.hw.compute_units} SMs): {fmt_time(c.time_s)} -> {fmt_time(c2.time_s)}"
             + (f", {fmt_time(c2.time_s / (f * (x.settings.batch or 1)))} per sample" if per_sample
                else f" for {f}x the work"), None)
