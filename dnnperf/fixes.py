@@ -124,8 +124,9 @@ def _plan_what_if(c: LayerCost, x: Ctx, variants: list, per_sample: bool = True)
     outputs over lanes: rescore ``variants`` ``(label, work multiple, workload)`` in order and report
     the first that keeps the SMs 90% busy (else the one with the shortest time per unit of work;
     nothing when that is not 5% below the layer's own), with its time per sample (the variant's time
-    over its batch: the model's batch times the multiple) or for how many times the work (a width). A variant without a workload (the batch of a product of two
-    activations) gets the advice without figures and the command that computes them."""
+    over its batch: the model's batch times the multiple) or for how many times the work (a width). A
+    variant without a workload (the batch of a product of two activations) gets the advice without
+    figures and the command that computes them."""
     found = None
     for label, f, w2 in variants:
         if w2 is None:  # a product of two activations: where its batch goes (count or rows) is not known

@@ -12,8 +12,9 @@ a CUDA graph replay: the shorter in-graph minimum kernel time applies), a convol
 ``elements``: a binary op reads two tensors of that many elements and writes a third, a unary op
 reads one and writes one; or ``shape``, a list of dimensions, in place of ``elements``) and row-wise
 kernels (``op`` Softmax or LayerNormalization with its ``shape``: the last dimension is the one each row
-normalises, as in a transformer's attention scores or hidden states); a GEMM may carry a ``batch`` (that many products of the same shape in one
-kernel, both operands computed: attention's batched products). Any other key in a sheet (but
+normalises, as in a transformer's attention scores or hidden states); a GEMM may carry a ``batch``
+(that many products of the same shape in one kernel, both operands computed: attention's batched
+products). Any other key in a sheet (but
 ``system``, ``source``, ``notes``) or in a kernel is refused: kernels of a kind this reader does not
 estimate, or with a dimension it would not read, are never dropped or estimated without a word.
 

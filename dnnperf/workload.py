@@ -99,7 +99,8 @@ class Workload:
     def with_in_channels(self, c2: int) -> "Workload":
         """What-if: an ungrouped convolution reading ``c2`` input channels instead of ``conv[0]`` (the
         input zero-padded): MACs, the product's K, the weights and the input bytes scale with the
-        channels; the output and its epilogue do not."""
+        channels (a fused layer's other inputs too: meant for a network's first convolution, whose
+        only activation input is the image); the output and its epilogue do not."""
         g = self.gemm
         if g is None or not self.conv or self.conv[0] <= 0 or self.family != "conv":
             return self
