@@ -321,7 +321,11 @@ def _replace_slow(c: LayerCost, x: Ctx):
 
 
 def _cooling(c: LayerCost, x: Ctx):
-    return (f"sustained clock at {x.hw.sustained_clock_fraction:.0%} of boost costs this layer "
+    if x.hw.kind == "gpu" and not x.hw.sustained_clock_given and x.hw.gpu.get("tdp_w"):  # the power model's clock
+        return (f"under its {x.hw.gpu['tdp_w']:g} W board power this layer's kernels hold {c.clock:.0%} of the "
+                f"boost clock, which costs it {fmt_time(c.losses['thermal'])}: a higher power limit or better "
+                "cooling raises it; plan with the sustained clock", c.losses["thermal"])
+    return (f"sustained clock at {c.clock:.0%} of boost costs this layer "
             f"{fmt_time(c.losses['thermal'])}", c.losses["thermal"])
 
 
@@ -342,9 +346,11 @@ def _fewer_launches(c: LayerCost, x: Ctx):
     lost = c.losses["launch_overhead"]
     n = c.layer.workload.launches
     each = f"{n} launch{'es' if n != 1 else ''} x {sig(x.hw.kernel_us(c.layer.workload.family)):g} us"
-    if x.hw.kind == "gpu":  # the host queues kernels ahead: what is lost is the device's wait for it
-        return (f"{each} of host time: the device waits {fmt_time(lost)} of this layer's {fmt_time(c.time_s)} "
-                f"for the host to queue its kernels, against {fmt_time(c.time_s - lost)} of work", lost)
+    if x.hw.kind == "gpu":  # the host queues kernels ahead; each device kernel also starts and has a floor
+        k = max(c.kernels, n)
+        return (f"{each} of host time, and {k} device kernel{'s' if k != 1 else ''} that each take a start and a "
+                f"minimum time: {fmt_time(lost)} of this layer's {fmt_time(c.time_s)}, against "
+                f"{fmt_time(c.time_s - lost)} of work", lost)
     return (f"{each}: {fmt_time(lost)} of this layer's {fmt_time(c.time_s)} is spent launching, against "
             f"{fmt_time(c.time_s - lost)} of work", lost)
 

@@ -84,6 +84,7 @@ class LayerCost:
     plan: object = None  # the GPU tile plan (dnnperf.gpu.Plan) of a matrix layer
     t_device: float = 0.0  # device time (GPUs: the host's launch cost overlaps it)
     kernels: int = 0  # device kernels it runs (GPUs: its launches, library reorders and split-K reductions, a bias)
+    clock: float = 1.0  # the share of the boost clock its math ran at (the thermal step)
 
     @property
     def name(self) -> str:
@@ -179,6 +180,7 @@ class LayerState:
     t_device: float = 0.0
     kernels: int = 0
     footprint: int = 0  # bytes the whole network reads and writes per inference (weights + activations written)
+    clock: float = 1.0  # the share of the boost clock the layer's math runs at
 
 
 def _unit_and_tile(s: LayerState) -> float:
@@ -198,7 +200,8 @@ def _parallelism(s: LayerState) -> float:
 
 def _thermal(s: LayerState) -> float:
     """Compute runs at the sustained clock, not the boost clock."""
-    s.t_compute = s.t / s.hw.sustained_clock_fraction
+    s.clock = s.hw.sustained_clock_fraction
+    s.t_compute = s.t / s.clock
     return s.t_compute
 
 
@@ -433,6 +436,7 @@ def _gpu_thermal(s: LayerState) -> float:
     busy = _gpu_kernel_eff(s) * (s.plan.tile_eff * s.plan.math_share if s.plan is not None else 1.0)
     f = hw.sustained_clock_fraction if hw.sustained_clock_given else gpu.sustained_clock_fraction(
         s.lib, hw.gpu.get("tdp_w"), hw.compute_units, gpu.unit_class(s.unit_name), s.run_precision, busy)
+    s.clock = f
     s.t_compute = s.t / f
     return s.t_compute
 
@@ -627,7 +631,8 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
         s.t = t
     return LayerCost(layer, s.unit_name, s.run_precision or prec, s.tile_eff, s.occupancy, s.t_ideal, s.t_compute,
                      s.t_memory, s.t_launch, s.t, losses, classify(losses, s.t_ideal, w.is_matrix), algorithm=s.algorithm,
-                     plan=s.plan, t_device=s.t_device or (s.t - s.t_launch), kernels=s.kernels or w.launches)
+                     plan=s.plan, t_device=s.t_device or (s.t - s.t_launch), kernels=s.kernels or w.launches,
+                     clock=s.clock)
 
 
 def _host_shape(layer: Layer, hw: HardwareProfile, prec: str, losses: dict) -> LayerCost:

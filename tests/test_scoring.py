@@ -369,6 +369,13 @@ def test_fewer_launches_fix_counts_the_work_a_gpu_launch_hides(tmp_path):
     # 3.2 MB read + 0.8 MB written at the V100's bandwidth is microseconds of work, not nothing
     assert "against 0 of work" not in text and saving == pytest.approx(c.losses["launch_overhead"])
     assert 0 < saving < c.time_s
+    # an fp16 convolution on the V100 launches once and runs cuDNN 7's two layout reorders too: the
+    # time booked here is the host's and those kernels' starts and floors, not the host's alone
+    rep = run(tmp_path, conv_model(64, 64, 56, 56, 3, pads=[1, 1, 1, 1], dtype=T.FLOAT16), "v100", name="c.onnx")
+    c = conv_layer(rep)
+    text, _ = _fewer_launches(c, Ctx(rep))
+    assert c.layer.workload.launches == 1 and c.kernels == 3
+    assert text.startswith("1 launch x 5 us of host time, and 3 device kernels that each take a start"), text
 
 
 def test_a_reduction_that_misses_the_alignment_is_named_not_the_aligned_outputs(tmp_path):
@@ -440,6 +447,28 @@ def test_a_bigger_batch_that_leaves_the_sms_as_idle_says_so(tmp_path):
         other = conv_layer(run(tmp_path, conv_model(32, 16, 112, 112, 1, batch=other_b), "t4", name="o.onnx",
                                batch=other_b, precision="int8"))
         assert other.time_s / other_b > per
+
+
+def test_the_cooling_fix_states_the_clock_the_estimate_used(tmp_path):
+    """A 70 W T4 throttles a large convolution through its generation's power model while its profile
+    gives no `sustained_clock_fraction`: the fix read 'sustained clock at 100% of boost costs this
+    layer 437 us'. It now states the layer's own clock, and that clock, given to a copy of the profile
+    as its sustained fraction, yields the same layer time."""
+    from dataclasses import replace as dc_replace
+
+    from dnnperf.fixes import Ctx, _cooling
+
+    m = conv_model(256, 256, 56, 56, 3, pads=[1, 1, 1, 1], batch=32)
+    rep = run(tmp_path, m, "t4", batch=32)
+    c = conv_layer(rep)
+    assert c.losses["thermal"] > 0 and c.clock < 0.95
+    text, saving = _cooling(c, Ctx(rep))
+    assert f"hold {c.clock:.0%} of the boost clock" in text and "100%" not in text
+    assert saving == c.losses["thermal"]
+    hw = load_profile("t4")
+    fixed = dc_replace(hw, sustained_clock_fraction=c.clock, sustained_clock_given=True)
+    again = conv_layer(analyze(inspect_model(save(m, tmp_path, "m.onnx")), fixed, Settings(batch=32)))
+    assert again.time_s == pytest.approx(c.time_s, rel=1e-9)
 
 
 def test_fit_the_tile_fix_names_channel_counts(tmp_path):
