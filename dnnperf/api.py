@@ -159,6 +159,12 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     stems = _stem_note(hw, sc)
     if stems:
         notes.append(stems)
+    padded = [c for c in sc.layers if c.padded_from]
+    if padded:
+        names = [c.name for c in padded]
+        notes.append(f"{len(names)} convolution(s) with fewer input channels than the tensor cores' vector "
+                     f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) run padded with zeros on the tensor "
+                     "cores, as TensorRT reformats them (the padding's MACs count as specialization loss)")
     room = _memory_note(hw, sc)
     if room:
         notes.append(room)

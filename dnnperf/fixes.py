@@ -201,6 +201,10 @@ def _fit_the_tile(c: LayerCost, x: Ctx):
     pad = _misaligned_gemm(c, x) or _misaligned_conv(c, x)
     if pad is not None:
         return pad
+    if c.padded_from:  # the engine padded the input channels itself (scoring._engine_padded)
+        return (f"TensorRT runs this layer with its {c.padded_from} input channels zero-padded to the tensor cores' "
+                f"vector: the padding's MACs cost {fmt_time(c.losses['specialization'])} of its {fmt_time(c.time_s)}",
+                None)
     unit = x.hw.unit_named(c.unit)
     # alignment: the fast unit refused the layer
     for u in x.hw.units:

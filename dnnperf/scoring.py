@@ -35,7 +35,7 @@ calibrated figure a layer reads, and the CPU runtime's extra passes, live in ``d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import ceil
 from typing import Callable
 
@@ -85,6 +85,7 @@ class LayerCost:
     t_device: float = 0.0  # device time (GPUs: the host's launch cost overlaps it)
     kernels: int = 0  # device kernels it runs (GPUs: its launches, library reorders and split-K reductions, a bias)
     clock: float = 1.0  # the share of the boost clock its math ran at (the thermal step)
+    padded_from: int = 0  # a convolution TensorRT runs with its input channels padded: how many it has
 
     @property
     def name(self) -> str:
@@ -629,10 +630,45 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
             before = s.t_ideal  # the algorithm does less work than the MAC count (Winograd): a lower ideal
         losses[cause] += t - before
         s.t = t
-    return LayerCost(layer, s.unit_name, s.run_precision or prec, s.tile_eff, s.occupancy, s.t_ideal, s.t_compute,
+    cost = LayerCost(layer, s.unit_name, s.run_precision or prec, s.tile_eff, s.occupancy, s.t_ideal, s.t_compute,
                      s.t_memory, s.t_launch, s.t, losses, classify(losses, s.t_ideal, w.is_matrix), algorithm=s.algorithm,
                      plan=s.plan, t_device=s.t_device or (s.t - s.t_launch), kernels=s.kernels or w.launches,
                      clock=s.clock)
+    if runtime == "tensorrt" and steps is GPU_STEPS:
+        padded = _engine_padded(cost, s, precision, weights_resident, footprint)
+        if padded is not None:
+            return padded
+    return cost
+
+
+def _engine_padded(cost: LayerCost, s: LayerState, precision: str | None, weights_resident: bool,
+                   footprint: int) -> LayerCost | None:
+    """TensorRT reformats a convolution's input whose channels miss the tensor cores' vector (an
+    image's 3 channels: HWC8 in fp16, CHW4/CHW32 in int8), zero-padding them, when that tactic is the
+    faster one: the layer padded to whole vectors, if it then runs on the tensor cores in less time,
+    with the padding's extra MACs booked as a specialization loss (the input's reformat copy, one
+    small kernel, is not priced). None when the layer keeps its own kernel."""
+    from dnnperf import gpu
+
+    w = cost.layer.workload
+    if w.family != "conv" or not w.conv or gpu.unit_class(cost.unit) != "cuda_cores":
+        return None
+    prec = s.precision
+    tensor = [u for u in s.hw.units if gpu.unit_class(u.name) == "tensor_cores" and prec in u.peak_tops]
+    if not tensor or prec not in s.lib.tensor_core_precisions.get("conv", ()):
+        return None
+    vec = int(tensor[0].alignment.get(prec) or s.lib.misaligned_vector.get(prec, 0))
+    cin = w.conv[0]
+    if not vec or cin % vec == 0:
+        return None
+    c2 = score_layer(replace(cost.layer, workload=w.with_in_channels(ceil(cin / vec) * vec)), s.hw, precision,
+                     weights_resident, "tensorrt", footprint)
+    if gpu.unit_class(c2.unit) != "tensor_cores" or c2.time_s >= cost.time_s:
+        return None
+    losses = dict(c2.losses)
+    losses["specialization"] += c2.t_ideal - cost.t_ideal  # the zero channels' MACs
+    return replace(c2, layer=cost.layer, t_ideal=cost.t_ideal, losses=losses,
+                   cause=classify(losses, cost.t_ideal, w.is_matrix), padded_from=cin)
 
 
 def _host_shape(layer: Layer, hw: HardwareProfile, prec: str, losses: dict) -> LayerCost:

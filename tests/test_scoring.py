@@ -471,6 +471,29 @@ def test_the_cooling_fix_states_the_clock_the_estimate_used(tmp_path):
     assert again.time_s == pytest.approx(c.time_s, rel=1e-9)
 
 
+def test_tensorrt_pads_a_stems_channels_for_the_tensor_cores(tmp_path):
+    """TensorRT reformats an RGB stem's input to whole channel vectors when that is faster: under the
+    tensorrt runtime an A100 fp16 stem (3 channels, 7 x 7 stride 2, batch 8) takes the time of the same
+    stem exported with 8 channels, keeps its own MACs and ideal time (the padding's MACs are a
+    specialization loss, the losses still sum to the time), and a note says so. Eager and graph
+    runtimes keep the library's CUDA-core kernels."""
+    stem = lambda cin, name: conv_model(cin, 64, 224, 224, 7, pads=[3, 3, 3, 3], strides=[2, 2], dtype=T.FLOAT16,
+                                        batch=8, name=name)
+    rep = run(tmp_path, stem(3, "stem"), "a100", name="s3.onnx", runtime="tensorrt")
+    c = conv_layer(rep)
+    eight = conv_layer(run(tmp_path, stem(8, "stem"), "a100", name="s8.onnx", runtime="tensorrt"))
+    assert c.unit == "tensor_cores" and c.padded_from == 3
+    assert c.time_s == pytest.approx(eight.time_s, rel=1e-12)
+    assert c.layer.workload.macs == 8 * 64 * 112 * 112 * 3 * 49
+    assert c.t_ideal == pytest.approx(eight.t_ideal * 3 / 8, rel=1e-9)
+    assert c.t_ideal + sum(c.losses.values()) == pytest.approx(c.time_s, rel=1e-9)
+    assert c.losses["specialization"] >= eight.t_ideal - c.t_ideal
+    assert any("run padded with zeros on the tensor cores, as TensorRT" in n for n in rep.notes)
+    for runtime in ("eager", "graph"):
+        other = conv_layer(run(tmp_path, stem(3, "stem"), "a100", name="s3.onnx", runtime=runtime))
+        assert other.unit == "cuda_cores" and not other.padded_from
+
+
 def test_fit_the_tile_fix_names_channel_counts(tmp_path):
     c = conv_layer(run(tmp_path, conv_model(128, 100, 28, 28, 3, pads=[1, 1, 1, 1], dtype=T.FLOAT16)))
     texts = " ".join(f["text"] for f in c.fixes)
