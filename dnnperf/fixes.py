@@ -271,7 +271,8 @@ def _misaligned_gemm(c: LayerCost, x: Ctx):
     if g.k % vec:
         return (f"the reduction length {g.k} is {why}: pad it to {ceil(g.k / vec) * vec}", None)
     n2 = ceil(g.n / vec) * vec
-    return _retry(c, x, n2, f"{g.n} output columns are {why}: {g.n} -> {n2} (pad the vocabulary or hidden size)")
+    what = "the sequence length" if c.layer.workload.weight_bytes == 0 else "the vocabulary or hidden size"
+    return _retry(c, x, n2, f"{g.n} output columns are {why}: {g.n} -> {n2} (pad {what})")
 
 
 def _misaligned_conv(c: LayerCost, x: Ctx):
@@ -286,18 +287,21 @@ def _misaligned_conv(c: LayerCost, x: Ctx):
     if x.hw.kind != "gpu" or w.family != "conv" or not w.conv or gpu.unit_class(c.unit) != "cuda_cores":
         return None
     lib = gpu.library_of(x.hw)
-    vec = int(lib.misaligned_vector.get(c.precision, 0))
+    # the layer's own precision: a stem the library runs on its fp32 kernels (stem_precision) reports fp32
+    own = x.settings.precision if x.settings.precision not in (None, "best") else precision_of(w)
+    vec = int(lib.misaligned_vector.get(own, 0))
     cin = w.conv[0]
-    if not vec or cin % vec == 0 or c.precision not in lib.tensor_core_precisions.get("conv", ()) or not any(
-            gpu.unit_class(u.name) == "tensor_cores" and c.precision in u.peak_tops and not u.alignment
+    if not vec or cin % vec == 0 or own not in lib.tensor_core_precisions.get("conv", ()) or not any(
+            gpu.unit_class(u.name) == "tensor_cores" and own in u.peak_tops and not u.alignment
             for u in x.hw.units):
         return None
     c2 = ceil(cin / vec) * vec
     padded = rescore(c, replace(c.layer, workload=w.with_in_channels(c2)), x.report.score, x.settings.precision)
     if padded.time_s >= c.time_s or gpu.unit_class(padded.unit) != "tensor_cores":
         return None
-    return (f"{cin} input channels do not fill one {vec}-value {c.precision} vector, so the library runs generic "
-            f"CUDA-core kernels: zero-padded to {c2} channels ({c2 / cin:.1f}x the MACs) the tensor cores take it: "
+    kernels = f"its {c.precision} stem kernels" if c.precision != own else "generic CUDA-core kernels"
+    return (f"{cin} input channels do not fill one {vec}-value {own} vector, so the library runs {kernels}: "
+            f"zero-padded to {c2} channels ({c2 / cin:.1f}x the MACs) the tensor cores take it: "
             f"-{fmt_time(c.time_s - padded.time_s)} ({fmt_time(c.time_s)} -> {fmt_time(padded.time_s)})",
             c.time_s - padded.time_s)
 

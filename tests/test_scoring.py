@@ -405,10 +405,12 @@ def test_padding_a_stems_channels_prices_what_the_padded_model_takes(tmp_path):
 
     stem = lambda cin, name: conv_model(cin, 64, 224, 224, 7, pads=[3, 3, 3, 3], strides=[2, 2], dtype=T.FLOAT16,
                                         batch=8, name=name)
-    for hw, words in (("a100", "zero-padded to 8 channels"), ("v100", "input channels padded 3 -> 8")):
+    for hw, words in (("a100", "zero-padded to 8 channels"), ("v100", "input channels padded 3 -> 8"),
+                      ("h200", "runs its fp32 stem kernels: zero-padded to 8 channels")):
         rep = run(tmp_path, stem(3, "stem"), hw, name="s3.onnx", runtime="graph")
         c = conv_layer(rep)
         assert c.unit == "cuda_cores" and c.cause == "unoptimized"
+        assert c.precision == ("fp32" if hw == "h200" else "fp16")  # Hopper: cuDNN 9's fp32 stem kernels
         text, saving = _fit_the_tile(c, Ctx(rep))
         padded = conv_layer(run(tmp_path, stem(8, "stem"), hw, name="s8.onnx", runtime="graph"))
         assert padded.unit == "tensor_cores"
@@ -492,6 +494,20 @@ def test_tensorrt_pads_a_stems_channels_for_the_tensor_cores(tmp_path):
     for runtime in ("eager", "graph"):
         other = conv_layer(run(tmp_path, stem(3, "stem"), "a100", name="s3.onnx", runtime=runtime))
         assert other.unit == "cuda_cores" and not other.padded_from
+
+
+def test_a_misaligned_attention_product_is_told_to_pad_its_sequence_not_its_vocabulary(tmp_path):
+    """ViT's attention scores times values: [12, 197, 197] x [12, 197, 64] fp16 products of two
+    activations whose 197-token rows miss the 16-byte vector. The fix pads the sequence (the fix said
+    'pad the vocabulary or hidden size', which has no meaning for a product of activations)."""
+    from dnnperf.fixes import Ctx, _fit_the_tile
+
+    m = model([helper.make_node("MatMul", ["q", "k"], ["s"], name="scores")],
+              [vi("q", [1, 12, 197, 64], T.FLOAT16), vi("k", [1, 12, 64, 197], T.FLOAT16)], [vi("s", None, T.FLOAT16)])
+    rep = run(tmp_path, m, "h100", name="att.onnx")
+    c = next(c for c in rep.score.layers if c.layer.op_type == "MatMul")
+    text, _ = _fit_the_tile(c, Ctx(rep))
+    assert "197 -> 200 (pad the sequence length)" in text, text
 
 
 def test_fit_the_tile_fix_names_channel_counts(tmp_path):
