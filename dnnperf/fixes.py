@@ -232,6 +232,12 @@ def _fit_the_tile(c: LayerCost, x: Ctx):
                     f"padded to {ceil(g.k / a) * a} (zeros) it would take it", None)
     if unit is None or c.tile_efficiency >= 0.95:
         return None
+    if w.family in ("depthwise_conv", "grouped_conv"):  # the product is per group: its width is not a free choice
+        return (f"a {'depthwise' if w.family == 'depthwise_conv' else 'grouped'} convolution's product is per group "
+                f"({g.n} output channel{'s' if g.n != 1 else ''} per group): it fills "
+                f"{c.tile_efficiency:.{1 if c.tile_efficiency < 0.1 else 0}%} of "
+                f"{c.unit}'s tile; a dense convolution of the same receptive field (a fused MBConv block, as "
+                "EfficientNet-EdgeTPU uses on such units) fills it", None)
     tile = unit.tile.get(c.precision)
     if tile is None:
         return None

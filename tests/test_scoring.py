@@ -510,6 +510,23 @@ def test_a_misaligned_attention_product_is_told_to_pad_its_sequence_not_its_voca
     assert "197 -> 200 (pad the sequence length)" in text, text
 
 
+def test_a_depthwise_layer_is_not_told_to_widen_its_groups(tmp_path):
+    """A depthwise convolution's product has one output channel per group: the tile fix said 'output
+    channels 1 fill 12% of the 8-wide tile; 1 -> 8 costs +700% MACs' on an AVX2 CPU (a channel multiplier
+    of 8, slower). It now names the per-group product and the dense alternative, with no figure, on the
+    CPU and on a TPU's 128 x 128 array."""
+    from dnnperf.fixes import Ctx, _fit_the_tile
+
+    dw = conv_model(64, 64, 56, 56, 3, pads=[1, 1, 1, 1], group=64)
+    for hw in ("cpu-avx2", "tpu-v4"):
+        rep = run(tmp_path, dw, hw, name=f"dw{hw}.onnx")
+        c = conv_layer(rep)
+        assert c.layer.workload.family == "depthwise_conv" and c.tile_efficiency < 0.95
+        text, saving = _fit_the_tile(c, Ctx(rep))
+        assert text.startswith("a depthwise convolution's product is per group (1 output channel per group)"), text
+        assert "1 -> " not in text and saving is None
+
+
 def test_fit_the_tile_fix_names_channel_counts(tmp_path):
     c = conv_layer(run(tmp_path, conv_model(128, 100, 28, 28, 3, pads=[1, 1, 1, 1], dtype=T.FLOAT16)))
     texts = " ".join(f["text"] for f in c.fixes)
