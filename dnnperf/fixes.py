@@ -181,12 +181,15 @@ def _use_specialized_units(c: LayerCost, x: Ctx):
     matrix_units = {u.name for u in x.hw.units if "matrix" in u.serves and "vector" not in u.serves}
     if not matrix_units or c.unit in matrix_units:
         return None
-    for p in cheaper_rungs(x.hw, c.precision):
-        if p == "int4" and c.precision != "int8":
+    # from the layer's own precision: one no unit runs is costed on another unit in that unit's precision
+    # (fp32 on an fp16-only NPU's vector unit), which is not where the ladder starts
+    own = x.settings.precision if x.settings.precision not in (None, "best") else precision_of(w)
+    for p in cheaper_rungs(x.hw, own):
+        if p == "int4" and own != "int8":
             break  # one step at a time: 4-bit only from a model that already runs in 8-bit
         c2 = rescore(c, replace(c.layer, workload=with_precision(w, p)), x.report.score, p)
         if c2.unit in matrix_units and c2.time_s < c.time_s * 0.95:
-            text = (f"{c.precision} -> {p} moves this {c.layer.op_type} onto {c2.unit}: {fmt_time(c.time_s)} -> "
+            text = (f"{own} -> {p} moves this {c.layer.op_type} onto {c2.unit}: {fmt_time(c.time_s)} -> "
                     f"{fmt_time(c2.time_s)}")
             caution = _accuracy_sensitive(c, x)
             return (text + (f" ({caution})" if caution else ""), c.time_s - c2.time_s)

@@ -527,6 +527,22 @@ def test_a_depthwise_layer_is_not_told_to_widen_its_groups(tmp_path):
         assert "1 -> " not in text and saving is None
 
 
+def test_the_precision_fix_starts_from_the_layers_own_precision(tmp_path):
+    """An fp32 convolution on the fp16-only Kirin 970 NPU is costed on its vector unit in fp16 (a
+    warning says so); the precision fix walked the ladder down from that run precision, found nothing
+    below fp16 and offered nothing (mobilenet_v2's 1 x 1 layers showed only `dnnperf lut`). It starts
+    from the layer's own fp32 now, and the time it quotes is that of the same layer exported in fp16."""
+    from dnnperf.fixes import Ctx, _use_specialized_units
+
+    rep = run(tmp_path, conv_model(320, 1280, 7, 7, 1), "kirin970-npu", name="k32.onnx")
+    c = conv_layer(rep)
+    assert c.unit == "npu_vector" and c.precision == "fp16"
+    text, saving = _use_specialized_units(c, Ctx(rep))
+    assert text.startswith("fp32 -> fp16 moves this Conv onto npu: "), text
+    half = conv_layer(run(tmp_path, conv_model(320, 1280, 7, 7, 1, dtype=T.FLOAT16), "kirin970-npu", name="k16.onnx"))
+    assert half.unit == "npu" and saving == pytest.approx(c.time_s - half.time_s, rel=1e-9)
+
+
 def test_fit_the_tile_fix_names_channel_counts(tmp_path):
     c = conv_layer(run(tmp_path, conv_model(128, 100, 28, 28, 3, pads=[1, 1, 1, 1], dtype=T.FLOAT16)))
     texts = " ".join(f["text"] for f in c.fixes)
