@@ -49,7 +49,7 @@ def magic(tmp_path_factory):
 
 # -- 1. partial estimates --------------------------------------------------------------------
 
-def test_partial_estimate_is_marked_at_the_top(magic):
+def test_partial_estimate_is_marked_at_the_top(magic, tmp_path):
     _, bad = magic
     d = json.loads(invoke("analyze", bad, "--hw", "v100", "-f", "json").stdout)
     cov = d["coverage"]
@@ -61,6 +61,14 @@ def test_partial_estimate_is_marked_at_the_top(magic):
     assert table.splitlines()[0].startswith("PARTIAL ESTIMATE: 144 of 169 nodes scored")
     md = invoke("analyze", bad, "--hw", "v100", "-f", "md").stdout
     assert "PARTIAL ESTIMATE" in md.splitlines()[0] + md.splitlines()[1]
+    # the HTML report too: the mark above its first section, its notes (the batch assumed) listed, and
+    # the runtime the estimate describes (it said none of the three)
+    page = tmp_path / "r.html"
+    assert invoke("report", bad, "--hw", "v100", "-o", str(page)).exit_code == 0
+    html = page.read_text()
+    head = html[:html.index("<h2>")]
+    assert "PARTIAL ESTIMATE: 144 of 169 nodes scored" in head and "runtime eager" in head
+    assert "<h2>Notes</h2>" in html and "assumed 1 (pass --batch N)" in html
 
 
 def test_gate_fails_when_a_node_stops_being_scored(magic, tmp_path):

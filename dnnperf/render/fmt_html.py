@@ -7,6 +7,7 @@ from html import escape
 from dnnperf import __version__
 from dnnperf import fmt as u
 from dnnperf.render import svg
+from dnnperf.render.views import coverage_line
 
 EXTENSIONS = (".html", ".htm")
 
@@ -67,6 +68,7 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
         ("top cause", t["top_cause"]),
     ]
     by = {l["name"]: l for l in main["layers"]}
+    partial = coverage_line(main)
     rows = []
     for i, n in enumerate(main["ranking"][:top], 1):
         l = by[n]
@@ -82,8 +84,10 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
         f"<title>dnnperf: {escape(main['model']['name'])} on {escape(hw['name'])}</title>",
         f"<style>{CSS}</style></head><body>",
         f"<h1>{escape(main['model']['name'])} on {escape(hw['title'])}</h1>",
+        *([f"<p class='sub'><b>{escape(partial)}</b></p>"] if partial else []),
         f"<p class='sub'>batch {st['batch']}, precision {escape(str(st['precision']))}, fusion {escape(st['fusion'])}, "
-        f"input {'prefetched' if st['overlap_input'] else 'not overlapped'}. Convention: 1 MAC = 2 ops.</p>",
+        + (f"runtime {escape(str(st.get('runtime')))}, " if hw.get("kind") == "gpu" and st.get("runtime") else "")
+        + f"input {'prefetched' if st['overlap_input'] else 'not overlapped'}. Convention: 1 MAC = 2 ops.</p>",
         "<div class='cards'>" + "".join(f"<div class='card'><span>{k}</span><b>{escape(v)}</b></div>" for k, v in cards)
         + "</div>",
         "<h2>Roofline</h2>",
@@ -111,6 +115,9 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
         parts.append("<h2>Across targets</h2><table><thead><tr><th>hardware</th><th class='num'>latency</th>"
                      "<th class='num'>throughput/s</th><th class='num'>TOP/s achieved / quoted</th>"
                      "<th class='num'>% of peak</th><th>top cause</th></tr></thead><tbody>" + crow + "</tbody></table>")
+    notes = [w for w in main.get("warnings", []) if not w.startswith("PARTIAL ESTIMATE")]  # that one heads the page
+    if notes:  # the assumptions made for the user
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in notes) + "</ul>")
     if main["unsupported_ops"]:
         parts.append("<h2>Unsupported ops (not scored)</h2><ul>" + "".join(
             f"<li>{escape(x['op_type'])} x{x['count']}: {escape(x['reason'])}</li>" for x in main["unsupported_ops"]) + "</ul>")

@@ -44,7 +44,7 @@ def _short(name: str, n: int = 48) -> str:
 # -- report -----------------------------------------------------------------------------------
 
 
-def _coverage_line(d: dict) -> str | None:
+def coverage_line(d: dict) -> str | None:
     cov = d.get("coverage")
     if not cov or cov.get("complete", True):
         return None
@@ -61,7 +61,7 @@ def report_blocks(d: dict, top: int = 10) -> list:
     st = d["settings"]
     lat = tot["latency_s"] or 1.0
     lines = []
-    partial = _coverage_line(d)
+    partial = coverage_line(d)
     if partial:
         lines.append(partial)
     lines += [
@@ -189,7 +189,7 @@ def _inspection(doc) -> list:
     rows.append(["TOTAL", "", "", "", count(tot["macs"]), count(tot["other_ops"]), b(tot["act_bytes_read"]),
                  b(tot["weight_bytes"]), b(tot["bytes_written"]), f"{tot['intensity']:.3g}"])
     blocks: list = []
-    partial = _coverage_line(d)
+    partial = coverage_line(d)
     if partial:
         blocks.append(Lines([partial]))
     blocks.append(Tab(f"{d['model']['name']}: per-layer workloads (1 MAC = 2 ops)",
