@@ -69,6 +69,13 @@ def test_partial_estimate_is_marked_at_the_top(magic, tmp_path):
     head = html[:html.index("<h2>")]
     assert "PARTIAL ESTIMATE: 144 of 169 nodes scored" in head and "runtime eager" in head
     assert "<h2>Notes</h2>" in html and "assumed 1 (pass --batch N)" in html
+    # and the roofline picture (`dnnperf plot`, SVG) carries the mark where it is seen
+    pic = tmp_path / "r.svg"
+    assert invoke("plot", bad, "--hw", "v100", "-o", str(pic)).exit_code == 0
+    assert ">PARTIAL ESTIMATE: 144 of 169 nodes scored</text>" in pic.read_text()
+    whole = tmp_path / "whole.svg"
+    assert invoke("plot", RESNET, "--hw", "v100", "-o", str(whole)).exit_code == 0
+    assert "PARTIAL" not in whole.read_text()
 
 
 def test_gate_fails_when_a_node_stops_being_scored(magic, tmp_path):

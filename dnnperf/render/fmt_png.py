@@ -50,7 +50,10 @@ def png_bytes(d: dict, chart: str) -> bytes:
         ax.bar(len(steps), acc, color="#444")
         ax.set_xticks(range(len(steps) + 1), [k for k, _ in steps] + ["estimated"], rotation=30, ha="right")
         ax.set_ylabel("seconds")
-    ax.set_title(f"{d['model']['name']} on {d['hardware']['title']}", fontsize=10)
+    cov = d.get("coverage") or {}
+    partial = "" if cov.get("complete", True) else \
+        f"\nPARTIAL ESTIMATE: {cov['nodes_scored']} of {cov['nodes_total']} nodes scored"
+    ax.set_title(f"{d['model']['name']} on {d['hardware']['title']}{partial}", fontsize=10)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})
