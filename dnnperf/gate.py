@@ -60,6 +60,7 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
             skipped.append({"hardware": hw.name, "reason": str(exc)})
             continue
         notes.extend(rep.notes)
+        used = rep.score.settings  # the batch the estimates used (the model's, or 1 assumed), not the option's None
         t = rep.score.totals
         top = ranked(rep, 1)
         b = rep.score.settings.batch or 1
@@ -91,7 +92,8 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
     if sort not in keys:
         raise DnnperfError(f"--sort must be one of {', '.join(keys)}, got '{sort}'")
     rows.sort(key=keys[sort])
-    out = {"schema_version": "dnnperf-compare/1", "model": insp.model_name, "settings": settings.as_dict(),
+    out = {"schema_version": "dnnperf-compare/1", "model": insp.model_name,
+           "settings": {**settings.as_dict(), "batch": used.as_dict()["batch"]},
            "sort": sort, "rows": rows, "skipped": skipped, "notes": notes}
     if max_latency_s is not None or min_throughput is not None:
         out["requirement"] = {"max_latency_s": max_latency_s, "min_throughput_per_s": min_throughput}

@@ -140,6 +140,10 @@ def test_compare_json_matches_table():
     assert positions == sorted(positions)
     c = invoke("compare", SQUEEZE, "--hw", "v100,t4", "-f", "csv").stdout
     assert len(list(csv.DictReader(io.StringIO(c)))) == 2
+    # the batch the estimates used: the model's symbolic batch taken as 1 (the header said "batch None")
+    assert d["settings"]["batch"] == 1 and t.splitlines()[0].endswith("across 5 targets (batch 1)")
+    d4 = json.loads(invoke("compare", SQUEEZE, "--hw", "v100", "-b", "4", "-f", "json").stdout)
+    assert d4["settings"]["batch"] == 4
 
 
 def test_compare_says_when_eager_host_costs_differ_between_gpus():
