@@ -320,6 +320,8 @@ def _retry(c: LayerCost, x: Ctx, n2: int, label: str):
     w2 = c.layer.workload.with_width(n2)
     c2 = rescore(c, replace(c.layer, workload=w2), x.report.score, x.settings.precision)
     delta = c2.time_s - c.time_s
+    if abs(delta) <= 0.005 * c.time_s:  # the wider layer fits the same tiles: the extra width costs no time
+        return (f"{label}: the same {fmt_time(c.time_s)}", -delta)
     sign = "+" if delta >= 0 else "-"
     return (f"{label}: {sign}{fmt_time(abs(delta))} ({fmt_time(c.time_s)} -> {fmt_time(c2.time_s)})", -delta)
 
