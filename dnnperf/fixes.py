@@ -17,7 +17,7 @@ from functools import lru_cache
 from math import ceil
 
 from dnnperf import rules
-from dnnperf.scoring import LayerCost, precision_of, rescore, with_precision
+from dnnperf.scoring import LayerCost, padded_channels, precision_of, rescore, with_precision
 from dnnperf.vocab import HOST_SHAPE_FAMILIES
 from dnnperf.fmt import b as fmt_bytes
 from dnnperf.fmt import sig
@@ -183,7 +183,7 @@ def _use_specialized_units(c: LayerCost, x: Ctx):
         return None
     # from the layer's own precision: one no unit runs is costed on another unit in that unit's precision
     # (fp32 on an fp16-only NPU's vector unit), which is not where the ladder starts
-    own = x.settings.precision if x.settings.precision not in (None, "best") else precision_of(w)
+    own = _own_precision(c, x)
     for p in cheaper_rungs(x.hw, own):
         if p == "int4" and own != "int8":
             break  # one step at a time: 4-bit only from a model that already runs in 8-bit
@@ -293,18 +293,14 @@ def _misaligned_conv(c: LayerCost, x: Ctx):
     from dnnperf import gpu
 
     w = c.layer.workload
-    if x.hw.kind != "gpu" or w.family != "conv" or not w.conv or gpu.unit_class(c.unit) != "cuda_cores":
+    if x.hw.kind != "gpu" or gpu.unit_class(c.unit) != "cuda_cores" or any(u.alignment for u in x.hw.units):
         return None
     lib = gpu.library_of(x.hw)
-    # the layer's own precision: a stem the library runs on its fp32 kernels (stem_precision) reports fp32
-    own = x.settings.precision if x.settings.precision not in (None, "best") else precision_of(w)
-    vec = int(lib.misaligned_vector.get(own, 0))
-    cin = w.conv[0]
-    if not vec or cin % vec == 0 or own not in lib.tensor_core_precisions.get("conv", ()) or not any(
-            gpu.unit_class(u.name) == "tensor_cores" and own in u.peak_tops and not u.alignment
-            for u in x.hw.units):
+    own = _own_precision(c, x)  # a stem the library runs on its fp32 kernels (stem_precision) reports fp32
+    c2 = padded_channels(w, x.hw, lib, own)
+    if not c2:
         return None
-    c2 = ceil(cin / vec) * vec
+    cin, vec = w.conv[0], int(lib.misaligned_vector[own])
     padded = rescore(c, replace(c.layer, workload=w.with_in_channels(c2)), x.report.score, x.settings.precision)
     if padded.time_s >= c.time_s or gpu.unit_class(padded.unit) != "tensor_cores":
         return None
@@ -313,6 +309,12 @@ def _misaligned_conv(c: LayerCost, x: Ctx):
             f"zero-padded to {c2} channels ({c2 / cin:.1f}x the MACs) the tensor cores take it: "
             f"-{fmt_time(c.time_s - padded.time_s)} ({fmt_time(c.time_s)} -> {fmt_time(padded.time_s)})",
             c.time_s - padded.time_s)
+
+
+def _own_precision(c: LayerCost, x: Ctx) -> str:
+    """The precision the layer is asked to run in (the -p what-if, else its dtype's), which the one it
+    was costed in may not be (a stem on fp32 stem kernels, fp32 on an fp16-only unit)."""
+    return x.settings.precision or precision_of(c.layer.workload)
 
 
 def _retry(c: LayerCost, x: Ctx, n2: int, label: str):

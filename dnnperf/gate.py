@@ -63,7 +63,7 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
         used = rep.score.settings  # the batch the estimates used (the model's, or 1 assumed), not the option's None
         t = rep.score.totals
         top = ranked(rep, 1)
-        b = rep.score.settings.batch or 1
+        b = used.batch or 1
         meets = (max_latency_s is None or t["latency_s"] <= max_latency_s) and (
             min_throughput is None or t["throughput_per_s"] >= min_throughput)
         rows.append({

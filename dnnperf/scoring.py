@@ -310,6 +310,21 @@ def is_stem(w: Workload, hw: HardwareProfile, lib, precision: str) -> bool:
         and w.conv[0] < int(lib.misaligned_vector.get("fp16", 8)) and bool(_stem_units(hw, lib))
 
 
+def padded_channels(w: Workload, hw: HardwareProfile, lib, precision: str) -> int:
+    """The input channels an ungrouped convolution needs to fill the tensor cores' channel vector in
+    ``precision`` (the unit's `alignment`, else the library's ``misaligned_vector``): its own count
+    rounded up to whole vectors, or 0 when it already fills them or no tensor core runs the precision.
+    Both TensorRT's padding (``_engine_padded``) and the padding fix use it."""
+    from dnnperf import gpu
+
+    if w.family != "conv" or not w.conv or precision not in lib.tensor_core_precisions.get("conv", ()):
+        return 0
+    tensor = [u for u in hw.units if gpu.unit_class(u.name) == "tensor_cores" and precision in u.peak_tops]
+    vec = int(tensor[0].alignment.get(precision) or lib.misaligned_vector.get(precision, 0)) if tensor else 0
+    cin = w.conv[0]
+    return ceil(cin / vec) * vec if vec and cin % vec else 0
+
+
 def _gpu_unit(s: LayerState) -> float:
     """The unit the library uses: tensor cores only for the precisions its GEMM / convolution
     kernels run there, and for convolutions only when the channels fit the unit's alignment (else
@@ -651,24 +666,17 @@ def _engine_padded(cost: LayerCost, s: LayerState, precision: str | None, weight
     from dnnperf import gpu
 
     w = cost.layer.workload
-    if w.family != "conv" or not w.conv or gpu.unit_class(cost.unit) != "cuda_cores":
+    cin2 = padded_channels(w, s.hw, s.lib, s.precision) if gpu.unit_class(cost.unit) == "cuda_cores" else 0
+    if not cin2:
         return None
-    prec = s.precision
-    tensor = [u for u in s.hw.units if gpu.unit_class(u.name) == "tensor_cores" and prec in u.peak_tops]
-    if not tensor or prec not in s.lib.tensor_core_precisions.get("conv", ()):
-        return None
-    vec = int(tensor[0].alignment.get(prec) or s.lib.misaligned_vector.get(prec, 0))
-    cin = w.conv[0]
-    if not vec or cin % vec == 0:
-        return None
-    c2 = score_layer(replace(cost.layer, workload=w.with_in_channels(ceil(cin / vec) * vec)), s.hw, precision,
+    c2 = score_layer(replace(cost.layer, workload=w.with_in_channels(cin2)), s.hw, precision,
                      weights_resident, "tensorrt", footprint)
     if gpu.unit_class(c2.unit) != "tensor_cores" or c2.time_s >= cost.time_s:
         return None
     losses = dict(c2.losses)
     losses["specialization"] += c2.t_ideal - cost.t_ideal  # the zero channels' MACs
     return replace(c2, layer=cost.layer, t_ideal=cost.t_ideal, losses=losses,
-                   cause=classify(losses, cost.t_ideal, w.is_matrix), padded_from=cin)
+                   cause=classify(losses, cost.t_ideal, w.is_matrix), padded_from=w.conv[0])
 
 
 def _host_shape(layer: Layer, hw: HardwareProfile, prec: str, losses: dict) -> LayerCost:
