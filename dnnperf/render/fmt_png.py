@@ -19,7 +19,7 @@ def png_bytes(d: dict, chart: str) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dnnperf.render.svg import CAUSE_COLOURS
+    from dnnperf.render.svg import CAUSE_COLOURS, partial_mark
 
     fig, ax = plt.subplots(figsize=(9, 5.4), dpi=120)
     if chart == "roofline":
@@ -50,10 +50,8 @@ def png_bytes(d: dict, chart: str) -> bytes:
         ax.bar(len(steps), acc, color="#444")
         ax.set_xticks(range(len(steps) + 1), [k for k, _ in steps] + ["estimated"], rotation=30, ha="right")
         ax.set_ylabel("seconds")
-    cov = d.get("coverage") or {}
-    partial = "" if cov.get("complete", True) else \
-        f"\nPARTIAL ESTIMATE: {cov['nodes_scored']} of {cov['nodes_total']} nodes scored"
-    ax.set_title(f"{d['model']['name']} on {d['hardware']['title']}{partial}", fontsize=10)
+    mark = partial_mark(d)
+    ax.set_title(f"{d['model']['name']} on {d['hardware']['title']}" + (f"\n{mark}" if mark else ""), fontsize=10)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})

@@ -31,6 +31,14 @@ def _fmt_rate(x: float) -> str:
     return f"{x:g}"
 
 
+def partial_mark(d: dict) -> str | None:
+    """The short line a picture of a partial estimate carries (SVG here, PNG in ``fmt_png``)."""
+    cov = d.get("coverage") or {}
+    if cov.get("complete", True):
+        return None
+    return f"PARTIAL ESTIMATE: {cov['nodes_scored']} of {cov['nodes_total']} nodes scored"
+
+
 def roofline(d: dict, width: int = 900, height: int = 540, labels: int = 8) -> str:
     """Log-log roofline: x = arithmetic intensity (ops/byte), y = achieved ops/s per layer.
 
@@ -64,10 +72,9 @@ def roofline(d: dict, width: int = 900, height: int = 540, labels: int = 8) -> s
            f"<title>Roofline: {escape(d['model']['name'])} on {escape(d['hardware']['title'])}</title>",
            f"<rect x='0' y='0' width='{width}' height='{height}' fill='white'/>",
            f"<rect x='{ml}' y='{mt}' width='{pw}' height='{ph}' fill='#fafafa' stroke='#bbb'/>"]
-    cov = d.get("coverage") or {}
-    if not cov.get("complete", True):  # a picture of a partial estimate says so where it is seen
-        out.append(f"<text x='{ml}' y='{mt - 12}' fill='#b00020' font-weight='bold'>PARTIAL ESTIMATE: "
-                   f"{cov['nodes_scored']} of {cov['nodes_total']} nodes scored</text>")
+    mark = partial_mark(d)
+    if mark:  # a picture of a partial estimate says so where it is seen
+        out.append(f"<text x='{ml}' y='{mt - 12}' fill='#b00020' font-weight='bold'>{escape(mark)}</text>")
     for t in _log_ticks(xlo, xhi):
         if xlo <= t <= xhi:
             out.append(f"<line x1='{X(t):.1f}' y1='{mt}' x2='{X(t):.1f}' y2='{mt + ph}' stroke='#e3e3e3'/>")
