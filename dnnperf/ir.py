@@ -121,6 +121,7 @@ class Graph:
     # Softmax output tensor -> probabilities it stores as subnormal float32 (an additive -100 mask;
     # dnnperf.load.masks)
     subnormal: dict[str, int] = field(default_factory=dict)
+    is_body: bool = False  # a control-flow body (its inputs are the body's, not the model's)
 
 
 @dataclass(frozen=True)

@@ -220,12 +220,47 @@ def test_loop_constant_trip_count_and_unknown(tmp_path):
     assert any("unknown trip count" in u["reason"] for u in insp2.unsupported)
 
 
+def test_unknown_trip_count_names_the_input_to_give(tmp_path):
+    # the trip count is a model input: the note says how to give it; one iteration is a lower bound
+    m = model([helper.make_node("Loop", ["M", "c", "x"], ["y"], body=_body_graph())],
+              [vi("x", [2, 4]), vi("M", [], T.INT64)], [vi("y", None)], [onnx_bool("c"), weight("w", [4, 4])])
+    insp = one(tmp_path, m)
+    assert layer(insp, "Loop").workload.macs == 2 * 4 * 4
+    note = layer(insp, "Loop").workload.note
+    assert "a lower bound" in note and "--value M=N" in note
+
+
+def test_nested_loop_with_unknown_trip_count_is_flagged(tmp_path):
+    # an inner Loop whose trip count is the outer iteration number (known only at run time) inside an
+    # outer Loop of 3: costed as one inner iteration per outer one (3 x 2x4x4 MACs), and the outer node
+    # carries the inner assumption (it used to be dropped: a bound reported as an exact figure)
+    inner = _body_graph()
+    outer = helper.make_graph(
+        [helper.make_node("Loop", ["k", "go_in", "h_in"], ["h_out"], body=inner),
+         helper.make_node("Identity", ["go_in"], ["go_out"])], "outer",
+        [vi("k", [], T.INT64), vi("go_in", [], T.BOOL), vi("h_in", [2, 4])],
+        [vi("go_out", [], T.BOOL), vi("h_out", [2, 4])])
+    m = model([helper.make_node("Loop", ["M", "c", "x"], ["y"], body=outer)], [vi("x", [2, 4])], [vi("y", None)],
+              [ints("M", 3), onnx_bool("c"), weight("w", [4, 4])])
+    insp = one(tmp_path, m)
+    assert layer(insp, "Loop").workload.macs == 3 * 2 * 4 * 4
+    bound = [u for u in insp.unsupported if u["kind"] == "bound"]
+    assert len(bound) == 1 and "unknown trip count" in bound[0]["reason"]
+    assert "--value" not in bound[0]["reason"]  # 'k' is the body's input, not the model's
+    assert any("unknown trip count" in w for w in insp.warnings)
+
+
 def test_if_costs_the_dearer_branch(tmp_path):
     cheap = helper.make_graph([helper.make_node("Relu", ["x"], ["o1"])], "then", [], [vi("o1", [2, 4])])
     dear = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["o2"])], "else", [], [vi("o2", [2, 4])])
     m = model([helper.make_node("If", ["c"], ["y"], then_branch=cheap, else_branch=dear)],
               [vi("x", [2, 4]), vi("c", [], T.BOOL)], [vi("y", None)], [weight("w", [4, 4])])
-    assert layer(one(tmp_path, m), "If").workload.macs == 2 * 4 * 4
+    insp = one(tmp_path, m)
+    assert layer(insp, "If").workload.macs == 2 * 4 * 4
+    assert "--value c=1 or =0" in layer(insp, "If").workload.note  # the condition is a model input
+    # given, the branch it picks is costed: then (a Relu, no MACs) or else (the 2x4x4 MatMul)
+    assert layer(one(tmp_path, m, values=(("c", (1.0,)),)), "If").workload.macs == 0
+    assert layer(one(tmp_path, m, values=(("c", (0.0,)),)), "If").workload.macs == 2 * 4 * 4
 
 
 def test_model_local_function_is_inlined(tmp_path):

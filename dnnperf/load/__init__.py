@@ -394,4 +394,4 @@ def _subgraph(g, outer_tensors, opset, path, depth: int, outer_inits: frozenset,
     all_inits = frozenset(inits) | outer_inits
     nodes, unresolved = _build_nodes(ordered, merged, opset, path, all_inits, g.name, depth, bodies=bodies)
     return Graph(g.name, nodes, merged, all_inits, tuple(i.name for i in g.input),
-                 tuple(o.name for o in g.output), opset, unresolved=unresolved)
+                 tuple(o.name for o in g.output), opset, unresolved=unresolved, is_body=True)

@@ -15,17 +15,28 @@ from dnnperf.workload import Workload
 
 
 def _body(graph, label: str) -> Workload:
+    """The sum of a body's nodes, carrying each assumption they were costed under (a nested Loop's
+    unknown trip count, an If's dearer branch, an output at its upper bound) in the note, so the
+    enclosing node is flagged too."""
     total = Workload(family="control", launches=0)
+    notes = []
     for n in graph.nodes:
         try:
             w = cost_node(graph, n)
         except Unsupported as exc:
             raise Unsupported(f"{label} node '{n.name}': {exc}") from None
+        if w.note:
+            notes.append(f"{label} node '{n.name}' ({n.op_type}): {w.note}")
         total = total + w
     return Workload(family="control", dtype=total.dtype, macs=total.macs, other_ops=total.other_ops,
                     act_bytes_read=total.act_bytes_read, weight_bytes=total.weight_bytes,
                     bytes_written=total.bytes_written, parallel_work=total.parallel_work,
-                    gemm=total.gemm, launches=total.launches)
+                    gemm=total.gemm, launches=total.launches, note="; ".join(notes))
+
+
+def _noted(w: Workload, note: str) -> Workload:
+    """``w`` with ``note`` put before the notes its body's nodes carry."""
+    return replace(w, note=f"{note}; {w.note}" if w.note else note)
 
 
 def if_(ctx: Ctx):
@@ -38,7 +49,9 @@ def if_(ctx: Ctx):
     if not branches:
         raise Unsupported("If without branches")
     best = max(branches, key=lambda w: (w.ops, w.bytes_total))
-    return replace(best, note="dearer branch costed (condition unknown before run time)")
+    cond_name = ctx.node.inputs[0] if ctx.node.inputs else ""
+    hint = f"; give it with --value {cond_name}=1 or =0" if cond_name in ctx.graph.inputs and not ctx.graph.is_body else ""
+    return _noted(best, "dearer branch costed (condition unknown before run time)" + hint)
 
 
 def loop(ctx: Ctx):
@@ -55,7 +68,17 @@ def loop(ctx: Ctx):
         t = ctx.graph.tensors.get(o) if o else None
         if t is not None and t.shape:
             return w.scaled(t.shape[0])
-    return replace(w, note="unknown trip count: costed as ONE iteration")
+    return _noted(w, "unknown trip count: costed as ONE iteration (a lower bound)" + _trip_hint(ctx))
+
+
+def _trip_hint(ctx) -> str:
+    """How to give the trip count when it is a model input (``--value NAME=N`` folds it)."""
+    m = ctx.node.inputs[0] if ctx.node.inputs else ""
+    if not m:
+        return "; the loop runs until its condition turns false"
+    if m in ctx.graph.inputs and not ctx.graph.is_body:
+        return f"; give it with --value {m}=N"
+    return ""
 
 
 def scan(ctx: Ctx):
@@ -83,7 +106,7 @@ def sequence_map(ctx: Ctx):
     if body is None:
         raise Unsupported("SequenceMap without body")
     w = _body(body, "SequenceMap body")
-    return replace(w, note="unknown trip count (sequence length): costed as ONE iteration")
+    return _noted(w, "unknown trip count (sequence length): costed as ONE iteration (a lower bound)")
 
 
 register({"If": if_, "Loop": loop, "Scan": scan, "SequenceMap": sequence_map})
