@@ -88,6 +88,30 @@ class Inspection:
         }
 
 
+def _value_inputs(graph: Graph, node, producers: dict, limit: int = 64) -> list[str]:
+    """Model inputs of at most ``limit`` elements that reach ``node``'s non-data inputs (its scales,
+    sizes, shape, repeats...) through small values: what ``--value`` would resolve."""
+    found: list[str] = []
+    seen: set[str] = set()
+    todo = [i for i in node.inputs[1:] if i]
+    while todo and len(seen) < 256:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        t = graph.tensors.get(name)
+        if t is not None and t.numel is not None and t.numel > limit:
+            continue  # a large tensor is data, not a size
+        if name in graph.inputs and name not in graph.initializers:
+            if name not in found:
+                found.append(name)
+            continue
+        p = producers.get(name)
+        if p is not None and not p.subgraphs:
+            todo.extend(i for i in p.inputs if i)
+    return sorted(found)
+
+
 def _is_shape_reason(reason: str) -> bool:
     return "could not be resolved" in reason or "unresolved" in reason
 
@@ -203,6 +227,7 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
     warnings: list[str] = list(graph.notes)
     unresolved = set(graph.unresolved)
     lost: dict[str, str] = {}  # tensor -> the unscored node upstream that made its shape unknown
+    producers = None  # tensor -> node, built when a shape is unknown
     for node in graph.nodes:
         out = graph.tensors.get(node.outputs[0]) if node.outputs and node.outputs[0] else None
         shape = out.shape if out is not None else None
@@ -230,6 +255,13 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
                 kind = "shape_unknown"
                 if node.name in unresolved and "shape" not in reason:
                     reason = f"output shape unresolved; {reason}"
+                if producers is None:
+                    producers = {o: n for n in graph.nodes for o in n.outputs if o}
+                fed = _value_inputs(graph, node, producers)
+                if fed:
+                    reason += (f"; it follows from the value of model input{'s' if len(fed) > 1 else ''} "
+                               f"{', '.join(repr(f) for f in fed)}: give {'them' if len(fed) > 1 else 'it'} with "
+                               + " ".join(f"--value {f}=V,..." for f in fed))
             for o in node.outputs:
                 if o and (root or kind != "shape_unknown"):
                     lost[o] = root or node.name

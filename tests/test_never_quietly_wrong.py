@@ -354,6 +354,42 @@ def test_value_of_an_input_resolves_the_shapes_computed_from_it(tmp_path):
     assert rows["square"].output_shape == (10,)
 
 
+def _resize_model(tmp_path, computed: bool):
+    """x 1x3x32x32 upsampled by float scales, then a 3x3 convolution of 8 filters: the scales are a model
+    input, or computed from two shapes (Cast + Div, an upsample to a skip connection's size)."""
+    from onnx import TensorProto as T
+
+    conv = helper.make_node("Conv", ["r", "w"], ["y"], name="conv")
+    if computed:
+        nodes = [helper.make_node("Shape", ["t"], ["st"]), helper.make_node("Shape", ["x"], ["sx"]),
+                 helper.make_node("Cast", ["st"], ["stf"], to=T.FLOAT), helper.make_node("Cast", ["sx"], ["sxf"], to=T.FLOAT),
+                 helper.make_node("Div", ["stf", "sxf"], ["scales"]),
+                 helper.make_node("Resize", ["x", "", "scales"], ["r"], name="resize", mode="nearest"), conv]
+        inputs = [vi("x", [1, 3, 32, 32]), vi("t", [1, 3, 64, 64])]
+    else:
+        nodes = [helper.make_node("Resize", ["x", "", "scales"], ["r"], name="resize", mode="nearest"), conv]
+        inputs = [vi("x", [1, 3, 32, 32]), vi("scales", [4])]
+    return save(model(nodes, inputs, [vi("y", None)], [weight("w", [8, 3, 3, 3])]), tmp_path)
+
+
+def test_float_scales_computed_or_given_resolve_a_resize(tmp_path):
+    from dnnperf.api import inspect_model
+    from dnnperf.ir import ShapeOverrides
+
+    # 64 x 64 after the upsample, 62 x 62 after the unpadded 3x3: 8 x 62 x 62 x 27 MACs by hand
+    insp = inspect_model(_resize_model(tmp_path, computed=True))
+    assert not insp.unscored()
+    rows = {r.node.name: r for r in insp.rows}
+    assert rows["resize"].output_shape == (1, 3, 64, 64) and rows["conv"].workload.macs == 8 * 62 * 62 * 27
+    given = _resize_model(tmp_path, computed=False)
+    unknown = {r.node.name: r for r in inspect_model(given).unscored()}
+    assert set(unknown) == {"resize", "conv"}
+    assert "--value scales=" in unknown["resize"].reason  # what resolves it is named
+    insp = inspect_model(given, ShapeOverrides(values=(("scales", (1.0, 1.0, 2.0, 2.0)),)))
+    assert not insp.unscored()
+    assert {r.node.name: r for r in insp.rows}["conv"].workload.macs == 8 * 62 * 62 * 27
+
+
 def test_value_errors_are_one_line(tmp_path):
     path = _range_model(tmp_path)
     for args, words in ((["--value", "m=10"], "model's inputs are: n"),

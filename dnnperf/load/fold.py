@@ -77,6 +77,10 @@ def constant_value(node) -> np.ndarray | None:
     return None
 
 
+# float inputs whose value ONNX's per-node inference is given (scales): short vectors only
+_FLOAT_DATA = frozenset({"float32", "float16", "float64"})
+_FLOAT_DATA_ELEMS = 16
+
 # by dtype name (the loader's types); _NP_DTYPES above is by ONNX data type number
 _NP_BY_NAME = {"int64": np.int64, "int32": np.int32, "float32": np.float32, "float16": np.float16, "float64": np.float64,
               "int8": np.int8, "uint8": np.uint8, "bool": np.bool_, "int16": np.int16}
@@ -233,6 +237,16 @@ class Resolver:
                         in_data[i] = numpy_helper.from_array(np.asarray(v).astype(np.int64 if dtype == "int64" else np.int32), i)
                     except (TypeError, ValueError, OverflowError):  # a fold that gave no integers (a malformed graph)
                         pass
+            elif dtype in _FLOAT_DATA and len(dims) <= 1 and all(isinstance(d, int) for d in dims) \
+                    and (not dims or dims[0] <= _FLOAT_DATA_ELEMS):
+                # a short float vector: Resize / Upsample scales computed from shapes (Cast, Div) or
+                # given with --value; activations are never this small and one-dimensional
+                v = self.value(i)
+                if v is not None:
+                    try:
+                        in_data[i] = numpy_helper.from_array(np.asarray(v).astype(_NP_BY_NAME[dtype]), i)
+                    except (TypeError, ValueError, OverflowError):
+                        pass
         try:
             proto = getattr(node, "proto", node)  # a NodeView's node, for ONNX's own function
             res = shape_inference.infer_node_outputs(schema, proto, in_types, in_data, None, self.opset_imports,
@@ -340,6 +354,8 @@ def run_node(node, ins, opset_imports, attrs: dict | None = None):
         return [out.astype(ins[0].dtype) if op in ("Add", "Sub", "Mul", "Max", "Min") else out]
     if op == "Div" and np.issubdtype(ins[0].dtype, np.integer):
         return [(np.trunc(ins[0] / ins[1])).astype(ins[0].dtype)]
+    if op == "Div" and np.issubdtype(ins[0].dtype, np.floating):
+        return [np.divide(ins[0], ins[1]).astype(ins[0].dtype)]
     if op == "Cast":
         return [ins[0].astype(_NP_DTYPES.get(ai("to", 7), np.float32))]
     if op == "Identity":
