@@ -88,6 +88,29 @@ class Inspection:
         }
 
 
+def _downstream_of_bounds(rows: list, warnings: list[str]) -> None:
+    """Nodes computed from an output costed at its upper bound (NonZero's indices, Unique's values) are
+    sized by that bound too: say so, naming them, next to the bound itself."""
+    bounded: dict[str, str] = {}  # tensor -> the bounded node it follows from
+    after: dict[str, list[str]] = {}  # bounded node -> costed nodes downstream of it
+    for r in rows:
+        w = r.workload
+        if w is not None and "upper bound" in w.note:
+            root = r.node.name
+        else:
+            root = next((bounded[i] for i in r.node.inputs if i in bounded), None)
+            if root is None:
+                continue
+            if w is not None and w.ops + w.bytes_total > 0:
+                after.setdefault(root, []).append(r.node.name)
+        for o in r.node.outputs:
+            if o:
+                bounded[o] = root
+    for root, names in after.items():
+        warnings.append(f"{len(names)} node(s) downstream of {root} take their sizes from its upper bound "
+                        f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}): their figures are upper bounds too")
+
+
 def _value_inputs(graph: Graph, node, producers: dict, limit: int = 64) -> list[str]:
     """Model inputs of at most ``limit`` elements that reach ``node``'s non-data inputs (its scales,
     sizes, shape, repeats...) through small values: what ``--value`` would resolve."""
@@ -273,6 +296,7 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
             if "unknown trip count" in w.note or "upper bound" in w.note:
                 unsupported.append({"node": node.name, "op_type": key_of(node), "reason": w.note, "kind": "bound"})
         rows.append(Row(node, w, shape, dtype))
+    _downstream_of_bounds(rows, warnings)
     if graph.subnormal:
         _mark_subnormals(graph, rows)
     if any(r.node.op_type == "DequantizeLinear" for r in rows):

@@ -390,6 +390,25 @@ def test_float_scales_computed_or_given_resolve_a_resize(tmp_path):
     assert {r.node.name: r for r in insp.rows}["conv"].workload.macs == 8 * 62 * 62 * 27
 
 
+def test_nodes_sized_by_an_upper_bound_say_so(tmp_path):
+    import numpy as np
+    from onnx import numpy_helper
+
+    from dnnperf.api import inspect_model
+
+    # the rows a threshold keeps (NonZero: at most all 1,000), gathered and multiplied: the MatMul's
+    # 1000 x 256 x 128 MACs are an upper bound like NonZero's output, and the report says so
+    nodes = [helper.make_node("Greater", ["s", "thr"], ["m"]), helper.make_node("NonZero", ["m"], ["idx"], name="nz"),
+             helper.make_node("Transpose", ["idx"], ["idxT"]), helper.make_node("GatherND", ["x", "idxT"], ["sel"]),
+             helper.make_node("MatMul", ["sel", "w"], ["y"], name="mm")]
+    thr = numpy_helper.from_array(np.array(0.5, np.float32), "thr")
+    m = model(nodes, [vi("x", [1000, 256]), vi("s", [1000])], [vi("y", None)], [thr, weight("w", [256, 128])])
+    insp = inspect_model(save(m, tmp_path))
+    assert {r.node.name: r for r in insp.rows}["mm"].workload.macs == 1000 * 256 * 128
+    said = [w for w in insp.warnings if "downstream of nz" in w]
+    assert len(said) == 1 and "mm" in said[0] and "upper bounds too" in said[0]
+
+
 def test_value_errors_are_one_line(tmp_path):
     path = _range_model(tmp_path)
     for args, words in ((["--value", "m=10"], "model's inputs are: n"),
