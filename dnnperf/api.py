@@ -112,11 +112,13 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
 
 
 def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixes: bool = True,
-            alternatives=None) -> Report:
+            alternatives=None, what_if: bool = True) -> Report:
     """Score ``insp`` on ``hw``; with fixes, ``alternatives`` are the profiles the downgrade advice
     may suggest: a tuple, or a function ``(kind, below_tops) -> profiles`` called only when that
     advice applies (None: the shipped profiles, read only then). ``settings.precision`` is checked against the device
-    (``dnnperf.precision``); "best" tries every precision the device runs and keeps the fastest."""
+    (``dnnperf.precision``); "best" tries every precision the device runs and keeps the fastest.
+    ``what_if=False`` (with no fixes) skips scoring the other fusion setting, for callers that read
+    neither the report's fusion what-if nor its fixes (totals rows, sweeps, baselines, tables)."""
     from dataclasses import replace
 
     from dnnperf import precision as prec
@@ -169,8 +171,9 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     if room:
         notes.append(room)
     alt = {settings.fusion: sc.totals["latency_s"]}
-    other = "typical" if settings.fusion == "none" else "none"
-    alt[other] = _score(insp, hw, replace(settings, fusion=other)).totals["latency_s"]
+    if what_if or with_fixes:  # the other fusion setting, scored for the report and the fusion fix
+        other = "typical" if settings.fusion == "none" else "none"
+        alt[other] = _score(insp, hw, replace(settings, fusion=other)).totals["latency_s"]
     report = Report(insp, sc, alt_latency_s=alt, notes=notes)
     if with_fixes:
         from dnnperf.fixes import attach_fixes

@@ -21,7 +21,7 @@ def analyze_file(path: str, ov: ShapeOverrides, profile_specs: list[str], settin
     notes = list(insp.warnings)
     profiles = load_profiles(profile_specs)
     for hw in profiles:
-        rep = analyze(insp, hw, settings, with_fixes=not totals_only)
+        rep = analyze(insp, hw, settings, with_fixes=not totals_only, what_if=not totals_only)
         notes.extend(rep.notes)
         d = report_dict(rep)
         out.append(totals_row(d) if totals_only else d)

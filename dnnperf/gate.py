@@ -178,7 +178,7 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
     for prec in precisions:
         for b in batches:
             insp = src.inspect(ShapeOverrides(batch=b, input_shapes=ov.input_shapes, dims=ov.dims))
-            rep = analyze(insp, hw, Settings(b, prec, fusion, False, runtime), with_fixes=False)
+            rep = analyze(insp, hw, Settings(b, prec, fusion, False, runtime), with_fixes=False, what_if=False)
             notes.extend(w for w in insp.warnings + rep.notes if w not in notes)
             t = rep.score.totals
             lat = t["latency_s"] or 1.0
@@ -230,7 +230,7 @@ def profile_hash(hw: HardwareProfile) -> str:
 def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, settings: Settings, dims) -> dict:
     from dnnperf import __version__
 
-    rep = analyze(insp, hw, settings, with_fixes=False)
+    rep = analyze(insp, hw, settings, with_fixes=False, what_if=False)
     d = report_dict(rep)
     cov = d["coverage"]
     return {
@@ -405,7 +405,7 @@ def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, basel
         insp = cache.get(key)
         if insp is None:
             insp = cache[key] = inspect_fn(path, settings, dims)
-        rep = analyze(insp, hw, settings, with_fixes=False)
+        rep = analyze(insp, hw, settings, with_fixes=False, what_if=False)
         d = report_dict(rep)
         new = d["totals"]["latency_s"]
         old = e["latency_s"]

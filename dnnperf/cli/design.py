@@ -41,7 +41,7 @@ def lut(
 
         insp = inspect_model(from_model, overrides(batch, None, dim))
         notes = tuple(insp.warnings)
-        rows = lut_from_report(analyze(insp, profile, settings(batch, precision, "none"), with_fixes=False))
+        rows = lut_from_report(analyze(insp, profile, settings(batch, precision, "none"), with_fixes=False, what_if=False))
     if not rows:
         raise DnnperfError("the table is empty: no configuration (or layer) could be costed")
     return Document("lut", {"schema_version": "dnnperf-lut/1", "hardware": profile.name,
@@ -73,7 +73,7 @@ def shapes(
         raise DnnperfError("--span must be between 0% and 100%")
     positive(top, "--top")
     insp = inspect_model(model, overrides(batch, None, dim))
-    rep = analyze(insp, load_profile(hw), settings(batch, precision, "none"), with_fixes=False)
+    rep = analyze(insp, load_profile(hw), settings(batch, precision, "none"), with_fixes=False, what_if=False)
     d = {"schema_version": "dnnperf-shapes/1", "model": insp.model_name, "hardware": rep.hw.name, "span": sp,
          "layers": shape_advice(rep, sp)}
     return Document("shapes", d, {"top": top}, notes=tuple(insp.warnings))
@@ -104,5 +104,5 @@ def diff(
     ov = overrides(batch, None, dim)
     st = settings(batch, precision, fusion, runtime)
     ia, ib = inspect_model(model_a, ov), inspect_model(model_b, ov)
-    d = run_diff(analyze(ia, profile, st, with_fixes=False), analyze(ib, profile, st, with_fixes=False))
+    d = run_diff(analyze(ia, profile, st, with_fixes=False, what_if=False), analyze(ib, profile, st, with_fixes=False, what_if=False))
     return Document("diff", d, {"top": top}, notes=tuple(ia.warnings) + tuple(ib.warnings))
