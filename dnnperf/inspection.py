@@ -91,6 +91,8 @@ class Inspection:
 def _downstream_of_bounds(rows: list, warnings: list[str]) -> None:
     """Nodes computed from an output costed at its upper bound (NonZero's indices, Unique's values) are
     sized by that bound too: say so, naming them, next to the bound itself."""
+    if not any(r.workload is not None and r.workload.note and "upper bound" in r.workload.note for r in rows):
+        return
     bounded: dict[str, str] = {}  # tensor -> the bounded node it follows from
     after: dict[str, list[str]] = {}  # bounded node -> costed nodes downstream of it
     for r in rows:

@@ -409,6 +409,24 @@ def test_nodes_sized_by_an_upper_bound_say_so(tmp_path):
     assert len(said) == 1 and "mm" in said[0] and "upper bounds too" in said[0]
 
 
+def test_an_input_shape_sizes_every_input_declared_with_its_symbols():
+    from dnnperf.api import inspect_model
+    from dnnperf.ir import ShapeOverrides
+
+    bert = os.path.join(SAMPLES, "bert_base.onnx")
+    # input_ids and attention_mask are both declared [batch_size, sequence_length]: giving one sizes both
+    one = inspect_model(bert, ShapeOverrides(input_shapes=(("input_ids", (2, 128)),)))
+    both = inspect_model(bert, ShapeOverrides(batch=2, dims=(("sequence_length", 128),)))
+    assert one.totals()["macs"] == both.totals()["macs"] > 0
+    assert one.graph.tensors["attention_mask"].shape == (2, 128)
+    assert any("sequence_length=128 (from --input-shape input_ids=2x128)" in w for w in one.warnings)
+    # two sizes for one symbol: refused in one line naming both flags (it used to fail on a MatMul's dims)
+    one_line_error(invoke("inspect", bert, "--input-shape", "input_ids=2x128", "--input-shape", "attention_mask=2x64"), 2,
+                   "input_ids=2x128", "attention_mask=2x64", "'sequence_length'")
+    one_line_error(invoke("inspect", bert, "--input-shape", "input_ids=2x128", "--dim", "sequence_length=64"), 2,
+                   "--dim sequence_length=64", "input_ids=2x128")
+
+
 def test_value_errors_are_one_line(tmp_path):
     path = _range_model(tmp_path)
     for args, words in ((["--value", "m=10"], "model's inputs are: n"),

@@ -62,6 +62,9 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
                 f"(symbols: {', '.join(sorted(symbols_seen)) or 'none'})"
             )
     shapes = dict(ov.input_shapes)
+    bound = _symbols_from_shapes(by_name, ov, dim_map)
+    dim_map.update({sym: v for sym, (v, _) in bound.items()})
+    shared = sorted(sym for sym in bound if sym in _symbols_of_inputs(real_inputs, set(shapes)))
     if ov.batch is not None:
         for name, dims in ov.input_shapes:
             ax = axes.get(name, 0)
@@ -110,10 +113,48 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
                if any("past" in n.lower() for n, _, _ in missing) else "")
         )
     notes = [f"batch dim {', '.join(assumed)} unresolved: assumed 1 (pass --batch N)"] if assumed else []
+    if shared:
+        notes.append("input dims declared with the same name as one an --input-shape sets take its size: "
+                     + ", ".join(f"{sym}={bound[sym][0]} (from {bound[sym][1]})" for sym in shared))
     if seq_assumed:
         notes.append("sequence element dims " + ", ".join(f"'{s}' ({n})" for s, n in sorted(seq_assumed.items()))
                      + " unresolved: assumed 1 (pass " + " ".join(f"--dim {s}=SIZE" for s in sorted(seq_assumed)) + ")")
     return notes
+
+
+def _symbols_from_shapes(by_name: dict, ov: ShapeOverrides, dim_map: dict) -> dict[str, tuple[int, str]]:
+    """Symbol -> (size, the flag that set it) for every symbolic dim of an input given by --input-shape:
+    other inputs declared with the same symbol (BERT's attention_mask beside its input_ids) take that
+    size. Two flags that give one symbol two sizes are refused, naming both."""
+    bound: dict[str, tuple[int, str]] = {}
+    for name, dims in ov.input_shapes:
+        vi = by_name.get(name)
+        if vi is None:
+            continue
+        declared, _ = type_shape(vi.type)
+        flag = f"--input-shape {name}={'x'.join(map(str, dims))}"
+        for sym, v in zip(declared or (), dims):
+            if not isinstance(sym, str):
+                continue
+            if sym in dim_map and dim_map[sym] != v:
+                raise DnnperfError(f"conflicting flags: --dim {sym}={dim_map[sym]} but {flag} makes '{sym}' {v} — "
+                                   "drop one of them")
+            if sym in bound and bound[sym][0] != v:
+                raise DnnperfError(f"conflicting flags: {bound[sym][1]} makes '{sym}' {bound[sym][0]} but {flag} makes it "
+                                   f"{v}; the model declares both with the same size — give them equal sizes")
+            bound.setdefault(sym, (v, flag))
+    return bound
+
+
+def _symbols_of_inputs(real_inputs, skip: set[str]) -> set[str]:
+    """Symbolic dims declared by the tensor inputs not in ``skip``."""
+    out = set()
+    for vi in real_inputs:
+        if vi.name in skip or not vi.type.HasField("tensor_type"):
+            continue
+        dims, _ = type_shape(vi.type)
+        out.update(d for d in dims or () if isinstance(d, str))
+    return out
 
 
 def _sequence_dims(real_inputs, dim_map: dict, batch_values: dict) -> dict[str, str]:
