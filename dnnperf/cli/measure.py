@@ -5,8 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, HwOne, InputShape, Output, Quiet, app, command, overrides, positive,
-                             progress)
+from dnnperf.cli.app import (Batch, Dim, Format, HwOne, InputShape, Output, Quiet, Value, app, command, overrides,
+                             positive, progress)
 from dnnperf.documents import Document
 
 Threads = Annotated[Optional[int], typer.Option("--threads", help="ONNX Runtime intra-op threads (default: ORT's).")]
@@ -64,6 +64,7 @@ def validate(
     batch: Batch = None,
     input_shape: InputShape = None,
     dim: Dim = None,
+    value: Value = None,
     threads: Threads = None,
     runs: Annotated[int, typer.Option("--runs", help="Timed runs (robust median).")] = 20,
     drift: Annotated[bool, typer.Option(
@@ -95,7 +96,7 @@ def validate(
 
     positive(runs, "--runs")
     profile = load_profile(hw)
-    d = run_validate(model, profile, overrides(batch, input_shape, dim), threads, runs, strict=not accept_noisy,
+    d = run_validate(model, profile, overrides(batch, input_shape, dim, value=value), threads, runs, strict=not accept_noisy,
                      drift=drift)
     notes = tuple(d.get("notes", ()))
     if not d["settled"]:

@@ -229,14 +229,19 @@ def runnable_bytes(path: str) -> bytes:
 
 
 def feeds_for(graph) -> dict:
-    """Random inputs of the shapes and dtypes the (shape-resolved) graph declares."""
+    """Random inputs of the shapes and dtypes the (shape-resolved) graph declares; an input whose value
+    the estimate used (``--value``: a Loop's trip count, a window's size) gets that value, so the run
+    measures what was estimated."""
     rng = np.random.default_rng(1)
     feeds = {}
     for name in graph.inputs:
         t = graph.tensors[name]
         if t.shape is None:
             raise DnnperfError(f"input '{name}' has no resolved shape: pass --batch/--dim/--input-shape")
-        if t.dtype in ("int64", "int32") and "mask" in name.lower():  # attention masks: every position attends
+        given = graph.values.get(name)
+        if given is not None and tuple(np.shape(given)) == tuple(t.shape):
+            feeds[name] = np.asarray(given).astype(_FEED_DTYPES.get(t.dtype, np.float32))
+        elif t.dtype in ("int64", "int32") and "mask" in name.lower():  # attention masks: every position attends
             feeds[name] = np.ones(t.shape, dtype=np.int64 if t.dtype == "int64" else np.int32)
         elif t.dtype in ("int64", "int32"):
             feeds[name] = rng.integers(0, 100, size=t.shape).astype(np.int64 if t.dtype == "int64" else np.int32)
@@ -247,6 +252,10 @@ def feeds_for(graph) -> dict:
         else:
             feeds[name] = rng.standard_normal(t.shape).astype(np.float32)
     return feeds
+
+
+_FEED_DTYPES = {"int64": np.int64, "int32": np.int32, "float16": np.float16, "float32": np.float32,
+                "float64": np.float64, "bool": np.bool_, "int8": np.int8, "uint8": np.uint8}
 
 
 def profiled_kernels(data: bytes, feeds: dict, threads: int | None, runs: int, warmup: int) -> dict:

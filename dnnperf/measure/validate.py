@@ -215,7 +215,7 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
     shown = list(dict.fromkeys(top_meas + sorted(pred, key=lambda k: (-pred[k], k))[:5]))
     top_layers = [{"layer": k, "measured_s": _sig(meas.get(k, 0.0) * 1e-6), "measured_rank": rank_m.get(k),
                    "predicted_s": _sig(pred.get(k, 0.0)), "predicted_rank": rank_p.get(k)} for k in shown]
-    notes = []
+    notes = list(dict.fromkeys(insp.warnings + rep.notes))  # what the estimate assumed (bounds, partial coverage)
     if speed and max(abs(v - 1) for v in speed.values()) > 0.02:
         notes.append(f"this machine multiplies {_pace(speed['peak'])} and streams memory {_pace(speed['dram'])} than "
                      f"when {hw.name} was calibrated (its anchor micro-benchmarks, timed next to the model): the "
