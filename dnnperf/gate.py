@@ -177,7 +177,7 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
     notes: list[str] = []
     for prec in precisions:
         for b in batches:
-            insp = src.inspect(ShapeOverrides(batch=b, input_shapes=ov.input_shapes, dims=ov.dims))
+            insp = src.inspect(ShapeOverrides(batch=b, input_shapes=ov.input_shapes, dims=ov.dims, values=ov.values))
             rep = analyze(insp, hw, Settings(b, prec, fusion, False, runtime), with_fixes=False, what_if=False)
             notes.extend(w for w in insp.warnings + rep.notes if w not in notes)
             t = rep.score.totals

@@ -427,6 +427,32 @@ def test_an_input_shape_sizes_every_input_declared_with_its_symbols():
                    "--dim sequence_length=64", "input_ids=2x128")
 
 
+def test_every_command_that_estimates_a_model_takes_value(tmp_path):
+    from onnx import TensorProto as T
+
+    # a Loop run n times (a model input): --value n=10 costs ten iterations of its MatMul in every command
+    body = helper.make_graph([helper.make_node("MatMul", ["s_in", "w"], ["s_out"]),
+                              helper.make_node("Identity", ["c_in"], ["c_out"])], "body",
+                             [vi("i", [], T.INT64), vi("c_in", [], T.BOOL), vi("s_in", [1, 64])],
+                             [vi("c_out", [], T.BOOL), vi("s_out", [1, 64])])
+    m = model([helper.make_node("Loop", ["n", "c", "x"], ["y"], body=body)],
+              [vi("n", [], T.INT64), vi("c", [], T.BOOL), vi("x", [1, 64])], [vi("y", None)], [weight("w", [64, 64])])
+    path = save(m, tmp_path)
+    one = json.loads(invoke("analyze", path, "--hw", "v100", "--value", "n=10", "-f", "json").stdout)
+    assert one["totals"]["macs"] == 10 * 64 * 64
+    once = json.loads(invoke("analyze", path, "--hw", "v100", "-f", "json").stdout)["totals"]["latency_s"]
+    assert one["totals"]["latency_s"] > 5 * once  # ten iterations, not the one costed without the value
+    r = invoke("compare", path, "--hw", "v100,t4", "--value", "n=10", "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert {row["hardware"]: row["latency_s"] for row in json.loads(r.stdout)["rows"]}["v100"] == one["totals"]["latency_s"]
+    r = invoke("sweep", path, "--hw", "v100", "--batch", "1", "--value", "n=10", "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["rows"][0]["latency_s"] == one["totals"]["latency_s"]
+    for cmd, out in (("plot", "r.svg"), ("report", "r.html")):
+        r = invoke(cmd, path, "--hw", "v100", "--value", "n=10", "-o", tmp_path / out)
+        assert r.exit_code == 0 and (tmp_path / out).stat().st_size > 0, r.output
+
+
 def test_value_errors_are_one_line(tmp_path):
     path = _range_model(tmp_path)
     for args, words in ((["--value", "m=10"], "model's inputs are: n"),

@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 
 from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, Precision, Quiet, Runtime,
-                             Top, app, command, overrides, positive, settings)
+                             Top, Value, app, command, overrides, positive, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -29,6 +29,7 @@ def plot(
     batch: Batch = None,
     input_shape: InputShape = None,
     dim: Dim = None,
+    value: Value = None,
     precision: Precision = None,
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
@@ -42,7 +43,7 @@ def plot(
 
     if chart not in ("roofline", "waterfall"):
         raise DnnperfError(f"--chart must be roofline or waterfall, got '{chart}'")
-    insp = inspect_model(model, overrides(batch, input_shape, dim))
+    insp = inspect_model(model, overrides(batch, input_shape, dim, value=value))
     d = _report_dict(insp, load_profile(hw), settings(batch, precision, fusion, runtime))
     return Document("chart", {"report": d, "chart": chart}, notes=tuple(insp.warnings))
 
@@ -55,6 +56,7 @@ def report(
     batch: Batch = None,
     input_shape: InputShape = None,
     dim: Dim = None,
+    value: Value = None,
     precision: Precision = None,
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
@@ -69,7 +71,7 @@ def report(
 
     positive(top, "--top")
     profiles = load_profiles(list(hw or ["v100"]))
-    insp = inspect_model(model, overrides(batch, input_shape, dim))
+    insp = inspect_model(model, overrides(batch, input_shape, dim, value=value))
     st = settings(batch, precision, fusion, runtime)
     reports = [_report_dict(insp, p, st) for p in profiles]
     return Document("html_report", {"reports": reports}, {"top": top}, notes=tuple(insp.warnings))

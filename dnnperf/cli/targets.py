@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, Phase, Precision,
-                             Prompt, Quiet, Runtime,
+                             Prompt, Quiet, Runtime, Value,
                              app, command, overrides, parse_list, parse_time, precision_value, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
@@ -21,6 +21,7 @@ def compare(
     batch: Batch = None,
     input_shape: InputShape = None,
     dim: Dim = None,
+    value: Value = None,
     precision: Precision = None,
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
@@ -42,7 +43,7 @@ def compare(
         raise DnnperfError("--min-throughput must be > 0")
     max_lat = parse_time(max_latency)
     profiles = load_profiles(list(hw or ["all"]))
-    insp = inspect_model(model, overrides(batch, input_shape, dim))
+    insp = inspect_model(model, overrides(batch, input_shape, dim, value=value))
     d = run_compare(insp, profiles, settings(batch, precision, fusion, runtime), sort, max_lat, min_throughput)
     rec = d.get("recommendation")
     code = 1 if rec is not None and rec["chosen"] is None else 0
@@ -59,6 +60,7 @@ def sweep(
     precision: Annotated[str, typer.Option("--precision", "-p", help="Comma list: model,fp32,fp16,bf16,int8...")] = "model",
     input_shape: InputShape = None,
     dim: Dim = None,
+    value: Value = None,
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
     phase: Phase = None,
@@ -85,11 +87,11 @@ def sweep(
             raise DnnperfError("--phase sweeps one precision at a time")
         st = settings(None, None if precs[0] == "model" else precs[0], fusion, runtime)
         d = sweep_document(model, load_profile(hw), st, PhaseRequest(phase, prompt, context), batches,
-                           overrides(None, input_shape, dim))
+                           overrides(None, input_shape, dim, value=value))
         return Document("llm_sweep", d)
     precs = [precision_value(p) for p in parse_list(precision, "--precision", str)]
     profile = load_profile(hw)
-    ov = overrides(None, input_shape, dim)
+    ov = overrides(None, input_shape, dim, value=value)
     st = settings(None, None, fusion, runtime)
     d = run_sweep(ModelSource(model), ov, profile, batches, precs, st.fusion, runtime)
     return Document("sweep", d, notes=tuple(d.pop("notes", ())))
