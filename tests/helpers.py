@@ -112,3 +112,14 @@ def sample_overrides(name: str, batch: int = 1, seq: int = 128):
         dims = (("past_sequence_length", 16), ("sequence_length", 1))
         return ShapeOverrides(batch=batch, dims=dims + ((("total_sequence_length", 17),) if "genai" in name else ()))
     return ShapeOverrides(batch=batch)
+
+
+def counted_loop_model():
+    """A Loop run ``n`` times (a model input, so its count is unknown until given with --value), each
+    iteration a 1x64 x 64x64 MatMul on its state: 4,096 MACs per iteration."""
+    body = helper.make_graph([helper.make_node("MatMul", ["s_in", "w"], ["s_out"]),
+                              helper.make_node("Identity", ["c_in"], ["c_out"])], "body",
+                             [vi("i", [], T.INT64), vi("c_in", [], T.BOOL), vi("s_in", [1, 64])],
+                             [vi("c_out", [], T.BOOL), vi("s_out", [1, 64])])
+    return model([helper.make_node("Loop", ["n", "c", "x"], ["y"], body=body)],
+                 [vi("n", [], T.INT64), vi("c", [], T.BOOL), vi("x", [1, 64])], [vi("y", None)], [weight("w", [64, 64])])

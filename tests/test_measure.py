@@ -101,26 +101,11 @@ def test_validate_tiny_model(tmp_path, local_profile):
         sum(r["measured_s"] for r in d["layers"]) + sum(d["kernels_unmatched"].values()), rel=1e-3)
 
 
-def _loop_model(tmp_path):
-    """A Loop whose trip count is the model input n, each iteration a 1x64 x 64x64 MatMul."""
-    from onnx import TensorProto as T
-    from onnx import helper
-
-    from helpers import model, vi, weight
-
-    body = helper.make_graph([helper.make_node("MatMul", ["s_in", "w"], ["s_out"]),
-                              helper.make_node("Identity", ["c_in"], ["c_out"])], "body",
-                             [vi("i", [], T.INT64), vi("c_in", [], T.BOOL), vi("s_in", [1, 64])],
-                             [vi("c_out", [], T.BOOL), vi("s_out", [1, 64])])
-    m = model([helper.make_node("Loop", ["n", "c", "x"], ["y"], body=body)],
-              [vi("n", [], T.INT64), vi("c", [], T.BOOL), vi("x", [1, 64])], [vi("y", None)], [weight("w", [64, 64])])
-    return save(m, tmp_path)
-
-
 def test_validate_runs_the_values_it_estimated_and_states_its_assumptions(tmp_path, local_profile):
     from dnnperf.measure.ort import feeds_for
+    from helpers import counted_loop_model
 
-    path = _loop_model(tmp_path)
+    path = save(counted_loop_model(), tmp_path)
     # --value n=50: the estimate costs 50 iterations and the run is fed n = 50 (it used to get a random n)
     assert int(feeds_for(load_graph(path, ShapeOverrides(values=(("n", (50.0,)),))))["n"]) == 50
     d = validate(path, load_profile(local_profile[1]), ShapeOverrides(), runs=3, strict=False, drift=False)

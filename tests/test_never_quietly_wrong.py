@@ -428,16 +428,10 @@ def test_an_input_shape_sizes_every_input_declared_with_its_symbols():
 
 
 def test_every_command_that_estimates_a_model_takes_value(tmp_path):
-    from onnx import TensorProto as T
+    from helpers import counted_loop_model
 
     # a Loop run n times (a model input): --value n=10 costs ten iterations of its MatMul in every command
-    body = helper.make_graph([helper.make_node("MatMul", ["s_in", "w"], ["s_out"]),
-                              helper.make_node("Identity", ["c_in"], ["c_out"])], "body",
-                             [vi("i", [], T.INT64), vi("c_in", [], T.BOOL), vi("s_in", [1, 64])],
-                             [vi("c_out", [], T.BOOL), vi("s_out", [1, 64])])
-    m = model([helper.make_node("Loop", ["n", "c", "x"], ["y"], body=body)],
-              [vi("n", [], T.INT64), vi("c", [], T.BOOL), vi("x", [1, 64])], [vi("y", None)], [weight("w", [64, 64])])
-    path = save(m, tmp_path)
+    path = save(counted_loop_model(), tmp_path)
     one = json.loads(invoke("analyze", path, "--hw", "v100", "--value", "n=10", "-f", "json").stdout)
     assert one["totals"]["macs"] == 10 * 64 * 64
     once = json.loads(invoke("analyze", path, "--hw", "v100", "-f", "json").stdout)["totals"]["latency_s"]
