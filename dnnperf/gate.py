@@ -227,7 +227,19 @@ def profile_hash(hw: HardwareProfile) -> str:
         return hashlib.sha256(fh.read()).hexdigest()[:16]
 
 
-def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, settings: Settings, dims) -> dict:
+def _recorded_shapes(ov: ShapeOverrides) -> dict:
+    """The shape flags an entry was estimated with, as its settings record them: --dim pairs always;
+    --input-shape and --value only when given (older baselines have neither)."""
+    out = {"dims": [list(x) for x in ov.dims]}
+    if ov.input_shapes:
+        out["input_shapes"] = [[name, list(dims)] for name, dims in ov.input_shapes]
+    if ov.values:
+        out["values"] = [[name, list(vals)] for name, vals in ov.values]
+    return out
+
+
+def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, settings: Settings,
+           ov: ShapeOverrides) -> dict:
     from dnnperf import __version__
 
     rep = analyze(insp, hw, settings, with_fixes=False, what_if=False)
@@ -238,7 +250,7 @@ def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, se
         "hardware": spec,
         "profile_sha256": profile_hash(hw),
         "tool_version": __version__,
-        "settings": {**d["settings"], "dims": [list(x) for x in dims]},
+        "settings": {**d["settings"], **_recorded_shapes(ov)},
         "latency_s": d["totals"]["latency_s"],
         "macs": d["totals"]["macs"],
         "bytes": d["totals"]["bytes"],
@@ -249,14 +261,16 @@ def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, se
     }
 
 
-def make_baseline(items: list[tuple[str, Inspection, str, Settings, list]], baseline_path: str | None = None) -> dict:
-    """``items``: (model path, inspection, profile spec as the user wrote it, settings, --dim pairs).
+def make_baseline(items: list[tuple[str, Inspection, str, Settings, ShapeOverrides]],
+                  baseline_path: str | None = None) -> dict:
+    """``items``: (model path, inspection, profile spec as the user wrote it, settings, the shape flags
+    it was inspected with: --dim, --input-shape, --value; ``check`` repeats them).
     A shipped profile is stored by name, a custom one by its path relative to the baseline file,
     with a hash of its content; never an absolute path."""
     entries = []
-    for model_path, insp, spec, settings, dims in items:
+    for model_path, insp, spec, settings, ov in items:
         hw = load_profile(spec)
-        entries.append(_entry(model_path, insp, profile_spec_for(spec, baseline_path), hw, settings, dims))
+        entries.append(_entry(model_path, insp, profile_spec_for(spec, baseline_path), hw, settings, ov))
     entries.sort(key=lambda e: (e["model"], e["hardware"]))
     return {"schema_version": BASELINE_SCHEMA, "entries": entries}
 
@@ -324,7 +338,21 @@ def _settings_problem(s: dict) -> str | None:
     if not isinstance(dims, list) or any(not isinstance(d, list) or len(d) != 2 or not isinstance(d[0], str)
                                          or not _count(d[1]) for d in dims):
         return "settings.dims must be a list of [name, size] pairs"
+    shapes = s.get("input_shapes", [])
+    if not isinstance(shapes, list) or any(not isinstance(x, list) or len(x) != 2 or not isinstance(x[0], str)
+                                           or not isinstance(x[1], list) or not all(_count(d) for d in x[1])
+                                           for x in shapes):
+        return "settings.input_shapes must be a list of [name, [sizes]] pairs"
+    values = s.get("values", [])
+    if not isinstance(values, list) or any(not isinstance(x, list) or len(x) != 2 or not isinstance(x[0], str)
+                                           or not isinstance(x[1], list) or not x[1]
+                                           or not all(_number(v) for v in x[1]) for x in values):
+        return "settings.values must be a list of [name, [numbers]] pairs"
     return None
+
+
+def _number(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and abs(v) < float("inf")
 
 
 def _coverage_problem(c) -> str | None:
@@ -338,14 +366,19 @@ def _coverage_problem(c) -> str | None:
     return None
 
 
-def entry_settings(e: dict) -> tuple[Settings, list]:
+def entry_settings(e: dict) -> tuple[Settings, ShapeOverrides]:
+    """(the settings, the shape flags) an entry was recorded with. The recorded --dim pairs served
+    every model of the baseline, so symbols a model lacks are fine (not strict)."""
     s = e["settings"]
     prec = s.get("precision")
     batch = s.get("batch")
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise DnnperfError(f"baseline entry for '{e['model']}': settings.batch must be a whole number >= 1")
+    ov = ShapeOverrides(batch=batch, dims=tuple(tuple(x) for x in s.get("dims", [])),
+                        input_shapes=tuple((n, tuple(d)) for n, d in s.get("input_shapes", [])),
+                        values=tuple((n, tuple(float(v) for v in vals)) for n, vals in s.get("values", [])), strict=False)
     return (Settings(batch, None if prec in (None, "model") else prec, s.get("fusion", "none"),
-                     bool(s.get("overlap_input", False)), s.get("runtime", "eager")), [tuple(x) for x in s.get("dims", [])])
+                     bool(s.get("overlap_input", False)), s.get("runtime", "eager")), ov)
 
 
 def classify_change(old: float, new: float, rel: float, abs_s: float) -> tuple[str, float | None]:
@@ -364,7 +397,7 @@ def classify_change(old: float, new: float, rel: float, abs_s: float) -> tuple[s
 
 def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, baseline_path: str | None = None,
           abs_tolerance_s: float = 0.0, max_unscored: int = 0, hw_filter: list[str] | None = None) -> dict:
-    """Compare fresh estimates against the baseline. ``inspect_fn(path, settings, dims) -> Inspection``.
+    """Compare fresh estimates against the baseline. ``inspect_fn(path, shape overrides) -> Inspection``.
 
     An entry fails when it is slower beyond both tolerances, when its profile file changed since the
     baseline (the reference moved), when more than ``max_unscored`` nodes are not scored, or when its
@@ -400,11 +433,11 @@ def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, basel
             skipped.append(f"{e['model']} on {e['hardware']}")
             continue
         hw = profile_from_entry(e["hardware"], baseline_path)
-        settings, dims = entry_settings(e)
-        key = (path, settings.batch, tuple(dims))
+        settings, ov = entry_settings(e)
+        key = (path, ov)
         insp = cache.get(key)
         if insp is None:
-            insp = cache[key] = inspect_fn(path, settings, dims)
+            insp = cache[key] = inspect_fn(path, ov)
         rep = analyze(insp, hw, settings, with_fixes=False, what_if=False)
         d = report_dict(rep)
         new = d["totals"]["latency_s"]

@@ -287,6 +287,29 @@ def test_baseline_keeps_profile_spec_as_written(tmp_path, monkeypatch):
     assert os.path.exists(model)
 
 
+def test_check_repeats_the_input_shapes_and_values_a_baseline_was_recorded_with(tmp_path):
+    from helpers import SAMPLES, counted_loop_model, save
+
+    resnet = os.path.join(SAMPLES, "resnet50.onnx")
+    b = tmp_path / "b.json"
+    # recorded at 320 x 320: check must estimate 320 x 320 again (it estimated the file's 224 x 224 and
+    # passed a model 19% faster as SAME-or-FASTER)
+    assert invoke("baseline", resnet, "--hw", "v100", "--input-shape", "input=1x3x320x320", "-o", b).exit_code == 0
+    entry = json.loads(b.read_text())["entries"][0]
+    assert entry["settings"]["input_shapes"] == [["input", [1, 3, 320, 320]]]
+    r = invoke("check", resnet, "--baseline", b, "-f", "json")
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)["results"][0]
+    assert row["new_latency_s"] == row["old_latency_s"] == entry["latency_s"]
+    # a Loop count given with --value is recorded and repeated the same way
+    loop = save(counted_loop_model(), tmp_path)
+    b2 = tmp_path / "b2.json"
+    assert invoke("baseline", loop, "--hw", "v100", "--value", "n=10", "-o", b2).exit_code == 0
+    assert json.loads(b2.read_text())["entries"][0]["settings"]["values"] == [["n", [10.0]]]
+    r = invoke("check", loop, "--baseline", b2, "-f", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["results"][0]["status"] == "same", r.output
+
+
 def test_check_with_a_yaml_profile_named_from_elsewhere_checks_it(tmp_path, monkeypatch):
     """A YAML profile is recorded by its path relative to the baseline; `check --hw PATH` given from
     another folder (or as an absolute path) names the same entry: it used to match nothing, skip the
@@ -384,6 +407,8 @@ def _entry_with(**fields):
     (_entry_with(layers={"x": {"latency_s": -1.0}}), "no latency_s"),
     (_entry_with(layers={"x": {"latency_s": 1e-6, "op_type": {"a": 1}}}), "op_type and cause"),
     (_entry_with(profile_sha256=12), "profile_sha256"),
+    (_entry_with(settings={"batch": 1, "input_shapes": [["input", "1x3"]]}), "settings.input_shapes"),
+    (_entry_with(settings={"batch": 1, "values": [["n", []]]}), "settings.values"),
 ])
 @pytest.mark.parametrize("extra", [[], ["--update"], ["-f", "json"]])
 def test_malformed_baseline_fields_exit_2_and_nothing_is_written(tmp_path, content, needle, extra):

@@ -5,7 +5,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, InputShape, Output, Precision, Quiet, Runtime, app,
+from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, InputShape, Output, Precision, Quiet, Runtime, Value, app,
                              command, overrides, parse_fraction, parse_time, progress, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
@@ -20,6 +20,7 @@ def baseline(
     batch: Batch = None,
     input_shape: InputShape = None,
     dim: Dim = None,
+    value: Value = None,
     precision: Precision = None,
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
@@ -32,7 +33,7 @@ def baseline(
     from dnnperf.gate import make_baseline
     from dnnperf.hardware import expand_specs, load_profile
 
-    ov = overrides(batch, input_shape, dim, strict=len(models) == 1)
+    ov = overrides(batch, input_shape, dim, strict=len(models) == 1, value=value)
     specs = expand_specs(list(hw or ["v100"]))
     for s in specs:
         load_profile(s)  # validate before any work
@@ -43,7 +44,7 @@ def baseline(
             insps.append(inspect_model(m, ov))
             if tick:
                 tick()
-    items = [(m, i, s, st, list(ov.dims)) for m, i in zip(models, insps) for s in specs]
+    items = [(m, i, s, st, ov) for m, i in zip(models, insps) for s in specs]
     data = make_baseline(items, output)
     notes = [w for i in insps for w in i.warnings] + [f"wrote {output}: {len(data['entries'])} entries"]
     return Document("baseline", data, notes=tuple(notes))
@@ -70,7 +71,6 @@ def check(
     from dnnperf.files import atomic_write_bytes
     from dnnperf.gate import check as run_check, entry_settings, make_baseline, model_key, read_baseline
     from dnnperf.hardware import expand_specs
-    from dnnperf.ir import ShapeOverrides
     from dnnperf.render import render
     from dnnperf.render.fmt_json import to_json
 
@@ -80,9 +80,8 @@ def check(
         raise DnnperfError(f"--max-unscored must be >= 0, got {max_unscored}")
     base = read_baseline(baseline_path)
 
-    def insp_fn(path, settings, dims):
-        # the recorded --dim pairs served every model of the baseline: symbols a model lacks are fine
-        return inspect_model(path, ShapeOverrides(batch=settings.batch, dims=tuple(dims), strict=False))
+    def insp_fn(path, ov):
+        return inspect_model(path, ov)
 
     # 'all' selects every recorded profile; profiles named one by one must each be in the baseline
     every = not hw or any(part.strip() == "all" for h in hw for part in h.split(","))
@@ -97,10 +96,10 @@ def check(
         for e in base["entries"]:
             if e["model"] not in by:
                 continue
-            st, dims = entry_settings(e)
+            st, ov = entry_settings(e)
             spec = profile_from_entry(e["hardware"], baseline_path).path if e["hardware"] not in expand_specs(["all"]) \
                 else e["hardware"]
-            items.append((by[e["model"]], insp_fn(by[e["model"]], st, dims), spec, st, dims))
+            items.append((by[e["model"]], insp_fn(by[e["model"]], ov), spec, st, ov))
         fresh = make_baseline(items, baseline_path)["entries"]
         kept = [e for e in base["entries"] if e["model"] not in by]
         entries = sorted(kept + fresh, key=lambda e: (e["model"], e["hardware"]))
