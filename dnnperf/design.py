@@ -214,6 +214,11 @@ def _peak(hw, unit: str, precision: str) -> float:
     return float(u.peak_tops.get(precision, 0.0)) if u is not None else 0.0
 
 
+def _time_change(x: float) -> str:
+    """'+8% time', or 'the same time' when the change rounds to nothing (never '-0%')."""
+    return "the same time" if abs(x) < 0.005 else f"{x:+.0%} time"
+
+
 def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
     """For each matrix layer: nearby output widths (within +-span) that cost less time per MAC.
 
@@ -243,7 +248,9 @@ def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
                 continue  # off the specialised unit: faster only by its fixed costs (eager layout reorders)
             tpm = c2.time_s / max(l2.workload.macs, 1)
             if tpm < base_tpm * 0.98:
-                cands.append({"to": n2, "macs_change": l2.workload.macs / w.macs - 1, "time_change": c2.time_s / c.time_s - 1,
+                change = c2.time_s / c.time_s - 1
+                cands.append({"to": n2, "macs_change": l2.workload.macs / w.macs - 1,
+                              "time_change": 0.0 if abs(change) < 1e-9 else change,  # (rounding noise: the same time)
                               "time_per_mac_gain": 1 - tpm / base_tpm, "new_latency_s": c2.time_s, "unit": c2.unit,
                               "tile_efficiency": c2.tile_efficiency})
         if not cands:
@@ -259,7 +266,8 @@ def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
                     else "output features", "current": n, "latency_s": c.time_s, "unit": c.unit,
                     "tile_efficiency": c.tile_efficiency,
                     "suggestions": [{k: (sig(v, 4) if isinstance(v, float) else v) for k, v in s.items()} for s in best],
-                    "text": "; ".join(f"{n} -> {s['to']}: {s['macs_change']:+.0%} MACs, {s['time_change']:+.0%} time" for s in best)})
+                    "text": "; ".join(f"{n} -> {s['to']}: {s['macs_change']:+.0%} MACs, {_time_change(s['time_change'])}"
+                                      for s in best)})
     out.sort(key=lambda r: (-r["suggestions"][0]["time_per_mac_gain"] * r["latency_s"], r["layer"]))
     return out
 

@@ -208,3 +208,25 @@ def test_shapes_never_suggests_leaving_the_tensor_cores(tmp_path):
         assert all(s["unit"] == "tensor_cores" and s["to"] % 8 == 0 for s in layer["suggestions"]), layer
         times = [s["new_latency_s"] for s in layer["suggestions"]]
         assert all(abs(a - b) > 0.005 * b for i, a in enumerate(times) for b in times[:i]), times
+
+
+def test_design_commands_take_the_shape_flags_and_never_print_minus_zero(tmp_path):
+    from helpers import SAMPLES, counted_loop_model
+
+    loop = save(counted_loop_model(), tmp_path)
+    # --value: a Loop run 10 times is one LUT row of 10 x 1x64x64 MACs, and diff sees the same 10 iterations
+    r = runner.invoke(app, ["lut", "--from", loop, "--hw", "v100", "--value", "n=10"])
+    assert r.exit_code == 0, r.output
+    assert [int(row["macs"]) for row in csv.DictReader(io.StringIO(r.stdout))] == [10 * 64 * 64]
+    r = runner.invoke(app, ["diff", loop, loop, "--hw", "v100", "--value", "n=10", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    # --input-shape: resnet50 at 320 x 320 leaves a 10 x 10 map in layer4; on the TPU v1 its fp32 layers
+    # run on the vector pipeline whose lanes they underfill, so 512 -> 576 outputs take the same time
+    # (it printed '-0% time' for a rounding residue of -1e-16)
+    r = runner.invoke(app, ["shapes", f"{SAMPLES}/resnet50.onnx", "--hw", "tpu-v1", "--input-shape",
+                            "input=1x3x320x320", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    layers = json.loads(r.stdout)["layers"]
+    assert all("-0%" not in x["text"] for x in layers)
+    same = [x for x in layers if x["suggestions"][0]["time_change"] == 0.0]
+    assert same and all("the same time" in x["text"] for x in same)

@@ -5,8 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwOne, Output, Precision, Quiet, Runtime, Top, app, command,
-                             overrides, parse_fraction, positive, settings)
+from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwOne, InputShape, Output, Precision, Quiet, Runtime, Top, Value,
+                             app, command, overrides, parse_fraction, positive, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -17,7 +17,9 @@ def lut(
     space: Annotated[Optional[str], typer.Option("--space", help="Search space YAML (see README).")] = None,
     from_model: Annotated[Optional[str], typer.Option("--from", help="Emit the table for the layers of this model.")] = None,
     batch: Batch = None,
+    input_shape: InputShape = None,
     dim: Dim = None,
+    value: Value = None,
     precision: Precision = None,
     fmt: Format = None,
     output: Output = None,
@@ -39,7 +41,7 @@ def lut(
     else:
         from dnnperf.api import analyze, inspect_model
 
-        insp = inspect_model(from_model, overrides(batch, None, dim))
+        insp = inspect_model(from_model, overrides(batch, input_shape, dim, value=value))
         notes = tuple(insp.warnings)
         rows = lut_from_report(analyze(insp, profile, settings(batch, precision, "none"), with_fixes=False, what_if=False))
     if not rows:
@@ -55,7 +57,9 @@ def shapes(
     hw: HwOne = "tpu-v1",
     span: Annotated[str, typer.Option("--span", help="How far to look around each width.")] = "12.5%",
     batch: Batch = None,
+    input_shape: InputShape = None,
     dim: Dim = None,
+    value: Value = None,
     precision: Precision = None,
     top: Top = 20,
     fmt: Format = None,
@@ -72,7 +76,7 @@ def shapes(
     if not 0 < sp <= 1:
         raise DnnperfError("--span must be between 0% and 100%")
     positive(top, "--top")
-    insp = inspect_model(model, overrides(batch, None, dim))
+    insp = inspect_model(model, overrides(batch, input_shape, dim, value=value))
     rep = analyze(insp, load_profile(hw), settings(batch, precision, "none"), with_fixes=False, what_if=False)
     d = {"schema_version": "dnnperf-shapes/1", "model": insp.model_name, "hardware": rep.hw.name, "span": sp,
          "layers": shape_advice(rep, sp)}
@@ -85,7 +89,9 @@ def diff(
     model_b: Annotated[str, typer.Argument(help="New variant.")],
     hw: HwOne = "v100",
     batch: Batch = None,
+    input_shape: InputShape = None,
     dim: Dim = None,
+    value: Value = None,
     precision: Precision = None,
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
@@ -101,7 +107,7 @@ def diff(
 
     positive(top, "--top")
     profile = load_profile(hw)
-    ov = overrides(batch, None, dim)
+    ov = overrides(batch, input_shape, dim, value=value)
     st = settings(batch, precision, fusion, runtime)
     ia, ib = inspect_model(model_a, ov), inspect_model(model_b, ov)
     d = run_diff(analyze(ia, profile, st, with_fixes=False, what_if=False), analyze(ib, profile, st, with_fixes=False, what_if=False))
