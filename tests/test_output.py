@@ -202,3 +202,27 @@ def test_counts_keep_a_space_before_their_unit():
 
     assert counted(500, "MACs") == "500 MACs" and counted(0, "ops") == "0 ops"
     assert counted(12_850_000, "MACs") == "12.85 MMACs" and counted(4.089e9, "MACs") == "4.089 GMACs"
+
+
+def test_every_command_with_shape_flags_has_all_of_them():
+    """--dim, --input-shape and --value mean the same thing everywhere: a command that takes one takes
+    all three (compare, sweep, plot, report, baseline, lut, shapes, diff and validate lacked some)."""
+    import typer
+
+    group = typer.main.get_command(app)
+    seen = []
+
+    def walk(cmd, path):
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            for name, sub in subs.items():
+                walk(sub, path + [name])
+            return
+        opts = {o for p in cmd.params for o in getattr(p, "opts", [])}
+        if "--dim" in opts:
+            seen.append(" ".join(path))
+            assert {"--input-shape", "--value"} <= opts, (path, sorted(opts))
+
+    walk(group, [])
+    assert {"analyze", "inspect", "compare", "sweep", "plot", "report", "baseline", "lut", "shapes", "diff",
+            "validate"} <= set(seen)
