@@ -132,8 +132,9 @@ def _space_precisions(space: dict, hw: HardwareProfile, notes: list) -> dict[str
     return out
 
 
-def lut_space(space: dict, hw: HardwareProfile, notes: list | None = None) -> list[dict]:
-    """One row per configuration of ``space`` on ``hw``. ``notes`` (a list) receives what the table
+def lut_space(space: dict, hw: HardwareProfile, notes: list | None = None, runtime: str = "eager") -> list[dict]:
+    """One row per configuration of ``space`` on ``hw`` in ``runtime`` (eager, graph, tensorrt: what
+    each kernel's start and the host's launches cost). ``notes`` (a list) receives what the table
     assumed: precisions mapped to another, configurations too large for the device's memory."""
     notes = [] if notes is None else notes
     costed_as = _space_precisions(space, hw, notes)
@@ -153,7 +154,7 @@ def lut_space(space: dict, hw: HardwareProfile, notes: list | None = None) -> li
             continue
         dtype = DTYPE_OF_PRECISION[prec]
         layers = config_layers(op, cin, cout, k, s, res, e, b, dtype)
-        costs = [score_layer(l, hw, costed_as[prec]) for l in layers]
+        costs = [score_layer(l, hw, costed_as[prec], runtime=runtime) for l in layers]
         lat = sum(c.time_s for c in costs)
         main = max(costs, key=lambda c: c.time_s)
         kk = 1 if op in ("pwconv", "linear") else k

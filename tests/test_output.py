@@ -206,7 +206,8 @@ def test_counts_keep_a_space_before_their_unit():
 
 def test_every_command_with_shape_flags_has_all_of_them():
     """--dim, --input-shape and --value mean the same thing everywhere: a command that takes one takes
-    all three (compare, sweep, plot, report, baseline, lut, shapes, diff and validate lacked some)."""
+    all three (compare, sweep, plot, report, baseline, lut, shapes, diff and validate lacked some); one
+    that takes --precision takes --runtime (lut and shapes lacked it)."""
     import typer
 
     group = typer.main.get_command(app)
@@ -222,6 +223,8 @@ def test_every_command_with_shape_flags_has_all_of_them():
         if "--dim" in opts:
             seen.append(" ".join(path))
             assert {"--input-shape", "--value"} <= opts, (path, sorted(opts))
+        if "--precision" in opts:  # an estimate's runtime (eager, graph, tensorrt) changes it as much
+            assert "--runtime" in opts, (path, sorted(opts))
 
     walk(group, [])
     assert {"analyze", "inspect", "compare", "sweep", "plot", "report", "baseline", "lut", "shapes", "diff",

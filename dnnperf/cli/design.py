@@ -21,6 +21,7 @@ def lut(
     dim: Dim = None,
     value: Value = None,
     precision: Precision = None,
+    runtime: Runtime = "eager",
     fmt: Format = None,
     output: Output = None,
     quiet: Quiet = False,
@@ -36,14 +37,15 @@ def lut(
     notes: tuple = ()
     if space:
         found: list[str] = []
-        rows = lut_space(read_space(space), profile, found)
+        rows = lut_space(read_space(space), profile, found, settings(None, None, "none", runtime).runtime)
         notes = tuple(found)
     else:
         from dnnperf.api import analyze, inspect_model
 
         insp = inspect_model(from_model, overrides(batch, input_shape, dim, value=value))
         notes = tuple(insp.warnings)
-        rows = lut_from_report(analyze(insp, profile, settings(batch, precision, "none"), with_fixes=False, what_if=False))
+        rows = lut_from_report(analyze(insp, profile, settings(batch, precision, "none", runtime), with_fixes=False,
+                                       what_if=False))
     if not rows:
         raise DnnperfError("the table is empty: no configuration (or layer) could be costed")
     return Document("lut", {"schema_version": "dnnperf-lut/1", "hardware": profile.name,
@@ -61,6 +63,7 @@ def shapes(
     dim: Dim = None,
     value: Value = None,
     precision: Precision = None,
+    runtime: Runtime = "eager",
     top: Top = 20,
     fmt: Format = None,
     output: Output = None,
@@ -77,7 +80,7 @@ def shapes(
         raise DnnperfError("--span must be between 0% and 100%")
     positive(top, "--top")
     insp = inspect_model(model, overrides(batch, input_shape, dim, value=value))
-    rep = analyze(insp, load_profile(hw), settings(batch, precision, "none"), with_fixes=False, what_if=False)
+    rep = analyze(insp, load_profile(hw), settings(batch, precision, "none", runtime), with_fixes=False, what_if=False)
     d = {"schema_version": "dnnperf-shapes/1", "model": insp.model_name, "hardware": rep.hw.name, "span": sp,
          "layers": shape_advice(rep, sp)}
     return Document("shapes", d, {"top": top}, notes=tuple(insp.warnings))
