@@ -170,7 +170,7 @@ def _t(s: float) -> str:
 
 
 def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: list[int],
-          precisions: list[str | None], fusion: str = "none", runtime: str = "eager") -> dict:
+          precisions: list[str | None], fusion: str = "none", runtime: str = "eager", overlap_input: bool = False) -> dict:
     from dnnperf.documents import coverage_dict
 
     rows = []
@@ -178,7 +178,7 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
     for prec in precisions:
         for b in batches:
             insp = src.inspect(ShapeOverrides(batch=b, input_shapes=ov.input_shapes, dims=ov.dims, values=ov.values))
-            rep = analyze(insp, hw, Settings(b, prec, fusion, False, runtime), with_fixes=False, what_if=False)
+            rep = analyze(insp, hw, Settings(b, prec, fusion, overlap_input, runtime), with_fixes=False, what_if=False)
             notes.extend(w for w in insp.warnings + rep.notes if w not in notes)
             t = rep.score.totals
             lat = t["latency_s"] or 1.0

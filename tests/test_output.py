@@ -207,7 +207,8 @@ def test_counts_keep_a_space_before_their_unit():
 def test_every_command_with_shape_flags_has_all_of_them():
     """--dim, --input-shape and --value mean the same thing everywhere: a command that takes one takes
     all three (compare, sweep, plot, report, baseline, lut, shapes, diff and validate lacked some); one
-    that takes --precision takes --runtime (lut and shapes lacked it)."""
+    that takes --precision takes --runtime (lut and shapes lacked it), one that takes --fusion takes
+    --overlap-input (only analyze had it)."""
     import typer
 
     group = typer.main.get_command(app)
@@ -225,6 +226,8 @@ def test_every_command_with_shape_flags_has_all_of_them():
             assert {"--input-shape", "--value"} <= opts, (path, sorted(opts))
         if "--precision" in opts:  # an estimate's runtime (eager, graph, tensorrt) changes it as much
             assert "--runtime" in opts, (path, sorted(opts))
+        if "--fusion" in opts:  # so does prefetching the next input
+            assert "--overlap-input" in opts, (path, sorted(opts))
 
     walk(group, [])
     assert {"analyze", "inspect", "compare", "sweep", "plot", "report", "baseline", "lut", "shapes", "diff",

@@ -53,6 +53,7 @@ Dim = Annotated[Optional[List[str]], typer.Option(
 Value = Annotated[Optional[List[str]], typer.Option(
     "--value", help="NAME=V[,V...]: the value of a model input that shapes are computed from (a window's size, "
                     "Range's limits, a crop's target shape), as the runtime would receive it (repeatable).")]
+OverlapInput = Annotated[bool, typer.Option("--overlap-input", help="Assume the next input is prefetched during compute.")]
 Format = Annotated[Optional[str], typer.Option(
     "--format", "-f", help="table (people), json, csv, md, html... (default: from the -o extension, else table).")]
 Output = Annotated[Optional[str], typer.Option(

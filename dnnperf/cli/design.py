@@ -5,8 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwOne, InputShape, Output, Precision, Quiet, Runtime, Top, Value,
-                             app, command, overrides, parse_fraction, positive, settings)
+from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwOne, InputShape, Output, OverlapInput, Precision, Quiet,
+                             Runtime, Top, Value, app, command, overrides, parse_fraction, positive, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -98,6 +98,7 @@ def diff(
     precision: Precision = None,
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
+    overlap_input: OverlapInput = False,
     top: Top = 20,
     fmt: Format = None,
     output: Output = None,
@@ -111,7 +112,7 @@ def diff(
     positive(top, "--top")
     profile = load_profile(hw)
     ov = overrides(batch, input_shape, dim, value=value)
-    st = settings(batch, precision, fusion, runtime)
+    st = settings(batch, precision, fusion, runtime, overlap_input)
     ia, ib = inspect_model(model_a, ov), inspect_model(model_b, ov)
     d = run_diff(analyze(ia, profile, st, with_fixes=False, what_if=False), analyze(ib, profile, st, with_fixes=False, what_if=False))
     return Document("diff", d, {"top": top}, notes=tuple(ia.warnings) + tuple(ib.warnings))

@@ -5,8 +5,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, InputShape, Output, Precision, Quiet, Runtime, Value, app,
-                             command, overrides, parse_fraction, parse_time, progress, settings)
+from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, InputShape, Output, OverlapInput, Precision, Quiet,
+                             Runtime, Value, app, command, overrides, parse_fraction, parse_time, progress, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -24,6 +24,7 @@ def baseline(
     precision: Precision = None,
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
+    overlap_input: OverlapInput = False,
     output: Output = "dnnperf-baseline.json",
     fmt: Format = None,
     quiet: Quiet = False,
@@ -37,7 +38,7 @@ def baseline(
     specs = expand_specs(list(hw or ["v100"]))
     for s in specs:
         load_profile(s)  # validate before any work
-    st = settings(batch, precision, fusion, runtime)
+    st = settings(batch, precision, fusion, runtime, overlap_input)
     insps = []
     with progress(len(models), "parsing models", quiet) as tick:
         for m in models:

@@ -5,9 +5,9 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, Generate, HwList, InputShape, Out, Output, Phase,
-                             Precision, Prompt, Quiet, Runtime, Top, Value,
-                             app, command, overrides, positive, progress, settings)
+from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, Generate, HwList, InputShape, Out, Output,
+                             OverlapInput, Phase, Precision, Prompt, Quiet, Runtime, Top, Value, app, command,
+                             overrides, positive, progress, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -37,7 +37,7 @@ def analyze(
     precision: Precision = None,
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
-    overlap_input: Annotated[bool, typer.Option("--overlap-input", help="Assume the next input is prefetched during compute.")] = False,
+    overlap_input: OverlapInput = False,
     top: Top = 10,
     phase: Phase = None,
     prompt: Prompt = 512,

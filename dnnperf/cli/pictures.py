@@ -5,8 +5,8 @@ from typing import Annotated
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, Precision, Quiet, Runtime,
-                             Top, Value, app, command, overrides, positive, settings)
+from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, OverlapInput, Precision,
+                             Quiet, Runtime, Top, Value, app, command, overrides, positive, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -33,6 +33,7 @@ def plot(
     precision: Precision = None,
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
+    overlap_input: OverlapInput = False,
     fmt: Format = None,
     quiet: Quiet = False,
 ):
@@ -44,7 +45,7 @@ def plot(
     if chart not in ("roofline", "waterfall"):
         raise DnnperfError(f"--chart must be roofline or waterfall, got '{chart}'")
     insp = inspect_model(model, overrides(batch, input_shape, dim, value=value))
-    d = _report_dict(insp, load_profile(hw), settings(batch, precision, fusion, runtime))
+    d = _report_dict(insp, load_profile(hw), settings(batch, precision, fusion, runtime, overlap_input))
     return Document("chart", {"report": d, "chart": chart}, notes=tuple(insp.warnings))
 
 
@@ -60,6 +61,7 @@ def report(
     precision: Precision = None,
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
+    overlap_input: OverlapInput = False,
     top: Top = 15,
     fmt: Format = None,
     quiet: Quiet = False,
@@ -72,6 +74,6 @@ def report(
     positive(top, "--top")
     profiles = load_profiles(list(hw or ["v100"]))
     insp = inspect_model(model, overrides(batch, input_shape, dim, value=value))
-    st = settings(batch, precision, fusion, runtime)
+    st = settings(batch, precision, fusion, runtime, overlap_input)
     reports = [_report_dict(insp, p, st) for p in profiles]
     return Document("html_report", {"reports": reports}, {"top": top}, notes=tuple(insp.warnings))

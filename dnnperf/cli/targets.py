@@ -5,9 +5,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, Phase, Precision,
-                             Prompt, Quiet, Runtime, Value,
-                             app, command, overrides, parse_list, parse_time, precision_value, settings)
+from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, OverlapInput,
+                             Phase, Precision, Prompt, Quiet, Runtime, Value, app, command, overrides, parse_list,
+                             parse_time, precision_value, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -25,6 +25,7 @@ def compare(
     precision: Precision = None,
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
+    overlap_input: OverlapInput = False,
     sort: Annotated[str, typer.Option("--sort", help="latency|throughput|peak|fraction|cost|name")] = "latency",
     max_latency: Annotated[Optional[str], typer.Option("--max-latency", help="Requirement, e.g. 5ms: rank the targets that meet it.")] = None,
     min_throughput: Annotated[Optional[float], typer.Option("--min-throughput", help="Requirement in inferences/s.")] = None,
@@ -44,7 +45,7 @@ def compare(
     max_lat = parse_time(max_latency)
     profiles = load_profiles(list(hw or ["all"]))
     insp = inspect_model(model, overrides(batch, input_shape, dim, value=value))
-    d = run_compare(insp, profiles, settings(batch, precision, fusion, runtime), sort, max_lat, min_throughput)
+    d = run_compare(insp, profiles, settings(batch, precision, fusion, runtime, overlap_input), sort, max_lat, min_throughput)
     rec = d.get("recommendation")
     code = 1 if rec is not None and rec["chosen"] is None else 0
     notes = tuple(insp.warnings) + tuple(d.pop("notes")) + tuple(f"skipped {x['hardware']}: {x['reason']}" for x in d["skipped"])
@@ -63,6 +64,7 @@ def sweep(
     value: Value = None,
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
+    overlap_input: OverlapInput = False,
     phase: Phase = None,
     prompt: Prompt = 512,
     context: Context = None,
@@ -85,13 +87,13 @@ def sweep(
         precs = [precision_value(p) for p in parse_list(precision, "--precision", str)]
         if len(precs) != 1:
             raise DnnperfError("--phase sweeps one precision at a time")
-        st = settings(None, None if precs[0] == "model" else precs[0], fusion, runtime)
+        st = settings(None, None if precs[0] == "model" else precs[0], fusion, runtime, overlap_input)
         d = sweep_document(model, load_profile(hw), st, PhaseRequest(phase, prompt, context), batches,
                            overrides(None, input_shape, dim, value=value))
         return Document("llm_sweep", d)
     precs = [precision_value(p) for p in parse_list(precision, "--precision", str)]
     profile = load_profile(hw)
     ov = overrides(None, input_shape, dim, value=value)
-    st = settings(None, None, fusion, runtime)
-    d = run_sweep(ModelSource(model), ov, profile, batches, precs, st.fusion, runtime)
+    st = settings(None, None, fusion, runtime, overlap_input)
+    d = run_sweep(ModelSource(model), ov, profile, batches, precs, st.fusion, runtime, overlap_input)
     return Document("sweep", d, notes=tuple(d.pop("notes", ())))
