@@ -123,3 +123,8 @@ def counted_loop_model():
                              [vi("c_out", [], T.BOOL), vi("s_out", [1, 64])])
     return model([helper.make_node("Loop", ["n", "c", "x"], ["y"], body=body)],
                  [vi("n", [], T.INT64), vi("c", [], T.BOOL), vi("x", [1, 64])], [vi("y", None)], [weight("w", [64, 64])])
+
+
+def numpy_scalar(name, value, dtype=np.float32):
+    """A scalar initializer (a quantisation scale or zero point)."""
+    return onnx.numpy_helper.from_array(np.array(value, dtype=dtype), name)

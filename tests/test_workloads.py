@@ -5,7 +5,7 @@ from onnx import TensorProto as T
 from onnx import helper
 
 from dnnperf.api import inspect_model
-from helpers import conv_model, ints, model, save, vi, weight
+from helpers import conv_model, ints, model, numpy_scalar, save, vi, weight
 
 
 def one(tmp_path, m, **kw):
@@ -339,3 +339,46 @@ def test_gather_elements_and_gather_nd_read_only_what_they_pick(tmp_path):
     gnd = next(r for r in insp.rows if r.node.name == "gnd")
     assert gnd.output_shape == (3, 50)
     assert gnd.workload.act_bytes_read == 600 and gnd.workload.weight_bytes == 24 and gnd.workload.bytes_written == 600
+
+
+def test_onnx_runtime_quantizer_and_optimizer_ops_by_hand(tmp_path):
+    """QOperator ops (ONNX Runtime's quantizer) and EmbedLayerNormalization (its transformer optimizer):
+    costed with every shape resolved. Dequantising is 2 ops per element, requantising 3."""
+    ms = "com.microsoft"
+    q = [numpy_scalar("s", 0.1), numpy_scalar("z", 0, np.uint8), weight("w", [16, 8, 3, 3], T.UINT8),
+         weight("g", [10, 32], T.UINT8)]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+        helper.make_node("QLinearConv", ["xq", "s", "z", "w", "s", "z", "s", "z"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("QLinearSigmoid", ["c", "s", "z", "s", "z"], ["sg"], domain=ms),
+        helper.make_node("QLinearAdd", ["c", "s", "z", "sg", "s", "z", "s", "z"], ["a"], domain=ms),
+        helper.make_node("QLinearGlobalAveragePool", ["a", "s", "z", "s", "z"], ["p"], domain=ms),
+        helper.make_node("QLinearConcat", ["s", "z", "p", "s", "z", "p", "s", "z"], ["cat"], domain=ms, axis=1),
+        helper.make_node("Flatten", ["cat"], ["fl"]),
+        helper.make_node("QGemm", ["fl", "s", "z", "g", "s", "z", "", "s", "z"], ["y8"], domain=ms, transB=1),
+        helper.make_node("DequantizeLinear", ["y8", "s", "z"], ["y"]),
+    ]
+    insp = one(tmp_path, model(nodes, [vi("x", [1, 8, 14, 14])], [vi("y", None)], q, extra_opsets=[(ms, 1)]))
+    assert not insp.unsupported
+    px = 16 * 14 * 14  # the conv's output elements
+    assert layer(insp, "QLinearSigmoid").workload.other_ops == (2 + 3 + 3) * px
+    assert layer(insp, "QLinearAdd").workload.other_ops == (2 * 2 + 1 + 3) * px
+    assert layer(insp, "QLinearGlobalAveragePool").output_shape == (1, 16, 1, 1)
+    assert layer(insp, "QLinearGlobalAveragePool").workload.other_ops == px + 3 * 16
+    assert layer(insp, "QLinearConcat").output_shape == (1, 32, 1, 1)
+    fc = layer(insp, "QGemm")
+    assert fc.output_shape == (1, 10) and fc.workload.macs == 32 * 10 and fc.workload.other_ops == 3 * 10
+    # BERT's embeddings: 2 x 16 tokens, hidden 64; three rows gathered per token (not the 1000-row table)
+    tables = [weight("we", [1000, 64]), weight("pe", [32, 64]), weight("se", [2, 64]), weight("gamma", [64]),
+              weight("beta", [64]), weight("W", [64, 64])]
+    nodes = [helper.make_node("EmbedLayerNormalization", ["ids", "seg", "we", "pe", "se", "gamma", "beta"], ["e", "mi"],
+                              domain=ms),
+             helper.make_node("MatMul", ["e", "W"], ["y"])]
+    insp = one(tmp_path, model(nodes, [vi("ids", [2, 16], T.INT32), vi("seg", [2, 16], T.INT32)], [vi("y", None)],
+                               tables, extra_opsets=[(ms, 1)]))
+    assert not insp.unsupported
+    emb = layer(insp, "EmbedLayerNormalization")
+    elems = 2 * 16 * 64
+    assert emb.output_shape == (2, 16, 64) and emb.workload.other_ops == 2 * elems + 8 * elems
+    assert emb.workload.weight_bytes == (elems + elems + 2 * 64) * 4 + 2 * 64 * 4  # rows picked, then gamma/beta
+    assert layer(insp, "MatMul").workload.macs == 2 * 16 * 64 * 64
