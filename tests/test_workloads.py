@@ -8,10 +8,10 @@ from dnnperf.api import inspect_model
 from helpers import conv_model, ints, model, numpy_scalar, save, vi, weight
 
 
-def one(tmp_path, m, **kw):
+def one(tmp_path, m, path=None, **kw):
     from dnnperf.ir import ShapeOverrides
 
-    insp = inspect_model(save(m, tmp_path), ShapeOverrides(**kw))
+    insp = inspect_model(path or save(m, tmp_path), ShapeOverrides(**kw))
     return insp
 
 
@@ -382,3 +382,27 @@ def test_onnx_runtime_quantizer_and_optimizer_ops_by_hand(tmp_path):
     assert emb.output_shape == (2, 16, 64) and emb.workload.other_ops == 2 * elems + 8 * elems
     assert emb.workload.weight_bytes == (elems + elems + 2 * 64) * 4 + 2 * 64 * 4  # rows picked, then gamma/beta
     assert layer(insp, "MatMul").workload.macs == 2 * 16 * 64 * 64
+
+
+def test_weights_transformed_at_load_time_count_as_weights(tmp_path):
+    """A weight cast, transposed or otherwise computed from weights alone when the model loads is
+    read by its layer as a weight, not an activation (GPT-2's lm_head reads the token table through a
+    Transpose: its 154 MB counted as activation bytes and the model's weights as 340 MB, not ~496)."""
+    from helpers import SAMPLES
+
+    k, n = 64, 32
+    direct = one(tmp_path, model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", [1, k])], [vi("y", None)],
+                                 [weight("w", [k, n])]))
+    cast = one(tmp_path, model([helper.make_node("Cast", ["w16"], ["w"], to=T.FLOAT),
+                                helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", [1, k])], [vi("y", None)],
+                               [weight("w16", [k, n], T.FLOAT16)]))
+    trans = one(tmp_path, model([helper.make_node("Transpose", ["wt"], ["w"], perm=[1, 0]),
+                                 helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", [1, k])], [vi("y", None)],
+                                [weight("wt", [n, k])]))
+    for insp in (direct, cast, trans):
+        mm = layer(insp, "MatMul").workload
+        assert (mm.weight_bytes, mm.act_bytes_read) == (k * n * 4, k * 4)
+    gpt2 = one(tmp_path, None, path=f"{SAMPLES}/gpt2.onnx", dims=(("sequence_length", 128),))
+    head = max(gpt2.costed(), key=lambda r: r.workload.weight_bytes)
+    assert head.output_shape == (1, 128, 50257)
+    assert (head.workload.weight_bytes, head.workload.act_bytes_read) == (50257 * 768 * 4, 128 * 768 * 4)

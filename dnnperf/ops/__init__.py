@@ -92,11 +92,22 @@ class Ctx:
         return self.graph.values.get(self.node.inputs[i])
 
     # bytes ------------------------------------------------------------------------------
+    def is_weight(self, name: str) -> bool:
+        """An initializer, or a value computed from weights alone when the model loads (a Cast of fp32
+        weights to fp16, a transposed or dequantized weight, a Constant node's value): runtimes fold
+        those once and layers read them as weights. Values a CPU runtime builds every inference
+        (``Graph.runtime_built``: a mask from the shapes of symbolic input dims) are not."""
+        g = self.graph
+        return name in g.initializers or (name in g.constants and name not in g.runtime_built)
+
     def byte_split(self) -> tuple[int, int, int]:
-        """(activation bytes read, weight bytes read, bytes written). Each distinct tensor once."""
+        """(activation bytes read, weight bytes read, bytes written). Each distinct tensor once; weights
+        as ``is_weight`` says."""
         act = wgt = out = 0
         graph = self.graph
         inits = graph.initializers
+        constants = graph.constants
+        built = graph.runtime_built
         get = graph.tensors.get
         ins = self.node.inputs
         for name in (dict.fromkeys(ins) if len(ins) > 1 else ins):
@@ -105,7 +116,7 @@ class Ctx:
             t = get(name)
             if t is None or t.nbytes is None:
                 raise Unsupported(f"shape of tensor '{name}' could not be resolved")
-            if name in inits:
+            if name in inits or (name in constants and name not in built):  # is_weight, inlined
                 wgt += t.nbytes
             else:
                 act += t.nbytes

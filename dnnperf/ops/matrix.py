@@ -127,7 +127,7 @@ def matmul(ctx: Ctx, a_idx: int = 0, b_idx: int = 1, extra_per_out: int = 0, tra
     m, n, k, batch = _matmul_dims(a, b)
     # a batched product whose right operand is a weight and whose batch comes from the left
     # operand is one big GEMM with M = batch x m (the weight is shared): same MACs, better tiles
-    if b_idx < len(ctx.node.inputs) and ctx.node.inputs[b_idx] in ctx.graph.initializers and len(b) == 2:
+    if b_idx < len(ctx.node.inputs) and ctx.is_weight(ctx.node.inputs[b_idx]) and len(b) == 2:
         g = Gemm(batch * m, n, k, 1)
     else:
         g = Gemm(m, n, k, batch)

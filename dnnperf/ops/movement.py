@@ -42,7 +42,7 @@ def _picked(ctx: Ctx, weights_only_data: bool = False):
     data = ctx.node.inputs[0]
     t = ctx.graph.tensors.get(data)
     data_bytes = (t.nbytes or 0) if t else 0
-    if data in ctx.graph.initializers:
+    if ctx.is_weight(data):
         wgt = min(wgt, out) if weights_only_data else wgt - data_bytes + min(data_bytes, out)
     else:
         act = act - data_bytes + min(data_bytes, out)
