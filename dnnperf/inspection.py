@@ -182,11 +182,17 @@ def _quantized_layers(graph: Graph, rows: list[Row], warnings: list[str]) -> Non
     from dnnperf import qdq
 
     nodes, free = qdq.plan(graph)
-    if nodes:
-        precs = sorted({q.precision for q in nodes.values()})
-        warnings.append(f"QDQ form: {len(nodes)} matrix layer(s) costed in {'/'.join(precs)}, reading quantized tensors as "
+    both = {k: q for k, q in nodes.items() if not q.weight_only}
+    if both:
+        precs = sorted({q.precision for q in both.values()})
+        warnings.append(f"QDQ form: {len(both)} matrix layer(s) costed in {'/'.join(precs)}, reading quantized tensors as "
                         f"the runtimes that take QDQ models run them ({len(free)} QuantizeLinear / DequantizeLinear "
                         "node(s) around them launch nothing); -p sets another precision")
+    if len(both) < len(nodes):
+        wo = sorted({q.precision for q in nodes.values() if q.weight_only})
+        warnings.append(f"QDQ form: {len(nodes) - len(both)} matrix layer(s) weight-only quantized ({'/'.join(wo)} weights, "
+                        "float data): costed reading the quantized weights and dequantizing them on the fly, as ONNX "
+                        "Runtime's MatMulNBits and TensorRT's weight-only GEMMs run them")
     for r in rows:
         if r.workload is None:
             continue

@@ -18,6 +18,12 @@ them to fp16: the quantization the model carries would be lost. Runtimes that ta
 - a DequantizeLinear whose every consumer is one of the above launches nothing (a weight's is
   folded at load time anyway).
 
+- a MatMul or Gemm whose weight comes from a DequantizeLinear of quantized weights while its data
+  input stays float is weight-only quantized (W4A16 / W8A16 LLMs in QDQ form: ONNX Runtime fuses the
+  pair into its MatMulNBits kernel, TensorRT into a weight-only GEMM): it computes in the data's
+  precision, reads the weights at their quantized width, and dequantizes each weight element as it goes
+  (2 ops, as MatMulNBits is costed). A convolution keeps its float weights (no such kernels).
+
 Only matrix layers are taken to run quantized: other operators between Q/DQ pairs keep their float
 cost and their Q/DQ kernels. ONNX Runtime 1.32 on a 2-core AVX2 VM ran ONNX Runtime's own QDQ export
 of SqueezeNet 1.1 with a DequantizeLinear after a Concat at 242 us and its MaxPools at 0.75-1.56 ms
@@ -41,6 +47,7 @@ QUANTIZED = {"int8": "int8", "uint8": "int8", "float8e4m3fn": "fp8", "float8e4m3
 RUNG = {"int4": 0, "fp8": 1, "int8": 1}  # the wider precision of a layer's two inputs wins
 _DEFAULT = ("", "ai.onnx")
 NOTE = "QDQ: runs in"  # how a quantized layer's workload note begins (dnnperf.api reads it)
+WEIGHT_ONLY = "QDQ: weight-only,"  # ... and a weight-only quantized one's
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,8 @@ class Quantized:
     precision: str
     inputs: tuple
     output: str | None
+    weight_only: bool = False  # data input float, weights quantized: computes in the data's precision
+    weight_extras: tuple = ()  # the weight's scale and zero point (read with it by a weight-only kernel)
 
 
 def plan(graph: Graph) -> tuple[dict[str, Quantized], set[str]]:
@@ -86,6 +95,10 @@ def plan(graph: Graph) -> tuple[dict[str, Quantized], set[str]]:
             continue
         if n.op_type in MATRIX_OPS and len(n.inputs) >= 2:
             a, b = quantized_source(n.inputs[0]), quantized_source(n.inputs[1])
+            if a is None and b is not None and n.op_type in ("MatMul", "Gemm") and n.inputs[1] in graph.constants:
+                extras = tuple(i for i in producer[n.inputs[1]].inputs[1:] if i)
+                nodes[n.name] = Quantized(QUANTIZED[b], (None, b), None, weight_only=True, weight_extras=extras)
+                continue
             if a is None or b is None:
                 continue
             prec = max((QUANTIZED[a], QUANTIZED[b]), key=lambda p: RUNG[p])
@@ -132,6 +145,11 @@ def quantized_workload(graph: Graph, node, w: Workload, q: Quantized) -> Workloa
                 return w
             written += t.numel * DTYPE_BITS[q.output] // 8
     read = "/".join(dict.fromkeys(d for d in q.inputs if d))
+    if q.weight_only:
+        t = graph.tensors.get(node.inputs[1])
+        wgt += sum(graph.tensors[x].nbytes or 0 for x in q.weight_extras if x in graph.tensors)
+        return replace(w, act_bytes_read=act, weight_bytes=wgt, other_ops=w.other_ops + 2 * (t.numel or 0),
+                       note=(w.note + "; " if w.note else "") + f"{WEIGHT_ONLY} {read} weights, computed in {w.dtype}")
     return replace(w, dtype=DTYPE_OF_PRECISION[q.precision], act_bytes_read=act, weight_bytes=wgt, bytes_written=written,
                    note=(w.note + "; " if w.note else "") + f"{NOTE} {q.precision} ({read} inputs"
                         + (f", {q.output} output)" if q.output else ")"))

@@ -206,3 +206,30 @@ def test_onnx_runtimes_own_qdq_export_of_squeezenet():
         rep = analyze(insp, load_profile("t4"), Settings(fusion=fusion))
         assert all(c.layer.workload.bytes_total >= 0 for c in rep.score.layers)
         assert all(c.precision == "int8" for c in rep.score.layers if c.layer.op_type.startswith("Conv"))
+
+
+def test_a_weight_only_quantized_matmul_reads_its_quantized_weights(tmp_path):
+    """W4A16 in QDQ form (opset 21 block quantization): an fp16 MatMul whose 4096 x 4096 weight is an
+    int4 initializer dequantized in blocks of 32 along K computes in fp16 but reads 4 bits per weight
+    plus the fp16 scales (4096 / 32 x 4096 x 2 B), and dequantizes each weight element (2 ops), as
+    ONNX Runtime's MatMulNBits runs it; a convolution keeps its float weights (above)."""
+    k = n = 4096
+    w = helper.make_tensor("w", T.INT4, [k, n], np.zeros(k * n, np.int64).tolist())
+    sc = numpy_helper.from_array(np.ones((k // 32, n), np.float16), "sc")
+    nodes = [helper.make_node("DequantizeLinear", ["w", "sc"], ["wd"], axis=0, block_size=32),
+             helper.make_node("MatMul", ["x", "wd"], ["y"], name="mm")]
+    m = model(nodes, [vi("x", [1, 1, k], T.FLOAT16)], [vi("y", None)], [w, sc], opset=21)
+    insp, rows = rows_of(tmp_path, m)
+    mm = rows["mm"].workload
+    assert mm.dtype == "float16" and mm.macs == k * n
+    assert mm.weight_bytes == k * n // 2 + (k // 32) * n * 2 and mm.act_bytes_read == k * 2
+    assert mm.other_ops == 2 * k * n
+    assert any("weight-only" in x for x in insp.warnings)
+    # decode-sized (one token): memory-bound on an A100, so about a quarter of the fp16 weights' time
+    f16 = model([helper.make_node("MatMul", ["x", "wf"], ["y"], name="mm")], [vi("x", [1, 1, k], T.FLOAT16)],
+                [vi("y", None)], [numpy_helper.from_array(np.zeros((k, n), np.float16), "wf")], opset=21)
+    a100 = load_profile("a100")
+    t4 = analyze(insp, a100, Settings(runtime="graph"), with_fixes=False).score.layers[0].t_device
+    t16 = analyze(inspect_model(save(f16, tmp_path, "f16.onnx")), a100, Settings(runtime="graph"),
+                  with_fixes=False).score.layers[0].t_device
+    assert t4 < 0.4 * t16
