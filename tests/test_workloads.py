@@ -257,7 +257,7 @@ def test_if_costs_the_dearer_branch(tmp_path):
               [vi("x", [2, 4]), vi("c", [], T.BOOL)], [vi("y", None)], [weight("w", [4, 4])])
     insp = one(tmp_path, m)
     assert layer(insp, "If").workload.macs == 2 * 4 * 4
-    assert "--value c=1 or =0" in layer(insp, "If").workload.note  # the condition is a model input
+    assert "--value c=1 or --value c=0" in layer(insp, "If").workload.note  # the condition is a model input
     # given, the branch it picks is costed: then (a Relu, no MACs) or else (the 2x4x4 MatMul)
     assert layer(one(tmp_path, m, values=(("c", (1.0,)),)), "If").workload.macs == 0
     assert layer(one(tmp_path, m, values=(("c", (0.0,)),)), "If").workload.macs == 2 * 4 * 4

@@ -15,7 +15,7 @@ from dnnperf.ir import DTYPE_BITS
 from dnnperf.ops import Contradiction, Ctx, Unsupported, register, register_shapes
 from dnnperf.ops.elementwise import OPS_PER_ELEMENT, same_as_first
 from dnnperf.ops.matrix import matmul
-from dnnperf.ops.norm import _PER_ELEMENT as NORM_OPS
+from dnnperf.ops.norm import PER_ELEMENT as NORM_OPS
 from dnnperf.workload import Gemm, Workload
 
 DEQUANT, REQUANT = 2, 3

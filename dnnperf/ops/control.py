@@ -50,7 +50,8 @@ def if_(ctx: Ctx):
         raise Unsupported("If without branches")
     best = max(branches, key=lambda w: (w.ops, w.bytes_total))
     cond_name = ctx.node.inputs[0] if ctx.node.inputs else ""
-    hint = f"; give it with --value {cond_name}=1 or =0" if cond_name in ctx.graph.inputs and not ctx.graph.is_body else ""
+    hint = (f"; give it with --value {cond_name}=1 or --value {cond_name}=0"
+            if cond_name in ctx.graph.inputs and not ctx.graph.is_body else "")
     return _noted(best, "dearer branch costed (condition unknown before run time)" + hint)
 
 

@@ -16,6 +16,7 @@ _PER_ELEMENT = {
     "SimplifiedLayerNormalization": 5, "LpNormalization": 3,
     "Softmax": 5, "LogSoftmax": 6, "Hardmax": 2,
 }
+PER_ELEMENT = _PER_ELEMENT  # ops per element of each normalisation (the contrib ops reuse them)
 _MS = {"SkipLayerNormalization": 9, "SkipSimplifiedLayerNormalization": 6, "LayerNormalization": 8,
        "SimplifiedLayerNormalization": 5, "BiasSoftmax": 6}
 
