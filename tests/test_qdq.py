@@ -233,3 +233,19 @@ def test_a_weight_only_quantized_matmul_reads_its_quantized_weights(tmp_path):
     t16 = analyze(inspect_model(save(f16, tmp_path, "f16.onnx")), a100, Settings(runtime="graph"),
                   with_fixes=False).score.layers[0].t_device
     assert t4 < 0.4 * t16
+
+
+def test_onnx_runtime_contrib_quantize_nodes_read_like_the_standard_ones(tmp_path):
+    """ONNX Runtime's quantizer writes com.microsoft QuantizeLinear / DequantizeLinear for 16- and 4-bit
+    QDQ models (they left the model a partial estimate): the same layers cost the same."""
+    std = qdq_conv_model()
+    ms = qdq_conv_model()
+    for n in ms.graph.node:
+        if n.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            n.domain = "com.microsoft"
+    ms.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    a, ra = rows_of(tmp_path, std, "std.onnx")
+    b, rb = rows_of(tmp_path, ms, "ms.onnx")
+    assert not b.unsupported
+    assert rb["conv"].workload == ra["conv"].workload and rb["conv"].workload.dtype == "int8"
+    assert [r.workload for r in b.rows] == [r.workload for r in a.rows]

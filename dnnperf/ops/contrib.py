@@ -1,6 +1,7 @@
-"""ONNX Runtime's contrib ops that its own tools write into models users hand us: the QOperator ops of
-its quantizer (QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax,
-QLinearGlobalAveragePool, QLinearConcat, QGemm, DynamicQuantizeMatMul) and the fused ops of its
+"""ONNX Runtime's contrib ops that its own tools write into models users hand us: its quantizer's
+QuantizeLinear / DequantizeLinear (16- and 4-bit QDQ models) and QOperator ops (QLinearAdd, QLinearMul,
+QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool, QLinearConcat, QGemm,
+DynamicQuantizeMatMul) and the fused ops of its
 transformer optimizer (EmbedLayerNormalization for BERT-style encoders; GroupNorm, BiasSplitGelu for
 diffusion UNets). Each costs like the standard op it stands for, plus the quantisation arithmetic:
 dequantising an input is 2 ops per element (subtract the zero point, multiply by the scale), and
@@ -200,7 +201,35 @@ def _bias_split_gelu_shape(attrs, ins, n_out):
     return [(tuple(x[0][:-1]) + (x[0][-1] // 2,), x[1])]
 
 
+def _ms_quantize_shape(attrs, ins, n_out):
+    """com.microsoft QuantizeLinear (x, y_scale, y_zero_point): x's shape in the zero point's type (uint8
+    without one), as the standard op; the contrib form also takes 16- and 4-bit types."""
+    x, zp = (ins[0] if ins else None), (ins[2] if len(ins) > 2 else None)
+    if not _known(x):
+        return []
+    return [(x[0], zp[1] if zp is not None and zp[1] else "uint8")]
+
+
+def _ms_dequantize_shape(attrs, ins, n_out):
+    """com.microsoft DequantizeLinear (x, x_scale, x_zero_point): x's shape in the scale's float type."""
+    x, scale = (ins[0] if ins else None), (ins[1] if len(ins) > 1 else None)
+    if not _known(x):
+        return []
+    return [(x[0], scale[1] if scale is not None and scale[1] else "float32")]
+
+
+def _cast_like(op_ops: int):
+    """A quantize or dequantize: the standard op's cost (family ``cast``)."""
+    def cost(ctx: Ctx):
+        return ctx.workload("cast", other=op_ops * ctx.in_numel(0), dtype=ctx.compute_dtype())
+
+    return cost
+
+
 _MS = {
+    # ONNX Runtime's quantizer writes these for 16-bit and 4-bit QDQ models (use_qdq_contrib_ops)
+    "QuantizeLinear": (_cast_like(OPS_PER_ELEMENT["QuantizeLinear"]), _ms_quantize_shape),
+    "DequantizeLinear": (_cast_like(OPS_PER_ELEMENT["DequantizeLinear"]), _ms_dequantize_shape),
     "QLinearAdd": (_qbinary, _qbinary_shape),
     "QLinearMul": (_qbinary, _qbinary_shape),
     "QLinearSigmoid": (_qunary(OPS_PER_ELEMENT["Sigmoid"]), same_as_first),
