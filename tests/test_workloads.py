@@ -406,3 +406,20 @@ def test_weights_transformed_at_load_time_count_as_weights(tmp_path):
     head = max(gpt2.costed(), key=lambda r: r.workload.weight_bytes)
     assert head.output_shape == (1, 128, 50257)
     assert (head.workload.weight_bytes, head.workload.act_bytes_read) == (50257 * 768 * 4, 128 * 768 * 4)
+
+
+def test_dynamically_quantized_bert_ops_by_hand(tmp_path):
+    """QAttention (ONNX Runtime's dynamic quantization of an optimized BERT) and GemmFastGelu: a 2 x 16
+    x 64 input, 4 heads: the QKV projection 2*16*64*192 MACs plus QK^T and PV 2 * 2*4*16*16*16; the
+    GELU product 2*16*64*256 MACs with a bias and FastGelu (8 ops) per output."""
+    ms = "com.microsoft"
+    inits = [weight("w", [64, 192], T.INT8), weight("b", [192]), numpy_scalar("is", 0.1), numpy_scalar("ws", 0.1),
+             numpy_scalar("iz", 0, np.uint8), numpy_scalar("wz", 0, np.int8), weight("W2", [64, 256]), weight("b2", [256])]
+    nodes = [helper.make_node("QAttention", ["x", "w", "b", "is", "ws", "", "iz", "wz"], ["a"], domain=ms, num_heads=4),
+             helper.make_node("GemmFastGelu", ["a", "W2", "b2"], ["y"], domain=ms)]
+    insp = one(tmp_path, model(nodes, [vi("x", [2, 16, 64], T.UINT8)], [vi("y", None)], inits, extra_opsets=[(ms, 1)]))
+    assert not insp.unsupported
+    qa, g = layer(insp, "QAttention"), layer(insp, "GemmFastGelu")
+    assert qa.output_shape == (2, 16, 64) and qa.workload.macs == 2 * 16 * 64 * 192 + 2 * (2 * 4 * 16 * 16 * 16)
+    assert g.output_shape == (2, 16, 256) and g.workload.macs == 2 * 16 * 64 * 256
+    assert g.workload.other_ops == (8 + 1) * 2 * 16 * 256

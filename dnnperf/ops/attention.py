@@ -42,7 +42,7 @@ def attention_onnx(ctx: Ctx):
     return _attn(ctx, b, hq, s, l, d, dv)
 
 
-def attention_ms(ctx: Ctx):
+def attention_ms(ctx: Ctx, past_idx: int = 4):
     """com.microsoft Attention: fused QKV projection (Hin x 3H) + multi-head attention."""
     x, w = ctx.in_shape(0), ctx.in_shape(1)
     heads = int(ctx.attr("num_heads", 1))
@@ -51,10 +51,17 @@ def attention_ms(ctx: Ctx):
     hq, hk, hv = sizes
     proj = b * s * hin * (hq + hk + hv)
     l = s
-    if ctx.has_input(4):  # past (2, B, heads, P, head)
-        l += ctx.in_shape(4)[3]
+    if ctx.has_input(past_idx):  # past (2, B, heads, P, head)
+        l += ctx.in_shape(past_idx)[3]
     return _attn(ctx, b, heads, s, l, hq // heads, hv // heads, proj_macs=proj,
                  proj_gemm=Gemm(b * s, hq + hk + hv, hin))
+
+
+def qattention_ms(ctx: Ctx):
+    """com.microsoft QAttention (dynamically quantized BERT): Attention whose QKV projection multiplies a
+    uint8 input by int8 weights (input, weight, bias, input_scale, weight_scale, mask_index,
+    input_zero_point, weight_zero_point, past)."""
+    return attention_ms(ctx, past_idx=8)
 
 
 def mha_ms(ctx: Ctx):
@@ -104,6 +111,7 @@ register({
     "com.microsoft:RotaryEmbedding": rotary,
     "Attention": attention_onnx,
     "com.microsoft:Attention": attention_ms,
+    "com.microsoft:QAttention": qattention_ms,
     "com.microsoft:MultiHeadAttention": mha_ms,
     "com.microsoft:GroupQueryAttention": gqa_ms,
 })
@@ -121,6 +129,13 @@ def _attention_ms_shape(attrs, ins, n_out):
     if attrs.get("qkv_hidden_sizes"):
         hid = list(attrs["qkv_hidden_sizes"])[2]
     return [((x[0][0], x[0][1], hid), x[1])]
+
+
+def _qattention_shape(attrs, ins, n_out):
+    """QAttention: as Attention, the output in the bias's float type."""
+    out = _attention_ms_shape(attrs, ins, n_out)
+    bias = ins[2] if len(ins) > 2 else None
+    return [(out[0][0], bias[1] if bias is not None and bias[1] else "float32")] if out else []
 
 
 def _mha_shape(attrs, ins, n_out):
@@ -157,6 +172,7 @@ register_shapes({
     "RotaryEmbedding": same_as_first,
     "com.microsoft:RotaryEmbedding": same_as_first,
     "com.microsoft:Attention": _attention_ms_shape,
+    "com.microsoft:QAttention": _qattention_shape,
     "com.microsoft:MultiHeadAttention": _mha_shape,
     "com.microsoft:GroupQueryAttention": _gqa_shape,
 })

@@ -1,20 +1,20 @@
 """ONNX Runtime's contrib ops that its own tools write into models users hand us: its quantizer's
-QuantizeLinear / DequantizeLinear (16- and 4-bit QDQ models) and QOperator ops (QLinearAdd, QLinearMul,
-QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool, QLinearConcat, QGemm,
-DynamicQuantizeMatMul) and the fused ops of its
-transformer optimizer (EmbedLayerNormalization for BERT-style encoders; GroupNorm, BiasSplitGelu for
-diffusion UNets). Each costs like the standard op it stands for, plus the quantisation arithmetic:
-dequantising an input is 2 ops per element (subtract the zero point, multiply by the scale), and
-requantising an output 3 (multiply, round, clamp), as ``QLinearConv`` counts it. ONNX's shape inference
-does not know these ops, so each has its shape rule here (input layouts from ONNX Runtime's contrib
-operator documentation).
+QuantizeLinear / DequantizeLinear (16- and 4-bit QDQ models) and QOperator ops (QLinearAdd,
+QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool, QLinearConcat,
+QGemm, DynamicQuantizeMatMul), and its transformer optimizer's fused ops (EmbedLayerNormalization and
+GemmFastGelu for BERT-style encoders; GroupNorm and BiasSplitGelu for diffusion UNets; QAttention lives
+with Attention in ``dnnperf.ops.attention``). Each costs like the standard op it stands for, plus the
+quantisation arithmetic: dequantising an input is 2 ops per element (subtract the zero point, multiply
+by the scale), and requantising an output 3 (multiply, round, clamp), as ``QLinearConv`` counts it.
+ONNX's shape inference does not know these ops, so each has its shape rule here (input layouts from
+ONNX Runtime's contrib operator documentation).
 """
 
 from __future__ import annotations
 
 from dnnperf.ir import DTYPE_BITS
 from dnnperf.ops import Contradiction, Ctx, Unsupported, register, register_shapes
-from dnnperf.ops.elementwise import OPS_PER_ELEMENT, same_as_first
+from dnnperf.ops.elementwise import MS_OPS_PER_ELEMENT, OPS_PER_ELEMENT, same_as_first
 from dnnperf.ops.matrix import matmul
 from dnnperf.ops.norm import PER_ELEMENT as NORM_OPS
 from dnnperf.workload import Gemm, Workload
@@ -150,6 +150,21 @@ def _dq_matmul_shape(attrs, ins, n_out):
 
 # -- the transformer optimizer's fused ops ----------------------------------------------------------
 
+def _gemm_fast_gelu(ctx: Ctx):
+    """GemmFastGelu (X, W, bias): a product whose epilogue adds the bias and applies FastGelu."""
+    per_out = MS_OPS_PER_ELEMENT["FastGelu"] + (1 if ctx.has_input(2) else 0)
+    return matmul(ctx, extra_per_out=per_out)
+
+
+def _gemm_fast_gelu_shape(attrs, ins, n_out):
+    from dnnperf.ops.matrix import matmul_out_shape
+
+    a, b = (ins[0] if ins else None), (ins[1] if len(ins) > 1 else None)
+    if not (_known(a) and _known(b)):
+        return []
+    return [(matmul_out_shape(a[0], b[0]), a[1])]
+
+
 def _embed_layer_norm(ctx: Ctx):
     """EmbedLayerNormalization (input_ids, segment_ids, word_embedding, position_embedding,
     segment_embedding, gamma, beta, mask, position_ids): three embedding rows gathered per token
@@ -241,6 +256,7 @@ _MS = {
     "DynamicQuantizeMatMul": (_dq_matmul, _dq_matmul_shape),
     "EmbedLayerNormalization": (_embed_layer_norm, _embed_layer_norm_shape),
     "GroupNorm": (_group_norm, same_as_first),
+    "GemmFastGelu": (_gemm_fast_gelu, _gemm_fast_gelu_shape),
     "BiasSplitGelu": (_bias_split_gelu, _bias_split_gelu_shape),
 }
 register({f"com.microsoft:{op}": fn for op, (fn, _) in _MS.items()})
