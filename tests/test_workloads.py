@@ -423,3 +423,16 @@ def test_dynamically_quantized_bert_ops_by_hand(tmp_path):
     assert qa.output_shape == (2, 16, 64) and qa.workload.macs == 2 * 16 * 64 * 192 + 2 * (2 * 4 * 16 * 16 * 16)
     assert g.output_shape == (2, 16, 256) and g.workload.macs == 2 * 16 * 64 * 256
     assert g.workload.other_ops == (8 + 1) * 2 * 16 * 256
+
+
+def test_quantized_average_pool_by_hand(tmp_path):
+    """QLinearAveragePool 3x3 stride 2 pad 1 over 1 x 16 x 14 x 14: a 7 x 7 output, 9 adds per output, the
+    input dequantized (2 ops per element) and each mean requantized (3)."""
+    ms = "com.microsoft"
+    q = [numpy_scalar("s", 0.1), numpy_scalar("z", 0, np.uint8)]
+    node = helper.make_node("QLinearAveragePool", ["x", "s", "z", "s", "z"], ["y"], domain=ms, kernel_shape=[3, 3],
+                            strides=[2, 2], pads=[1, 1, 1, 1])
+    insp = one(tmp_path, model([node], [vi("x", [1, 16, 14, 14], T.UINT8)], [vi("y", None)], q, extra_opsets=[(ms, 1)]))
+    p = layer(insp, "QLinearAveragePool")
+    assert p.output_shape == (1, 16, 7, 7)
+    assert p.workload.other_ops == 16 * 49 * 9 + 2 * 16 * 14 * 14 + 3 * 16 * 49

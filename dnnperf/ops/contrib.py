@@ -1,8 +1,8 @@
 """ONNX Runtime's contrib ops that its own tools write into models users hand us: its quantizer's
 QuantizeLinear / DequantizeLinear (16- and 4-bit QDQ models) and QOperator ops (QLinearAdd,
-QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool, QLinearConcat,
-QGemm, DynamicQuantizeMatMul), and its transformer optimizer's fused ops (EmbedLayerNormalization and
-GemmFastGelu for BERT-style encoders; GroupNorm and BiasSplitGelu for diffusion UNets; QAttention lives
+QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool,
+QLinearAveragePool, QLinearConcat, QGemm, DynamicQuantizeMatMul), and its transformer optimizer's
+fused ops (EmbedLayerNormalization and GemmFastGelu for BERT-style encoders; GroupNorm and BiasSplitGelu for diffusion UNets; QAttention lives
 with Attention in ``dnnperf.ops.attention``). Each costs like the standard op it stands for, plus the
 quantisation arithmetic: dequantising an input is 2 ops per element (subtract the zero point, multiply
 by the scale), and requantising an output 3 (multiply, round, clamp), as ``QLinearConv`` counts it.
@@ -79,6 +79,27 @@ def _qgap_shape(attrs, ins, n_out):
     if attrs.get("channels_last", 0):
         return [((d[0],) + (1,) * (len(d) - 2) + (d[-1],), x[1])]
     return [(tuple(d[:2]) + (1,) * (len(d) - 2), x[1])]
+
+
+def _qavgpool(ctx: Ctx):
+    """QLinearAveragePool (X, x_scale, x_zp, y_scale, y_zp): one add per window element per output, the
+    input dequantized and each mean requantized."""
+    kernel = ctx.attr("kernel_shape", [1])
+    window = 1
+    for k in kernel:
+        window *= int(k)
+    n_out = ctx.out_numel(0)
+    return ctx.workload("pool", other=n_out * window + DEQUANT * ctx.in_numel(0) + REQUANT * n_out)
+
+
+def _qavgpool_shape(attrs, ins, n_out):
+    from dnnperf.ops.matrix import conv_out_shape
+
+    x = ins[0] if ins else None
+    if not _known(x) or len(x[0]) < 3 or not attrs.get("kernel_shape") or attrs.get("ceil_mode", 0) \
+            or attrs.get("channels_last", 0):
+        return []  # a rounded-up last window or an NHWC layout: left to the unscored list
+    return [(conv_out_shape(attrs, x[0], (x[0][1], x[0][1])), x[1])]
 
 
 def _qconcat(ctx: Ctx):
@@ -251,6 +272,7 @@ _MS = {
     "QLinearLeakyRelu": (_qunary(OPS_PER_ELEMENT["LeakyRelu"]), same_as_first),
     "QLinearSoftmax": (_qunary(NORM_OPS["Softmax"], "softmax"), same_as_first),
     "QLinearGlobalAveragePool": (_qgap, _qgap_shape),
+    "QLinearAveragePool": (_qavgpool, _qavgpool_shape),
     "QLinearConcat": (_qconcat, _qconcat_shape),
     "QGemm": (_qgemm, _qgemm_shape),
     "DynamicQuantizeMatMul": (_dq_matmul, _dq_matmul_shape),
