@@ -3,11 +3,12 @@ QuantizeLinear / DequantizeLinear (16- and 4-bit QDQ models) and QOperator ops (
 QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool,
 QLinearAveragePool, QLinearConcat, QGemm, DynamicQuantizeMatMul), and its transformer optimizer's
 fused ops (EmbedLayerNormalization and GemmFastGelu for BERT-style encoders; GroupNorm and
-BiasSplitGelu for diffusion UNets; QAttention lives with Attention in ``dnnperf.ops.attention``). Each costs like the standard op it stands for, plus the
-quantisation arithmetic: dequantising an input is 2 ops per element (subtract the zero point, multiply
-by the scale), and requantising an output 3 (multiply, round, clamp), as ``QLinearConv`` counts it.
-ONNX's shape inference does not know these ops, so each has its shape rule here (input layouts from
-ONNX Runtime's contrib operator documentation).
+BiasSplitGelu for diffusion UNets; QAttention lives with Attention in ``dnnperf.ops.attention``).
+Each costs like the standard op it stands for, plus the quantisation arithmetic: dequantising an
+input is 2 ops per element (subtract the zero point, multiply by the scale), and requantising an
+output 3 (multiply, round, clamp), as ``QLinearConv`` counts it. ONNX's shape inference does not know
+these ops, so each has its shape rule here (input layouts from ONNX Runtime's contrib operator
+documentation).
 """
 
 from __future__ import annotations
