@@ -280,8 +280,16 @@ def _user_values(ov: ShapeOverrides, g, init_info, types, res, path: str) -> set
         if np_dtype is None:
             raise DnnperfError(f"--value {name}: inputs of type {dtype} cannot be given a value")
         arr = np.array(vals, dtype=np.float64).reshape(shape)
-        if np.issubdtype(np_dtype, np.integer) and not np.all(arr == np.round(arr)):
-            raise DnnperfError(f"--value {name}: input '{name}' is {dtype}: give whole numbers")
+        if not np.all(np.isfinite(arr)):
+            raise DnnperfError(f"--value {name}: give finite numbers (not inf or nan)")
+        if np.issubdtype(np_dtype, np.integer):
+            if not np.all(arr == np.round(arr)):
+                raise DnnperfError(f"--value {name}: input '{name}' is {dtype}: give whole numbers")
+            lo, hi = np.iinfo(np_dtype).min, np.iinfo(np_dtype).max
+            if arr.size and (arr.min() < lo or arr.max() > hi):
+                raise DnnperfError(f"--value {name}: input '{name}' is {dtype}: values must lie in {lo}..{hi}")
+        elif np_dtype is not np.bool_ and arr.size and np.abs(arr).max() > np.finfo(np_dtype).max:
+            raise DnnperfError(f"--value {name}: input '{name}' is {dtype}: values beyond its range")
         res.values[name] = arr.astype(np_dtype)
         types[name] = (shape, dtype)
         given.add(name)
