@@ -14,9 +14,9 @@ documentation).
 from __future__ import annotations
 
 from dnnperf.ir import DTYPE_BITS
-from dnnperf.ops import Contradiction, Ctx, Unsupported, register, register_shapes
+from dnnperf.ops import Contradiction, Ctx, Unsupported, broadcast_conflict, register, register_shapes
 from dnnperf.ops.elementwise import MS_OPS_PER_ELEMENT, OPS_PER_ELEMENT, same_as_first
-from dnnperf.ops.matrix import matmul
+from dnnperf.ops.matrix import known, matmul, matmul_shape
 from dnnperf.ops.norm import PER_ELEMENT as NORM_OPS
 from dnnperf.workload import Gemm, Workload
 
@@ -35,24 +35,20 @@ def _bcast(a: tuple, b: tuple) -> tuple | None:
     return tuple(out)
 
 
-def _known(t) -> bool:
-    return t is not None and t[0] is not None and all(isinstance(d, int) for d in t[0])
-
-
 # -- quantised elementwise ops ------------------------------------------------------------------
 
 def _qbinary(ctx: Ctx):
     """QLinearAdd / QLinearMul (A, A_scale, A_zp, B, B_scale, B_zp, C_scale, C_zp): both inputs
     dequantised, one op, the result requantised."""
-    a, b = ctx.in_shape(0), ctx.in_shape(3)
-    if _bcast(a, b) is None:
-        raise Contradiction(f"inputs {list(a)} and {list(b)} do not broadcast")
+    conflict = broadcast_conflict([ctx.in_shape(0), ctx.in_shape(3)])
+    if conflict:
+        raise Contradiction(f"inputs {conflict}")
     return ctx.workload("elementwise", other=(2 * DEQUANT + 1 + REQUANT) * ctx.out_numel(0))
 
 
 def _qbinary_shape(attrs, ins, n_out):
     a, b = (ins[0] if ins else None), (ins[3] if len(ins) > 3 else None)
-    if not (_known(a) and _known(b)):
+    if not (known(a) and known(b)):
         return []
     out = _bcast(a[0], b[0])
     return [(out, a[1])] if out is not None else []
@@ -74,7 +70,7 @@ def _qgap(ctx: Ctx):
 
 def _qgap_shape(attrs, ins, n_out):
     x = ins[0] if ins else None
-    if not _known(x) or len(x[0]) < 3:
+    if not known(x) or len(x[0]) < 3:
         return []
     d = x[0]
     if attrs.get("channels_last", 0):
@@ -97,7 +93,7 @@ def _qavgpool_shape(attrs, ins, n_out):
     from dnnperf.ops.matrix import conv_out_shape
 
     x = ins[0] if ins else None
-    if not _known(x) or len(x[0]) < 3 or not attrs.get("kernel_shape") or attrs.get("ceil_mode", 0) \
+    if not known(x) or len(x[0]) < 3 or not attrs.get("kernel_shape") or attrs.get("ceil_mode", 0) \
             or attrs.get("channels_last", 0):
         return []  # a rounded-up last window or an NHWC layout: left to the unscored list
     return [(conv_out_shape(attrs, x[0], (x[0][1], x[0][1])), x[1])]
@@ -113,7 +109,7 @@ def _qconcat(ctx: Ctx):
 
 def _qconcat_shape(attrs, ins, n_out):
     xs = [ins[i] for i in range(2, len(ins), 3)]
-    if not xs or not all(_known(x) for x in xs):
+    if not xs or not all(known(x) for x in xs):
         return []
     rank = len(xs[0][0])
     axis = int(attrs.get("axis", 0))
@@ -144,7 +140,7 @@ def _qgemm(ctx: Ctx):
 
 def _qgemm_shape(attrs, ins, n_out):
     a, b = (ins[0] if ins else None), (ins[3] if len(ins) > 3 else None)
-    if not (_known(a) and _known(b)) or len(a[0]) != 2 or len(b[0]) != 2:
+    if not (known(a) and known(b)) or len(a[0]) != 2 or len(b[0]) != 2:
         return []
     m = a[0][1] if attrs.get("transA", 0) else a[0][0]
     n = b[0][0] if attrs.get("transB", 0) else b[0][1]
@@ -161,30 +157,12 @@ def _dq_matmul(ctx: Ctx):
                     w.weight_bytes, w.bytes_written, w.parallel_work, w.gemm)
 
 
-def _dq_matmul_shape(attrs, ins, n_out):
-    from dnnperf.ops.matrix import matmul_out_shape
-
-    a, b = (ins[0] if ins else None), (ins[1] if len(ins) > 1 else None)
-    if not (_known(a) and _known(b)):
-        return []
-    return [(matmul_out_shape(a[0], b[0]), a[1])]
-
-
 # -- the transformer optimizer's fused ops ----------------------------------------------------------
 
 def _gemm_fast_gelu(ctx: Ctx):
     """GemmFastGelu (X, W, bias): a product whose epilogue adds the bias and applies FastGelu."""
     per_out = MS_OPS_PER_ELEMENT["FastGelu"] + (1 if ctx.has_input(2) else 0)
     return matmul(ctx, extra_per_out=per_out)
-
-
-def _gemm_fast_gelu_shape(attrs, ins, n_out):
-    from dnnperf.ops.matrix import matmul_out_shape
-
-    a, b = (ins[0] if ins else None), (ins[1] if len(ins) > 1 else None)
-    if not (_known(a) and _known(b)):
-        return []
-    return [(matmul_out_shape(a[0], b[0]), a[1])]
 
 
 def _embed_layer_norm(ctx: Ctx):
@@ -210,7 +188,7 @@ def _embed_layer_norm(ctx: Ctx):
 
 def _embed_layer_norm_shape(attrs, ins, n_out):
     ids, word = (ins[0] if ins else None), (ins[2] if len(ins) > 2 else None)
-    if not (_known(ids) and _known(word)) or len(ids[0]) != 2:
+    if not (known(ids) and known(word)) or len(ids[0]) != 2:
         return []
     b, s = ids[0]
     out = ((b, s, word[0][-1]), word[1])
@@ -233,7 +211,7 @@ def _bias_split_gelu(ctx: Ctx):
 
 def _bias_split_gelu_shape(attrs, ins, n_out):
     x = ins[0] if ins else None
-    if not _known(x) or not x[0] or x[0][-1] % 2:
+    if not known(x) or not x[0] or x[0][-1] % 2:
         return []
     return [(tuple(x[0][:-1]) + (x[0][-1] // 2,), x[1])]
 
@@ -242,7 +220,7 @@ def _ms_quantize_shape(attrs, ins, n_out):
     """com.microsoft QuantizeLinear (x, y_scale, y_zero_point): x's shape in the zero point's type (uint8
     without one), as the standard op; the contrib form also takes 16- and 4-bit types."""
     x, zp = (ins[0] if ins else None), (ins[2] if len(ins) > 2 else None)
-    if not _known(x):
+    if not known(x):
         return []
     return [(x[0], zp[1] if zp is not None and zp[1] else "uint8")]
 
@@ -250,7 +228,7 @@ def _ms_quantize_shape(attrs, ins, n_out):
 def _ms_dequantize_shape(attrs, ins, n_out):
     """com.microsoft DequantizeLinear (x, x_scale, x_zero_point): x's shape in the scale's float type."""
     x, scale = (ins[0] if ins else None), (ins[1] if len(ins) > 1 else None)
-    if not _known(x):
+    if not known(x):
         return []
     return [(x[0], scale[1] if scale is not None and scale[1] else "float32")]
 
@@ -276,10 +254,10 @@ _MS = {
     "QLinearAveragePool": (_qavgpool, _qavgpool_shape),
     "QLinearConcat": (_qconcat, _qconcat_shape),
     "QGemm": (_qgemm, _qgemm_shape),
-    "DynamicQuantizeMatMul": (_dq_matmul, _dq_matmul_shape),
+    "DynamicQuantizeMatMul": (_dq_matmul, matmul_shape),
     "EmbedLayerNormalization": (_embed_layer_norm, _embed_layer_norm_shape),
     "GroupNorm": (_group_norm, same_as_first),
-    "GemmFastGelu": (_gemm_fast_gelu, _gemm_fast_gelu_shape),
+    "GemmFastGelu": (_gemm_fast_gelu, matmul_shape),
     "BiasSplitGelu": (_bias_split_gelu, _bias_split_gelu_shape),
 }
 register({f"com.microsoft:{op}": fn for op, (fn, _) in _MS.items()})

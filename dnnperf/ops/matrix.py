@@ -263,20 +263,23 @@ def matmul_out_shape(a: tuple, b: tuple) -> tuple:
     return out
 
 
-def _known(t):
+def known(t) -> bool:
+    """A shape rule's input type whose dims are all known integers."""
     return t is not None and t[0] is not None and all(isinstance(d, int) for d in t[0])
 
 
 def _fused_conv_shape(attrs, ins, n_out):
     x, w = ins[0], ins[1] if len(ins) > 1 else None
-    if not (_known(x) and _known(w)):
+    if not (known(x) and known(w)):
         return []
     return [(conv_out_shape(attrs, x[0], w[0]), x[1])]
 
 
-def _fused_matmul_shape(attrs, ins, n_out):
+def matmul_shape(attrs, ins, n_out):
+    """A product of inputs 0 and 1 (numpy.matmul broadcasting, transposed by transA / transB when the op
+    has them), in input 0's type: FusedMatMul, DynamicQuantizeMatMul, GemmFastGelu."""
     a, b = ins[0], ins[1] if len(ins) > 1 else None
-    if not (_known(a) and _known(b)):
+    if not (known(a) and known(b)):
         return []
     ad, bd = list(a[0]), list(b[0])
     if attrs.get("transA") and len(ad) >= 2:
@@ -288,7 +291,7 @@ def _fused_matmul_shape(attrs, ins, n_out):
 
 def _fused_gemm_shape(attrs, ins, n_out):
     a, b = ins[0], ins[1] if len(ins) > 1 else None
-    if not (_known(a) and _known(b)):
+    if not (known(a) and known(b)):
         return []
     m = a[0][1] if attrs.get("transA") else a[0][0]
     n = b[0][0] if attrs.get("transB") else b[0][1]
@@ -297,14 +300,14 @@ def _fused_gemm_shape(attrs, ins, n_out):
 
 def _qlinear_conv_shape(attrs, ins, n_out):
     x, w = ins[0], ins[3] if len(ins) > 3 else None
-    if not (_known(x) and _known(w)):
+    if not (known(x) and known(w)):
         return []
     return [(conv_out_shape(attrs, x[0], w[0]), x[1])]
 
 
 def _matmul_to_float_shape(attrs, ins, n_out):
     a, b = ins[0], ins[1] if len(ins) > 1 else None
-    if not (_known(a) and _known(b)):
+    if not (known(a) and known(b)):
         return []
     return [(matmul_out_shape(a[0], b[0]), "float32")]
 
@@ -312,7 +315,7 @@ def _matmul_to_float_shape(attrs, ins, n_out):
 register_shapes({
     "com.microsoft:MatMulNBits": _matmul_nbits_shape,
     "com.microsoft:FusedConv": _fused_conv_shape,
-    "com.microsoft:FusedMatMul": _fused_matmul_shape,
+    "com.microsoft:FusedMatMul": matmul_shape,
     "com.microsoft:FusedGemm": _fused_gemm_shape,
     "com.microsoft:QLinearConv": _qlinear_conv_shape,
     "com.microsoft:MatMulIntegerToFloat": _matmul_to_float_shape,
