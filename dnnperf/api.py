@@ -11,7 +11,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from dnnperf.scoring import Layer, Score, Settings, precision_of, score, top_cause, with_precision
+from dnnperf.scoring import (Layer, Score, Settings, effective_precision, precision_of, score, tf32_by_default, top_cause,
+                             with_precision)
 from dnnperf.errors import DnnperfError
 from dnnperf.hardware import HardwareProfile
 from dnnperf.inspection import Inspection, Row, inspect_graph, recomputed, recomputed_note
@@ -143,6 +144,10 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
         elif missing:
             notes.append(f"{hw.name} has no {'/'.join(missing)} units: the model's {'/'.join(missing)} matrix layers are "
                          "costed at the rate of the unit that can run them")
+        if "fp32" in used and tf32_by_default(hw):
+            notes.append(f"the model's fp32 matrix layers are costed in tf32, as ONNX Runtime's CUDA provider, TensorRT "
+                         f"and PyTorch's convolutions run them by default on {hw.name}; -p fp32 costs strict fp32 "
+                         "(eager PyTorch's own matrix products, or those runtimes with TF32 switched off)")
     settings = replace(settings, precision=p)
     sc = _score(insp, hw, settings)
     sub = _subnormal_note(insp, hw, sc)
@@ -194,7 +199,7 @@ def _stem_note(hw: HardwareProfile, sc: Score) -> str | None:
     lib = gpu.library_of(hw)
     found: dict[str, list[str]] = {}  # the layer's own precision -> names
     for c in sc.layers:
-        own = sc.settings.precision or precision_of(c.layer.workload)
+        own = effective_precision(c.layer.workload, hw, sc.settings.precision)
         if c.precision != own and is_stem(c.layer.workload, hw, lib, own):
             found.setdefault(own, []).append(c.name)
     if not found:

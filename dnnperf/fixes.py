@@ -17,7 +17,7 @@ from functools import lru_cache
 from math import ceil
 
 from dnnperf import rules
-from dnnperf.scoring import LayerCost, padded_channels, precision_of, rescore, with_precision
+from dnnperf.scoring import LayerCost, effective_precision, padded_channels, rescore, with_precision
 from dnnperf.vocab import HOST_SHAPE_FAMILIES
 from dnnperf.fmt import b as fmt_bytes
 from dnnperf.fmt import sig
@@ -314,7 +314,7 @@ def _misaligned_conv(c: LayerCost, x: Ctx):
 def _own_precision(c: LayerCost, x: Ctx) -> str:
     """The precision the layer is asked to run in (the -p what-if, else its dtype's), which the one it
     was costed in may not be (a stem on fp32 stem kernels, fp32 on an fp16-only unit)."""
-    return x.settings.precision or precision_of(c.layer.workload)
+    return effective_precision(c.layer.workload, x.hw, x.settings.precision)
 
 
 def _retry(c: LayerCost, x: Ctx, n2: int, label: str):
@@ -527,7 +527,7 @@ def precision_advice(report) -> tuple[str, float] | None:
     sc = report.score
     insp = report.inspection
     lat = sc.totals["latency_s"]
-    current = sc.settings.precision or _model_precision(report)
+    current = sc.settings.precision or _model_precision(report, sc.hw)
     if current is None or lat <= 0:
         return None
     found = []
@@ -546,12 +546,13 @@ def precision_advice(report) -> tuple[str, float] | None:
     return text, lat - t1
 
 
-def _model_precision(report) -> str | None:
-    """The precision most of the model's matrix work is stored in."""
+def _model_precision(report, hw) -> str | None:
+    """The precision most of the model's matrix work runs in on ``hw`` (its stored dtype, or tf32
+    where the runtimes take fp32 there by default)."""
     by: dict[str, int] = {}
     for r in report.inspection.costed():
         if r.workload.is_matrix:
-            p = precision_of(r.workload)
+            p = effective_precision(r.workload, hw, None)
             by[p] = by.get(p, 0) + r.workload.macs
     return max(by, key=lambda k: (by[k], k)) if by else None
 

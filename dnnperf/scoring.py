@@ -129,6 +129,35 @@ def precision_of(w: Workload) -> str:
     return PRECISION_OF_DTYPE.get(w.dtype, "fp32")
 
 
+def tf32_by_default(hw: HardwareProfile) -> bool:
+    """Whether the runtimes that run an ONNX file on ``hw`` compute its fp32 matrix layers in TF32
+    unless told not to: a GPU whose matrix unit has a tf32 mode (Ampere on). ONNX Runtime's CUDA
+    provider (``use_tf32``, on by default), TensorRT (its builder's TF32 flag, set by default) and
+    PyTorch's cuDNN convolutions (``torch.backends.cudnn.allow_tf32``) all do; PyTorch's own fp32
+    matrix products do not (``torch.backends.cuda.matmul.allow_tf32`` is off): ``-p fp32`` costs
+    strict fp32."""
+    if hw.kind != "gpu":
+        return False
+    for u in hw.units:
+        if "tf32" in u.peak_tops and "matrix" in u.serves:
+            return True
+    return False
+
+
+def effective_precision(w: Workload, hw: HardwareProfile, precision: str | None) -> str:
+    """The precision ``w`` runs in on ``hw`` when ``precision`` (the -p what-if; None: the model's
+    own dtypes) is asked for: tf32 is a matrix mode, so other layers stay fp32; with the model's
+    own dtypes, fp32 matrix layers take tf32 where the runtimes do so by default (tf32_by_default)."""
+    if precision is None:
+        prec = precision_of(w)
+        if prec == "fp32" and w.is_matrix and tf32_by_default(hw):
+            return "tf32"
+        return prec
+    if precision == "tf32":
+        return "tf32" if w.is_matrix else "fp32"
+    return precision
+
+
 def with_precision(w: Workload, precision: str) -> Workload:
     """What-if: run this workload in ``precision``; float/int8 tensors scale their bytes."""
     if w.family in FREE_FAMILIES or w.dtype in INDEX_DTYPES:
@@ -616,9 +645,7 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
     """Time and loss breakdown of one layer on ``hw`` (see the module docstring); ``footprint``: the
     bytes its network reads and writes per inference (0: the layer alone)."""
     w = layer.workload
-    prec = precision or precision_of(w)
-    if precision == "tf32":
-        prec = "tf32" if w.is_matrix else "fp32"
+    prec = effective_precision(w, hw, precision)
     losses = {k: 0.0 for k in LOSS_KEYS}
     if w.family in FREE_FAMILIES:
         return LayerCost(layer, "-", prec, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, losses, "compute")

@@ -925,3 +925,45 @@ def test_a_hopper_gemm_step_covers_two_mma_instructions_of_k():
     conv = gpu.plan_gemm(64, 64, 4096, 1, 132, lib, "tensor_cores", 989.4e12, hz, "fp16", split_k=False,
                          gemv=False, step_cycles=300)
     assert conv.latency_bound and conv.seconds == pytest.approx(4096 / 16 * 300 / 1.83e9, rel=1e-12)
+
+
+def _two_products(tmp_path):
+    """Two 4096 x 4096 x 4096 products side by side: one on fp32 data, one on fp16 data."""
+    from onnx import TensorProto as T
+
+    from helpers import weight
+
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="fp32_mm"),
+             helper.make_node("MatMul", ["h", "wh"], ["yh"], name="fp16_mm")]
+    m = model(nodes, [vi("x", [4096, 4096]), vi("h", [4096, 4096], T.FLOAT16)],
+              [vi("y", [4096, 4096]), vi("yh", [4096, 4096], T.FLOAT16)],
+              [weight("w", [4096, 4096]), weight("wh", [4096, 4096], T.FLOAT16)])
+    return save(m, tmp_path, "two.onnx")
+
+
+def test_fp32_matrix_layers_run_in_tf32_where_the_runtimes_do_so_by_default(tmp_path):
+    """ONNX Runtime's CUDA provider (use_tf32 on by default), TensorRT (TF32 builder flag on by
+    default) and PyTorch's cuDNN convolutions run fp32 products in TF32 on Ampere and later. A
+    4096^3 product is 2 x 4096^3 = 137.4 G ops: at the A100's 19.5 TOP/s of strict fp32 it cannot
+    take less than 7.05 ms, at its 156 TOP/s of tf32 no less than 0.88 ms. With the model's own
+    precision the fp32 product is costed in tf32 (the fp16 one stays fp16) and a note says so;
+    -p fp32 keeps strict fp32; the V100 has no tf32 mode and is unchanged."""
+    path = _two_products(tmp_path)
+    d = json.loads(CliRunner().invoke(app, ["analyze", path, "--hw", "a100", "-f", "json", "-q"]).stdout)
+    by = {l["name"]: l for l in d["layers"]}
+    assert by["fp32_mm"]["precision"] == "tf32" and by["fp16_mm"]["precision"] == "fp16"
+    assert 0.88e-3 <= by["fp32_mm"]["latency_s"] < 2e-3
+    assert any("costed in tf32" in n and "-p fp32" in n for n in d["warnings"])
+    strict = json.loads(CliRunner().invoke(app, ["analyze", path, "--hw", "a100", "-p", "fp32", "-f", "json",
+                                                 "-q"]).stdout)
+    s_by = {l["name"]: l for l in strict["layers"]}
+    assert s_by["fp32_mm"]["precision"] == "fp32" and s_by["fp32_mm"]["latency_s"] >= 7.05e-3
+    assert not any("costed in tf32" in n for n in strict["warnings"])
+    # the model's fp32 work is already on the tensor cores: the whole-model advice starts from tf32
+    assert not any(f["text"].startswith("whole model fp32") for f in d["model_fixes"])
+    v = json.loads(CliRunner().invoke(app, ["analyze", path, "--hw", "v100", "-f", "json", "-q"]).stdout)
+    v32 = json.loads(CliRunner().invoke(app, ["analyze", path, "--hw", "v100", "-p", "fp32", "-f", "json", "-q"]).stdout)
+    assert {l["name"]: l["precision"] for l in v["layers"]}["fp32_mm"] == "fp32"
+    assert not any("tf32" in n for n in v["warnings"])
+    v_by = {l["name"]: l["latency_s"] for l in v["layers"]}
+    assert v_by["fp32_mm"] == {l["name"]: l["latency_s"] for l in v32["layers"]}["fp32_mm"]

@@ -199,16 +199,17 @@ def test_precision_advice_walks_the_ladder_and_flags_sensitive_layers(tmp_path):
     # a first layer of 16 channels (whole 16-byte vectors) takes the tensor cores one precision down,
     # with the warning that it sees the raw input
     first = save(conv_model(16, 64, 112, 112, 3, pads=[1, 1, 1, 1]), tmp_path, "first.onnx")
-    f = json.loads(invoke("analyze", first, "--hw", "a100", "-f", "json", "-q").stdout)["layers"][0]["fixes"]
+    f = json.loads(invoke("analyze", first, "--hw", "a100", "-p", "fp32", "-f", "json", "-q").stdout)["layers"][0]["fixes"]
     lower = [x["text"] for x in f if x["id"] == "use_specialized_units"]
     assert lower and "moves this Conv onto tensor_cores" in lower[0] and "first layer" in lower[0]
-    d = json.loads(invoke("analyze", RESNET, "--hw", "a100", "-f", "json", "-q").stdout)
+    d = json.loads(invoke("analyze", RESNET, "--hw", "a100", "-p", "fp32", "-f", "json", "-q").stdout)
     texts = {l["name"]: [f["text"] for f in l["fixes"] if f["id"] == "use_specialized_units"] for l in d["layers"]}
     # the 3-channel stem fills no 16-byte tf32 or bf16 vector: no lower precision moves it to the tensor cores
     assert texts["/conv1/Conv"] == []
     assert texts["/layer1/layer1.0/conv2/Conv"][0].startswith("fp32 -> bf16 moves this Conv onto tensor_cores")
     assert all("int4" not in t for ts in texts.values() for t in ts)
-    g = json.loads(invoke("analyze", GPT2, "--dim", "sequence_length=128", "--hw", "a100", "-f", "json", "-q").stdout)
+    g = json.loads(invoke("analyze", GPT2, "--dim", "sequence_length=128", "--hw", "a100", "-p", "fp32", "-f", "json",
+                          "-q").stdout)
     out = [f["text"] for l in g["layers"] for f in l["fixes"] if f["id"] == "use_specialized_units" and "output layer" in f["text"]]
     assert out and out[0].startswith("fp32 -> tf32")
     # the whole-model precision fix, first when it is the biggest win: resnet50 on TPU v1 fp32 -> int8
