@@ -108,9 +108,33 @@ def _downstream_of_bounds(rows: list, warnings: list[str]) -> None:
         for o in r.node.outputs:
             if o:
                 bounded[o] = root
+    if len(after) > 3:  # many bounded outputs (a detector's per-class NonZero): one line for them all
+        roots = list(after)
+        names = [n for r in roots for n in after[r]]
+        warnings.append(f"{len(names)} node(s) downstream of {len(roots)} outputs costed at their upper bound "
+                        f"({', '.join(roots[:3])}, ...) take their sizes from those bounds ({', '.join(names[:3])}, ...): "
+                        "their figures are upper bounds too")
+        return
     for root, names in after.items():
         warnings.append(f"{len(names)} node(s) downstream of {root} take their sizes from its upper bound "
                         f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}): their figures are upper bounds too")
+
+
+def _unbatched(graph: Graph, rows: list, batch: int, warnings: list[str]) -> int:
+    """The batch read off an input's first dim, unless the input has no batch axis: a detector
+    traced on a list of images takes one [3, H, W] image and stacks it into the [1, 3, H, W] its
+    first convolution reads (ONNX's Conv input is N x C x ...): one run is one sample, not 3."""
+    name = graph.inputs[0] if graph.inputs else None
+    t = graph.tensors.get(name) if name else None
+    if t is None or not t.shape:
+        return batch
+    conv = next((r for r in rows if r.node.op_type == "Conv" and r.workload is not None), None)
+    x = graph.tensors.get(conv.node.inputs[0]) if conv is not None and conv.node.inputs else None
+    if x is None or not x.shape or x.shape[0] != 1 or len(x.shape) != len(t.shape) + 1:
+        return batch
+    warnings.append(f"input '{name}' {list(t.shape)} has no batch axis (the first convolution, {conv.node.name}, reads it "
+                    f"as {list(x.shape)}): one run is one sample, not {batch}")
+    return 1
 
 
 def _value_inputs(graph: Graph, node, producers: dict, limit: int = 64) -> list[str]:
@@ -259,6 +283,7 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
     unresolved = set(graph.unresolved)
     lost: dict[str, str] = {}  # tensor -> the unscored node upstream that made its shape unknown
     producers = None  # tensor -> node, built when a shape is unknown
+    noted: dict[tuple[str, str], list[str]] = {}  # (op type, cost note) -> its nodes, in graph order
     for node in graph.nodes:
         out = graph.tensors.get(node.outputs[0]) if node.outputs and node.outputs[0] else None
         shape = out.shape if out is not None else None
@@ -300,10 +325,14 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
             unsupported.append({"node": node.name, "op_type": key_of(node), "reason": reason, "kind": kind})
             continue
         if w.note:
-            warnings.append(f"{node.name} ({node.op_type}): {w.note}")
+            noted.setdefault((node.op_type, w.note), []).append(node.name)
             if "unknown trip count" in w.note or "upper bound" in w.note:
                 unsupported.append({"node": node.name, "op_type": key_of(node), "reason": w.note, "kind": "bound"})
         rows.append(Row(node, w, shape, dtype))
+    for (op, note), names in noted.items():  # one line per op and note: a detector's 180 NonZero nodes
+        who = names[0] if len(names) == 1 else f"{len(names)} nodes: {', '.join(names[:3])}, ..." if len(names) > 3 \
+            else f"{len(names)} nodes: {', '.join(names)}"
+        warnings.append(f"{who} ({op}): {note}")
     _downstream_of_bounds(rows, warnings)
     if graph.subnormal:
         _mark_subnormals(graph, rows)
@@ -317,6 +346,8 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
             input_bytes += t.nbytes or 0
             if batch is None and t.shape:  # an empty input (0 tokens) still has its batch
                 batch = t.shape[graph.batch_axes.get(name, 0)] if len(t.shape) > graph.batch_axes.get(name, 0) else None
+    if batch is not None and batch > 1:
+        batch = _unbatched(graph, rows, batch, warnings)
     insp = Inspection(path, graph, rows, unsupported, warnings, input_bytes, batch)
     cov = insp.coverage()
     if not cov["complete"]:

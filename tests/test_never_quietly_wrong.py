@@ -410,6 +410,84 @@ def test_nodes_sized_by_an_upper_bound_say_so(tmp_path):
     assert len(said) == 1 and "mm" in said[0] and "upper bounds too" in said[0]
 
 
+def test_a_bound_that_feeds_another_data_dependent_op_is_bounded_too(tmp_path):
+    """torchvision's detectors keep the boxes one NonZero selects, then select among them again (and
+    run their NMS inside an If on ``numel() == 0``): each bound sizes the next. A second NonZero over
+    the 1,000 rows the first may keep, and an If whose taken branch holds a NonZero, were left with
+    unknown shapes (the MatMul after them unscored); both are bounded now, 1000 x 256 x 128 MACs at
+    most, and many bounded nodes of one op are named in one line, not one each."""
+    import numpy as np
+    from onnx import TensorProto as T
+    from onnx import numpy_helper
+
+    from dnnperf.api import inspect_model
+
+    thr = numpy_helper.from_array(np.array(0.5, np.float32), "thr")
+    nodes = [helper.make_node("Greater", ["s", "thr"], ["m"]), helper.make_node("NonZero", ["m"], ["i1"], name="nz1"),
+             helper.make_node("Squeeze", ["i1"], ["k1"]), helper.make_node("Gather", ["s", "k1"], ["s2"]),
+             helper.make_node("Greater", ["s2", "thr"], ["m2"]), helper.make_node("NonZero", ["m2"], ["i2"], name="nz2"),
+             helper.make_node("Squeeze", ["i2"], ["k2"]), helper.make_node("Gather", ["x", "k2"], ["sel"]),
+             helper.make_node("MatMul", ["sel", "w"], ["y"], name="mm")]
+    m = model(nodes, [vi("x", [1000, 256]), vi("s", [1000])], [vi("y", None)], [thr, weight("w", [256, 128])])
+    insp = inspect_model(save(m, tmp_path))
+    assert not insp.unscored()
+    assert {r.node.name: r for r in insp.rows}["mm"].workload.macs == 1000 * 256 * 128
+    said = [w for w in insp.warnings if "(NonZero): data-dependent output" in w]
+    assert said == ["2 nodes: nz1, nz2 (NonZero): data-dependent output: costed at its upper bound (every element "
+                    "non-zero)"]
+    # the same selection inside the branch an If takes (its condition folds from a static size)
+    branch = helper.make_graph([helper.make_node("Greater", ["s", "thr"], ["bm"]),
+                                helper.make_node("NonZero", ["bm"], ["bi"]), helper.make_node("Squeeze", ["bi"], ["bk"]),
+                                helper.make_node("Gather", ["x", "bk"], ["bsel"])], "keep", [], [vi("bsel", None)])
+    empty = helper.make_graph([helper.make_node("Identity", ["x"], ["all"])], "all", [], [vi("all", None)])
+    nodes = [helper.make_node("Size", ["s"], ["n"]), helper.make_node("Equal", ["n", "zero"], ["none"]),
+             helper.make_node("If", ["none"], ["sel"], then_branch=empty, else_branch=branch, name="if"),
+             helper.make_node("MatMul", ["sel", "w"], ["y"], name="mm")]
+    zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
+    m = model(nodes, [vi("x", [1000, 256]), vi("s", [1000])], [vi("y", None)], [thr, zero, weight("w", [256, 128])])
+    insp = inspect_model(save(m, tmp_path, "if.onnx"))
+    assert not insp.unscored()
+    assert {r.node.name: r for r in insp.rows}["mm"].workload.macs == 1000 * 256 * 128
+    assert any("downstream of if" in w and "mm" in w for w in insp.warnings)
+
+
+def test_a_body_reading_an_untyped_outer_tensor_is_not_called_malformed(tmp_path):
+    """A --batch that contradicts the model leaves the tensors after the contradiction untyped; an If
+    body that reads one of them was refused as 'malformed' (reading a name nobody produces) instead
+    of naming the contradiction (a detector's [3, H, W] image at --batch 2)."""
+    from onnx import TensorProto as T
+
+    other = helper.make_graph([helper.make_node("ReduceMax", ["y"], ["mx"], keepdims=0)], "else", [], [vi("mx", [])])
+    zero = helper.make_graph([helper.make_node("Constant", [], ["c"], value=helper.make_tensor("v", T.FLOAT, [], [0.0]))],
+                             "then", [], [vi("c", [])])
+    nodes = [helper.make_node("Sub", ["x", "mean"], ["y"]),
+             helper.make_node("If", ["cond"], ["out"], then_branch=zero, else_branch=other)]
+    m = model(nodes, [vi("x", [3, 4]), vi("cond", [], T.BOOL)], [vi("out", [])], [weight("mean", [3, 1])])
+    r = invoke("inspect", save(m, tmp_path), "--batch", "2")
+    one_line_error(r, 2, "--batch 2 contradicts the model", "Sub")
+    assert "malformed" not in r.stderr
+
+
+def test_an_input_without_a_batch_axis_is_one_sample(tmp_path):
+    """A detector traced on a list of images takes one [3, H, W] image and stacks it into the
+    [1, 3, H, W] its first convolution reads: its first dim is channels, and the report said
+    'batch 3' (throughput 3x too high). One run is one sample, and a note says why."""
+    from helpers import ints
+
+    nodes = [helper.make_node("Unsqueeze", ["img", "ax"], ["x"]),
+             helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])]
+    m = model(nodes, [vi("img", [3, 32, 32])], [vi("y", [1, 8, 32, 32])], [ints("ax", [0]), weight("w", [8, 3, 3, 3])])
+    d = json.loads(invoke("analyze", save(m, tmp_path), "--hw", "t4", "-f", "json", "-q").stdout)
+    assert d["settings"]["batch"] == 1
+    assert d["totals"]["throughput_per_s"] == pytest.approx(1 / d["totals"]["latency_s"], rel=1e-6)
+    assert any("'img' [3, 32, 32] has no batch axis" in w for w in d["warnings"])
+    # a real batch in the first dim is kept: [4, 3, 32, 32] into the convolution directly
+    m4 = model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], [vi("x", [4, 3, 32, 32])],
+               [vi("y", [4, 8, 32, 32])], [weight("w", [8, 3, 3, 3])])
+    d4 = json.loads(invoke("analyze", save(m4, tmp_path, "b4.onnx"), "--hw", "t4", "-f", "json", "-q").stdout)
+    assert d4["settings"]["batch"] == 4 and not any("no batch axis" in w for w in d4["warnings"])
+
+
 def test_an_input_shape_sizes_every_input_declared_with_its_symbols():
     from dnnperf.api import inspect_model
     from dnnperf.ir import ShapeOverrides

@@ -331,10 +331,12 @@ def constants_of(nodes: list[Node], known: set[str]) -> frozenset:
 
 
 def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset, gname: str | None,
-                 depth: int, attrs_of=plain_attrs, bodies: dict | None = None) -> tuple[list[Node], list[str]]:
+                 depth: int, attrs_of=plain_attrs, bodies: dict | None = None,
+                 scope: frozenset = frozenset()) -> tuple[list[Node], list[str]]:
     nodes: list[Node] = []
     unresolved: list[str] = []
     seen_names: dict[str, int] = {}
+    inner_scope = None
     append = nodes.append
     get = tensors.get
     join = "".join
@@ -361,9 +363,11 @@ def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset
         if n.attribute:
             attrs: dict[str, Any] = attrs_of(n)
             if len(attrs) < len(n.attribute):  # graph-valued (or exotic) attributes left out
+                if inner_scope is None:  # every name an enclosing graph produces, typed or not
+                    inner_scope = scope | {o for m in ordered for o in m.output if o}
                 for label, sg in node_subgraphs(n):
                     known = (bodies or {}).get((outs, label))
-                    subs[label] = _subgraph(sg, tensors, opset, path, depth + 1, inits, known, bodies)
+                    subs[label] = _subgraph(sg, tensors, opset, path, depth + 1, inits, known, bodies, inner_scope)
         else:
             attrs = {}
         append(Node(name, op, domain, ins, outs, attrs, subs))
@@ -377,7 +381,7 @@ def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset
 
 
 def _subgraph(g, outer_tensors, opset, path, depth: int, outer_inits: frozenset, known: dict | None = None,
-              bodies: dict | None = None) -> Graph:
+              bodies: dict | None = None, scope: frozenset = frozenset()) -> Graph:
     """A control-flow body with the shapes ONNX inference recorded in its value_info (and those
     ``gaps.body_shapes`` resolved with the enclosing graph's values); weights of the enclosing graphs
     stay weights inside it."""
@@ -395,11 +399,13 @@ def _subgraph(g, outer_tensors, opset, path, depth: int, outer_inits: frozenset,
     for init in g.initializer:
         tensors[init.name] = Tensor(init.name, tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
         inits.add(init.name)
-    available = {i.name for i in g.input} | inits | set(outer_tensors)
+    # an enclosing graph's name is in scope even where inference left it untyped
+    available = {i.name for i in g.input} | inits | set(outer_tensors) | scope
     ordered = topo_order(views(g.node), available, graph_name=f"subgraph '{g.name}'")
     merged = dict(outer_tensors)
     merged.update(tensors)
     all_inits = frozenset(inits) | outer_inits
-    nodes, unresolved = _build_nodes(ordered, merged, opset, path, all_inits, g.name, depth, bodies=bodies)
+    nodes, unresolved = _build_nodes(ordered, merged, opset, path, all_inits, g.name, depth, bodies=bodies,
+                                     scope=frozenset(scope))
     return Graph(g.name, nodes, merged, all_inits, tuple(i.name for i in g.input),
                  tuple(o.name for o in g.output), opset, unresolved=unresolved, is_body=True)

@@ -275,16 +275,20 @@ def infer_all(nodes, res, bodies: dict, sliced: list | None = None) -> None:
 def settle(nodes, res, bodies: dict, sliced: list | None = None) -> None:
     """Every rule of this module over ``nodes`` (a graph or a body) with ``res``: forward inference,
     then, while shapes stay open, declared shapes carried back and run-time lengths bound, forward
-    again (three rounds at most), and last the bounds of data-dependent sizes."""
+    again (three rounds at most), and last the bounds of data-dependent sizes (again after each
+    forward pass that reaches another data-dependent op)."""
     infer_all(nodes, res, bodies, sliced)
     for _ in range(3 if any_open(res.types) else 0):
         back = backward_shapes(nodes, res.types)
         if not (symbolic_lengths(nodes, res.types, res) or back):
             break
         infer_all(nodes, res, bodies, sliced)
-    if any_open(res.types) and bound_shapes(nodes, res.types, res, sliced):
-        for n in nodes:  # downstream of the bounded outputs
-            res.infer_node(n)
+    # a bound can feed another data-dependent op (a detector's NonZero over the rows an earlier
+    # NonZero kept): bound, infer downstream, and again while new bounds appear
+    for _ in range(16):
+        if not (any_open(res.types) and bound_shapes(nodes, res.types, res, sliced)):
+            break
+        infer_all(nodes, res, bodies, sliced)  # downstream of the bounded outputs, branches and bodies too
 
 
 def taken_branch(node, res, bodies: dict, sliced: list | None = None) -> bool:
@@ -300,7 +304,7 @@ def taken_branch(node, res, bodies: dict, sliced: list | None = None) -> bool:
     if body is None or len(body.output) != len(node.output):
         return False
     sub = _inner(res, body)
-    infer_all(body.node, sub, bodies, sliced)
+    settle(body.node, sub, bodies, sliced)
     bodies[(tuple(node.output), label)] = _resolved(body, sub)
     for outer, inner in zip(node.output, body.output):
         t = sub.types.get(inner.name)
