@@ -46,6 +46,12 @@ def inspect_model(path: str, overrides: ShapeOverrides = ShapeOverrides()) -> In
     contradicting shapes (1 channel where the weights expect 3) are refused, naming the node."""
     with _no_cyclic_gc():
         insp = inspect_graph(load_graph(path, overrides), path)
+    return checked(insp, overrides)
+
+
+def checked(insp: Inspection, overrides: ShapeOverrides) -> Inspection:
+    """``insp`` unless the shapes the user gave leave a node with contradicting shapes: then an
+    error naming the flags and the node (every command that loads with overrides goes through it)."""
     if overrides.input_shapes or overrides.dims or overrides.batch:
         bad = next((r for r in insp.rows if r.kind == "contradiction"), None)
         if bad is not None:

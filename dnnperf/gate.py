@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from dnnperf.scoring import Settings
-from dnnperf.api import Inspection, analyze, inspect_graph, ranked
+from dnnperf.api import Inspection, analyze, checked, inspect_graph, ranked
 from dnnperf.documents import report_dict
 from dnnperf.errors import DnnperfError
 from dnnperf.fmt import sig as _r
@@ -34,7 +34,7 @@ class ModelSource:
         self._skeleton = read_model(path).SerializeToString()
 
     def inspect(self, ov: ShapeOverrides) -> Inspection:
-        return inspect_graph(resolve(parse_model(self._skeleton, self.path), ov, self.path), self.path)
+        return checked(inspect_graph(resolve(parse_model(self._skeleton, self.path), ov, self.path), self.path), ov)
 
 
 def cost_per_million(hw: HardwareProfile, latency_s: float, batch: int) -> float | None:

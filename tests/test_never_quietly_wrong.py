@@ -481,6 +481,11 @@ def test_an_input_without_a_batch_axis_is_one_sample(tmp_path):
     assert d["settings"]["batch"] == 1
     assert d["totals"]["throughput_per_s"] == pytest.approx(1 / d["totals"]["latency_s"], rel=1e-6)
     assert any("'img' [3, 32, 32] has no batch axis" in w for w in d["warnings"])
+    # a batch the model cannot take is refused by every command, a sweep too (it printed a
+    # partial 'batch 2' row with no error)
+    for cmd in (["analyze", "--batch", "2"], ["sweep", "--batch", "2,4"], ["compare", "--batch", "2"]):
+        one_line_error(invoke(cmd[0], save(m, tmp_path), "--hw", "t4", *cmd[1:]), 2, "--batch 2 contradicts the model",
+                       "'conv'")
     # a real batch in the first dim is kept: [4, 3, 32, 32] into the convolution directly
     m4 = model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], [vi("x", [4, 3, 32, 32])],
                [vi("y", [4, 8, 32, 32])], [weight("w", [8, 3, 3, 3])])

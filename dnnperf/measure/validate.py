@@ -174,11 +174,11 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
     estimate is made for the machine as fast as it is now (``at_current_speed``); the JSON keeps
     the estimate of the profile as calibrated too."""
     from dnnperf.scoring import Settings
-    from dnnperf.api import analyze, inspect_graph
+    from dnnperf.api import analyze, checked, inspect_graph
     from dnnperf.load import load_graph
 
     graph = load_graph(path, overrides)
-    insp = inspect_graph(graph, path)
+    insp = checked(inspect_graph(graph, path), overrides)
     settings = Settings(fusion="typical")
     anchors = anchors_of(hw, threads) if drift else []
     latency, kernels, settled = measure(path, graph, threads, runs=runs, strict=strict,
