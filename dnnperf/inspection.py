@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from dnnperf.fmt import counted
 from dnnperf.ir import Graph, Node
 from dnnperf.ops import REGISTRY, Contradiction, Unsupported, cost_node, key_of
 from dnnperf.workload import Workload
@@ -118,6 +119,31 @@ def _downstream_of_bounds(rows: list, warnings: list[str]) -> None:
     for root, names in after.items():
         warnings.append(f"{len(names)} node(s) downstream of {root} take their sizes from its upper bound "
                         f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}): their figures are upper bounds too")
+
+
+_PRODUCTS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum"})
+
+
+def _folded_products(graph: Graph, rows: list, warnings: list[str]) -> None:
+    """Matrix products computed from weights alone (Swin V2's continuous position-bias MLP over a
+    constant coordinate table) are folded once when a runtime loads the model and cost nothing per
+    inference; a counter that runs the framework's modules (torchvision's published figures) counts
+    them. Say how many MACs that leaves out, so the totals can be reconciled."""
+    names, macs = [], 0
+    for r in rows:
+        w = r.workload
+        if w is None or w.family != "shape" or r.node.op_type not in _PRODUCTS or w.dtype == "int64":
+            continue
+        try:
+            macs += cost_node(graph, r.node, fold=False).macs
+        except (Unsupported, ArithmeticError, ValueError, TypeError, KeyError, IndexError):
+            continue
+        names.append(r.node.name)
+    if macs:
+        warnings.append(f"{len(names)} matrix node(s) compute from weights alone ({', '.join(names[:2])}"
+                        f"{', ...' if len(names) > 2 else ''}; {counted(macs, 'MACs')} if run): runtimes fold them once "
+                        "when they load the model, so they cost nothing per inference and are not in the totals "
+                        "(counters that run the framework's modules include them)")
 
 
 def _unbatched(graph: Graph, rows: list, batch: int, warnings: list[str]) -> int:
@@ -334,6 +360,7 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
             else f"{len(names)} nodes: {', '.join(names)}"
         warnings.append(f"{who} ({op}): {note}")
     _downstream_of_bounds(rows, warnings)
+    _folded_products(graph, rows, warnings)
     if graph.subnormal:
         _mark_subnormals(graph, rows)
     if any(r.node.op_type == "DequantizeLinear" for r in rows):

@@ -861,3 +861,23 @@ def test_a_runtime_built_node_without_a_kernel_cost_is_named(tmp_path, monkeypat
     assert by["fill"].time_s == 0 and by["scale"].time_s > 0
     note = next(n for n in rep.notes if "symbolic dims" in n)
     assert note.startswith("1 node(s)") and "1 more such node(s) could not be costed" in note and "(fill)" in note
+
+
+def test_products_of_weights_alone_are_reconciled_with_framework_counts(tmp_path):
+    """Swin V2 computes its position bias with an MLP over a constant table: products of weights
+    alone, which runtimes fold when they load the model (nothing per inference) but a counter
+    running the framework's modules counts (torchvision gives swin_v2_t 5.94 G, the ONNX totals
+    5.921 G). The totals leave them out and a note gives the MACs they would take: here a
+    [225, 2] x [2, 512] product (230,400 MACs) and a [225, 512] x [512, 8] one (921,600)."""
+    from dnnperf.api import inspect_model
+
+    nodes = [helper.make_node("MatMul", ["table", "w1"], ["h"], name="mlp1"), helper.make_node("Relu", ["h"], ["hr"]),
+             helper.make_node("MatMul", ["hr", "w2"], ["bias"], name="mlp2"),
+             helper.make_node("MatMul", ["x", "wx"], ["xy"], name="proj"), helper.make_node("Add", ["xy", "bias"], ["y"])]
+    m = model(nodes, [vi("x", [225, 64])], [vi("y", [225, 8])],
+              [weight("table", [225, 2]), weight("w1", [2, 512]), weight("w2", [512, 8]), weight("wx", [64, 8])])
+    insp = inspect_model(save(m, tmp_path))
+    assert insp.totals()["macs"] == 225 * 64 * 8  # only the product of the input
+    said = [w for w in insp.warnings if "compute from weights alone" in w]
+    assert len(said) == 1 and "2 matrix node(s)" in said[0] and "mlp1, mlp2" in said[0]
+    assert "1.152 MMACs if run" in said[0]  # 230,400 + 921,600
