@@ -8,6 +8,7 @@ venv (never a dependency of dnnperf):
     .venv-export/bin/python scripts/export_sample_models.py
     .venv-export/bin/python scripts/export_sample_models.py --cpu-sets   # bench/models/cpu/ only
     .venv-export/bin/python scripts/export_sample_models.py --cpu-sets fresh   # one of its sets
+    .venv-export/bin/python scripts/export_sample_models.py --unseen   # bench/models/unseen/ only
 
 Each model is exported with full random weights to a temporary file, then stripped with
 ``dnnperf strip`` logic (dims and dtypes kept, payloads removed). torchvision's published MAC
@@ -62,6 +63,30 @@ CPU_SETS = {
               "vgg13_bn", "efficientnet_b2", "resnet152", "resnext101_32x8d", "efficientnet_v2_s", "convnext_small"],
 }
 CPU_OUT = os.path.join(HERE, "..", "bench", "models", "cpu")
+
+# Architectures nothing was tuned on, for tests/test_unseen_models.py: detection (control flow,
+# data-dependent sizes), segmentation (with the auxiliary head torchvision's count includes), video
+# (3-D convolutions) and newer classifiers. name -> (constructor keywords, input shapes); a detector
+# takes a list of one [3, H, W] image.
+UNSEEN = {
+    "regnet_y_1_6gf": ({}, [(1, 3, 224, 224)]),
+    "efficientnet_v2_m": ({}, [(1, 3, 480, 480)]),
+    "vit_l_32": ({}, [(1, 3, 224, 224)]),
+    "maxvit_t": ({}, [(1, 3, 224, 224)]),
+    "swin_v2_t": ({}, [(1, 3, 256, 256)]),
+    "r3d_18": ({}, [(1, 3, 16, 112, 112)]),
+    "r2plus1d_18": ({}, [(1, 3, 16, 112, 112)]),
+    "s3d": ({}, [(1, 3, 16, 224, 224)]),
+    "fcn_resnet50": ({"aux_loss": True, "weights_backbone": None}, [(1, 3, 520, 520)]),
+    "deeplabv3_mobilenet_v3_large": ({"aux_loss": True, "weights_backbone": None}, [(1, 3, 520, 520)]),
+    "lraspp_mobilenet_v3_large": ({"weights_backbone": None}, [(1, 3, 520, 520)]),
+    "ssdlite320_mobilenet_v3_large": ({"weights_backbone": None}, [[(3, 320, 320)]]),
+    "retinanet_resnet50_fpn": ({"weights_backbone": None}, [[(3, 512, 512)]]),
+    "fcos_resnet50_fpn": ({"weights_backbone": None}, [[(3, 512, 512)]]),
+    "fasterrcnn_mobilenet_v3_large_320_fpn": ({"weights_backbone": None}, [[(3, 320, 320)]]),
+    "maskrcnn_resnet50_fpn": ({"weights_backbone": None}, [[(3, 512, 512)]]),
+}
+UNSEEN_OUT = os.path.join(HERE, "..", "bench", "models", "unseen")
 
 
 def export_vision(name: str, kwargs: dict, published: dict, out: str = OUT) -> None:
@@ -139,7 +164,30 @@ def export_cpu_sets(only: list[str] | None = None) -> None:
         fh.write("\n")
 
 
+def export_unseen() -> None:
+    """UNSEEN into bench/models/unseen/, with torchvision's published MAC figures (weights meta _ops,
+    counted at the input sizes above) in published.json."""
+    os.makedirs(UNSEEN_OUT, exist_ok=True)
+    published = {}
+    for name, (kw, shapes) in UNSEEN.items():
+        model = torchvision.models.get_model(name, weights=None, **kw).eval()
+        meta = torchvision.models.get_model_weights(name).DEFAULT.meta
+        published[name] = {"gmacs": meta["_ops"], "params": meta["num_params"], "source": "torchvision weights meta (_ops)"}
+        args = tuple([torch.randn(*s) for s in x] if isinstance(x, list) else torch.randn(*x) for x in shapes)
+        with tempfile.TemporaryDirectory() as tmp:
+            full = os.path.join(tmp, f"{name}.onnx")
+            torch.onnx.export(model, args, full, opset_version=17, dynamo=False)
+            info = strip_file(full, os.path.join(UNSEEN_OUT, f"{name}.onnx"), drop_metadata=True)
+        print(name, info)
+    with open(os.path.join(UNSEEN_OUT, "published.json"), "w") as fh:
+        json.dump(published, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+
+
 def main() -> None:
+    if "--unseen" in sys.argv:  # only bench/models/unseen/
+        export_unseen()
+        return
     if "--cpu-sets" in sys.argv:  # only the CPU benchmark's unseen models (--cpu-sets fresh: that set only)
         i = sys.argv.index("--cpu-sets")
         export_cpu_sets(sys.argv[i + 1:] or None)

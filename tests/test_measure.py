@@ -89,6 +89,26 @@ def test_kernel_mapping_handles_fusion_and_renames(tmp_path, local_profile):
     assert d["kernels_unmatched"] == {} and d["layers"][0]["layer"] == "fc+act" and d["layers"][0]["measured_s"] > 0
 
 
+def test_validate_names_a_profile_that_does_not_describe_this_machine(tmp_path, local_profile):
+    """validate times the model on this machine's CPU. A GPU profile was compared with that run (a
+    T4 estimate against a CPU measurement: -94% on squeezenet) and is refused before anything runs;
+    a CPU profile that was not calibrated here (a shipped spec-sheet one) is compared with a note
+    saying so, and a profile calibrated here carries no such note."""
+    from typer.testing import CliRunner
+
+    from dnnperf.cli import app
+    from dnnperf.measure.ort import cpu_name
+
+    path = save(conv_model(8, 16, 12, 12, 3, pads=[1, 1, 1, 1]), tmp_path)
+    r = CliRunner().invoke(app, ["validate", path, "--hw", "t4", "--runs", "3"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "t4 is a gpu profile" in r.stderr
+    assert "--published" in r.stderr
+    shipped = validate(path, load_profile("cpu-avx2"), ShapeOverrides(), runs=3, strict=False, drift=False)
+    assert any("cpu-avx2 was not calibrated on any machine" in n and repr(cpu_name()) in n for n in shipped["notes"])
+    here = validate(path, load_profile(local_profile[1]), ShapeOverrides(), runs=3, strict=False, drift=False)
+    assert not any("calibrated on" in n for n in here["notes"])
+
+
 def test_validate_tiny_model(tmp_path, local_profile):
     path = save(conv_model(8, 16, 12, 12, 3, pads=[1, 1, 1, 1], relu=True), tmp_path)
     d = validate(path, load_profile(local_profile[1]), ShapeOverrides(), runs=3, strict=False)

@@ -96,6 +96,11 @@ def validate(
 
     positive(runs, "--runs")
     profile = load_profile(hw)
+    if profile.kind != "cpu":  # refused before ONNX Runtime spends a minute measuring
+        raise DnnperfError(f"validate times the model with ONNX Runtime on this machine's CPU, and {profile.name} is a "
+                           f"{profile.kind} profile: the two would not describe the same device — validate a profile "
+                           "of this machine (dnnperf calibrate -o local.yaml, then --hw local.yaml), or check a GPU "
+                           "profile against published kernel times (dnnperf validate --published FILE --hw NAME)")
     d = run_validate(model, profile, overrides(batch, input_shape, dim, value=value), threads, runs, strict=not accept_noisy,
                      drift=drift)
     notes = tuple(d.get("notes", ()))

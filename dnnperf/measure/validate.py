@@ -8,7 +8,7 @@ import re
 
 from dnnperf.fmt import sig
 from dnnperf.fmt import t as fmt_time
-from dnnperf.measure.ort import CAL_TIMING, feeds_for, profiled_kernels, runnable_bytes, session, settled_times
+from dnnperf.measure.ort import CAL_TIMING, cpu_name, feeds_for, profiled_kernels, runnable_bytes, session, settled_times
 
 
 def _sig(x: float) -> float:
@@ -224,6 +224,12 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
     note = profile_note(profiled_s, latency)
     if note:
         notes.append(note)
+    here = cpu_name()
+    on = (getattr(hw, "measured", None) or {}).get("cpu")
+    if on != here:  # a spec-sheet profile, or one calibrated on another CPU
+        notes.append(f"{hw.name} was {'calibrated on ' + repr(on) if on else 'not calibrated on any machine'}, "
+                     f"not on this one ({here!r}): the error compares that profile with this CPU, not dnnperf's model "
+                     "with the machine it describes — dnnperf calibrate -o local.yaml, then validate with --hw local.yaml")
     cal = (getattr(hw, "measured", None) or {}).get("threads")
     used = threads or os.cpu_count()
     if isinstance(cal, int) and cal != int(used):
