@@ -151,9 +151,11 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
             notes.append(f"{hw.name} has no {'/'.join(missing)} units: the model's {'/'.join(missing)} matrix layers are "
                          "costed at the rate of the unit that can run them")
         if "fp32" in used and tf32_by_default(hw):
-            notes.append(f"the model's fp32 matrix layers are costed in tf32, as ONNX Runtime's CUDA provider, TensorRT "
-                         f"and PyTorch's convolutions run them by default on {hw.name}; -p fp32 costs strict fp32 "
-                         "(eager PyTorch's own matrix products, or those runtimes with TF32 switched off)")
+            # one wording for every such GPU: compare --hw all prints it once, not once per profile
+            notes.append("the model's fp32 matrix layers are costed in tf32 on GPUs with a tf32 mode (Ampere and "
+                         "later), as ONNX Runtime's CUDA provider, TensorRT and PyTorch's convolutions run them by "
+                         "default there; -p fp32 costs strict fp32 (eager PyTorch's own matrix products, or those "
+                         "runtimes with TF32 switched off)")
     settings = replace(settings, precision=p)
     sc = _score(insp, hw, settings)
     sub = _subnormal_note(insp, hw, sc)

@@ -967,3 +967,6 @@ def test_fp32_matrix_layers_run_in_tf32_where_the_runtimes_do_so_by_default(tmp_
     assert not any("tf32" in n for n in v["warnings"])
     v_by = {l["name"]: l["latency_s"] for l in v["layers"]}
     assert v_by["fp32_mm"] == {l["name"]: l["latency_s"] for l in v32["layers"]}["fp32_mm"]
+    # one line for every such GPU a comparison holds, not one per profile
+    c = json.loads(CliRunner().invoke(app, ["compare", path, "--hw", "a100,h100,l4,v100", "-f", "json", "-q"]).stdout)
+    assert sum("costed in tf32" in n for n in c["warnings"]) == 1
