@@ -49,6 +49,10 @@ def inspect_model(path: str, overrides: ShapeOverrides = ShapeOverrides()) -> In
     return checked(insp, overrides)
 
 
+# ops whose output size a constant input states: a contradiction there is a size the export baked in
+_SHAPED_BY_CONSTANTS = frozenset({"Reshape", "Expand", "Tile", "ConstantOfShape", "Resize", "Upsample"})
+
+
 def checked(insp: Inspection, overrides: ShapeOverrides) -> Inspection:
     """``insp`` unless the shapes the user gave leave a node with contradicting shapes: then an
     error naming the flags and the node (every command that loads with overrides goes through it)."""
@@ -58,8 +62,11 @@ def checked(insp: Inspection, overrides: ShapeOverrides) -> Inspection:
             flags = " ".join([f"--input-shape {n}={'x'.join(map(str, d))}" for n, d in overrides.input_shapes]
                              + [f"--dim {k}={v}" for k, v in overrides.dims]
                              + ([f"--batch {overrides.batch}"] if overrides.batch else []))
+            fix = ("the export fixes that size inside the graph (a constant target shape): re-export with dynamic "
+                   "axes, or analyse at the exported size" if bad.node.op_type in _SHAPED_BY_CONSTANTS
+                   else "pass shapes that match the model's weights")
             raise DnnperfError(f"{flags} contradicts the model: node '{bad.node.name}' ({bad.node.op_type}): {bad.reason} "
-                               "— pass shapes that match the model's weights")
+                               f"— {fix}")
     return insp
 
 

@@ -881,3 +881,21 @@ def test_products_of_weights_alone_are_reconciled_with_framework_counts(tmp_path
     said = [w for w in insp.warnings if "compute from weights alone" in w]
     assert len(said) == 1 and "2 matrix node(s)" in said[0] and "mlp1, mlp2" in said[0]
     assert "1.152 MMACs if run" in said[0]  # 230,400 + 921,600
+
+
+def test_a_size_the_export_baked_in_is_named_as_such(tmp_path):
+    """A static export writes its sequence length into Reshape and Expand constants (a Mistral export
+    at 128 tokens given --input-shape input_ids=1x256): the error said to match the model's weights,
+    which have nothing to do with it; it says the graph fixes that size now."""
+    from helpers import ints
+
+    nodes = [helper.make_node("Reshape", ["x", "to"], ["y"], name="split_heads"),
+             helper.make_node("MatMul", ["y", "w"], ["z"])]
+    m = model(nodes, [vi("x", [1, 8, 4])], [vi("z", [1, 8, 2, 3])], [ints("to", [1, 8, 2, 2]), weight("w", [2, 3])])
+    r = invoke("analyze", save(m, tmp_path), "--hw", "t4", "--input-shape", "x=1x16x4")
+    one_line_error(r, 2, "contradicts the model", "'split_heads'", "fixes that size inside the graph")
+    # a mismatch with the weights keeps its advice
+    c = model([helper.make_node("MatMul", ["x", "w"], ["y"], name="proj")], [vi("x", [1, 8, 4])], [vi("y", [1, 8, 3])],
+              [weight("w", [4, 3])])
+    one_line_error(invoke("analyze", save(c, tmp_path, "w.onnx"), "--hw", "t4", "--input-shape", "x=1x8x5"), 2,
+                   "'proj'", "match the model's weights")

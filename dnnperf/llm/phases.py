@@ -124,7 +124,9 @@ def find_decoder(path: str) -> Decoder:
     if tokens is None or not cache:
         raise DnnperfError(f"'{path}' has no recognisable KV cache (inputs named past_key_values.N.key/value, "
                            "past_key_N, past_N...) — --phase needs a decoder exported with its cache "
-                           "(dnnperf llm skeleton writes one for any Llama-style configuration)")
+                           "(dnnperf llm skeleton writes one for any Llama-style configuration); without one, "
+                           "a plain analysis at the prompt's length is the prefill"
+                           + (f" (--input-shape {tokens}=1xN)" if tokens else ""))
     tdims = next(d for n, d, t in ins if n == tokens) or ()
     batch_sym = tdims[0] if len(tdims) > 0 and isinstance(tdims[0], str) else None
     seq_sym = tdims[1] if len(tdims) > 1 and isinstance(tdims[1], str) else None
