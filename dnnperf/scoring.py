@@ -871,12 +871,31 @@ def _queue_on_stream(costs: list[LayerCost]) -> None:
     part of that spent waiting for the host (none when a backlog hides the launch). Scoring a layer
     alone charges it the longer of its device time and its host cost; a network hides short kernels'
     host cost behind the long kernels before them. Host-side layers (shape arithmetic) cost the host
-    only. Runtimes without a host cost per kernel (graph, tensorrt) are unchanged by it."""
+    only. Runtimes without a host cost per kernel (graph, tensorrt) are unchanged by it.
+
+    A layer of several kernels (a recurrent layer's one per step, a convolution and its bias kernel)
+    enters the stream kernel by kernel: its first kernel runs once the host has queued it, not once the
+    host has queued them all (an LSTM of 50 steps started after all 50 launches: its host time was
+    charged twice). Its kernels share its device time and host cost equally (at most
+    ``_SPLIT_KERNELS`` of them, which the timeline converges to well before)."""
     live = [c for c in costs if c.time_s > 0]
-    steps = rules.stream_timeline([0.0 if c.unit == "host" else c.t_device for c in live], [c.t_launch for c in live])
+    device, host, owner = [], [], []
+    for i, c in enumerate(live):
+        n = min(max(1, c.kernels), _SPLIT_KERNELS) if c.unit != "host" and c.t_launch > 0 else 1
+        d = (0.0 if c.unit == "host" else c.t_device) / n
+        h = c.t_launch / n
+        device.extend([d] * n)
+        host.extend([h] * n)
+        owner.extend([i] * n)
+    steps = [0.0] * len(live)
+    for i, t in zip(owner, rules.stream_timeline(device, host)):
+        steps[i] += t
     for c, t in zip(live, steps):
         if _retime(c, t):
             c.cause = classify(c.losses, c.t_ideal, c.layer.workload.is_matrix)
+
+
+_SPLIT_KERNELS = 64
 
 
 def unscored_floor(rows, tensors: dict, hw: HardwareProfile) -> float:
