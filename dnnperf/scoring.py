@@ -171,7 +171,8 @@ def with_precision(w: Workload, precision: str) -> Workload:
     # positional (dataclasses.replace is several times slower; a test pins the field order)
     return Workload(w.family, new_dtype, w.macs, w.other_ops, (w.act_bytes_read * new_bits) // old_bits,
                     (w.weight_bytes * new_bits) // old_bits, (w.bytes_written * new_bits) // old_bits,
-                    w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals, w.bias)
+                    w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals, w.bias,
+                    (w.step_reads * new_bits) // old_bits)
 
 
 # -- the loss steps ------------------------------------------------------------------------------
@@ -242,10 +243,21 @@ def _memory(s: LayerState) -> float:
     # a blocked layer's padded channels (and their filters) are stored, read and written too
     s.t_memory = rules.memory_time(round((s.w.act_bytes_read + s.w.bytes_written) / s.block_fill),
                                    round(s.w.weight_bytes / s.block_fill), s.hw, s.weights_resident)
+    if s.w.step_reads:  # at the bandwidth of a working set that size (the cache's, where it fits)
+        s.t_memory += _step_reads_time(s.w, rules.bandwidth_for(s.w.step_reads, s.hw))
     if s.layer.reads and rules.prices_far_reads(s.hw):
         s.t_memory += rules.far_read_time(s.layer.reads, s.w.act_bytes_read + s.w.bytes_written, s.hw)
     s.unoptimized = s.w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops
     return max(s.t, s.t_memory)
+
+
+def _step_reads_time(w: Workload, bps: float) -> float:
+    """A recurrent layer multiplies its recurrent weights once per step, each step waiting for the
+    last: a thin product (M = batch) that streams the whole weight matrix again every step. Counted
+    once in ``weight_bytes``; the other steps read it again at ``bps`` (the cache's where it fits)."""
+    if not w.step_reads or w.launches <= 1 or bps <= 0:
+        return 0.0
+    return (w.launches - 1) * w.step_reads / bps
 
 
 def _overlap(s: LayerState, hidden: float | None = None) -> float:
@@ -583,6 +595,8 @@ def _gpu_memory(s: LayerState) -> float:
         on_chip += w.weight_bytes
     dram = act + w.weight_bytes - on_chip + (s.plan.partial_bytes if s.plan is not None else 0)
     s.t_memory = dram / _stream_bps(s) + on_chip / _l2_bps(s)
+    if w.step_reads:  # from the L2 where the recurrent weights fit, else streamed again
+        s.t_memory += _step_reads_time(w, _l2_bps(s) if w.step_reads <= _l2_room(s) else _stream_bps(s))
     return max(s.t, s.t_memory)
 
 

@@ -46,6 +46,7 @@ class Workload:
     pieces: tuple = ()  # Concat: elements of each input, each copied into the output as one piece
     subnormals: int = 0  # subnormal float32 values it writes (a Softmax) or multiplies (the MatMul after it)
     bias: bool = False  # a plain Conv or ConvTranspose with a bias input (GPU frameworks add it in a kernel of its own)
+    step_reads: int = 0  # recurrent layers: bytes read again at every step after the first (the recurrent weights)
 
     @property
     def ops(self) -> int:

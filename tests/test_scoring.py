@@ -653,7 +653,7 @@ def test_a_cpu_kernel_pays_its_family_fixed_cost_by_hand(tmp_path):
 
 def test_precision_what_if_keeps_every_workload_field():
     """with_precision builds the Workload positionally: its fields must be these, in this order, and
-    only dtype and the three byte counts change (fp32 -> fp16 halves them)."""
+    only dtype and the byte counts change (fp32 -> fp16 halves them)."""
     from dataclasses import fields
 
     from dnnperf.scoring import with_precision
@@ -661,11 +661,13 @@ def test_precision_what_if_keeps_every_workload_field():
 
     assert [f.name for f in fields(Workload)] == ["family", "dtype", "macs", "other_ops", "act_bytes_read",
                                                   "weight_bytes", "bytes_written", "parallel_work", "gemm",
-                                                  "launches", "note", "conv", "row", "pieces", "subnormals", "bias"]
+                                                  "launches", "note", "conv", "row", "pieces", "subnormals", "bias",
+                                                  "step_reads"]
     w = Workload("conv", "float32", 10, 3, 400, 800, 200, 50, Gemm(2, 3, 4, 1), 2, "n", (1, 3, 3, 1, 1, False), 7,
-                 (5, 6), 9, True)
+                 (5, 6), 9, True, 64)
     h = with_precision(w, "fp16")
     assert (h.dtype, h.act_bytes_read, h.weight_bytes, h.bytes_written) == ("float16", 200, 400, 100)
+    assert h.step_reads == 32  # the recurrent weights read again each step are weights too
     assert (h.family, h.macs, h.other_ops, h.parallel_work, h.gemm, h.launches, h.note, h.conv, h.row, h.pieces,
             h.subnormals, h.bias) == (w.family, w.macs, w.other_ops, w.parallel_work, w.gemm, w.launches, w.note,
                                       w.conv, w.row, w.pieces, w.subnormals, w.bias)
@@ -730,3 +732,18 @@ def test_a_layer_of_many_kernels_enters_the_stream_kernel_by_kernel(tmp_path):
     longer = max(host, c.t_device)
     assert longer <= c.time_s <= longer + 2 * hw.launch_overhead_us * 1e-6
     assert sum(c.losses.values()) + c.t_ideal == pytest.approx(c.time_s, rel=1e-6)
+
+
+def test_a_recurrent_layer_reads_its_recurrent_weights_every_step(tmp_path):
+    """Each step of a GRU multiplies the recurrent weights R (3 x 320 x 320 fp32 = 1,228,800 B) by a
+    batch of 2 rows: a thin product that streams all of R again. 100 steps read R 100 times, where
+    the roofline counted it once. On cpu-avx2 (204.8 GB/s, no cache figure) the traffic is X (100 x 2 x
+    80 x 4 = 64,000 B) + W (3 x 320 x 80 x 4 = 307,200) + R + Y (100 x 2 x 320 x 4 = 256,000) once, and R
+    99 more times."""
+    m = model([helper.make_node("GRU", ["x", "w", "r"], ["y"], hidden_size=320, name="gru")],
+              [vi("x", [100, 2, 80])], [vi("y", None)], [weight("w", [1, 960, 80]), weight("r", [1, 960, 320])])
+    insp = inspect_model(save(m, tmp_path))
+    w = next(r.workload for r in insp.rows if r.node.name == "gru")
+    assert w.step_reads == 1_228_800 and w.launches == 100
+    c = next(c for c in analyze(insp, load_profile("cpu-avx2"), Settings()).score.layers if c.name == "gru")
+    assert c.t_memory == pytest.approx((64_000 + 307_200 + 1_228_800 + 256_000 + 99 * 1_228_800) / 204.8e9, rel=1e-6)

@@ -2,11 +2,13 @@
 for the previous one, so only one step's outputs are available in parallel.
 
 Gate arithmetic per hidden unit per step: LSTM ~ 10 ops (3 sigmoids, 2 tanh, 3 mul, 2 add), GRU ~ 9,
-RNN ~ 2.
+RNN ~ 2. The recurrent weights are read again at every step (``Workload.step_reads``): the runtimes
+batch the input projection of all steps into one product, but the recurrent one waits for each step.
 """
 
 from __future__ import annotations
 
+from dnnperf.ir import DTYPE_BITS
 from dnnperf.ops import Ctx, register
 from dnnperf.workload import Gemm
 
@@ -25,8 +27,18 @@ def recurrent(ctx: Ctx):
     h = gh // gates
     macs = dirs * s * b * gh * (i + h)
     other = dirs * s * b * h * per_unit
+    # every step multiplies the recurrent weights R (dirs x gates*H x H) again: read once per step
+    rec = ctx.in_shape(2) if len(ctx.node.inputs) > 2 and ctx.node.inputs[2] else (dirs, gh, h)
+    step_reads = _numel(rec) * DTYPE_BITS.get(ctx.dtype(2) if len(ctx.node.inputs) > 2 else ctx.dtype(1), 32) // 8
     return ctx.workload("rnn", macs=macs, other=other, gemm=Gemm(b, gh, i + h, dirs * s),
-                        parallel=dirs * b * gh, launches=s)
+                        parallel=dirs * b * gh, launches=s, step_reads=step_reads)
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 register({"LSTM": recurrent, "GRU": recurrent, "RNN": recurrent})
