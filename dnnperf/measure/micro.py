@@ -390,6 +390,13 @@ def micro_models(quick: bool) -> list[Micro]:
     out.append(Micro("op_Transpose", _model([helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])],
                                             [_vi("x", [1, 64, 56, 56])], [_vi("y", None)]), {"x": x56}, "op", "Transpose",
                      nbytes=2 * 4 * x56.size))
+    # a decoder's 2x upsampling ConvTranspose follows no other family's pace (op_efficiency, against
+    # dnnperf's own estimate of it): ONNX Runtime computes it as a product and scatters the columns back
+    x28 = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
+    out.append(Micro("op_ConvTranspose", _model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2],
+                                                                  pads=[1, 1, 1, 1])],
+                                                [_vi("x", [1, 64, 28, 28])], [_vi("y", None)], [_w("w", [64, 32, 4, 4])]),
+                     {"x": x28}, "op", "ConvTranspose"))
     fam("movement", helper.make_node("Concat", ["x", "x2"], ["y"], axis=1),
         [_vi("x", [1, 64, 56, 56]), _vi("x2", [1, 64, 56, 56])], [], {"x": x56, "x2": x56}, "movement")
     fam("reduce", helper.make_node("GlobalAveragePool", ["x"], ["y"]), [_vi("x", [1, 64, 56, 56])], [], {"x": x56},
@@ -588,7 +595,7 @@ def _pool(name: str, ch: int, side: int, role: str, key: str = "") -> Micro:
 # convolution took 2.7 us against 0.3 us for a tiny Relu
 FIXED_CHAIN = 24
 FIXED_FAMILIES = ("conv", "depthwise_conv", "grouped_conv", "pool", "norm", "matmul", "elementwise", "softmax",
-                  "movement")
+                  "movement", "rnn")
 
 
 def epilogue_elements() -> int:
@@ -627,6 +634,11 @@ def _fixed_chain(family: str) -> Micro:
     rng = np.random.default_rng(0)
     shape = {"conv": [1, 16, 7, 7], "depthwise_conv": [1, 16, 7, 7], "grouped_conv": [1, 16, 7, 7],
              "pool": [1, 16, 8, 8], "matmul": [8, 16], "elementwise": [1, 16, 7, 7]}.get(family, [1, 16, 16])
+    if family == "rnn":  # one LSTM of FIXED_CHAIN tiny steps: each step's fixed time inside one op
+        x = rng.standard_normal((FIXED_CHAIN, 1, 8)).astype(np.float32)
+        model = _model([helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=8)], [_vi("x", [FIXED_CHAIN, 1, 8])],
+                       [_vi("y", None)], [_w("w", [1, 32, 8], rng=rng, scale=0.3), _w("r", [1, 32, 8], rng=rng, scale=0.3)])
+        return Micro("fixed_rnn", model, {"x": x}, "fixed", "rnn")
     nodes, inits = [], []
     for i in range(FIXED_CHAIN):
         x, y = ("x" if i == 0 else f"t{i - 1}"), ("y" if i == FIXED_CHAIN - 1 else f"t{i}")
