@@ -890,7 +890,7 @@ def _queue_on_stream(costs: list[LayerCost]) -> None:
     A layer of several kernels (a recurrent layer's one per step, a convolution and its bias kernel)
     enters the stream kernel by kernel: its first kernel runs once the host has queued it, not once the
     host has queued them all (an LSTM of 50 steps started after all 50 launches: its host time was
-    charged twice). Its kernels share its device time and host cost equally (at most
+    charged on top of its device time). Its kernels share its device time and host cost equally (at most
     ``_SPLIT_KERNELS`` of them, which the timeline converges to well before)."""
     live = [c for c in costs if c.time_s > 0]
     device, host, owner = [], [], []
