@@ -193,6 +193,25 @@ def infer_generation(title: str, name: str) -> str | None:
     return None
 
 
+# Ampere's GA10x chips (compute capability 8.6 / 8.7: GeForce RTX 30, RTX A2000-A6000, A2, A10, A16,
+# A40, Jetson Orin) keep 1536 resident threads per SM where GA100 (A100, A800, A30) keeps 2048 (CUDA
+# programming guide, technical specifications per compute capability)
+_GA10X_TOKENS = ("a2", "a10", "a10g", "a10m", "a16", "a40", "orin")
+_GA100_TOKENS = ("a100", "a800", "a30", "ga100")
+
+
+def ampere_ga10x(title: str, name: str) -> bool:
+    """Whether an Ampere profile's title or name names a GA10x part (see _GA10X_TOKENS)."""
+    import re
+
+    toks = re.sub(r"[^a-z0-9]+", " ", f"{title} {name}".lower()).split()
+    if any(t in _GA100_TOKENS for t in toks):
+        return False
+    if any(re.fullmatch(r"ga10[2-7b]", t) for t in toks) or any(t in _GA10X_TOKENS for t in toks):
+        return True
+    return any(a == "rtx" and re.fullmatch(r"30\d\d|a\d{4}", b) for a, b in zip(toks, toks[1:]))
+
+
 _LIBS: dict = {}
 
 

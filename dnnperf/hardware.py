@@ -596,6 +596,8 @@ def _gpu_lanes(d: dict, sms: int, where: str) -> tuple[int, str]:
     if "threads_per_sm" in g:
         _gpu_field("threads_per_sm", g["threads_per_sm"], f"{where}.gpu.threads_per_sm")  # before the section's own check
         per_sm = int(g["threads_per_sm"])
+    elif gen == "ampere" and gpu.ampere_ga10x(str(d.get("title", "")), str(d.get("name", ""))):
+        return sms * 1536, f"{sms} SMs x 1536 resident threads, an Ampere GA10x part (compute capability 8.6/8.7)"
     else:
         per_sm = gpu.library(gen if gen in gpu.GENERATIONS else None).threads_per_sm
     return sms * per_sm, f"{sms} SMs x {per_sm} resident threads, {gen or 'default'} generation"

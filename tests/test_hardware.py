@@ -209,8 +209,8 @@ def test_every_kind_has_its_defaults():
 
 def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
     """A GPU profile with only spec-sheet figures (no lanes, launch cost or host link) loads: lanes
-    are SMs x the generation's resident threads (Ampere 2048, Turing 1024, Ada 1536: CUDA programming
-    guide), the launch cost the gpu default (5 us, dnnperf/data/kind_defaults.yaml), no host link;
+    are SMs x the generation's resident threads (Ampere's GA100 2048 and GA10x 1536, Turing 1024, Ada
+    1536: CUDA programming guide), the launch cost the gpu default (5 us, dnnperf/data/kind_defaults.yaml), no host link;
     every default is listed in `assumed`, in the report's notes and its JSON."""
     import json
 
@@ -223,12 +223,15 @@ def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
                       {"name": "cuda_cores", "serves": ["matrix", "vector"], "peak_tops": {"fp32": 31.2}}],
             "memory": {"dram_gbs": 600, "onchip_mb": 6}, "parallelism": {"compute_units": 72},
             "sources": {"all": "a datasheet"}}
-    for title, per_sm in (("NVIDIA A10 (Ampere GA102)", 2048), ("NVIDIA T4", 1024), ("NVIDIA L4 (Ada)", 1536)):
+    # Ampere's GA100 keeps 2048 resident threads per SM, its GA10x parts 1536 (compute capability 8.0 vs
+    # 8.6: the A10 is a GA102, the RTX 3090 too; it was given 2048 before)
+    for title, per_sm, gen in (("NVIDIA A100 (Ampere GA100)", 2048, "ampere"), ("NVIDIA A10 (Ampere GA102)", 1536, "ampere"),
+                               ("NVIDIA GeForce RTX 3090", 1536, "ampere"), ("NVIDIA A30", 2048, "ampere"),
+                               ("NVIDIA T4", 1024, "turing"), ("NVIDIA L4 (Ada)", 1536, "ada")):
         hw = profile_from_dict({**base, "name": "x", "title": title}, "x")
-        assert hw.lanes == 72 * per_sm and hw.launch_overhead_us == 5 and hw.host_link_gbs is None
+        assert hw.lanes == 72 * per_sm and hw.launch_overhead_us == 5 and hw.host_link_gbs is None, title
         assert len(hw.assumed) == 5 and hw.assumed[0].startswith(f"parallelism.lanes {72 * per_sm}")
         # the library generation its title names, and no board power: the boost clock held under load
-        gen = {2048: "ampere", 1024: "turing", 1536: "ada"}[per_sm]
         assert hw.assumed[3] == f"gpu.generation {gen} (named by its title)" and hw.assumed[4].startswith("gpu.tdp_w (none")
     unnamed = profile_from_dict({**base, "name": "x", "title": "Some accelerator"}, "x")
     assert "gpu.generation (none recognised in its title: the table's default entry)" in unnamed.assumed
@@ -263,8 +266,8 @@ def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
                                  "-f", "json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    assert doc["hardware"]["lanes"] == 72 * 2048 and len(doc["hardware"]["assumed"]) == 5
-    assert "does not give parallelism.lanes 147456" in r.stderr and "launch_overhead_us 5" in r.stderr
+    assert doc["hardware"]["lanes"] == 72 * 1536 and len(doc["hardware"]["assumed"]) == 5  # a GA102
+    assert "does not give parallelism.lanes 110592" in r.stderr and "launch_overhead_us 5" in r.stderr
     assert r.stderr.count("does not give") == 1  # once, though the report carries it too
     # commands that do not pass a report's notes on say it too (the CLI collects it from the load)
     sq = os.path.join(SAMPLES, "squeezenet1_1.onnx")
