@@ -67,6 +67,9 @@ def checked(insp: Inspection, overrides: ShapeOverrides) -> Inspection:
                    else "pass shapes that match the model's weights")
             raise DnnperfError(f"{flags} contradicts the model: node '{bad.node.name}' ({bad.node.op_type}): {bad.reason} "
                                f"— {fix}")
+    if overrides.batch is not None and insp.no_batch_axis:  # --batch rewrote its first dim, the channels
+        raise DnnperfError(f"--batch {overrides.batch}: input '{insp.no_batch_axis}' has no batch axis (the model stacks "
+                           "one sample into the batch its first convolution reads) — analyse without --batch")
     return insp
 
 

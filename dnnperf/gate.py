@@ -250,7 +250,8 @@ def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, se
         "hardware": spec,
         "profile_sha256": profile_hash(hw),
         "tool_version": __version__,
-        "settings": {**d["settings"], **_recorded_shapes(ov)},
+        # a model whose input has no batch axis is recorded without one: check must not rewrite its first dim
+        "settings": {**d["settings"], **_recorded_shapes(ov), **({"batch": None} if insp.no_batch_axis else {})},
         "latency_s": d["totals"]["latency_s"],
         "macs": d["totals"]["macs"],
         "bytes": d["totals"]["bytes"],

@@ -41,6 +41,7 @@ class Inspection:
     warnings: list[str]
     input_bytes: int
     batch: int | None
+    no_batch_axis: str = ""  # the input whose first dim is not a batch (a detector's [3, H, W] image), if any
     # what the scoring passes derive from the graph and rows alone (fusion candidates): computed once
     derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -146,21 +147,19 @@ def _folded_products(graph: Graph, rows: list, warnings: list[str]) -> None:
                         "(counters that run the framework's modules include them)")
 
 
-def _unbatched(graph: Graph, rows: list, batch: int, warnings: list[str]) -> int:
-    """The batch read off an input's first dim, unless the input has no batch axis: a detector
-    traced on a list of images takes one [3, H, W] image and stacks it into the [1, 3, H, W] its
-    first convolution reads (ONNX's Conv input is N x C x ...): one run is one sample, not 3."""
+def _unbatched(graph: Graph, rows: list) -> str:
+    """The first input when it has no batch axis (else ""): a detector traced on a list of images takes
+    one [3, H, W] image and stacks it into the [1, 3, H, W] its first convolution reads (ONNX's Conv
+    input is N x C x ...): its first dim is channels, and one run is one sample."""
     name = graph.inputs[0] if graph.inputs else None
     t = graph.tensors.get(name) if name else None
     if t is None or not t.shape:
-        return batch
+        return ""
     conv = next((r for r in rows if r.node.op_type == "Conv" and r.workload is not None), None)
     x = graph.tensors.get(conv.node.inputs[0]) if conv is not None and conv.node.inputs else None
     if x is None or not x.shape or x.shape[0] != 1 or len(x.shape) != len(t.shape) + 1:
-        return batch
-    warnings.append(f"input '{name}' {list(t.shape)} has no batch axis (the first convolution, {conv.node.name}, reads it "
-                    f"as {list(x.shape)}): one run is one sample, not {batch}")
-    return 1
+        return ""
+    return name
 
 
 def _value_inputs(graph: Graph, node, producers: dict, limit: int = 64) -> list[str]:
@@ -280,7 +279,8 @@ def recomputed(insp: Inspection) -> Inspection:
                 n += 1
                 r = Row(r.node, w, r.output_shape, r.dtype)
         rows.append(r)
-    out = Inspection(insp.path, insp.graph, rows, insp.unsupported, insp.warnings, insp.input_bytes, insp.batch)
+    out = Inspection(insp.path, insp.graph, rows, insp.unsupported, insp.warnings, insp.input_bytes, insp.batch,
+                     insp.no_batch_axis)
     out.derived["recomputed_nodes"] = n
     out.derived["recomputed_kept"] = kept
     insp.derived["recomputed"] = out
@@ -373,9 +373,13 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
             input_bytes += t.nbytes or 0
             if batch is None and t.shape:  # an empty input (0 tokens) still has its batch
                 batch = t.shape[graph.batch_axes.get(name, 0)] if len(t.shape) > graph.batch_axes.get(name, 0) else None
-    if batch is not None and batch > 1:
-        batch = _unbatched(graph, rows, batch, warnings)
-    insp = Inspection(path, graph, rows, unsupported, warnings, input_bytes, batch)
+    unbatched = _unbatched(graph, rows) if batch is not None else ""
+    if unbatched:
+        t = graph.tensors[unbatched]
+        warnings.append(f"input '{unbatched}' {list(t.shape)} has no batch axis (the first convolution reads it with one "
+                        f"more axis, of 1): one run is one sample" + (f", not {batch}" if batch != 1 else ""))
+        batch = 1
+    insp = Inspection(path, graph, rows, unsupported, warnings, input_bytes, batch, unbatched)
     cov = insp.coverage()
     if not cov["complete"]:
         k = cov["unscored_by_kind"]

@@ -486,6 +486,20 @@ def test_an_input_without_a_batch_axis_is_one_sample(tmp_path):
     for cmd in (["analyze", "--batch", "2"], ["sweep", "--batch", "2,4"], ["compare", "--batch", "2"]):
         one_line_error(invoke(cmd[0], save(m, tmp_path), "--hw", "t4", *cmd[1:]), 2, "--batch 2 contradicts the model",
                        "'conv'")
+    # --batch 1 rewrote the first dim, the channels, to 1: with a per-channel normalisation first (a
+    # detector's), [1, 32, 32] - [3, 1, 1] broadcast back to 3 channels and the run went on; refused
+    norm = model([helper.make_node("Sub", ["img", "mean"], ["c"]), helper.make_node("Unsqueeze", ["c", "ax"], ["x"]),
+                  helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])],
+                 [vi("img", [3, 32, 32])], [vi("y", [1, 8, 32, 32])],
+                 [weight("mean", [3, 1, 1]), ints("ax", [0]), weight("w", [8, 3, 3, 3])])
+    one_line_error(invoke("analyze", save(norm, tmp_path, "norm.onnx"), "--hw", "t4", "--batch", "1"), 2, "--batch 1",
+                   "'img'", "no batch axis")
+    # a baseline records no batch for it, so check repeats the file's own shape (it passed --batch 1)
+    bl = str(tmp_path / "bl.json")
+    assert invoke("baseline", save(m, tmp_path), "--hw", "t4", "-o", bl).exit_code == 0
+    assert json.loads(open(bl).read())["entries"][0]["settings"]["batch"] is None
+    r = invoke("check", save(m, tmp_path), "--baseline", bl)
+    assert r.exit_code == 0 and "PASSED" in r.stdout, r.output
     # a real batch in the first dim is kept: [4, 3, 32, 32] into the convolution directly
     m4 = model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], [vi("x", [4, 3, 32, 32])],
                [vi("y", [4, 8, 32, 32])], [weight("w", [8, 3, 3, 3])])
