@@ -32,6 +32,7 @@ _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library
            "conv_efficiency", "misaligned_efficiency", "misaligned_vector", "split_k_precisions",
            "conv_split_k_precisions", "reorder_kernels", "reorder_traffic", "conv_bias_kernel",
            "sm_watts", "boost_clock_mhz", "l2_usable_fraction", "threads_per_sm",
+           "ga10x_threads_per_sm",
            "l2_bandwidth_factor", "l2_bytes_per_sm_clock", "l2_efficiency", "gemv_max", "gemv_precisions", "dies",
            "gemm_alignment_bytes", "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_efficiency",
            "grouped_efficiency", "stem_precision", "stem_efficiency", "matrix_overlap", "unverified")
@@ -81,6 +82,7 @@ class GpuLibrary:
     reorder_traffic: bool  # the reorders transpose the activations (input, then output), not only weights
     conv_bias_kernel: bool  # frameworks add a library convolution's bias in a second kernel
     threads_per_sm: int  # resident threads per SM: lanes for a profile that gives only its SM count
+    ga10x_threads_per_sm: int  # the same for an Ampere GA10x part (ampere_ga10x): 1536 where GA100 has 2048
     sm_watts: dict
     boost_clock_mhz: float
     l2_usable_fraction: float
@@ -155,6 +157,7 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         reorder_traffic=bool(merged.get("reorder_traffic", False)),
         conv_bias_kernel=bool(merged.get("conv_bias_kernel", False)),
         threads_per_sm=int(merged.get("threads_per_sm", 2048)),
+        ga10x_threads_per_sm=int(merged.get("ga10x_threads_per_sm", merged.get("threads_per_sm", 2048))),
         sm_watts=dict(merged["sm_watts"]),
         boost_clock_mhz=float(merged["boost_clock_mhz"]),
         l2_usable_fraction=float(merged["l2_usable_fraction"]),
@@ -194,8 +197,8 @@ def infer_generation(title: str, name: str) -> str | None:
 
 
 # Ampere's GA10x chips (compute capability 8.6 / 8.7: GeForce RTX 30, RTX A2000-A6000, A2, A10, A16,
-# A40, Jetson Orin) keep 1536 resident threads per SM where GA100 (A100, A800, A30) keeps 2048 (CUDA
-# programming guide, technical specifications per compute capability)
+# A40, Jetson Orin) keep fewer resident threads per SM than GA100 (A100, A800, A30): the ampere entry's
+# ga10x_threads_per_sm
 _GA10X_TOKENS = ("a2", "a10", "a10g", "a10m", "a16", "a40", "orin")
 _GA100_TOKENS = ("a100", "a800", "a30", "ga100")
 

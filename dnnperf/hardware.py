@@ -596,10 +596,12 @@ def _gpu_lanes(d: dict, sms: int, where: str) -> tuple[int, str]:
     if "threads_per_sm" in g:
         _gpu_field("threads_per_sm", g["threads_per_sm"], f"{where}.gpu.threads_per_sm")  # before the section's own check
         per_sm = int(g["threads_per_sm"])
-    elif gen == "ampere" and gpu.ampere_ga10x(str(d.get("title", "")), str(d.get("name", ""))):
-        return sms * 1536, f"{sms} SMs x 1536 resident threads, an Ampere GA10x part (compute capability 8.6/8.7)"
     else:
-        per_sm = gpu.library(gen if gen in gpu.GENERATIONS else None).threads_per_sm
+        lib = gpu.library(gen if gen in gpu.GENERATIONS else None)
+        if gen == "ampere" and gpu.ampere_ga10x(str(d.get("title", "")), str(d.get("name", ""))):
+            per_sm = lib.ga10x_threads_per_sm
+            return sms * per_sm, f"{sms} SMs x {per_sm} resident threads, an Ampere GA10x part (compute capability 8.6/8.7)"
+        per_sm = lib.threads_per_sm
     return sms * per_sm, f"{sms} SMs x {per_sm} resident threads, {gen or 'default'} generation"
 
 
@@ -645,7 +647,8 @@ _GPU_FRACTION = frozenset({"bandwidth_efficiency", "stream_efficiency", "winogra
                            "l2_efficiency", "stem_efficiency"})
 _GPU_ZERO_OK = frozenset({"matrix_overlap", "gemm_alignment_bytes", "gemv_max", "gemm_word_bytes",
                           "l2_bytes_per_sm_clock"})
-_GPU_INT = frozenset({"split_k_min", "ctas_per_sm_tile", "winograd_tile", "threads_per_sm", "dies", "gemv_max",
+_GPU_INT = frozenset({"split_k_min", "ctas_per_sm_tile", "winograd_tile", "threads_per_sm", "ga10x_threads_per_sm",
+                      "dies", "gemv_max",
                       "gemm_alignment_bytes", "gemm_word_bytes"})
 _GPU_NUMBER_MAPS = {"feed_ops_per_element": None, "k_step": None, "gemm_k_step": None, "misaligned_vector": None,
                     "sm_watts": None, "reorder_kernels": 16, "library_efficiency": 1.0, "depthwise_efficiency": 1.0,

@@ -81,12 +81,9 @@ def check(
         raise DnnperfError(f"--max-unscored must be >= 0, got {max_unscored}")
     base = read_baseline(baseline_path)
 
-    def insp_fn(path, ov):
-        return inspect_model(path, ov)
-
     # 'all' selects every recorded profile; profiles named one by one must each be in the baseline
     every = not hw or any(part.strip() == "all" for h in hw for part in h.split(","))
-    res = run_check(base, list(models), tol, insp_fn, baseline_path, abs_s, max_unscored,
+    res = run_check(base, list(models), tol, inspect_model, baseline_path, abs_s, max_unscored,
                     None if every else expand_specs(list(hw)))
     notes: list[str] = [f"skipped (model not given or --hw not selected): {', '.join(res['skipped'])}"] if res["skipped"] else []
     if update:
@@ -100,7 +97,7 @@ def check(
             st, ov = entry_settings(e)
             spec = profile_from_entry(e["hardware"], baseline_path).path if e["hardware"] not in expand_specs(["all"]) \
                 else e["hardware"]
-            items.append((by[e["model"]], insp_fn(by[e["model"]], ov), spec, st, ov))
+            items.append((by[e["model"]], inspect_model(by[e["model"]], ov), spec, st, ov))
         fresh = make_baseline(items, baseline_path)["entries"]
         kept = [e for e in base["entries"] if e["model"] not in by]
         entries = sorted(kept + fresh, key=lambda e: (e["model"], e["hardware"]))

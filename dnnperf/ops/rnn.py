@@ -27,18 +27,11 @@ def recurrent(ctx: Ctx):
     h = gh // gates
     macs = dirs * s * b * gh * (i + h)
     other = dirs * s * b * h * per_unit
-    # every step multiplies the recurrent weights R (dirs x gates*H x H) again: read once per step
-    rec = ctx.in_shape(2) if len(ctx.node.inputs) > 2 and ctx.node.inputs[2] else (dirs, gh, h)
-    step_reads = _numel(rec) * DTYPE_BITS.get(ctx.dtype(2) if len(ctx.node.inputs) > 2 else ctx.dtype(1), 32) // 8
+    # every step multiplies the recurrent weights R (input 2: dirs x gates*H x H) again: read once per step
+    rec = ctx.in_shape(2) if ctx.has_input(2) else (dirs, gh, h)  # R is required; a malformed model without it
+    step_reads = ctx.numel(rec) * DTYPE_BITS.get(ctx.dtype(2 if len(ctx.node.inputs) > 2 else 1), 32) // 8
     return ctx.workload("rnn", macs=macs, other=other, gemm=Gemm(b, gh, i + h, dirs * s),
                         parallel=dirs * b * gh, launches=s, step_reads=step_reads)
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 register({"LSTM": recurrent, "GRU": recurrent, "RNN": recurrent})
