@@ -159,7 +159,12 @@ def _unbatched(graph: Graph, rows: list) -> str:
     x = graph.tensors.get(conv.node.inputs[0]) if conv is not None and conv.node.inputs else None
     if x is None or not x.shape or x.shape[0] != 1 or len(x.shape) != len(t.shape) + 1:
         return ""
-    return name
+    # the new leading axis is the batch when the input's first dim is the convolution's channels: more
+    # than one of them, or (a --batch that rewrote them) not the channels the convolution reads. A
+    # batch-1 spectrogram [1, 80, T] unsqueezed to [1, 1, 80, T] has its batch first: not flagged
+    if t.shape[0] > 1 or x.shape[1] != t.shape[0]:
+        return name
+    return ""
 
 
 def _value_inputs(graph: Graph, node, producers: dict, limit: int = 64) -> list[str]:

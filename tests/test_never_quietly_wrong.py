@@ -505,6 +505,16 @@ def test_an_input_without_a_batch_axis_is_one_sample(tmp_path):
                [vi("y", [4, 8, 32, 32])], [weight("w", [8, 3, 3, 3])])
     d4 = json.loads(invoke("analyze", save(m4, tmp_path, "b4.onnx"), "--hw", "t4", "-f", "json", "-q").stdout)
     assert d4["settings"]["batch"] == 4 and not any("no batch axis" in w for w in d4["warnings"])
+    # a batch-1 spectrogram [1, 80, 64] given a channel axis ([1, 1, 80, 64]) has its batch first: not flagged,
+    # and --batch 4 reaches it
+    spec = model([helper.make_node("Unsqueeze", ["mel", "ax"], ["x"]),
+                  helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])],
+                 [vi("mel", ["batch", 80, 64])], [vi("y", None)], [ints("ax", [1]), weight("w", [8, 1, 3, 3])])
+    ds = json.loads(invoke("analyze", save(spec, tmp_path, "mel.onnx"), "--hw", "t4", "-f", "json", "-q").stdout)
+    assert ds["settings"]["batch"] == 1 and not any("no batch axis" in w for w in ds["warnings"])
+    d4s = json.loads(invoke("analyze", save(spec, tmp_path, "mel.onnx"), "--hw", "t4", "--batch", "4", "-f", "json",
+                            "-q").stdout)
+    assert d4s["settings"]["batch"] == 4 and d4s["totals"]["macs"] == 4 * ds["totals"]["macs"]
 
 
 def test_an_input_shape_sizes_every_input_declared_with_its_symbols():
