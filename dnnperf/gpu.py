@@ -412,12 +412,17 @@ def gemm_misaligned_factor(lib: GpuLibrary, n: int, k: int, precision: str, late
     return f
 
 
-def winograd_gain(lib: GpuLibrary, out_h: int, out_w: int) -> float:
-    """Effective MAC reduction of Winograd F(m x m, 3 x 3) on an out_h x out_w map: 9 m^2/(m+2)^2
-    fewer multiplies, times the transforms' efficiency, times how well m x m tiles cover the map."""
-    m = lib.winograd_tile
+def winograd_gain(lib: GpuLibrary, out_h: int, out_w: int, r: int = 3) -> float:
+    """Effective MAC reduction of Winograd on an out_h x out_w map for an r x r filter. The
+    transform works on (m + 2) x (m + 2) input tiles with m = winograd_tile for 3 x 3 filters; a
+    5 x 5 filter on the same input tile leaves m - 2 outputs per side (F(2 x 2, 5 x 5) for m = 4).
+    F(m' x m', r x r) does (r m')^2 / (m' + r - 1)^2 fewer multiplies, times the transforms'
+    efficiency, times how well m' x m' tiles cover the map."""
+    m = lib.winograd_tile + 3 - r
+    if m < 1:
+        return 1.0
     fill = (out_h * out_w) / (ceil(out_h / m) * ceil(out_w / m) * m * m)
-    return 9.0 * m * m / (m + 2) ** 2 * lib.winograd_efficiency * fill
+    return (r * m) ** 2 / (m + r - 1) ** 2 * lib.winograd_efficiency * fill
 
 
 def board_share(hw, batch: int | None):

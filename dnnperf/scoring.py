@@ -409,9 +409,9 @@ def _gpu_unit(s: LayerState) -> float:
         s.algorithm = "implicit_gemm"
         cin, kh, kw, sh, sw, dilated = w.conv
         shape = s.layer.output_shape or ()
-        if (kh, kw) == (3, 3) and (sh, sw) == (1, 1) and not dilated and w.family == "conv" and len(shape) == 4 \
-                and lib.winograd.get(run_prec) and gpu.unit_class(unit.name) == "cuda_cores":
-            gain = gpu.winograd_gain(lib, shape[2], shape[3])
+        if kh == kw and kh in (3, 5) and (sh, sw) == (1, 1) and not dilated and w.family == "conv" \
+                and len(shape) == 4 and lib.winograd.get(run_prec) and gpu.unit_class(unit.name) == "cuda_cores":
+            gain = gpu.winograd_gain(lib, shape[2], shape[3], kh)
             if gain > 1.0:
                 s.algorithm = "winograd"
                 s.gain = gain

@@ -136,6 +136,27 @@ def test_winograd_gain_by_hand():
     assert gpu.winograd_gain(lib, 56, 56) == pytest.approx(4.0 * 0.5)
     # 7 x 7 map: 2 x 2 tiles of 4 x 4 cover 64 outputs for 49 useful
     assert gpu.winograd_gain(lib, 7, 7) == pytest.approx(2.0 * 49 / 64)
+    # 5 x 5 filters on the same 6 x 6 transform tile: F(2x2, 5x5), 25*4/36 fewer multiplies; a 7 x 7
+    # map takes 4 x 4 tiles of 2 x 2 (64 outputs for 49)
+    assert gpu.winograd_gain(lib, 28, 28, 5) == pytest.approx(100 / 36 * 0.5)
+    assert gpu.winograd_gain(lib, 7, 7, 5) == pytest.approx(100 / 36 * 0.5 * 49 / 64)
+    # a filter wider than the transform tile allows: no gain
+    assert gpu.winograd_gain(lib, 28, 28, 9) == 1.0
+
+
+def test_5x5_stride_1_fp32_convolution_takes_winograd_on_volta():
+    """cuDNN's non-fused Winograd covers 5 x 5 filters at stride 1 (as 3 x 3). DeepBench V100 fp32:
+    16 x 192 x 28 x 28, 32 filters of 5 x 5: 192 us, 20 TFLOP/s of MAC-count work on a 15.7 TFLOP/s
+    GPU, which only an algorithm doing fewer multiplies reaches; strided 5 x 5 ones stay implicit GEMM."""
+    from dnnperf.published import Kernel, predict
+
+    v100 = load_profile("v100")
+    k = Kernel("s", "g", "fp32", "conv", (16, 192, 28, 28, 32, 5, 5, 2, 2, 1, 1), 192e-6, False)
+    assert 2 * 16 * 32 * 28 * 28 * 192 * 25 / 192e-6 > 15.7e12
+    t, c = predict(k, v100)
+    assert c.algorithm == "winograd" and t / 192e-6 < 2.0
+    strided = Kernel("s", "g", "fp32", "conv", (16, 64, 80, 350, 128, 5, 5, 1, 1, 2, 2), 3330e-6, False)
+    assert predict(strided, v100)[1].algorithm == "implicit_gemm"
 
 
 def test_profile_from_a_spec_sheet_gets_generation_defaults(tmp_path):
