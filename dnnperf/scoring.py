@@ -589,7 +589,7 @@ def _gpu_memory(s: LayerState) -> float:
     """DRAM traffic at the bandwidth streaming kernels reach, plus split-K partial sums."""
     w = s.w
     s.unoptimized = w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops
-    act = w.act_bytes_read + w.bytes_written
+    act = w.act_bytes_read + w.bytes_written - _unsampled_bytes(s)
     on_chip = act if act <= _l2_room(s) else 0  # the producer's output is still in L2; this output stays for its consumer
     if s.weights_resident:
         on_chip += w.weight_bytes
@@ -598,6 +598,24 @@ def _gpu_memory(s: LayerState) -> float:
     if w.step_reads:  # from the L2 where the recurrent weights fit, else streamed again
         s.t_memory += _step_reads_time(w, _l2_bps(s) if w.step_reads <= _l2_room(s) else _stream_bps(s))
     return max(s.t, s.t_memory)
+
+
+def _unsampled_bytes(s: LayerState) -> int:
+    """Input bytes a strided 1 x 1 convolution on the tensor cores never reads, where the library's
+    channels-last kernel loads only the pixels its windows land on (``strided_pointwise_sampled``):
+    all but 1 / (sh x sw) of its input (sized from the product: output pixels x sh x sw x channels, at
+    the output's element size, so a fused layer's other reads are left whole)."""
+    from dnnperf import gpu
+
+    w, g = s.w, s.w.gemm
+    if not (s.lib.strided_pointwise_sampled and _is_conv(w) and w.family == "conv" and g is not None
+            and tuple(w.conv[1:3]) == (1, 1) and (w.conv[3] > 1 or w.conv[4] > 1)
+            and gpu.unit_class(s.unit_name) == "tensor_cores"):
+        return 0
+    stride = w.conv[3] * w.conv[4]
+    elem = w.bytes_written / max(1, g.m * g.n * g.count)
+    read = min(w.act_bytes_read, g.m * g.k * g.count * stride * elem)
+    return int(read * (1 - 1 / stride))
 
 
 def _gpu_overlap(s: LayerState) -> float:

@@ -87,6 +87,32 @@ def test_t4_int8_products_of_35_rows_take_one_tile_wave():
         assert 1 / 1.25 < t / measured < 1.25
 
 
+def test_strided_1x1_tensor_core_convolution_reads_only_sampled_pixels_where_the_library_does():
+    """DeepBench T4 fp16: 16 x 256 x 56 x 56 -> 128 filters of 1 x 1 at stride 2 takes 53 us. Its input
+    alone is 25.7 MB: read whole, that needs 485 GB/s of the card's 320, so cuDNN 7.6 reads only the
+    sampled quarter. cuDNN 9 on Hopper (strided_pointwise_sampled false) keeps the whole read."""
+    from dnnperf.published import Kernel
+
+    t4 = load_profile("t4")
+    dims = (16, 256, 56, 56, 128, 1, 1, 0, 0, 2, 2)
+    assert 16 * 256 * 56 * 56 * 2 / 53e-6 > 320e9
+    t, c = predict(Kernel("s", "g", "fp16", "conv", dims, 53e-6, False), t4)
+    assert c.unit == "tensor_cores" and 1 / 1.25 < t / 53e-6 < 1.25
+    whole = replace(t4, gpu={**t4.gpu, "strided_pointwise_sampled": False}, name="t4-whole-read")
+    t_whole, _ = predict(Kernel("s", "g", "fp16", "conv", dims, 53e-6, False), whole)
+    # the three quarters of 25.7 MB not read, at the T4's streaming bandwidth (under 320 GB/s)
+    assert t_whole - t > 0.75 * 16 * 256 * 56 * 56 * 2 / 320e9
+    assert gpu.library("turing").strided_pointwise_sampled and gpu.library("volta").strided_pointwise_sampled
+    assert not gpu.library("hopper").strided_pointwise_sampled
+    # a stride-1 1 x 1 convolution and a CUDA-core (fp32) strided one read their whole input
+    t1, _ = predict(Kernel("s", "g", "fp16", "conv", dims[:9] + (1, 1), 1e-6, False), t4)
+    t1w, _ = predict(Kernel("s", "g", "fp16", "conv", dims[:9] + (1, 1), 1e-6, False), whole)
+    assert t1 == t1w
+    f, _ = predict(Kernel("s", "g", "fp32", "conv", dims, 1e-6, False), t4)
+    fw, _ = predict(Kernel("s", "g", "fp32", "conv", dims, 1e-6, False), whole)
+    assert f == fw
+
+
 def test_split_k_fills_idle_sms_and_pays_for_partial_sums():
     lib = _lib(tiles=[[64, 64]], split_k_min=1024)
     # 64 x 64 output = one tile on 80 SMs; K = 65536: split into min(80 // 1, 65536 // 1024) = 64 slices

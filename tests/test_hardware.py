@@ -249,7 +249,8 @@ def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
         with pytest.raises(DnnperfError, match="a whole number >= 1"):
             profile_from_dict({**base, "name": "x", "title": "NVIDIA A10", "parallelism": par}, "x")
     for bad in ({"threads_per_sm": "many"}, {"threads_per_sm": 0}, {"reorder_traffic": "yes"},
-                {"conv_bias_kernel": 1}, {"reorder_kernels": {"fp16": 2.5}}, {"reorder_kernels": {"fp16": 1e12}}):
+                {"conv_bias_kernel": 1}, {"strided_pointwise_sampled": "no"}, {"reorder_kernels": {"fp16": 2.5}},
+                {"reorder_kernels": {"fp16": 1e12}}):
         with pytest.raises(DnnperfError, match=f"gpu.{next(iter(bad))}"):
             profile_from_dict({**base, "name": "x", "title": "NVIDIA A10", "gpu": bad}, "x")
     # no sources: the figures are taken as given, and the profile says so among its assumptions
