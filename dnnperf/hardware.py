@@ -284,7 +284,8 @@ def parse_yaml(text: str, what: str):
     except yaml.constructor.ConstructorError as exc:
         raise DnnperfError(f"{what}: YAML tag not allowed ({_first_line(exc)}) — profiles are plain data") from None
     except yaml.YAMLError as exc:
-        raise DnnperfError(f"{what}: not valid YAML ({_first_line(exc)})") from None
+        example = " (`dnnperf hw show v100` prints a working profile)" if what.startswith("profile") else ""
+        raise DnnperfError(f"{what}: not valid YAML ({_first_line(exc)}) — fix the syntax at that line{example}") from None
     except RecursionError:
         raise DnnperfError(f"{what}: YAML nested too deeply") from None
 

@@ -163,7 +163,7 @@ def test_one_gigabyte_doc_string_is_handled(tmp_path):
 # -- profiles ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text,needle", [
-    ("{{{{ : [", "YAML"),
+    ("{{{{ : [", "fix the syntax at that line"),
     ("!!python/object/apply:os.system ['touch /tmp/dnnperf-pwned']\n", "tag"),
     ("a: &a [x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b]\n"
      "d: &d [*c,*c,*c,*c,*c,*c,*c,*c]\ne: [*d,*d,*d,*d,*d,*d,*d,*d]\n", "alias"),
