@@ -171,7 +171,7 @@ def _accuracy_sensitive(c: LayerCost, x: Ctx) -> str:
 
 
 def _use_specialized_units(c: LayerCost, x: Ctx):
-    """Walk the precision ladder one rung at a time (fp32 -> tf32 -> bf16/fp16 -> fp8 -> int8 -> int4)
+    """Walk the precision ladder one rung at a time (fp32 -> tf32 -> bf16/fp16 -> fp8 -> int8 -> fp4/int4)
     and offer the nearest rung that moves the layer onto a matrix unit and makes it faster."""
     from dnnperf.precision import cheaper_rungs
 
@@ -185,7 +185,7 @@ def _use_specialized_units(c: LayerCost, x: Ctx):
     # (fp32 on an fp16-only NPU's vector unit), which is not where the ladder starts
     own = _own_precision(c, x)
     for p in cheaper_rungs(x.hw, own):
-        if p == "int4" and own != "int8":
+        if p in ("int4", "fp4") and own not in ("int8", "fp8"):
             break  # one step at a time: 4-bit only from a model that already runs in 8-bit
         c2 = rescore(c, replace(c.layer, workload=with_precision(w, p)), x.report.score, p)
         if c2.unit in matrix_units and c2.time_s < c.time_s * 0.95:

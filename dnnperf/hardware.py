@@ -22,7 +22,7 @@ from dnnperf.files import require_file
 from dnnperf.vocab import EPILOGUE_ACTIVATIONS, PROFILE_FAMILIES
 
 SCHEMA_ID = "dnnperf-hw/1"
-PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4")
+PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4", "int4")
 SERVES = ("matrix", "vector")
 KINDS = ("gpu", "tpu", "npu", "cpu", "dsp")
 FAMILIES = PROFILE_FAMILIES

@@ -16,8 +16,9 @@ from dnnperf.errors import DnnperfError
 from dnnperf.hardware import HardwareProfile
 
 # most precise first; precision advice walks it downwards one rung at a time
-LADDER = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
-RUNG = {"fp64": 0, "fp32": 1, "tf32": 2, "bf16": 3, "fp16": 3, "fp8": 4, "int8": 5, "int4": 6}
+# (fp4 and int4 share the 4-bit rung: Blackwell's tensor cores run fp4 (NVFP4 / MXFP4), older ones int4)
+LADDER = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
+RUNG = {"fp64": 0, "fp32": 1, "tf32": 2, "bf16": 3, "fp16": 3, "fp8": 4, "int8": 5, "fp4": 6, "int4": 6}
 
 
 def runs(hw: HardwareProfile, precision: str, matrix_only: bool = False) -> bool:

@@ -43,8 +43,8 @@ from dnnperf.workload import DTYPE_OF_PRECISION, Workload
 MATRIX_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm"})
 # quantized element types a DequantizeLinear widens, and the precision a layer fed by them runs in
 QUANTIZED = {"int8": "int8", "uint8": "int8", "float8e4m3fn": "fp8", "float8e4m3fnuz": "fp8", "float8e5m2": "fp8",
-             "float8e5m2fnuz": "fp8", "int4": "int4", "uint4": "int4"}
-RUNG = {"int4": 0, "fp8": 1, "int8": 1}  # the wider precision of a layer's two inputs wins
+             "float8e5m2fnuz": "fp8", "int4": "int4", "uint4": "int4", "float4e2m1": "fp4"}
+RUNG = {"int4": 0, "fp4": 0, "fp8": 1, "int8": 1}  # the wider precision of a layer's two inputs wins
 _DEFAULT = ("", "ai.onnx", "com.microsoft")  # ONNX Runtime's contrib Q/DQ (16- and 4-bit QDQ models) read alike
 NOTE = "QDQ: runs in"  # how a quantized layer's workload note begins (dnnperf.api reads it)
 WEIGHT_ONLY = "QDQ: weight-only,"  # ... and a weight-only quantized one's

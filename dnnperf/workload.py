@@ -144,7 +144,9 @@ PRECISION_OF_DTYPE = {
     "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64",
     "int8": "int8", "uint8": "int8", "int4": "int4", "uint4": "int4",
     "float8e4m3fn": "fp8", "float8e4m3fnuz": "fp8", "float8e5m2": "fp8", "float8e5m2fnuz": "fp8",
+    "float4e2m1": "fp4",
     "int32": "fp32", "int64": "fp32", "bool": "fp32", "int16": "fp16", "uint16": "fp16",
 }
 DTYPE_OF_PRECISION = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16",
-                      "int8": "int8", "fp8": "float8e4m3fn", "int4": "int4", "fp64": "float64"}
+                      "int8": "int8", "fp8": "float8e4m3fn", "int4": "int4", "fp4": "float4e2m1",
+                      "fp64": "float64"}

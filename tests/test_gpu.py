@@ -1017,3 +1017,47 @@ def test_fp32_matrix_layers_run_in_tf32_where_the_runtimes_do_so_by_default(tmp_
     # one line for every such GPU a comparison holds, not one per profile
     c = json.loads(CliRunner().invoke(app, ["compare", path, "--hw", "a100,h100,l4,v100", "-f", "json", "-q"]).stdout)
     assert sum("costed in tf32" in n for n in c["warnings"]) == 1
+
+
+def _b200(**extra):
+    """An NVIDIA B200 from its spec sheet alone (dense figures: half the datasheet's sparse ones)."""
+    from dnnperf.hardware import profile_from_dict
+
+    return profile_from_dict({
+        "schema": "dnnperf-hw/1", "name": "b200", "title": "NVIDIA B200 SXM 180 GB (Blackwell)", "kind": "gpu",
+        "headline": {"precision": "fp16", "tops": 2250},
+        "units": [{"name": "tensor_cores", "serves": ["matrix"],
+                   "peak_tops": {"tf32": 1100, "fp16": 2250, "bf16": 2250, "fp8": 4500, "int8": 4500, "fp4": 9000}},
+                  {"name": "cuda_cores", "serves": ["matrix", "vector"], "peak_tops": {"fp32": 75, "fp64": 37}}],
+        "memory": {"dram_gbs": 8000, "dram_gb": 180, "onchip_mb": 126},
+        "parallelism": {"compute_units": 148}, "gpu": {"tdp_w": 1000}, **extra}, "b200")
+
+
+def test_a_blackwell_spec_sheet_profile_runs_fp4():
+    """fp4 (NVFP4 / MXFP4) is Blackwell's headline precision: a profile listing it loads (it was refused
+    as an unknown precision), -p fp4 runs on the tensor cores at twice the fp8 rate, the precision ladder
+    reaches it from 8 bits, and a GPU without it says which 4-bit precision it has."""
+    from dnnperf.errors import DnnperfError
+    from dnnperf.precision import cheaper_rungs, resolve
+
+    b200 = _b200()
+    assert gpu.library_of(b200).generation == "blackwell"
+    assert cheaper_rungs(b200, "int8") == ["fp4"] and cheaper_rungs(b200, "fp8") == ["int8", "fp4"]
+    times = {}
+    for p in ("fp8", "fp4"):
+        k = _kernel_time(b200, p)
+        times[p] = k
+    # a 8192^3 product: 2 x 8192^3 ops at 9,000 TOP/s is 122 us at the very least; compute-bound, so the
+    # fp4 kernel takes about half the fp8 one (same tiles, twice the rate)
+    assert times["fp4"] >= 2 * 8192 ** 3 / 9000e12
+    assert 0.45 < times["fp4"] / times["fp8"] < 0.6
+    with pytest.raises(DnnperfError, match="no fp4 units — use -p int4"):
+        resolve(load_profile("a100"), "fp4")
+
+
+def _kernel_time(hw, precision):
+    from dnnperf.published import Kernel
+
+    t, c = predict(Kernel("s", "g", precision, "gemm", (8192, 8192, 8192), 1.0, False), hw)
+    assert c.unit == "tensor_cores" and c.precision == precision
+    return t

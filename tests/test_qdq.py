@@ -249,3 +249,27 @@ def test_onnx_runtime_contrib_quantize_nodes_read_like_the_standard_ones(tmp_pat
     assert not b.unsupported
     assert rb["conv"].workload == ra["conv"].workload and rb["conv"].workload.dtype == "int8"
     assert [r.workload for r in b.rows] == [r.workload for r in a.rows]
+
+
+def test_fp4_weights_read_like_int4_ones(tmp_path):
+    """FLOAT4E2M1 (ONNX opset 23; NVFP4 / MXFP4 checkpoints) weights in blocks of 32: 4 bits per weight plus
+    the fp16 scales, as int4 ones, where the weight's dtype used to be unknown to the precision table."""
+    from dataclasses import replace
+
+    from dnnperf.workload import PRECISION_OF_DTYPE
+
+    k = n = 1024
+    sc = numpy_helper.from_array(np.ones((k // 32, n), np.float16), "sc")
+    nodes = [helper.make_node("DequantizeLinear", ["w", "sc"], ["wd"], axis=0, block_size=32, output_dtype=T.FLOAT16),
+             helper.make_node("MatMul", ["x", "wd"], ["y"], name="mm")]
+    got = {}
+    for dt in (T.FLOAT4E2M1, T.INT4):
+        w = helper.make_tensor("w", dt, [k, n], b"\0" * (k * n // 2), raw=True)
+        m = model(nodes, [vi("x", [1, 1, k], T.FLOAT16)], [vi("y", None)], [w, sc], opset=23)
+        m.ir_version = 11
+        _, rows = rows_of(tmp_path, m, f"w{dt}.onnx")
+        got[dt] = rows["mm"].workload
+    assert got[T.FLOAT4E2M1].weight_bytes == k * n // 2 + (k // 32) * n * 2
+    assert replace(got[T.FLOAT4E2M1], note="") == replace(got[T.INT4], note="")
+    assert "float4e2m1 weights" in got[T.FLOAT4E2M1].note
+    assert PRECISION_OF_DTYPE["float4e2m1"] == "fp4"

@@ -60,7 +60,7 @@ Output = Annotated[Optional[str], typer.Option(
     "--output", "-o", help="Write to this file (atomically; never over an input) instead of stdout.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notes on stderr.")]
 Precision = Annotated[Optional[str], typer.Option(
-    "--precision", "-p", help="What-if precision: fp32, tf32, fp16, bf16, fp8, int8, int4, or best (the fastest the "
+    "--precision", "-p", help="What-if precision: fp32, tf32, fp16, bf16, fp8, int8, fp4, int4, or best (the fastest the "
                               "device runs); default: the model's dtypes. Precisions a device lacks are refused.")]
 Fusion = Annotated[str, typer.Option("--fusion", help="none: every node is a kernel; typical: what ORT/TensorRT fuse.")]
 Top = Annotated[int, typer.Option("--top", "-n", help="How many rows (bottleneck layers) to show.")]
