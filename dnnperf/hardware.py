@@ -340,8 +340,8 @@ def _check_keys(d: dict, allowed, where: str) -> None:
     for k in d:
         if k not in allowed:
             close = difflib.get_close_matches(str(k), list(allowed), n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            raise DnnperfError(f"{where}: unknown key '{k}'{hint}")
+            hint = f" (did you mean '{close[0]}'?)" if close else f" (keys here: {', '.join(sorted(map(str, allowed)))})"
+            raise DnnperfError(f"{where}: unknown key '{k}'{hint} — see `dnnperf hw schema`")
 
 
 def profile_from_dict(d, where: str = "profile") -> HardwareProfile:

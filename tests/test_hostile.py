@@ -325,3 +325,20 @@ def test_a_split_into_another_number_of_parts_than_outputs_is_refused(tmp_path, 
     node = helper.make_node("Split", ["x"], ["a", "b", "c"], axis=1, num_outputs=parts)
     m = model([node], [vi("x", [2, 8])], [vi(o, None) for o in "abc"], opset=18)
     expect_exit2(["analyze", save(m, tmp_path), "--hw", "t4"], f"num_outputs = {parts} but 3 outputs")
+
+
+def test_an_unknown_profile_key_names_the_keys_that_exist(tmp_path):
+    """A spec-sheet profile written with a guessed key ('l2_mb' for the L2, a typo of 'dram_gbs') is told
+    which key it meant, or the keys the section has, not only that its key is unknown."""
+    import yaml
+
+    base = yaml.safe_load(open(os.path.join(os.path.dirname(__file__), "..", "profiles", "l4.yaml")))
+    for section, bad, good, needle in (("memory", "l2_mb", "onchip_mb", "keys here: "),
+                                       ("memory", "dram_gb_s", "dram_gbs", "did you mean 'dram_gbs'")):
+        d = {**base, section: {**{k: v for k, v in base[section].items() if k != good}, bad: base[section][good]}}
+        p = tmp_path / f"{bad}.yaml"
+        p.write_text(yaml.safe_dump(d))
+        err = expect_exit2(["analyze", RESNET, "--hw", p], f"unknown key '{bad}'")
+        assert needle in err and "dnnperf hw schema" in err
+        if needle == "keys here: ":
+            assert "onchip_mb" in err
