@@ -58,6 +58,8 @@ def checked(insp: Inspection, overrides: ShapeOverrides) -> Inspection:
     error naming the flags and the node (every command that loads with overrides goes through it)."""
     if overrides.input_shapes or overrides.dims or overrides.batch:
         bad = next((r for r in insp.rows if r.kind == "contradiction"), None)
+        if bad is not None and overrides.batch is not None:
+            _refuse_batch_without_axis(insp.path, overrides)  # --batch rewrote the channels: say that instead
         if bad is not None:
             flags = " ".join([f"--input-shape {n}={'x'.join(map(str, d))}" for n, d in overrides.input_shapes]
                              + [f"--dim {k}={v}" for k, v in overrides.dims]
@@ -68,9 +70,26 @@ def checked(insp: Inspection, overrides: ShapeOverrides) -> Inspection:
             raise DnnperfError(f"{flags} contradicts the model: node '{bad.node.name}' ({bad.node.op_type}): {bad.reason} "
                                f"— {fix}")
     if overrides.batch is not None and insp.no_batch_axis:  # --batch rewrote its first dim, the channels
-        raise DnnperfError(f"--batch {overrides.batch}: input '{insp.no_batch_axis}' has no batch axis (the model stacks "
-                           "one sample into the batch its first convolution reads) — analyse without --batch")
+        _no_batch_axis(overrides.batch, insp.no_batch_axis)
     return insp
+
+
+def _no_batch_axis(batch: int, name: str):
+    raise DnnperfError(f"--batch {batch}: input '{name}' has no batch axis (the model stacks one sample into the "
+                       "batch its first convolution reads) — analyse without --batch")
+
+
+def _refuse_batch_without_axis(path: str, overrides: ShapeOverrides) -> None:
+    """Where --batch left a node contradicting itself, the model read without it: when its input has no
+    batch axis (a detector's [3, H, W] image), --batch rewrote the channels, and that is the error."""
+    from dataclasses import replace
+
+    try:
+        plain = inspect_graph(load_graph(path, replace(overrides, batch=None)), path)
+    except DnnperfError:
+        return
+    if plain.no_batch_axis:
+        _no_batch_axis(overrides.batch, plain.no_batch_axis)
 
 
 @dataclass
