@@ -70,13 +70,13 @@ def checked(insp: Inspection, overrides: ShapeOverrides) -> Inspection:
             raise DnnperfError(f"{flags} contradicts the model: node '{bad.node.name}' ({bad.node.op_type}): {bad.reason} "
                                f"— {fix}")
     if overrides.batch is not None and insp.no_batch_axis:  # --batch rewrote its first dim, the channels
-        _no_batch_axis(overrides.batch, insp.no_batch_axis)
+        raise _no_batch_axis(overrides.batch, insp.no_batch_axis)
     return insp
 
 
-def _no_batch_axis(batch: int, name: str):
-    raise DnnperfError(f"--batch {batch}: input '{name}' has no batch axis (the model stacks one sample into the "
-                       "batch its first convolution reads) — analyse without --batch")
+def _no_batch_axis(batch: int, name: str) -> DnnperfError:
+    return DnnperfError(f"--batch {batch}: input '{name}' has no batch axis (the model stacks one sample into the "
+                        "batch its first convolution reads) — analyse without --batch")
 
 
 def _refuse_batch_without_axis(path: str, overrides: ShapeOverrides) -> None:
@@ -89,7 +89,7 @@ def _refuse_batch_without_axis(path: str, overrides: ShapeOverrides) -> None:
     except DnnperfError:
         return
     if plain.no_batch_axis:
-        _no_batch_axis(overrides.batch, plain.no_batch_axis)
+        raise _no_batch_axis(overrides.batch, plain.no_batch_axis)
 
 
 @dataclass

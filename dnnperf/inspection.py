@@ -361,8 +361,8 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
                 unsupported.append({"node": node.name, "op_type": key_of(node), "reason": w.note, "kind": "bound"})
         rows.append(Row(node, w, shape, dtype))
     for (op, note), names in noted.items():  # one line per op and note: a detector's 180 NonZero nodes
-        who = names[0] if len(names) == 1 else f"{len(names)} nodes: {', '.join(names[:3])}, ..." if len(names) > 3 \
-            else f"{len(names)} nodes: {', '.join(names)}"
+        who = names[0] if len(names) == 1 else \
+            f"{len(names)} nodes: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}"
         warnings.append(f"{who} ({op}): {note}")
     _downstream_of_bounds(rows, warnings)
     _folded_products(graph, rows, warnings)
