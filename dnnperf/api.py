@@ -206,9 +206,12 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     padded = [c for c in sc.layers if c.padded_from]
     if padded:
         names = [c.name for c in padded]
-        notes.append(f"{len(names)} convolution(s) with fewer input channels than the tensor cores' vector "
-                     f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) run padded with zeros on the tensor "
-                     "cores, as TensorRT reformats them (the padding's MACs count as specialization loss)")
+        from dnnperf.gpu import unit_words
+
+        units = unit_words(padded[0].unit)
+        notes.append(f"{len(names)} convolution(s) with fewer input channels than the {units}' vector "
+                     f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) run padded with zeros on the "
+                     f"{units}, as TensorRT reformats them (the padding's MACs count as specialization loss)")
     room = _memory_note(hw, sc)
     if room:
         notes.append(room)
@@ -235,15 +238,18 @@ def _stem_note(hw: HardwareProfile, sc: Score) -> str | None:
 
     lib = gpu.library_of(hw)
     found: dict[str, list[str]] = {}  # the layer's own precision -> names
+    units = ""
     for c in sc.layers:
         own = effective_precision(c.layer.workload, hw, sc.settings.precision)
         if c.precision != own and is_stem(c.layer.workload, hw, lib, own):
             found.setdefault(own, []).append(c.name)
+            units = gpu.unit_words(c.unit)
     if not found:
         return None
     names = [n for v in found.values() for n in v]
     return (f"{len(names)} convolution(s) with fewer input channels than one 16-byte vector ({', '.join(names[:3])}"
-            f"{', ...' if len(names) > 3 else ''}) run on the library's {lib.stem_precision} CUDA-core stem kernels, "
+            f"{', ...' if len(names) > 3 else ''}) run on the library's {lib.stem_precision} stem kernels on the "
+            f"{units}, "
             f"not in {'/'.join(sorted(found))} (the {lib.generation} entry's stem_precision)")
 
 

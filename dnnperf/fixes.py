@@ -17,6 +17,7 @@ from functools import lru_cache
 from math import ceil
 
 from dnnperf import rules
+from dnnperf.gpu import unit_words
 from dnnperf.scoring import LayerCost, effective_precision, padded_channels, rescore, with_precision
 from dnnperf.vocab import HOST_SHAPE_FAMILIES
 from dnnperf.fmt import b as fmt_bytes
@@ -205,7 +206,8 @@ def _fit_the_tile(c: LayerCost, x: Ctx):
     if pad is not None:
         return pad
     if c.padded_from:  # the engine padded the input channels itself (scoring._engine_padded)
-        return (f"TensorRT runs this layer with its {c.padded_from} input channels zero-padded to the tensor cores' "
+        return (f"TensorRT runs this layer with its {c.padded_from} input channels zero-padded to the "
+                f"{unit_words(c.unit)}' "
                 f"vector: the padding's MACs cost {fmt_time(c.losses['specialization'])} of its {fmt_time(c.time_s)}",
                 None)
     unit = x.hw.unit_named(c.unit)
@@ -304,9 +306,9 @@ def _misaligned_conv(c: LayerCost, x: Ctx):
     padded = rescore(c, replace(c.layer, workload=w.with_in_channels(c2)), x.report.score, x.settings.precision)
     if padded.time_s >= c.time_s or gpu.unit_class(padded.unit) != "tensor_cores":
         return None
-    kernels = f"its {c.precision} stem kernels" if c.precision != own else "generic CUDA-core kernels"
+    kernels = f"its {c.precision} stem kernels" if c.precision != own else f"generic kernels on the {unit_words(c.unit)}"
     return (f"{cin} input channels do not fill one {vec}-value {own} vector, so the library runs {kernels}: "
-            f"zero-padded to {c2} channels ({c2 / cin:.1f}x the MACs) the tensor cores take it: "
+            f"zero-padded to {c2} channels ({c2 / cin:.1f}x the MACs) the {unit_words(padded.unit)} take it: "
             f"-{fmt_time(c.time_s - padded.time_s)} ({fmt_time(c.time_s)} -> {fmt_time(padded.time_s)})",
             c.time_s - padded.time_s)
 

@@ -251,6 +251,15 @@ def unit_class(unit_name: str) -> str:
     return "tensor_cores" if "tensor" in unit_name or "matrix" in unit_name else "cuda_cores"
 
 
+_UNIT_WORDS = {"cuda_cores": "CUDA cores", "tensor_cores": "tensor cores"}
+
+
+def unit_words(unit_name: str) -> str:
+    """A profile's unit as a text names it: NVIDIA's two in their own words, any other (an AMD
+    profile's matrix_cores, stream_processors) by its name with spaces."""
+    return _UNIT_WORDS.get(unit_name, unit_name.replace("_", " "))
+
+
 def clock_hz(hw, lib: GpuLibrary) -> float:
     return float(hw.gpu.get("boost_clock_mhz") or lib.boost_clock_mhz) * 1e6
 

@@ -9,6 +9,7 @@ venv (never a dependency of dnnperf):
     .venv-export/bin/python scripts/export_sample_models.py --cpu-sets   # bench/models/cpu/ only
     .venv-export/bin/python scripts/export_sample_models.py --cpu-sets fresh   # one of its sets
     .venv-export/bin/python scripts/export_sample_models.py --unseen   # bench/models/unseen/ only
+    .venv-export/bin/python scripts/export_sample_models.py --networks   # bench/models/networks/ only
 
 Each model is exported with full random weights to a temporary file, then stripped with
 ``dnnperf strip`` logic (dims and dtypes kept, payloads removed). torchvision's published MAC
@@ -87,6 +88,33 @@ UNSEEN = {
     "maskrcnn_resnet50_fpn": ({"weights_backbone": None}, [[(3, 512, 512)]]),
 }
 UNSEEN_OUT = os.path.join(HERE, "..", "bench", "models", "unseen")
+
+
+# Architectures a published whole-network table (bench/data/networks-published.json) times that
+# torchvision does not ship under that name, built from its classes: name -> constructor.
+NETWORKS = {
+    # DeepLearningExamples' ResNeXt101-32x4d: ResNet-101's bottleneck layout [3, 4, 23, 3] with 3 x 3
+    # convolutions in 32 groups of 4 channels per group at the first stage (its README's config:
+    # cardinality 32, widths 128 / 256 / 512 / 1024, expansion 2), what torchvision's ResNet builds
+    # with groups=32, width_per_group=4
+    "resnext101_32x4d": lambda: torchvision.models.resnet.ResNet(torchvision.models.resnet.Bottleneck, [3, 4, 23, 3],
+                                                                 groups=32, width_per_group=4),
+}
+NETWORKS_OUT = os.path.join(HERE, "..", "bench", "models", "networks")
+
+
+def export_networks() -> None:
+    """NETWORKS into bench/models/networks/ (dynamic batch, as the vision samples)."""
+    os.makedirs(NETWORKS_OUT, exist_ok=True)
+    for name, build in NETWORKS.items():
+        model = build().eval()
+        with tempfile.TemporaryDirectory() as tmp:
+            full = os.path.join(tmp, f"{name}.onnx")
+            torch.onnx.export(model, (torch.randn(1, 3, 224, 224),), full, opset_version=17, dynamo=False,
+                              input_names=["input"], output_names=["logits"],
+                              dynamic_axes={"input": {0: "batch_size"}, "logits": {0: "batch_size"}})
+            info = strip_file(full, os.path.join(NETWORKS_OUT, f"{name}.onnx"), drop_metadata=True)
+        print(name, info)
 
 
 def export_vision(name: str, kwargs: dict, published: dict, out: str = OUT) -> None:
@@ -187,6 +215,9 @@ def export_unseen() -> None:
 def main() -> None:
     if "--unseen" in sys.argv:  # only bench/models/unseen/
         export_unseen()
+        return
+    if "--networks" in sys.argv:  # only bench/models/networks/
+        export_networks()
         return
     if "--cpu-sets" in sys.argv:  # only the CPU benchmark's unseen models (--cpu-sets fresh: that set only)
         i = sys.argv.index("--cpu-sets")

@@ -549,14 +549,16 @@ def test_hw_show_and_list_print_the_validation():
 
 def test_whole_networks_hold_on_published_throughputs():
     """Every row of bench/data/networks-published.json (NVIDIA DeepLearningExamples throughputs of
-    ResNet-50 and EfficientNet-B0 on V100, T4 and A100; the eager runtime those frameworks are): the
-    estimate per image is within 1.5x of the published one, and the rows keep their order by time."""
+    ResNet-50, EfficientNet-B0 and ResNeXt101-32x4d on V100, T4 and A100; the eager runtime those
+    frameworks are): the estimate per image is within 1.5x of the published one, and the rows keep
+    their order by time. The ResNeXt rows (grouped 3 x 3 convolutions) were added after the model was
+    fixed: a new architecture's check, not a fit."""
     from dnnperf.ir import ShapeOverrides
     from dnnperf.published import spearman
 
     with open(os.path.join(ROOT, "bench", "data", "networks-published.json"), encoding="utf-8") as fh:
         rows = json.load(fh)["rows"]
-    assert len(rows) >= 20
+    assert len(rows) >= 31 and sum(r["model"] == "resnext101_32x4d" for r in rows) == 8
     pred, meas = [], []
     for r in rows:
         path = (os.path.join(ROOT, "bench", r["path"]) if "path" in r
@@ -908,7 +910,7 @@ def test_a_report_says_when_a_stem_runs_in_another_precision(tmp_path):
     h200, v100 = load_profile("h200"), load_profile("v100")
     fp16 = Settings(batch=16, precision="fp16")
     [note] = [n for n in analyze(insp, h200, fp16).notes if "stem kernels" in n]
-    assert "(stem)" in note and "not in fp16" in note and "fp32 CUDA-core" in note
+    assert "(stem)" in note and "not in fp16" in note and "fp32 stem kernels on the CUDA cores" in note
     assert not [n for n in analyze(insp, h200, replace(fp16, precision="fp32")).notes if "stem" in n]
     assert not [n for n in analyze(insp, v100, fp16).notes if "stem" in n]
 

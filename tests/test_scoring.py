@@ -424,6 +424,31 @@ def test_padding_a_stems_channels_prices_what_the_padded_model_takes(tmp_path):
     assert (w8.bytes_written, w8.other_ops, w8.conv) == (50, 10, (8, 3, 3, 1, 1, False))
 
 
+def test_a_gpu_profile_s_own_unit_names_reach_the_stem_fix(tmp_path):
+    """A profile written for another vendor's GPU (AMD's MI100 spec sheet: matrix cores and stream
+    processors) gets the stem's padding fix in its own units' words, not in NVIDIA's: the 3-channel
+    fp16 stem runs on the stream processors and, padded to 8 channels, on the matrix cores."""
+    import yaml
+    from dnnperf.fixes import Ctx, _fit_the_tile
+
+    prof = {"schema": "dnnperf-hw/1", "name": "mi100", "title": "AMD Instinct MI100", "kind": "gpu",
+            "headline": {"precision": "fp16", "tops": 184.6},
+            "units": [{"name": "matrix_cores", "serves": ["matrix"], "peak_tops": {"fp16": 184.6, "fp32": 46.1}},
+                      {"name": "stream_processors", "serves": ["matrix", "vector"],
+                       "peak_tops": {"fp32": 23.1, "fp16": 46.1}}],
+            "memory": {"dram_gbs": 1228.8, "dram_gb": 32, "onchip_mb": 8},
+            "parallelism": {"compute_units": 120}, "gpu": {"tdp_w": 300}}
+    p = tmp_path / "mi100.yaml"
+    p.write_text(yaml.safe_dump(prof))
+    stem = conv_model(3, 64, 224, 224, 7, pads=[3, 3, 3, 3], strides=[2, 2], dtype=T.FLOAT16, batch=8)
+    rep = run(tmp_path, stem, str(p), runtime="graph")
+    c = conv_layer(rep)
+    assert c.unit == "stream_processors" and c.cause == "unoptimized"
+    text, _ = _fit_the_tile(c, Ctx(rep))
+    assert "generic kernels on the stream processors" in text and "the matrix cores take it" in text
+    assert "CUDA" not in text and "tensor" not in text
+
+
 def test_a_bigger_batch_that_leaves_the_sms_as_idle_says_so(tmp_path):
     """A T4 int8 1 x 1 convolution of 32 -> 16 channels on 112 x 112 keeps its SMs ~21% busy at any
     batch (each tile waits out a short K loop: more tiles add waves, not occupancy), yet a bigger batch
