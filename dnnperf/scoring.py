@@ -428,14 +428,17 @@ def _gpu_waves(s: LayerState) -> float:
     w, hw = s.w, s.hw
     if s.algorithm in ("gemm", "implicit_gemm", "winograd") and w.gemm is not None:
         g = w.gemm
-        s.plan = gpu.plan_gemm(g.m, g.n, g.k, g.count, hw.compute_units, s.lib, gpu.unit_class(s.unit_name), s.rate,
+        # a recurrent layer's steps run one after the other (each needs the last one's state): the
+        # library plans one step's product (the directions side by side) and runs it once per step
+        steps = w.launches if w.family == "rnn" and w.launches > 1 and g.count % w.launches == 0 else 1
+        s.plan = gpu.plan_gemm(g.m, g.n, g.k, g.count // steps, hw.compute_units, s.lib, gpu.unit_class(s.unit_name), s.rate,
                                gpu.clock_hz(hw, s.lib), s.run_precision,
                                split_k=(s.run_precision in s.lib.split_k_precisions if s.algorithm == "gemm" else
                                         s.lib.conv_split_k and s.run_precision in s.lib.conv_split_k_precisions),
                                gemv=s.algorithm == "gemm",
                                tiles=None if s.algorithm == "gemm" else s.lib.conv_tiles.get(gpu.unit_class(s.unit_name)),
                                step_cycles=s.lib.conv_k_step_cycles if s.algorithm != "gemm" and not _pointwise(w) else None)
-        t = s.plan.seconds / getattr(s, "gain", 1.0) + 2 * w.other_ops / s.rate
+        t = steps * s.plan.seconds / getattr(s, "gain", 1.0) + 2 * w.other_ops / s.rate
         s.occupancy = min(1.0, s.t / t) if t > 0 else 1.0
         s.tile_eff = s.plan.tile_eff
         return max(s.t, t)
@@ -705,7 +708,7 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
         losses[cause] += t - before
         s.t = t
     cost = LayerCost(layer, s.unit_name, s.run_precision or prec, s.tile_eff, s.occupancy, s.t_ideal, s.t_compute,
-                     s.t_memory, s.t_launch, s.t, losses, classify(losses, s.t_ideal, w.is_matrix), algorithm=s.algorithm,
+                     s.t_memory, s.t_launch, s.t, losses, classify(losses, s.t_ideal, _starves(w)), algorithm=s.algorithm,
                      plan=s.plan, t_device=s.t_device or (s.t - s.t_launch), kernels=s.kernels or w.launches,
                      clock=s.clock)
     if runtime == "tensorrt" and steps is GPU_STEPS:
@@ -735,7 +738,7 @@ def _engine_padded(cost: LayerCost, s: LayerState, precision: str | None, weight
     losses = dict(c2.losses)
     losses["specialization"] += c2.t_ideal - cost.t_ideal  # the zero channels' MACs
     return replace(c2, layer=cost.layer, t_ideal=cost.t_ideal, losses=losses,
-                   cause=classify(losses, cost.t_ideal, w.is_matrix), padded_from=w.conv[0])
+                   cause=classify(losses, cost.t_ideal, _starves(w)), padded_from=w.conv[0])
 
 
 def _host_shape(layer: Layer, hw: HardwareProfile, prec: str, losses: dict) -> LayerCost:
@@ -750,12 +753,20 @@ def _host_shape(layer: Layer, hw: HardwareProfile, prec: str, losses: dict) -> L
                      t_device=0.0)
 
 
+def _starves(w: Workload) -> bool:
+    """Matrix work whose launches a bigger batch or a wider layer would amortise (``classify``): not a
+    recurrent layer, whose one launch per time step stays whatever the batch."""
+    return w.is_matrix and w.family != "rnn"
+
+
 def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:
     """The limiting cause: the largest loss, or 'compute' when time at peak dominates.
 
     Launch overhead is the cause only for non-matrix layers: a starved conv or matmul is first a
     parallelism problem (bigger batch or wider layers amortise the launch as well), while a tiny
-    elementwise kernel is the textbook launch-bound case (fusion removes it).
+    elementwise kernel is the textbook launch-bound case (fusion removes it). A recurrent layer's
+    launches are its time steps, one after the other, whatever the batch: callers pass it as not
+    ``is_matrix`` here, so its launches can be its cause.
     """
     cands = {k: v for k, v in losses.items() if k != "input_io"}
     if is_matrix:
@@ -924,7 +935,7 @@ def _queue_on_stream(costs: list[LayerCost]) -> None:
         steps[i] += t
     for c, t in zip(live, steps):
         if _retime(c, t):
-            c.cause = classify(c.losses, c.t_ideal, c.layer.workload.is_matrix)
+            c.cause = classify(c.losses, c.t_ideal, _starves(c.layer.workload))
 
 
 _SPLIT_KERNELS = 64

@@ -759,6 +759,29 @@ def test_a_layer_of_many_kernels_enters_the_stream_kernel_by_kernel(tmp_path):
     assert sum(c.losses.values()) + c.t_ideal == pytest.approx(c.time_s, rel=1e-6)
 
 
+def test_a_recurrent_layer_s_steps_run_one_after_another_on_a_gpu(tmp_path):
+    """An LSTM's step t needs step t-1's state: on a GPU the library runs one step's product (batch 8
+    x 4*256 gates x 128 + 256) per kernel, 64 times. So 64 steps take 64 times one step's math and
+    K-loop wait (the whole is not one product of 64 concurrent steps, which would wait out its K loop
+    once and fill the SMs 64 times better), and a layer that spends most of its time starting its 64
+    kernels at batch 1 is launch-bound, not 'memory'-bound."""
+    def lstm(steps, batch):
+        return model([helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=256, name="lstm")],
+                     [vi("x", [steps, batch, 128])], [vi("y", None)],
+                     [weight("w", [1, 1024, 128]), weight("r", [1, 1024, 256])])
+
+    def cost(steps, batch, hw="a100"):
+        rep = run(tmp_path, lstm(steps, batch), hw, name=f"l{steps}_{batch}.onnx")
+        return next(c for c in rep.score.layers if c.name == "lstm")
+
+    one, many = cost(1, 8), cost(64, 8)
+    assert many.t_compute == pytest.approx(64 * one.t_compute, rel=0.01)
+    assert many.occupancy == pytest.approx(one.occupancy, rel=0.01)
+    # batch 1 on a T4 (eager): 64 launches x 5 us of host time, against well under 5 us of work a step
+    c = cost(64, 1, "t4")
+    assert c.losses["launch_overhead"] > 0.5 * c.time_s and c.cause == "launch_overhead"
+
+
 def test_a_recurrent_layer_reads_its_recurrent_weights_every_step(tmp_path):
     """Each step of a GRU multiplies the recurrent weights R (3 x 320 x 320 fp32 = 1,228,800 B) by a
     batch of 2 rows: a thin product that streams all of R again. 100 steps read R 100 times, where
