@@ -163,6 +163,37 @@ def test_custom_op_is_listed_never_zero(tmp_path):
     assert insp.rows[0].workload is None
 
 
+def test_a_custom_op_s_declared_output_shape_lets_the_layers_after_it_be_costed(tmp_path):
+    """A custom op (no rule in ONNX or here) stays unscored, but the shape the file's value_info
+    declares for its output lets the Relu and the pooling after it be costed (by hand: the Relu reads
+    and writes 1 x 64 x 56 x 56 fp32, 802,816 B each way), with a note that says where the shape came
+    from. A symbolic batch in that declaration follows --batch; after --input-shape changes a size the
+    file fixed, the declaration is stale and is not used (the layers after stay unscored)."""
+    from dnnperf.ir import ShapeOverrides
+
+    def build(batch):
+        g = model([helper.make_node("MyFancyAct", ["x"], ["a"], domain="my.company"),
+                   helper.make_node("Relu", ["a"], ["r"]), helper.make_node("GlobalAveragePool", ["r"], ["y"])],
+                  [vi("x", [batch, 64, 56, 56])], [vi("y", None)], extra_opsets=[("my.company", 1)])
+        g.graph.value_info.append(vi("a", [batch, 64, 56, 56]))
+        return g
+
+    insp = one(tmp_path, build(1))
+    assert [u["op_type"] for u in insp.unsupported] == ["my.company:MyFancyAct"]
+    relu = layer(insp, "Relu")
+    assert relu.output_shape == (1, 64, 56, 56)
+    assert relu.workload.act_bytes_read == relu.workload.bytes_written == 64 * 56 * 56 * 4
+    assert layer(insp, "GlobalAveragePool").workload is not None
+    assert any("value_info declares" in n and "my.company:MyFancyAct" in n for n in insp.graph.notes)
+    # a symbolic batch: the declared shape takes the user's size
+    insp = one(tmp_path, build("N"), batch=8)
+    assert layer(insp, "Relu").output_shape == (8, 64, 56, 56)
+    # a fixed size overridden: the declaration no longer describes the model
+    insp = one(tmp_path, build(1), input_shapes=(("x", (1, 64, 28, 28)),))
+    assert layer(insp, "Relu").workload is None
+    assert not any("value_info declares" in n for n in insp.graph.notes)
+
+
 def test_com_microsoft_fused_ops(tmp_path):
     nodes = [
         helper.make_node("FusedConv", ["x", "w"], ["c"], domain="com.microsoft", activation="Relu"),

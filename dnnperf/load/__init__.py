@@ -23,7 +23,7 @@ import os
 from typing import Any
 
 from dnnperf.errors import DnnperfError
-from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor
+from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor, op_key
 from dnnperf.load import bounds, fast, gaps, hostshape
 from dnnperf.load.fold import Resolver, tensor_value
 from dnnperf.load.overrides import apply_overrides, batch_axes
@@ -120,7 +120,9 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     strip_payloads_inplace(model)  # no-op for files read by read_model; needed for in-memory models
     stored = views(g.node)
     axes = batch_axes(model, set(init_info), stored)
+    before = {vi.name: type_shape(vi.type)[0] for vi in g.input}
     notes = apply_overrides(model, overrides, path, set(init_info), axes)
+    declared = gaps.declared_shapes(g)  # what the file states for its unknown ops' outputs, before dropping it
     empty, real = [], 0
     for vi in g.input:
         dims, _ = type_shape(vi.type)
@@ -163,6 +165,14 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     bodies: dict[tuple, dict] = {}  # (a node's outputs, subgraph label) -> the shapes resolved in it
     sliced: list[str] = []  # Slices at run-time offsets, costed at their input's size
     if res is not fast_res:  # the Python path leaves nothing open and declines control flow
+        filled = gaps.declared_outputs(ordered, types, declared,
+                                       gaps.input_bindings(before, {vi.name: type_shape(vi.type)[0] for vi in g.input}),
+                                       _has_rule)
+        if filled:
+            ops = sorted({op_key(n.domain, n.op_type) for n in filled})
+            notes.append(f"the output shapes of {len(filled)} node(s) no shape rule covers ({', '.join(ops[:3])}"
+                         f"{', ...' if len(ops) > 3 else ''}) are the ones the file's value_info declares, so the "
+                         "layers after them are scored")
         gaps.settle(ordered, res, bodies, sliced)
         if gaps.any_open(types):
             gaps.empty_shapes(types)
@@ -218,6 +228,21 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         symbolic_inputs=dynamic,
         subnormal=subnormal,
     )
+
+
+def _has_rule(node) -> bool:
+    """Whether ONNX (a schema with inference) or dnnperf (a contrib op's shape rule) knows ``node``'s
+    output shapes."""
+    import onnx
+
+    from dnnperf.ops import shape_rule
+
+    if shape_rule(op_key(node.domain, node.op_type)) is not None:
+        return True
+    try:
+        return onnx.defs.has(node.op_type, node.domain)
+    except Exception:
+        return False
 
 
 def _onnx_inference(model, path: str, opset: int, stored: list, ordered: list):
