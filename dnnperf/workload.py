@@ -112,12 +112,12 @@ class Workload:
 
     def with_batch(self, factor: int) -> "Workload | None":
         """What-if: the same layer at ``factor`` times the batch, for the layers whose batch is known
-        to run along the product's rows (a convolution's N x OH x OW, a weight product's M): MACs,
-        other ops, activation bytes, output bytes, parallel outputs and ``gemm.m`` scale, the
-        weights do not. None for any other layer (a product of two activations carries the batch in
-        ``gemm.count`` or in M depending on the graph: no guess)."""
+        to run along the product's rows (a convolution's N x OH x OW, a weight product's M, a
+        recurrent layer's every step's M): MACs, other ops, activation bytes, output bytes, parallel
+        outputs and ``gemm.m`` scale, the weights do not. None for any other layer (a product of two
+        activations carries the batch in ``gemm.count`` or in M depending on the graph: no guess)."""
         g = self.gemm
-        if g is None or factor < 1 or not (self.conv or (self.weight_bytes > 0 and g.count == 1)):
+        if g is None or factor < 1 or not (self.conv or (self.weight_bytes > 0 and (g.count == 1 or self.family == "rnn"))):
             return None
         return replace(self, gemm=replace(g, m=g.m * factor), macs=self.macs * factor, other_ops=self.other_ops * factor,
                        act_bytes_read=self.act_bytes_read * factor, bytes_written=self.bytes_written * factor,
