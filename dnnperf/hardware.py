@@ -649,7 +649,7 @@ _GPU_FRACTION = frozenset({"bandwidth_efficiency", "stream_efficiency", "winogra
 _GPU_ZERO_OK = frozenset({"matrix_overlap", "gemm_alignment_bytes", "gemv_max", "gemm_word_bytes",
                           "l2_bytes_per_sm_clock"})
 _GPU_INT = frozenset({"split_k_min", "ctas_per_sm_tile", "winograd_tile", "threads_per_sm", "ga10x_threads_per_sm",
-                      "dies", "gemv_max",
+                      "dies", "gemv_max", "rnn_step_kernels",
                       "gemm_alignment_bytes", "gemm_word_bytes"})
 _GPU_NUMBER_MAPS = {"feed_ops_per_element": None, "k_step": None, "gemm_k_step": None, "misaligned_vector": None,
                     "sm_watts": None, "reorder_kernels": 16, "library_efficiency": 1.0, "depthwise_efficiency": 1.0,

@@ -521,8 +521,10 @@ def _reorder_bytes(s: LayerState, n: int) -> list[int]:
 
 def _extra_kernels(s: LayerState) -> int:
     """Kernels a library launches besides the main one: layout reorders around a tensor-core
-    convolution, the reduction of a split-K GEMM."""
-    return _reorders(s) + (1 if s.plan is not None and s.plan.split_k > 1 else 0)
+    convolution, the reduction of a split-K GEMM; a recurrent layer's gate kernel at every step
+    (``rnn_step_kernels``) and its one product for all steps' input projections."""
+    rnn = (s.lib.rnn_step_kernels - 1) * s.w.launches + 1 if s.w.family == "rnn" and s.w.launches > 0 else 0
+    return _reorders(s) + (1 if s.plan is not None and s.plan.split_k > 1 else 0) + rnn
 
 
 def _bias_kernel(s: LayerState) -> bool:

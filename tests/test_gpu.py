@@ -596,6 +596,25 @@ def test_a_misaligned_vocabulary_gets_the_padding_fix_and_graph_runs_no_host_lau
     assert launch and "launches x" not in launch[0]["text"] and "minimum device time" in launch[0]["text"]
 
 
+def test_recurrent_layers_hold_on_deepbench_s_published_rnn_times():
+    """DeepBench's four published RNN inference rows (LSTM and GRU layers on a Titan Xp and a GTX 1080
+    Ti, cuDNN's RNN call) against the spec-sheet Pascal profiles: every row within 1.5x. The two GRUs
+    stream their recurrent weights (95 and 79 MB fp32) at every step and are memory-bound; the LSTM of
+    256 units is bound by its 301 kernels (150 steps x 2 + 1) at the 5 us minimum each: 1.5 ms of its
+    published 1.63."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rnn_published", os.path.join(ROOT, "bench", "rnn_published.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    res = mod.rows()
+    assert len(res) == 4
+    for r, pred in res:
+        assert 1 / 1.5 <= pred / (r["ms"] * 1e-3) <= 1.5, (r, pred)
+    lstm = next(p for r, p in res if r["hidden"] == 256)
+    assert lstm == pytest.approx(301 * 5e-6, rel=0.05)
+
+
 # -- Pascal: a transfer check on spec-sheet profiles (never tuned on) --------------------------
 
 PASCAL = os.path.join(ROOT, "bench", "data", "deepbench-pascal-readme.json")

@@ -8,6 +8,7 @@ This package is the only place that imports ``onnx`` (measurement aside). Its jo
     fold       per-node inference and numpy folding where ONNX's own inference leaves gaps
     gaps       what is still open, from what the model states elsewhere: declared output shapes
                carried back, control-flow bodies with outer values, bounds of data-dependent sizes
+    declared   the outputs of ops no rule knows (a custom domain's), from the file's value_info
     pinned     small integer inputs whose value the declared output shapes force
     hostshape  shape arithmetic: folded at load time, or redone on the host (symbolic input dims)
     weights    weightless skeletons (``dnnperf strip``)
@@ -24,7 +25,7 @@ from typing import Any
 
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor, op_key
-from dnnperf.load import bounds, fast, gaps, hostshape
+from dnnperf.load import bounds, declared, fast, gaps, hostshape
 from dnnperf.load.fold import Resolver, tensor_value
 from dnnperf.load.overrides import apply_overrides, batch_axes
 from dnnperf.load.read import (MAX_ELEMS, CorruptName, check_dims, check_domains, check_for_onnx_inference, check_opset,
@@ -122,7 +123,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     axes = batch_axes(model, set(init_info), stored)
     before = {vi.name: type_shape(vi.type)[0] for vi in g.input}
     notes = apply_overrides(model, overrides, path, set(init_info), axes)
-    declared = gaps.declared_shapes(g)  # what the file states for its unknown ops' outputs, before dropping it
+    stated = declared.declared_shapes(g)  # what the file states for its unknown ops' outputs, before dropping it
     empty, real = [], 0
     for vi in g.input:
         dims, _ = type_shape(vi.type)
@@ -165,9 +166,8 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     bodies: dict[tuple, dict] = {}  # (a node's outputs, subgraph label) -> the shapes resolved in it
     sliced: list[str] = []  # Slices at run-time offsets, costed at their input's size
     if res is not fast_res:  # the Python path leaves nothing open and declines control flow
-        filled = gaps.declared_outputs(ordered, types, declared,
-                                       gaps.input_bindings(before, {vi.name: type_shape(vi.type)[0] for vi in g.input}),
-                                       _has_rule)
+        after = {vi.name: type_shape(vi.type)[0] for vi in g.input}
+        filled = declared.declared_outputs(ordered, types, stated, declared.input_bindings(before, after), _has_rule)
         if filled:
             ops = sorted({op_key(n.domain, n.op_type) for n in filled})
             notes.append(f"the output shapes of {len(filled)} node(s) no shape rule covers ({', '.join(ops[:3])}"

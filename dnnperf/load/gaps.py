@@ -11,8 +11,6 @@
     symbolic_lengths a length only known at run time (a Range of runtime size) named, carried forward
                      by ONNX's inference, and bound where it meets a declared size
     empty_shapes     a tensor with a zero-sized axis has no elements whatever its unknown axes are
-    declared_outputs the outputs of an op no rule knows (a custom domain's), from the shapes the
-                     file's value_info declares for them, with the input sizes the user set
     settle           the rules in order over a graph or a body, until nothing moves
 
 Nothing here guesses: each rule fills a shape only where one size is possible.
@@ -272,63 +270,6 @@ def infer_all(nodes, res, bodies: dict, sliced: list | None = None) -> None:
                 body_shapes(n, res, bodies, sliced)
             elif n.op_type == "If":
                 taken_branch(n, res, bodies, sliced)
-
-
-def declared_shapes(graph) -> dict:
-    """name -> (dims, dtype) the graph's value_info declares (read before the loader drops those
-    entries: elsewhere they could disagree with the user's dims; ``declared_outputs`` rebinds them)."""
-    out = {}
-    for vi in graph.value_info:
-        dims, dtype = type_shape(vi.type)
-        if dims is not None:
-            out[vi.name] = (tuple(dims), dtype)
-    return out
-
-
-def input_bindings(before: dict, after: dict) -> dict | None:
-    """symbol -> size the user's overrides gave each symbolic input dim (``before``: the inputs' dims
-    as the file states them; ``after``: as overridden). None when an override changed a size the file
-    fixed (--input-shape over a static dim): declared shapes computed for the old size are stale."""
-    bound: dict = {}
-    for name, old in before.items():
-        new = after.get(name)
-        if old is None or new is None or len(old) != len(new):
-            continue
-        for o, n in zip(old, new):
-            if o.__class__ is int:
-                if n.__class__ is int and n != o:
-                    return None
-            elif o and n.__class__ is int:
-                bound[o] = n
-    return bound
-
-
-def declared_outputs(ordered, types, declared: dict, bindings: dict | None, known) -> list:
-    """Fill the open outputs of ops with no shape rule anywhere (``known(node)`` false: a custom
-    domain's op that neither ONNX nor dnnperf has a rule for) from the shapes the file declares for
-    them, symbols replaced by the sizes the user gave (``input_bindings``); a declared shape with a
-    symbol no input binds, or any declared shape after a fixed size was overridden (``bindings``
-    None), is not used. Returns the nodes whose outputs were filled (for the note that says so)."""
-    if bindings is None or not declared:
-        return []
-    filled = []
-    for n in ordered:
-        if n.domain in _DEFAULT or known(n):
-            continue
-        took = False
-        for o in n.output:
-            t = types.get(o) if o else None
-            if not o or (t is not None and static(t[0]) is not None) or o not in declared:
-                continue
-            dims, dtype = declared[o]
-            dims = tuple(bindings.get(d, d) if d.__class__ is not int else d for d in dims)
-            if static(dims) is None:
-                continue
-            types[o] = (dims, dtype)
-            took = True
-        if took:
-            filled.append(n)
-    return filled
 
 
 def settle(nodes, res, bodies: dict, sliced: list | None = None) -> None:
