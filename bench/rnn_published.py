@@ -36,8 +36,8 @@ def rnn_model(op: str, hidden: int, batch: int, steps: int):
     extra = {"linear_before_reset": 1} if op == "GRU" else {}
     node = helper.make_node(op, ["x", "w", "r"], ["y"], hidden_size=hidden, name="rnn", **extra)
     weights = [numpy_helper.from_array(np.zeros((1, g * hidden, hidden), np.float32), n) for n in ("w", "r")]
-    graph = helper.make_graph([node], "rnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [steps, batch, hidden])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], weights)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [steps, batch, hidden])
+    graph = helper.make_graph([node], "rnn", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], weights)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -60,7 +60,8 @@ def rows(path: str | None = None) -> list[tuple[dict, float]]:
 
 def main() -> None:
     res = rows()
-    print(f"{'layer':<5} {'hidden':>6} {'batch':>5} {'steps':>5} {'gpu':<10} {'measured':>10} {'predicted':>10}  pred/meas")
+    print(f"{'layer':<5} {'hidden':>6} {'batch':>5} {'steps':>5} {'gpu':<10} {'measured':>10} {'predicted':>10}"
+          "  pred/meas")
     for r, pred in res:
         print(f"{r['op']:<5} {r['hidden']:>6} {r['batch']:>5} {r['steps']:>5} {r['gpu']:<10} {r['ms']:8.2f}ms "
               f"{pred * 1e3:8.2f}ms  {pred * 1e3 / r['ms']:8.2f}x")

@@ -306,7 +306,8 @@ def _misaligned_conv(c: LayerCost, x: Ctx):
     padded = rescore(c, replace(c.layer, workload=w.with_in_channels(c2)), x.report.score, x.settings.precision)
     if padded.time_s >= c.time_s or gpu.unit_class(padded.unit) != "tensor_cores":
         return None
-    kernels = f"its {c.precision} stem kernels" if c.precision != own else f"generic kernels on the {unit_words(c.unit)}"
+    kernels = (f"its {c.precision} stem kernels" if c.precision != own
+               else f"generic kernels on the {unit_words(c.unit)}")
     return (f"{cin} input channels do not fill one {vec}-value {own} vector, so the library runs {kernels}: "
             f"zero-padded to {c2} channels ({c2 / cin:.1f}x the MACs) the {unit_words(padded.unit)} take it: "
             f"-{fmt_time(c.time_s - padded.time_s)} ({fmt_time(c.time_s)} -> {fmt_time(padded.time_s)})",

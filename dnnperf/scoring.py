@@ -431,8 +431,8 @@ def _gpu_waves(s: LayerState) -> float:
         # a recurrent layer's steps run one after the other (each needs the last one's state): the
         # library plans one step's product (the directions side by side) and runs it once per step
         steps = w.launches if w.family == "rnn" and w.launches > 1 and g.count % w.launches == 0 else 1
-        s.plan = gpu.plan_gemm(g.m, g.n, g.k, g.count // steps, hw.compute_units, s.lib, gpu.unit_class(s.unit_name), s.rate,
-                               gpu.clock_hz(hw, s.lib), s.run_precision,
+        s.plan = gpu.plan_gemm(g.m, g.n, g.k, g.count // steps, hw.compute_units, s.lib, gpu.unit_class(s.unit_name),
+                               s.rate, gpu.clock_hz(hw, s.lib), s.run_precision,
                                split_k=(s.run_precision in s.lib.split_k_precisions if s.algorithm == "gemm" else
                                         s.lib.conv_split_k and s.run_precision in s.lib.conv_split_k_precisions),
                                gemv=s.algorithm == "gemm",
@@ -710,7 +710,8 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
         losses[cause] += t - before
         s.t = t
     cost = LayerCost(layer, s.unit_name, s.run_precision or prec, s.tile_eff, s.occupancy, s.t_ideal, s.t_compute,
-                     s.t_memory, s.t_launch, s.t, losses, classify(losses, s.t_ideal, _starves(w)), algorithm=s.algorithm,
+                     s.t_memory, s.t_launch, s.t, losses, classify(losses, s.t_ideal, _starves(w)),
+                     algorithm=s.algorithm,
                      plan=s.plan, t_device=s.t_device or (s.t - s.t_launch), kernels=s.kernels or w.launches,
                      clock=s.clock)
     if runtime == "tensorrt" and steps is GPU_STEPS:

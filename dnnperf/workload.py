@@ -117,7 +117,8 @@ class Workload:
         outputs and ``gemm.m`` scale, the weights do not. None for any other layer (a product of two
         activations carries the batch in ``gemm.count`` or in M depending on the graph: no guess)."""
         g = self.gemm
-        if g is None or factor < 1 or not (self.conv or (self.weight_bytes > 0 and (g.count == 1 or self.family == "rnn"))):
+        rows = g is not None and (g.count == 1 or self.family == "rnn")  # every product's M is the batch's
+        if g is None or factor < 1 or not (self.conv or (self.weight_bytes > 0 and rows)):
             return None
         return replace(self, gemm=replace(g, m=g.m * factor), macs=self.macs * factor, other_ops=self.other_ops * factor,
                        act_bytes_read=self.act_bytes_read * factor, bytes_written=self.bytes_written * factor,
