@@ -762,17 +762,17 @@ def _starves(w: Workload) -> bool:
     return w.is_matrix and w.family != "rnn"
 
 
-def classify(losses: dict[str, float], t_ideal: float, is_matrix: bool) -> str:
+def classify(losses: dict[str, float], t_ideal: float, starves: bool) -> str:
     """The limiting cause: the largest loss, or 'compute' when time at peak dominates.
 
-    Launch overhead is the cause only for non-matrix layers: a starved conv or matmul is first a
-    parallelism problem (bigger batch or wider layers amortise the launch as well), while a tiny
-    elementwise kernel is the textbook launch-bound case (fusion removes it). A recurrent layer's
-    launches are its time steps, one after the other, whatever the batch: callers pass it as not
-    ``is_matrix`` here, so its launches can be its cause.
+    Launch overhead is the cause only for layers that do not ``starve`` (``_starves``): a starved conv
+    or matmul is first a parallelism problem (bigger batch or wider layers amortise the launch as
+    well), while a tiny elementwise kernel is the textbook launch-bound case (fusion removes it). A
+    recurrent layer's launches are its time steps, one after the other, whatever the batch, so they
+    can be its cause.
     """
     cands = {k: v for k, v in losses.items() if k != "input_io"}
-    if is_matrix:
+    if starves:
         cands.pop("launch_overhead", None)
     best = max(cands, key=lambda k: (cands[k], k))
     if cands[best] <= t_ideal:

@@ -9,9 +9,8 @@ so they are read first (``declared_shapes``), their symbols bound to the sizes t
 
 from __future__ import annotations
 
+from dnnperf.load.gaps import _DEFAULT
 from dnnperf.load.read import static, type_shape
-
-_DEFAULT = ("", "ai.onnx")
 
 
 def declared_shapes(graph) -> dict:
