@@ -161,6 +161,9 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
 
     if settings.batch is None:
         settings = replace(settings, batch=insp.batch)
+    if settings.runtime == "tensorrt" and settings.fusion != "typical":
+        # the engine fuses as --fusion typical does, whoever builds the settings (the CLI does the same)
+        settings = replace(settings, fusion="typical")
     p, note = prec.resolve(hw, settings.precision)
     notes = [note] if note else []
     if hw.assumed:
@@ -212,6 +215,9 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
         notes.append(f"{len(names)} convolution(s) with fewer input channels than the {units}' vector "
                      f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) run padded with zeros on the "
                      f"{units}, as TensorRT reformats them (the padding's MACs count as specialization loss)")
+    wider = _engine_wider_note(sc)
+    if wider:
+        notes.append(wider)
     room = _memory_note(hw, sc)
     if room:
         notes.append(room)
@@ -227,6 +233,23 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
             from dnnperf.hardware import shipped_profiles as alternatives
         attach_fixes(report, alternatives)
     return report
+
+
+def _engine_wider_note(sc: Score) -> str | None:
+    """Matrix layers a TensorRT engine built for an 8- or 4-bit precision runs in fp16 because that
+    kernel is the faster one there (``scoring._engine_wider``)."""
+    from dnnperf.scoring import ENGINE_ALSO_FP16
+
+    p = sc.settings.precision
+    if sc.settings.runtime != "tensorrt" or p not in ENGINE_ALSO_FP16:
+        return None
+    matrix = [c for c in sc.layers if c.layer.workload.is_matrix]
+    wider = [c for c in matrix if c.precision == "fp16"]
+    if not wider:
+        return None
+    return (f"{len(wider)} of {len(matrix)} matrix layers run in fp16, not {p}: a TensorRT engine built for {p} "
+            f"also allows fp16 (as `trtexec --{p} --fp16` and NVIDIA's published {p} builds) and times both "
+            f"kernels for every layer; on {sc.hw.name} these are faster in fp16")
 
 
 def _stem_note(hw: HardwareProfile, sc: Score) -> str | None:

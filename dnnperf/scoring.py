@@ -377,6 +377,10 @@ def _gpu_unit(s: LayerState) -> float:
     conv = _is_conv(w)
     matrix = w.is_matrix and w.family != "depthwise_conv"
     allowed = lib.tensor_core_precisions.get("conv" if conv else "gemm", ())
+    if s.runtime == "tensorrt" and not conv:
+        # the engine runs its matrix products with its own kernels, in every precision its convolutions
+        # take the tensor cores in (Turing's int8 IMMA, which cuBLAS 10's GEMM API left to DP4A)
+        allowed = tuple(dict.fromkeys(allowed + lib.tensor_core_precisions.get("conv", ())))
     units = hw.units
     if w.is_matrix and s.precision not in allowed:
         units = tuple(u for u in units if gpu.unit_class(u.name) == "cuda_cores") or units
@@ -717,8 +721,31 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
     if runtime == "tensorrt" and steps is GPU_STEPS:
         padded = _engine_padded(cost, s, precision, weights_resident, footprint)
         if padded is not None:
-            return padded
+            cost = padded
+        wider = _engine_wider(cost, hw, precision, weights_resident, footprint)
+        if wider is not None:
+            return wider
     return cost
+
+
+# precisions a TensorRT engine is asked for alongside fp16 (trtexec --int8 --fp16, NVIDIA's published
+# int8 builds): each layer runs the fastest kernel of the precisions the engine allows
+ENGINE_ALSO_FP16 = frozenset({"int8", "fp8", "int4", "fp4"})
+
+
+def _engine_wider(cost: LayerCost, hw: HardwareProfile, precision: str | None, weights_resident: bool,
+                  footprint: int) -> LayerCost | None:
+    """A TensorRT engine built for ``-p int8`` (or another 8- / 4-bit precision) also allows fp16 and
+    times both for every layer: a matrix layer whose fp16 kernel is faster (a V100's int8 runs on DP4A
+    CUDA cores while its fp16 takes the tensor cores) runs in fp16, its tensors at 16 bits. None when
+    the requested precision's kernel is the faster or fp16 is not on the device. Only a requested
+    precision: a QDQ model's layers are pinned to the precision its Q/DQ nodes state."""
+    w = cost.layer.workload
+    if precision not in ENGINE_ALSO_FP16 or not w.is_matrix or not any("fp16" in u.peak_tops for u in hw.units):
+        return None
+    c2 = score_layer(replace(cost.layer, workload=with_precision(w, "fp16")), hw, "fp16", weights_resident,
+                     "tensorrt", footprint)
+    return c2 if c2.time_s < cost.time_s else None
 
 
 def _engine_padded(cost: LayerCost, s: LayerState, precision: str | None, weights_resident: bool,

@@ -1082,3 +1082,85 @@ def _kernel_time(hw, precision):
     t, c = predict(Kernel("s", "g", precision, "gemm", (8192, 8192, 8192), 1.0, False), hw)
     assert c.unit == "tensor_cores" and c.precision == precision
     return t
+
+
+# -- TensorRT engines: their own matrix kernels and the precisions they allow -------------------
+
+
+def _product(tmp_path, name="p.onnx"):
+    """A weight product, 512 x 768 times 768 x 3072 (a BERT-Base FFN up-projection at 512 tokens)."""
+    from helpers import weight
+
+    m = model([helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")], [vi("x", [512, 768])], [vi("y", None)],
+              [weight("w", [768, 3072])])
+    return inspect_model(save(m, tmp_path, name))
+
+
+def test_tensorrt_runs_turing_int8_products_on_the_tensor_cores(tmp_path):
+    """cuBLAS 10's int8 GEMM API runs DP4A on a T4's CUDA cores (DeepBench's T4 int8 GEMMs: ~24 of 130
+    TOP/s), while its convolutions take the int8 tensor cores; a TensorRT engine runs its matrix
+    products with its own kernels, in the precisions its convolutions take the tensor cores in."""
+    insp = _product(tmp_path)
+    t4 = load_profile("t4")
+    fc = lambda rt: next(c for c in analyze(insp, t4, Settings(precision="int8", runtime=rt), with_fixes=False)
+                         .score.layers if c.name == "fc")
+    eager, engine = fc("eager"), fc("tensorrt")
+    assert (eager.unit, eager.precision) == ("cuda_cores", "int8")
+    assert (engine.unit, engine.precision) == ("tensor_cores", "int8")
+    assert engine.time_s < eager.time_s / 2
+
+
+def test_an_int8_tensorrt_engine_runs_a_layer_in_fp16_where_that_is_faster(tmp_path):
+    """A V100 has no int8 tensor cores: an int8 product runs DP4A on the CUDA cores (62.8 TOP/s) where
+    fp16 takes the tensor cores (125). An engine built for int8 also allows fp16 and times both: the
+    product runs in fp16, as the same engine asked for fp16 costs it (within the int8 network's smaller
+    footprint's effect on what stays in the L2), and a note says how many layers
+    did; eager -p int8 keeps the int8 kernel, and a model's own (QDQ) precision is never widened."""
+    insp = _product(tmp_path)
+    v100 = load_profile("v100")
+    rep = analyze(insp, v100, Settings(precision="int8", runtime="tensorrt"), with_fixes=False)
+    fc = next(c for c in rep.score.layers if c.name == "fc")
+    fp16 = next(c for c in analyze(insp, v100, Settings(precision="fp16", runtime="tensorrt"), with_fixes=False)
+                .score.layers if c.name == "fc")
+    assert (fc.unit, fc.precision) == ("tensor_cores", "fp16")
+    assert fc.time_s == pytest.approx(fp16.time_s, rel=0.05)  # (the int8 network's smaller footprint aside)
+    assert any("1 of 1 matrix layers run in fp16, not int8" in n for n in rep.notes)
+    eager = next(c for c in analyze(insp, v100, Settings(precision="int8"), with_fixes=False).score.layers
+                 if c.name == "fc")
+    assert (eager.unit, eager.precision) == ("cuda_cores", "int8")
+    # a QDQ product (the model states int8) stays int8 under the engine
+    from dnnperf.scoring import score_layer
+
+    layer = next(l for l in __import__("dnnperf.api", fromlist=["build_layers"]).build_layers(insp, "typical", "int8")
+                 if l.name == "fc")
+    assert score_layer(layer, v100, None, runtime="tensorrt").precision == "int8"
+
+
+def test_the_api_fuses_under_tensorrt_as_the_cli_does(tmp_path):
+    """`--runtime tensorrt` implies `--fusion typical` on the command line; settings built in code
+    (the benchmarks, a notebook) get the same engine, not an unfused one."""
+    insp = inspect_model(os.path.join(SAMPLES, "squeezenet1_1.onnx"))
+    rep = analyze(insp, load_profile("t4"), Settings(runtime="tensorrt"), with_fixes=False)
+    assert rep.score.settings.fusion == "typical"
+    cli = json.loads(run_cli("analyze", os.path.join(SAMPLES, "squeezenet1_1.onnx"), "--hw", "t4", "--runtime",
+                             "tensorrt", "-f", "json").stdout)
+    assert cli["totals"]["latency_s"] == pytest.approx(rep.score.totals["latency_s"], rel=1e-5)  # JSON: 6 digits
+
+
+def test_bert_under_tensorrt_holds_on_nvidia_s_published_latencies():
+    """NVIDIA's TensorRT BERT demo (TensorRT 7.1): BERT-Base latency on an A100 40GB, a T4 and a V100 at
+    sequence lengths 128 and 384, batch 1-128, fp16 and int8 (120 rows). Every row within 2x and the
+    rows in their order (rank rho >= 0.98). Before the engine's int8 rules the T4's int8 rows were 1.85x
+    slow (int8 products on DP4A) and int8 came out slower than fp16 there: rho 0.956."""
+    import importlib.util
+
+    from dnnperf.published import spearman
+
+    spec = importlib.util.spec_from_file_location("trt_bert", os.path.join(ROOT, "bench", "trt_bert.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    res = mod.estimate(mod.load_rows())
+    assert len(res) == 120
+    for r, p in res:
+        assert 1 / 2 <= p / (r["latency_ms"] * 1e-3) <= 2, (r, p)
+    assert spearman([p for _, p in res], [r["latency_ms"] for r, _ in res]) >= 0.98
