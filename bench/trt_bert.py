@@ -36,7 +36,8 @@ def estimate(rows: list[dict]) -> list[tuple[dict, float]]:
     for r in rows:
         key = (r["batch"], r["sequence"])
         if key not in inspections:
-            inspections[key] = inspect_model(path, ShapeOverrides(batch=r["batch"], dims=(("sequence_length", r["sequence"]),)))
+            dims = (("sequence_length", r["sequence"]),)
+            inspections[key] = inspect_model(path, ShapeOverrides(batch=r["batch"], dims=dims))
         hw = profiles.setdefault(r["hw"], load_profile(r["hw"]))
         rep = analyze(inspections[key], hw, Settings(batch=r["batch"], precision=r["precision"], runtime="tensorrt"),
                       with_fixes=False, what_if=False)
@@ -63,8 +64,8 @@ def main() -> None:
 
     def line(name, sel):
         st = stats([{"predicted_s": p, "measured_s": r["latency_ms"] * 1e-3} for r, p in sel])
-        print(f"{name:<22} {len(sel):>3} rows  median error {st['median_error']:.2f}x  within 1.25x {st['within_1_25']:.0%}"
-              f"  within 1.5x {st['within_1_5']:.0%}  rho {st['rho']:.3f}")
+        print(f"{name:<22} {len(sel):>3} rows  median error {st['median_error']:.2f}x  within 1.25x "
+              f"{st['within_1_25']:.0%}  within 1.5x {st['within_1_5']:.0%}  rho {st['rho']:.3f}")
 
     for hw in dict.fromkeys(r["hw"] for r, _ in res):
         for prec in ("fp16", "int8"):
