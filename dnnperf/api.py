@@ -109,7 +109,10 @@ class Report:
         return top_cause(self.score)
 
 
-def build_layers(insp: Inspection, fusion: str = "none", precision: str | None = None, chains: bool = True) -> list[Layer]:
+def build_layers(insp: Inspection, fusion: str = "none", precision: str | None = None, chains: bool = True,
+                 attention: bool = True) -> list[Layer]:
+    """The layers a runtime runs: ``fusion`` none or typical, ``chains`` (GPU-style elementwise chains,
+    else ONNX Runtime's CPU groups), ``attention`` (a fused attention kernel where the runtime has one)."""
     from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes
     from dnnperf.kernel_groups import framework_op_groups, group_candidates, runtime_kernel_groups
 
@@ -120,7 +123,8 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
             value = insp.derived[key] = build()
         return value
 
-    cands = derived("fusion_candidates", lambda: fusion_candidates(insp.graph, insp.rows))  # for the fix hints
+    cands = derived("fusion_candidates" if attention else "fusion_candidates:unfused_attention",
+                    lambda: fusion_candidates(insp.graph, insp.rows, attention=attention))  # for the fix hints
 
     def make(row: Row) -> Layer:
         w = row.workload
@@ -380,10 +384,21 @@ def _upcasts(hw: HardwareProfile, precision: str | None) -> bool:
     return hw.kind == "cpu" and precision is None and not (prec.runs(hw, "fp16") or prec.runs(hw, "bf16"))
 
 
+def _fused_attention(hw: HardwareProfile, settings: Settings) -> bool:
+    """Whether fused layers may join attention into one kernel: not under a TensorRT engine on a GPU
+    generation it has no fused attention kernel for (``engine_fused_attention``)."""
+    if hw.kind != "gpu" or settings.runtime != "tensorrt":
+        return True
+    from dnnperf.gpu import library_of
+
+    return library_of(hw).engine_fused_attention
+
+
 def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
     if hw.kind == "cpu":
         insp = recomputed(insp)
-    layers = build_layers(insp, settings.fusion, settings.precision, hw.kind != "cpu")
+    attention = _fused_attention(hw, settings)
+    layers = build_layers(insp, settings.fusion, settings.precision, hw.kind != "cpu", attention)
     if _upcasts(hw, settings.precision):
         from dnnperf.upcast import add_casts
 

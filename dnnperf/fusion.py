@@ -60,7 +60,8 @@ _BIAS_ONLY_ANCHORS = frozenset({"MatMul", "Gemm"})
 
 
 def fusion_candidates(graph: Graph, rows, chains: bool = True,
-                      groups: list[tuple[str, list[str]]] | None = None) -> dict[str, tuple[str, str]]:
+                      groups: list[tuple[str, list[str]]] | None = None,
+                      attention: bool = True) -> dict[str, tuple[str, str]]:
     """node name -> (producer node name, shared tensor) for every node a runtime would fuse.
 
     ``chains``: elementwise ops also fuse into elementwise producers (GPU compilers such as
@@ -68,7 +69,8 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     (``CPU_KERNEL_EPILOGUES``) into Conv/MatMul/Gemm
     and into a standalone BatchNormalization (it runs one as a per-channel convolution), and runs
     the patterns of ``runtime_kernel_groups`` (``groups`` when the caller has them) as kernels of
-    their own."""
+    their own. ``attention``: whether attention (scores, softmax, product with V) becomes one kernel
+    (``_attention_step``; not where the engine has no fused attention kernel)."""
     cons = consumers_of(graph)
     produced: dict[str, object] = {}
     out = {}
@@ -109,7 +111,7 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 out[node.name] = (prod.node.name, i)
                 anchor_of[node.name] = anchor
                 break
-        if chains and node.name not in out and row.workload is not None:
+        if chains and attention and node.name not in out and row.workload is not None:
             joined = _attention_step(graph, node, produced, cons, anchor_of)
             if joined is not None:
                 out[node.name] = joined

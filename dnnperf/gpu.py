@@ -31,8 +31,8 @@ _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library
            "k_step", "ctas_per_sm_tile", "winograd", "winograd_tile", "winograd_efficiency", "tensor_core_precisions",
            "conv_efficiency", "misaligned_efficiency", "misaligned_vector", "split_k_precisions",
            "conv_split_k_precisions", "reorder_kernels", "reorder_traffic", "conv_bias_kernel",
-           "strided_pointwise_sampled", "rnn_step_kernels", "sm_watts", "boost_clock_mhz", "l2_usable_fraction",
-           "threads_per_sm",
+           "strided_pointwise_sampled", "engine_fused_attention", "rnn_step_kernels", "sm_watts", "boost_clock_mhz",
+           "l2_usable_fraction", "threads_per_sm",
            "ga10x_threads_per_sm",
            "l2_bandwidth_factor", "l2_bytes_per_sm_clock", "l2_efficiency", "gemv_max", "gemv_precisions", "dies",
            "gemm_alignment_bytes", "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_efficiency",
@@ -83,6 +83,7 @@ class GpuLibrary:
     reorder_traffic: bool  # the reorders transpose the activations (input, then output), not only weights
     conv_bias_kernel: bool  # frameworks add a library convolution's bias in a second kernel
     strided_pointwise_sampled: bool  # a strided 1 x 1 tensor-core convolution reads only the pixels it samples
+    engine_fused_attention: bool  # a fusing engine runs attention as one kernel (TensorRT: Turing and later)
     rnn_step_kernels: int  # kernels per time step of a recurrent layer (cuDNN: the product and the gates)
     threads_per_sm: int  # resident threads per SM: lanes for a profile that gives only its SM count
     ga10x_threads_per_sm: int  # the same for an Ampere GA10x part (ampere_ga10x): 1536 where GA100 has 2048
@@ -160,6 +161,7 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         reorder_traffic=bool(merged.get("reorder_traffic", False)),
         conv_bias_kernel=bool(merged.get("conv_bias_kernel", False)),
         strided_pointwise_sampled=bool(merged.get("strided_pointwise_sampled", False)),
+        engine_fused_attention=bool(merged.get("engine_fused_attention", True)),
         rnn_step_kernels=max(1, int(merged.get("rnn_step_kernels", 1))),
         threads_per_sm=int(merged.get("threads_per_sm", 2048)),
         ga10x_threads_per_sm=int(merged.get("ga10x_threads_per_sm", merged.get("threads_per_sm", 2048))),

@@ -642,7 +642,8 @@ def _gpu_section(v, kind: str, where: str) -> dict:
 
 
 # the shape of every library field a profile's gpu section may override (dnnperf/data/gpu_generations.yaml)
-_GPU_BOOL = frozenset({"conv_split_k", "reorder_traffic", "conv_bias_kernel", "strided_pointwise_sampled", "unverified"})
+_GPU_BOOL = frozenset({"conv_split_k", "reorder_traffic", "conv_bias_kernel", "strided_pointwise_sampled",
+                       "engine_fused_attention", "unverified"})
 _GPU_FRACTION = frozenset({"bandwidth_efficiency", "stream_efficiency", "winograd_efficiency", "conv_efficiency",
                            "misaligned_efficiency", "gemm_misaligned_efficiency", "l2_usable_fraction", "matrix_overlap",
                            "l2_efficiency", "stem_efficiency"})

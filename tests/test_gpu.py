@@ -1164,3 +1164,20 @@ def test_bert_under_tensorrt_holds_on_nvidia_s_published_latencies():
     for r, p in res:
         assert 1 / 2 <= p / (r["latency_ms"] * 1e-3) <= 2, (r, p)
     assert spearman([p for _, p in res], [r["latency_ms"] for r, _ in res]) >= 0.98
+
+
+def test_a_tensorrt_engine_fuses_attention_only_where_it_has_the_kernel():
+    """TensorRT's fused multi-head attention kernels are built for Turing and later (sm75+): on a V100
+    an engine runs the scores, the softmax and the product with V as kernels of their own, the scores
+    through DRAM; on a T4 one kernel keeps them on chip. Eager and graph runtimes with --fusion typical
+    keep the fused kernel (PyTorch's memory-efficient attention runs on Volta)."""
+    from dnnperf.ir import ShapeOverrides
+
+    insp = inspect_model(os.path.join(SAMPLES, "bert_base.onnx"), ShapeOverrides(dims=(("sequence_length", 128),)))
+    ops = lambda hw, rt: [c.layer.op_type for c in analyze(insp, load_profile(hw), Settings(precision="fp16",
+                          runtime=rt, fusion="typical"), with_fixes=False).score.layers]
+    fused = lambda names: sum("Softmax+MatMul" in o for o in names)
+    assert fused(ops("t4", "tensorrt")) == 12  # one per encoder layer
+    v100 = ops("v100", "tensorrt")
+    assert fused(v100) == 0 and sum("Softmax" in o for o in v100) == 12
+    assert fused(ops("v100", "graph")) == 12
