@@ -308,8 +308,15 @@ def _efficiency(s: LayerState) -> float:
 
 def _launch(s: LayerState) -> float:
     """Host-side cost of submitting kernels (eager execution; fusion or graph capture removes it), and
-    on calibrated CPUs each kernel's fixed time (the thread pool's fork and join, set-up)."""
-    s.t_launch = rules.launch_time(s.w.launches, s.hw.kernel_us(s.w.family))
+    on calibrated CPUs each kernel's fixed time (the thread pool's fork and join, set-up). A CPU
+    runtime runs a recurrent layer as one op: one dispatch, and each step's fixed time
+    (``kernel_fixed_us`` "rnn" is calibrated that way, on one LSTM op of many steps)."""
+    w = s.w
+    if w.family == "rnn" and s.hw.kind == "cpu" and w.launches > 1:
+        s.t_launch = rules.launch_time(1, s.hw.launch_overhead_us) \
+            + rules.launch_time(w.launches, s.hw.kernel_fixed_us.get("rnn", 0.0))
+    else:
+        s.t_launch = rules.launch_time(w.launches, s.hw.kernel_us(w.family))
     return s.t + s.t_launch
 
 

@@ -791,6 +791,23 @@ def test_a_recurrent_layer_s_steps_run_one_after_another_on_a_gpu(tmp_path):
     assert text.startswith("batch 8 -> ") and "per sample" in text and "not known" not in text
 
 
+def test_a_cpu_runtime_dispatches_a_recurrent_layer_once(tmp_path):
+    """ONNX Runtime runs an LSTM as one op: one dispatch (cpu-avx512: 2 us) and, on a calibrated
+    profile, each step's fixed time (kernel_fixed_us "rnn", measured inside one LSTM of many steps):
+    50 steps at 3 us are 2 + 150 us, not 50 x (2 + 3) = 250 us."""
+    import yaml
+
+    m = model([helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=64, name="lstm")],
+              [vi("x", [50, 1, 32])], [vi("y", None)], [weight("w", [1, 256, 32]), weight("r", [1, 256, 64])])
+    with open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "profiles", "cpu-avx512.yaml")) as fh:
+        d = yaml.safe_load(fh)
+    d["name"], d["kernel_fixed_us"] = "cal", {"rnn": 3}
+    p = tmp_path / "cal.yaml"
+    p.write_text(yaml.safe_dump(d))
+    c = next(c for c in run(tmp_path, m, str(p)).score.layers if c.name == "lstm")
+    assert c.t_launch == pytest.approx(2e-6 + 50 * 3e-6)
+
+
 def test_a_recurrent_layer_reads_its_recurrent_weights_every_step(tmp_path):
     """Each step of a GRU multiplies the recurrent weights R (3 x 320 x 320 fp32 = 1,228,800 B) by a
     batch of 2 rows: a thin product that streams all of R again. 100 steps read R 100 times, where
