@@ -15,7 +15,7 @@ from dnnperf.scoring import (Layer, Score, Settings, effective_precision, precis
                              with_precision)
 from dnnperf.errors import DnnperfError
 from dnnperf.hardware import HardwareProfile
-from dnnperf.inspection import Inspection, Row, inspect_graph, recomputed, recomputed_note
+from dnnperf.inspection import Inspection, Row, engine_quantized, inspect_graph, recomputed, recomputed_note
 from dnnperf.ir import ShapeOverrides
 from dnnperf.load import load_graph
 from dnnperf.rules import prices_far_reads
@@ -222,6 +222,12 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     wider = _engine_wider_note(sc)
     if wider:
         notes.append(wider)
+    if settings.runtime == "tensorrt" and hw.kind == "gpu" and settings.precision is None:
+        more, freed = engine_quantized(insp).derived.get("engine_quantized_nodes", (0, 0))
+        if more:
+            notes.append(f"QDQ under TensorRT: {more} more op(s) between Q/DQ pairs (adds, pooling, concatenation, data "
+                         f"movement) run quantized and {freed} more Q/DQ node(s) fold into them, as the engine's "
+                         "explicit quantization fuses them")
     room = _memory_note(hw, sc)
     if room:
         notes.append(room)
@@ -397,6 +403,8 @@ def _fused_attention(hw: HardwareProfile, settings: Settings) -> bool:
 def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
     if hw.kind == "cpu":
         insp = recomputed(insp)
+    elif hw.kind == "gpu" and settings.runtime == "tensorrt" and settings.precision is None:
+        insp = engine_quantized(insp)  # a QDQ model's Q/DQ pairs fold into the ops between them
     attention = _fused_attention(hw, settings)
     layers = build_layers(insp, settings.fusion, settings.precision, hw.kind != "cpu", attention)
     if _upcasts(hw, settings.precision):

@@ -13,7 +13,7 @@ kinds, and ``Inspection.coverage()`` says how much of the graph the totals stand
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dnnperf.fmt import counted
 from dnnperf.ir import Graph, Node
@@ -202,7 +202,6 @@ _PASS_THROUGH = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Identity", "Flatt
 def _mark_subnormals(graph: Graph, rows: list[Row]) -> None:
     """A Softmax that stores subnormal probabilities (``graph.subnormal``, from its mask) and the
     MatMul that multiplies them (its left operand, through views) carry their count."""
-    from dataclasses import replace
 
     wanted = graph.subnormal
     by_output: dict[str, Row] = {}  # the Softmaxes that write them
@@ -255,6 +254,38 @@ def _quantized_layers(graph: Graph, rows: list[Row], warnings: list[str]) -> Non
             r.workload = qdq.quantized_workload(graph, r.node, r.workload, nodes[name])
         elif name in free:
             r.workload = qdq.free_workload(r.node.op_type)
+
+
+def engine_quantized(insp: Inspection) -> Inspection:
+    """``insp`` as a TensorRT engine runs a QDQ model: besides its matrix layers, the adds, poolings,
+    concatenations and data movement between Q/DQ pairs run quantized and those Q/DQ nodes launch
+    nothing (``dnnperf.qdq.plan(..., engine=True)``). Derived once per inspection; the inspection
+    itself (what other runtimes run) is left as it is."""
+    cached = insp.derived.get("engine_quantized")
+    if cached is not None:
+        return cached
+    from dnnperf import qdq
+
+    out = insp
+    if any(n.op_type == "DequantizeLinear" for n in insp.graph.nodes):
+        base, base_free = qdq.plan(insp.graph)
+        nodes, free = qdq.plan(insp.graph, engine=True)
+        more = {k: q for k, q in nodes.items() if k not in base}
+        freed = free - base_free
+        if more or freed:
+            rows = []
+            for r in insp.rows:
+                name = r.node.name
+                if r.workload is not None and name in more:
+                    r = replace(r, workload=qdq.quantized_workload(insp.graph, r.node, r.workload, more[name]))
+                elif r.workload is not None and name in freed:
+                    r = replace(r, workload=qdq.free_workload(r.node.op_type))
+                rows.append(r)
+            out = Inspection(insp.path, insp.graph, rows, insp.unsupported, insp.warnings, insp.input_bytes, insp.batch,
+                             insp.no_batch_axis)
+            out.derived["engine_quantized_nodes"] = (len(more), len(freed))
+    insp.derived["engine_quantized"] = out
+    return out
 
 
 def recomputed(insp: Inspection) -> Inspection:

@@ -25,7 +25,11 @@ them to fp16: the quantization the model carries would be lost. Runtimes that ta
   (2 ops, as MatMulNBits is costed). A convolution keeps its float weights (no such kernels).
 
 Only matrix layers are taken to run quantized: other operators between Q/DQ pairs keep their float
-cost and their Q/DQ kernels. ONNX Runtime 1.32 on a 2-core AVX2 VM ran ONNX Runtime's own QDQ export
+cost and their Q/DQ kernels, except in a TensorRT engine (``plan(..., engine=True)``), whose explicit
+quantization fuses a DequantizeLinear / QuantizeLinear pair around an elementwise add, a pooling, a
+concatenation or a data-movement op into that op run in int8 (its "quantizable" and "commuting" layers):
+such an op whose every computed input is dequantized and whose every output is requantized runs
+quantized, and its Q/DQ nodes launch nothing. ONNX Runtime 1.32 on a 2-core AVX2 VM ran ONNX Runtime's own QDQ export
 of SqueezeNet 1.1 with a DequantizeLinear after a Concat at 242 us and its MaxPools at 0.75-1.56 ms
 (83 us in the float model): pooling and concatenation did not get cheaper (bench/RESULTS.md,
 twenty-first session). Nothing here changes a model without DequantizeLinear nodes. ``-p`` what-ifs
@@ -41,6 +45,12 @@ from dnnperf.kernel_groups import users_of
 from dnnperf.workload import DTYPE_OF_PRECISION, Workload
 
 MATRIX_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm"})
+# ops a TensorRT engine runs quantized between a DequantizeLinear and a QuantizeLinear (explicit
+# quantization: elementwise and pooling layers it fuses with their Q/DQ, and the layers the Q/DQ nodes
+# commute through)
+ENGINE_OPS = frozenset({"Add", "Sub", "Mul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Concat",
+                        "Relu", "Clip", "LeakyRelu", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Pad",
+                        "Slice", "Resize"})
 # quantized element types a DequantizeLinear widens, and the precision a layer fed by them runs in
 QUANTIZED = {"int8": "int8", "uint8": "int8", "float8e4m3fn": "fp8", "float8e4m3fnuz": "fp8", "float8e5m2": "fp8",
              "float8e5m2fnuz": "fp8", "int4": "int4", "uint4": "int4", "float4e2m1": "fp4"}
@@ -62,8 +72,9 @@ class Quantized:
     weight_extras: tuple = ()  # the weight's scale and zero point (read with it by a weight-only kernel)
 
 
-def plan(graph: Graph) -> tuple[dict[str, Quantized], set[str]]:
-    """({node run quantized: how}, {DequantizeLinear / QuantizeLinear nodes that launch nothing})."""
+def plan(graph: Graph, engine: bool = False) -> tuple[dict[str, Quantized], set[str]]:
+    """({node run quantized: how}, {DequantizeLinear / QuantizeLinear nodes that launch nothing});
+    ``engine``: as a TensorRT engine runs the model (``ENGINE_OPS`` between Q/DQ pairs too)."""
     producer = {o: n for n in graph.nodes for o in n.outputs if o}
     consumers = users_of(graph)
 
@@ -103,6 +114,14 @@ def plan(graph: Graph) -> tuple[dict[str, Quantized], set[str]]:
                 continue
             prec = max((QUANTIZED[a], QUANTIZED[b]), key=lambda p: RUNG[p])
             nodes[n.name] = Quantized(prec, (a, b), requantized(n))
+        elif engine and n.op_type in ENGINE_OPS and n.inputs:
+            data = [i for i in n.inputs if i and i not in graph.constants]
+            srcs = [quantized_source(i) for i in data]
+            out = requantized(n)
+            if not data or any(s is None for s in srcs) or out is None:
+                continue
+            prec = max((QUANTIZED[s] for s in srcs), key=lambda p: RUNG[p])
+            nodes[n.name] = Quantized(prec, tuple(quantized_source(i) if i in data else None for i in n.inputs), out)
     free = set()
     for n in graph.nodes:
         if n.domain not in _DEFAULT or not n.outputs or not n.outputs[0]:

@@ -273,3 +273,28 @@ def test_fp4_weights_read_like_int4_ones(tmp_path):
     assert replace(got[T.FLOAT4E2M1], note="") == replace(got[T.INT4], note="")
     assert "float4e2m1 weights" in got[T.FLOAT4E2M1].note
     assert PRECISION_OF_DTYPE["float4e2m1"] == "fp4"
+
+
+def test_a_tensorrt_engine_runs_the_add_between_qdq_pairs_in_int8(tmp_path):
+    """A residual Add between Q/DQ pairs, x1q -> DQ -> Add <- DQ <- x2q, -> Q: ONNX Runtime (eager)
+    keeps a float Add and its three Q/DQ kernels; a TensorRT engine fuses them into an int8 Add (its
+    explicit quantization), by hand: two int8 inputs of 64 x 28 x 28 = 50,176 B each read, the int8
+    output written, and no Q/DQ kernel."""
+    s = numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    za = numpy_helper.from_array(np.array(0, np.int8), "za")
+    nodes = [helper.make_node("DequantizeLinear", ["a", "s", "za"], ["ad"], name="dq_a"),
+             helper.make_node("DequantizeLinear", ["b", "s", "za"], ["bd"], name="dq_b"),
+             helper.make_node("Add", ["ad", "bd"], ["y"], name="add"),
+             helper.make_node("QuantizeLinear", ["y", "s", "za"], ["yq"], name="q_y")]
+    m = model(nodes, [vi("a", [1, C, HW, HW], T.INT8), vi("b", [1, C, HW, HW], T.INT8)], [vi("yq", None)], [s, za],
+              opset=21)
+    insp = inspect_model(save(m, tmp_path, "add.onnx"))
+    t4 = load_profile("t4")
+    layers = lambda **kw: {c.name: c for c in analyze(insp, t4, Settings(**kw), with_fixes=False).score.layers}
+    eager = layers()
+    assert eager["add"].layer.workload.dtype == "float32" and eager["q_y"].layer.workload.launches == 1
+    engine = layers(runtime="tensorrt")
+    w = engine["add"].layer.workload
+    assert w.dtype == "int8" and w.act_bytes_read == 2 * C * HW * HW and w.bytes_written == C * HW * HW
+    assert all(engine[n].time_s == 0 for n in ("dq_a", "dq_b", "q_y") if n in engine)
+    assert sum(c.time_s for c in engine.values()) < sum(c.time_s for c in eager.values())
