@@ -225,9 +225,9 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     if settings.runtime == "tensorrt" and hw.kind == "gpu" and settings.precision is None:
         more, freed = engine_quantized(insp).derived.get("engine_quantized_nodes", (0, 0))
         if more:
-            notes.append(f"QDQ under TensorRT: {more} more op(s) between Q/DQ pairs (adds, pooling, concatenation, data "
-                         f"movement) run quantized and {freed} more Q/DQ node(s) fold into them, as the engine's "
-                         "explicit quantization fuses them")
+            notes.append(f"QDQ under TensorRT: {more} more op(s) between Q/DQ pairs (adds, pooling, concatenation, "
+                         f"data movement) run quantized and {freed} more Q/DQ node(s) fold into them, as the "
+                         "engine's explicit quantization fuses them")
     room = _memory_note(hw, sc)
     if room:
         notes.append(room)
