@@ -37,7 +37,8 @@ def rnn_model(op: str, hidden: int, batch: int, steps: int):
     node = helper.make_node(op, ["x", "w", "r"], ["y"], hidden_size=hidden, name="rnn", **extra)
     weights = [numpy_helper.from_array(np.zeros((1, g * hidden, hidden), np.float32), n) for n in ("w", "r")]
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [steps, batch, hidden])
-    graph = helper.make_graph([node], "rnn", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], weights)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph([node], "rnn", [x], [y], weights)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
