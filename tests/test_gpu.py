@@ -1181,3 +1181,19 @@ def test_a_tensorrt_engine_fuses_attention_only_where_it_has_the_kernel():
     v100 = ops("v100", "tensorrt")
     assert fused(v100) == 0 and sum("Softmax" in o for o in v100) == 12
     assert fused(ops("v100", "graph")) == 12
+
+
+def test_a_padded_product_faster_than_the_headline_has_no_negative_loss(tmp_path):
+    """An int8 product of 30 columns misses a T4 tensor-core alignment the generic unit pick honours,
+    but a TensorRT engine's GEMM pads it onto the int8 tensor cores, at twice the fp16 headline rate:
+    its ideal time is that unit's, so no loss comes out negative and the losses still add up."""
+    from helpers import weight
+
+    m = model([helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")], [vi("x", [100, 384])], [vi("y", None)],
+              [weight("w", [384, 30])])
+    insp = inspect_model(save(m, tmp_path, "fc30.onnx"))
+    c = next(c for c in analyze(insp, load_profile("t4"), Settings(precision="int8", runtime="tensorrt"),
+                                with_fixes=False).score.layers if c.name == "fc")
+    assert c.unit == "tensor_cores" and c.precision == "int8"
+    assert min(c.losses.values()) >= 0
+    assert c.t_ideal + sum(c.losses.values()) == pytest.approx(c.time_s, rel=1e-9)
