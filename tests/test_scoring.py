@@ -821,3 +821,16 @@ def test_a_recurrent_layer_reads_its_recurrent_weights_every_step(tmp_path):
     assert w.step_reads == 1_228_800 and w.launches == 100
     c = next(c for c in analyze(insp, load_profile("cpu-avx2"), Settings()).score.layers if c.name == "gru")
     assert c.t_memory == pytest.approx((64_000 + 307_200 + 1_228_800 + 256_000 + 99 * 1_228_800) / 204.8e9, rel=1e-6)
+
+
+def test_a_padded_int8_convolution_books_no_negative_loss(tmp_path):
+    """An MBConv expansion, a 1 x 1 convolution of 24 -> 144 channels on 56 x 56 (EfficientNet-B0),
+    misses a T4's 16-channel int8 vector; TensorRT pads it to 32 and runs it on the int8 tensor cores,
+    twice the fp16 headline rate. Its ideal is its own 24 channels' MACs at that unit (never above its
+    unpadded ideal), the 8 zero channels' MACs are the specialization loss, and no loss is negative
+    (one was, at -111 ns)."""
+    m = conv_model(24, 144, 56, 56, 1, name="se")
+    c = conv_layer(run(tmp_path, m, "t4", precision="int8", runtime="tensorrt"))
+    assert c.padded_from == 24 and c.unit == "tensor_cores"
+    assert min(c.losses.values()) >= 0
+    assert c.t_ideal + sum(c.losses.values()) == pytest.approx(c.time_s, rel=1e-9)
