@@ -222,7 +222,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     wider = _engine_wider_note(sc)
     if wider:
         notes.append(wider)
-    if settings.runtime == "tensorrt" and hw.kind == "gpu" and settings.precision is None:
+    if _engine_qdq(hw, settings):
         more, freed = engine_quantized(insp).derived.get("engine_quantized_nodes", (0, 0))
         if more:
             notes.append(f"QDQ under TensorRT: {more} more op(s) between Q/DQ pairs (adds, pooling, concatenation, "
@@ -390,6 +390,12 @@ def _upcasts(hw: HardwareProfile, precision: str | None) -> bool:
     return hw.kind == "cpu" and precision is None and not (prec.runs(hw, "fp16") or prec.runs(hw, "bf16"))
 
 
+def _engine_qdq(hw: HardwareProfile, settings: Settings) -> bool:
+    """Whether a QDQ model runs as a TensorRT engine runs it (``inspection.engine_quantized``): on a
+    GPU under the engine, in the model's own precisions (a -p what-if replaces them)."""
+    return hw.kind == "gpu" and settings.runtime == "tensorrt" and settings.precision is None
+
+
 def _fused_attention(hw: HardwareProfile, settings: Settings) -> bool:
     """Whether fused layers may join attention into one kernel: not under a TensorRT engine on a GPU
     generation it has no fused attention kernel for (``engine_fused_attention``)."""
@@ -403,7 +409,7 @@ def _fused_attention(hw: HardwareProfile, settings: Settings) -> bool:
 def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
     if hw.kind == "cpu":
         insp = recomputed(insp)
-    elif hw.kind == "gpu" and settings.runtime == "tensorrt" and settings.precision is None:
+    elif _engine_qdq(hw, settings):
         insp = engine_quantized(insp)  # a QDQ model's Q/DQ pairs fold into the ops between them
     attention = _fused_attention(hw, settings)
     layers = build_layers(insp, settings.fusion, settings.precision, hw.kind != "cpu", attention)

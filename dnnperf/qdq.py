@@ -32,8 +32,8 @@ such an op whose every computed input is dequantized and whose every output is r
 quantized, and its Q/DQ nodes launch nothing. ONNX Runtime 1.32 on a 2-core AVX2 VM ran ONNX
 Runtime's own QDQ export of SqueezeNet 1.1 with a DequantizeLinear after a Concat at 242 us and its
 MaxPools at 0.75-1.56 ms (83 us in the float model): pooling and concatenation did not get cheaper
-(bench/RESULTS.md, twenty-first session). Nothing here changes a model without DequantizeLinear nodes. ``-p`` what-ifs
-apply on top as for any layer.
+(bench/RESULTS.md, twenty-first session). Nothing here changes a model without DequantizeLinear
+nodes. ``-p`` what-ifs apply on top as for any layer.
 """
 
 from __future__ import annotations

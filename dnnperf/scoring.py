@@ -427,9 +427,9 @@ def _gpu_unit(s: LayerState) -> float:
                 s.algorithm = "winograd"
                 s.gain = gain
                 ops = 2 * w.macs / gain + w.other_ops
-                s.t_ideal = ops / max(hw.headline_rate, rate)
-    # a GEMM library pads a product the generic pick refused for its alignment (an int8 product of 30
-    # columns on a T4's tensor cores, faster than the fp16 headline): the ideal is that unit's
+    # the ideal falls where the library does less work than the MAC count (Winograd) or runs a product
+    # on a unit the generic pick refused for its alignment (an int8 product of 30 columns padded onto a
+    # T4's tensor cores, faster than the fp16 headline)
     s.t_ideal = min(s.t_ideal, ops / max(hw.headline_rate, rate))
     return ops / rate
 
