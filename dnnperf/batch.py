@@ -35,7 +35,8 @@ def totals_row(d: dict) -> dict:
             "throughput_per_s": t["throughput_per_s"], "achieved_tops": t["achieved_tops"],
             "fraction_of_peak": t["fraction_of_peak"], "top_cause": t["top_cause"],
             "precision": d["settings"]["precision"], "coverage": t["coverage"],
-            "unsupported": sum(u["count"] for u in d["unsupported_ops"])}
+            "unsupported": sum(u["count"] for u in d["unsupported_ops"] if u.get("kind") != "bound"),
+            "bounded": sum(u["count"] for u in d["unsupported_ops"] if u.get("kind") == "bound")}
 
 
 def _task(args):

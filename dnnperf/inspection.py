@@ -86,7 +86,8 @@ class Inspection:
             "bytes_written": sum(w.bytes_written for w in ws),
             "bytes": nbytes,
             "intensity": (2 * macs + other) / nbytes if nbytes else 0.0,
-            "unsupported": len(self.unsupported),
+            "unsupported": sum(u["kind"] != "bound" for u in self.unsupported),  # not counted above
+            "bounded": sum(u["kind"] == "bound" for u in self.unsupported),  # counted, at a stated bound
         }
 
 

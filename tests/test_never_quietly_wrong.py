@@ -78,6 +78,35 @@ def test_partial_estimate_is_marked_at_the_top(magic, tmp_path):
     assert "PARTIAL" not in whole.read_text()
 
 
+def test_bounded_nodes_are_not_called_unscored(tmp_path):
+    """A NonZero is scored at its upper bound (every element non-zero) and the coverage says all nodes
+    are scored: the analyze table and the HTML report listed it under "NOT scored" / "not scored", and the
+    totals rows counted it as unsupported (an MoE router's 8 NonZero nodes: 8 "unsupported")."""
+    m = model([helper.make_node("NonZero", ["x"], ["i"], name="nz"),
+               helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+              [vi("x", [3, 4])], [vi("i", None), vi("y", None)], [weight("w", [4, 4])])
+    p = save(m, tmp_path)
+    d = json.loads(invoke("analyze", p, "--hw", "v100", "-f", "json", "-q").stdout)
+    assert d["coverage"]["complete"] and [u["kind"] for u in d["unsupported_ops"]] == ["bound"]
+    table = invoke("analyze", p, "--hw", "v100").stdout
+    assert "Costed at a stated bound (1 nodes, counted)" in table and "NOT scored" not in table
+    page = tmp_path / "r.html"
+    assert invoke("report", p, "--hw", "v100", "-o", str(page)).exit_code == 0
+    html = page.read_text()
+    assert "<h2>Costed at a stated bound (scored)</h2>" in html and "not scored" not in html
+    rows = json.loads(invoke("analyze", p, "--hw", "v100", "--totals-only", "-f", "json", "-q").stdout)
+    row = rows["rows"][0] if isinstance(rows, dict) else rows[0]
+    assert (row["unsupported"], row["bounded"]) == (0, 1)
+    totals = json.loads(invoke("inspect", p, "-f", "json", "-q").stdout)["totals"]
+    assert (totals["unsupported"], totals["bounded"]) == (0, 1)
+    # an op nobody can cost is still listed as NOT scored, next to the bounded one
+    m.graph.node.append(helper.make_node("MagicOp", ["y"], ["z"], name="magic", domain="my.vendor"))
+    m.graph.output.append(vi("z", None))
+    m.opset_import.append(helper.make_opsetid("my.vendor", 1))
+    table = invoke("analyze", save(m, tmp_path, "m2.onnx"), "--hw", "v100").stdout
+    assert "NOT scored (1 nodes)" in table and "Costed at a stated bound (1 nodes, counted)" in table
+
+
 def test_gate_fails_when_a_node_stops_being_scored(magic, tmp_path):
     orig, bad = magic
     base = tmp_path / "base.json"

@@ -118,9 +118,11 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
     notes = [w for w in main.get("warnings", []) if not w.startswith("PARTIAL ESTIMATE")]  # that one heads the page
     if notes:  # the assumptions made for the user
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in notes) + "</ul>")
-    if main["unsupported_ops"]:
-        parts.append("<h2>Unsupported ops (not scored)</h2><ul>" + "".join(
-            f"<li>{escape(x['op_type'])} x{x['count']}: {escape(x['reason'])}</li>" for x in main["unsupported_ops"]) + "</ul>")
+    for bound, title in ((False, "Unsupported ops (not scored)"), (True, "Costed at a stated bound (scored)")):
+        xs = [x for x in main["unsupported_ops"] if (x.get("kind") == "bound") is bound]
+        if xs:  # left out of the figures; counted at an upper (or lower) bound of their run-time cost
+            parts.append(f"<h2>{title}</h2><ul>" + "".join(
+                f"<li>{escape(x['op_type'])} x{x['count']}: {escape(x['reason'])}</li>" for x in xs) + "</ul>")
     parts.append("<h2>Settings</h2><table><tbody>" + "".join(
         f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in [
             ("model", main["model"]["name"]), ("nodes", main["model"]["nodes"]), ("opset", main["model"]["opset"]),

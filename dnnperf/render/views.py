@@ -102,10 +102,7 @@ def report_blocks(d: dict, top: int = 10) -> list:
     if d.get("model_fixes"):
         blocks.append(Lines([f"{f['id']} [{f['difficulty']}]: {f['text']}" for f in d["model_fixes"]],
                             title="Model-level fixes"))
-    if d["unsupported_ops"]:
-        n = sum(x["count"] for x in d["unsupported_ops"])
-        blocks.append(Lines([f"{x['op_type']} x{x['count']}: {x['reason']}" for x in d["unsupported_ops"]],
-                            title=f"NOT scored ({n} nodes)"))
+    blocks += _listed_ops(d, "NOT scored ({n} nodes)")
     return blocks
 
 
@@ -197,17 +194,21 @@ def _inspection(doc) -> list:
                       rows, left=(0, 1, 2, 3)))
     blocks.append(Lines([f"{tot['nodes']} nodes, {counted(tot['macs'], 'MACs')} = {counted(tot['ops'], 'ops')} "
                          f"({count(tot['other_ops'])} of them non-MAC), {b(tot['bytes'])} moved"]))
-    missing = [x for x in d["unsupported_ops"] if x.get("kind") != "bound"]
-    bounded = [x for x in d["unsupported_ops"] if x.get("kind") == "bound"]
-    if missing:
-        n = sum(x["count"] for x in missing)
-        blocks.append(Lines([f"{x['op_type']} x{x['count']}: {x['reason']}" for x in missing],
-                            title=f"Unsupported ops ({n} nodes, NOT counted)"))
-    if bounded:  # counted, but at a bound rather than their exact run-time cost
-        n = sum(x["count"] for x in bounded)
-        blocks.append(Lines([f"{x['op_type']} x{x['count']}: {x['reason']}" for x in bounded],
-                            title=f"Costed at a stated bound ({n} nodes, counted)"))
+    blocks += _listed_ops(d, "Unsupported ops ({n} nodes, NOT counted)")
     return blocks
+
+
+def _listed_ops(d: dict, missing_title: str) -> list[Lines]:
+    """The nodes a document lists in ``unsupported_ops``, in two blocks: those left out of the figures
+    (``missing_title``, formatted with their count ``n``), and those counted at a stated bound rather
+    than their exact run-time cost (a NonZero at every element non-zero, a Loop of unknown count)."""
+    out = []
+    for bound, title in ((False, missing_title), (True, "Costed at a stated bound ({n} nodes, counted)")):
+        xs = [x for x in d["unsupported_ops"] if (x.get("kind") == "bound") is bound]
+        if xs:
+            out.append(Lines([f"{x['op_type']} x{x['count']}: {x['reason']}" for x in xs],
+                             title=title.format(n=sum(x["count"] for x in xs))))
+    return out
 
 
 def _inspection_rows(doc):
