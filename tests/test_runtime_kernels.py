@@ -166,6 +166,37 @@ def test_a_runtime_gelu_keeps_its_in_cache_pace_out_of_cache(tmp_path):
     assert gelu.t_memory < 0.5 * gelu.time_s
 
 
+def test_a_softmax_past_the_cache_waits_for_dram_on_top_of_its_in_cache_pace(tmp_path):
+    """A softmax's efficiency is read in cache, where its exponentials set the pace: past the cache
+    it keeps that pace and its DRAM streaming adds to it. By hand: 1 MB of cache at 100 GB/s, 20 GB/s
+    from 4 MB, softmax efficiency 0.25; [1, 4, 512, 512] fp32 reads and writes 2 x 4 MiB = 8,388,608
+    bytes: 8,388,608 / 20e9 (DRAM) + 8,388,608 / 100e9 / 0.25 (the in-cache pace) = 419.4 + 335.5 us
+    = 755.0 us. It was the DRAM time over the in-cache efficiency, 1,677.7 us (ORT's [8, 1024, 1024]
+    softmax on a 2-core EPYC: 2x its measured time). In cache ([1, 4, 128, 128]), as before."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["memory"] = {"dram_gbs": 20, "onchip_mb": 1, "bandwidth_curve": {0.5: 100, 1: 100, 4: 20}}
+    d["efficiency"] = {**d.get("efficiency", {}), "softmax": 0.25}
+    hw = profile_from_dict(d, "x")
+
+    def softmax(side):
+        m = model([helper.make_node("Softmax", ["x"], ["y"], axis=-1, name="sm")], [vi("x", [1, 4, side, side])],
+                  [vi("y", None)])
+        rep = analyze(inspect_model(save(m, tmp_path, f"sm{side}.onnx")), hw, Settings(), with_fixes=False)
+        return rep.score.layers[0]
+
+    big = softmax(512)
+    assert big.layer.workload.act_bytes_read + big.layer.workload.bytes_written == 8_388_608
+    assert big.time_s - big.t_launch == pytest.approx(8_388_608 / 20e9 + 8_388_608 / 100e9 / 0.25, rel=1e-6)
+    small = softmax(128)  # 524,288 bytes at the curve's 100 GB/s, over the efficiency
+    assert small.time_s - small.t_launch == pytest.approx(524_288 / 100e9 / 0.25, rel=1e-6)
+
+
 def _silu_model(shape=(1, 64, 56, 56)):
     # x -> Conv 1 x 1 -> c; c * Sigmoid(c) (SiLU) -> y
     n = helper.make_node
