@@ -957,3 +957,24 @@ def test_a_size_the_export_baked_in_is_named_as_such(tmp_path):
               [weight("w", [4, 3])])
     one_line_error(invoke("analyze", save(c, tmp_path, "w.onnx"), "--hw", "t4", "--input-shape", "x=1x8x5"), 2,
                    "'proj'", "match the model's weights")
+
+
+def test_a_flag_that_names_the_same_thing_twice_is_refused(tmp_path):
+    """`--dim seq=64 --dim seq=32` analysed at 32 without a word (the last one won); so did two
+    --input-shape or --value for one input, and a --dim for a length the LLM phase sets (`--phase
+    prefill --prompt 64 --dim sequence_length=128` ran 64). Each is refused naming both values; the
+    same value twice, or a --dim equal to the phase's, is accepted."""
+    kv = os.path.join(SAMPLES, "tiny_llama_kv.onnx")
+    one_line_error(invoke("inspect", GPT2, "--dim", "sequence_length=64", "--dim", "sequence_length=32"), 2,
+                   "--dim gives 'sequence_length' twice (64 and 32)")
+    assert macs(GPT2, "--dim", "sequence_length=64", "--dim", "sequence_length=64") == macs(GPT2, "--dim", "sequence_length=64")
+    one_line_error(invoke("inspect", RESNET, "--input-shape", "input=1x3x224x224", "--input-shape", "input=1x3x112x112"),
+                   2, "--input-shape gives 'input' twice (1x3x224x224 and 1x3x112x112)")
+    one_line_error(invoke("inspect", GPT2, "--dim", "sequence_length=4", "--value", "input_ids=1,2,3,4",
+                          "--value", "input_ids=5,6,7,8"), 2, "--value gives 'input_ids' twice (1,2,3,4 and 5,6,7,8)")
+    one_line_error(invoke("analyze", kv, "--hw", "a100", "--phase", "prefill", "--prompt", "64", "--dim",
+                          "sequence_length=128"), 2, "--dim sequence_length=128 conflicts with the phase",
+                   "sets sequence_length to 64")
+    agreed = invoke("analyze", kv, "--hw", "a100", "--phase", "prefill", "--prompt", "64", "--dim",
+                    "sequence_length=64", "-f", "json", "-q")
+    assert agreed.exit_code == 0 and json.loads(agreed.stdout)["llm"]["prefill"]["prompt"] == 64

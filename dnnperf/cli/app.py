@@ -126,8 +126,22 @@ def overrides(batch, input_shape, dim, strict: bool = True, value=None):
         if not name or not vals:
             raise DnnperfError(f"--value {s}: give the input's name and at least one value")
         values.append((name, vals))
-    return ShapeOverrides(batch=batch, input_shapes=tuple(shapes), dims=tuple(dims), values=tuple(values),
-                          strict=strict)
+    return ShapeOverrides(batch=batch, input_shapes=_once(shapes, "--input-shape"), dims=_once(dims, "--dim"),
+                          values=_once(values, "--value"), strict=strict)
+
+
+def _once(pairs: list, flag: str) -> tuple:
+    """(name, value) pairs of a repeatable flag with one value per name: a name given twice with
+    different values is refused (which one was meant?), the same value twice counts once."""
+    seen: dict = {}
+    for name, v in pairs:
+        if name in seen and seen[name] != v:
+            def show(x):
+                return "x".join(map(str, x)) if flag == "--input-shape" else ",".join(f"{y:g}" for y in x) \
+                    if flag == "--value" else str(x)
+            raise DnnperfError(f"{flag} gives '{name}' twice ({show(seen[name])} and {show(v)}) — keep one")
+        seen[name] = v
+    return tuple(seen.items())
 
 
 def fusion_value(fusion: str) -> str:

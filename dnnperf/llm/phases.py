@@ -84,6 +84,10 @@ class Decoder:
         dims = dict(base.dims)
         for sym, v in ((self.seq_symbol, seq), (self.past_symbol, past), (self.total_symbol, past + seq)):
             if sym:
+                if dims.get(sym, v) != v:  # the user's --dim for a length the phase sets: which one?
+                    raise DnnperfError(f"--dim {sym}={dims[sym]} conflicts with the phase, which sets {sym} to {v} "
+                                       "(--prompt and --context set the sequence and cache lengths) — drop "
+                                       f"--dim {sym}")
                 dims[sym] = v
         if self.fixed_past is not None and self.fixed_past != past:
             raise DnnperfError(f"the model's cache length is fixed at {self.fixed_past} in the export; it cannot run "
