@@ -193,8 +193,9 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
     stop = {}
     for prec in precisions:
         pts = [r for r in rows if r["precision"] == (prec or "model")]
-        # starvation has stopped when idle lanes cost less than 10% of the latency
-        first = next((r["batch"] for r in pts if r["parallelism_share"] < 0.10), None)
+        # starvation has stopped when idle lanes cost less than 10% of the latency: at the smallest such
+        # batch, whatever order the batches were given in
+        first = min((r["batch"] for r in pts if r["parallelism_share"] < 0.10), default=None)
         stop[prec or "model"] = first
     return {"schema_version": "dnnperf-sweep/1", "model": os.path.basename(src.path), "hardware": hw.name,
             "rows": rows, "starvation_ends_at_batch": stop, "notes": notes}

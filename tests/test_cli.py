@@ -169,6 +169,13 @@ def test_sweep_json_and_starvation_end():
     occ = [x["mean_occupancy"] for x in d["rows"] if x["precision"] == "fp32"]
     assert occ == sorted(occ) and occ[-1] > 0.9  # tile and wave quantization leave a few SMs idle at any batch
     assert d["starvation_ends_at_batch"]["fp32"] in (4, 16, 64)
+    # the smallest batch where idle lanes cost under 10%, whatever order the batches are given in (64,16,4,1
+    # named the first one listed that qualified: 64)
+    rev = json.loads(invoke("sweep", RESNET, "--hw", "v100", "--batch", "64,16,4,1", "--precision", "fp32,fp16",
+                            "-f", "json").stdout)
+    assert rev["starvation_ends_at_batch"] == d["starvation_ends_at_batch"]
+    share = {r["batch"]: r["parallelism_share"] for r in d["rows"] if r["precision"] == "fp32"}
+    assert d["starvation_ends_at_batch"]["fp32"] == min(b for b, x in share.items() if x < 0.10)
 
 
 def _widened(tmp_path, cout):

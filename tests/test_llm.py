@@ -186,6 +186,18 @@ def test_sweep_decode_marks_where_the_cache_stops_fitting(models):
     assert tps == sorted(tps)
 
 
+def test_sweep_names_the_smallest_compute_bound_batch_in_any_order(models):
+    """Batches given largest first (16,4,1): the summary named the first row that was compute-bound
+    (16), not the smallest batch that is (prefill of 512 tokens on the A100 is compute-bound from
+    batch 1)."""
+    r = cli("sweep", models["7b"], "--hw", "a100", "--phase", "prefill", "--prompt", "512", "--batch", "16,4,1",
+            "--runtime", "graph", "-f", "json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    bound = {row["batch"]: row["bound"] for row in d["rows"]}
+    assert d["summary"]["compute_bound_from_batch"] == min(b for b, x in bound.items() if x == "compute") == 1
+
+
 def test_a_model_without_cache_is_refused_for_phases():
     r = cli("analyze", os.path.join(SAMPLES, "resnet50.onnx"), "--hw", "a100", "--phase", "decode")
     assert r.exit_code == 2 and "no recognisable KV cache" in r.output

@@ -333,7 +333,7 @@ def sweep_document(path: str, hw, settings, req: PhaseRequest, batches: list[int
 
     req.check()
     rows = sweep_phases(path, hw, settings, req, batches, base)
-    compute_from = next((r["batch"] for r in rows if r["bound"] == "compute"), None)
+    compute_from = min((r["batch"] for r in rows if r["bound"] == "compute"), default=None)  # any order given
     fits = [r for r in rows if r["fits"] is not False]
     fit_max = max((r["batch"] for r in fits), default=None) if rows and rows[0]["fits"] is not None else None
     best = max(fits, key=lambda r: (r["tokens_per_s"], -r["batch"]), default=None)
