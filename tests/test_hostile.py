@@ -223,6 +223,10 @@ def test_zero_tile(tmp_path):
     (["sweep", RESNET, "--batch", "1,0"], "--batch"),
     (["sweep", RESNET, "--precision", "fp7"], "fp7"),
     (["compare", RESNET, "--hw", "v100", "--max-latency", "fast"], "--max-latency"),
+    # an infinite requirement is no requirement ('0x the inf/s required'): refused like a negative one
+    (["compare", RESNET, "--hw", "v100", "--max-latency", "infms"], "--max-latency"),
+    (["compare", RESNET, "--hw", "v100", "--min-throughput", "inf"], "--min-throughput"),
+    (["compare", RESNET, "--hw", "v100", "--min-throughput", "nan"], "--min-throughput"),
     (["check", RESNET, "--max-regression", "lots"], "--max-regression"),
 ])
 def test_bad_flags(args, needle):

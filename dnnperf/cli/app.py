@@ -235,7 +235,7 @@ def parse_time(s: Optional[str], flag: str = "--max-latency") -> Optional[float]
                 v = float(txt[: -len(suf)]) * scale
             except ValueError:
                 break
-            if v > 0:
+            if 0 < v < float("inf"):
                 return v
             break
     raise DnnperfError(f"{flag} expects a positive time like 5ms, 200us or 0.01s, got '{s}'")

@@ -40,8 +40,8 @@ def compare(
     from dnnperf.gate import compare as run_compare
     from dnnperf.hardware import load_profiles
 
-    if min_throughput is not None and not min_throughput > 0:
-        raise DnnperfError("--min-throughput must be > 0")
+    if min_throughput is not None and not 0 < min_throughput < float("inf"):
+        raise DnnperfError(f"--min-throughput must be a positive number of inferences/s, got {min_throughput:g}")
     max_lat = parse_time(max_latency)
     profiles = load_profiles(list(hw or ["all"]))
     insp = inspect_model(model, overrides(batch, input_shape, dim, value=value))
