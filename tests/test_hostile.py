@@ -228,6 +228,12 @@ def test_zero_tile(tmp_path):
     (["compare", RESNET, "--hw", "v100", "--min-throughput", "inf"], "--min-throughput"),
     (["compare", RESNET, "--hw", "v100", "--min-throughput", "nan"], "--min-throughput"),
     (["check", RESNET, "--max-regression", "lots"], "--max-regression"),
+    # validate ran with '-2 threads' (and told the user to calibrate with --threads -2); more threads than
+    # the process has CPUs never finished (999 on 2 CPUs: over 5 minutes for squeezenet)
+    (["validate", RESNET, "--hw", "cpu-avx2", "--threads", "-2"], "--threads"),
+    (["validate", RESNET, "--hw", "cpu-avx2", "--threads", "0"], "--threads"),
+    (["validate", RESNET, "--hw", "cpu-avx2", "--threads", "100000"], "logical CPU"),
+    (["calibrate", "-o", "never-written.yaml", "--threads", "100000"], "logical CPU"),
 ])
 def test_bad_flags(args, needle):
     expect_exit2(args, needle)
