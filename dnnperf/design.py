@@ -61,7 +61,7 @@ def read_space(path: str) -> dict:
         else:
             if any(isinstance(x, bool) or not isinstance(x, int) or x < 1 or x > 1_000_000 for x in v):
                 raise DnnperfError(f"space '{path}'.{k}: integers between 1 and 1,000,000")
-        out[k] = v
+        out[k] = list(dict.fromkeys(v))  # a value listed twice is one configuration: keys stay unique
     n = 1
     for v in out.values():
         n *= len(v)
@@ -140,6 +140,7 @@ def lut_space(space: dict, hw: HardwareProfile, notes: list | None = None, runti
     costed_as = _space_precisions(space, hw, notes)
     cap = (hw.dram_gb or 0) * 1e9
     too_big: list[str] = []
+    no_room: list[str] = []  # windows wider than the map they slide over: no such layer
     rows = []
     for op, cin, cout, k, s, res, e, b, prec in itertools.product(
             space["ops"], space["channels_in"], space["channels_out"], space["kernel"], space["stride"],
@@ -151,6 +152,7 @@ def lut_space(space: dict, hw: HardwareProfile, notes: list | None = None, runti
         if op != "mbconv" and e != space["expansion"][0]:
             continue
         if res < k and op in ("conv", "dwconv", "mbconv"):
+            no_room.append(f"{op}|{cin}|{cin if op == 'dwconv' else cout}|{k}|{s}|{res}|{e}|{b}|{prec}")
             continue
         dtype = DTYPE_OF_PRECISION[prec]
         layers = config_layers(op, cin, cout, k, s, res, e, b, dtype)
@@ -167,6 +169,10 @@ def lut_space(space: dict, hw: HardwareProfile, notes: list | None = None, runti
         })
         if cap and any(l.workload.bytes_total > cap for l in layers):
             too_big.append(rows[-1]["key"])
+    if no_room and rows:
+        notes.append(f"{len(no_room)} configuration(s) have no row: their {no_room[0].split('|')[3]} x "
+                     f"{no_room[0].split('|')[3]} window is wider than the {no_room[0].split('|')[5]} x "
+                     f"{no_room[0].split('|')[5]} map it slides over (e.g. {no_room[0]})")
     if too_big:
         notes.append(f"{len(too_big)} configuration(s) do not fit {hw.name}'s {hw.dram_gb:g} GB (one layer's weights, input "
                      f"and output alone are larger, e.g. {too_big[0]}): their latency times a run the device cannot hold")

@@ -48,6 +48,24 @@ def test_lut_space_and_json(tmp_path):
     assert one["conv|32|32|3|1|28|1|8|fp16"] <= 8 * one["conv|32|32|3|1|28|1|1|fp16"]
 
 
+def test_lut_keys_stay_unique_and_missing_configurations_are_named(tmp_path):
+    """A value listed twice (channels_in [16, 16]) gave two rows with one key, and configurations whose
+    window is wider than the map (9 x 9 on 4 x 4) were left out without a word. 2 ops x 1 cin x 2 cout x
+    2 kernels x 2 resolutions: conv 2 x 2 x 2 = 8 minus the two 9 x 9 on 4 x 4 = 6 rows; dwconv (cout
+    is cin) 2 x 2 = 4 minus one = 3; 3 configurations named in a note."""
+    space = tmp_path / "space.yaml"
+    space.write_text("ops: [conv, dwconv]\nchannels_in: [16, 16]\nchannels_out: [32, 64]\nkernel: [9, 3]\n"
+                     "stride: [1]\nresolution: [4, 56]\n")
+    r = runner.invoke(app, ["lut", "--hw", "v100", "--space", str(space), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    keys = [x["key"] for x in d["rows"]]
+    assert len(keys) == len(set(keys)) == 9
+    said = [w for w in d["warnings"] if "no row" in w]
+    assert len(said) == 1 and said[0].startswith("3 configuration(s)") and "9 x 9 window" in said[0]
+    assert "9 x 9 window" in r.stderr
+
+
 def test_lut_from_model():
     import os
 
