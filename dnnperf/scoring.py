@@ -814,15 +814,19 @@ def _starves(w: Workload) -> bool:
 def classify(losses: dict[str, float], t_ideal: float, starves: bool) -> str:
     """The limiting cause: the largest loss, or 'compute' when time at peak dominates.
 
-    Launch overhead is the cause only for layers that do not ``starve`` (``_starves``): a starved conv
-    or matmul is first a parallelism problem (bigger batch or wider layers amortise the launch as
-    well), while a tiny elementwise kernel is the textbook launch-bound case (fusion removes it). A
-    recurrent layer's launches are its time steps, one after the other, whatever the batch, so they
-    can be its cause.
+    Launch overhead is not the cause of a conv or matmul that ``starves`` (``_starves``) where idle
+    lanes lead its other losses: such a layer is first a parallelism problem (bigger batch or wider
+    layers amortise the launch as well), while a tiny elementwise kernel is the textbook launch-bound
+    case (fusion removes it). Where another loss leads the rest (a T4's clock, a missed tensor-core
+    shape), the launch competes as any loss does: a 1 x 10 convolution whose launch was 9.1 us of its 10
+    was labelled 'thermal' for the 0.29 us its clock cost. A recurrent layer's launches are its time
+    steps, one after the other, whatever the batch, so they can be its cause.
     """
     cands = {k: v for k, v in losses.items() if k != "input_io"}
     if starves:
-        cands.pop("launch_overhead", None)
+        rest = {k: v for k, v in cands.items() if k != "launch_overhead"}
+        if rest and max(rest, key=lambda k: (rest[k], k)) == "parallelism":
+            cands = rest
     best = max(cands, key=lambda k: (cands[k], k))
     if cands[best] <= t_ideal:
         return "compute"

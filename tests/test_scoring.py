@@ -834,3 +834,25 @@ def test_a_padded_int8_convolution_books_no_negative_loss(tmp_path):
     assert c.padded_from == 24 and c.unit == "tensor_cores"
     assert min(c.losses.values()) >= 0
     assert c.t_ideal + sum(c.losses.values()) == pytest.approx(c.time_s, rel=1e-9)
+
+
+def test_a_starved_layer_is_a_parallelism_problem_only_where_idle_lanes_lead_its_other_losses():
+    """classify: a conv or matmul that starves is first a parallelism problem (a bigger batch amortises
+    its launch too), so its launch is not its cause where idle lanes lead its other losses. Where another
+    loss leads them, the launch competes like any loss: squeezenet's 1 x 1 expand convolution on a V100
+    lost 9.0 us to its launch against 0.36 us to the tensor cores' shape and 0.29 us to idle lanes, and
+    was labelled 'specialization'; a T4 convolution losing 9.1 us to its launch and 0.29 us to the
+    clock, 'thermal'."""
+    from dnnperf.scoring import classify
+
+    losses = {"parallelism": 0.29e-6, "specialization": 0.36e-6, "launch_overhead": 9.0e-6, "input_io": 0.0}
+    assert classify(losses, 0.1e-6, starves=True) == "launch_overhead"
+    assert classify({**losses, "parallelism": 5e-6}, 0.1e-6, starves=True) == "parallelism"  # idle lanes lead
+    assert classify({**losses, "parallelism": 5e-6}, 0.1e-6, starves=False) == "launch_overhead"
+    assert classify({"thermal": 0.29e-6, "parallelism": 0.15e-6, "launch_overhead": 9.1e-6}, 0.03e-6, True) \
+        == "launch_overhead"
+    assert classify({"parallelism": 0.01e-6, "launch_overhead": 0.02e-6}, 1e-6, True) == "compute"  # the math leads
+    rep = analyze(inspect_model(os.path.join(SAMPLES, "squeezenet1_1.onnx")), load_profile("v100"), Settings())
+    conv = next(c for c in rep.score.layers if c.name == "/features/features.4/expand1x1/Conv")
+    assert conv.losses["launch_overhead"] > 10 * max(v for k, v in conv.losses.items() if k != "launch_overhead")
+    assert conv.cause == "launch_overhead"
