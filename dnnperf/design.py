@@ -140,7 +140,7 @@ def lut_space(space: dict, hw: HardwareProfile, notes: list | None = None, runti
     costed_as = _space_precisions(space, hw, notes)
     cap = (hw.dram_gb or 0) * 1e9
     too_big: list[str] = []
-    no_room: list[str] = []  # windows wider than the map they slide over: no such layer
+    no_room: list[tuple] = []  # (key, window, map side): windows wider than the map they slide over
     rows = []
     for op, cin, cout, k, s, res, e, b, prec in itertools.product(
             space["ops"], space["channels_in"], space["channels_out"], space["kernel"], space["stride"],
@@ -152,7 +152,7 @@ def lut_space(space: dict, hw: HardwareProfile, notes: list | None = None, runti
         if op != "mbconv" and e != space["expansion"][0]:
             continue
         if res < k and op in ("conv", "dwconv", "mbconv"):
-            no_room.append(f"{op}|{cin}|{cin if op == 'dwconv' else cout}|{k}|{s}|{res}|{e}|{b}|{prec}")
+            no_room.append((f"{op}|{cin}|{cin if op == 'dwconv' else cout}|{k}|{s}|{res}|{e}|{b}|{prec}", k, res))
             continue
         dtype = DTYPE_OF_PRECISION[prec]
         layers = config_layers(op, cin, cout, k, s, res, e, b, dtype)
@@ -170,9 +170,9 @@ def lut_space(space: dict, hw: HardwareProfile, notes: list | None = None, runti
         if cap and any(l.workload.bytes_total > cap for l in layers):
             too_big.append(rows[-1]["key"])
     if no_room and rows:
-        notes.append(f"{len(no_room)} configuration(s) have no row: their {no_room[0].split('|')[3]} x "
-                     f"{no_room[0].split('|')[3]} window is wider than the {no_room[0].split('|')[5]} x "
-                     f"{no_room[0].split('|')[5]} map it slides over (e.g. {no_room[0]})")
+        key, k, res = no_room[0]
+        notes.append(f"{len(no_room)} configuration(s) have no row: their {k} x {k} window is wider than the "
+                     f"{res} x {res} map it slides over (e.g. {key})")
     if too_big:
         notes.append(f"{len(too_big)} configuration(s) do not fit {hw.name}'s {hw.dram_gb:g} GB (one layer's weights, input "
                      f"and output alone are larger, e.g. {too_big[0]}): their latency times a run the device cannot hold")

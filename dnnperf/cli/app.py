@@ -133,12 +133,14 @@ def overrides(batch, input_shape, dim, strict: bool = True, value=None):
 def _once(pairs: list, flag: str) -> tuple:
     """(name, value) pairs of a repeatable flag with one value per name: a name given twice with
     different values is refused (which one was meant?), the same value twice counts once."""
+    def show(x) -> str:  # as the flag spells it: 1x3x224x224, 1,2,3 or 128
+        if flag == "--input-shape":
+            return "x".join(map(str, x))
+        return ",".join(f"{y:g}" for y in x) if flag == "--value" else str(x)
+
     seen: dict = {}
     for name, v in pairs:
         if name in seen and seen[name] != v:
-            def show(x):
-                return "x".join(map(str, x)) if flag == "--input-shape" else ",".join(f"{y:g}" for y in x) \
-                    if flag == "--value" else str(x)
             raise DnnperfError(f"{flag} gives '{name}' twice ({show(seen[name])} and {show(v)}) — keep one")
         seen[name] = v
     return tuple(seen.items())
