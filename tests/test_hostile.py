@@ -118,6 +118,30 @@ def test_external_data_paths_are_never_opened(tmp_path, monkeypatch, location):
     assert not any(("passwd" in o) or ("id_rsa" in o) for o in opened), opened
 
 
+def test_strip_of_a_model_with_external_weights_never_opens_them_and_says_so(tmp_path, monkeypatch):
+    """A model whose 8 x 4 x 3 x 3 fp32 weight (1,152 bytes) lives in an external file: strip never opens
+    that file, says the weight was external (it said '0 weight bytes removed ... already a skeleton'
+    or counted only the inline bytes), and the skeleton points at no file of the original's."""
+    m = conv_model(4, 8, 6, 6, 3)
+    init = m.graph.initializer[0]
+    init.ClearField("raw_data")
+    init.data_location = T.EXTERNAL
+    e = init.external_data.add()
+    e.key, e.value = "location", "weights.bin"
+    p = save(m, tmp_path, "ext.onnx")
+    opened = spy_opens(monkeypatch)
+    r = runner.invoke(app, ["strip", str(p), "-o", str(tmp_path / "sk.onnx")])
+    monkeypatch.undo()
+    assert r.exit_code == 0, r.output
+    assert not any("weights.bin" in o for o in opened), opened
+    assert "1 weight(s), 1,152 bytes by their dims, were in external data files, which are never opened" in r.stderr
+    sk = onnx.load(str(tmp_path / "sk.onnx"), load_external_data=False)
+    assert {x.value for i in sk.graph.initializer for x in i.external_data if x.key == "location"} \
+        == {"__dnnperf_stripped__"}
+    again = runner.invoke(app, ["strip", str(tmp_path / "sk.onnx"), "-o", str(tmp_path / "sk2.onnx")])
+    assert "it was already a skeleton" in again.stderr and "external" not in again.stderr
+
+
 def _deep_if_bytes(depth: int) -> bytes:
     """A model whose If nodes nest ``depth`` subgraphs, encoded directly in protobuf wire format."""
 

@@ -101,8 +101,11 @@ def strip(
     target = model if in_place else output
     out = Out("strip", ("model",), "onnx", target, quiet, [] if in_place else [model])
     data, info = skeleton_of(model, drop_metadata)
-    removed = info["weight_bytes_removed"]
+    removed, external = info["weight_bytes_removed"], info["external_weights"]
     note = (f"wrote {target}: {info['output_bytes']:,} bytes (was {info['input_bytes']:,}; "
-            + (f"{removed:,} weight bytes removed)" if removed else "no weight payloads found: it was already a skeleton)"))
+            + (f"{removed:,} weight bytes removed" if removed else
+               "no weight payloads in the file" if external else "no weight payloads found: it was already a skeleton")
+            + (f"; {external:,} weight(s), {info['external_weight_bytes']:,} bytes by their dims, were in external data "
+               "files, which are never opened: the skeleton no longer refers to them)" if external else ")"))
     out.emit(Document("model", data, notes=(note,)))
     return None

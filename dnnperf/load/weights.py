@@ -7,20 +7,34 @@ read without complaint. Small integer initializers (shape constants) keep their 
 
 from __future__ import annotations
 
-from dnnperf.load.read import clear_payload, has_payload, is_shape_like, parse_model, read_model_bytes, tensor_nbytes
+from dnnperf.load.read import (STRIPPED_LOCATION, clear_payload, has_payload, is_shape_like, parse_model,
+                               read_model_bytes, tensor_nbytes)
 from dnnperf.load.topology import all_initializers, walk_graphs
 
 
 def skeletonize_inplace(model) -> int:
     """Clear every weight payload (keeping dims, dtype and small shape constants), subgraphs included;
-    return the payload bytes actually removed (0 for a model that is already a skeleton)."""
-    removed = 0
+    return the payload bytes actually removed (0 for a model that is already a skeleton). Weights kept
+    in external data files (never opened) are pointed at the stripped location too, so the skeleton
+    refers to no file of the original's."""
+    return _skeletonize(model)[0]
+
+
+def _skeletonize(model) -> tuple[int, int, int]:
+    """(payload bytes removed, weights that were in external files, their bytes by dims and dtype)."""
+    removed = external = external_bytes = 0
     for init in all_initializers(model.graph):
-        if is_shape_like(init) or not has_payload(init):
+        if not has_payload(init):
+            if not any(e.key == "location" and e.value == STRIPPED_LOCATION for e in init.external_data):
+                external += 1
+                external_bytes += tensor_nbytes(init.dims, init.data_type)
+                clear_payload(init)
+            continue
+        if is_shape_like(init):
             continue
         removed += tensor_nbytes(init.dims, init.data_type)
         clear_payload(init)
-    return removed
+    return removed, external, external_bytes
 
 
 def drop_metadata_inplace(model) -> None:
@@ -47,11 +61,12 @@ def skeleton_of(src: str, drop_metadata: bool = False) -> tuple[bytes, dict]:
     model = parse_model(data, src)
     before = len(data)
     del data
-    removed = skeletonize_inplace(model)
+    removed, external, external_bytes = _skeletonize(model)
     if drop_metadata:
         drop_metadata_inplace(model)
     out = model.SerializeToString()
-    return out, {"input_bytes": before, "output_bytes": len(out), "weight_bytes_removed": removed}
+    return out, {"input_bytes": before, "output_bytes": len(out), "weight_bytes_removed": removed,
+                 "external_weights": external, "external_weight_bytes": external_bytes}
 
 
 def strip_file(src: str, dst: str, drop_metadata: bool = False) -> dict:
