@@ -151,24 +151,25 @@ def lut_space(space: dict, hw: HardwareProfile, notes: list | None = None, runti
             continue
         if op != "mbconv" and e != space["expansion"][0]:
             continue
+        kk = 1 if op in ("pwconv", "linear") else k
+        co = cin if op == "dwconv" else cout
+        key = f"{op}|{cin}|{co}|{kk}|{s}|{res}|{e}|{b}|{prec}"
         if res < k and op in ("conv", "dwconv", "mbconv"):
-            no_room.append((f"{op}|{cin}|{cin if op == 'dwconv' else cout}|{k}|{s}|{res}|{e}|{b}|{prec}", k, res))
+            no_room.append((key, k, res))
             continue
         dtype = DTYPE_OF_PRECISION[prec]
         layers = config_layers(op, cin, cout, k, s, res, e, b, dtype)
         costs = [score_layer(l, hw, costed_as[prec], runtime=runtime) for l in layers]
         lat = sum(c.time_s for c in costs)
         main = max(costs, key=lambda c: c.time_s)
-        kk = 1 if op in ("pwconv", "linear") else k
-        co = cin if op == "dwconv" else cout
         rows.append({
-            "key": f"{op}|{cin}|{co}|{kk}|{s}|{res}|{e}|{b}|{prec}", "op": op, "cin": cin, "cout": co, "kernel": kk,
+            "key": key, "op": op, "cin": cin, "cout": co, "kernel": kk,
             "stride": s, "resolution": res, "expansion": e, "batch": b, "precision": prec,
             "macs": sum(l.workload.macs for l in layers), "bytes": sum(l.workload.bytes_total for l in layers),
             "latency_s": sig(lat), "cause": main.cause,
         })
         if cap and any(l.workload.bytes_total > cap for l in layers):
-            too_big.append(rows[-1]["key"])
+            too_big.append(key)
     if no_room and rows:
         key, k, res = no_room[0]
         notes.append(f"{len(no_room)} configuration(s) have no row: their {k} x {k} window is wider than the "

@@ -123,7 +123,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     axes = batch_axes(model, set(init_info), stored)
     before = {vi.name: type_shape(vi.type)[0] for vi in g.input}
     notes = apply_overrides(model, overrides, path, set(init_info), axes)
-    stated = declared.declared_shapes(g)  # what the file states for its unknown ops' outputs, before dropping it
+    stated = declared.declared_shapes(g, stored)  # what the file states for its unknown ops' outputs, before dropping it
     empty, real = [], 0
     for vi in g.input:
         dims, _ = type_shape(vi.type)

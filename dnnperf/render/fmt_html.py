@@ -7,7 +7,7 @@ from html import escape
 from dnnperf import __version__
 from dnnperf import fmt as u
 from dnnperf.render import svg
-from dnnperf.render.views import coverage_line
+from dnnperf.render.views import coverage_line, listed_ops
 
 EXTENSIONS = (".html", ".htm")
 
@@ -118,8 +118,7 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
     notes = [w for w in main.get("warnings", []) if not w.startswith("PARTIAL ESTIMATE")]  # that one heads the page
     if notes:  # the assumptions made for the user
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in notes) + "</ul>")
-    for bound, title in ((False, "Unsupported ops (not scored)"), (True, "Costed at a stated bound (scored)")):
-        xs = [x for x in main["unsupported_ops"] if (x.get("kind") == "bound") is bound]
+    for xs, title in zip(listed_ops(main), ("Unsupported ops (not scored)", "Costed at a stated bound (scored)")):
         if xs:  # left out of the figures; counted at an upper (or lower) bound of their run-time cost
             parts.append(f"<h2>{title}</h2><ul>" + "".join(
                 f"<li>{escape(x['op_type'])} x{x['count']}: {escape(x['reason'])}</li>" for x in xs) + "</ul>")

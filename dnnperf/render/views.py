@@ -198,13 +198,18 @@ def _inspection(doc) -> list:
     return blocks
 
 
+def listed_ops(d: dict) -> tuple[list, list]:
+    """A document's ``unsupported_ops`` entries in two lists: those left out of the figures, and those
+    counted at a stated bound rather than their exact run-time cost (a NonZero at every element
+    non-zero, a Loop of unknown count). Every renderer lists them apart."""
+    bounded = [x for x in d["unsupported_ops"] if x.get("kind") == "bound"]
+    return [x for x in d["unsupported_ops"] if x.get("kind") != "bound"], bounded
+
+
 def _listed_ops(d: dict, missing_title: str) -> list[Lines]:
-    """The nodes a document lists in ``unsupported_ops``, in two blocks: those left out of the figures
-    (``missing_title``, formatted with their count ``n``), and those counted at a stated bound rather
-    than their exact run-time cost (a NonZero at every element non-zero, a Loop of unknown count)."""
+    """``listed_ops`` as blocks, the left-out ones under ``missing_title`` (formatted with their count ``n``)."""
     out = []
-    for bound, title in ((False, missing_title), (True, "Costed at a stated bound ({n} nodes, counted)")):
-        xs = [x for x in d["unsupported_ops"] if (x.get("kind") == "bound") is bound]
+    for xs, title in zip(listed_ops(d), (missing_title, "Costed at a stated bound ({n} nodes, counted)")):
         if xs:
             out.append(Lines([f"{x['op_type']} x{x['count']}: {x['reason']}" for x in xs],
                              title=title.format(n=sum(x["count"] for x in xs))))
