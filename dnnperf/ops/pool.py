@@ -2,7 +2,9 @@
 
 Windowed pooling: one op per window element per output. Global pooling and Reduce*: one op per
 input element. Resize: nearest 1 op per output element, linear 2^(spatial dims) x 2, cubic 4^d x 2.
-TopK: n x log2(k) comparisons along the axis.
+TopK: n x log2(k) comparisons along the axis, spread over its input like a reduction (each thread
+keeps a running top k of its share, then the shares merge; a radix select counts digits the same way),
+not over its k outputs a row.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def topk(ctx: Ctx):
     x = ctx.in_shape(0)
     k = ctx.value(1)
     kk = int(k.reshape(-1)[0]) if k is not None else ctx.out_shape(0)[int(ctx.attr("axis", -1))]
-    return ctx.workload("reduce", other=int(prod(x) * max(1.0, log2(max(kk, 2)))))
+    n = int(prod(x))
+    return ctx.workload("reduce", other=int(n * max(1.0, log2(max(kk, 2)))), parallel=n)
 
 
 def roi(ctx: Ctx):
