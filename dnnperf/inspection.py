@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from dnnperf.fmt import counted
 from dnnperf.ir import Graph, Node
 from dnnperf.ops import REGISTRY, Contradiction, Unsupported, cost_node, key_of
+from dnnperf.unbatched import unbatched_input
 from dnnperf.workload import Workload
 
 
@@ -146,26 +147,6 @@ def _folded_products(graph: Graph, rows: list, warnings: list[str]) -> None:
                         f"{', ...' if len(names) > 2 else ''}; {counted(macs, 'MACs')} if run): runtimes fold them once "
                         "when they load the model, so they cost nothing per inference and are not in the totals "
                         "(counters that run the framework's modules include them)")
-
-
-def _unbatched(graph: Graph, rows: list) -> str:
-    """The first input when it has no batch axis (else ""): a detector traced on a list of images takes
-    one [3, H, W] image and stacks it into the [1, 3, H, W] its first convolution reads (ONNX's Conv
-    input is N x C x ...): its first dim is channels, and one run is one sample."""
-    name = graph.inputs[0] if graph.inputs else None
-    t = graph.tensors.get(name) if name else None
-    if t is None or not t.shape:
-        return ""
-    conv = next((r for r in rows if r.node.op_type == "Conv" and r.workload is not None), None)
-    x = graph.tensors.get(conv.node.inputs[0]) if conv is not None and conv.node.inputs else None
-    if x is None or not x.shape or x.shape[0] != 1 or len(x.shape) != len(t.shape) + 1:
-        return ""
-    # the new leading axis is the batch when the input's first dim is the convolution's channels: more
-    # than one of them, or (a --batch that rewrote them) not the channels the convolution reads. A
-    # batch-1 spectrogram [1, 80, T] unsqueezed to [1, 1, 80, T] has its batch first: not flagged
-    if t.shape[0] > 1 or x.shape[1] != t.shape[0]:
-        return name
-    return ""
 
 
 def _value_inputs(graph: Graph, node, producers: dict, limit: int = 64) -> list[str]:
@@ -410,7 +391,7 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
             input_bytes += t.nbytes or 0
             if batch is None and t.shape:  # an empty input (0 tokens) still has its batch
                 batch = t.shape[graph.batch_axes.get(name, 0)] if len(t.shape) > graph.batch_axes.get(name, 0) else None
-    unbatched = _unbatched(graph, rows) if batch is not None else ""
+    unbatched = unbatched_input(graph, rows) if batch is not None else ""
     if unbatched:
         t = graph.tensors[unbatched]
         warnings.append(f"input '{unbatched}' {list(t.shape)} has no batch axis (the first convolution reads it with one "

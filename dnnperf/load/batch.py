@@ -72,10 +72,13 @@ def pin_note(names: list[str], batch: int) -> str:
 
 
 def verify(g: Graph, ref: Graph, batch: int, flag: str) -> None:
-    """Refuse when ``g`` (at ``batch``) does not scale from ``ref`` (batch 1) as a batch should."""
+    """Refuse when ``g`` (at ``batch``) does not scale from ``ref`` (batch 1) as a batch should; a
+    tensor that grows as the batch squared (or cubed) is a product of samples with samples, noted in
+    ``g.notes``."""
     from dnnperf.ops import Unsupported, cost_node
 
     ref_nodes = {n.name: n for n in ref.nodes}
+    mixed: list[str] = []
     for n in g.nodes:
         r = ref_nodes.get(n.name)
         if r is None or n.op_type in ("Shape", "Size", "Constant"):
@@ -87,6 +90,15 @@ def verify(g: Graph, ref: Graph, batch: int, flag: str) -> None:
             if a is None or b is None or a.numel is None or b.numel is None or not b.numel:
                 continue
             ratio = a.numel / b.numel
+            if ratio in (batch ** 2, batch ** 3) and batch > 1:
+                # samples against samples (CLIP's [images, texts] logits, a batch's pairwise
+                # similarities): real work at this batch, not a pin; said, since it does not scale
+                if not mixed:
+                    mixed.append(f"--batch {batch}: node '{n.name}' ({n.op_type}) gives '{o}' {ratio:g}x its size at "
+                                 "batch 1: it relates the batch's samples to each other (an outer product over the "
+                                 "batch), so its cost grows faster than the batch and the figures at this batch do "
+                                 "not carry to another")
+                continue
             if ratio not in (1, batch):
                 raise DnnperfError(
                     f"{flag} is not applied consistently: node '{n.name}' ({n.op_type}) gives '{o}' shape "
@@ -105,6 +117,7 @@ def verify(g: Graph, ref: Graph, batch: int, flag: str) -> None:
                     f"{ma / mb:g}x its {mb:,} at batch 1 (a layer with weights should do {batch}x) — the export fixes "
                     "the batch inside the graph; re-export with a dynamic batch, or analyse at --batch 1"
                 )
+    g.notes.extend(mixed)
 
 
 def batch_one(ov: ShapeOverrides, axes: dict[str, int]) -> ShapeOverrides:
