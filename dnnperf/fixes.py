@@ -99,8 +99,10 @@ def _bigger_batch(c: LayerCost, x: Ctx):
     b = x.settings.batch or 1
     if c.occupancy >= 1:
         return None
-    if c.plan is not None:  # a GPU library's tiles in waves over the SMs: the same what-if, rescored
-        return _plan_what_if(c, x, [(f"batch {b} -> {b * f}", f, w.with_batch(f)) for f in (2, 4, 8, 16, 32)])
+    if _planned(c, x):  # tiles in waves over the SMs, or blocks over systolic arrays: the what-if, rescored
+        # a systolic array's rows fill at R rows a block (128, 256): further than a GPU's waves
+        factors = (2, 4, 8, 16, 32) + ((64, 128, 256) if _arrays(c, x) else ())
+        return _plan_what_if(c, x, [(f"batch {b} -> {b * f}", f, w.with_batch(f)) for f in factors])
     need = rules.lanes_needed_batch(w.parallel_work, b, x.hw.lanes)
     target = max(b * 8, 8) if need > b * 8 else need
     per = max(w.parallel_work // b, 1)
@@ -113,16 +115,35 @@ def _shallower_wider(c: LayerCost, x: Ctx):
     w = c.layer.workload
     if c.occupancy >= 1:
         return None
-    if c.plan is not None:
+    if _planned(c, x):
         n = w.gemm.n
         return _plan_what_if(c, x, [(f"output channels {n} -> {2 * n}", 2, w.with_width(2 * n))], per_sample=False)
     return (f"{w.parallel_work:,} parallel outputs for {x.hw.lanes:,} lanes: a layer twice as wide keeps "
             f"{rules.occupancy(2 * w.parallel_work, x.hw.lanes):.1%} of them busy at the same latency", None)
 
 
+def _planned(c: LayerCost, x: Ctx) -> bool:
+    """A matrix layer whose occupancy is not outputs over lanes: a GPU library's tile plan, or weight
+    blocks over a unit's systolic arrays (``rules.systolic_occupancy``)."""
+    return c.plan is not None or _arrays(c, x) is not None
+
+
+def _arrays(c: LayerCost, x: Ctx) -> int | None:
+    unit = x.hw.unit_named(c.unit)
+    g = c.layer.workload.gemm
+    return unit.arrays if unit is not None and unit.arrays and g is not None and c.layer.workload.is_matrix else None
+
+
+def _spread(c: LayerCost, x: Ctx) -> str:
+    arrays = _arrays(c, x) if c.plan is None else None
+    if arrays:
+        return f"weight blocks over {arrays} systolic arrays of {x.hw.unit_named(c.unit).name}"
+    return f"the library's tiles in waves over {x.hw.compute_units} SMs"
+
+
 def _plan_what_if(c: LayerCost, x: Ctx, variants: list, per_sample: bool = True):
-    """A GPU matrix layer's occupancy is its tile plan's (tiles in waves over the SMs, split-K), not
-    outputs over lanes: rescore ``variants`` ``(label, work multiple, workload)`` in order and report
+    """A GPU matrix layer's occupancy is its tile plan's (tiles in waves over the SMs, split-K), and
+    a systolic unit's its weight blocks and streamed rows, not outputs over lanes: rescore ``variants`` ``(label, work multiple, workload)`` in order and report
     the first that keeps the SMs 90% busy (else the one with the shortest time per unit of work;
     nothing when that is not 5% below the layer's own), with its time per sample (the variant's time
     over its batch: the model's batch times the multiple) or for how many times the work (a width). A
@@ -131,8 +152,9 @@ def _plan_what_if(c: LayerCost, x: Ctx, variants: list, per_sample: bool = True)
     found = None
     for label, f, w2 in variants:
         if w2 is None:  # a product of two activations: where its batch goes (count or rows) is not known
-            return (f"more work per call adds tiles to the waves over {x.hw.compute_units} SMs (now "
-                    f"{c.occupancy:.1%} occupancy); how a bigger batch reshapes this product is not known here: "
+            adds = (f"rows to the weight blocks over {_arrays(c, x)} systolic arrays" if c.plan is None
+                    else f"tiles to the waves over {x.hw.compute_units} SMs")
+            return (f"more work per call adds {adds} (now {c.occupancy:.1%} occupancy); how a bigger batch reshapes this product is not known here: "
                     "`dnnperf sweep --batch 1,2,4,...` scores the whole model at each batch", None)
         c2 = rescore(c, replace(c.layer, workload=w2), x.report.score, x.settings.precision)
         if c2.occupancy >= 0.9:
@@ -145,8 +167,7 @@ def _plan_what_if(c: LayerCost, x: Ctx, variants: list, per_sample: bool = True)
         return None
     what = (f"raises occupancy from {c.occupancy:.1%} to {c2.occupancy:.1%}" if c2.occupancy >= c.occupancy + 0.01
             else f"leaves occupancy near {c.occupancy:.1%} but spreads the layer's fixed waits over more work")
-    return (f"{label} {what} (the library's tiles in waves "
-            f"over {x.hw.compute_units} SMs): {fmt_time(c.time_s)} -> {fmt_time(c2.time_s)}"
+    return (f"{label} {what} ({_spread(c, x)}): {fmt_time(c.time_s)} -> {fmt_time(c2.time_s)}"
             + (f", {fmt_time(c2.time_s / (f * (x.settings.batch or 1)))} per sample" if per_sample
                else f" for {f}x the work"), None)
 

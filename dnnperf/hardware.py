@@ -35,7 +35,9 @@ SCHEMA = {
     "kind": ("str", True, f"one of {', '.join(KINDS)}"),
     "headline": ("map", True, "the quoted peak: {precision: fp16, tops: 125} (dense, ops = 2 x MACs)"),
     "units": ("list", True, "compute units: [{name, serves: [matrix|vector], peak_tops: {precision: TOP/s}, "
-                            "tile: {precision: [M, N, K]}, alignment: {precision: channels}}]"),
+                            "tile: {precision: [M, N, K]}, alignment: {precision: channels}, arrays: how many "
+                            "weight-stationary systolic arrays of the tile [1, C, R] the unit is (TPU MXUs; optional: a "
+                            "matrix layer then keeps them busy by weight blocks and streamed rows, not outputs over lanes)}]"),
     "memory": ("map", True, "{dram_gbs: GB/s, dram_gb: GB, onchip_mb: MB, onchip_gbs: GB/s for layers whose bytes fit "
                             "on chip (optional), activations_onchip: bool, bandwidth_curve: {working set MB: GB/s} "
                             "(optional, calibrated CPUs: a layer's traffic streams at the figure for its working set, "
@@ -133,6 +135,7 @@ class Unit:
     peak_tops: dict[str, float]
     tile: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     alignment: dict[str, int] = field(default_factory=dict)
+    arrays: int | None = None  # weight-stationary systolic arrays of the tile [1, C, R] (rules.systolic_occupancy)
 
     def rate(self, precision: str) -> float | None:
         """Peak ops/s for ``precision`` or None if the unit cannot run it."""
@@ -370,7 +373,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     for i, u in enumerate(units_raw):
         w = f"{where}.units[{i}]"
         u = _map(u, w)
-        _check_keys(u, ("name", "serves", "peak_tops", "tile", "alignment", "notes"), w)
+        _check_keys(u, ("name", "serves", "peak_tops", "tile", "alignment", "arrays", "notes"), w)
         serves = u.get("serves")
         if not isinstance(serves, list) or not serves or any(s not in SERVES for s in serves):
             raise DnnperfError(f"{w}.serves: a list drawn from {list(SERVES)}, got {serves!r}")
@@ -392,7 +395,13 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
             if p not in PRECISIONS:
                 raise DnnperfError(f"{w}.alignment.{p}: unknown precision")
             align[p] = int(_num(a, f"{w}.alignment.{p}", upper=4096))
-        units.append(Unit(_str(u.get("name"), f"{w}.name"), tuple(serves), peaks, tiles, align))
+        arrays = None
+        if u.get("arrays") is not None:
+            arrays = _whole(u["arrays"], f"{w}.arrays")
+            if "matrix" not in serves or any(t[0] != 1 for t in tiles.values()) or not tiles:
+                raise DnnperfError(f"{w}.arrays: only a unit serving 'matrix' with weight-stationary tiles [1, C, R] is "
+                                   "made of systolic arrays; drop 'arrays' or give every tile M = 1")
+        units.append(Unit(_str(u.get("name"), f"{w}.name"), tuple(serves), peaks, tiles, align, arrays))
     if not any("vector" in u.serves for u in units):
         raise DnnperfError(f"{where}.units: one unit must serve 'vector' (elementwise work needs somewhere to run)")
     mem = _map(d["memory"], f"{where}.memory")

@@ -190,6 +190,55 @@ def test_100_channels_fit_a_256_systolic_array_poorly(tmp_path):
     assert c2.tile_efficiency == pytest.approx(1.0)
 
 
+def test_systolic_occupancy_counts_weight_blocks_and_rows():
+    """A weight-stationary 128 x 128 array costs max(M, 128) cycles a K x N weight block; 8 arrays
+    take the blocks in rounds, or split the rows when there are fewer blocks than arrays."""
+    tile = (1, 128, 128)
+    # 6 outputs reduced over 6,728 inputs at M = 1: 53 blocks, 7 rounds of 128 cycles
+    assert rules.systolic_occupancy(Gemm(1, 6, 6728), tile, 8) == pytest.approx(53 / (8 * 7 * 128))
+    # a 56 x 56 map, 64 filters of 3 x 3 x 64: 5 blocks share 3,136 rows over 8 arrays (1,960 cycles)
+    assert rules.systolic_occupancy(Gemm(3136, 64, 576), tile, 8) == pytest.approx(1.0)
+    # 7 x 7 map, 512 filters of 3 x 3 x 512: 144 blocks, 18 rounds of 128 cycles for 49 rows
+    assert rules.systolic_occupancy(Gemm(49, 512, 4608), tile, 8) == pytest.approx(144 * 49 / (8 * 18 * 128))
+    # one block, 64 rows on one 256 x 256 array: the block's load (256 cycles) is not hidden
+    assert rules.systolic_occupancy(Gemm(64, 200, 200), (1, 256, 256), 1) == pytest.approx(64 / 256)
+    # grouped: 32 groups of 1 x 9 are 32 blocks; 12,544 rows each, 4 rounds
+    assert rules.systolic_occupancy(Gemm(12544, 1, 9, 32), tile, 8) == pytest.approx(1.0)
+
+
+def test_a_thin_product_on_a_tpu_is_not_starved_twice(tmp_path):
+    """A [1, 6,728] x [6,728, 6] Gemm (a spatial transformer's localisation head) on a TPU v4 was 413 us:
+    6 outputs over 131,072 MAC lanes (4.6e-5), on top of the tile fit that already counts the 6 of 128
+    columns. Its 53 weight blocks take 7 rounds of 128 cycles on 8 MXUs: fp32 (3 bf16 passes, 92 TOP/s)
+    80,736 ops / 92e12 / (tile fit x occupancy) + the 1 us launch, and the batch fix finds 128 rows."""
+    m = model([helper.make_node("Gemm", ["x", "w"], ["y"])], [vi("x", [1, 6728])], [vi("y", None)],
+              [weight("w", [6728, 6])])
+    rep = run(tmp_path, m, hw="tpu-v4")
+    c = rep.score.layers[0]
+    fit = (6 / 128) * (6728 / (53 * 128))
+    occ = 53 / (8 * 7 * 128)
+    assert c.tile_efficiency == pytest.approx(fit)
+    assert c.occupancy == pytest.approx(occ)
+    assert c.t_compute == pytest.approx(2 * 6728 * 6 / 92e12 / (fit * occ), rel=1e-6)
+    assert c.time_s == pytest.approx(c.t_compute + 1e-6, rel=1e-3)
+    text = next(f["text"] for f in c.fixes if f["id"] == "bigger_batch")
+    assert text.startswith("batch 1 -> 128 raises occupancy from 0.7% to 94.6% (weight blocks over 8 systolic arrays"), text
+
+
+def test_arrays_only_on_a_weight_stationary_matrix_unit(tmp_path):
+    from dnnperf.errors import DnnperfError
+
+    src = open(os.path.join(os.path.dirname(__file__), "..", "profiles", "tpu-v4.yaml")).read()
+    assert "    arrays: 8" in src
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(src.replace("peak_tops: {fp32: 8, bf16: 8}", "peak_tops: {fp32: 8, bf16: 8}\n    arrays: 2"))
+    with pytest.raises(DnnperfError, match=r"units\[1\]\.arrays: only a unit serving 'matrix'"):
+        load_profile(str(bad))
+    bad.write_text(src.replace("    arrays: 8", "    arrays: 0"))
+    with pytest.raises(DnnperfError, match=r"units\[0\]\.arrays: must be > 0"):
+        load_profile(str(bad))
+
+
 def test_batch_64_removes_starvation_on_a_big_gpu():
     p = os.path.join(SAMPLES, "resnet50.onnx")
     hw = load_profile("v100")
