@@ -478,3 +478,22 @@ def test_topk_spreads_over_its_input_like_a_reduction(tmp_path):
     w = inspect_model(save(m, tmp_path)).rows[0].workload
     assert w.other_ops == int(200_000 * np.log2(10))
     assert w.parallel_work == 200_000
+
+
+def test_resize_scales_stored_as_an_initializer_decide_its_shape(tmp_path):
+    """A folded or simplified export keeps Resize's scales [1, 1, 16, 16] as a float initializer, not a
+    Constant node: its payload was dropped with the weights' and the output shape stayed open (the
+    layer unscored); a skeleton made by `strip` lost it too. 21 x 16 x 16 upsampled 16x: 21 x 256 x 256
+    outputs, bilinear 8 ops each (2 x 2^2 corners)."""
+    from dnnperf.load import skeleton_of
+
+    m = model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="linear")], [vi("x", [1, 21, 16, 16])],
+              [vi("y", None)], [numpy_scalar("sc", [1.0, 1.0, 16.0, 16.0])])
+    p = save(m, tmp_path)
+    row = inspect_model(p).rows[0]
+    assert row.output_shape == (1, 21, 256, 256)
+    assert row.workload.other_ops == 8 * 21 * 256 * 256 and row.workload.kernel == "Resize.linear"
+    sk = str(tmp_path / "sk.onnx")
+    with open(sk, "wb") as fh:
+        fh.write(skeleton_of(p)[0])
+    assert inspect_model(sk).rows[0].output_shape == (1, 21, 256, 256)

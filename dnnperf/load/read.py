@@ -23,6 +23,11 @@ from dnnperf.ir import DTYPE_BITS, DTYPE_NAMES
 
 # Largest integer tensor (elements) kept or folded as a "shape value".
 MAX_VALUE_ELEMS = 4096
+# float tensors this small are kept too: Resize's scales ([1, 1, 2, 2]) decide its output's shape, and
+# with their payload dropped the shape stayed open (a folded or simplified export keeps them as
+# initializers, not Constant nodes); a weight is never this small to matter
+MAX_FLOAT_VALUE_ELEMS = 8
+_FLOAT_TYPES = (1, 10, 11, 16)  # float, float16, double, bfloat16
 # Refuse dims whose product cannot be represented: it is a broken or hostile file.
 MAX_ELEMS = 2**62
 # Files above this size are rebuilt without payloads before parsing (below it, parsing is cheaper).
@@ -307,15 +312,16 @@ def static(dims) -> tuple[int, ...] | None:
 
 
 def is_shape_like(init) -> bool:
-    """Small integer initializers carry shapes (Reshape targets, Slice starts...): keep their data."""
-    if init.data_type not in (6, 7):
+    """Small integer initializers carry shapes (Reshape targets, Slice starts...), and tiny float ones
+    may (Resize's scales): keep their data."""
+    if init.data_type not in (6, 7) and init.data_type not in _FLOAT_TYPES:
         return False
     if init.data_location == 1:  # EXTERNAL: never opened
         return False
     n = 1
     for d in init.dims:
         n *= d
-    if n > MAX_VALUE_ELEMS:
+    if n > (MAX_VALUE_ELEMS if init.data_type in (6, 7) else MAX_FLOAT_VALUE_ELEMS):
         return False
     return bool(init.raw_data) or len(init.int64_data) > 0 or len(init.int32_data) > 0 or n == 0
 
@@ -475,7 +481,9 @@ def _tensor_skeleton(buf, start: int, end: int) -> bytes:
     for d in dims:
         n *= d
     payload = [f for f in fields if f[0] in _PAYLOAD_FIELDS]
-    keep_all = (dtype in (6, 7) and n <= MAX_VALUE_ELEMS and location != 1) or (location == 1 and not payload)
+    keep_all = ((dtype in (6, 7) and n <= MAX_VALUE_ELEMS and location != 1)
+                or (dtype in _FLOAT_TYPES and n <= MAX_FLOAT_VALUE_ELEMS and location != 1)
+                or (location == 1 and not payload))
     if keep_all:
         return bytes(buf[start:end])
     out = bytearray()
