@@ -345,13 +345,13 @@ def _memory_note(hw: HardwareProfile, sc: Score) -> str | None:
 def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     """A calibrated CPU profile (one with a bandwidth curve) prices the runtime's own kernels
     (``RUNTIME_KERNELS``), the pass a fused activation makes over a blocked convolution's output
-    (``epilogue_ns``), convolutions reading fewer channels than one block (``conv.rgb``: a network's
-    first layer on the image, a squeeze-excite's expansion; ``conv.rgb_k1`` for 1 x 1 ones where the
-    calibration could time one) and the layout conversions (``layout.reorder``) at their calibrated pace; a profile
+    (``epilogue_ns``), convolutions reading fewer channels than one block (``conv.rgb``: a network's first
+    layer, a squeeze-excite's expansion; ``conv.rgb_k1`` for 1 x 1 ones where the calibration could time
+    one), layout conversions (``layout.reorder``) and loops over outputs (``loop_ns``) at their pace; a profile
     calibrated before one of them was timed has no figure for it, and its layers take a general figure
     instead: say so."""
     from dnnperf.efficiency import epilogue_activations, narrow_k1_timed, reads_image
-    from dnnperf.vocab import RUNTIME_KERNELS
+    from dnnperf.vocab import LOOP_KERNELS, RUNTIME_KERNELS
 
     if not hw.bandwidth_curve:
         return None
@@ -376,6 +376,8 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
                 count("1 x 1 convolution with fewer input channels than one block")
         if op == "LayoutReorder" and hw.cpu_layout is not None and "layout.reorder" not in hw.shape_efficiency:
             count("layout conversion (timed only at a one-node model's edges)")
+        if w.kernel in LOOP_KERNELS and w.kernel not in hw.loop_ns:
+            count(f"{w.kernel} (a loop over its outputs)")
     if not missing:
         return None
     which = ", ".join(f"{op} ({n} layer{'s' if n > 1 else ''})" for op, n in sorted(missing.items()))

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from dnnperf.errors import DnnperfError
 from dnnperf.files import require_file
-from dnnperf.vocab import EPILOGUE_ACTIVATIONS, PROFILE_FAMILIES
+from dnnperf.vocab import EPILOGUE_ACTIVATIONS, LOOP_KERNELS, PROFILE_FAMILIES
 
 SCHEMA_ID = "dnnperf-hw/1"
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4", "int4")
@@ -63,6 +63,10 @@ SCHEMA = {
                                   "Sigmoid, Tanh; calibrated on 1 x 1 convolution chains with and without it); "
                                   "default: one read and write of the output at the on-chip bandwidth, at the op's "
                                   "op_efficiency"),
+    "loop_ns": ("map", False, "CPU runtimes: kernel -> ns per output element of ops the runtime runs as one loop "
+                              "over their outputs, far from any roof ('Resize.linear', 'Resize.nearest', "
+                              "'Resize.cubic'; calibrated on a 2x upsampling); the layer takes that or its roofline "
+                              "time, whichever is longer; default: the roofline at the family's efficiency"),
     "host_link_gbs": ("num|null", False, "host -> device link for inputs in GB/s; null when inputs are already in "
                                          "memory (the default, noted as assumed)"),
     "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope); default 1, "
@@ -171,6 +175,7 @@ class HardwareProfile:
     kernel_fixed_us: dict[str, float] = field(default_factory=dict)
     subnormal_ns: dict[str, float] = field(default_factory=dict)
     epilogue_ns: dict[str, float] = field(default_factory=dict)
+    loop_ns: dict[str, float] = field(default_factory=dict)
     sustained_clock_fraction: float = 1.0
     sustained_clock_given: bool = False
     gpu: dict = field(default_factory=dict)
@@ -473,6 +478,13 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     if epilogue and kind == "gpu":
         raise DnnperfError(f"{where}.epilogue_ns: only for CPU runtimes (a GPU library fuses the activation into "
                            "its kernel's epilogue)")
+    loop = {}
+    for k, v in _map(d.get("loop_ns", {}) or {}, f"{where}.loop_ns").items():
+        if k not in LOOP_KERNELS:
+            raise DnnperfError(f"{where}.loop_ns.{k}: use one of {', '.join(LOOP_KERNELS)}")
+        loop[k] = _num(v, f"{where}.loop_ns.{k}")
+    if loop and kind == "gpu":
+        raise DnnperfError(f"{where}.loop_ns: only for CPU runtimes")
     op_eff = {}
     for k, v in _map(d.get("op_efficiency", {}) or {}, f"{where}.op_efficiency").items():
         op_eff[str(k)] = _num(v, f"{where}.op_efficiency.{k}", upper=1.0)
@@ -532,6 +544,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         kernel_fixed_us=fixed,
         subnormal_ns=subnormal,
         epilogue_ns=epilogue,
+        loop_ns=loop,
         sustained_clock_fraction=_num(d.get("sustained_clock_fraction", 1.0), f"{where}.sustained_clock_fraction", upper=1.0),
         sustained_clock_given="sustained_clock_fraction" in d,
         gpu=_gpu_section(d.get("gpu"), kind, where),

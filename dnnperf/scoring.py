@@ -36,7 +36,7 @@ calibrated figure a layer reads, and the CPU runtime's extra passes, live in ``d
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from math import ceil
+from math import ceil, prod
 from typing import Callable
 
 from dnnperf import rules
@@ -172,7 +172,7 @@ def with_precision(w: Workload, precision: str) -> Workload:
     return Workload(w.family, new_dtype, w.macs, w.other_ops, (w.act_bytes_read * new_bits) // old_bits,
                     (w.weight_bytes * new_bits) // old_bits, (w.bytes_written * new_bits) // old_bits,
                     w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals, w.bias,
-                    (w.step_reads * new_bits) // old_bits)
+                    (w.step_reads * new_bits) // old_bits, w.kernel)
 
 
 # -- the loss steps ------------------------------------------------------------------------------
@@ -300,9 +300,17 @@ def _efficiency(s: LayerState) -> float:
     BatchNormalization (a per-channel scale and shift; the 'norm' figure it takes was measured on a
     row norm in cache: DenseNet's 56 x 56 pre-activations ran at 2.4-3.9x their estimate's speed).
     A runtime's own fused kernel (``RUNTIME_KERNELS``) keeps one pace per byte at any size; a softmax
-    past the cache keeps its in-cache pace and waits for DRAM on top of it."""
-    eff = s.hw.unoptimized_efficiency if s.unoptimized else family_efficiency(s.layer, s.hw)
+    past the cache keeps its in-cache pace and waits for DRAM on top of it. A kernel the runtime runs as
+    one loop over its outputs (``loop_ns``: Resize) takes its calibrated time per output element."""
     w = s.w
+    loop = s.hw.loop_ns.get(w.kernel) if w.kernel and "+" not in s.layer.op_type else None
+    if loop and s.layer.output_shape:
+        # ONNX Runtime's Resize computes each output element's source and weights in a loop, 0.58
+        # (nearest) and 0.82 ns (linear) per element on a 2-core EPYC VM from 0.17 to 1.4 M outputs:
+        # 11-23x the roofline at the family's efficiency (deeplabv3's final 16x bilinear upsampling:
+        # 48 us estimated, 984 measured)
+        return max(s.t, prod(s.layer.output_shape) * loop * 1e-9)
+    eff = s.hw.unoptimized_efficiency if s.unoptimized else family_efficiency(s.layer, s.hw)
     cache = (s.hw.onchip_mb or 0) * 1e6
     ws = w.act_bytes_read + w.bytes_written
     if w.family == "softmax" and ws > cache and not s.unoptimized and s.hw.bandwidth_curve and cache > 0:

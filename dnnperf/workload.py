@@ -47,6 +47,7 @@ class Workload:
     subnormals: int = 0  # subnormal float32 values it writes (a Softmax) or multiplies (the MatMul after it)
     bias: bool = False  # a plain Conv or ConvTranspose with a bias input (GPU frameworks add it in a kernel of its own)
     step_reads: int = 0  # recurrent layers: bytes read again at every step after the first (the recurrent weights)
+    kernel: str = ""  # the runtime kernel an attribute picks ('Resize.linear'): a calibrated CPU may time it per element
 
     @property
     def ops(self) -> int:

@@ -222,6 +222,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     profile["shape_efficiency"] = {k: dict(sorted(v.items())) for k, v in sorted(shape_eff.items())}
     profile["subnormal_ns"] = subnormal_ns(times)
     profile["epilogue_ns"] = epilogue_ns(times)
+    profile["loop_ns"] = loop_ns(table, times, dispatch_us)
     cold = next(mb for mb in table if mb.role == "cold")
     profile["product_overlap"] = _sig(cold_overlap(cold, profile, times[cold.name] - times["dispatch_1"]
                                                   + dispatch_us * 1e-6))
@@ -293,6 +294,20 @@ def epilogue_ns(times: dict) -> dict:
     n = epilogue_elements()
     base = times["epilogue_none"]
     return {act: _sig(max(times[f"epilogue_{act}"] - base, 0.0) / n * 1e9) for act in EPILOGUE_ACTIVATIONS}
+
+
+def loop_ns(table, times: dict, dispatch_us: float) -> dict:
+    """Nanoseconds per output element of each kernel the runtime runs as one loop over its outputs
+    (``vocab.LOOP_KERNELS``): its one-node model's time less a run's fixed cost (the one-node dispatch
+    model's time, less the op's own dispatch), over the output elements."""
+    from dnnperf.measure.micro import loop_elements
+
+    out = {}
+    for mb in table:
+        t = times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6 if mb.role == "loop" else 0.0
+        if t > 0:
+            out[mb.key] = _sig(t / loop_elements() * 1e9)
+    return dict(sorted(out.items()))
 
 
 def cold_overlap(cold, profile: dict, kernel_s: float) -> float:

@@ -135,7 +135,7 @@ class Micro:
     model: Any  # onnx.ModelProto
     feeds: dict
     # peak | peak_int8 | dram | onchip | dispatch | host | cold | cold_conv | fixed | family | op | kernel | m_curve | nk_curve
-    # | shape | probe | reorder | subnormal | epilogue
+    # | shape | probe | reorder | subnormal | epilogue | loop
     role: str
     key: str = ""  # the family, op type or thin dimension the entry measures
     ops: float = 0.0  # arithmetic ops the kernel does (1 MAC = 2 ops)
@@ -397,6 +397,15 @@ def micro_models(quick: bool) -> list[Micro]:
                                                                   pads=[1, 1, 1, 1])],
                                                 [_vi("x", [1, 64, 28, 28])], [_vi("y", None)], [_w("w", [64, 32, 4, 4])]),
                      {"x": x28}, "op", "ConvTranspose"))
+    # Resize, a loop over its outputs (vocab.LOOP_KERNELS): 2x upsampling of 64 x 56 x 56 as a decoder or
+    # an FPN has it (0.8 M outputs), per mode; calibrate divides the kernel time by the outputs
+    ch, side, f = LOOP_UPSAMPLE
+    xl = x56 if (ch, side) == (64, 56) else rng.standard_normal((1, ch, side, side)).astype(np.float32)
+    for mode in ("nearest", "linear", "cubic"):
+        out.append(Micro(f"loop_Resize.{mode}", _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode=mode)],
+                                                       [_vi("x", [1, ch, side, side])], [_vi("y", None)],
+                                                       [_const("sc", [1.0, 1.0, float(f), float(f)])]),
+                         {"x": xl}, "loop", f"Resize.{mode}"))
     fam("movement", helper.make_node("Concat", ["x", "x2"], ["y"], axis=1),
         [_vi("x", [1, 64, 56, 56]), _vi("x2", [1, 64, 56, 56])], [], {"x": x56, "x2": x56}, "movement")
     fam("reduce", helper.make_node("GlobalAveragePool", ["x"], ["y"]), [_vi("x", [1, 64, 56, 56])], [], {"x": x56},
@@ -596,6 +605,16 @@ def _pool(name: str, ch: int, side: int, role: str, key: str = "") -> Micro:
 FIXED_CHAIN = 24
 FIXED_FAMILIES = ("conv", "depthwise_conv", "grouped_conv", "pool", "norm", "matmul", "elementwise", "softmax",
                   "movement", "rnn")
+
+
+# Resize's loop (vocab.LOOP_KERNELS) timed on (channels, side, factor): 64 x 56 x 56 upsampled 2x
+LOOP_UPSAMPLE = (64, 56, 2)
+
+
+def loop_elements() -> int:
+    """Output elements of one run of a loop_ns micro-benchmark."""
+    ch, side, f = LOOP_UPSAMPLE
+    return ch * (side * f) ** 2
 
 
 def epilogue_elements() -> int:
