@@ -39,6 +39,11 @@ def test_calibration_writes_a_valid_profile(local_profile):
         assert 0 < e <= 1, fam
     for op, e in hw.op_efficiency.items():
         assert 0 < e <= 1, op
+    # the ops ORT runs element by element with the C library's functions each get a figure of their own
+    assert {"Softplus", "Elu", "Selu", "Celu", "Sin", "Cos", "Atan", "Sign", "Log"} <= set(hw.op_efficiency)
+    assert "Einsum" in hw.op_efficiency  # its own transposes and product, not a MatMul's pace
+    # Resize's loop over its outputs, per mode, in ns an output element
+    assert set(hw.loop_ns) == {"Resize.nearest", "Resize.linear", "Resize.cubic"} and min(hw.loop_ns.values()) > 0
     m = prof["measured"]
     assert m["threads"] >= 1 and m["onnxruntime"] and m["cpu"] and m["date"]
     assert load_profile(path).name == "local"

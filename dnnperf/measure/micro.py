@@ -78,7 +78,12 @@ GROUPED_S2 = ((8, 56), (8, 14), (8, 7), (16, 28), (16, 14))
 # reached 125-130 GB/s; DenseNet-121's 58 Concats took 2.2-2.4 ms against 0.8-1.0 estimated
 CONCAT_SERIAL = ((16, 14), (16, 28), (32, 28), (64, 28))
 CONCAT_INPUTS = 16
-OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log")
+# unary and binary ops timed one by one (op_efficiency): ONNX Runtime runs the ones past Sqrt element by
+# element with the C library's functions, on one 2-core EPYC VM at 1.3-8.4 ns an element (Softplus
+# 8.4, Sin / Cos 2.7, Elu / Celu / Sign 1.8-2.0, Log 1.6) where Sigmoid, the elementwise family's
+# figure, takes 0.37: Mamba's two Softplus layers ran 57 us each against 1.6 estimated
+OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log", "Softplus", "Elu", "Selu", "Celu", "Sin",
+            "Cos", "Atan", "Sign")
 # activations the blocked CPU convolution applies to its finished output in a pass of its own
 # (vocab.EPILOGUE_ACTIVATIONS, efficiency.epilogue_pass): a chain of EPILOGUE_CHAIN 1 x 1 convolutions of EPILOGUE_MAP's channels and
 # side, each but the last followed by one, timed against the same chain without them (``epilogue_ns``: ns
@@ -390,6 +395,13 @@ def micro_models(quick: bool) -> list[Micro]:
     out.append(Micro("op_Transpose", _model([helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])],
                                             [_vi("x", [1, 64, 56, 56])], [_vi("y", None)]), {"x": x56}, "op", "Transpose",
                      nbytes=2 * 4 * x56.size))
+    # an Einsum as attention writes it (scores of 8 heads over 128 positions, 32 channels a head): ONNX
+    # Runtime transposes its operands into a batched product of its own, 3-7x slower than a MatMul of
+    # that shape on this VM (327 and 109 us against 46 estimated at the matmul family's figure)
+    xq = rng.standard_normal((1, 128, 8, 32)).astype(np.float32)
+    out.append(Micro("op_Einsum", _model([helper.make_node("Einsum", ["q", "k"], ["y"], equation="bqhd,bkhd->bhqk")],
+                                         [_vi("q", [1, 128, 8, 32]), _vi("k", [1, 128, 8, 32])], [_vi("y", None)]),
+                     {"q": xq, "k": xq.copy()}, "op", "Einsum"))
     # a decoder's 2x upsampling ConvTranspose follows no other family's pace (op_efficiency, against
     # dnnperf's own estimate of it): ONNX Runtime computes it as a product and scatters the columns back
     x28 = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
