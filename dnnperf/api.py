@@ -62,11 +62,11 @@ def checked(insp: Inspection, overrides: ShapeOverrides) -> Inspection:
             _refuse_batch_without_axis(insp.path, overrides)  # --batch rewrote the channels: say that instead
         if bad is not None:
             flags = " ".join([f"--input-shape {n}={'x'.join(map(str, d))}" for n, d in overrides.input_shapes]
-                             + [f"--dim {k}={v}" for k, v in overrides.dims]
-                             + ([f"--batch {overrides.batch}"] if overrides.batch else []))
+                             + [f"--dim {k}={v}" for k, v in overrides.dims] + ([f"--batch {overrides.batch}"] if overrides.batch else []))
             fix = ("the export fixes that size inside the graph (a constant target shape): re-export with dynamic "
-                   "axes, or analyse at the exported size" if bad.node.op_type in _SHAPED_BY_CONSTANTS
-                   else "pass shapes that match the model's weights")
+                   "axes, or analyse at the exported size" if bad.node.op_type in _SHAPED_BY_CONSTANTS else
+                   "pass sizes every branch maps alike (a multiple of the network's total stride: 32 for most "
+                   "detectors and U-Nets)" if bad.node.op_type == "Concat" else "pass shapes that match the model's weights")
             raise DnnperfError(f"{flags} contradicts the model: node '{bad.node.name}' ({bad.node.op_type}): {bad.reason} "
                                f"— {fix}")
     if overrides.batch is not None and insp.no_batch_axis:  # --batch rewrote its first dim, the channels

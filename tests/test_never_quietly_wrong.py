@@ -997,3 +997,21 @@ def test_a_flag_that_names_the_same_thing_twice_is_refused(tmp_path):
     agreed = invoke("analyze", kv, "--hw", "a100", "--phase", "prefill", "--prompt", "64", "--dim",
                     "sequence_length=64", "-f", "json", "-q")
     assert agreed.exit_code == 0 and json.loads(agreed.stdout)["llm"]["prefill"]["prompt"] == 64
+
+
+def test_a_concat_of_maps_that_differ_off_its_axis_is_a_contradiction(tmp_path):
+    """An FPN or U-Net joins an upsampled deep map with a shallow one: at a side the network's stride does
+    not divide (33 rows: 17 after the stride-2 convolution, 34 after the 2x upsampling) the two differ
+    on axis 2 and a runtime refuses the Concat. It was costed at its first input's shape, silently."""
+    from helpers import numpy_scalar
+
+    nodes = [helper.make_node("Conv", ["x", "w"], ["d"], strides=[2, 2], pads=[1, 1, 1, 1], name="down"),
+             helper.make_node("Resize", ["d", "", "sc"], ["u"], mode="nearest", name="up"),
+             helper.make_node("Concat", ["u", "x"], ["y"], axis=1, name="join")]
+    m = model(nodes, [vi("x", [1, 8, "h", 32])], [vi("y", None)],
+              [weight("w", [8, 8, 3, 3]), numpy_scalar("sc", [1.0, 1.0, 2.0, 2.0])])
+    p = save(m, tmp_path)
+    d = json.loads(invoke("inspect", p, "--dim", "h=32", "-f", "json").stdout)
+    assert d["coverage"]["complete"]
+    one_line_error(invoke("analyze", p, "--hw", "t4", "--dim", "h=33"), 2, "--dim h=33", "'join' (Concat)",
+                   "[1, 8, 34, 32] and [1, 8, 33, 32] differ on axis 2 (34 vs 33)", "total stride")

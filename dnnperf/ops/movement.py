@@ -16,7 +16,20 @@ def movement(ctx: Ctx):
 
 def concat(ctx: Ctx):
     """Every input copied into its place in the output; the size of each piece is kept (a CPU runtime
-    copies small pieces with one thread: ``dnnperf.efficiency``)."""
+    copies small pieces with one thread: ``dnnperf.efficiency``). Inputs that differ off the joined
+    axis contradict each other (a runtime refuses them): an FPN's upsampled map of 22 rows next to the
+    backbone's 21 when the input's side is not a multiple of the network's stride."""
+    shapes = [ctx.in_shape(i) for i in range(len(ctx.node.inputs)) if ctx.has_input(i)]
+    if shapes and all(s is not None for s in shapes):
+        rank = len(shapes[0])
+        ax = int(ctx.attr("axis", 0))
+        ax = ax + rank if ax < 0 else ax
+        for s in shapes[1:]:
+            off = [k for k in range(min(rank, len(s))) if k != ax and s[k] != shapes[0][k]]
+            if len(s) != rank or off:
+                where = f"axis {off[0]} ({shapes[0][off[0]]} vs {s[off[0]]})" if off else f"rank ({rank} vs {len(s)})"
+                raise Contradiction(f"inputs {list(shapes[0])} and {list(s)} differ on {where}; Concat joins them "
+                                    f"along axis {ax} only")
     pieces = tuple(ctx.in_numel(i) for i in range(len(ctx.node.inputs)) if ctx.has_input(i))
     return ctx.workload("movement", pieces=pieces)
 
