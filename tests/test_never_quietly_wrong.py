@@ -1015,3 +1015,46 @@ def test_a_concat_of_maps_that_differ_off_its_axis_is_a_contradiction(tmp_path):
     assert d["coverage"]["complete"]
     one_line_error(invoke("analyze", p, "--hw", "t4", "--dim", "h=33"), 2, "--dim h=33", "'join' (Concat)",
                    "[1, 8, 34, 32] and [1, 8, 33, 32] differ on axis 2 (34 vs 33)", "total stride")
+
+
+@pytest.mark.parametrize("name, nodes, inputs, inits, bad, good, needle", [
+    ("gemm", [("Gemm", ["x", "w"], {})], [("x", [1, "k"])], [("w", [64, 8])], "k=100", "k=64",
+     "Gemm inner dims differ (100 vs 64)"),
+    ("layernorm", [("LayerNormalization", ["x", "g", "b"], {"axis": -1})], [("x", [1, 4, "k"])], [("g", [64]), ("b", [64])],
+     "k=100", "k=64", "its scale [64] does not fit the normalised axes [100]"),
+    ("batchnorm", [("BatchNormalization", ["x", "s", "b", "m", "v"], {})], [("x", [1, "c", 8, 8])],
+     [("s", [16]), ("b", [16]), ("m", [16]), ("v", [16])], "c=20", "c=16", "input has 20 channels but its parameter [16]"),
+    ("instnorm", [("InstanceNormalization", ["x", "s", "b"], {})], [("x", [1, "c", 8, 8])], [("s", [16]), ("b", [16])],
+     "c=12", "c=16", "input has 12 channels"),
+    ("convtranspose", [("ConvTranspose", ["x", "w"], {"strides": [2, 2]})], [("x", [1, "c", 8, 8])], [("w", [16, 8, 2, 2])],
+     "c=12", "c=16", "input has 12 channels but the weights [16, 8, 2, 2] expect 16"),
+    ("prelu", [("PRelu", ["x", "s"], {})], [("x", [1, "c", 8, 8])], [("s", [16, 1, 1])], "c=12", "c=16",
+     "its slope [16, 1, 1] does not broadcast to the input [1, 12, 8, 8]"),
+    ("einsum", [("Einsum", ["a", "w"], {"equation": "ij,jk->ik"})], [("a", [4, "k"])], [("w", [8, 6])], "k=5", "k=8",
+     "index 'j' is 5 in one operand and 8 in another"),
+    ("lstm", [("LSTM", ["x", "W", "R"], {"hidden_size": 8})], [("x", [5, 1, "k"])], [("W", [1, 32, 16]), ("R", [1, 32, 8])],
+     "k=10", "k=16", "input of 10 features but the weights [1, 32, 16] take 16"),
+    ("matmul", [("MatMul", ["a", "w"], {})], [("a", ["n", 4, 8])], [("w", [3, 8, 4])], "n=2", "n=3",
+     "MatMul batch dims [2] and [3] do not broadcast"),
+])
+def test_a_size_that_does_not_fit_an_op_s_parameters_is_refused(tmp_path, name, nodes, inputs, inits, bad, good, needle):
+    """A --dim that changes the size an op's weights or parameters are made for (the reduction of a
+    Gemm, a norm's channels, an LSTM's input features, an Einsum index, a MatMul's batch) was costed
+    at the new size, silently: a runtime refuses such a model. Exit 2 naming the node and the sizes;
+    the size the weights fit is analysed."""
+    m = model([helper.make_node(op, ins, ["y"], name=name, **attrs) for op, ins, attrs in nodes],
+              [vi(n, s) for n, s in inputs], [vi("y", None)], [weight(n, s) for n, s in inits])
+    p = save(m, tmp_path)
+    one_line_error(invoke("inspect", p, "--dim", bad), 2, f"--dim {bad} contradicts the model", f"'{name}'", needle)
+    r = invoke("inspect", p, "--dim", good, "-f", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["coverage"]["complete"], r.output
+
+
+def test_split_sizes_that_do_not_add_up_are_refused(tmp_path):
+    from helpers import ints
+
+    m = model([helper.make_node("Split", ["x", "s"], ["y1", "y2"], axis=1, name="halves")], [vi("x", [1, "c"])],
+              [vi("y1", None), vi("y2", None)], [ints("s", [3, 5])])
+    p = save(m, tmp_path)
+    one_line_error(invoke("inspect", p, "--dim", "c=20"), 2, "'halves'", "its pieces [3, 5] add up to 8, not the 20 of axis 1")
+    assert invoke("inspect", p, "--dim", "c=8").exit_code == 0

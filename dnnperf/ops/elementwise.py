@@ -70,9 +70,20 @@ def _check_broadcast(ctx: Ctx) -> None:
         raise Contradiction(f"inputs {conflict}")
 
 
+def _slope_fits(ctx: Ctx) -> None:
+    """PRelu's slope broadcasts to its input one way (every slope axis, aligned from the right, equal
+    to the input's or 1): a --dim that changed the channels left 16 slopes on 12 channels, costed."""
+    if len(ctx.node.inputs) > 1 and ctx.has_input(1):
+        x, s = tuple(ctx.in_shape(0)), tuple(ctx.in_shape(1))
+        if len(s) > len(x) or any(d not in (1, t) for d, t in zip(reversed(s), reversed(x))):
+            raise Contradiction(f"its slope {list(s)} does not broadcast to the input {list(x)}")
+
+
 def _make(weight: int):
     def cost(ctx: Ctx):
         _check_broadcast(ctx)
+        if ctx.node.op_type == "PRelu":
+            _slope_fits(ctx)
         n = sum(ctx.out_numel(i) for i, o in enumerate(ctx.node.outputs) if o and i == 0)
         if ctx.node.op_type in ("Cast", "CastLike", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"):
             family = "cast"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from math import prod
 
-from dnnperf.ops import Contradiction, Ctx, Unsupported, register, register_shapes
+from dnnperf.ops import Contradiction, Ctx, Unsupported, broadcast_conflict, register, register_shapes
 from dnnperf.ops.elementwise import activation_ops
 from dnnperf.workload import Gemm
 
@@ -79,6 +79,8 @@ def conv_transpose(ctx: Ctx):
     groups = int(ctx.attr("group", 1))
     cin = x[1]
     cout_g = w[1]
+    if len(x) >= 2 and len(w) >= 2 and w[0] != cin:
+        raise Contradiction(f"input has {cin} channels but the weights {list(w)} expect {w[0]}")
     window = prod(w[2:])
     in_pixels = prod(x[2:])
     macs = x[0] * cin * in_pixels * cout_g * window
@@ -95,7 +97,12 @@ def gemm(ctx: Ctx):
     if len(a) != 2 or len(b) != 2:
         raise Unsupported("Gemm needs 2-D inputs")
     m, k = (a[1], a[0]) if ctx.attr("transA", 0) else (a[0], a[1])
-    n = b[0] if ctx.attr("transB", 0) else b[1]
+    n, kb = (b[0], b[1]) if ctx.attr("transB", 0) else (b[1], b[0])
+    if kb != k:
+        raise Contradiction(f"Gemm inner dims differ ({k} vs {kb})")
+    c = tuple(ctx.in_shape(2)) if ctx.has_input(2) else ()
+    if len(c) > 2 or any(d not in (1, t) for d, t in zip(reversed(c), (n, m))):
+        raise Contradiction(f"the bias {list(c)} does not broadcast to the [{m}, {n}] product")
     other = m * n if ctx.has_input(2) else 0
     return ctx.workload("matmul", macs=m * n * k, other=other, gemm=Gemm(m, n, k))
 
@@ -109,6 +116,9 @@ def _matmul_dims(a, b):
         raise Contradiction(f"MatMul inner dims differ ({k} vs {b2[-2]})")
     batch = 1
     ba, bb = a2[:-2], b2[:-2]
+    conflict = broadcast_conflict([ba, bb])
+    if conflict is not None:
+        raise Contradiction(f"MatMul batch dims {conflict}")
     r = max(len(ba), len(bb))
     ba = (1,) * (r - len(ba)) + ba
     bb = (1,) * (r - len(bb)) + bb
@@ -209,6 +219,8 @@ def einsum(ctx: Ctx):
         if len(term) != len(shape) or not re.fullmatch(r"[A-Za-z]*", term):
             raise Unsupported(f"Einsum term '{term}' does not match input rank {len(shape)}")
         for c, d in zip(term, shape):
+            if c in sizes and 1 not in (sizes[c], d) and sizes[c] != d:
+                raise Contradiction(f"Einsum '{eq}': index '{c}' is {sizes[c]} in one operand and {d} in another")
             sizes[c] = max(sizes.get(c, 1), d)
     total = prod(sizes.values())
     if len(terms) == 1:

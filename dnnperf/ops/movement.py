@@ -6,11 +6,28 @@ Data movement ops (Concat, Transpose, Gather, Pad...) read and write every byte 
 
 from __future__ import annotations
 
-from dnnperf.ops import Contradiction, Ctx, Unsupported, broadcast_conflict, register, register_check
+from dnnperf.ops import Contradiction, Ctx, broadcast_conflict, register, register_check
 from dnnperf.workload import Workload
 
 
+def _split_fits(ctx: Ctx) -> None:
+    """A Split's stated sizes must add up to its input along the axis (a runtime refuses sizes that do
+    not): a --dim that changed that axis left the pieces' shapes open, 'could not be resolved'."""
+    t = ctx.graph.tensors.get(ctx.node.inputs[0]) if ctx.node.inputs else None
+    x = t.shape if t is not None else None
+    sizes = ctx.value(1) if len(ctx.node.inputs) > 1 and ctx.has_input(1) else ctx.attr("split", None)
+    if not x or sizes is None:
+        return
+    pieces = [int(v) for v in (sizes.reshape(-1) if hasattr(sizes, "reshape") else sizes)]
+    ax = int(ctx.attr("axis", 0))
+    ax = ax + len(x) if ax < 0 else ax
+    if 0 <= ax < len(x) and pieces and sum(pieces) != x[ax]:
+        raise Contradiction(f"its pieces {pieces} add up to {sum(pieces)}, not the {x[ax]} of axis {ax}")
+
+
 def movement(ctx: Ctx):
+    if ctx.node.op_type == "Split":
+        _split_fits(ctx)
     return ctx.workload("movement")
 
 

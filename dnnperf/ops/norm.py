@@ -7,7 +7,7 @@ norms compute mean and variance then normalise, scale and shift (~8 ops); RMS no
 
 from __future__ import annotations
 
-from dnnperf.ops import Ctx, register, register_shapes
+from dnnperf.ops import Contradiction, Ctx, register, register_shapes
 from dnnperf.ops.elementwise import same_as_first
 
 _PER_ELEMENT = {
@@ -40,10 +40,45 @@ def _row(ctx: Ctx) -> int:
     return n
 
 
+# ops whose parameters are one value per channel (axis 1), and where each row norm's scale is
+_PER_CHANNEL = frozenset({"BatchNormalization", "InstanceNormalization", "GroupNormalization"})
+_SCALE_INPUT = {"SkipLayerNormalization": 2, "SkipSimplifiedLayerNormalization": 2}
+
+
+def _params_fit(ctx: Ctx, op: str) -> None:
+    """A normalisation's parameters must fit its input (a runtime refuses them otherwise): one per
+    channel for Batch/Instance norms (GroupNormalization: per channel, or per group before opset 21),
+    and a row norm's scale broadcast to the normalised axes. A --dim that changed the channels or
+    the hidden size was costed at the input's new size, silently."""
+    x = tuple(ctx.in_shape(0))
+    if op in _PER_CHANNEL and len(x) >= 2:
+        allowed = {(x[1],)} | ({(int(ctx.attr("num_groups", 0)),)} if op == "GroupNormalization" else set())
+        for i in range(1, len(ctx.node.inputs)):
+            if ctx.has_input(i) and tuple(ctx.in_shape(i)) not in allowed:
+                raise Contradiction(f"input has {x[1]} channels but its parameter {list(ctx.in_shape(i))} does not "
+                                    "match them")
+    elif op in _ROW_NORMS and x:
+        i = _SCALE_INPUT.get(op, 1)
+        if ctx.has_input(i):
+            rows = x[_row_axis(ctx, x):]
+            s = tuple(ctx.in_shape(i))
+            if len(s) > len(rows) or any(d not in (1, t) for d, t in zip(reversed(s), reversed(rows))):
+                raise Contradiction(f"its scale {list(s)} does not fit the normalised axes {list(rows)}")
+
+
+def _row_axis(ctx: Ctx, shape) -> int:
+    axis = int(ctx.attr("axis", -1))
+    axis = axis + len(shape) if axis < 0 else axis
+    return max(0, min(axis, len(shape) - 1))
+
+
 def _make(weight: int, family: str, op: str = ""):
     rows = op in _ROW_NORMS
+    checked = op in _ROW_NORMS or op in _PER_CHANNEL
 
     def cost(ctx: Ctx):
+        if checked:
+            _params_fit(ctx, op)
         return ctx.workload(family, other=weight * ctx.in_numel(0), parallel=ctx.out_numel(0),
                             **({"row": _row(ctx)} if rows else {}))
 

@@ -9,7 +9,7 @@ batch the input projection of all steps into one product, but the recurrent one 
 from __future__ import annotations
 
 from dnnperf.ir import DTYPE_BITS
-from dnnperf.ops import Ctx, register
+from dnnperf.ops import Contradiction, Ctx, register
 from dnnperf.workload import Gemm
 
 _GATES = {"LSTM": (4, 10), "GRU": (3, 9), "RNN": (1, 2)}
@@ -23,8 +23,12 @@ def recurrent(ctx: Ctx):
         b, s, i = x
     else:
         s, b, i = x
-    dirs, gh, _ = w
+    dirs, gh, wi = w
     h = gh // gates
+    hidden = int(ctx.attr("hidden_size", h) or h)
+    if wi != i or gh != gates * hidden:
+        raise Contradiction(f"input of {i} features but the weights {list(w)} take {wi} (and {gates} gates of "
+                            f"{hidden})" if wi != i else f"weights {list(w)} are not {gates} gates of {hidden}")
     macs = dirs * s * b * gh * (i + h)
     other = dirs * s * b * h * per_unit
     # every step multiplies the recurrent weights R (input 2: dirs x gates*H x H) again: read once per step
