@@ -1036,14 +1036,18 @@ def test_a_concat_of_maps_that_differ_off_its_axis_is_a_contradiction(tmp_path):
      "k=10", "k=16", "input of 10 features but the weights [1, 32, 16] take 16"),
     ("matmul", [("MatMul", ["a", "w"], {})], [("a", ["n", 4, 8])], [("w", [3, 8, 4])], "n=2", "n=3",
      "MatMul batch dims [2] and [3] do not broadcast"),
+    ("attention", [("com.microsoft:Attention", ["x", "w", "b"], {"num_heads": 4})], [("x", [1, 8, "k"])],
+     [("w", [64, 192]), ("b", [192])], "k=100", "k=64", "input of hidden size 100 but the QKV weights [64, 192] take 64"),
 ])
 def test_a_size_that_does_not_fit_an_op_s_parameters_is_refused(tmp_path, name, nodes, inputs, inits, bad, good, needle):
     """A --dim that changes the size an op's weights or parameters are made for (the reduction of a
     Gemm, a norm's channels, an LSTM's input features, an Einsum index, a MatMul's batch) was costed
     at the new size, silently: a runtime refuses such a model. Exit 2 naming the node and the sizes;
     the size the weights fit is analysed."""
-    m = model([helper.make_node(op, ins, ["y"], name=name, **attrs) for op, ins, attrs in nodes],
-              [vi(n, s) for n, s in inputs], [vi("y", None)], [weight(n, s) for n, s in inits])
+    m = model([helper.make_node(op.split(":")[-1], ins, ["y"], name=name, domain=op.split(":")[0] if ":" in op else "",
+                                **attrs) for op, ins, attrs in nodes],
+              [vi(n, s) for n, s in inputs], [vi("y", None)], [weight(n, s) for n, s in inits],
+              extra_opsets=[("com.microsoft", 1)])
     p = save(m, tmp_path)
     one_line_error(invoke("inspect", p, "--dim", bad), 2, f"--dim {bad} contradicts the model", f"'{name}'", needle)
     r = invoke("inspect", p, "--dim", good, "-f", "json")

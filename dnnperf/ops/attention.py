@@ -5,7 +5,7 @@ Softmax is counted as 5 ops per score (max, subtract, exp, sum, divide); the 1/s
 
 from __future__ import annotations
 
-from dnnperf.ops import Ctx, Unsupported, register, register_shapes
+from dnnperf.ops import Contradiction, Ctx, Unsupported, register, register_shapes
 from dnnperf.ops.elementwise import same_as_first
 from dnnperf.workload import Gemm
 
@@ -47,6 +47,8 @@ def attention_ms(ctx: Ctx, past_idx: int = 4):
     x, w = ctx.in_shape(0), ctx.in_shape(1)
     heads = int(ctx.attr("num_heads", 1))
     b, s, hin = x
+    if w[0] != hin:
+        raise Contradiction(f"input of hidden size {hin} but the QKV weights {list(w)} take {w[0]}")
     sizes = ctx.attr("qkv_hidden_sizes") or [w[1] // 3] * 3
     hq, hk, hv = sizes
     proj = b * s * hin * (hq + hk + hv)

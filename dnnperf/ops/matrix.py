@@ -152,6 +152,8 @@ def matmul_nbits(ctx: Ctx):
     k, n = int(ctx.attr("K", a[-1])), int(ctx.attr("N", 0))
     if n <= 0:
         raise Unsupported("MatMulNBits without its N attribute")
+    if a and a[-1] != k:
+        raise Contradiction(f"input of {a[-1]} features but the packed weights are {k} x {n}")
     m = 1
     for d in a[:-1]:
         m *= d
