@@ -1062,3 +1062,18 @@ def test_split_sizes_that_do_not_add_up_are_refused(tmp_path):
     p = save(m, tmp_path)
     one_line_error(invoke("inspect", p, "--dim", "c=20"), 2, "'halves'", "its pieces [3, 5] add up to 8, not the 20 of axis 1")
     assert invoke("inspect", p, "--dim", "c=8").exit_code == 0
+
+
+def test_matmul_nbits_input_features_must_be_its_k(tmp_path):
+    """MatMulNBits' packed weights are K x N (attributes): 100 input features against K = 64 was costed."""
+    import numpy as np
+    import onnx
+
+    m = model([helper.make_node("MatMulNBits", ["x", "w", "s"], ["y"], domain="com.microsoft", K=64, N=32, bits=4,
+                                block_size=32, name="q4")], [vi("x", [1, "k"])], [vi("y", None)],
+              [onnx.numpy_helper.from_array(np.zeros((32, 2, 16), np.uint8), "w"), weight("s", [64])],
+              extra_opsets=[("com.microsoft", 1)])
+    p = save(m, tmp_path)
+    one_line_error(invoke("inspect", p, "--dim", "k=100"), 2, "'q4' (MatMulNBits)",
+                   "input of 100 features but the packed weights are 64 x 32")
+    assert invoke("inspect", p, "--dim", "k=64").exit_code == 0
