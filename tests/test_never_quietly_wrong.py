@@ -1054,6 +1054,16 @@ def test_a_size_that_does_not_fit_an_op_s_parameters_is_refused(tmp_path, name, 
     assert r.exit_code == 0 and json.loads(r.stdout)["coverage"]["complete"], r.output
 
 
+def test_a_layer_norm_scale_of_the_rows_size_in_another_shape_is_taken(tmp_path):
+    """ONNX Runtime takes a LayerNorm scale of the normalised size in any shape ([1, 1, 64] for rows of
+    64): not a contradiction."""
+    m = model([helper.make_node("LayerNormalization", ["x", "g"], ["y"], axis=-1, name="ln")], [vi("x", [1, 4, "k"])],
+              [vi("y", None)], [weight("g", [1, 1, 64])])
+    r = invoke("inspect", save(m, tmp_path), "--dim", "k=64", "-f", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["coverage"]["complete"], r.output
+    one_line_error(invoke("inspect", save(m, tmp_path), "--dim", "k=100"), 2, "'ln'", "its scale [1, 1, 64]")
+
+
 def test_split_sizes_that_do_not_add_up_are_refused(tmp_path):
     from helpers import ints
 

@@ -62,7 +62,8 @@ def _params_fit(ctx: Ctx, op: str) -> None:
         if ctx.has_input(i):
             rows = x[_row_axis(ctx, x):]
             s = tuple(ctx.in_shape(i))
-            if len(s) > len(rows) or any(d not in (1, t) for d, t in zip(reversed(s), reversed(rows))):
+            fits = len(s) <= len(rows) and all(d in (1, t) for d, t in zip(reversed(s), reversed(rows)))
+            if not fits and ctx.numel(s) != ctx.numel(rows):  # ORT takes any scale of the rows' size
                 raise Contradiction(f"its scale {list(s)} does not fit the normalised axes {list(rows)}")
 
 
