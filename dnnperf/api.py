@@ -185,7 +185,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
                          "costed in fp32 with the runtime's casts at their boundaries (dnnperf/upcast.py)")
         elif missing:
             notes.append(f"{hw.name} has no {'/'.join(missing)} units: the model's {'/'.join(missing)} matrix layers are "
-                         "costed at the rate of the unit that can run them")
+                         "costed in fp32 on the fastest unit that runs it (the runtime's upcast)")
         if "fp32" in used and tf32_by_default(hw):
             # one wording for every such GPU: compare --hw all prints it once, not once per profile
             notes.append("the model's fp32 matrix layers are costed in tf32 on GPUs with a tf32 mode (Ampere and "

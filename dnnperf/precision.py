@@ -53,8 +53,10 @@ def resolve(hw: HardwareProfile, precision: str | None) -> tuple[str | None, str
 
 def cheaper_rungs(hw: HardwareProfile, precision: str) -> list[str]:
     """Precisions below ``precision`` on the ladder that a matrix unit of ``hw`` runs, nearest first
-    (one name per rung: the device's own 16-bit float where it has only one)."""
-    out = []
+    (one name per rung: the device's own 16-bit float where it has only one), after the device's own
+    precision of the same rung where no matrix unit runs ``precision`` (fp16 -> bf16 on a TPU)."""
+    out = [] if runs(hw, precision, matrix_only=True) else \
+        [p for p in LADDER if p != precision and RUNG[p] == RUNG.get(precision, -1) and runs(hw, p, matrix_only=True)][:1]
     for p in LADDER:
         if RUNG[p] > RUNG.get(precision, 1) and runs(hw, p, matrix_only=True) and all(RUNG[q] != RUNG[p] for q in out):
             out.append(p)

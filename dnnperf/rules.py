@@ -91,7 +91,8 @@ def pick_unit(hw: HardwareProfile, precision: str, matrix: bool, gemm: Gemm | No
     """The unit a runtime would use: the fastest (peak x tile fit) that serves the work type
     and precision and accepts its alignment. Returns (unit, precision run, rate ops/s, tile eff).
 
-    Work whose precision no unit supports runs at the vector unit's fp32 rate (emulation/upcast).
+    Work whose precision no unit supports runs in fp32 on the unit that serves it fastest (the
+    runtime's upcast), else at the vector unit's fp32 rate.
     """
     return pick_from(hw.units, precision, matrix, gemm)
 
@@ -114,6 +115,9 @@ def pick_from(units, precision: str, matrix: bool, gemm: Gemm | None,
         score = r * eff
         if best is None or score > best[0]:
             best = (score, u, precision, r, eff)
+    if best is None and precision != "fp32" and any("fp32" in u.peak_tops for u in units):
+        # no unit runs it: the runtime computes it in fp32 (XLA on a TPU: fp16 on the MXU's fp32 passes)
+        return pick_from(units, "fp32", matrix, gemm, check_alignment)
     if best is None:
         for u in units:
             if "vector" in u.serves:

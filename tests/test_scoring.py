@@ -225,6 +225,23 @@ def test_a_thin_product_on_a_tpu_is_not_starved_twice(tmp_path):
     assert text.startswith("batch 1 -> 128 raises occupancy from 0.7% to 94.6% (weight blocks over 8 systolic arrays"), text
 
 
+def test_a_precision_no_unit_runs_is_upcast_to_the_fastest_fp32_unit(tmp_path):
+    """An fp16 model on a TPU v4 (MXUs: bf16, int8, fp32 in 3 bf16 passes): XLA computes fp16 in fp32
+    on the MXUs (92 TOP/s), not on the vector unit (8): a 4,096 x 4,096 x 4,096 fp16 product took
+    2 x 4,096^3 / 8e12 = 17.2 ms, now / 92e12 = 1.49 ms (full tiles, 32 x 32 blocks of 4,096 rows on 8
+    MXUs: no idle array). The advice is the device's own 16-bit float first: fp16 -> bf16 (275 TOP/s)."""
+    from dnnperf.fixes import precision_advice
+
+    m = model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", [4096, 4096], T.FLOAT16)], [vi("y", None, T.FLOAT16)],
+              [weight("w", [4096, 4096], T.FLOAT16)])
+    rep = run(tmp_path, m, hw="tpu-v4")
+    c = rep.score.layers[0]
+    assert (c.unit, c.precision) == ("mxu", "fp32")
+    assert c.t_compute == pytest.approx(2 * 4096 ** 3 / 92e12, rel=1e-6)
+    text, _ = precision_advice(rep)
+    assert text.startswith("whole model fp16 -> bf16:"), text
+
+
 def test_arrays_only_on_a_weight_stationary_matrix_unit(tmp_path):
     from dnnperf.errors import DnnperfError
 
