@@ -237,7 +237,7 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
                 bytes_written=total.bytes_written + w.bytes_written - saved + kept,
                 parallel_work=max(total.parallel_work, w.parallel_work), gemm=_joined_gemm(total.gemm, w.gemm),
                 launches=total.launches, conv=total.conv, row=total.row or w.row,
-                subnormals=total.subnormals + w.subnormals,
+                subnormals=total.subnormals + w.subnormals, taps=total.taps,  # the anchor's MACs: its taps
             )
         joined = "+".join(r.node.op_type for r, _ in g)
         layers.append(replace(

@@ -172,7 +172,7 @@ def with_precision(w: Workload, precision: str) -> Workload:
     return Workload(w.family, new_dtype, w.macs, w.other_ops, (w.act_bytes_read * new_bits) // old_bits,
                     (w.weight_bytes * new_bits) // old_bits, (w.bytes_written * new_bits) // old_bits,
                     w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals, w.bias,
-                    (w.step_reads * new_bits) // old_bits, w.kernel)
+                    (w.step_reads * new_bits) // old_bits, w.kernel, w.taps)
 
 
 # -- the loss steps ------------------------------------------------------------------------------
@@ -220,7 +220,14 @@ def _unit_and_tile(s: LayerState) -> float:
     s.block_fill = depthwise_block_fill(s.w, s.hw)
     eff *= s.block_fill
     s.unit, s.unit_name, s.run_precision, s.rate, s.tile_eff = unit, unit.name, run_prec, rate, eff
-    return s.w.ops / rate / eff
+    w = s.w
+    if w.taps < 1.0 and s.hw.cpu_layout is not None and rules.blocked_conv(w, *s.hw.cpu_layout[:3]):
+        # the blocked CPU kernel skips a dilated kernel's taps in the padding (ops.matrix._dilated_taps):
+        # less work than the MAC count, a lower ideal (as Winograd's on a GPU)
+        ops = 2 * w.macs * w.taps + w.other_ops
+        s.t_ideal = min(s.t_ideal, ops / max(s.hw.headline_rate, rate))
+        return ops / rate / eff
+    return w.ops / rate / eff
 
 
 def _parallelism(s: LayerState) -> float:

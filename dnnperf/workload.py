@@ -48,6 +48,7 @@ class Workload:
     bias: bool = False  # a plain Conv or ConvTranspose with a bias input (GPU frameworks add it in a kernel of its own)
     step_reads: int = 0  # recurrent layers: bytes read again at every step after the first (the recurrent weights)
     kernel: str = ""  # the runtime kernel an attribute picks ('Resize.linear'): a calibrated CPU may time it per element
+    taps: float = 1.0  # a dilated convolution: its kernel taps inside the input over those at dilation 1 (ops.matrix)
 
     @property
     def ops(self) -> int:

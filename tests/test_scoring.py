@@ -753,15 +753,16 @@ def test_precision_what_if_keeps_every_workload_field():
     assert [f.name for f in fields(Workload)] == ["family", "dtype", "macs", "other_ops", "act_bytes_read",
                                                   "weight_bytes", "bytes_written", "parallel_work", "gemm",
                                                   "launches", "note", "conv", "row", "pieces", "subnormals", "bias",
-                                                  "step_reads", "kernel"]
+                                                  "step_reads", "kernel", "taps"]
     w = Workload("conv", "float32", 10, 3, 400, 800, 200, 50, Gemm(2, 3, 4, 1), 2, "n", (1, 3, 3, 1, 1, False), 7,
-                 (5, 6), 9, True, 64, "Resize.linear")
+                 (5, 6), 9, True, 64, "Resize.linear", 0.5)
     h = with_precision(w, "fp16")
     assert (h.dtype, h.act_bytes_read, h.weight_bytes, h.bytes_written) == ("float16", 200, 400, 100)
     assert h.step_reads == 32  # the recurrent weights read again each step are weights too
     assert (h.family, h.macs, h.other_ops, h.parallel_work, h.gemm, h.launches, h.note, h.conv, h.row, h.pieces,
-            h.subnormals, h.bias, h.kernel) == (w.family, w.macs, w.other_ops, w.parallel_work, w.gemm, w.launches,
-                                                w.note, w.conv, w.row, w.pieces, w.subnormals, w.bias, w.kernel)
+            h.subnormals, h.bias, h.kernel, h.taps) == (w.family, w.macs, w.other_ops, w.parallel_work, w.gemm,
+                                                        w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals,
+                                                        w.bias, w.kernel, w.taps)
     # a Loop carrying a sequence (0 bits per element: the handle's elements are counted where they are
     # made) stays as it is; it divided by zero under -p (a mutated ONNX SequenceMap test model)
     loop = Workload("control", "sequence", 0, 0, 32, 0, 4, 1)
@@ -922,3 +923,31 @@ def test_a_starved_layer_is_a_parallelism_problem_only_where_idle_lanes_lead_its
     conv = next(c for c in rep.score.layers if c.name == "/features/features.4/expand1x1/Conv")
     assert conv.losses["launch_overhead"] > 10 * max(v for k, v in conv.losses.items() if k != "launch_overhead")
     assert conv.cause == "launch_overhead"
+
+
+def test_a_dilated_convolution_skips_its_taps_in_the_padding_on_a_blocked_cpu(tmp_path):
+    """ONNX Runtime's blocked CPU kernel skips the kernel taps that fall in the padding: DeepLabV3's atrous
+    branches over a 16 x 16 map (dilations 12, 24, 36) took 2.0, 0.85 and 0.83 ms for the same MACs.
+    By hand, per axis over the 16 output positions: at dilation 12 (pads 12) the centre tap is always
+    inside and each outer tap at 4 positions: 24 of 48 taps; a dilation-1 kernel centred there: 46 of 48.
+    Share (24 / 46)^2 = 0.27221; dilation 2 (pads 2): 44 and 46 of 48, (44 / 46)^2 = 0.91493. The share
+    lowers the work on a calibrated CPU with a blocked layout only (cuDNN's implicit GEMM multiplies the
+    padding too): t_ideal = (2 x MACs x share) / peak there, 2 x MACs / peak on a T4."""
+    import yaml
+
+    base = yaml.safe_load(open(os.path.join(os.path.dirname(__file__), "..", "profiles", "cpu-avx2.yaml")))
+    blocked = {**base, "cpu_layout": {"block": 16, "grouped_min_width": 16, "channel_alignment": 16, "pool_alignment": 16}}
+    from dnnperf.hardware import profile_from_dict
+
+    hw = profile_from_dict(blocked, "blocked")
+    for dil, share in ((12, (24 / 46) ** 2), (2, (44 / 46) ** 2), (1, 1.0)):
+        m = conv_model(32, 32, 16, 16, 3, pads=[dil] * 4, dilations=[dil, dil]) if dil > 1 else \
+            conv_model(32, 32, 16, 16, 3, pads=[1] * 4)
+        insp = inspect_model(save(m, tmp_path, f"d{dil}.onnx"))
+        w = insp.rows[0].workload
+        assert w.taps == pytest.approx(share, rel=1e-9)
+        c = conv_layer(analyze(insp, hw, Settings()))
+        assert c.t_ideal == pytest.approx((2 * w.macs * share + w.other_ops) / hw.headline_rate, rel=1e-9)
+        if dil > 1:  # no Winograd for a dilated kernel: the T4's ideal is every MAC at its headline
+            t4 = load_profile("t4")
+            assert conv_layer(analyze(insp, t4, Settings())).t_ideal == pytest.approx(w.ops / t4.headline_rate, rel=1e-9)

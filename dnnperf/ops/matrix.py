@@ -46,12 +46,49 @@ def _conv(ctx: Ctx, x_idx: int = 0, w_idx: int = 1, bias_idx: int | None = 2, ex
     if bias_idx is not None and ctx.has_input(bias_idx):
         other += batch * cout * out_pixels
     conv = ()
+    taps = 1.0
     if len(w) == 4:
         strides = list(ctx.attr("strides") or [1, 1])
         dil = list(ctx.attr("dilations") or [1, 1])
         conv = (cin_g, w[2], w[3], strides[0], strides[-1], any(d != 1 for d in dil))
+        if conv[5] and len(strides) == 2 and len(dil) == 2:
+            taps = _dilated_taps(ctx, x[2:], y[2:], w[2:], strides, dil)
     bias = separate_bias and bias_idx is not None and ctx.has_input(bias_idx)
-    return ctx.workload(family, macs=macs, other=other, gemm=gemm, conv=conv, bias=bias)
+    return ctx.workload(family, macs=macs, other=other, gemm=gemm, conv=conv, bias=bias, taps=taps)
+
+
+def _pad_begin(ctx: Ctx, i: int, n: int, o: int, k: int, s: int, d: int) -> int:
+    auto = str(ctx.attr("auto_pad", "NOTSET"))
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        total = max((o - 1) * s + (k - 1) * d + 1 - n, 0)
+        return total // 2 if auto == "SAME_UPPER" else total - total // 2
+    if auto == "VALID":
+        return 0
+    pads = list(ctx.attr("pads") or [0] * 4)
+    return int(pads[i]) if len(pads) == 4 else 0
+
+
+def _dilated_taps(ctx: Ctx, ins, outs, kernel, strides, dil) -> float:
+    """A dilated convolution's kernel taps that fall inside its input, over the taps a dilation-1
+    kernel centred at the same places would have inside it (both summed over the output positions,
+    multiplied over the two axes). ONNX Runtime's blocked CPU kernel skips the taps that land in the
+    padding: DeepLabV3's atrous branches over a 16 x 16 map (dilations 12, 24, 36, padded as much)
+    took 2.0, 0.85 and 0.83 ms for the same MACs, 2.35 : 1 where their taps inside are 2.25 : 1. The
+    dilation-1 share is already in a calibrated convolution's pace (its 7 x 7 3 x 3 layers), so only
+    the dilation's own share is given here: 1 for an undilated convolution."""
+    share = 1.0
+    for i in range(2):
+        n, o, k, s, d = int(ins[i]), int(outs[i]), int(kernel[i]), int(strides[i]), int(dil[i])
+        p = _pad_begin(ctx, i, n, o, k, s, d)
+        inside = plain = 0
+        for j in range(o):
+            start = j * s - p
+            inside += sum(1 for t in range(k) if 0 <= start + t * d < n)
+            centre = start + (k - 1) * d / 2  # the dilation-1 kernel centred where the dilated one is
+            plain += sum(1 for t in range(k) if 0 <= centre + t - (k - 1) / 2 < n)
+        if plain:
+            share *= inside / plain
+    return min(1.0, share)
 
 
 def conv(ctx: Ctx):
