@@ -143,7 +143,8 @@ def _spread(c: LayerCost, x: Ctx) -> str:
 
 def _plan_what_if(c: LayerCost, x: Ctx, variants: list, per_sample: bool = True):
     """A GPU matrix layer's occupancy is its tile plan's (tiles in waves over the SMs, split-K), and
-    a systolic unit's its weight blocks and streamed rows, not outputs over lanes: rescore ``variants`` ``(label, work multiple, workload)`` in order and report
+    a systolic unit's its weight blocks and streamed rows, not outputs over lanes: rescore
+    ``variants`` ``(label, work multiple, workload)`` in order and report
     the first that keeps the SMs 90% busy (else the one with the shortest time per unit of work;
     nothing when that is not 5% below the layer's own), with its time per sample (the variant's time
     over its batch: the model's batch times the multiple) or for how many times the work (a width). A
@@ -154,7 +155,8 @@ def _plan_what_if(c: LayerCost, x: Ctx, variants: list, per_sample: bool = True)
         if w2 is None:  # a product of two activations: where its batch goes (count or rows) is not known
             adds = (f"rows to the weight blocks over {_arrays(c, x)} systolic arrays" if c.plan is None
                     else f"tiles to the waves over {x.hw.compute_units} SMs")
-            return (f"more work per call adds {adds} (now {c.occupancy:.1%} occupancy); how a bigger batch reshapes this product is not known here: "
+            return (f"more work per call adds {adds} (now {c.occupancy:.1%} occupancy); "
+                    "how a bigger batch reshapes this product is not known here: "
                     "`dnnperf sweep --batch 1,2,4,...` scores the whole model at each batch", None)
         c2 = rescore(c, replace(c.layer, workload=w2), x.report.score, x.settings.precision)
         if c2.occupancy >= 0.9:

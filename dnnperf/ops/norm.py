@@ -40,7 +40,7 @@ def _row(ctx: Ctx) -> int:
     return n
 
 
-# ops whose parameters are one value per channel (axis 1), and where each row norm's scale is
+# ops whose parameters are one value per channel (axis 1); the input that is a Skip norm's scale (gamma)
 _PER_CHANNEL = frozenset({"BatchNormalization", "InstanceNormalization", "GroupNormalization"})
 _SCALE_INPUT = {"SkipLayerNormalization": 2, "SkipSimplifiedLayerNormalization": 2}
 
