@@ -1087,3 +1087,18 @@ def test_matmul_nbits_input_features_must_be_its_k(tmp_path):
     one_line_error(invoke("inspect", p, "--dim", "k=100"), 2, "'q4' (MatMulNBits)",
                    "input of 100 features but the packed weights are 64 x 32")
     assert invoke("inspect", p, "--dim", "k=64").exit_code == 0
+
+
+def test_an_input_with_no_shape_at_all_is_a_clear_error(tmp_path):
+    """An input whose type states no shape (not even a rank) left every node after it unresolved and the
+    report said 'estimated latency 0' (exit 0, partial). It is an unresolved input like a symbolic dim:
+    exit 2 naming the input and the flag that gives its dims; with that flag the model is analysed."""
+    from onnx import TensorProto
+
+    m = model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)], [vi("y", None)], [weight("w", [4, 3, 3, 3])])
+    p = save(m, tmp_path)
+    for cmd in (["inspect"], ["analyze", "--hw", "t4"]):
+        one_line_error(invoke(*cmd[:1], p, *cmd[1:]), 2, "input 'x'", "has no shape in the file", "--input-shape x=")
+    d = json.loads(invoke("analyze", p, "--hw", "t4", "--input-shape", "x=1x3x8x8", "-f", "json").stdout)
+    assert d["totals"]["macs"] == 4 * 3 * 9 * 64 and d["coverage"]["complete"]

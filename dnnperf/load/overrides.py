@@ -74,12 +74,17 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
                     " — drop one of them"
                 )
     missing = []
+    shapeless = []  # tensor inputs a node reads whose file states no shape at all, not even a rank
+    consumed = {i for n in g.node for i in n.input}
     assumed: list[str] = []
     batch_values: dict[str, int] = {}  # a symbol set as some tensor input's batch -> its value
     for vi in real_inputs:
         if _sequence_elem_shape(vi.type) is not None or not vi.type.HasField("tensor_type"):
             continue
         shp = vi.type.tensor_type.shape
+        if vi.name not in shapes and not vi.type.tensor_type.HasField("shape") and vi.name in consumed:
+            shapeless.append(vi.name)
+            continue
         if vi.name in shapes:
             new = shapes[vi.name]
             del shp.dim[:]
@@ -102,6 +107,10 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
             elif not d.HasField("dim_value"):
                 missing.append((vi.name, i, d.dim_param or "?"))
     seq_assumed = _sequence_dims(real_inputs, dim_map, batch_values)
+    if shapeless:
+        raise DnnperfError(
+            f"input {', '.join(repr(n) for n in shapeless)} of '{path}' has no shape in the file (not even a rank) — "
+            f"give it with --input-shape {shapeless[0]}=1x3x224x224 (its real dims)")
     if missing:
         parts = [f"{n}[{i}]='{s}'" for n, i, s in missing]
         syms = sorted({s for _, _, s in missing if s != "?"})
