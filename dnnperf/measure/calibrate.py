@@ -306,7 +306,7 @@ def loop_ns(table, times: dict, dispatch_us: float) -> dict:
     for mb in table:
         t = times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6 if mb.role == "loop" else 0.0
         if t > 0:
-            out[mb.key] = _sig(t / loop_elements() * 1e9)
+            out[mb.key] = _sig(t / loop_elements(mb.key) * 1e9)
     return dict(sorted(out.items()))
 
 

@@ -413,6 +413,11 @@ def micro_models(quick: bool) -> list[Micro]:
     # an FPN has it (0.8 M outputs), per mode; calibrate divides the kernel time by the outputs
     ch, side, f = LOOP_UPSAMPLE
     xl = x56 if (ch, side) == (64, 56) else rng.standard_normal((1, ch, side, side)).astype(np.float32)
+    # a Softmax over the second of four axes, as YOLOv8's box head has it (16 bins x 4 sides x 2,100 anchors)
+    xs = rng.standard_normal(SOFTMAX_AXIS_SHAPE).astype(np.float32)
+    out.append(Micro("loop_Softmax.axis", _model([helper.make_node("Softmax", ["x"], ["y"], axis=1)],
+                                                 [_vi("x", list(SOFTMAX_AXIS_SHAPE))], [_vi("y", None)]),
+                     {"x": xs}, "loop", "Softmax.axis"))
     for mode in ("nearest", "linear", "cubic"):
         out.append(Micro(f"loop_Resize.{mode}", _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode=mode)],
                                                        [_vi("x", [1, ch, side, side])], [_vi("y", None)],
@@ -621,10 +626,13 @@ FIXED_FAMILIES = ("conv", "depthwise_conv", "grouped_conv", "pool", "norm", "mat
 
 # Resize's loop (vocab.LOOP_KERNELS) timed on (channels, side, factor): 64 x 56 x 56 upsampled 2x
 LOOP_UPSAMPLE = (64, 56, 2)
+SOFTMAX_AXIS_SHAPE = (1, 16, 4, 2100)
 
 
-def loop_elements() -> int:
-    """Output elements of one run of a loop_ns micro-benchmark."""
+def loop_elements(key: str = "Resize") -> int:
+    """Output elements of one run of the loop_ns micro-benchmark of ``key``."""
+    if key.startswith("Softmax"):
+        return int(np.prod(SOFTMAX_AXIS_SHAPE))
     ch, side, f = LOOP_UPSAMPLE
     return ch * (side * f) ** 2
 
