@@ -36,7 +36,7 @@ calibrated figure a layer reads, and the CPU runtime's extra passes, live in ``d
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from math import ceil, prod
+from math import ceil
 from typing import Callable
 
 from dnnperf import rules
@@ -311,12 +311,12 @@ def _efficiency(s: LayerState) -> float:
     one loop over its outputs (``loop_ns``: Resize) takes its calibrated time per output element."""
     w = s.w
     loop = s.hw.loop_ns.get(w.kernel) if w.kernel and "+" not in s.layer.op_type else None
-    if loop and s.layer.output_shape:
+    if loop and w.parallel_work:
         # ONNX Runtime's Resize computes each output element's source and weights in a loop, 0.58
         # (nearest) and 0.82 ns (linear) per element on a 2-core EPYC VM from 0.17 to 1.4 M outputs:
         # 11-23x the roofline at the family's efficiency (deeplabv3's final 16x bilinear upsampling:
         # 48 us estimated, 984 measured)
-        return max(s.t, prod(s.layer.output_shape) * loop * 1e-9)
+        return max(s.t, w.parallel_work * loop * 1e-9)  # its outputs (a scatter: its updates)
     eff = s.hw.unoptimized_efficiency if s.unoptimized else family_efficiency(s.layer, s.hw)
     cache = (s.hw.onchip_mb or 0) * 1e6
     ws = w.act_bytes_read + w.bytes_written

@@ -70,5 +70,7 @@ RUNTIME_KERNELS = ("Gelu", "BiasGelu", "SkipLayerNormalization", "QuickGelu")
 EPILOGUE_ACTIVATIONS = ("Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Sigmoid", "Tanh")
 # kernels a CPU runtime runs as one loop over their outputs (ONNX Runtime's Resize: 0.58 ns per output
 # element nearest, 0.82 linear on a 2-core EPYC VM, whatever the shape; a Softmax over an axis that is not
-# the last: 8-13 ns): what a profile's loop_ns may name (Workload.kernel), and what calibrate times
-LOOP_KERNELS = ("Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis")
+# the last: 8-13 ns; ScatterElements: 5-9 ns an update): what a profile's loop_ns may name (Workload.kernel),
+# per element of the layer's work (Workload.parallel_work: outputs, or a scatter's updates), and what
+# calibrate times
+LOOP_KERNELS = ("Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements")

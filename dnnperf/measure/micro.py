@@ -418,6 +418,13 @@ def micro_models(quick: bool) -> list[Micro]:
     out.append(Micro("loop_Softmax.axis", _model([helper.make_node("Softmax", ["x"], ["y"], axis=1)],
                                                  [_vi("x", list(SOFTMAX_AXIS_SHAPE))], [_vi("y", None)]),
                      {"x": xs}, "loop", "Softmax.axis"))
+    # ScatterElements adding 5,000 x 64 updates into a 1,000 x 64 table (a GNN's scatter_add; opset 18)
+    rows, width, n_upd = SCATTER_SHAPE
+    out.append(Micro("loop_ScatterElements", _model(
+        [helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=0, reduction="add")],
+        [_vi("x", [rows, width]), _vi("i", [n_upd, width], 7), _vi("u", [n_upd, width])], [_vi("y", None)], opset=18),
+        {"x": np.zeros((rows, width), np.float32), "i": rng.integers(0, rows, (n_upd, width)).astype(np.int64),
+         "u": rng.standard_normal((n_upd, width)).astype(np.float32)}, "loop", "ScatterElements"))
     for mode in ("nearest", "linear", "cubic"):
         out.append(Micro(f"loop_Resize.{mode}", _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode=mode)],
                                                        [_vi("x", [1, ch, side, side])], [_vi("y", None)],
@@ -627,12 +634,15 @@ FIXED_FAMILIES = ("conv", "depthwise_conv", "grouped_conv", "pool", "norm", "mat
 # Resize's loop (vocab.LOOP_KERNELS) timed on (channels, side, factor): 64 x 56 x 56 upsampled 2x
 LOOP_UPSAMPLE = (64, 56, 2)
 SOFTMAX_AXIS_SHAPE = (1, 16, 4, 2100)
+SCATTER_SHAPE = (1000, 64, 5000)  # table rows, row width, updated rows
 
 
 def loop_elements(key: str = "Resize") -> int:
-    """Output elements of one run of the loop_ns micro-benchmark of ``key``."""
+    """Elements of work (outputs; a scatter's updates) of one run of the loop_ns micro-benchmark of ``key``."""
     if key.startswith("Softmax"):
         return int(np.prod(SOFTMAX_AXIS_SHAPE))
+    if key == "ScatterElements":
+        return SCATTER_SHAPE[1] * SCATTER_SHAPE[2]
     ch, side, f = LOOP_UPSAMPLE
     return ch * (side * f) ** 2
 
