@@ -63,10 +63,11 @@ SCHEMA = {
                                   "Sigmoid, Tanh; calibrated on 1 x 1 convolution chains with and without it); "
                                   "default: one read and write of the output at the on-chip bandwidth, at the op's "
                                   "op_efficiency"),
-    "loop_ns": ("map", False, "CPU runtimes: kernel -> ns per output element of ops the runtime runs as one loop "
-                              "over their outputs, far from any roof ('Resize.linear', 'Resize.nearest', "
-                              "'Resize.cubic'; calibrated on a 2x upsampling); the layer takes that or its roofline "
-                              "time, whichever is longer; default: the roofline at the family's efficiency"),
+    "loop_ns": ("map", False, "CPU runtimes: kernel -> ns per element of work (outputs; a scatter's updates) of ops "
+                              "the runtime runs as one loop over them, far from any roof ('Resize.linear', "
+                              "'Resize.nearest', 'Resize.cubic', 'Softmax.axis' (a softmax over an axis that is not the "
+                              "last), 'ScatterElements'; calibrated); the layer takes that or its roofline time, "
+                              "whichever is longer; default: the roofline at the family's efficiency"),
     "host_link_gbs": ("num|null", False, "host -> device link for inputs in GB/s; null when inputs are already in "
                                          "memory (the default, noted as assumed)"),
     "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope); default 1, "
