@@ -129,15 +129,13 @@ def _planned(c: LayerCost, x: Ctx) -> bool:
 
 
 def _arrays(c: LayerCost, x: Ctx) -> int | None:
-    unit = x.hw.unit_named(c.unit)
-    g = c.layer.workload.gemm
-    return unit.arrays if unit is not None and unit.arrays and g is not None and c.layer.workload.is_matrix else None
+    return rules.systolic_arrays(x.hw.unit_named(c.unit), c.layer.workload, c.precision)
 
 
 def _spread(c: LayerCost, x: Ctx) -> str:
     arrays = _arrays(c, x) if c.plan is None else None
     if arrays:
-        return f"weight blocks over {arrays} systolic arrays of {x.hw.unit_named(c.unit).name}"
+        return f"weight blocks over {arrays} systolic arrays of {c.unit}"
     return f"the library's tiles in waves over {x.hw.compute_units} SMs"
 
 

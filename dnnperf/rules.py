@@ -44,6 +44,14 @@ def occupancy(parallel_work: int, lanes: int) -> float:
     return max(parallel_work, 1) / lanes
 
 
+def systolic_arrays(unit: Unit | None, w, precision: str) -> int | None:
+    """How many weight-stationary arrays (``Unit.arrays``) run matrix work ``w`` in ``precision`` on
+    ``unit``; None for any other unit or work (their occupancy is outputs over lanes)."""
+    if unit is None or not unit.arrays or not w.is_matrix or w.gemm is None or precision not in unit.tile:
+        return None
+    return unit.arrays
+
+
 def systolic_occupancy(gemm: Gemm, tile: tuple[int, int, int], arrays: int) -> float:
     """Fraction of ``arrays`` weight-stationary R x C systolic arrays (tile (1, C, R)) kept busy by
     ``gemm``, beyond the padding of each weight block (``tile_efficiency``).

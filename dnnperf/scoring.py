@@ -233,20 +233,12 @@ def _unit_and_tile(s: LayerState) -> float:
 def _parallelism(s: LayerState) -> float:
     """Idle lanes (work starvation) and too little work per lane; on a unit of systolic arrays, idle
     arrays and rows (``rules.systolic_occupancy``)."""
-    arrays = _systolic_arrays(s)
+    arrays = rules.systolic_arrays(s.unit, s.w, s.run_precision)
     if arrays:
         s.occupancy = rules.systolic_occupancy(s.w.gemm, s.unit.tile[s.run_precision], arrays)
         return s.t / s.occupancy
     s.occupancy = rules.occupancy(s.w.parallel_work, s.hw.lanes)
     return s.t / (s.occupancy * rules.work_per_item_fit(s.w.ops, s.w.parallel_work, s.hw.ops_per_item))
-
-
-def _systolic_arrays(s: LayerState) -> int | None:
-    """The arrays of the weight-stationary unit running this matrix layer, if it is one."""
-    u = s.unit
-    if u is None or not u.arrays or not s.w.is_matrix or s.w.gemm is None or s.run_precision not in u.tile:
-        return None
-    return u.arrays
 
 
 def _thermal(s: LayerState) -> float:

@@ -74,15 +74,14 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
                     " — drop one of them"
                 )
     missing = []
-    shapeless = []  # tensor inputs a node reads whose file states no shape at all, not even a rank
-    consumed = {i for n in g.node for i in n.input}
+    shapeless = []  # tensor inputs whose file states no shape at all, not even a rank (kept if a node reads them)
     assumed: list[str] = []
     batch_values: dict[str, int] = {}  # a symbol set as some tensor input's batch -> its value
     for vi in real_inputs:
         if _sequence_elem_shape(vi.type) is not None or not vi.type.HasField("tensor_type"):
             continue
         shp = vi.type.tensor_type.shape
-        if vi.name not in shapes and not vi.type.tensor_type.HasField("shape") and vi.name in consumed:
+        if vi.name not in shapes and not vi.type.tensor_type.HasField("shape"):
             shapeless.append(vi.name)
             continue
         if vi.name in shapes:
@@ -107,6 +106,9 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
             elif not d.HasField("dim_value"):
                 missing.append((vi.name, i, d.dim_param or "?"))
     seq_assumed = _sequence_dims(real_inputs, dim_map, batch_values)
+    if shapeless:  # an input no node reads needs no shape (the graph's nodes walked only in this rare case)
+        consumed = {i for n in g.node for i in n.input}
+        shapeless = [n for n in shapeless if n in consumed]
     if shapeless:
         raise DnnperfError(
             f"input {', '.join(repr(n) for n in shapeless)} of '{path}' has no shape in the file (not even a rank) — "

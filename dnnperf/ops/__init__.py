@@ -37,6 +37,13 @@ def broadcast_conflict(shapes) -> str | None:
     return None
 
 
+def broadcasts_to(shape, target) -> bool:
+    """``shape`` broadcasts one way onto ``target`` (ONNX's unidirectional broadcasting: at most its
+    rank, every axis aligned from the right equal to the target's or 1): a Gemm's bias, a PRelu's
+    slope, a LayerNorm's scale."""
+    return len(shape) <= len(target) and all(d in (1, t) for d, t in zip(reversed(shape), reversed(target)))
+
+
 class Ctx:
     """What a cost function may know about its node."""
 

@@ -6,7 +6,7 @@ each as a single hardware-supported instruction is assumed; composite activation
 
 from __future__ import annotations
 
-from dnnperf.ops import Contradiction, Ctx, broadcast_conflict, register, register_check, register_shapes
+from dnnperf.ops import Contradiction, Ctx, broadcast_conflict, broadcasts_to, register, register_check, register_shapes
 
 OPS_PER_ELEMENT = {
     # arithmetic / logic
@@ -75,7 +75,7 @@ def _slope_fits(ctx: Ctx) -> None:
     to the input's or 1): a --dim that changed the channels left 16 slopes on 12 channels, costed."""
     if len(ctx.node.inputs) > 1 and ctx.has_input(1):
         x, s = tuple(ctx.in_shape(0)), tuple(ctx.in_shape(1))
-        if len(s) > len(x) or any(d not in (1, t) for d, t in zip(reversed(s), reversed(x))):
+        if not broadcasts_to(s, x):
             raise Contradiction(f"its slope {list(s)} does not broadcast to the input {list(x)}")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from math import prod
 
-from dnnperf.ops import Contradiction, Ctx, Unsupported, broadcast_conflict, register, register_shapes
+from dnnperf.ops import Contradiction, Ctx, Unsupported, broadcast_conflict, broadcasts_to, register, register_shapes
 from dnnperf.ops.elementwise import activation_ops
 from dnnperf.workload import Gemm
 
@@ -138,7 +138,7 @@ def gemm(ctx: Ctx):
     if kb != k:
         raise Contradiction(f"Gemm inner dims differ ({k} vs {kb})")
     c = tuple(ctx.in_shape(2)) if ctx.has_input(2) else ()
-    if len(c) > 2 or any(d not in (1, t) for d, t in zip(reversed(c), (n, m))):
+    if not broadcasts_to(c, (m, n)):
         raise Contradiction(f"the bias {list(c)} does not broadcast to the [{m}, {n}] product")
     other = m * n if ctx.has_input(2) else 0
     return ctx.workload("matmul", macs=m * n * k, other=other, gemm=Gemm(m, n, k))

@@ -7,7 +7,7 @@ norms compute mean and variance then normalise, scale and shift (~8 ops); RMS no
 
 from __future__ import annotations
 
-from dnnperf.ops import Contradiction, Ctx, register, register_shapes
+from dnnperf.ops import Contradiction, Ctx, broadcasts_to, register, register_shapes
 from dnnperf.ops.elementwise import same_as_first
 
 _PER_ELEMENT = {
@@ -32,12 +32,17 @@ def _row(ctx: Ctx) -> int:
     shape = ctx.in_shape(0)
     if not shape:
         return 0
-    axis = int(ctx.attr("axis", -1))
-    axis = axis + len(shape) if axis < 0 else axis
     n = 1
-    for d in shape[max(0, min(axis, len(shape) - 1)):]:
+    for d in shape[_row_axis(ctx, shape):]:
         n *= int(d)
     return n
+
+
+def _row_axis(ctx: Ctx, shape) -> int:
+    """The first normalised axis (``axis``, default the last), clamped into the input's rank."""
+    axis = int(ctx.attr("axis", -1))
+    axis = axis + len(shape) if axis < 0 else axis
+    return max(0, min(axis, len(shape) - 1))
 
 
 # ops whose parameters are one value per channel (axis 1); the input that is a Skip norm's scale (gamma)
@@ -62,15 +67,9 @@ def _params_fit(ctx: Ctx, op: str) -> None:
         if ctx.has_input(i):
             rows = x[_row_axis(ctx, x):]
             s = tuple(ctx.in_shape(i))
-            fits = len(s) <= len(rows) and all(d in (1, t) for d, t in zip(reversed(s), reversed(rows)))
-            if not fits and ctx.numel(s) != ctx.numel(rows):  # ORT takes any scale of the rows' size
+            if not broadcasts_to(s, rows) and ctx.numel(s) != ctx.numel(rows):  # ORT takes any scale of the rows' size
                 raise Contradiction(f"its scale {list(s)} does not fit the normalised axes {list(rows)}")
 
-
-def _row_axis(ctx: Ctx, shape) -> int:
-    axis = int(ctx.attr("axis", -1))
-    axis = axis + len(shape) if axis < 0 else axis
-    return max(0, min(axis, len(shape) - 1))
 
 
 _SOFTMAXES = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
