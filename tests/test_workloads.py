@@ -294,6 +294,18 @@ def test_if_costs_the_dearer_branch(tmp_path):
     assert layer(one(tmp_path, m, values=(("c", (0.0,)),)), "If").workload.macs == 2 * 4 * 4
 
 
+def test_if_on_a_bool_initializer_costs_the_branch_it_takes(tmp_path):
+    # the condition is stored as a one-element bool initializer (a folded export): its value is kept
+    # with the skeleton's shape data, so the then-branch (a Relu) is costed, not the dearer MatMul
+    cheap = helper.make_graph([helper.make_node("Relu", ["x"], ["o1"])], "then", [], [vi("o1", [2, 4])])
+    dear = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["o2"])], "else", [], [vi("o2", [2, 4])])
+    m = model([helper.make_node("If", ["c"], ["y"], then_branch=cheap, else_branch=dear)],
+              [vi("x", [2, 4])], [vi("y", None)], [onnx_bool("c"), weight("w", [4, 4])])
+    insp = one(tmp_path, m)
+    assert layer(insp, "If").workload.macs == 0
+    assert not any(u["kind"] == "bound" for u in insp.unsupported)
+
+
 def test_model_local_function_is_inlined(tmp_path):
     f = helper.make_function("local", "Mm", ["a", "b"], ["c"], [helper.make_node("MatMul", ["a", "b"], ["c"])],
                              [helper.make_opsetid("", 17)])

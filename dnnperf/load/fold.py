@@ -17,6 +17,8 @@ import numpy as np
 
 from dnnperf.ir import DTYPE_CODES, op_key
 from dnnperf.load.read import MAX_VALUE_ELEMS, plain_attrs, static, type_shape
+from dnnperf.load import sequences
+from dnnperf.load.sequences import SEQ_OPS
 from dnnperf.load.shapes import RULES, axis_index
 
 _NP_DTYPES = {6: np.int32, 7: np.int64, 1: np.float32, 11: np.float64, 9: np.bool_, 10: np.float16,
@@ -94,6 +96,7 @@ class Resolver:
         self.opset = opset
         self.types: dict[str, Any] = {}  # name -> (dims tuple|None, dtype)
         self.values: dict[str, np.ndarray] = {}
+        self.seqs: dict[str, list] = {}  # sequence -> its elements' (dims, dtype), where all are known
         self._producer: dict[str, Any] | None = None
         self.ordered = ordered
         self.opset_imports = list(model.opset_import)
@@ -188,6 +191,9 @@ class Resolver:
     # -- shapes -----------------------------------------------------------------------------
     def infer_node(self, node) -> None:
         types = self.types
+        if node.op_type in SEQ_OPS and node.domain in ("", "ai.onnx"):
+            sequences.infer(self, node)  # a handle's elements: never "resolved" by its () shape alone
+            return
         for o in node.output:
             if o:
                 t = types.get(o)

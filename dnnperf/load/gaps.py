@@ -18,6 +18,7 @@ Nothing here guesses: each rule fills a shape only where one size is possible.
 
 from __future__ import annotations
 
+from dnnperf.load import sequences
 from dnnperf.load.read import static, type_shape
 from dnnperf.load.shapes import axis_index
 
@@ -235,6 +236,7 @@ def _inner(res, body):
     sub = Resolver(res.model, res.opset, list(body.node))
     sub.types = dict(res.types)
     sub.values = dict(res.values)
+    sub.seqs = dict(res.seqs)
     local = {o for bn in body.node for o in bn.output} | {i.name for i in body.input}
     for bn in body.node:
         for i in bn.input:
@@ -347,14 +349,22 @@ def body_shapes(node, res, bodies: dict, sliced: list | None = None) -> None:
         in_axes, out_axes = [], []
         first_state = 1  # body outputs: (cond, states..., scans...)
         feeds = list(zip(ins[2:], body.input[2:]))
-    sub = _inner(res, body)
     seq = None
     if node.op_type == "Loop":
-        sub.types[body.input[0].name] = ((), "int64")
-        sub.types[body.input[1].name] = ((), "bool")
         trips = res.value(ins[0]) if ins and ins[0] else None
         if trips is not None and trips.size == 1 and 0 <= int(trips.reshape(-1)[0]) < 2**31:
             seq = int(trips.reshape(-1)[0])
+            first = sequences.unroll(node, res, body, seq, _inner,
+                                     lambda nodes, sub, first: settle(nodes, sub, bodies, sliced if first else None))
+            if first is not None:  # a sequence filled trip by trip: the first trip's shapes cost the body
+                done = {i.name: first.types[i.name] for i in body.input if i.name in first.types}
+                done.update(_resolved(body, first))
+                bodies[(tuple(node.output), "body")] = done
+                return
+    sub = _inner(res, body)
+    if node.op_type == "Loop":
+        sub.types[body.input[0].name] = ((), "int64")
+        sub.types[body.input[1].name] = ((), "bool")
     for k, (outer, inner) in enumerate(feeds):
         t = res.types.get(outer)
         dims = static(t[0]) if t is not None else None

@@ -25,9 +25,10 @@ from dnnperf.ir import DTYPE_BITS, DTYPE_NAMES
 MAX_VALUE_ELEMS = 4096
 # float tensors this small are kept too: Resize's scales ([1, 1, 2, 2]) decide its output's shape, and
 # with their payload dropped the shape stayed open (a folded or simplified export keeps them as
-# initializers, not Constant nodes); a weight is never this small to matter
+# initializers, not Constant nodes); a weight is never this small to matter. So are booleans this
+# small: a Loop's or an If's condition stored as an initializer decides what runs
 MAX_FLOAT_VALUE_ELEMS = 8
-_FLOAT_TYPES = (1, 10, 11, 16)  # float, float16, double, bfloat16
+_FLOAT_TYPES = (1, 10, 11, 16, 9)  # float, float16, double, bfloat16; bool
 # Refuse dims whose product cannot be represented: it is a broken or hostile file.
 MAX_ELEMS = 2**62
 # Files above this size are rebuilt without payloads before parsing (below it, parsing is cheaper).
@@ -313,7 +314,7 @@ def static(dims) -> tuple[int, ...] | None:
 
 def is_shape_like(init) -> bool:
     """Small integer initializers carry shapes (Reshape targets, Slice starts...), and tiny float ones
-    may (Resize's scales): keep their data."""
+    may (Resize's scales), tiny bool ones decide control flow: keep their data."""
     if init.data_type not in (6, 7) and init.data_type not in _FLOAT_TYPES:
         return False
     if init.data_location == 1:  # EXTERNAL: never opened
