@@ -26,7 +26,40 @@ if TYPE_CHECKING:
 def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     """Calibrated fraction of the roof: the family's (thin GEMMs lower for matrix work); an op-type
     figure (e.g. Pow) replaces it for a single op. A fused group runs at its anchor's efficiency:
-    its epilogue ops ride along in registers."""
+    its epilogue ops ride along in registers. An 8-bit integer product runs at its operand pairing's
+    share of the int8 peak on top (``int8_operands``)."""
+    eff = _family_efficiency(layer, hw)
+    pairing = layer.workload.operands
+    if pairing and hw.int8_operands:
+        eff *= _pairing_share(layer, hw, pairing)
+    return eff
+
+
+def _pairing_share(layer: Layer, hw: HardwareProfile, pairing: str) -> float:
+    """The share of the int8 peak an integer product of ``pairing`` reaches. A float operator in QDQ
+    form (a Conv between DequantizeLinear and QuantizeLinear nodes) keeps its float kernel as the
+    runtime's fallback: ONNX Runtime on x86 ran ResNet-18 in QDQ form with int8 activations as 9
+    QLinearConv kernels and 11 float convolutions with their DequantizeLinear nodes (14.4-14.9 ms;
+    the float model 17.5, the same model with uint8 activations 5.2-5.6), where an int8-only operator
+    (QLinearConv in the QOperator form, int8 x int8: 76 ms) has no such way out. So a QDQ layer
+    never runs slower than the float rate."""
+    share = hw.int8_operands.get(pairing, 1.0)
+    floor = min(1.0, hw.best_rate("fp32", True) / max(hw.best_rate("int8", True), 1e-30))
+    w = layer.workload
+    if w.family == "depthwise_conv" or (w.conv and w.conv[0] < 4):
+        # the byte dot products sum four products of one output: a depthwise filter or an image's
+        # three channels cannot fill them, and such a layer gains nothing over its float pace
+        share = min(share, floor)
+    if layer.op_type.split("+")[0] in QDQ_FLOAT_OPS:
+        share = max(share, floor)
+    return share
+
+
+# the float matrix operators a QDQ model brackets with Q/DQ pairs (dnnperf.qdq.MATRIX_OPS)
+QDQ_FLOAT_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm"})
+
+
+def _family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     w = layer.workload
     if layer.op_type == "LayoutReorder" and "layout.reorder" in hw.shape_efficiency:
         return rules.interp_log(_reorder_pixels(layer), hw.shape_efficiency["layout.reorder"])

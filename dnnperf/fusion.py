@@ -238,6 +238,7 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
                 parallel_work=max(total.parallel_work, w.parallel_work), gemm=_joined_gemm(total.gemm, w.gemm),
                 launches=total.launches, conv=total.conv, row=total.row or w.row,
                 subnormals=total.subnormals + w.subnormals, taps=total.taps,  # the anchor's MACs: its taps
+                operands=total.operands,  # ... and its integer kernel
             )
         joined = "+".join(r.node.op_type for r, _ in g)
         layers.append(replace(

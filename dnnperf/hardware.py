@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from dnnperf.errors import DnnperfError
 from dnnperf.files import require_file
-from dnnperf.vocab import EPILOGUE_ACTIVATIONS, LOOP_KERNELS, PROFILE_FAMILIES
+from dnnperf.vocab import EPILOGUE_ACTIVATIONS, INT8_OPERANDS, LOOP_KERNELS, PROFILE_FAMILIES
 
 SCHEMA_ID = "dnnperf-hw/1"
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4", "int4")
@@ -113,6 +113,11 @@ SCHEMA = {
                                            "there between inferences (scaled by rules.far_share; calibrated on a "
                                            "chain of convolutions with as many weight bytes as the DRAM "
                                            "measurement's working set), default 0"),
+    "int8_operands": ("map", False, "CPU runtimes: fraction of the int8 peak an 8-bit integer product reaches by the "
+                                    "element types of its data and weights ('u8s8': uint8 data x int8 weights; "
+                                    "'u8u8', 's8s8', 's8u8'): x86 runtimes have a fast kernel for one pairing only "
+                                    "(calibrated on MatMulInteger; the int8 peak is the fastest pairing's); "
+                                    "default 1 (every pairing at the peak)"),
     "op_efficiency": ("map", False, "per op-type fraction of the roofline (e.g. Pow, Tanh; LayoutReorder for the runtime's "
                                    "layout conversions: calibrated), overrides the family's"),
     "unoptimized_ops": ("list", False, "op types with no fast kernel: run at unoptimized_efficiency, no overlap"),
@@ -182,6 +187,7 @@ class HardwareProfile:
     gpu: dict = field(default_factory=dict)
     efficiency: dict[str, float] = field(default_factory=dict)
     op_efficiency: dict[str, float] = field(default_factory=dict)
+    int8_operands: dict[str, float] = field(default_factory=dict)
     matrix_m_efficiency: tuple[tuple[int, float], ...] = ()
     matrix_nk_efficiency: tuple[tuple[int, float], ...] = ()
     shape_efficiency: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)
@@ -486,6 +492,13 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         loop[k] = _num(v, f"{where}.loop_ns.{k}")
     if loop and kind == "gpu":
         raise DnnperfError(f"{where}.loop_ns: only for CPU runtimes")
+    int8_ops = {}
+    for k, v in _map(d.get("int8_operands", {}) or {}, f"{where}.int8_operands").items():
+        if k not in INT8_OPERANDS:
+            raise DnnperfError(f"{where}.int8_operands.{k}: use one of {', '.join(INT8_OPERANDS)}")
+        int8_ops[k] = _num(v, f"{where}.int8_operands.{k}", upper=1.0)
+    if int8_ops and kind == "gpu":
+        raise DnnperfError(f"{where}.int8_operands: only for CPU runtimes (GPU int8 kernels take signed operands)")
     op_eff = {}
     for k, v in _map(d.get("op_efficiency", {}) or {}, f"{where}.op_efficiency").items():
         op_eff[str(k)] = _num(v, f"{where}.op_efficiency.{k}", upper=1.0)
@@ -551,6 +564,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         gpu=_gpu_section(d.get("gpu"), kind, where),
         efficiency=eff,
         op_efficiency=op_eff,
+        int8_operands=int8_ops,
         matrix_m_efficiency=tuple(sorted(m_eff)),
         matrix_nk_efficiency=tuple(sorted(nk_eff)),
         shape_efficiency=shape_eff,

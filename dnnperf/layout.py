@@ -49,6 +49,11 @@ def _blocked_anchor(graph: Graph, node, layer: Layer, block: int, grouped_min: i
     if x is None or x.shape is None or len(x.shape) != 4:
         return False
     if node.op_type == "Conv":
+        # a quantized one (QDQ form) becomes the runtime's QLinearConv, which runs channels-last, not
+        # in the float blocked layout (ResNet-18 in QDQ form, uint8 activations: 20 QLinearConv
+        # kernels and two transposes at the ends, no reorder between)
+        if layer.workload.dtype in ("int8", "uint8"):
+            return False
         return rules.blocked_conv(layer.workload, block, grouped_min, align)
     return rules.blocked_pool(x.shape[1], block, pool_align)
 

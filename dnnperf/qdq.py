@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 
 from dnnperf.ir import DTYPE_BITS, Graph
 from dnnperf.kernel_groups import users_of
+from dnnperf.vocab import int8_operands
 from dnnperf.workload import DTYPE_OF_PRECISION, Workload
 
 MATRIX_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm"})
@@ -170,6 +171,7 @@ def quantized_workload(graph: Graph, node, w: Workload, q: Quantized) -> Workloa
         return replace(w, act_bytes_read=act, weight_bytes=wgt, other_ops=w.other_ops + 2 * (t.numel or 0),
                        note=(w.note + "; " if w.note else "") + f"{WEIGHT_ONLY} {read} weights, computed in {w.dtype}")
     return replace(w, dtype=DTYPE_OF_PRECISION[q.precision], act_bytes_read=act, weight_bytes=wgt, bytes_written=written,
+                   operands=int8_operands(q.inputs[0], q.inputs[1]) if len(q.inputs) > 1 else "",
                    note=(w.note + "; " if w.note else "") + f"{NOTE} {q.precision} ({read} inputs"
                         + (f", {q.output} output)" if q.output else ")"))
 

@@ -74,3 +74,16 @@ EPILOGUE_ACTIVATIONS = ("Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Sigmoi
 # per element of the layer's work (Workload.parallel_work: outputs, or a scatter's updates), and what
 # calibrate times
 LOOP_KERNELS = ("Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements")
+# the element types of an 8-bit integer product's data and weights (u: uint8, s: int8), which pick the
+# CPU kernel: ONNX Runtime on x86 multiplies uint8 data by int8 weights with the VNNI / AVX2 byte
+# dot-product instructions, and every other pairing on slower paths (a 2-core AVX-512 VNNI VM, 1024^3
+# MatMulInteger: u8s8 0.80-0.87 TOP/s, u8u8 0.31-0.33, s8s8 and s8u8 0.065-0.07, fp32 MatMul
+# 0.15-0.20): what a profile's int8_operands may name, and what calibrate times
+INT8_OPERANDS = ("u8s8", "u8u8", "s8s8", "s8u8")
+_SIGN = {"uint8": "u8", "int8": "s8"}
+
+
+def int8_operands(data: str | None, weight: str | None) -> str:
+    """'u8s8' for uint8 data x int8 weights (and so on); '' unless both are 8-bit integers."""
+    a, b = _SIGN.get(data or ""), _SIGN.get(weight or "")
+    return a + b if a and b else ""

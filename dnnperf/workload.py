@@ -49,6 +49,7 @@ class Workload:
     step_reads: int = 0  # recurrent layers: bytes read again at every step after the first (the recurrent weights)
     kernel: str = ""  # the runtime kernel an attribute picks ('Resize.linear'): a calibrated CPU may time it per element
     taps: float = 1.0  # a dilated convolution: its kernel taps inside the input over those at dilation 1 (ops.matrix)
+    operands: str = ""  # an integer product's data x weight element types ('u8s8', vocab.INT8_OPERANDS)
 
     @property
     def ops(self) -> int:

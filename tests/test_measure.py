@@ -45,6 +45,9 @@ def test_calibration_writes_a_valid_profile(local_profile):
     # Resize's loop over its outputs, per mode, in ns an output element
     assert set(hw.loop_ns) == {"Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements"}
     assert min(hw.loop_ns.values()) > 0
+    # every pairing of 8-bit data and weight types, each a share of the int8 peak
+    assert set(hw.int8_operands) == {"u8s8", "u8u8", "s8s8", "s8u8"}
+    assert all(0 < v <= 1 for v in hw.int8_operands.values())
     m = prof["measured"]
     assert m["threads"] >= 1 and m["onnxruntime"] and m["cpu"] and m["date"]
     assert load_profile(path).name == "local"

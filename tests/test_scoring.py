@@ -753,7 +753,7 @@ def test_precision_what_if_keeps_every_workload_field():
     assert [f.name for f in fields(Workload)] == ["family", "dtype", "macs", "other_ops", "act_bytes_read",
                                                   "weight_bytes", "bytes_written", "parallel_work", "gemm",
                                                   "launches", "note", "conv", "row", "pieces", "subnormals", "bias",
-                                                  "step_reads", "kernel", "taps"]
+                                                  "step_reads", "kernel", "taps", "operands"]
     w = Workload("conv", "float32", 10, 3, 400, 800, 200, 50, Gemm(2, 3, 4, 1), 2, "n", (1, 3, 3, 1, 1, False), 7,
                  (5, 6), 9, True, 64, "Resize.linear", 0.5)
     h = with_precision(w, "fp16")
@@ -763,6 +763,9 @@ def test_precision_what_if_keeps_every_workload_field():
             h.subnormals, h.bias, h.kernel, h.taps) == (w.family, w.macs, w.other_ops, w.parallel_work, w.gemm,
                                                         w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals,
                                                         w.bias, w.kernel, w.taps)
+    # an integer product keeps its operand pairing in int8, and drops it in a float precision
+    q = Workload("conv", "uint8", 10, 3, 400, 800, 200, 50, Gemm(2, 3, 4, 1), operands="u8s8")
+    assert with_precision(q, "int8").operands == "u8s8" and with_precision(q, "fp16").operands == ""
     # a Loop carrying a sequence (0 bits per element: the handle's elements are counted where they are
     # made) stays as it is; it divided by zero under -p (a mutated ONNX SequenceMap test model)
     loop = Workload("control", "sequence", 0, 0, 32, 0, 4, 1)

@@ -217,6 +217,10 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         shape_eff.pop("conv.rgb_k1", None)
     profile["efficiency"] = {k: _sig(statistics.median(v)) for k, v in sorted(eff.items())}
     profile["op_efficiency"] = dict(sorted(op_eff.items()))
+    # each pairing of 8-bit data and weight types against the int8 peak (its fastest, or fp32's)
+    int8_peak = profile["units"][0]["peak_tops"]["int8"] * 1e12
+    profile["int8_operands"] = {mb.key: _sig(min(1.0, mb.ops / times[mb.name] / int8_peak))
+                                for mb in sorted(table, key=lambda mb: mb.key) if mb.role == "peak_int8"}
     profile["matrix_m_efficiency"] = dict(sorted(m_curve.items()))
     profile["matrix_nk_efficiency"] = dict(sorted(nk_curve.items()))
     profile["shape_efficiency"] = {k: dict(sorted(v.items())) for k, v in sorted(shape_eff.items())}

@@ -29,7 +29,7 @@ import numpy as np
 
 # the head width of the MatMul after the Softmax; min(N, K) of the matmul family's products
 from dnnperf.efficiency import NARROW_K1_CHANNELS, SUBNORMAL_COLUMNS, WIDE_PRODUCT
-from dnnperf.vocab import EPILOGUE_ACTIVATIONS
+from dnnperf.vocab import EPILOGUE_ACTIVATIONS, INT8_OPERANDS
 
 M_ROWS = (1, 4, 16, 49, 128, 512)
 # thin in N and K (few channels) at M = 3136: a curve of its own (matrix_nk_efficiency); merged with
@@ -196,14 +196,18 @@ def reported_cache_mb() -> float:
     return best or 4.0
 
 
-def _matmul(name, m, k, n, role, key="", dtype=1):
+def _matmul(name, m, k, n, role, key="", pairing=""):
+    """A float MatMul, or with ``pairing`` ('u8s8': uint8 data x int8 weights, vocab.INT8_OPERANDS) a
+    MatMulInteger with int32 output."""
     from onnx import helper
 
     rng = np.random.default_rng(0)
-    if dtype == 2:  # uint8 x uint8 -> int32
-        model = _model([helper.make_node("MatMulInteger", ["a", "b"], ["y"])], [_vi("a", [m, k], 2)],
-                       [_vi("y", None, 6)], [_w("b", [k, n], np.uint8)])
-        feeds = {"a": rng.integers(0, 255, (m, k)).astype(np.uint8)}
+    if pairing:
+        types = {"u8": (2, np.uint8, 0, 255), "s8": (3, np.int8, -128, 127)}
+        (ta, na, lo, hi), (_, nb, _, _) = types[pairing[:2]], types[pairing[2:]]
+        model = _model([helper.make_node("MatMulInteger", ["a", "b"], ["y"])], [_vi("a", [m, k], ta)],
+                       [_vi("y", None, 6)], [_w("b", [k, n], nb)])
+        feeds = {"a": rng.integers(lo, hi, (m, k)).astype(na)}
         return Micro(name, model, feeds, role, key, 2.0 * m * n * k, m * k + k * n + 4 * m * n)
     model = _model([helper.make_node("MatMul", ["a", "b"], ["y"])], [_vi("a", [m, k])], [_vi("y", None)],
                    [_w("b", [k, n])])
@@ -288,7 +292,8 @@ def micro_models(quick: bool) -> list[Micro]:
     n = 512 if quick else 1024
     out = [
         _peak_gemm(quick),
-        _matmul("gemm_int8", n, n, n, "peak_int8", dtype=2),
+        # one per pairing of data and weight types: the peak is the fastest, the others a share of it
+        *(_matmul(f"gemm_int8_{p}", n, n, n, "peak_int8", p, pairing=p) for p in INT8_OPERANDS),
         _matmul("gemm_ffn", 197, WIDE_PRODUCT, 4 * WIDE_PRODUCT, "peak", "matmul"),  # a key: also a matmul-family entry
         _matmul("small_gemm", 128, WIDE_PRODUCT, WIDE_PRODUCT, "peak", "matmul"),
         _dram_add(quick),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dnnperf.ir import DTYPE_BITS
 from dnnperf.ops import Contradiction, Ctx, Unsupported, broadcast_conflict, register, register_shapes
 from dnnperf.ops.elementwise import MS_OPS_PER_ELEMENT, OPS_PER_ELEMENT, same_as_first
-from dnnperf.ops.matrix import known, matmul, matmul_shape
+from dnnperf.ops.matrix import known, matmul, matmul_shape, with_operands
 from dnnperf.ops.norm import PER_ELEMENT as NORM_OPS
 from dnnperf.workload import Gemm, Workload
 
@@ -134,8 +134,8 @@ def _qgemm(ctx: Ctx):
     if kb != k:
         raise Contradiction(f"QGemm inner dims differ ({k} vs {kb})")
     per_out = (1 if ctx.has_input(6) else 0) + (REQUANT if ctx.has_input(7) else 1)
-    return ctx.workload("matmul", macs=m * n * k, other=m * n * per_out, gemm=Gemm(m, n, k),
-                        dtype=ctx.dtype(0))
+    return with_operands(ctx, ctx.workload("matmul", macs=m * n * k, other=m * n * per_out, gemm=Gemm(m, n, k),
+                                           dtype=ctx.dtype(0)), 0, 3)
 
 
 def _qgemm_shape(attrs, ins, n_out):
@@ -151,10 +151,12 @@ def _qgemm_shape(attrs, ins, n_out):
 def _dq_matmul(ctx: Ctx):
     """DynamicQuantizeMatMul (A float, B int8/uint8, b_scale, b_zp, bias): A quantised on the fly (its
     range found, then each element scaled: 5 ops, as DynamicQuantizeLinear), an integer product, the
-    result scaled back to float (1 op per output, 1 more with the bias)."""
+    result scaled back to float (1 op per output, 1 more with the bias). ONNX Runtime quantizes A to
+    uint8, as DynamicQuantizeLinear does."""
     w = matmul(ctx, a_idx=0, b_idx=1, extra_per_out=1 + (1 if ctx.has_input(4) else 0))
-    return Workload(w.family, ctx.dtype(1), w.macs, w.other_ops + 5 * ctx.in_numel(0), w.act_bytes_read,
-                    w.weight_bytes, w.bytes_written, w.parallel_work, w.gemm)
+    w = Workload(w.family, ctx.dtype(1), w.macs, w.other_ops + 5 * ctx.in_numel(0), w.act_bytes_read,
+                 w.weight_bytes, w.bytes_written, w.parallel_work, w.gemm)
+    return with_operands(ctx, w, 0, 1, data="uint8")
 
 
 # -- the transformer optimizer's fused ops ----------------------------------------------------------

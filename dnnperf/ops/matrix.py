@@ -7,11 +7,13 @@ group, K = input channels per group x kernel window, one GEMM per group.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from math import prod
 
 from dnnperf.ops import Contradiction, Ctx, Unsupported, broadcast_conflict, broadcasts_to, register, register_shapes
 from dnnperf.ops.elementwise import activation_ops
-from dnnperf.workload import Gemm
+from dnnperf.vocab import int8_operands
+from dnnperf.workload import Gemm, Workload
 
 
 def _conv(ctx: Ctx, x_idx: int = 0, w_idx: int = 1, bias_idx: int | None = 2, extra_per_out: int = 0,
@@ -100,13 +102,24 @@ def fused_conv(ctx: Ctx):
     return _conv(ctx, extra_per_out=extra)
 
 
+def with_operands(ctx: Ctx, w: Workload, a_idx: int, b_idx: int, data: str | None = None) -> Workload:
+    """An integer product's workload with its data x weight element types (``Workload.operands``);
+    ``data``: the type the data is quantized to on the fly, when it comes in float."""
+    return replace(w, operands=int8_operands(data or ctx.dtype(a_idx), ctx.dtype(b_idx)))
+
+
 def qlinear_conv(ctx: Ctx):
     # x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B ; requantisation ~3 ops / output
-    return _conv(ctx, x_idx=0, w_idx=3, bias_idx=8, extra_per_out=3)
+    return with_operands(ctx, _conv(ctx, x_idx=0, w_idx=3, bias_idx=8, extra_per_out=3), 0, 3)
 
 
 def conv_integer(ctx: Ctx):
-    return _conv(ctx, x_idx=0, w_idx=1, bias_idx=None)
+    return with_operands(ctx, _conv(ctx, x_idx=0, w_idx=1, bias_idx=None), 0, 1)
+
+
+def matmul_integer(ctx: Ctx):
+    """MatMulInteger, and ONNX Runtime's MatMulIntegerToFloat (the same product, scaled to float)."""
+    return with_operands(ctx, matmul(ctx), 0, 1)
 
 
 def conv_transpose(ctx: Ctx):
@@ -210,7 +223,7 @@ def fused_matmul(ctx: Ctx):
 
 def qlinear_matmul(ctx: Ctx):
     # a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp
-    return matmul(ctx, a_idx=0, b_idx=3, extra_per_out=3)
+    return with_operands(ctx, matmul(ctx, a_idx=0, b_idx=3, extra_per_out=3), 0, 3)
 
 
 def fused_gemm(ctx: Ctx):
@@ -380,12 +393,12 @@ register({
     "ConvTranspose": conv_transpose,
     "Gemm": gemm,
     "MatMul": matmul,
-    "MatMulInteger": matmul,
+    "MatMulInteger": matmul_integer,
     "QLinearMatMul": qlinear_matmul,
     "Einsum": einsum,
     "com.microsoft:FusedConv": fused_conv,
     "com.microsoft:FusedMatMul": fused_matmul,
     "com.microsoft:FusedGemm": fused_gemm,
     "com.microsoft:QLinearConv": qlinear_conv,
-    "com.microsoft:MatMulIntegerToFloat": matmul,
+    "com.microsoft:MatMulIntegerToFloat": matmul_integer,
 })
