@@ -46,9 +46,11 @@ def _pairing_share(layer: Layer, hw: HardwareProfile, pairing: str) -> float:
     share = hw.int8_operands.get(pairing, 1.0)
     floor = min(1.0, hw.best_rate("fp32", True) / max(hw.best_rate("int8", True), 1e-30))
     w = layer.workload
-    if w.family == "depthwise_conv" or (w.conv and w.conv[0] < 4):
+    if w.family in ("depthwise_conv", "grouped_conv") or (w.conv and w.conv[0] < 4):
         # the byte dot products sum four products of one output: a depthwise filter or an image's
-        # three channels cannot fill them, and such a layer gains nothing over its float pace
+        # three channels cannot fill them, and the int8 kernel runs each group of a grouped one as a
+        # product of its own (RegNetX-400MF's 16-wide groups: 62-95 us each, 4-5x the int8 peak's
+        # figure); such a layer gains nothing over its float pace
         share = min(share, floor)
     if layer.op_type.split("+")[0] in QDQ_FLOAT_OPS:
         share = max(share, floor)
