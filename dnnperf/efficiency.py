@@ -27,11 +27,12 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     """Calibrated fraction of the roof: the family's (thin GEMMs lower for matrix work); an op-type
     figure (e.g. Pow) replaces it for a single op. A fused group runs at its anchor's efficiency:
     its epilogue ops ride along in registers. An 8-bit integer product runs at its operand pairing's
-    share of the int8 peak on top (``int8_operands``)."""
+    share of the int8 peak on top (``int8_operands``; a ``-p int8`` what-if, with no pairing of its own,
+    at the fastest pairing's)."""
     eff = _family_efficiency(layer, hw)
-    pairing = layer.workload.operands
-    if pairing and hw.int8_operands:
-        eff *= _pairing_share(layer, hw, pairing)
+    w = layer.workload
+    if hw.int8_operands and w.is_matrix and (w.operands or w.dtype in ("int8", "uint8")):
+        eff *= _pairing_share(layer, hw, w.operands)
     return eff
 
 

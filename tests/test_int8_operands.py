@@ -160,3 +160,22 @@ def test_depthwise_grouped_and_image_convolutions_keep_their_float_pace(tmp_path
     layer = _layer(inspect_model(save(m, tmp_path)), hw, "QLinearConv")
     assert layer.workload.operands == "u8s8"
     assert family_efficiency(layer, hw) == pytest.approx(4.61 / 9.2 * family_efficiency(layer, plain), rel=1e-9)
+
+
+def test_an_int8_what_if_of_a_float_depthwise_layer_keeps_its_float_pace(tmp_path):
+    """``-p int8`` on a float model: the what-if has no pairing of its own and runs at the fastest
+    pairing's share, but a depthwise layer still gains nothing over its float pace (4.61 / 9.2 of the
+    int8 peak on cpu-avx2)."""
+    hw = profile_from_dict(_avx2(int8_operands=SHARES), "x")
+    plain = profile_from_dict(_avx2(), "x")
+    m = model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], group=64)],
+              [vi("x", [1, 64, 28, 28])], [vi("y", None)], [weight("w", [64, 1, 3, 3])])
+    insp = inspect_model(save(m, tmp_path))
+
+    def conv(profile):
+        rep = analyze(insp, profile, Settings(fusion="none", precision="int8"), with_fixes=False)
+        return next(c.layer for c in rep.score.layers if c.layer.op_type == "Conv")
+
+    layer = conv(hw)
+    assert layer.workload.dtype == "int8" and layer.workload.operands == ""
+    assert family_efficiency(layer, hw) == pytest.approx(4.61 / 9.2 * family_efficiency(conv(plain), plain), rel=1e-9)
