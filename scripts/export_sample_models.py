@@ -79,6 +79,7 @@ UNSEEN = {
     "r2plus1d_18": ({}, [(1, 3, 16, 112, 112)]),
     "s3d": ({}, [(1, 3, 16, 224, 224)]),
     "mvit_v2_s": ({}, [(1, 3, 16, 224, 224)]),  # tensor_split as a Loop filling a tensor sequence
+    "mvit_v1_b": ({}, [(1, 3, 16, 224, 224)]),  # ... and If branches declared with stale sizes
     "fcn_resnet50": ({"aux_loss": True, "weights_backbone": None}, [(1, 3, 520, 520)]),
     "deeplabv3_mobilenet_v3_large": ({"aux_loss": True, "weights_backbone": None}, [(1, 3, 520, 520)]),
     "lraspp_mobilenet_v3_large": ({"weights_backbone": None}, [(1, 3, 520, 520)]),

@@ -127,3 +127,30 @@ def test_mvit_matches_torchvision_published_macs():
     insp = inspect_model(os.path.join(UNSEEN, "mvit_v2_s.onnx"))
     assert insp.coverage()["complete"], insp.warnings[:3]
     assert abs(insp.totals()["macs"] / 1e9 - 64.224) <= 0.0005
+
+
+def test_a_stale_declared_branch_shape_gives_way_to_the_computed_one(tmp_path):
+    """torchvision's MViT-V1 export declares the output of an If branch that squeezes a
+    [1, 1, 6273, 192] tensor as [1, 31360, 192] (a stale trace). The branch taken (its condition
+    folds to true) computes [1, 1, 6, 4] -> [1, 6, 4]; the declaration must not win, or the Add
+    after it contradicts its other input and the If is left unscored."""
+    then = helper.make_graph([helper.make_node("Squeeze", ["x", "one"], ["sq"])], "then", [],
+                             [vi("sq", [1, 30, 4])])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["id"])], "else", [], [vi("id", [1, 1, 30, 4])])
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["d1"], axis=0),
+             helper.make_node("Equal", ["d1", "one"], ["c"]),
+             helper.make_node("If", ["c"], ["b"], then_branch=then, else_branch=other),
+             helper.make_node("Add", ["b", "r"], ["y"])]
+    m = model(nodes, [vi("x", [1, 1, 6, 4]), vi("r", [1, 6, 4])], [vi("y", None)], [ints("one", [1])])
+    insp = inspect_model(save(m, tmp_path), ShapeOverrides())
+    assert insp.graph.tensors["b"].shape == (1, 6, 4) and insp.graph.tensors["y"].shape == (1, 6, 4)
+    assert insp.coverage()["complete"], insp.warnings
+
+
+def test_mvit_v1_matches_torchvision_published_macs():
+    """MViT V1-B (legacy export): 16 blocks' tensor_split Loops and pool-skip Ifs whose branch outputs
+    the export declares with stale sizes; torchvision publishes 70.599 GMACs at 16 x 224 x 224."""
+    insp = inspect_model(os.path.join(UNSEEN, "mvit_v1_b.onnx"))
+    assert insp.coverage()["complete"], insp.warnings[:3]
+    assert abs(insp.totals()["macs"] / 1e9 - 70.599) <= 0.0005

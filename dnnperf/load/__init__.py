@@ -407,9 +407,9 @@ def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset
 
 def _subgraph(g, outer_tensors, opset, path, depth: int, outer_inits: frozenset, known: dict | None = None,
               bodies: dict | None = None, scope: frozenset = frozenset()) -> Graph:
-    """A control-flow body with the shapes ONNX inference recorded in its value_info (and those
-    ``gaps.body_shapes`` resolved with the enclosing graph's values); weights of the enclosing graphs
-    stay weights inside it."""
+    """A control-flow body with the shapes ONNX inference recorded in its value_info, overridden by
+    those ``gaps`` resolved with the enclosing graph's values; weights of the enclosing graphs stay
+    weights inside it."""
     if depth > MAX_DEPTH:
         raise DnnperfError(f"'{path}' nests control-flow subgraphs more than {MAX_DEPTH} deep — refusing to analyse it")
     tensors: dict[str, Tensor] = {}
@@ -417,9 +417,8 @@ def _subgraph(g, outer_tensors, opset, path, depth: int, outer_inits: frozenset,
         for vi in coll:
             dims, dtype = type_shape(vi.type)
             tensors[vi.name] = Tensor(vi.name, static(dims), dtype)
-    for name, (dims, dtype) in (known or {}).items():
-        if name not in tensors or tensors[name].shape is None:
-            tensors[name] = Tensor(name, dims, dtype)
+    for name, (dims, dtype) in (known or {}).items():  # computed shapes win over declared ones (stale in exports)
+        tensors[name] = Tensor(name, dims, dtype)
     inits = set()
     for init in g.initializer:
         tensors[init.name] = Tensor(init.name, tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))

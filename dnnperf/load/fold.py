@@ -97,6 +97,7 @@ class Resolver:
         self.types: dict[str, Any] = {}  # name -> (dims tuple|None, dtype)
         self.values: dict[str, np.ndarray] = {}
         self.seqs: dict[str, list] = {}  # sequence -> its elements' (dims, dtype), where all are known
+        self.declared: dict[str, Any] = {}  # a body's declared shapes, used where inference leaves gaps
         self._producer: dict[str, Any] | None = None
         self.ordered = ordered
         self.opset_imports = list(model.opset_import)

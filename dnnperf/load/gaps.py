@@ -229,8 +229,9 @@ def empty_shapes(types) -> None:
 
 
 def _inner(res, body):
-    """A Resolver for a subgraph: the enclosing graph's shapes, the outer-scope values its nodes
-    read (folded on demand in the enclosing graph) and the shapes the body declares."""
+    """A Resolver for a subgraph: the enclosing graph's shapes and the outer-scope values its nodes
+    read (folded on demand in the enclosing graph); the shapes the body declares are kept apart
+    (``declared``) for ``_settle_body`` to use where inference leaves a gap."""
     from dnnperf.load.fold import Resolver
 
     sub = Resolver(res.model, res.opset, list(body.node))
@@ -246,9 +247,19 @@ def _inner(res, body):
                     sub.values[i] = v
     for vi in list(body.value_info) + list(body.output):  # what the body declares
         dims, dtype = type_shape(vi.type)
-        if static(dims) is not None:
-            sub.types.setdefault(vi.name, (static(dims), dtype))
+        if static(dims) is not None and vi.name not in sub.types:
+            sub.declared[vi.name] = (static(dims), dtype)
     return sub
+
+
+def _settle_body(body, sub, bodies: dict, sliced: list | None) -> None:
+    """Forward inference over a body, then its declared shapes where it left a name open, then
+    ``settle`` (whose bounds come last, after what the body declares). Computed first: an
+    exporter's declaration can be stale (torchvision's MViT-V1 declares the output of a branch that
+    squeezes a [1, 1, 6273, 192] tensor as [1, 31360, 192], which a later Add then contradicted)."""
+    infer_all(body.node, sub, bodies, None)
+    sub.types.update({k: t for k, t in sub.declared.items() if k not in sub.types or static(sub.types[k][0]) is None})
+    settle(body.node, sub, bodies, sliced)
 
 
 def _resolved(body, sub) -> dict:
@@ -306,7 +317,7 @@ def taken_branch(node, res, bodies: dict, sliced: list | None = None) -> bool:
     if body is None or len(body.output) != len(node.output):
         return False
     sub = _inner(res, body)
-    settle(body.node, sub, bodies, sliced)
+    _settle_body(body, sub, bodies, sliced)
     bodies[(tuple(node.output), label)] = _resolved(body, sub)
     for outer, inner in zip(node.output, body.output):
         t = sub.types.get(inner.name)
@@ -355,7 +366,7 @@ def body_shapes(node, res, bodies: dict, sliced: list | None = None) -> None:
         if trips is not None and trips.size == 1 and 0 <= int(trips.reshape(-1)[0]) < 2**31:
             seq = int(trips.reshape(-1)[0])
             first = sequences.unroll(node, res, body, seq, _inner,
-                                     lambda nodes, sub, first: settle(nodes, sub, bodies, sliced if first else None))
+                                     lambda sub, first: _settle_body(body, sub, bodies, sliced if first else None))
             if first is not None:  # a sequence filled trip by trip: the first trip's shapes cost the body
                 done = {i.name: first.types[i.name] for i in body.input if i.name in first.types}
                 done.update(_resolved(body, first))
@@ -380,7 +391,7 @@ def body_shapes(node, res, bodies: dict, sliced: list | None = None) -> None:
             seq = dims[ax]
             dims = dims[:ax] + dims[ax + 1:]
         sub.types[inner.name] = (tuple(dims), t[1])
-    settle(body.node, sub, bodies, sliced)
+    _settle_body(body, sub, bodies, sliced)
     resolved = {i.name: sub.types[i.name] for i in body.input if i.name in sub.types}
     resolved.update(_resolved(body, sub))
     for vi in body.output:

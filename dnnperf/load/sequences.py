@@ -160,7 +160,7 @@ def unroll(node, res, body, trips: int, inner, settle) -> dict | None:
     inserts is known. Sets the Loop's state outputs (sequences and tensors) and the scan outputs
     whose per-trip shape does not change; returns the first trip's resolved body shapes (for the
     Loop's cost), or None (nothing set) when a trip leaves a state unknown or its condition open.
-    ``inner(res, body)`` makes a body resolver, ``settle(nodes, sub, first)`` resolves a body."""
+    ``inner(res, body)`` makes a body resolver, ``settle(sub, first)`` resolves the body with ``sub``."""
     ins = list(node.input)
     states = ins[2:]
     if trips > MAX_UNROLL or not any(s in res.seqs for s in states):
@@ -185,7 +185,7 @@ def unroll(node, res, body, trips: int, inner, settle) -> dict | None:
             sub.types[name] = cur[k]
             if cur_seq[k] is not None:
                 sub.seqs[name] = list(cur_seq[k])
-        settle(body.node, sub, it == 0)
+        settle(sub, it == 0)
         if first is None:
             first = sub
         for k in range(n_state):
