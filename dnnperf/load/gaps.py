@@ -5,7 +5,9 @@
     backward_shapes  a shape declared downstream (a graph or body output) carried back through
                      elementwise ops, where broadcasting leaves exactly one possible input size
     body_shapes      Scan and Loop bodies resolved with the enclosing graph's values and the shapes
-                     of what the node feeds them; from them the node's own outputs
+                     of what the node feeds them (a Loop carrying a tensor sequence run trip by
+                     trip, ``dnnperf.load.sequences``); from them the node's own outputs. A body's
+                     own declared shapes fill only what its forward inference leaves open
     taken_branch     an If whose condition is known at load time (it folds from shapes): the
                      branch it takes, resolved, gives the If's outputs their shapes and values
     symbolic_lengths a length only known at run time (a Range of runtime size) named, carried forward
