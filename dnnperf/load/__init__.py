@@ -27,7 +27,7 @@ from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor, op_key
 from dnnperf.load import bounds, declared, fast, gaps, hostshape
 from dnnperf.load.fold import Resolver, tensor_value
-from dnnperf.load.overrides import apply_overrides, batch_axes
+from dnnperf.load.overrides import apply_overrides, batch_axes, weight_inputs, weight_inputs_note
 from dnnperf.load.read import (MAX_ELEMS, CorruptName, check_dims, check_domains, check_for_onnx_inference, check_opset,
                                is_shape_like, parse_model, plain_attrs, read_model, read_model_bytes, short, static,
                                type_shape)
@@ -120,9 +120,13 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
 
     strip_payloads_inplace(model)  # no-op for files read by read_model; needed for in-memory models
     stored = views(g.node)
+    fed = weight_inputs(model, set(init_info), stored)  # parameters an export left out: weights fed at run time
+    init_info.update(fed)
     axes = batch_axes(model, set(init_info), stored)
     before = {vi.name: type_shape(vi.type)[0] for vi in g.input}
     notes = apply_overrides(model, overrides, path, set(init_info), axes)
+    if fed:
+        notes.append(weight_inputs_note(list(fed)))
     stated = declared.declared_shapes(g, stored)  # what the file states for its unknown ops' outputs, before dropping it
     empty, real = [], 0
     for vi in g.input:

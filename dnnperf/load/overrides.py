@@ -1,11 +1,49 @@
-"""User overrides: write --batch / --dim / --input-shape into the graph inputs before inference,
+"""User overrides: write --batch / --dim / --input-shape into the graph inputs before inference (never into
+the weights an export without its parameters takes as inputs),
 and fail with the flag that fixes it when a dimension stays symbolic."""
 
 from __future__ import annotations
 
 from dnnperf.errors import DnnperfError
-from dnnperf.ir import ShapeOverrides
+from dnnperf.ir import ShapeOverrides, Tensor
 from dnnperf.load.read import type_shape
+
+
+# where an op reads its parameters: an input consumed only there is a weight fed at run time
+WEIGHT_SLOTS = {"Conv": (1, 2), "ConvTranspose": (1, 2), "Gemm": (1, 2), "BatchNormalization": (1, 2, 3, 4),
+                "InstanceNormalization": (1, 2), "LayerNormalization": (1, 2), "GroupNormalization": (1, 2),
+                "LSTM": (1, 2, 3), "GRU": (1, 2, 3), "RNN": (1, 2, 3), "PRelu": (1,)}
+
+
+def weight_inputs(model, weights: set[str], nodes) -> dict[str, Tensor]:
+    """Model inputs with a static shape that every node reading them reads as a parameter (a
+    convolution's filters, a norm's scale): an export without its parameters (``export_params=False``)
+    takes its weights as inputs. They are weights, not per-inference data: --batch must not resize
+    them (ResNet-18's conv1.weight [64, 3, 7, 7] became [2, 3, 7, 7] under --batch 2)."""
+    g = model.graph
+    candidates, types = {}, {}
+    for vi in g.input:
+        if vi.name in weights or not vi.type.HasField("tensor_type"):
+            continue
+        dims, dtype = type_shape(vi.type)
+        if dims and all(isinstance(d, int) for d in dims):
+            candidates[vi.name] = True
+            types[vi.name] = Tensor(vi.name, tuple(dims), dtype)
+    if not candidates:
+        return {}
+    for n in nodes:
+        slots = WEIGHT_SLOTS.get(n.op_type, ()) if n.domain in ("", "ai.onnx") else ()
+        for k, i in enumerate(n.input):
+            if i in candidates and k not in slots:
+                candidates[i] = False
+    used = {i for n in nodes for i in n.input}
+    return {name: types[name] for name, ok in candidates.items() if ok and name in used}
+
+
+def weight_inputs_note(names: list[str]) -> str:
+    return (f"{len(names)} model input(s) are read only as parameters ({', '.join(names[:3])}"
+            f"{', ...' if len(names) > 3 else ''}): the export left its weights out (export_params=False); they are "
+            "costed as weights, not as data each inference transfers, and --batch leaves them alone")
 
 
 def batch_axes(model, weights: set[str], nodes) -> dict[str, int]:
