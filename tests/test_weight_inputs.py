@@ -41,3 +41,4 @@ def test_an_input_also_read_as_data_stays_an_input(tmp_path):
     assert "b" in insp.graph.inputs and "w" not in insp.graph.inputs
     note = next(w for w in insp.warnings if "read only as parameters" in w)
     assert note.startswith("5 model input(s)")  # w, g, beta, mean, var
+

@@ -509,3 +509,15 @@ def test_resize_scales_stored_as_an_initializer_decide_its_shape(tmp_path):
     with open(sk, "wb") as fh:
         fh.write(skeleton_of(p)[0])
     assert inspect_model(sk).rows[0].output_shape == (1, 21, 256, 256)
+
+
+def test_a_training_mode_batch_norm_has_per_channel_statistics(tmp_path):
+    """A training-mode export (opset 13, TrainingMode.TRAINING) gives BatchNormalization five outputs:
+    Y, the running mean and variance and the saved mean and variance, each of the latter [C]; ONNX's
+    inference leaves them open and the layer was left unscored."""
+    nodes = [helper.make_node("BatchNormalization", ["x", "g", "b", "m", "v"], ["y", "rm", "rv", "sm", "sv"])]
+    m = model(nodes, [vi("x", [2, 16, 8, 8])], [vi("y", None)],
+              [weight(n, [16]) for n in ("g", "b", "m", "v")], opset=13)
+    insp = one(tmp_path, m)
+    assert insp.coverage()["complete"], insp.warnings
+    assert [insp.graph.tensors[t].shape for t in ("y", "rm", "rv", "sm", "sv")] == [(2, 16, 8, 8)] + [(16,)] * 4

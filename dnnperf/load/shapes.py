@@ -356,6 +356,20 @@ for _op in ("Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "Less
             "Xor", "Mod", "BitShift", "PRelu"):
     RULES[_op] = (_binary, ())
 RULES["Max"] = RULES["Min"] = (_broadcast, ())
+
+
+def _batch_norm(attrs, dims, vals, opset):
+    """Y as X; in training mode the running mean and variance (and before opset 14 the saved mean
+    and variance) are per channel, the scale's shape: ONNX's own inference leaves them open, and a
+    training-mode export (TrainingMode.TRAINING) stayed PARTIAL."""
+    x = dims[0] if dims else None
+    if x is None:
+        return None
+    scale = dims[1] if len(dims) > 1 else None
+    return [x] + ([scale] * 4 if scale is not None else [])
+
+
+RULES["BatchNormalization"] = (_batch_norm, ())
 for _op in ("Erf", "Not", "Cast", "CastLike", "Softmax", "LogSoftmax", "Relu", "Sigmoid", "Tanh", "Sqrt", "Neg", "Abs",
             "Exp", "Log", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "CumSum", "Identity", "Dropout", "Clip",
             "LeakyRelu", "Elu", "Gelu", "HardSigmoid", "HardSwish", "Softplus", "IsNaN", "IsInf", "Sin", "Cos",
