@@ -71,6 +71,14 @@ def test_tensor_split_loop_sizes_every_piece(tmp_path):
     assert not any("known only at run time" in w for w in insp.warnings)
 
 
+def test_a_loop_without_a_condition_input_runs_every_trip(tmp_path):
+    m = _split_loop()
+    loop = next(n for n in m.graph.node if n.op_type == "Loop")
+    loop.input[1] = ""  # no condition: the Loop runs its count (the body passes on an absent value)
+    insp = inspect_model(save(m, tmp_path), ShapeOverrides())
+    assert insp.graph.tensors["b"].shape == (1, 4, 5, 8) and insp.graph.values["n"].tolist() == 3
+
+
 def test_unknown_trip_count_leaves_the_pieces_open(tmp_path):
     insp = inspect_model(save(_split_loop(trips_input=True), tmp_path), ShapeOverrides())
     assert insp.graph.tensors["a"].shape is None and insp.graph.tensors["yb"].shape is None

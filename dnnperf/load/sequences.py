@@ -170,7 +170,8 @@ def unroll(node, res, body, trips: int, inner, settle) -> dict | None:
     cur_seq = [res.seqs.get(s) for s in states]
     scans: list[list] = [[] for _ in range(len(body.output) - 1 - n_state)]
     first = None
-    cond = res.value(ins[1]) if len(ins) > 1 and ins[1] else None
+    # the condition the first trip starts with; an absent one is true (a Loop run by its count alone)
+    cond = res.value(ins[1]) if len(ins) > 1 and ins[1] else np.array(True)
     for it in range(trips):
         sub = inner(res, body)
         sub.types[body.input[0].name] = ((), "int64")
