@@ -86,7 +86,8 @@ def _qavgpool(ctx: Ctx):
     for k in kernel:
         window *= int(k)
     n_out = ctx.out_numel(0)
-    return ctx.workload("pool", other=n_out * window + DEQUANT * ctx.in_numel(0) + REQUANT * n_out)
+    return ctx.workload("pool", other=n_out * window + DEQUANT * ctx.in_numel(0) + REQUANT * n_out,
+                        kernel="QLinearAveragePool")  # ONNX Runtime's: a loop over its outputs
 
 
 def _qavgpool_shape(attrs, ins, n_out):
@@ -104,7 +105,8 @@ def _qconcat(ctx: Ctx):
     requantised to the output's scale."""
     idx = range(2, len(ctx.node.inputs), 3)
     pieces = tuple(ctx.in_numel(i) for i in idx if ctx.has_input(i))
-    return ctx.workload("movement", other=(DEQUANT + REQUANT) * ctx.out_numel(0), pieces=pieces)
+    return ctx.workload("movement", other=(DEQUANT + REQUANT) * ctx.out_numel(0), pieces=pieces,
+                        kernel="QLinearConcat")  # ONNX Runtime's: a loop over its outputs
 
 
 def _qconcat_shape(attrs, ins, n_out):
