@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 from dnnperf import rules
 from dnnperf.hardware import HardwareProfile
 from dnnperf.ir import DTYPE_BITS
+from dnnperf.qdq import MATRIX_OPS as QDQ_MATRIX_OPS
 from dnnperf.vocab import EPILOGUE_ACTIVATIONS
-from dnnperf.workload import Workload
+from dnnperf.workload import PRECISION_OF_DTYPE, Workload
 
 if TYPE_CHECKING:
     from dnnperf.scoring import Layer
@@ -31,7 +32,7 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     at the fastest pairing's)."""
     eff = _family_efficiency(layer, hw)
     w = layer.workload
-    if hw.int8_operands and w.is_matrix and (w.operands or w.dtype in ("int8", "uint8")):
+    if hw.int8_operands and w.is_matrix and (w.operands or PRECISION_OF_DTYPE.get(w.dtype) == "int8"):
         eff *= _pairing_share(layer, hw, w.operands)
     return eff
 
@@ -53,13 +54,9 @@ def _pairing_share(layer: Layer, hw: HardwareProfile, pairing: str) -> float:
         # product of its own (RegNetX-400MF's 16-wide groups: 62-95 us each, 4-5x the int8 peak's
         # figure); such a layer gains nothing over its float pace
         share = min(share, floor)
-    if layer.op_type.split("+")[0] in QDQ_FLOAT_OPS:
+    if layer.op_type.split("+")[0] in QDQ_MATRIX_OPS:  # a float operator between Q/DQ pairs
         share = max(share, floor)
     return share
-
-
-# the float matrix operators a QDQ model brackets with Q/DQ pairs (dnnperf.qdq.MATRIX_OPS)
-QDQ_FLOAT_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm"})
 
 
 def _family_efficiency(layer: Layer, hw: HardwareProfile) -> float:

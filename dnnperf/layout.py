@@ -30,7 +30,7 @@ from dnnperf.fusion import CPU_CONV_ACTIVATIONS, consumers_of
 from dnnperf.ir import Graph
 from dnnperf.kernel_groups import users_of
 from dnnperf.scoring import Layer
-from dnnperf.workload import Workload
+from dnnperf.workload import PRECISION_OF_DTYPE, Workload
 
 BLOCKED_OPS = frozenset({"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
 # ops that keep their input's layout when every activation input has the same 4-D shape: the
@@ -52,7 +52,7 @@ def _blocked_anchor(graph: Graph, node, layer: Layer, block: int, grouped_min: i
         # a quantized one (QDQ form) becomes the runtime's QLinearConv, which runs channels-last, not
         # in the float blocked layout (ResNet-18 in QDQ form, uint8 activations: 20 QLinearConv
         # kernels and two transposes at the ends, no reorder between)
-        if layer.workload.dtype in ("int8", "uint8"):
+        if PRECISION_OF_DTYPE.get(layer.workload.dtype) == "int8":
             return False
         return rules.blocked_conv(layer.workload, block, grouped_min, align)
     return rules.blocked_pool(x.shape[1], block, pool_align)

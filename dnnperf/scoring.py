@@ -173,7 +173,7 @@ def with_precision(w: Workload, precision: str) -> Workload:
                     (w.weight_bytes * new_bits) // old_bits, (w.bytes_written * new_bits) // old_bits,
                     w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals, w.bias,
                     (w.step_reads * new_bits) // old_bits, w.kernel, w.taps,
-                    w.operands if new_dtype in ("int8", "uint8") else "")
+                    w.operands if PRECISION_OF_DTYPE.get(new_dtype) == "int8" else "")
 
 
 # -- the loss steps ------------------------------------------------------------------------------

@@ -31,12 +31,16 @@ def weight_inputs(model, weights: set[str], nodes) -> dict[str, Tensor]:
             types[vi.name] = Tensor(vi.name, tuple(dims), dtype)
     if not candidates:
         return {}
+    used = set()
     for n in nodes:
-        slots = WEIGHT_SLOTS.get(n.op_type, ()) if n.domain in ("", "ai.onnx") else ()
+        slots = None
         for k, i in enumerate(n.input):
-            if i in candidates and k not in slots:
-                candidates[i] = False
-    used = {i for n in nodes for i in n.input}
+            if i in candidates:
+                used.add(i)
+                if slots is None:
+                    slots = WEIGHT_SLOTS.get(n.op_type, ()) if n.domain in ("", "ai.onnx") else ()
+                if k not in slots:
+                    candidates[i] = False
     return {name: types[name] for name, ok in candidates.items() if ok and name in used}
 
 
