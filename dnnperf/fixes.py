@@ -63,14 +63,18 @@ class Ctx:
 def _raise_intensity(c: LayerCost, x: Ctx):
     w = c.layer.workload
     ridge = x.hw.ridge_point(c.precision)
-    if not ridge or w.intensity >= ridge:
-        return None
+    if not ridge or w.intensity >= ridge or c.t_bias >= c.t_memory:
+        return None  # (a separate bias pass that outweighs the layer's own traffic: _layer_fusion says so)
     return (f"{w.intensity:.1f} ops/byte against a ridge point of {ridge:.0f} ops/byte ({c.precision} on {x.hw.name}): "
             f"memory traffic, not math, sets this layer's {fmt_time(c.time_s)}", None)
 
 
 def _layer_fusion(c: LayerCost, x: Ctx):
     l = c.layer
+    if c.t_bias >= 0.1 * c.time_s:  # scoring._gpu_bias_pass
+        return (f"the framework adds this convolution's bias in a kernel of its own, one more read and write of its "
+                f"{fmt_bytes(l.workload.bytes_written)} output ({fmt_time(c.t_bias)}): a runtime that fuses the bias "
+                "into the convolution's epilogue (TensorRT, a compiled graph) saves it", c.t_bias)
     if x.settings.fusion == "none" and l.fusable_into:
         save = l.saved_bytes_if_fused / x.hw.dram_bps + c.t_launch
         save = min(save, c.time_s)
@@ -209,12 +213,30 @@ def _use_specialized_units(c: LayerCost, x: Ctx):
     for p in cheaper_rungs(x.hw, own):
         if p in ("int4", "fp4") and own not in ("int8", "fp8"):
             break  # one step at a time: 4-bit only from a model that already runs in 8-bit
-        c2 = rescore(c, replace(c.layer, workload=with_precision(w, p)), x.report.score, p)
+        w2 = with_precision(w, p)
+        c2 = rescore(c, replace(c.layer, workload=w2), x.report.score, p)
+        how = ""
+        if c2.unit not in matrix_units:  # the unit refuses the width in that precision (819 channels, rule of 8)
+            fit = _aligned_width(w2, x.hw, matrix_units, p)
+            if fit:
+                c2 = rescore(c, replace(c.layer, workload=w2.with_width(fit[0])), x.report.score, p)
+                how = f" with output channels {w.gemm.n} -> {fit[0]} (a multiple of {fit[1]})"
         if c2.unit in matrix_units and c2.time_s < c.time_s * 0.95:
-            text = (f"{own} -> {p} moves this {c.layer.op_type} onto {c2.unit}: {fmt_time(c.time_s)} -> "
+            text = (f"{own} -> {p}{how} moves this {c.layer.op_type} onto {c2.unit}: {fmt_time(c.time_s)} -> "
                     f"{fmt_time(c2.time_s)}")
             caution = _accuracy_sensitive(c, x)
             return (text + (f" ({caution})" if caution else ""), c.time_s - c2.time_s)
+    return None
+
+
+def _aligned_width(w, hw, matrix_units: set, precision: str) -> tuple[int, int] | None:
+    """(width, alignment): the output width rounded up to a matrix unit's ``alignment`` in ``precision``,
+    which the unit would accept where only the width misses the rule (the reduction already fits)."""
+    g = w.gemm
+    for u in hw.units:
+        a = u.alignment.get(precision)
+        if u.name in matrix_units and a and g is not None and g.n % a and g.k % a == 0:
+            return ceil(g.n / a) * a, a
     return None
 
 

@@ -86,6 +86,7 @@ class LayerCost:
     kernels: int = 0  # device kernels it runs (GPUs: its launches, library reorders and split-K reductions, a bias)
     clock: float = 1.0  # the share of the boost clock its math ran at (the thermal step)
     padded_from: int = 0  # a convolution TensorRT runs with its input channels padded: how many it has
+    t_bias: float = 0.0  # traffic time of the separate bias kernel a framework runs after a convolution
 
     @property
     def name(self) -> str:
@@ -213,6 +214,8 @@ class LayerState:
     kernels: int = 0
     footprint: int = 0  # bytes the whole network reads and writes per inference (weights + activations written)
     clock: float = 1.0  # the share of the boost clock the layer's math runs at
+    t_bias: float = 0.0  # traffic time of a convolution's separate bias kernel (_gpu_bias_pass)
+    t_before_bias: float = 0.0
 
 
 def _unit_and_tile(s: LayerState) -> float:
@@ -581,12 +584,17 @@ def _bias_kernel(s: LayerState) -> bool:
         and s.algorithm in ("implicit_gemm", "winograd", "gemm")
 
 
-def _bias_seconds(s: LayerState) -> float:
-    """The bias kernel, a streaming one: it reads the convolution's output and writes it back (from L2
-    when both fit there, else through DRAM at the streaming bandwidth)."""
+def _gpu_bias_pass(s: LayerState) -> float:
+    """The bias kernel's traffic (``_bias_kernel``), a memory loss of its own: a streaming pass that
+    reads the convolution's output and writes it back (from L2 when both fit there, else through DRAM
+    at the streaming bandwidth), which fusing the bias into the convolution's epilogue removes. Its
+    start and floor are the launch step's, with the layer's other kernels."""
+    if not _bias_kernel(s):
+        return s.t
     traffic = 2 * s.w.bytes_written
     bw = _l2_bps(s) if traffic <= _l2_room(s) else _stream_bps(s, streaming=True)
-    return _kernels_seconds(s, traffic / bw, 1, streaming=True)
+    s.t_before_bias, s.t_bias = s.t, traffic / bw
+    return s.t + s.t_bias
 
 
 def _l2_bps(s: LayerState) -> float:
@@ -682,15 +690,16 @@ def _gpu_launch(s: LayerState) -> float:
     device floor per kernel."""
     kernels = s.w.launches + _extra_kernels(s)
     n_re = _reorders(s)
+    work = s.t_before_bias if s.t_bias else s.t  # the bias pass's traffic (_gpu_bias_pass) is its own kernel's
     if n_re and s.lib.reorder_traffic:  # each reorder is a transpose of an activation through DRAM
         bw = _stream_bps(s)  # a convolution's layout reorder: a transpose, not a streaming kernel
         t_re = sum(_kernels_seconds(s, b / bw, 1, False) for b in _reorder_bytes(s, n_re))
-        s.t_device = _kernels_seconds(s, s.t, kernels - n_re, False) + t_re
+        s.t_device = _kernels_seconds(s, work, kernels - n_re, False) + t_re
     else:
-        s.t_device = _kernels_seconds(s, s.t, kernels, _streaming(s))
+        s.t_device = _kernels_seconds(s, work, kernels, _streaming(s))
     s.kernels = kernels
-    if _bias_kernel(s):  # after the convolution, on the same stream; its dispatch is part of the op's host cost
-        s.t_device += _bias_seconds(s)
+    if s.t_bias:  # after the convolution, on the same stream; its dispatch is part of the op's host cost
+        s.t_device += _kernels_seconds(s, s.t_bias, 1, streaming=True)
         s.kernels += 1
     s.t_launch = rules.launch_time(kernels, s.hw.launch_overhead_us) if s.runtime == "eager" else 0.0
     return max(s.t_device, s.t_launch)
@@ -713,6 +722,7 @@ GPU_STEPS: tuple[Step, ...] = (
     (Cause.unoptimized.value, _gpu_efficiency),
     (Cause.memory.value, _gpu_memory),
     (Cause.overlap.value, _gpu_overlap),
+    (Cause.memory.value, _gpu_bias_pass),
     (Cause.launch_overhead.value, _gpu_launch),
 )
 FALLBACK_STEPS: tuple[Step, ...] = (
@@ -757,7 +767,7 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
                      s.t_memory, s.t_launch, s.t, losses, classify(losses, s.t_ideal, _starves(w)),
                      algorithm=s.algorithm,
                      plan=s.plan, t_device=s.t_device or (s.t - s.t_launch), kernels=s.kernels or w.launches,
-                     clock=s.clock)
+                     clock=s.clock, t_bias=s.t_bias)
     if runtime == "tensorrt" and steps is GPU_STEPS:
         padded = _engine_padded(cost, s, precision, weights_resident, footprint)
         if padded is not None:

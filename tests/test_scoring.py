@@ -954,3 +954,57 @@ def test_a_dilated_convolution_skips_its_taps_in_the_padding_on_a_blocked_cpu(tm
         if dil > 1:  # no Winograd for a dilated kernel: the T4's ideal is every MAC at its headline
             t4 = load_profile("t4")
             assert conv_layer(analyze(insp, t4, Settings())).t_ideal == pytest.approx(w.ops / t4.headline_rate, rel=1e-9)
+
+
+def test_the_precision_fix_pads_a_width_the_tensor_cores_refuse(tmp_path):
+    """RetinaNet's classification head ends in 819 output channels (9 anchors x 91 classes). In fp32 on
+    a T4 it runs on the CUDA cores; fp16 alone does not move it (819 is not a multiple of the T4 tensor
+    cores' rule of 8), so the precision fix offered nothing and the layer's advice was `dnnperf lut`.
+    It now offers fp16 with the width padded to 824, and the time it quotes is that of the 824-channel
+    layer exported in fp16."""
+    from dnnperf.fixes import Ctx, _use_specialized_units
+
+    rep = run(tmp_path, conv_model(256, 819, 25, 25, 3, pads=[1, 1, 1, 1]), "t4", name="c819.onnx")
+    c = conv_layer(rep)
+    assert c.unit == "cuda_cores" and c.precision == "fp32"
+    half = conv_layer(run(tmp_path, conv_model(256, 819, 25, 25, 3, pads=[1, 1, 1, 1], dtype=T.FLOAT16), "t4",
+                          name="h819.onnx"))
+    assert half.unit == "cuda_cores"  # the precision alone is not enough
+    text, saving = _use_specialized_units(c, Ctx(rep))
+    assert text.startswith("fp32 -> fp16 with output channels 819 -> 824 (a multiple of 8) moves this Conv onto "
+                           "tensor_cores: "), text
+    padded = conv_layer(run(tmp_path, conv_model(256, 824, 25, 25, 3, pads=[1, 1, 1, 1], dtype=T.FLOAT16), "t4",
+                            name="h824.onnx"))
+    assert padded.unit == "tensor_cores" and saving == pytest.approx(c.time_s - padded.time_s, rel=1e-9)
+
+
+def test_a_separate_bias_pass_is_memory_traffic_not_launch_overhead(tmp_path):
+    """LR-ASPP's first expansion (16 -> 64 channels, 1 x 1, at 260 x 260) on a T4: an eager framework
+    adds the convolution's bias in a kernel of its own, one more read and write of the 17.3 MB output.
+    That pass was booked as launch overhead (148 of 245 us, fix: capture a CUDA graph, which does not
+    remove it). It is memory traffic now, and the layer's fix is to fuse the bias; the layer's time is
+    unchanged: the same convolution without a bias plus the pass's traffic and one kernel start."""
+    from dnnperf.fixes import Ctx, _layer_fusion
+    from dnnperf.gpu import library_of
+
+    def conv(bias):
+        ins = ["x", "w", "b"] if bias else ["x", "w"]
+        inits = [weight("w", [64, 16, 1, 1]), weight("b", [64])] if bias else [weight("w", [64, 16, 1, 1])]
+        return model([helper.make_node("Conv", ins, ["y"], name="conv")], [vi("x", [1, 16, 260, 260])],
+                     [vi("y", None)], inits)
+
+    rep = run(tmp_path, conv(True), "t4", name="b.onnx")
+    c = conv_layer(rep)
+    plain = conv_layer(run(tmp_path, conv(False), "t4", name="nb.onnx"))
+    hw = load_profile("t4")
+    out = 64 * 260 * 260 * 4
+    traffic_s = 2 * out / (hw.dram_bps * library_of(hw).stream_efficiency)  # 34.6 MB at the streaming rate
+    assert c.t_bias == pytest.approx(traffic_s, rel=1e-9)
+    # (the bias's 4.3 M additions also sit in the convolution's own math: a couple of us either way)
+    assert c.losses["memory"] - plain.losses["memory"] == pytest.approx(traffic_s, abs=5e-6)
+    assert c.losses["launch_overhead"] - plain.losses["launch_overhead"] < 10e-6  # one kernel's start, at most
+    assert c.cause == "memory"
+    text, saving = _layer_fusion(c, Ctx(rep))
+    assert text.startswith("the framework adds this convolution's bias in a kernel of its own, one more read and "
+                           "write of its 17.3 MB output"), text
+    assert saving == pytest.approx(traffic_s, rel=1e-9)
