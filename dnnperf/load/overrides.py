@@ -134,9 +134,12 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
             continue
         bax = axes.get(vi.name, 0)
         for i, d in enumerate(shp.dim):
-            if i == bax and (ov.batch is not None or (d.HasField("dim_param") and d.dim_param not in dim_map)):
+            # a batch axis left symbolic, named or anonymous (skl2onnx writes None as a dim with neither
+            # a value nor a name), is assumed 1 with a note
+            if i == bax and (ov.batch is not None or (d.HasField("dim_param") and d.dim_param not in dim_map)
+                             or not (d.HasField("dim_param") or d.HasField("dim_value"))):
                 if ov.batch is None:
-                    assumed.append(f"{vi.name}[{bax}]='{d.dim_param}'")
+                    assumed.append(f"{vi.name}[{bax}]='{d.dim_param or '?'}'")
                 if d.HasField("dim_param"):
                     batch_values.setdefault(d.dim_param, ov.batch if ov.batch is not None else 1)
                 d.Clear()

@@ -244,7 +244,7 @@ def cost_node(graph: Graph, node: Node, fold: bool = True) -> Workload:
 
 
 def _load() -> None:
-    from dnnperf.ops import attention, contrib, control, elementwise, extra, matrix, movement, norm, pool, rnn  # noqa: F401
+    from dnnperf.ops import attention, contrib, control, elementwise, extra, matrix, ml, movement, norm, pool, rnn  # noqa: F401
 
 
 _load()

@@ -1,5 +1,5 @@
 """The rest of the ONNX standard: losses, sampling grids, signal processing, linear algebra,
-newer fused ops, strings and the ai.onnx.ml / training domains.
+newer fused ops, strings and the training domain.
 
 Counting conventions (ops are additions, multiplications, comparisons, exp/log each 1):
 
@@ -16,10 +16,10 @@ Counting conventions (ops are additions, multiplications, comparisons, exp/log e
 - SwiGLU: x W (gate) and x V (up) are outside the op; inside: sigmoid (4), multiply x2 = 6 per output.
 - LinearAttention / CausalConvWithState: per step, the recurrent state update (MACs of the state
   matrix) and the readout; TensorScatter: the written slices' bytes.
-- Host work (strings, ai.onnx.ml, training updates): ops per element read, run on the host CPU
-  (family ``host``): StringConcat/Split/Normalizer/RegexFullMatch 8 per element (a short string),
-  TfIdfVectorizer 8 per input element, ML-domain ops 4 per element (trees: per node visited), the
-  training optimizers (Adagrad, Adam, Momentum) 10 per parameter.
+- Host work (strings, training updates): ops per element read, run on the host CPU (family
+  ``host``): StringConcat/Split/Normalizer/RegexFullMatch 8 per element (a short string),
+  TfIdfVectorizer 8 per input element, the training optimizers (Adagrad, Adam, Momentum) 10 per
+  parameter. The ai.onnx.ml domain has its own module, ``dnnperf.ops.ml``.
 """
 
 from __future__ import annotations
@@ -258,10 +258,3 @@ register({
     "ai.onnx.preview.training:Momentum": host_per_input(10),
     "ai.onnx.preview.training:Gradient": host_per_input(10),
 })
-
-# ai.onnx.ml: classical ML operators, run on the host
-_ML_OPS = ("ArrayFeatureExtractor", "Binarizer", "CastMap", "CategoryMapper", "DictVectorizer", "FeatureVectorizer",
-           "Imputer", "LabelEncoder", "LinearClassifier", "LinearRegressor", "Normalizer", "OneHotEncoder",
-           "SVMClassifier", "SVMRegressor", "Scaler", "TreeEnsemble", "TreeEnsembleClassifier",
-           "TreeEnsembleRegressor", "ZipMap")
-register({f"ai.onnx.ml:{op}": host_per_input(4) for op in _ML_OPS})

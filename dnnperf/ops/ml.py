@@ -1,0 +1,189 @@
+"""The ai.onnx.ml domain (classical ML: trees, linear and kernel models, encoders), run on the host.
+
+Shapes: ONNX's inference leaves most of these outputs without dims once the batch is symbolic (a
+skl2onnx export declares its input [None, C]), so each op has a rule here, from the spec: X is [N, C]
+or [C] (one sample); a classifier's labels are [N] and its scores [N, E] (E classes, from its class
+labels); a regressor's outputs [N, targets]; the per-element transforms keep X's shape.
+
+Costs (family ``host``; ops as in ``dnnperf.ops.extra``, a comparison or multiply-add 1 each):
+
+- Tree ensembles: every sample walks each tree from the root to a leaf; a tree of n nodes is taken
+  as balanced, ceil(log2(n + 1)) levels, at 4 ops a level (load the feature, compare, pick the child,
+  follow it); then one addition per tree and output (the leaf's weight into the sum).
+- LinearClassifier / LinearRegressor: the product X x coefficients, N x C x E multiply-adds.
+- SVMs: a kernel against every support vector (C multiply-adds each, plus 4 for the kernel
+  function) and the per-class sums; a linear SVM without support vectors is the product above.
+- The rest (scalers, encoders, feature extraction, ZipMap): 4 ops per element read.
+"""
+
+from __future__ import annotations
+
+from math import ceil, log2, prod
+
+from dnnperf.ops import Ctx, register, register_shapes
+
+_F32 = "float32"
+
+
+def _rows(x) -> int:
+    """N of an input [N, C] (or 1 for a single sample [C])."""
+    return int(x[0]) if x is not None and len(x) >= 2 else 1
+
+
+def _cols(x) -> int:
+    return int(x[-1]) if x else 1
+
+
+def _labels(a: dict) -> tuple[int, str]:
+    """(classes, label dtype) from a classifier's class-label attribute."""
+    for name, dtype in (("classlabels_ints", "int64"), ("classlabels_int64s", "int64"),
+                        ("classlabels_strings", "string")):
+        if a.get(name):
+            return len(a[name]), dtype
+    return 0, "int64"
+
+
+def _first(ins):
+    return ins[0][0] if ins and ins[0] is not None and ins[0][0] is not None else None
+
+
+def _classifier_shape(a: dict, ins: list, n_out: int) -> list:
+    x = _first(ins)
+    if x is None:
+        return []
+    e, ldtype = _labels(a)
+    if not e:
+        e = max(1, len(a.get("intercepts") or a.get("rho") or ()))
+    n = _rows(x)
+    return [((n,), ldtype), ((n, e), _F32)][:n_out]
+
+
+def _regressor_shape(a: dict, ins: list, n_out: int) -> list:
+    x = _first(ins)
+    if x is None:
+        return []
+    targets = int(a.get("n_targets") or a.get("targets") or 1)
+    return [((_rows(x), targets), ins[0][1] if "tree_roots" in a else _F32)]
+
+
+def _same_shape(dtype: str | None = None):
+    def rule(a: dict, ins: list, n_out: int) -> list:
+        x = _first(ins)
+        return [] if x is None else [(tuple(x), dtype or ins[0][1])]
+    return rule
+
+
+def _label_encoder_shape(a: dict, ins: list, n_out: int) -> list:
+    x = _first(ins)
+    for name, dtype in (("values_int64s", "int64"), ("values_strings", "string"), ("values_floats", _F32)):
+        if x is not None and name in a:
+            return [(tuple(x), dtype)]
+    return []  # values given as a tensor: its dtype is not read here
+
+
+def _category_mapper_shape(a: dict, ins: list, n_out: int) -> list:
+    x = _first(ins)
+    return [] if x is None else [(tuple(x), "int64" if ins[0][1] == "string" else "string")]
+
+
+def _array_feature_extractor_shape(a: dict, ins: list, n_out: int) -> list:
+    x = _first(ins)
+    idx = ins[1][0] if len(ins) > 1 and ins[1] is not None else None
+    if x is None or idx is None:
+        return []
+    k = int(prod(idx)) if idx else 1
+    return [((1, k) if len(x) == 1 else tuple(x[:-1]) + (k,), ins[0][1])]
+
+
+def _one_hot_shape(a: dict, ins: list, n_out: int) -> list:
+    x = _first(ins)
+    cats = a.get("cats_int64s") or a.get("cats_strings") or ()
+    return [] if x is None or not cats else [(tuple(x) + (len(cats),), _F32)]
+
+
+def _feature_vectorizer_shape(a: dict, ins: list, n_out: int) -> list:
+    x = _first(ins)
+    dims = a.get("inputdimensions")
+    return [] if x is None or not dims else [((_rows(x), int(sum(dims))), _F32)]
+
+
+def _ml_host(ctx: Ctx, other: int, macs: int = 0):
+    return ctx.workload("host", macs=macs, other=other, dtype=_F32 if ctx.dtype(0) == "string" else None)
+
+
+def _tree_levels(a: dict) -> int:
+    """Levels walked per sample over all trees (each tree balanced: ceil(log2(nodes + 1)))."""
+    ids = a.get("nodes_treeids")
+    if ids:
+        per_tree: dict = {}
+        for t in ids:
+            per_tree[t] = per_tree.get(t, 0) + 1
+        return sum(ceil(log2(n + 1)) for n in per_tree.values())
+    roots = a.get("tree_roots") or ()  # TreeEnsemble (ai.onnx.ml 5): nodes in flat tensors
+    nodes = len(a.get("nodes_featureids") or ())
+    if not roots:
+        return 1
+    return len(roots) * ceil(log2(nodes / len(roots) + 1))
+
+
+def tree_ensemble(ctx: Ctx):
+    a = ctx.node.attrs
+    n = _rows(ctx.in_shape(0))
+    trees = len(set(a.get("nodes_treeids") or ())) or len(a.get("tree_roots") or ()) or 1
+    outputs = max(ctx.out_numel(i) for i, o in enumerate(ctx.node.outputs) if o) // max(1, n)
+    return _ml_host(ctx, other=n * (4 * _tree_levels(a) + trees * max(1, outputs)))
+
+
+def linear_model(ctx: Ctx):
+    x = ctx.in_shape(0)
+    n, c = _rows(x), _cols(x)
+    coef = len(ctx.node.attrs.get("coefficients") or ())
+    return _ml_host(ctx, other=n * c, macs=n * max(coef, c))
+
+
+def svm(ctx: Ctx):
+    a = ctx.node.attrs
+    x = ctx.in_shape(0)
+    n, c = _rows(x), _cols(x)
+    sv = len(a.get("support_vectors") or ())
+    if sv:  # a kernel per support vector, then the per-class sums over the support vectors
+        n_sv = sv // max(1, c)
+        return _ml_host(ctx, macs=n * (sv + len(a.get("coefficients") or ())), other=n * 4 * n_sv)
+    return _ml_host(ctx, macs=n * max(c, len(a.get("coefficients") or ())))
+
+
+def per_element_read(ctx: Ctx):
+    n = sum(ctx.in_numel(i) for i, name in enumerate(ctx.node.inputs) if name)
+    return _ml_host(ctx, other=4 * max(n, 1))
+
+
+_PER_ELEMENT = ("ArrayFeatureExtractor", "Binarizer", "CastMap", "CategoryMapper", "DictVectorizer",
+                "FeatureVectorizer", "Imputer", "LabelEncoder", "Normalizer", "OneHotEncoder", "Scaler", "ZipMap")
+register({f"ai.onnx.ml:{op}": per_element_read for op in _PER_ELEMENT})
+register({
+    "ai.onnx.ml:TreeEnsemble": tree_ensemble,
+    "ai.onnx.ml:TreeEnsembleClassifier": tree_ensemble,
+    "ai.onnx.ml:TreeEnsembleRegressor": tree_ensemble,
+    "ai.onnx.ml:LinearClassifier": linear_model,
+    "ai.onnx.ml:LinearRegressor": linear_model,
+    "ai.onnx.ml:SVMClassifier": svm,
+    "ai.onnx.ml:SVMRegressor": svm,
+})
+register_shapes({
+    "ai.onnx.ml:TreeEnsembleClassifier": _classifier_shape,
+    "ai.onnx.ml:LinearClassifier": _classifier_shape,
+    "ai.onnx.ml:SVMClassifier": _classifier_shape,
+    "ai.onnx.ml:TreeEnsembleRegressor": _regressor_shape,
+    "ai.onnx.ml:TreeEnsemble": _regressor_shape,
+    "ai.onnx.ml:LinearRegressor": _regressor_shape,
+    "ai.onnx.ml:SVMRegressor": lambda a, ins, n: [] if _first(ins) is None else [((_rows(_first(ins)), 1), _F32)],
+    "ai.onnx.ml:Scaler": _same_shape(_F32),
+    "ai.onnx.ml:Normalizer": _same_shape(_F32),
+    "ai.onnx.ml:Binarizer": _same_shape(),
+    "ai.onnx.ml:Imputer": _same_shape(),
+    "ai.onnx.ml:LabelEncoder": _label_encoder_shape,
+    "ai.onnx.ml:CategoryMapper": _category_mapper_shape,
+    "ai.onnx.ml:ArrayFeatureExtractor": _array_feature_extractor_shape,
+    "ai.onnx.ml:OneHotEncoder": _one_hot_shape,
+    "ai.onnx.ml:FeatureVectorizer": _feature_vectorizer_shape,
+})

@@ -1,0 +1,65 @@
+"""The ai.onnx.ml domain as scikit-learn's exporter (skl2onnx) writes it: an input [None, C] whose batch
+dim has neither a value nor a name, and classifiers / regressors whose outputs ONNX's inference leaves
+without dims. Both used to end the analysis: the anonymous batch was refused, and with --batch 1 every
+node was unscored (a random forest: 0 of 3 nodes). Expected figures are counted by hand from the
+module docstring of dnnperf.ops.ml."""
+
+from onnx import TensorProto as T
+from onnx import helper
+
+from dnnperf.api import inspect_model
+from dnnperf.ir import ShapeOverrides
+from helpers import ints, model, save
+
+ML = (("ai.onnx.ml", 3),)
+
+
+def _anonymous_batch(name, cols):
+    v = helper.make_tensor_value_info(name, T.FLOAT, [None, cols])
+    d = v.type.tensor_type.shape.dim[0]
+    assert not d.HasField("dim_param") and not d.HasField("dim_value")
+    return v
+
+
+def _layer(insp, op):
+    return next(r for r in insp.rows if r.node.op_type == op)
+
+
+def test_a_tree_ensemble_from_skl2onnx_is_scored_per_sample(tmp_path):
+    # two trees of 3 nodes (a root and two leaves): ceil(log2(4)) = 2 levels each, 4 ops a level,
+    # plus one addition per tree into the single target: 1 x (4 x (2 + 2) + 2 x 1) = 18 ops a sample
+    node = helper.make_node(
+        "TreeEnsembleRegressor", ["X"], ["Y"], domain="ai.onnx.ml", name="trees", n_targets=1,
+        nodes_treeids=[0, 0, 0, 1, 1, 1], nodes_nodeids=[0, 1, 2, 0, 1, 2],
+        nodes_featureids=[0, 0, 0, 3, 0, 0], nodes_values=[0.5, 0, 0, 1.5, 0, 0],
+        nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"] * 2, nodes_truenodeids=[1, 0, 0, 1, 0, 0],
+        nodes_falsenodeids=[2, 0, 0, 2, 0, 0], target_treeids=[0, 0, 1, 1], target_nodeids=[1, 2, 1, 2],
+        target_ids=[0, 0, 0, 0], target_weights=[1.0, 2.0, 3.0, 4.0])
+    path = save(model([node], [_anonymous_batch("X", 4)], [helper.make_tensor_value_info("Y", T.FLOAT, None)],
+                      extra_opsets=ML), tmp_path)
+    insp = inspect_model(path)
+    assert insp.coverage()["complete"], insp.warnings
+    assert any("X[0]='?' unresolved: assumed 1" in n for n in insp.warnings), insp.warnings
+    trees = _layer(insp, "TreeEnsembleRegressor")
+    assert trees.workload.family == "host" and trees.workload.other_ops == 18
+    assert insp.graph.tensors["Y"].shape == (1, 1)
+    eight = inspect_model(path, ShapeOverrides(batch=8))
+    assert _layer(eight, "TreeEnsembleRegressor").workload.other_ops == 8 * 18
+    assert eight.graph.tensors["Y"].shape == (8, 1)
+
+
+def test_a_linear_classifier_and_feature_extractor_get_their_outputs(tmp_path):
+    # 3 classes over 4 features: labels [N] int64, scores [N, 3]; the product is N x 3 x 4 = 12 N MACs.
+    # ArrayFeatureExtractor picks 2 of the 3 score columns: [N, 2]
+    lin = helper.make_node("LinearClassifier", ["X"], ["label", "scores"], domain="ai.onnx.ml", name="lin",
+                           classlabels_ints=[0, 1, 2], coefficients=[0.1] * 12, intercepts=[0.0] * 3)
+    pick = helper.make_node("ArrayFeatureExtractor", ["scores", "idx"], ["picked"], domain="ai.onnx.ml", name="pick")
+    outs = [helper.make_tensor_value_info("label", T.INT64, None), helper.make_tensor_value_info("picked", T.FLOAT, None)]
+    path = save(model([lin, pick], [_anonymous_batch("X", 4)], outs, [ints("idx", [0, 2])], extra_opsets=ML), tmp_path)
+    insp = inspect_model(path, ShapeOverrides(batch=5))
+    assert insp.coverage()["complete"], insp.warnings
+    t = insp.graph.tensors
+    assert (t["label"].shape, t["label"].dtype) == ((5,), "int64")
+    assert (t["scores"].shape, t["scores"].dtype) == ((5, 3), "float32")
+    assert t["picked"].shape == (5, 2)
+    assert _layer(insp, "LinearClassifier").workload.macs == 5 * 12
