@@ -36,6 +36,15 @@ NEVER_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "
                           "Bernoulli", "If", "Loop", "Scan"})
 
 
+def value_inputs(node) -> list:
+    """The inputs whose values an op's output depends on: all of them, but CastLike's target, read
+    for its element type alone (an unoptimised dynamo export builds every bias-free convolution's
+    zero bias as CastLike(0, activation) -> Expand: constants, which a runtime folds once)."""
+    if node.op_type == "CastLike" and len(node.inputs) > 1:
+        return node.inputs[:1]
+    return node.inputs
+
+
 class Tensor:
     """A tensor's static description. ``shape`` is None when it could not be resolved.
 

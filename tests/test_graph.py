@@ -194,3 +194,29 @@ def test_a_large_full_weight_file_is_read_without_its_payloads(tmp_path, monkeyp
         t.write_bytes(data[:cut])
         with pytest.raises(DnnperfError, match="not a readable ONNX model|truncated"):
             load_graph(str(t))
+
+
+def test_an_unoptimised_dynamo_zero_bias_is_folded_not_run(tmp_path):
+    """torch.onnx.export(dynamo=True, optimize=False) gives every bias-free convolution a zero bias built
+    at run time from constants: Shape(weight)[:1] -> Expand(CastLike(0, activation)). CastLike reads
+    the activation for its element type alone, so the bias is a constant a runtime folds once; it
+    was costed as two kernels per convolution (ResNet-50: 280 launches instead of 174)."""
+    from onnx import TensorProto as T
+
+    from helpers import weight
+
+    nodes = [
+        helper.make_node("Shape", ["w"], ["cout"], name="shape", start=0, end=1),
+        helper.make_node("Constant", [], ["one"], name="one", value_ints=[1]),
+        helper.make_node("Expand", ["cout", "one"], ["bshape"], name="bshape"),
+        helper.make_node("Constant", [], ["zero"], name="zero", value=helper.make_tensor("z", T.FLOAT, [], [0.0])),
+        helper.make_node("CastLike", ["zero", "x"], ["zero_x"], name="castlike"),
+        helper.make_node("Expand", ["zero_x", "bshape"], ["bias"], name="expand"),
+        helper.make_node("Conv", ["x", "w", "bias"], ["y"], name="conv", pads=[1, 1, 1, 1]),
+    ]
+    m = model(nodes, [vi("x", [1, 8, 16, 16])], [vi("y", None)], [weight("w", [8, 8, 3, 3])])
+    insp = inspect_model(save(m, tmp_path))
+    run = [r.node.name for r in insp.rows if r.workload is not None and r.workload.launches > 0]
+    assert run == ["conv"], run
+    conv = next(r for r in insp.rows if r.node.name == "conv")
+    assert conv.workload.macs == 16 * 16 * 8 * 8 * 9

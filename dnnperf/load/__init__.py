@@ -24,7 +24,7 @@ import os
 from typing import Any
 
 from dnnperf.errors import DnnperfError
-from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor, op_key
+from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor, op_key, value_inputs
 from dnnperf.load import bounds, declared, fast, gaps, hostshape
 from dnnperf.load.fold import Resolver, tensor_value
 from dnnperf.load.overrides import apply_overrides, batch_axes, weight_inputs, weight_inputs_note
@@ -341,7 +341,7 @@ def constants_of(nodes: list[Node], known: set[str]) -> frozenset:
     constants = set(known)
     add = constants.add
     for node in nodes:
-        ins = node.inputs
+        ins = value_inputs(node)
         if ins:
             if node.subgraphs or node.op_type in NEVER_FOLDED:
                 continue

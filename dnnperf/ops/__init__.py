@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES, NEVER_FOLDED, Graph, Node, op_key
+from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES, NEVER_FOLDED, Graph, Node, op_key, value_inputs
 from dnnperf.workload import Workload
 
 
@@ -226,7 +226,7 @@ def cost_node(graph: Graph, node: Node, fold: bool = True) -> Workload:
             # folded at load time by any runtime (shape arithmetic): no kernel, no traffic
             return Workload(family="shape", dtype="int64", launches=0)
         if node.inputs and node.op_type not in NEVER_FOLDED:
-            for i in node.inputs:
+            for i in value_inputs(node):
                 if i and i not in constants:
                     break
             else:
