@@ -19,7 +19,7 @@ from dnnperf.inspection import Inspection, Row, engine_quantized, inspect_graph,
 from dnnperf.ir import ShapeOverrides
 from dnnperf.load import load_graph
 from dnnperf.rules import prices_far_reads
-from dnnperf.workload import FREE_FAMILIES
+from dnnperf.workload import FREE_FAMILIES, Workload
 
 __all__ = ["inspect_model", "inspect_graph", "analyze", "build_layers", "ranked", "Report", "Inspection", "Row"]
 
@@ -114,20 +114,20 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
     """The layers a runtime runs: ``fusion`` none or typical, ``chains`` (GPU-style elementwise chains,
     else ONNX Runtime's CPU groups), ``attention`` (a fused attention kernel where the runtime has one)."""
     from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes
-    from dnnperf.kernel_groups import framework_op_groups, group_candidates, runtime_kernel_groups
+    from dnnperf.kernel_groups import framework_op_groups, group_candidates, runtime_kernel_groups, transposed_operands
 
     def derived(key: str, build):
         """What depends on the graph alone, built once per inspection (a report scores it several times)."""
-        value = insp.derived.get(key)
-        if value is None:
-            value = insp.derived[key] = build()
-        return value
+        if key not in insp.derived:
+            insp.derived[key] = build()
+        return insp.derived[key]
 
     cands = derived("fusion_candidates" if attention else "fusion_candidates:unfused_attention",
                     lambda: fusion_candidates(insp.graph, insp.rows, attention=attention))  # for the fix hints
+    absorbed = derived("transposed_operands", lambda: transposed_operands(insp.graph))  # attention's K^T
 
     def make(row: Row) -> Layer:
-        w = row.workload
+        w = row.workload if row.node.name not in absorbed else Workload("view", row.workload.dtype, launches=0)
         if precision:
             w = with_precision(w, precision)
         c = cands.get(row.node.name)
@@ -351,7 +351,7 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     calibrated before one of them was timed has no figure for it, and its layers take a general figure
     instead: say so."""
     from dnnperf.efficiency import epilogue_activations, narrow_k1_timed, reads_image
-    from dnnperf.vocab import LOOP_KERNELS, RUNTIME_KERNELS
+    from dnnperf.vocab import LOOP_KERNELS, RUNTIME_KERNEL_PRICED_AS, RUNTIME_KERNELS
 
     if not hw.bandwidth_curve:
         return None
@@ -362,7 +362,7 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
 
     for c in sc.layers:
         op = c.layer.op_type
-        if op in RUNTIME_KERNELS and op not in hw.op_efficiency:
+        if op in RUNTIME_KERNELS and op not in hw.op_efficiency and RUNTIME_KERNEL_PRICED_AS.get(op) not in hw.op_efficiency:
             count(op)
         for act in epilogue_activations(c.layer, hw):
             if act not in hw.epilogue_ns:

@@ -17,7 +17,7 @@ from dnnperf import rules
 from dnnperf.hardware import HardwareProfile
 from dnnperf.ir import DTYPE_BITS
 from dnnperf.qdq import MATRIX_OPS as QDQ_MATRIX_OPS
-from dnnperf.vocab import EPILOGUE_ACTIVATIONS
+from dnnperf.vocab import EPILOGUE_ACTIVATIONS, RUNTIME_KERNEL_PRICED_AS
 from dnnperf.workload import PRECISION_OF_DTYPE, Workload
 
 if TYPE_CHECKING:
@@ -117,7 +117,8 @@ def _op_or(layer: Layer, hw: HardwareProfile, eff: float) -> float:
     """An op-type figure (e.g. Pow) replaces the family's for a single op; a fused group keeps it."""
     if "+" not in layer.op_type and layer.op_type in hw.op_efficiency:  # one op, or one kernel the runtime makes
         return hw.op_efficiency[layer.op_type]
-    return eff
+    alias = RUNTIME_KERNEL_PRICED_AS.get(layer.op_type)
+    return hw.op_efficiency[alias] if alias in hw.op_efficiency else eff
 
 
 def thin_product(width: int, hw: HardwareProfile, wide: float) -> float:

@@ -219,22 +219,31 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
         read = {i for i in g[0][0].node.inputs if i}
         made = {o for o in g[0][0].node.outputs if o}
         inside = [i for r, _ in g for i in r.node.inputs if i]
+        unwritten: set[str] = set()  # tensors made inside whose write the fused kernel skips
         for part, (row, shared) in zip(parts[1:], g[1:]):
             w = part.workload
             saved = intermediate_bytes(graph.tensors.get(shared), w)
             # a tensor another kernel still reads is written all the same (a residual sum)
             kept = saved if cons.get(shared, 0) > inside.count(shared) else 0
+            if not kept and shared is not None:
+                unwritten.add(shared)
             again = {i for i in row.node.inputs if i and i != shared and (i in read or i in made)
                      and i not in graph.constants}
             read.update(i for i in row.node.inputs if i)
             made.update(o for o in row.node.outputs if o)
             reread = sum(intermediate_bytes(graph.tensors.get(i), w) for i in again)  # already in registers
+            # a tensor made inside that only members read, none of them as the tensor joining it to the
+            # group (a tanh GELU's 0.5 x, read by its last product): not written either
+            skipped = [i for i in again if i in made and i not in unwritten and cons.get(i, 0) <= inside.count(i)
+                       and i not in graph.outputs]
+            unwritten.update(skipped)
+            unwrit = sum(intermediate_bytes(graph.tensors.get(i), w) for i in skipped)
             total = Workload(
                 family=total.family, dtype=total.dtype, macs=total.macs + w.macs,
                 other_ops=total.other_ops + w.other_ops,
                 act_bytes_read=total.act_bytes_read + w.act_bytes_read - saved - reread,
                 weight_bytes=total.weight_bytes + w.weight_bytes,
-                bytes_written=total.bytes_written + w.bytes_written - saved + kept,
+                bytes_written=total.bytes_written + w.bytes_written - saved - unwrit + kept,
                 parallel_work=max(total.parallel_work, w.parallel_work), gemm=_joined_gemm(total.gemm, w.gemm),
                 launches=total.launches, conv=total.conv, row=total.row or w.row,
                 subnormals=total.subnormals + w.subnormals, taps=total.taps,  # the anchor's MACs: its taps

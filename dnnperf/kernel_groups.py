@@ -104,6 +104,58 @@ def _erf_gelu(erf, producer: dict, only_user) -> tuple[list, str] | None:
     return chain, x
 
 
+def _tanh_gelu(graph: Graph, tanh, producer: dict, only_user) -> tuple[list, str] | None:
+    """(its nodes, x) when ``tanh`` is the middle of an exported tanh GELU (GPT-2's and Phi's
+    gelu_new): 0.5 x (1 + Tanh(c (x + 0.044715 x^3))), the cube a Pow or x * (x * x), every
+    intermediate read only by the next node. ONNX Runtime fuses it into one FastGelu kernel."""
+    def const_and_other(node, op):
+        if node is None or node.op_type != op or len(node.inputs) != 2:
+            return None
+        other = [i for i in node.inputs if i not in graph.constants]
+        return other[0] if len(other) == 1 else None
+
+    def sole(t, node):
+        return only_user(t) is node
+
+    scale = producer.get(tanh.inputs[0]) if tanh.inputs else None
+    inner = const_and_other(scale, "Mul")
+    add = producer.get(inner) if inner else None
+    if add is None or add.op_type != "Add" or len(add.inputs) != 2 or not sole(inner, scale):
+        return None
+    for x, cubic_t in (add.inputs, add.inputs[::-1]):
+        coef = producer.get(cubic_t)
+        cube_t = const_and_other(coef, "Mul")
+        cube = producer.get(cube_t) if cube_t else None
+        if cube is None or not sole(cubic_t, add) or not sole(cube_t, coef):
+            continue
+        members = [cube, coef, add, scale, tanh]
+        if cube.op_type == "Pow" and cube.inputs and cube.inputs[0] == x and cube.inputs[1] in graph.constants:
+            break
+        if cube.op_type == "Mul" and x in cube.inputs:
+            sq = producer.get(next((i for i in cube.inputs if i != x), x))
+            if sq is not None and sq.op_type == "Mul" and list(sq.inputs) == [x, x] and sole(sq.outputs[0], cube):
+                members.insert(0, sq)
+                break
+    else:
+        return None
+    plus = only_user(tanh.outputs[0]) if tanh.outputs else None  # 1 + tanh(...)
+    if const_and_other(plus, "Add") != tanh.outputs[0]:
+        return None
+    mul = only_user(plus.outputs[0]) if plus.outputs else None
+    if mul is None or mul.op_type != "Mul" or len(mul.inputs) != 2:
+        return None
+    other = next((i for i in mul.inputs if i != plus.outputs[0]), None)
+    half = producer.get(other) if other else None
+    if half is not None and const_and_other(half, "Mul") == x and sole(other, mul):
+        return [half] + members + [plus, mul], x  # (0.5 x) * (1 + tanh)
+    last = only_user(mul.outputs[0]) if mul.outputs else None  # x * (1 + tanh) * 0.5, or 0.5 (1 + tanh) * x
+    if other == x and const_and_other(last, "Mul") is not None:
+        return members + [plus, mul, last], x
+    if other in graph.constants and last is not None and last.op_type == "Mul" and x in last.inputs:
+        return members + [plus, mul, last], x
+    return None
+
+
 def _sole_user(graph: Graph):
     """t -> the one node that reads tensor t (None when several do, or t is a graph output)."""
     users = users_of(graph)
@@ -164,19 +216,39 @@ def _framework_op(graph: Graph, node, producer: dict, only_user):
     return None
 
 
+def transposed_operands(graph: Graph) -> frozenset[str]:
+    """Transpose nodes that swap the last two axes of a tensor only MatMuls read (attention's K^T): the
+    product reads its operand transposed instead (cuBLAS and MLAS take a transposed operand; PyTorch's
+    transpose is a view its matmul reads with strides; ONNX Runtime's MatMul + Transpose fusion makes a
+    FusedMatMul, seen in its optimised graph of an exported Phi; TensorRT folds the shuffle into the
+    product), so no kernel runs for them on any runtime."""
+    users = users_of(graph)
+    out = set()
+    for node in graph.nodes:
+        if node.op_type != "Transpose" or node.domain not in ("", "ai.onnx") or not node.outputs:
+            continue
+        perm = list(node.attrs.get("perm") or ())
+        n = len(perm)
+        if n < 2 or perm != list(range(n - 2)) + [n - 1, n - 2]:
+            continue
+        readers = users.get(node.outputs[0], [])
+        if readers and node.outputs[0] not in graph.outputs and all(r.op_type == "MatMul" for r in readers):
+            out.add(node.name)
+    return frozenset(out)
+
+
 def group_candidates(graph: Graph, groups: list[tuple[str, list[str]]]) -> dict[str, tuple[str, str]]:
     """``fuse`` candidates of kernel groups: each member after the first -> (the member that made
-    the tensor it reads, that tensor)."""
+    the tensor it reads, that tensor), or (the member before it, None) when it reads none of theirs."""
     nodes = {n.name: n for n in graph.nodes}
     out: dict[str, tuple[str, str]] = {}
     for _kernel, names in groups:
         made: dict[str, str] = {}
         for k, name in enumerate(names):
             node = nodes[name]
-            if k:
+            if k:  # a member that reads only what the first one reads (a tanh GELU's cube of x) joins too
                 shared = next((i for i in reversed(node.inputs) if i in made), None)
-                if shared is not None:
-                    out[name] = (made[shared], shared)
+                out[name] = (made[shared], shared) if shared is not None else (names[k - 1], None)
             for o in node.outputs:
                 if o:
                     made[o] = name
@@ -190,15 +262,16 @@ def runtime_kernel_groups(graph: Graph) -> list[tuple[str, list[str]]]:
 
 
 def _ort_cpu_kernel(graph: Graph, node, producer: dict, only_user):
-    if node.op_type == "Erf":
-        found = _erf_gelu(node, producer, only_user)
+    if node.op_type in ("Erf", "Tanh"):
+        erf = node.op_type == "Erf"
+        found = _erf_gelu(node, producer, only_user) if erf else _tanh_gelu(graph, node, producer, only_user)
         if found is None:
             return None
         members, x = found
         head = producer.get(x)
         if _bias_add(graph, head) and not _gemm_bias(graph, head, producer, only_user):
-            return "BiasGelu", [head] + members
-        return "Gelu", members
+            return "BiasGelu" if erf else "FastGelu", [head] + members  # (FastGelu takes the bias as an input)
+        return "Gelu" if erf else "FastGelu", members
     if node.op_type == "Gelu":
         head = producer.get(node.inputs[0]) if node.inputs else None
         if not (_bias_add(graph, head) and only_user(head.outputs[0]) is node) \

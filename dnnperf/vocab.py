@@ -63,7 +63,13 @@ CAUSES = values(Cause)
 LOSS_KEYS = tuple(c for c in CAUSES if c != "compute")  # every cause but compute is a loss
 
 # kernels ONNX Runtime's CPU provider makes of activation and transformer patterns (dnnperf.kernel_groups)
-RUNTIME_KERNELS = ("Gelu", "BiasGelu", "SkipLayerNormalization", "QuickGelu")
+RUNTIME_KERNELS = ("Gelu", "BiasGelu", "SkipLayerNormalization", "QuickGelu", "FastGelu")
+# the names ONNX Runtime's profile gives a runtime kernel, where they are not the kernel's own (its
+# FastGelu fusion names the tanh GELU it makes 'GPT2Gelu', 'GPT2Gelu_token_<n>')
+RUNTIME_KERNEL_NAMES = {"FastGelu": ("FastGelu", "GPT2Gelu")}
+# the calibrated kernel a profile timed before this one existed prices it (one pass, one transcendental
+# per element: the tanh GELU as the erf one)
+RUNTIME_KERNEL_PRICED_AS = {"FastGelu": "Gelu"}
 # the activations ONNX Runtime's CPU convolutions and GEMMs fuse (dnnperf.fusion.CPU_CONV_ACTIVATIONS)
 # that are applied in a pass of their own over the finished output (Relu is applied in the kernel's
 # loop): what a profile's epilogue_ns may name, and what calibrate times

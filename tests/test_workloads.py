@@ -521,3 +521,40 @@ def test_a_training_mode_batch_norm_has_per_channel_statistics(tmp_path):
     insp = one(tmp_path, m)
     assert insp.coverage()["complete"], insp.warnings
     assert [insp.graph.tensors[t].shape for t in ("y", "rm", "rv", "sm", "sv")] == [(2, 16, 8, 8)] + [(16,)] * 4
+
+
+def test_a_transpose_that_moves_only_unit_axes_is_a_view(tmp_path):
+    """A decoder at one token transposes [1, 1, 32, 128] to [1, 32, 1, 128]: every element stays where it
+    was (PyTorch's transpose is a view; ONNX Runtime's transpose optimizer makes it a Reshape). It was
+    costed as a copy kernel: 128 of them per Llama-3-8B decode step, 5 us each in eager mode. Four
+    tokens make it a real permutation again."""
+    for seq, family in ((1, "view"), (4, "movement")):
+        node = helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[0, 2, 1, 3])
+        insp = inspect_model(save(model([node], [vi("x", [1, seq, 32, 128])], [vi("y", None)]), tmp_path, f"t{seq}.onnx"))
+        w = insp.rows[0].workload
+        assert w.family == family, (seq, w)
+        assert w.launches == (0 if seq == 1 else 1)
+
+
+def test_attentions_k_transpose_is_read_by_the_product(tmp_path):
+    """Q x K^T with K^T an explicit Transpose of the last two axes: the GEMM takes a transposed operand
+    (ONNX Runtime fuses the pair into a FusedMatMul, PyTorch's matmul reads the transposed view), so the
+    layers a runtime runs have no kernel for the Transpose. A Transpose another op also reads, or one
+    that moves other axes (attention's V, [0, 2, 1, 3]: ONNX Runtime keeps it), is still a copy."""
+    from dnnperf.api import build_layers
+
+    def run(perm, extra_reader):
+        nodes = [helper.make_node("Transpose", ["k"], ["kt"], name="t", perm=perm),
+                 helper.make_node("MatMul", ["q", "kt"], ["s"], name="mm")]
+        outs = [vi("s", None)]
+        if extra_reader:
+            nodes.append(helper.make_node("Relu", ["kt"], ["r"], name="relu"))
+            outs.append(vi("r", None))
+        q = [1, 12, 128, 64] if perm[-1] == 2 else [1, 128, 5, 12]  # kt: [1, 12, 64, 128] or [1, 128, 12, 64]
+        m = model(nodes, [vi("q", q), vi("k", [1, 12, 128, 64])], outs)
+        layers = build_layers(inspect_model(save(m, tmp_path, f"a{perm}{extra_reader}.onnx")))
+        return next(l for l in layers if l.op_type == "Transpose").workload
+
+    assert run([0, 1, 3, 2], False).launches == 0
+    assert run([0, 1, 3, 2], True).launches == 1
+    assert run([0, 2, 1, 3], False).launches == 1

@@ -349,16 +349,27 @@ def micro_models(quick: bool) -> list[Micro]:
                 helper.make_node("Add", [f"e{i}", "one"], [f"f{i}"]),
                 helper.make_node("Mul", [x, f"f{i}"], [f"m{i}"]), helper.make_node("Mul", [f"m{i}", "half"], [y])]
 
-    gelu, plain_gelu, skip, silu = [], [], [], []
+    def tanh_gelu(i, x, y):  # 0.5 x (1 + tanh(c (x + 0.044715 x^3))), GPT-2's gelu_new as exported
+        n = helper.make_node
+        return [n("Mul", [x, "half"], [f"h{i}"]), n("Pow", [x, "three"], [f"p{i}"]),
+                n("Mul", [f"p{i}", "k"], [f"q{i}"]), n("Add", [x, f"q{i}"], [f"a{i}"]),
+                n("Mul", [f"a{i}", "c"], [f"b{i}"]), n("Tanh", [f"b{i}"], [f"t{i}"]),
+                n("Add", [f"t{i}", "one"], [f"u{i}"]), n("Mul", [f"h{i}", f"u{i}"], [y])]
+
+    gelu, plain_gelu, fast_gelu, skip, silu = [], [], [], [], []
     for i in range(REPEAT):
         x_in, x_out = ("x" if i == 0 else f"y{i - 1}"), ("y" if i == REPEAT - 1 else f"y{i}")
         gelu += [helper.make_node("Add", [x_in, "bias"], [f"s{i}"])] + erf_gelu(i, f"s{i}", x_out)
         # the same GELU without the bias (after MatMul + bias the runtime folds the bias into the product)
         plain_gelu += erf_gelu(i, x_in, x_out)
+        # the runtime's FastGelu kernel (it leaves a GELU that writes a graph output unfused: the chain
+        # ends in a Reshape, which moves nothing)
+        fast_gelu += tanh_gelu(i, x_in, x_out if i < REPEAT - 1 else "z")
         skip += [helper.make_node("Add", [x_in, "r"], [f"s{i}"]),
                  helper.make_node("LayerNormalization", [f"s{i}", "g", "b"], [x_out], axis=-1)]
         # x * Sigmoid(x) (SiLU), which the runtime makes a QuickGelu kernel of
         silu += [helper.make_node("Sigmoid", [x_in], [f"g{i}"]), helper.make_node("Mul", [x_in, f"g{i}"], [x_out])]
+    fast_gelu.append(helper.make_node("Reshape", ["z", "zshape"], ["y"]))
     xf = rng.standard_normal((1, 128, 3072)).astype(np.float32)
     out.append(Micro("op_BiasGelu", _model(gelu, [_vi("x", [1, 128, 3072])], [_vi("y", None)],
                                            [_w("bias", [3072]), _const("sqrt2", 1.4142135), _const("one", 1.0),
@@ -366,6 +377,11 @@ def micro_models(quick: bool) -> list[Micro]:
     out.append(Micro("op_Gelu", _model(plain_gelu, [_vi("x", [1, 128, 3072])], [_vi("y", None)],
                                        [_const("sqrt2", 1.4142135), _const("one", 1.0), _const("half", 0.5)]),
                      {"x": xf}, "kernel", "Gelu"))
+    out.append(Micro("op_FastGelu", _model(fast_gelu, [_vi("x", [1, 128, 3072])], [_vi("y", None)],
+                                           [_const("half", 0.5), _const("three", 3.0), _const("k", 0.044715),
+                                            _const("c", 0.7978845608), _const("one", 1.0),
+                                            _int_tensor("zshape", [1, 128, 3072], (3,))]),
+                     {"x": xf}, "kernel", "FastGelu"))
     xs = rng.standard_normal((1, 128, 768)).astype(np.float32)
     out.append(Micro("op_SkipLayerNormalization",
                      _model(skip, [_vi("x", [1, 128, 768]), _vi("r", [1, 128, 768])], [_vi("y", None)],

@@ -125,12 +125,13 @@ def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
              and l.name.startswith("cast to ")}  # dnnperf.upcast's layers, by the tensor they convert
     # ORT names its own fused kernels "<Kernel>", "<Kernel>_token_<n>": the n-th goes to the n-th
     # layer dnnperf made of that pattern, in graph order (dnnperf.fusion.RUNTIME_KERNELS)
-    from dnnperf.vocab import RUNTIME_KERNELS
+    from dnnperf.vocab import RUNTIME_KERNEL_NAMES, RUNTIME_KERNELS
 
     for kind in RUNTIME_KERNELS:
         ours = [l.name for l in layers if l.op_type == kind and len(l.nodes) > 1]  # groups, not a lone Gelu op
-        theirs = sorted((k for k in kernels if re.fullmatch(rf"{kind}(_token_\d+)?", k)),
-                        key=lambda k: -1 if k == kind else int(k.rsplit("_", 1)[1]))
+        names = "|".join(RUNTIME_KERNEL_NAMES.get(kind, (kind,)))
+        theirs = sorted((k for k in kernels if re.fullmatch(rf"({names})(_token_\d+)?", k)),
+                        key=lambda k: -1 if "_token_" not in k else int(k.rsplit("_", 1)[1]))
         if ours and len(ours) == len(theirs):
             for layer_name, k in zip(ours, theirs):
                 measured[layer_name] = measured.get(layer_name, 0.0) + kernels[k][1]

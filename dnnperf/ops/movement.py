@@ -36,6 +36,18 @@ def movement(ctx: Ctx):
     return ctx.workload("movement")
 
 
+def transpose(ctx: Ctx):
+    """A permutation that moves only axes of size 1 leaves every element where it was (a decoder's
+    [1, 1, heads, d] -> [1, heads, 1, d] at one token): a view, as PyTorch's transpose is and as ONNX
+    Runtime's transpose optimizer rewrites it (a Reshape). Any other permutation copies every byte."""
+    x = ctx.in_shape(0)
+    perm = ctx.attr("perm", None)
+    perm = list(range(len(x)))[::-1] if perm is None else [int(p) for p in perm]
+    if sorted(perm) == list(range(len(x))) and [a for a in perm if x[a] != 1] == [a for a in range(len(x)) if x[a] != 1]:
+        return Workload(family="view", dtype=ctx.dtype(0), launches=0)
+    return ctx.workload("movement")
+
+
 def concat(ctx: Ctx):
     """Every input copied into its place in the output; the size of each piece is kept (a CPU runtime
     copies small pieces with one thread: ``dnnperf.efficiency``). Inputs that differ off the joined
@@ -125,7 +137,7 @@ def fill(ctx: Ctx):
 
 
 MOVEMENT = ["Split", "ScatterElements", "ScatterND",
-            "Scatter", "Tile", "Transpose", "Pad", "DepthToSpace", "SpaceToDepth",
+            "Scatter", "Tile", "Pad", "DepthToSpace", "SpaceToDepth",
             "ReverseSequence", "Compress", "OneHot", "Trilu", "SplitToSequence",
             "ConcatFromSequence", "SequenceAt", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceEmpty",
             "SequenceLength", "CenterCropPad", "Col2Im", "ImageDecoder"]
@@ -136,7 +148,7 @@ FILL = ["ConstantOfShape", "EyeLike", "RandomNormal", "RandomUniform", "RandomNo
         "RandomUniformLike", "Multinomial", "Bernoulli"]
 
 register({op: movement for op in MOVEMENT})
-register({"Gather": gather, "Concat": concat, "Expand": expand})
+register({"Gather": gather, "Concat": concat, "Expand": expand, "Transpose": transpose})
 register({op: reads_what_it_keeps for op in ("Slice", "GatherElements", "GatherND")})
 register_check({"Expand": _check_expand})
 register({op: view for op in VIEWS})
