@@ -1102,3 +1102,39 @@ def test_an_input_with_no_shape_at_all_is_a_clear_error(tmp_path):
         one_line_error(invoke(*cmd[:1], p, *cmd[1:]), 2, "input 'x'", "has no shape in the file", "--input-shape x=")
     d = json.loads(invoke("analyze", p, "--hw", "t4", "--input-shape", "x=1x3x8x8", "-f", "json").stdout)
     assert d["totals"]["macs"] == 4 * 3 * 9 * 64 and d["coverage"]["complete"]
+
+
+def test_a_loop_whose_condition_can_end_it_early_is_an_upper_bound(tmp_path):
+    """A Loop of constant trip count 5 whose body computes its next condition (a `while` export: here
+    i < 2) may stop after 3 trips: it was costed at 5 with nothing said. It is costed at 5 and listed as
+    a stated upper bound; a body that passes its condition through (a `for i in range(5)` export) or
+    writes a constant true runs exactly 5 trips and is not flagged."""
+    import numpy as np
+    from onnx import TensorProto as T
+    from onnx import helper, numpy_helper
+
+    from dnnperf.api import inspect_model
+    from helpers import model, save, vi, weight
+
+    def loop(cond_nodes):
+        body = helper.make_graph([helper.make_node("MatMul", ["s_in", "w"], ["s_out"])] + cond_nodes, "body",
+                                 [vi("i", [], T.INT64), vi("c_in", [], T.BOOL), vi("s_in", [1, 64])],
+                                 [vi("c_out", [], T.BOOL), vi("s_out", [1, 64])])
+        inits = [weight("w", [64, 64]), numpy_helper.from_array(np.array(5, np.int64), "m"),
+                 numpy_helper.from_array(np.array(True), "c")]
+        return model([helper.make_node("Loop", ["m", "c", "x"], ["y"], name="loop", body=body)],
+                     [vi("x", [1, 64])], [vi("y", None)], inits)
+
+    two = helper.make_node("Constant", [], ["two"], value=numpy_helper.from_array(np.array(2, np.int64)))
+    cases = {"while": [two, helper.make_node("Less", ["i", "two"], ["c_out"])],
+             "for": [helper.make_node("Identity", ["c_in"], ["c_out"])],
+             "true": [helper.make_node("Constant", [], ["c_out"], value=numpy_helper.from_array(np.array(True)))]}
+    for name, nodes in cases.items():
+        insp = inspect_model(save(loop(nodes), tmp_path, f"{name}.onnx"))
+        row = next(r for r in insp.rows if r.node.op_type == "Loop")
+        assert row.workload.macs == 5 * 64 * 64, name
+        bound = [u for u in insp.unsupported if u["node"] == "loop" and u["kind"] == "bound"]
+        if name == "while":
+            assert bound and "maximum trip count 5 (an upper bound)" in bound[0]["reason"], insp.unsupported
+        else:
+            assert not bound, (name, insp.unsupported)

@@ -558,3 +558,22 @@ def test_attentions_k_transpose_is_read_by_the_product(tmp_path):
     assert run([0, 1, 3, 2], False).launches == 0
     assert run([0, 1, 3, 2], True).launches == 1
     assert run([0, 2, 1, 3], False).launches == 1
+
+
+def test_a_training_mode_dropout_is_a_kernel_not_a_view(tmp_path):
+    """torch.onnx.export(..., training=TrainingMode.TRAINING) keeps Dropout with training_mode = true: it
+    draws a mask and scales the kept elements, reading 1,024 floats and writing 1,024 floats and the
+    1,024-byte mask, 3 ops an element. It was costed as a view (no kernel, no bytes). Without the
+    training flag it still passes its input through."""
+    from onnx import TensorProto as T
+
+    for training in (True, False):
+        ins = ["x", "ratio", "train"] if training else ["x"]
+        node = helper.make_node("Dropout", ins, ["y", "mask"], name="drop")
+        inits = [numpy_scalar("ratio", 0.1), numpy_scalar("train", True, np.bool_)] if training else []
+        m = model([node], [vi("x", [1, 1024])], [vi("y", None), vi("mask", None, T.BOOL)], inits)
+        w = inspect_model(save(m, tmp_path, f"d{training}.onnx")).rows[0].workload
+        if training:
+            assert (w.family, w.other_ops, w.act_bytes_read, w.bytes_written) == ("elementwise", 3072, 4096, 4096 + 1024)
+        else:
+            assert w.family == "view" and w.launches == 0

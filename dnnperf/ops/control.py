@@ -2,8 +2,9 @@
 
 If: the branch taken when the condition folds at load time, else the dearer branch. Loop: body x
 trip count when the trip count is a constant or a scan output's length is known (one value per
-iteration that ran); otherwise one iteration, flagged in the workload's note. Scan: body x the
-scanned axis length.
+iteration that ran); otherwise one iteration, flagged in the workload's note; a constant trip count
+with a condition computed at run time is an upper bound, flagged as one. Scan: body x the scanned
+axis length.
 """
 
 from __future__ import annotations
@@ -62,7 +63,11 @@ def loop(ctx: Ctx):
     w = _body(body, "Loop body")
     m = ctx.value(0)
     if m is not None and m.size == 1 and 0 <= int(m.reshape(-1)[0]) < 2**31:
-        return w.scaled(int(m.reshape(-1)[0]))
+        trips = int(m.reshape(-1)[0])
+        if trips > 1 and _may_stop_early(ctx, body):
+            return _noted(w.scaled(trips), f"costed at its maximum trip count {trips} (an upper bound): its "
+                                           "condition, computed at run time, may end it earlier")
+        return w.scaled(trips)
     # a scan output stacks one value per iteration that ran: its length is the trip count
     n_state = len(ctx.node.inputs) - 2
     for o in ctx.node.outputs[n_state:]:
@@ -70,6 +75,33 @@ def loop(ctx: Ctx):
         if t is not None and t.shape:
             return w.scaled(t.shape[0])
     return _noted(w, "unknown trip count: costed as ONE iteration (a lower bound)" + _trip_hint(ctx))
+
+
+def _may_stop_early(ctx, body) -> bool:
+    """Whether a Loop's condition can end it before its trip count: its starting condition is not a
+    constant true, or the body computes the next one (a `for i in range(n)` export passes the condition
+    through, or writes a constant true)."""
+    cond = ctx.node.inputs[1] if len(ctx.node.inputs) > 1 else ""
+    if cond:
+        v = ctx.value(1)
+        if v is None or v.size != 1 or not bool(v.reshape(-1)[0]):
+            return True
+    if len(body.inputs) < 2 or not body.outputs:
+        return False
+    out = body.outputs[0]
+    seen = set()
+    while out not in seen:  # through Identity nodes back to the body's own condition input
+        seen.add(out)
+        if out == body.inputs[1]:
+            return False
+        made = next((n for n in body.nodes if out in n.outputs), None)
+        if made is not None and made.op_type == "Constant":
+            return False  # a constant condition (exporters write true; a do-once false is not told apart)
+        if made is None or made.op_type != "Identity" or not made.inputs:
+            break
+        out = made.inputs[0]
+    v = body.values.get(out)
+    return not (out in body.constants and v is not None and v.size == 1 and bool(v.reshape(-1)[0]))
 
 
 def _trip_hint(ctx) -> str:

@@ -125,6 +125,20 @@ def view(ctx: Ctx):
     return Workload(family="view", dtype=ctx.dtype(0), launches=0)
 
 
+def dropout(ctx: Ctx):
+    """Inference Dropout passes its input through (a view). In training mode (a constant true
+    ``training_mode`` input, or ``is_test`` 0 before opset 7) with a non-zero ratio it draws a random
+    mask and scales the kept elements: a kernel reading the input and writing the output (and the mask
+    when it is an output), 3 ops per element (draw, compare, scale)."""
+    training = ctx.has_input(2) and ctx.value(2) is not None and bool(ctx.value(2).reshape(-1)[0])
+    training = training or ctx.attr("is_test", 1) == 0
+    ratio = ctx.value(1) if ctx.has_input(1) else None
+    ratio = float(ratio.reshape(-1)[0]) if ratio is not None and ratio.size == 1 else float(ctx.attr("ratio", 0.5))
+    if not training or ratio == 0:
+        return view(ctx)
+    return ctx.workload("elementwise", other=3 * ctx.out_numel(0))
+
+
 def shape_only(ctx: Ctx):
     return Workload(family="shape", dtype="int64", launches=0)
 
@@ -141,14 +155,14 @@ MOVEMENT = ["Split", "ScatterElements", "ScatterND",
             "ReverseSequence", "Compress", "OneHot", "Trilu", "SplitToSequence",
             "ConcatFromSequence", "SequenceAt", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceEmpty",
             "SequenceLength", "CenterCropPad", "Col2Im", "ImageDecoder"]
-VIEWS = ["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Optional",
+VIEWS = ["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Optional",
          "OptionalGetElement", "OptionalHasElement"]
 SHAPE_ONLY = ["Shape", "Size", "Constant", "Range"]
 FILL = ["ConstantOfShape", "EyeLike", "RandomNormal", "RandomUniform", "RandomNormalLike",
         "RandomUniformLike", "Multinomial", "Bernoulli"]
 
 register({op: movement for op in MOVEMENT})
-register({"Gather": gather, "Concat": concat, "Expand": expand, "Transpose": transpose})
+register({"Gather": gather, "Concat": concat, "Expand": expand, "Transpose": transpose, "Dropout": dropout})
 register({op: reads_what_it_keeps for op in ("Slice", "GatherElements", "GatherND")})
 register_check({"Expand": _check_expand})
 register({op: view for op in VIEWS})
