@@ -341,7 +341,7 @@ def constants_of(nodes: list[Node], known: set[str]) -> frozenset:
     constants = set(known)
     add = constants.add
     for node in nodes:
-        ins = value_inputs(node)
+        ins = node.inputs if node.op_type != "CastLike" else value_inputs(node)
         if ins:
             if node.subgraphs or node.op_type in NEVER_FOLDED:
                 continue

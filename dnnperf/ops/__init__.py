@@ -226,7 +226,7 @@ def cost_node(graph: Graph, node: Node, fold: bool = True) -> Workload:
             # folded at load time by any runtime (shape arithmetic): no kernel, no traffic
             return Workload(family="shape", dtype="int64", launches=0)
         if node.inputs and node.op_type not in NEVER_FOLDED:
-            for i in value_inputs(node):
+            for i in (node.inputs if node.op_type != "CastLike" else value_inputs(node)):
                 if i and i not in constants:
                     break
             else:
