@@ -130,7 +130,7 @@ def tree_ensemble(ctx: Ctx):
     a = ctx.node.attrs
     n = _rows(ctx.in_shape(0))
     trees = len(set(a.get("nodes_treeids") or ())) or len(a.get("tree_roots") or ()) or 1
-    outputs = max(ctx.out_numel(i) for i, o in enumerate(ctx.node.outputs) if o) // max(1, n)
+    outputs = max((ctx.out_numel(i) for i, o in enumerate(ctx.node.outputs) if o), default=0) // max(1, n)
     return _ml_host(ctx, other=n * (4 * _tree_levels(a) + trees * max(1, outputs)))
 
 
