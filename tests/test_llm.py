@@ -258,3 +258,23 @@ def test_shipped_sample_decoder():
     assert dec.layers == 2 and dec.bytes_per_token == 512
     r = cli("analyze", p, "--hw", "v100", "--phase", "decode", "--context", "128")
     assert r.exit_code == 0, r.output
+
+
+def test_compare_scores_one_phase_step_on_every_target(models):
+    """`compare --phase decode` (which GPU serves this decoder's tokens fastest) was refused as an unknown
+    option: a user comparing targets for a decoder had to run `analyze --phase` once per profile. Each
+    row is now the same step `analyze --phase` reports on that profile; a whole request (`both`) and a
+    model without a KV cache are refused with one line, exit 2."""
+    r = cli("compare", models["tiny"], "--hw", "a100,t4", "--phase", "decode", "--context", "96", "-f", "json", "-q")
+    assert r.exit_code == 0, r.output
+    rows = {row["hardware"]: row["latency_s"] for row in json.loads(r.stdout)["rows"]}
+    for hw in ("a100", "t4"):
+        one = cli("analyze", models["tiny"], "--hw", hw, "--phase", "decode", "--context", "96", "-f", "json", "-q")
+        assert rows[hw] == json.loads(one.stdout)["totals"]["latency_s"]
+    pre = cli("compare", models["tiny"], "--hw", "a100", "--phase", "prefill", "--prompt", "64", "-f", "json", "-q")
+    one = cli("analyze", models["tiny"], "--hw", "a100", "--phase", "prefill", "--prompt", "64", "-f", "json", "-q")
+    assert json.loads(pre.stdout)["rows"][0]["latency_s"] == json.loads(one.stdout)["totals"]["latency_s"]
+    both = cli("compare", models["tiny"], "--hw", "a100", "--phase", "both")
+    assert both.exit_code == 2 and "--phase prefill or --phase decode" in both.output
+    plain = cli("compare", os.path.join(SAMPLES, "resnet50.onnx"), "--hw", "a100", "--phase", "decode")
+    assert plain.exit_code == 2 and "no recognisable KV cache" in plain.output

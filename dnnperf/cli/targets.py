@@ -29,13 +29,17 @@ def compare(
     sort: Annotated[str, typer.Option("--sort", help="latency|throughput|peak|fraction|cost|name")] = "latency",
     max_latency: Annotated[Optional[str], typer.Option("--max-latency", help="Requirement, e.g. 5ms: rank the targets that meet it.")] = None,
     min_throughput: Annotated[Optional[float], typer.Option("--min-throughput", help="Requirement in inferences/s.")] = None,
+    phase: Phase = None,
+    prompt: Prompt = 512,
+    context: Context = None,
     fmt: Format = None,
     output: Output = None,
     quiet: Quiet = False,
 ):
     """One row per hardware target (model parsed once): latency, throughput, achieved vs peak TOP/s,
     cost per million inferences, top cause and top bottleneck layer. With a requirement
-    (--max-latency / --min-throughput), exits 1 when no target meets it."""
+    (--max-latency / --min-throughput), exits 1 when no target meets it. With --phase prefill or
+    decode, a decoder's one step (a row's latency is then the time to first token, or per output token)."""
     from dnnperf.api import inspect_model
     from dnnperf.gate import compare as run_compare
     from dnnperf.hardware import load_profiles
@@ -44,7 +48,13 @@ def compare(
         raise DnnperfError(f"--min-throughput must be a positive number of inferences/s, got {min_throughput:g}")
     max_lat = parse_time(max_latency)
     profiles = load_profiles(list(hw or ["all"]))
-    insp = inspect_model(model, overrides(batch, input_shape, dim, value=value))
+    ov = overrides(batch, input_shape, dim, value=value)
+    if phase is not None:
+        from dnnperf.llm.phases import PhaseRequest, phase_inspection
+
+        insp = phase_inspection(model, PhaseRequest(phase, prompt, context), ov)
+    else:
+        insp = inspect_model(model, ov)
     d = run_compare(insp, profiles, settings(batch, precision, fusion, runtime, overlap_input), sort, max_lat, min_throughput)
     rec = d.get("recommendation")
     code = 1 if rec is not None and rec["chosen"] is None else 0

@@ -201,10 +201,25 @@ def _check_positions(dec: Decoder, req: PhaseRequest, ctx: int) -> None:
                                "(or export the model with a longer table)")
 
 
-def _run(path, dec: Decoder, base: ShapeOverrides, hw, settings, seq: int, past: int, with_fixes: bool):
-    """One phase's report. The KV cache lives in device memory between steps: only the other inputs
+def phase_inspection(path: str, req: PhaseRequest, base: ShapeOverrides = ShapeOverrides()):
+    """The inspection of one phase's step (a decode step at --context cached tokens, or the prefill of
+    --prompt tokens), its KV cache resident on the device, for commands that score one step on many
+    profiles (`compare --phase`); ``both`` is a request of many steps, which they refuse."""
+    req.check()
+    if req.phase not in ("prefill", "decode"):
+        raise DnnperfError(f"--phase {req.phase} times a whole request (`dnnperf analyze --phase both`); here one "
+                           "step is scored on every target: --phase prefill or --phase decode")
+    dec = find_decoder(path)
+    base = replace(base, batch=base.batch or 1)
+    ctx = req.context if req.context is not None else req.prompt
+    _check_positions(dec, req, ctx)
+    return _inspect(path, dec, base, *((1, ctx) if req.phase == "decode" else (req.prompt, 0)))
+
+
+def _inspect(path, dec: Decoder, base: ShapeOverrides, seq: int, past: int):
+    """One step's inspection. The KV cache lives in device memory between steps: only the other inputs
     (token ids, masks, positions) cross the host link."""
-    from dnnperf.api import analyze, inspect_model
+    from dnnperf.api import inspect_model
 
     insp = inspect_model(path, dec.overrides(base, seq, past))
     resident = 0
@@ -212,8 +227,14 @@ def _run(path, dec: Decoder, base: ShapeOverrides, hw, settings, seq: int, past:
         t = insp.graph.tensors.get(c.name)
         if t is not None and t.shape is not None:
             resident += t.nbytes
-    insp = replace(insp, input_bytes=max(0, insp.input_bytes - resident))
-    return analyze(insp, hw, settings, with_fixes=with_fixes)
+    return replace(insp, input_bytes=max(0, insp.input_bytes - resident))
+
+
+def _run(path, dec: Decoder, base: ShapeOverrides, hw, settings, seq: int, past: int, with_fixes: bool):
+    """One phase's report (``_inspect`` scored on ``hw``)."""
+    from dnnperf.api import analyze
+
+    return analyze(_inspect(path, dec, base, seq, past), hw, settings, with_fixes=with_fixes)
 
 
 def _bound(report) -> str:
