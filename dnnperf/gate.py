@@ -2,7 +2,7 @@
 
 All functions return plain data (dicts/lists); the CLI renders them.
 
-Why one module of ~490 lines: the three share the way a profile is named and recorded (a shipped
+Why one module of ~510 lines: the three share the way a profile is named and recorded (a shipped
 name, or a YAML path relative to the baseline), the rounding of every figure they store, and the
 per-target rows compare and check both build; about half of it is the baseline's field-by-field
 validation, which belongs with the gate that reads it.
@@ -240,7 +240,7 @@ def _recorded_shapes(ov: ShapeOverrides) -> dict:
 
 
 def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, settings: Settings,
-           ov: ShapeOverrides) -> dict:
+           ov: ShapeOverrides, phase: dict | None = None) -> dict:
     from dnnperf import __version__
 
     rep = analyze(insp, hw, settings, with_fixes=False, what_if=False)
@@ -252,7 +252,8 @@ def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, se
         "profile_sha256": profile_hash(hw),
         "tool_version": __version__,
         # a model whose input has no batch axis is recorded without one: check must not rewrite its first dim
-        "settings": {**d["settings"], **_recorded_shapes(ov), **({"batch": None} if insp.no_batch_axis else {})},
+        "settings": {**d["settings"], **_recorded_shapes(ov), **({"batch": None} if insp.no_batch_axis else {}),
+                     **({"phase": phase} if phase else {})},
         "latency_s": d["totals"]["latency_s"],
         "macs": d["totals"]["macs"],
         "bytes": d["totals"]["bytes"],
@@ -264,15 +265,16 @@ def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, se
 
 
 def make_baseline(items: list[tuple[str, Inspection, str, Settings, ShapeOverrides]],
-                  baseline_path: str | None = None) -> dict:
+                  baseline_path: str | None = None, phase: dict | None = None) -> dict:
     """``items``: (model path, inspection, profile spec as the user wrote it, settings, the shape flags
-    it was inspected with: --dim, --input-shape, --value; ``check`` repeats them).
+    it was inspected with: --dim, --input-shape, --value; ``check`` repeats them). ``phase``: the
+    decoder step the inspections are of ({"phase", "prompt", "context"}, ``phase_inspection``).
     A shipped profile is stored by name, a custom one by its path relative to the baseline file,
     with a hash of its content; never an absolute path."""
     entries = []
     for model_path, insp, spec, settings, ov in items:
         hw = load_profile(spec)
-        entries.append(_entry(model_path, insp, profile_spec_for(spec, baseline_path), hw, settings, ov))
+        entries.append(_entry(model_path, insp, profile_spec_for(spec, baseline_path), hw, settings, ov, phase))
     entries.sort(key=lambda e: (e["model"], e["hardware"]))
     return {"schema_version": BASELINE_SCHEMA, "entries": entries}
 
@@ -350,7 +352,23 @@ def _settings_problem(s: dict) -> str | None:
                                            or not isinstance(x[1], list) or not x[1]
                                            or not all(_number(v) for v in x[1]) for x in values):
         return "settings.values must be a list of [name, [numbers]] pairs"
+    ph = s.get("phase")
+    if ph is not None and not (isinstance(ph, dict) and ph.get("phase") in ("prefill", "decode")
+                               and _count(ph.get("prompt")) and ph["prompt"] >= 1
+                               and (ph.get("context") is None or _count(ph["context"]))):
+        return "settings.phase must be {phase: prefill|decode, prompt: >= 1, context: >= 0 or null}"
     return None
+
+
+def entry_inspection(e: dict, path: str, ov: ShapeOverrides, inspect_fn) -> Inspection:
+    """The inspection an entry's estimate is of: ``inspect_fn(path, ov)``, or the decoder step its
+    recorded ``phase`` names (``dnnperf.llm.phases.phase_inspection``)."""
+    ph = e["settings"].get("phase")
+    if ph is None:
+        return inspect_fn(path, ov)
+    from dnnperf.llm.phases import PhaseRequest, phase_inspection
+
+    return phase_inspection(path, PhaseRequest(ph["phase"], ph["prompt"], ph.get("context")), ov)
 
 
 def _number(v) -> bool:
@@ -436,10 +454,10 @@ def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, basel
             continue
         hw = profile_from_entry(e["hardware"], baseline_path)
         settings, ov = entry_settings(e)
-        key = (path, ov)
+        key = (path, ov, json.dumps(e["settings"].get("phase"), sort_keys=True))
         insp = cache.get(key)
         if insp is None:
-            insp = cache[key] = inspect_fn(path, ov)
+            insp = cache[key] = entry_inspection(e, path, ov, inspect_fn)
         rep = analyze(insp, hw, settings, with_fixes=False, what_if=False)
         d = report_dict(rep)
         new = d["totals"]["latency_s"]

@@ -278,3 +278,26 @@ def test_compare_scores_one_phase_step_on_every_target(models):
     assert both.exit_code == 2 and "--phase prefill or --phase decode" in both.output
     plain = cli("compare", os.path.join(SAMPLES, "resnet50.onnx"), "--hw", "a100", "--phase", "decode")
     assert plain.exit_code == 2 and "no recognisable KV cache" in plain.output
+
+
+def test_the_ci_gate_records_and_rechecks_a_decoder_step(models, tmp_path):
+    """`baseline --phase decode` was an unknown option, so a CI step could gate a decoder only on a plain
+    analysis at some fixed sequence length (the KV cache then counted as an input sent from the host).
+    The baseline records the phase; `check` re-scores the same step (SAME, exit 0), `check --update`
+    keeps the phase, and a baseline whose phase record is malformed is refused with exit 2."""
+    b = tmp_path / "b.json"
+    r = cli("baseline", models["tiny"], "--hw", "a100", "--phase", "decode", "--context", "96", "-o", b, "-q")
+    assert r.exit_code == 0, r.output
+    entry = json.loads(b.read_text())["entries"][0]
+    assert entry["settings"]["phase"] == {"phase": "decode", "prompt": 512, "context": 96}
+    one = cli("analyze", models["tiny"], "--hw", "a100", "--phase", "decode", "--context", "96", "-f", "json", "-q")
+    assert entry["latency_s"] == json.loads(one.stdout)["totals"]["latency_s"]
+    r = cli("check", models["tiny"], "--baseline", b, "-f", "json", "-q")
+    assert r.exit_code == 0 and json.loads(r.stdout)["results"][0]["status"] == "same", r.output
+    assert cli("check", models["tiny"], "--baseline", b, "--update", "-q").exit_code == 0
+    assert json.loads(b.read_text())["entries"][0]["settings"]["phase"]["context"] == 96
+    data = json.loads(b.read_text())
+    data["entries"][0]["settings"]["phase"] = {"phase": "both", "prompt": 512}
+    b.write_text(json.dumps(data))
+    r = cli("check", models["tiny"], "--baseline", b)
+    assert r.exit_code == 2 and "settings.phase must be" in r.output

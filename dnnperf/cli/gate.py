@@ -5,8 +5,9 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, InputShape, Output, OverlapInput, Precision, Quiet,
-                             Runtime, Value, app, command, overrides, parse_fraction, parse_time, progress, settings)
+from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, HwList, InputShape, Output, OverlapInput, Phase,
+                             Precision, Prompt, Quiet, Runtime, Value, app, command, overrides, parse_fraction,
+                             parse_time, progress, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -25,28 +26,35 @@ def baseline(
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
     overlap_input: OverlapInput = False,
+    phase: Phase = None,
+    prompt: Prompt = 512,
+    context: Context = None,
     output: Output = "dnnperf-baseline.json",
     fmt: Format = None,
     quiet: Quiet = False,
 ):
-    """Record estimated latency per model x profile x settings, with per-layer figures, for `check`."""
+    """Record estimated latency per model x profile x settings, with per-layer figures, for `check`.
+    With --phase prefill or decode: a decoder's step (time to first token, or per output token)."""
     from dnnperf.api import inspect_model
     from dnnperf.gate import make_baseline
     from dnnperf.hardware import expand_specs, load_profile
+    from dnnperf.llm.phases import PhaseRequest, phase_inspection
 
     ov = overrides(batch, input_shape, dim, strict=len(models) == 1, value=value)
     specs = expand_specs(list(hw or ["v100"]))
     for s in specs:
         load_profile(s)  # validate before any work
     st = settings(batch, precision, fusion, runtime, overlap_input)
+    req = PhaseRequest(phase, prompt, context) if phase is not None else None
     insps = []
     with progress(len(models), "parsing models", quiet) as tick:
         for m in models:
-            insps.append(inspect_model(m, ov))
+            insps.append(inspect_model(m, ov) if req is None else phase_inspection(m, req, ov))
             if tick:
                 tick()
     items = [(m, i, s, st, ov) for m, i in zip(models, insps) for s in specs]
-    data = make_baseline(items, output)
+    data = make_baseline(items, output, None if req is None else
+                         {"phase": req.phase, "prompt": req.prompt, "context": req.context})
     notes = [w for i in insps for w in i.warnings] + [f"wrote {output}: {len(data['entries'])} entries"]
     return Document("baseline", data, notes=tuple(notes))
 
@@ -70,7 +78,7 @@ def check(
     the baseline entries of the models given (a subset is fine; --hw selects profiles)."""
     from dnnperf.api import inspect_model
     from dnnperf.files import atomic_write_bytes
-    from dnnperf.gate import check as run_check, entry_settings, make_baseline, model_key, read_baseline
+    from dnnperf.gate import check as run_check, entry_inspection, entry_settings, make_baseline, model_key, read_baseline
     from dnnperf.hardware import expand_specs
     from dnnperf.render import render
     from dnnperf.render.fmt_json import to_json
@@ -90,15 +98,15 @@ def check(
         from dnnperf.gate import profile_from_entry
 
         by = {model_key(m): m for m in models}
-        items = []
+        fresh = []
         for e in base["entries"]:
             if e["model"] not in by:
                 continue
             st, ov = entry_settings(e)
             spec = profile_from_entry(e["hardware"], baseline_path).path if e["hardware"] not in expand_specs(["all"]) \
                 else e["hardware"]
-            items.append((by[e["model"]], inspect_model(by[e["model"]], ov), spec, st, ov))
-        fresh = make_baseline(items, baseline_path)["entries"]
+            item = (by[e["model"]], entry_inspection(e, by[e["model"]], ov, inspect_model), spec, st, ov)
+            fresh += make_baseline([item], baseline_path, e["settings"].get("phase"))["entries"]
         kept = [e for e in base["entries"] if e["model"] not in by]
         entries = sorted(kept + fresh, key=lambda e: (e["model"], e["hardware"]))
         atomic_write_bytes(baseline_path, to_json({"schema_version": "dnnperf-baseline/2", "entries": entries}).encode())
