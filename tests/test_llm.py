@@ -301,3 +301,19 @@ def test_the_ci_gate_records_and_rechecks_a_decoder_step(models, tmp_path):
     b.write_text(json.dumps(data))
     r = cli("check", models["tiny"], "--baseline", b)
     assert r.exit_code == 2 and "settings.phase must be" in r.output
+
+
+def test_report_and_plot_take_a_decoder_step(models, tmp_path):
+    """`report` and `plot` took no --phase: the HTML report of a decoder showed a plain analysis at the
+    file's lengths. With --phase decode the page's estimate is the step `analyze --phase decode` gives."""
+    from dnnperf.fmt import t as fmt_time
+
+    one = cli("analyze", models["tiny"], "--hw", "a100", "--phase", "decode", "--context", "96", "-f", "json", "-q")
+    lat = json.loads(one.stdout)["totals"]["latency_s"]
+    page = tmp_path / "r.html"
+    r = cli("report", models["tiny"], "--hw", "a100", "--phase", "decode", "--context", "96", "-o", page, "-q")
+    assert r.exit_code == 0, r.output
+    assert fmt_time(lat) in page.read_text()
+    svg = tmp_path / "p.svg"
+    assert cli("plot", models["tiny"], "--hw", "a100", "--phase", "prefill", "--prompt", "32", "-o", svg, "-q").exit_code == 0
+    assert svg.read_text().startswith("<svg") or "<svg" in svg.read_text()[:200]

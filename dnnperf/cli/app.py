@@ -7,7 +7,7 @@ document, writes it to stdout or atomically to ``-o`` (never over one of the com
 and prints notes to stderr unless ``-q``. Command modules import this one; nothing imports them
 back but the package's ``__init__``.
 
-Why one module of ~450 lines: the shared option declarations, the output plumbing and the decorator
+Why one module of ~480 lines: the shared option declarations, the output plumbing and the decorator
 that applies both are one contract; split, a command would import its options from one place and
 their meaning from another.
 
@@ -88,6 +88,18 @@ def _assignment(s: str, flag: str, form: str) -> tuple[str, str]:
         raise DnnperfError(f"{flag} expects {form}, got '{s}'")
     name, rest = s.rsplit("=", 1)
     return name, rest
+
+
+def inspected(model: str, ov, phase: str | None, prompt: int = 512, context: int | None = None):
+    """The model's inspection, or with --phase prefill|decode its decoder step (``phase_inspection``):
+    what compare, baseline, report and plot score."""
+    from dnnperf.api import inspect_model
+
+    if phase is None:
+        return inspect_model(model, ov)
+    from dnnperf.llm.phases import PhaseRequest, phase_inspection
+
+    return phase_inspection(model, PhaseRequest(phase, prompt, context), ov)
 
 
 def overrides(batch, input_shape, dim, strict: bool = True, value=None):

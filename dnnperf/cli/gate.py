@@ -6,7 +6,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, HwList, InputShape, Output, OverlapInput, Phase,
-                             Precision, Prompt, Quiet, Runtime, Value, app, command, overrides, parse_fraction,
+                             Precision, Prompt, Quiet, Runtime, Value, app, command, inspected, overrides, parse_fraction,
                              parse_time, progress, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
@@ -35,26 +35,22 @@ def baseline(
 ):
     """Record estimated latency per model x profile x settings, with per-layer figures, for `check`.
     With --phase prefill or decode: a decoder's step (time to first token, or per output token)."""
-    from dnnperf.api import inspect_model
     from dnnperf.gate import make_baseline
     from dnnperf.hardware import expand_specs, load_profile
-    from dnnperf.llm.phases import PhaseRequest, phase_inspection
 
     ov = overrides(batch, input_shape, dim, strict=len(models) == 1, value=value)
     specs = expand_specs(list(hw or ["v100"]))
     for s in specs:
         load_profile(s)  # validate before any work
     st = settings(batch, precision, fusion, runtime, overlap_input)
-    req = PhaseRequest(phase, prompt, context) if phase is not None else None
     insps = []
     with progress(len(models), "parsing models", quiet) as tick:
         for m in models:
-            insps.append(inspect_model(m, ov) if req is None else phase_inspection(m, req, ov))
+            insps.append(inspected(m, ov, phase, prompt, context))
             if tick:
                 tick()
     items = [(m, i, s, st, ov) for m, i in zip(models, insps) for s in specs]
-    data = make_baseline(items, output, None if req is None else
-                         {"phase": req.phase, "prompt": req.prompt, "context": req.context})
+    data = make_baseline(items, output, None if phase is None else {"phase": phase, "prompt": prompt, "context": context})
     notes = [w for i in insps for w in i.warnings] + [f"wrote {output}: {len(data['entries'])} entries"]
     return Document("baseline", data, notes=tuple(notes))
 

@@ -5,8 +5,9 @@ from typing import Annotated
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, OverlapInput, Precision,
-                             Quiet, Runtime, Top, Value, app, command, overrides, positive, settings)
+from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, OverlapInput,
+                             Phase, Precision, Prompt, Quiet, Runtime, Top, Value, app, command, inspected, overrides,
+                             positive, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -34,17 +35,20 @@ def plot(
     fusion: Fusion = "none",
     runtime: Runtime = "eager",
     overlap_input: OverlapInput = False,
+    phase: Phase = None,
+    prompt: Prompt = 512,
+    context: Context = None,
     fmt: Format = None,
     quiet: Quiet = False,
 ):
     """Log-log roofline of the profile with every layer (sized by time, coloured by cause), or the
-    loss waterfall from the time at quoted peak to the estimate (.svg; .png needs dnnperf[plot])."""
-    from dnnperf.api import inspect_model
+    loss waterfall from the time at quoted peak to the estimate (.svg; .png needs dnnperf[plot]).
+    With --phase prefill or decode: a decoder's step."""
     from dnnperf.hardware import load_profile
 
     if chart not in ("roofline", "waterfall"):
         raise DnnperfError(f"--chart must be roofline or waterfall, got '{chart}'")
-    insp = inspect_model(model, overrides(batch, input_shape, dim, value=value))
+    insp = inspected(model, overrides(batch, input_shape, dim, value=value), phase, prompt, context)
     d = _report_dict(insp, load_profile(hw), settings(batch, precision, fusion, runtime, overlap_input))
     return Document("chart", {"report": d, "chart": chart}, notes=tuple(insp.warnings))
 
@@ -63,17 +67,20 @@ def report(
     runtime: Runtime = "eager",
     overlap_input: OverlapInput = False,
     top: Top = 15,
+    phase: Phase = None,
+    prompt: Prompt = 512,
+    context: Context = None,
     fmt: Format = None,
     quiet: Quiet = False,
 ):
     """One self-contained HTML file (no network, inline SVG/CSS): summary, roofline, loss waterfall,
-    ranked bottlenecks with fixes, comparison across the requested profiles (first is the main one)."""
-    from dnnperf.api import inspect_model
+    ranked bottlenecks with fixes, comparison across the requested profiles (first is the main one).
+    With --phase prefill or decode: a decoder's step."""
     from dnnperf.hardware import load_profiles
 
     positive(top, "--top")
     profiles = load_profiles(list(hw or ["v100"]))
-    insp = inspect_model(model, overrides(batch, input_shape, dim, value=value))
+    insp = inspected(model, overrides(batch, input_shape, dim, value=value), phase, prompt, context)
     st = settings(batch, precision, fusion, runtime, overlap_input)
     reports = [_report_dict(insp, p, st) for p in profiles]
     return Document("html_report", {"reports": reports}, {"top": top}, notes=tuple(insp.warnings))

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, OverlapInput,
-                             Phase, Precision, Prompt, Quiet, Runtime, Value, app, command, overrides, parse_list,
+                             Phase, Precision, Prompt, Quiet, Runtime, Value, app, command, inspected, overrides, parse_list,
                              parse_time, precision_value, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
@@ -40,7 +40,6 @@ def compare(
     cost per million inferences, top cause and top bottleneck layer. With a requirement
     (--max-latency / --min-throughput), exits 1 when no target meets it. With --phase prefill or
     decode, a decoder's one step (a row's latency is then the time to first token, or per output token)."""
-    from dnnperf.api import inspect_model
     from dnnperf.gate import compare as run_compare
     from dnnperf.hardware import load_profiles
 
@@ -48,13 +47,7 @@ def compare(
         raise DnnperfError(f"--min-throughput must be a positive number of inferences/s, got {min_throughput:g}")
     max_lat = parse_time(max_latency)
     profiles = load_profiles(list(hw or ["all"]))
-    ov = overrides(batch, input_shape, dim, value=value)
-    if phase is not None:
-        from dnnperf.llm.phases import PhaseRequest, phase_inspection
-
-        insp = phase_inspection(model, PhaseRequest(phase, prompt, context), ov)
-    else:
-        insp = inspect_model(model, ov)
+    insp = inspected(model, overrides(batch, input_shape, dim, value=value), phase, prompt, context)
     d = run_compare(insp, profiles, settings(batch, precision, fusion, runtime, overlap_input), sort, max_lat, min_throughput)
     rec = d.get("recommendation")
     code = 1 if rec is not None and rec["chosen"] is None else 0
