@@ -49,7 +49,8 @@ def test_a_tree_ensemble_from_skl2onnx_is_scored_per_sample(tmp_path):
 
 
 def test_a_linear_classifier_and_feature_extractor_get_their_outputs(tmp_path):
-    # 3 classes over 4 features: labels [N] int64, scores [N, 3]; the product is N x 3 x 4 = 12 N MACs.
+    # 3 classes over 4 features: labels [N] int64, scores [N, 3]; the product is N x 3 x 4 = 12 N MACs,
+    # then one op per score (3 N).
     # ArrayFeatureExtractor picks 2 of the 3 score columns: [N, 2]
     lin = helper.make_node("LinearClassifier", ["X"], ["label", "scores"], domain="ai.onnx.ml", name="lin",
                            classlabels_ints=[0, 1, 2], coefficients=[0.1] * 12, intercepts=[0.0] * 3)
@@ -62,4 +63,5 @@ def test_a_linear_classifier_and_feature_extractor_get_their_outputs(tmp_path):
     assert (t["label"].shape, t["label"].dtype) == ((5,), "int64")
     assert (t["scores"].shape, t["scores"].dtype) == ((5, 3), "float32")
     assert t["picked"].shape == (5, 2)
-    assert _layer(insp, "LinearClassifier").workload.macs == 5 * 12
+    lin = _layer(insp, "LinearClassifier").workload
+    assert (lin.macs, lin.other_ops) == (5 * 12, 5 * 3)  # and one post-transform op per score

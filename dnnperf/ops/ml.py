@@ -10,7 +10,8 @@ Costs (family ``host``; ops as in ``dnnperf.ops.extra``, a comparison or multipl
 - Tree ensembles: every sample walks each tree from the root to a leaf; a tree of n nodes is taken
   as balanced, ceil(log2(n + 1)) levels, at 4 ops a level (load the feature, compare, pick the child,
   follow it); then one addition per tree and output (the leaf's weight into the sum).
-- LinearClassifier / LinearRegressor: the product X x coefficients, N x C x E multiply-adds.
+- LinearClassifier / LinearRegressor: the product X x coefficients, N x C x E multiply-adds, and one
+  op per score for the post-transform.
 - SVMs: a kernel against every support vector (C multiply-adds each, plus 4 for the kernel
   function) and the per-class sums; a linear SVM without support vectors is the product above.
 - The rest (scalers, encoders, feature extraction, ZipMap): 4 ops per element read.
@@ -138,7 +139,7 @@ def linear_model(ctx: Ctx):
     x = ctx.in_shape(0)
     n, c = _rows(x), _cols(x)
     coef = len(ctx.node.attrs.get("coefficients") or ())
-    return _ml_host(ctx, other=n * c, macs=n * max(coef, c))
+    return _ml_host(ctx, other=n * max(1, coef // max(1, c)), macs=n * max(coef, c))  # (+ a post-transform per score)
 
 
 def svm(ctx: Ctx):
