@@ -577,3 +577,23 @@ def test_a_training_mode_dropout_is_a_kernel_not_a_view(tmp_path):
             assert (w.family, w.other_ops, w.act_bytes_read, w.bytes_written) == ("elementwise", 3072, 4096, 4096 + 1024)
         else:
             assert w.family == "view" and w.launches == 0
+
+
+def test_a_dropout_whose_training_flag_comes_at_run_time_is_an_upper_bound(tmp_path):
+    """ONNX's own test_training_dropout models take training_mode as a graph input: unknown at load time,
+    it was read as inference (a view). It is costed as training and listed as a stated upper bound whose
+    note names the --value that settles it (0: inference, a view again)."""
+    from onnx import TensorProto as T
+
+    from dnnperf.ir import ShapeOverrides
+
+    node = helper.make_node("Dropout", ["x", "ratio", "train"], ["y"], name="drop")
+    m = model([node], [vi("x", [1, 1024]), vi("train", [], T.BOOL)], [vi("y", None)], [numpy_scalar("ratio", 0.1)])
+    path = save(m, tmp_path)
+    insp = inspect_model(path)
+    w = insp.rows[0].workload
+    assert (w.family, w.other_ops) == ("elementwise", 3072)
+    [bound] = [u for u in insp.unsupported if u["node"] == "drop"]
+    assert bound["kind"] == "bound" and "--value train=0 for inference" in bound["reason"]
+    off = inspect_model(path, ShapeOverrides(values=(("train", (0.0,)),))).rows[0].workload
+    assert off.family == "view" and off.launches == 0

@@ -129,14 +129,19 @@ def dropout(ctx: Ctx):
     """Inference Dropout passes its input through (a view). In training mode (a constant true
     ``training_mode`` input, or ``is_test`` 0 before opset 7) with a non-zero ratio it draws a random
     mask and scales the kept elements: a kernel reading the input and writing the output (and the mask
-    when it is an output), 3 ops per element (draw, compare, scale)."""
-    training = ctx.has_input(2) and ctx.value(2) is not None and bool(ctx.value(2).reshape(-1)[0])
-    training = training or ctx.attr("is_test", 1) == 0
+    when it is an output), 3 ops per element (draw, compare, scale). A ``training_mode`` known only at run
+    time is costed as training and flagged as an upper bound."""
+    flag = ctx.value(2) if ctx.has_input(2) else None
+    unknown = ctx.has_input(2) and flag is None  # a run-time input: costed as training, an upper bound
+    training = unknown or (flag is not None and bool(flag.reshape(-1)[0])) or ctx.attr("is_test", 1) == 0
     ratio = ctx.value(1) if ctx.has_input(1) else None
     ratio = float(ratio.reshape(-1)[0]) if ratio is not None and ratio.size == 1 else float(ctx.attr("ratio", 0.5))
     if not training or ratio == 0:
         return view(ctx)
-    return ctx.workload("elementwise", other=3 * ctx.out_numel(0))
+    name = ctx.node.inputs[2] if unknown else ""
+    note = (f"training_mode is given at run time: costed as training, an upper bound (--value {name}=0 for "
+            "inference)" if unknown else "")
+    return ctx.workload("elementwise", other=3 * ctx.out_numel(0), note=note)
 
 
 def shape_only(ctx: Ctx):
