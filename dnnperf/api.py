@@ -350,34 +350,33 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     one), layout conversions (``layout.reorder``) and loops over outputs (``loop_ns``) at their pace; a profile
     calibrated before one of them was timed has no figure for it, and its layers take a general figure
     instead: say so."""
+    from collections import Counter
+
     from dnnperf.efficiency import epilogue_activations, narrow_k1_timed, reads_image
     from dnnperf.vocab import LOOP_KERNELS, RUNTIME_KERNEL_PRICED_AS, RUNTIME_KERNELS
 
     if not hw.bandwidth_curve:
         return None
-    missing: dict[str, int] = {}
-
-    def count(what: str) -> None:
-        missing[what] = missing.get(what, 0) + 1
-
+    missing: Counter = Counter()  # what has no figure -> its layers
     for c in sc.layers:
         op = c.layer.op_type
-        if op in RUNTIME_KERNELS and op not in hw.op_efficiency and RUNTIME_KERNEL_PRICED_AS.get(op) not in hw.op_efficiency:
-            count(op)
+        if op in RUNTIME_KERNELS and op not in hw.op_efficiency:  # (a kernel timed later: its twin's figure)
+            alias = RUNTIME_KERNEL_PRICED_AS.get(op)
+            missing[f"{op}, priced with its {alias} figure" if alias in hw.op_efficiency else op] += 1
         for act in epilogue_activations(c.layer, hw):
             if act not in hw.epilogue_ns:
-                count(f"{act} pass after a convolution")
+                missing[f"{act} pass after a convolution"] += 1
         w = c.layer.workload
         if reads_image(w, hw):
             if "conv.rgb" not in hw.shape_efficiency:
-                count("convolution with fewer input channels than one block (the image-reading kind)")
+                missing["convolution with fewer input channels than one block (the image-reading kind)"] += 1
             elif tuple(w.conv[1:3]) == (1, 1) and "conv.rgb_k1" not in hw.shape_efficiency \
                     and narrow_k1_timed(hw.cpu_layout[0]):
-                count("1 x 1 convolution with fewer input channels than one block")
+                missing["1 x 1 convolution with fewer input channels than one block"] += 1
         if op == "LayoutReorder" and hw.cpu_layout is not None and "layout.reorder" not in hw.shape_efficiency:
-            count("layout conversion (timed only at a one-node model's edges)")
+            missing["layout conversion (timed only at a one-node model's edges)"] += 1
         if w.kernel in LOOP_KERNELS and w.kernel not in hw.loop_ns:
-            count(f"{w.kernel} (a loop over its outputs)")
+            missing[f"{w.kernel} (a loop over its outputs)"] += 1
     if not missing:
         return None
     which = ", ".join(f"{op} ({n} layer{'s' if n > 1 else ''})" for op, n in sorted(missing.items()))

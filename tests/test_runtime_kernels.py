@@ -893,3 +893,24 @@ def test_validate_maps_ort_gpt2gelu_kernels_to_the_fastgelu_layers(tmp_path):
     assert unmatched == {}
     [fast] = [l.name for l in layers if l.op_type == "FastGelu"]
     assert measured == {fast: 21.0, "mm": 4.0}
+
+
+def test_a_fastgelu_priced_with_the_gelu_figure_says_so(tmp_path):
+    """A calibration made before `op_FastGelu` was timed prices the tanh GELU with its Gelu figure: the
+    report names that assumption (it said nothing); with its own figure, no such note."""
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+    from helpers import SAMPLES
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    insp = inspect_model(save(_tanh_gelu_model(), tmp_path))
+    d["memory"] = {"dram_gbs": 20, "onchip_mb": 1, "bandwidth_curve": {0.25: 50, 1: 100, 4: 20}}
+    d["op_efficiency"] = {"Gelu": 0.3}
+    old = analyze(insp, profile_from_dict(d, "old"), Settings(fusion="typical"), with_fixes=False)
+    said = [n for n in old.notes if "no calibrated figure" in n]
+    assert len(said) == 1 and "FastGelu, priced with its Gelu figure (1 layer)" in said[0], old.notes
+    d["op_efficiency"] = {"Gelu": 0.3, "FastGelu": 0.28}
+    new = analyze(insp, profile_from_dict(d, "new"), Settings(fusion="typical"), with_fixes=False)
+    assert not any("no calibrated figure" in n for n in new.notes)

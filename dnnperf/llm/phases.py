@@ -209,11 +209,18 @@ def phase_inspection(path: str, req: PhaseRequest, base: ShapeOverrides = ShapeO
     if req.phase not in ("prefill", "decode"):
         raise DnnperfError(f"--phase {req.phase} times a whole request (`dnnperf analyze --phase both`); here one "
                            "step is scored on every target: --phase prefill or --phase decode")
+    dec, base, ctx = _prepared(path, req, base, base.batch or 1)
+    return _inspect(path, dec, base, *((1, ctx) if req.phase == "decode" else (req.prompt, 0)))
+
+
+def _prepared(path: str, req: PhaseRequest, base: ShapeOverrides, batch: int):
+    """(the decoder, ``base`` at ``batch``, the cached tokens of a decode step) for a checked request that
+    fits the model's rotary table."""
+    req.check()
     dec = find_decoder(path)
-    base = replace(base, batch=base.batch or 1)
     ctx = req.context if req.context is not None else req.prompt
     _check_positions(dec, req, ctx)
-    return _inspect(path, dec, base, *((1, ctx) if req.phase == "decode" else (req.prompt, 0)))
+    return dec, replace(base, batch=batch), ctx
 
 
 def _inspect(path, dec: Decoder, base: ShapeOverrides, seq: int, past: int):
@@ -258,12 +265,9 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
                    strict_memory: bool = True, with_fixes: bool = True):
     """(the report to render, the ``llm`` section). The report is the decode step's (prefill's for
     --phase prefill); the section holds both phases' serving figures, cache memory and LLM fixes."""
-    req.check()
-    dec = find_decoder(path)
     batch = settings.batch or base.batch or 1
-    base = replace(base, batch=batch)
+    dec, base, ctx = _prepared(path, req, base, batch)
     settings = replace(settings, batch=batch)
-    ctx = req.context if req.context is not None else req.prompt
     per_tok = dec.bytes_per_token
     out: dict = {"phase": req.phase, "batch": batch, "decoder": dec.describe(),
                  "conventions": "prompt: tokens prefilled into an empty cache; context: tokens already cached when "
@@ -271,7 +275,6 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     # the largest cache the request holds decides whether it fits
     peak_ctx = max(ctx + 1, req.prompt + req.generate if req.phase == "both" else 0,
                    req.prompt if req.phase == "prefill" else 0)
-    _check_positions(dec, req, ctx)
     main = None
     if req.phase in ("prefill", "both"):
         pre = _run(path, dec, base, hw, settings, req.prompt, 0, with_fixes and req.phase == "prefill")
