@@ -15,6 +15,7 @@ spells as several nodes); ``fuse`` builds their layers too.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import replace
 
 from dnnperf.ir import DTYPE_BITS, Graph
@@ -35,7 +36,8 @@ KERNEL_ANCHOR_OPS = frozenset({"BatchNormalization"})
 # what ONNX Runtime's CPU provider folds into a convolution or GEMM kernel: the activations its MLAS
 # kernels apply in their epilogue (Relu, LeakyRelu, Tanh, Sigmoid, Clip, HardSigmoid, HardSwish), a
 # BatchNormalization or a constant scale/shift folded into the weights (a MatMul's scale: Mul or Div),
-# the bias or residual Add. Any other op (Erf, PRelu, Elu, Mish, Softplus, Exp...) after a convolution
+# the bias, and one residual Add ahead of the activation (``_sums``); a Mul, Sub or Div of two computed
+# tensors stays a kernel of its own. Any other op (Erf, PRelu, Elu, Mish, Softplus, Exp...) after a convolution
 # is a kernel of its own (checked op by op in the runtime's optimised graph), and most of them take the
 # tensor out of the blocked layout and back (dnnperf.layout): a chain of twelve 128-channel 14 x 14
 # convolutions ran 37 us per block slower with an Erf after each (bench/cpu_blocks.py)
@@ -77,6 +79,7 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     grouped: set[str] = set()
     epilogues = EPILOGUE_OPS if chains else CPU_KERNEL_EPILOGUES
     anchor_of: dict[str, object] = {}  # fused node -> its group's first node
+    taken: dict[str, bool] = {}  # CPU: anchor -> its kernel already sums an operand or applies its activation
     if not chains:
         groups = runtime_kernel_groups(graph) if groups is None else groups
         for _kernel, names in groups:
@@ -108,8 +111,16 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 anchor = anchor_of.get(prod.node.name, prod.node)
                 if not chains and anchor.op_type in _BIAS_ONLY_ANCHORS and not _product_takes(graph, anchor, node, i):
                     continue
+                if not chains and node.op_type in ("Sub", "Mul", "Div") and any(
+                        x not in graph.constants for x in node.inputs if x and x != i):
+                    break  # a product of two computed tensors (StarNet's gate) is a kernel of its own
+                summed = not chains and _sums(graph, node)
+                if summed and taken.get(anchor.name):
+                    continue  # that kernel already takes a sum or applies its activation: try the next input
                 out[node.name] = (prod.node.name, i)
                 anchor_of[node.name] = anchor
+                if not chains and (summed or node.op_type in CPU_CONV_ACTIVATIONS):
+                    taken[anchor.name] = True
                 break
         if chains and attention and node.name not in out and row.workload is not None:
             joined = _attention_step(graph, node, produced, cons, anchor_of)
@@ -126,6 +137,16 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
             if o:
                 produced[o] = row
     return out
+
+
+def _sums(graph: Graph, node) -> bool:
+    """An Add or Sum of two or more computed tensors (a residual or branch sum, not a bias). ONNX
+    Runtime's CPU provider hands such a sum to a convolution as its extra summed input: the first
+    input, in order, made by a single-use convolution (or a BatchNormalization run as one) whose kernel
+    has no summed input and no activation yet; an activation after the sum joins the same kernel.
+    MobileOne's branch sums Add(Add(conv0, conv1), conv2) so become one convolution each, every one
+    summing the previous total."""
+    return node.op_type in ("Add", "Sum") and sum(1 for x in node.inputs if x and x not in graph.constants) >= 2
 
 
 def _attention_step(graph: Graph, node, produced: dict, cons: dict, anchor_of: dict) -> tuple[str, str] | None:
@@ -189,6 +210,41 @@ def _joined_gemm(g1, g2):
     return g1
 
 
+def _in_run_order(groups: list[list]) -> list[list]:
+    """The groups in the order a runtime can run them: a fused kernel starts once everything it reads
+    is made, so a group whose later member reads a tensor made after its first member (a convolution
+    that sums in a tensor of a convolution further on) moves after that tensor's producer. Otherwise
+    the first members' order is kept."""
+    made_by = {o: gi for gi, g in enumerate(groups) for row, _ in g for o in row.node.outputs if o}
+    after: list[set[int]] = [set() for _ in groups]
+    late = False
+    for gi, g in enumerate(groups):
+        for row, _ in g[1:]:
+            for i in row.node.inputs:
+                gj = made_by.get(i, gi)
+                if gj != gi:
+                    after[gi].add(gj)
+                    late = late or gj > gi
+    if not late:
+        return groups
+    waiting = [len(a) for a in after]
+    readers: list[list[int]] = [[] for _ in groups]
+    for gi, a in enumerate(after):
+        for gj in a:
+            readers[gj].append(gi)
+    ready = [gi for gi, n in enumerate(waiting) if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        gi = heapq.heappop(ready)
+        order.append(groups[gi])
+        for r in readers[gi]:
+            waiting[r] -= 1
+            if waiting[r] == 0:
+                heapq.heappush(ready, r)
+    return order if len(order) == len(groups) else groups
+
+
 def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
          kernels: dict[str, str] | None = None):
     """Group rows into fused layers along ``cands`` (from ``fusion_candidates``). ``rows`` carry
@@ -210,7 +266,7 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
     cons = consumers_of(graph)
     kernels = kernels or {}
     layers = []
-    for g in groups:
+    for g in _in_run_order(groups):
         parts = [make_layer(row) for row, _ in g]  # precision what-ifs already applied per part
         if len(g) == 1:
             layers.append(parts[0])

@@ -102,6 +102,7 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
     readers = consumers_of(graph)  # tensor -> how many nodes (and graph outputs) read it
     blocked: set[str] = set()  # tensors currently held in the blocked layout
     plain_copy: set[str] = set()  # blocked tensors already converted back (one conversion serves all)
+    blocked_copy: set[str] = set()  # plain tensors already converted in (a model input three convolutions read)
     out: list[Layer] = []
     layer_of = {n: layer for layer in layers for n in layer.nodes}
     free = free_transposes(graph, lambda node: node.name in layer_of and _blocked_anchor(
@@ -124,11 +125,12 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
                     # projection) is converted back out of the blocked layout first
                     convert_once(out, (i,), blocked.__contains__, plain_copy, lambda t: _reorder(graph, t, "out of"))
                     continue
-                if i in blocked:
+                if i in blocked or i in blocked_copy:
                     continue
                 r = _reorder(graph, i, "into")
                 if r is not None:
                     out.append(r)
+                blocked_copy.add(i)
             out.append(layer)
             blocked.update(o for o in outs if _rank4(graph, o))
             continue

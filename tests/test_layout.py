@@ -415,3 +415,50 @@ def test_conversions_take_the_calibrated_curve_by_their_pixels(tmp_path):
         rep = analyze(inspect_model(save(m, tmp_path)), hw, Settings(fusion="typical"), with_fixes=False)
         reo = next(c.layer for c in rep.score.layers if c.layer.name == "reorder out of c")
         assert family_efficiency(reo, hw) == pytest.approx(want, abs=1e-4)
+
+
+def test_branch_sums_become_one_summing_convolution_each_with_no_conversion(tmp_path):
+    """MobileOne's over-parameterised block: three parallel convolutions of one input summed as
+    Add(Add(a, b), c), then ReLU. ONNX Runtime hands each sum to a convolution as its summed input:
+    the first input made by a single-use convolution whose kernel sums nothing yet, so a sums b, then
+    c sums that total and applies the ReLU. Every tensor stays blocked; the group of a, which reads b,
+    runs after b. Before, the whole Add chain joined a's group at a's place, ahead of b and c, and
+    each of their outputs was costed as converted into the blocked layout (149 conversions, 1.8 ms
+    of MobileOne-S0's 12 ms on a 2-core CPU)."""
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="ca", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "wb"], ["b"], name="cb", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["a", "b"], ["s1"], name="add1"),
+             helper.make_node("Conv", ["x", "wc"], ["c"], name="cc", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["s1", "c"], ["s2"], name="add2"),
+             helper.make_node("Relu", ["s2"], ["y"], name="relu")]
+    m = model(nodes, [vi("x", [1, 16, 8, 8])], [vi("y", None)],
+              [weight("wa", [16, 16, 3, 3]), weight("wb", [16, 16, 3, 3]), weight("wc", [16, 16, 3, 3])])
+    layers = _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})
+    assert [l.name for l in layers] == ["reorder into x", "cb", "ca+add1", "cc+add2+relu", "reorder out of y"]
+    # each summing kernel reads its input, its summed tensor (16 x 8 x 8 fp32 = 4,096 bytes) and its weights
+    assert layers[2].workload.act_bytes_read == 2 * 16 * 64 * 4
+
+
+def test_a_gate_of_two_computed_tensors_is_a_kernel_of_its_own(tmp_path):
+    """StarNet's star operation, ReLU6(f1(x)) * f2(x): ONNX Runtime folds the clip into f1's
+    convolution but runs the product as a Mul kernel of its own (its optimised graph: 81 blocked
+    convolutions and 15 plain Mul nodes), on the blocked tensors as they are."""
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="f1"),
+             helper.make_node("Relu", ["a"], ["r"], name="act"),
+             helper.make_node("Conv", ["x", "w2"], ["b"], name="f2"),
+             helper.make_node("Mul", ["r", "b"], ["y"], name="star")]
+    m = model(nodes, [vi("x", [1, 16, 8, 8])], [vi("y", None)], [weight("w1", [16, 16, 1, 1]), weight("w2", [16, 16, 1, 1])])
+    layers = _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})
+    assert [l.name for l in layers] == ["reorder into x", "f1+act", "f2", "star", "reorder out of y"]
+    assert layers[3].workload.act_bytes_read == 2 * 16 * 64 * 4 and layers[3].workload.bytes_written == 16 * 64 * 4
+
+
+def test_a_sum_after_the_activation_is_not_taken_by_the_convolution(tmp_path):
+    """CSPDarkNet's residual: Conv -> LeakyReLU -> Add(shortcut). The runtime's convolution adds its
+    summed input before the activation, never after, so the Add is a kernel of its own."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("LeakyRelu", ["c"], ["l"], name="act", alpha=0.1),
+             helper.make_node("Add", ["x", "l"], ["y"], name="res")]
+    m = model(nodes, [vi("x", [1, 16, 8, 8])], [vi("y", None)], [weight("w", [16, 16, 1, 1])])
+    names = [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})]
+    assert "conv+act" in names and "res" in names and "conv+act+res" not in names
