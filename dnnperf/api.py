@@ -11,15 +11,15 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from dnnperf.scoring import (Layer, Score, Settings, effective_precision, precision_of, score, tf32_by_default, top_cause,
-                             with_precision)
+from dnnperf.scoring import Layer, Score, Settings, effective_precision, precision_of, score, tf32_by_default, top_cause
 from dnnperf.errors import DnnperfError
 from dnnperf.hardware import HardwareProfile
 from dnnperf.inspection import Inspection, Row, engine_quantized, inspect_graph, recomputed, recomputed_note
+from dnnperf.layers import build_layers
 from dnnperf.ir import ShapeOverrides
 from dnnperf.load import load_graph
 from dnnperf.rules import prices_far_reads
-from dnnperf.workload import FREE_FAMILIES, Workload
+from dnnperf.workload import FREE_FAMILIES
 
 __all__ = ["inspect_model", "inspect_graph", "analyze", "build_layers", "ranked", "Report", "Inspection", "Row"]
 
@@ -107,48 +107,6 @@ class Report:
     @property
     def top_cause(self) -> str:
         return top_cause(self.score)
-
-
-def build_layers(insp: Inspection, fusion: str = "none", precision: str | None = None, chains: bool = True,
-                 attention: bool = True) -> list[Layer]:
-    """The layers a runtime runs: ``fusion`` none or typical, ``chains`` (GPU-style elementwise chains,
-    else ONNX Runtime's CPU groups), ``attention`` (a fused attention kernel where the runtime has one)."""
-    from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes
-    from dnnperf.kernel_groups import framework_op_groups, group_candidates, runtime_kernel_groups, transposed_operands
-
-    def derived(key: str, build):
-        """What depends on the graph alone, built once per inspection (a report scores it several times)."""
-        if key not in insp.derived:
-            insp.derived[key] = build()
-        return insp.derived[key]
-
-    cands = derived("fusion_candidates" if attention else "fusion_candidates:unfused_attention",
-                    lambda: fusion_candidates(insp.graph, insp.rows, attention=attention))  # for the fix hints
-    absorbed = derived("transposed_operands", lambda: transposed_operands(insp.graph))  # attention's K^T
-
-    def make(row: Row) -> Layer:
-        w = row.workload if row.node.name not in absorbed else Workload("view", row.workload.dtype, launches=0)
-        if precision:
-            w = with_precision(w, precision)
-        c = cands.get(row.node.name)
-        saved = 2 * intermediate_bytes(insp.graph.tensors.get(c[1]), w) if c is not None else 0
-        return Layer(row.node.name, row.node.op_type, (row.node.name,), w, row.output_shape,
-                     fusable_into=c[0] if c else None, saved_bytes_if_fused=saved)
-
-    if fusion == "typical":
-        if chains:
-            return fuse(insp.graph, insp.rows, make, cands)
-        groups = derived("runtime_kernel_groups", lambda: runtime_kernel_groups(insp.graph))
-        cpu_cands = derived("cpu_fusion_candidates", lambda: fusion_candidates(insp.graph, insp.rows, False, groups))
-        return fuse(insp.graph, insp.rows, make, cpu_cands, {names[0]: kernel for kernel, names in groups})
-    if fusion != "none":
-        raise DnnperfError(f"--fusion must be 'none' or 'typical', got '{fusion}'")
-    if chains:  # a GPU framework's one-kernel ops (erf GELU, SiLU, Linear)
-        ops = derived("framework_op_groups", lambda: framework_op_groups(insp.graph))
-        if ops:
-            op_cands = derived("framework_op_candidates", lambda: group_candidates(insp.graph, ops))
-            return fuse(insp.graph, insp.rows, make, op_cands, {names[0]: k for k, names in ops})
-    return [make(r) for r in insp.rows if r.workload is not None]
 
 
 def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixes: bool = True,
@@ -413,15 +371,19 @@ def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
     elif _engine_qdq(hw, settings):
         insp = engine_quantized(insp)  # a QDQ model's Q/DQ pairs fold into the ops between them
     attention = _fused_attention(hw, settings)
-    layers = build_layers(insp, settings.fusion, settings.precision, hw.kind != "cpu", attention)
-    if _upcasts(hw, settings.precision):
-        from dnnperf.upcast import add_casts
+    def built(unsummed: frozenset = frozenset()) -> list[Layer]:
+        layers = build_layers(insp, settings.fusion, settings.precision, hw.kind != "cpu", attention, unsummed)
+        if _upcasts(hw, settings.precision):
+            from dnnperf.upcast import add_casts
 
-        layers = add_casts(insp.graph, layers)
+            layers = add_casts(insp.graph, layers)
+        return layers
+
+    layers = built()
     if hw.cpu_layout is not None:
-        from dnnperf.layout import add_reorders
+        from dnnperf.layout import laid_out
 
-        layers = add_reorders(insp.graph, layers, *hw.cpu_layout)
+        layers = laid_out(insp.graph, layers, hw.cpu_layout, built if settings.fusion == "typical" else None)
     if prices_far_reads(hw):  # reads priced by how far back they were written
         from dataclasses import replace
 

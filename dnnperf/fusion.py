@@ -63,7 +63,7 @@ _BIAS_ONLY_ANCHORS = frozenset({"MatMul", "Gemm"})
 
 def fusion_candidates(graph: Graph, rows, chains: bool = True,
                       groups: list[tuple[str, list[str]]] | None = None,
-                      attention: bool = True) -> dict[str, tuple[str, str]]:
+                      attention: bool = True, unsummed: frozenset = frozenset()) -> dict[str, tuple[str, str]]:
     """node name -> (producer node name, shared tensor) for every node a runtime would fuse.
 
     ``chains``: elementwise ops also fuse into elementwise producers (GPU compilers such as
@@ -72,7 +72,8 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     and into a standalone BatchNormalization (it runs one as a per-channel convolution), and runs
     the patterns of ``runtime_kernel_groups`` (``groups`` when the caller has them) as kernels of
     their own. ``attention``: whether attention (scores, softmax, product with V) becomes one kernel
-    (``_attention_step``; not where the engine has no fused attention kernel)."""
+    (``_attention_step``; not where the engine has no fused attention kernel). ``unsummed``: Adds no
+    kernel takes as its summed input (``dnnperf.layout``: their other operand is not blocked)."""
     cons = consumers_of(graph)
     produced: dict[str, object] = {}
     out = {}
@@ -114,8 +115,10 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 if not chains and node.op_type in ("Sub", "Mul", "Div") and any(
                         x not in graph.constants for x in node.inputs if x and x != i):
                     break  # a product of two computed tensors (StarNet's gate) is a kernel of its own
+                if not chains and anchor.op_type == "Conv" and not _per_channel(graph, node, i):
+                    break  # a constant over the whole map (a position embedding) folds into no bias
                 summed = not chains and _sums(graph, node)
-                if summed and taken.get(anchor.name):
+                if summed and (taken.get(anchor.name) or node.name in unsummed):
                     continue  # that kernel already takes a sum or applies its activation: try the next input
                 out[node.name] = (prod.node.name, i)
                 anchor_of[node.name] = anchor
@@ -137,6 +140,25 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
             if o:
                 produced[o] = row
     return out
+
+
+def _per_channel(graph: Graph, node, shared: str) -> bool:
+    """Whether an arithmetic op's constant operands broadcast over a convolution's output as one value
+    per channel or one in all (shape [C, 1, 1] or a scalar), what ONNX Runtime folds into the
+    kernel's weights or bias. A constant of the map's own size (ViT-style position embedding added
+    to a patch convolution: Visformer) is an elementwise kernel of its own, on the plain layout."""
+    if node.op_type not in ("Add", "Sub", "Mul", "Div"):
+        return True
+    for x in node.inputs:
+        if not x or x == shared or x not in graph.constants:
+            continue
+        t = graph.tensors.get(x)
+        if t is None or t.shape is None:
+            return False
+        dims = [1] * (4 - len(t.shape)) + list(t.shape)
+        if len(dims) != 4 or dims[0] != 1 or dims[2] != 1 or dims[3] != 1:
+            return False
+    return True
 
 
 def _sums(graph: Graph, node) -> bool:

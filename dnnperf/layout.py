@@ -95,9 +95,13 @@ def convert_once(out: list[Layer], tensors, needs, done: set[str], make) -> None
 
 
 def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int, align: int | None = None,
-                 pool_align: int | None = None) -> list[Layer]:
+                 pool_align: int | None = None, plain_sums: set | None = None) -> list[Layer]:
     """``layers`` with a ``LayoutReorder`` layer before each layer whose input layout differs from
-    the one its producer left (see the module docstring)."""
+    the one its producer left (see the module docstring). ``plain_sums``, when given, collects the
+    residual Adds fused into a blocked convolution whose other operand is in the plain layout: the
+    runtime sums into a blocked convolution only tensors that are blocked too, so such an Add is a
+    plain kernel of its own after the convolution's conversion out (``_score`` then builds the layers
+    again without fusing it)."""
     nodes = {n.name: n for n in graph.nodes}
     readers = consumers_of(graph)  # tensor -> how many nodes (and graph outputs) read it
     blocked: set[str] = set()  # tensors currently held in the blocked layout
@@ -125,7 +129,13 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
                     # projection) is converted back out of the blocked layout first
                     convert_once(out, (i,), blocked.__contains__, plain_copy, lambda t: _reorder(graph, t, "out of"))
                     continue
-                if i in blocked or i in blocked_copy:
+                if i in blocked:
+                    continue
+                if plain_sums is not None:
+                    # (a copy converted in for another convolution does not count: the runtime sums the
+                    # blocked outputs of its own kernels only)
+                    plain_sums.update(n.name for n in members[1:] if i in n.inputs and n.op_type in ("Add", "Sum"))
+                if i in blocked_copy:
                     continue
                 r = _reorder(graph, i, "into")
                 if r is not None:
@@ -135,8 +145,14 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
             blocked.update(o for o in outs if _rank4(graph, o))
             continue
         shapes = {graph.tensors[i].shape if i in graph.tensors else None for i in ins}
-        agnostic = all(n.op_type in LAYOUT_AGNOSTIC for n in members) and ins and all(i in blocked for i in ins) \
-            and len(shapes) == 1 and None not in shapes
+        # a runtime kernel spelled as several nodes (the erf GELU as Div, Erf, Add, Mul, Mul) keeps the
+        # layout as its kernel does
+        kernel = "+" not in layer.op_type and layer.op_type not in {n.op_type for n in members}  # a runtime kernel (Gelu)
+        agnostic = ((kernel and layer.op_type in LAYOUT_AGNOSTIC)
+                    or (all(n.op_type in LAYOUT_AGNOSTIC for n in members) and (kernel or not _constant_operand(graph, members)))) \
+            and ins and all(i in blocked for i in ins) and len(shapes) == 1 and None not in shapes
+        if len(members) == 1 and ins and all(i in blocked for i in ins) and _blocked_upsample(graph, anchor):
+            agnostic = True
         if anchor.op_type == "Concat" and len(members) == 1 and ins and all(i in blocked for i in ins) \
                 and _channel_concat(graph, anchor, block):
             agnostic = True  # channel-aligned concatenation stays blocked
@@ -157,6 +173,22 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
         out.append(layer)
     convert_once(out, graph.outputs, blocked.__contains__, plain_copy, lambda t: _reorder(graph, t, "out of"))
     return out
+
+
+def laid_out(graph: Graph, layers: list[Layer], cpu_layout: tuple, rebuilt=None) -> list[Layer]:
+    """``add_reorders`` with the profile's ``cpu_layout``. ``rebuilt(unsummed)``, when given (fused
+    layers), builds the layers again with those residual Adds left out of their convolutions: the ones
+    whose other operand turned out plain (``plain_sums``). An Add left plain can leave a later one's
+    operand plain too, so this repeats (three rounds at most)."""
+    unsummed: set = set()
+    for _ in range(3):
+        found: set = set()
+        laid = add_reorders(graph, layers, *cpu_layout, plain_sums=found)
+        if rebuilt is None or not found - unsummed:
+            return laid
+        unsummed |= found
+        layers = rebuilt(frozenset(unsummed))
+    return add_reorders(graph, layers, *cpu_layout)
 
 
 # ops ONNX Runtime's transpose optimizer moves a Transpose through (their other inputs constants, or
@@ -224,6 +256,42 @@ def _channels_last_transpose(members, ins, blocked, plain_copy, readers) -> bool
         return False
     t = ins[0]
     return t in blocked and t not in plain_copy and readers.get(t, 0) == 1
+
+
+def _constant_operand(graph: Graph, members) -> bool:
+    """An Add, Sum, Mul or Div of the layer that takes a stored tensor (not a single value): the runtime
+    runs a binary op blocked only when every operand is a blocked tensor, so it converts out first. A
+    single value is left alone (an Add of 0 or a Mul by 1 the runtime removes; MobileOne has them)."""
+    def stored(x):
+        t = graph.tensors.get(x)
+        return x in graph.constants and (t is None or t.numel is None or t.numel > 1)
+    return any(stored(x) for n in members if n.op_type in ("Add", "Sum", "Mul", "Div") for x in n.inputs if x)
+
+
+def _blocked_upsample(graph: Graph, node) -> bool:
+    """A Resize ONNX Runtime runs on a blocked tensor (its NCHWc Upsample), as its optimised graph shows
+    (ONNX Runtime 1.2x, a 16-channel map between two convolutions): scales given as a constant (not
+    sizes), whole-number factors of at least 1 on height and width only, and either mode "linear" with
+    coordinate_transformation_mode half_pixel, asymmetric or align_corners, or mode "nearest" with
+    asymmetric coordinates and nearest_mode "floor". Anything else (the defaults of nearest, a factor
+    of 1.5 or 0.5, pytorch_half_pixel, cubic) runs the plain kernel. HRNet's branch fusions upsample so."""
+    if node.op_type != "Resize" or len(node.inputs) < 3 or not node.inputs[2] or node.inputs[2] not in graph.constants:
+        return False
+    if len(node.inputs) > 3 and node.inputs[3]:
+        return False
+    a = node.attrs
+    mode, ctm = a.get("mode", "nearest"), a.get("coordinate_transformation_mode", "half_pixel")
+    if mode == "linear":
+        if ctm not in ("half_pixel", "asymmetric", "align_corners"):
+            return False
+    elif mode != "nearest" or ctm != "asymmetric" or a.get("nearest_mode", "round_prefer_floor") != "floor":
+        return False
+    x, y = graph.tensors.get(node.inputs[0]), graph.tensors.get(node.outputs[0]) if node.outputs else None
+    if x is None or y is None or x.shape is None or y.shape is None or len(x.shape) != 4 or len(y.shape) != 4:
+        return False
+    if tuple(x.shape[:2]) != tuple(y.shape[:2]) or not all(isinstance(d, int) and d > 0 for d in (*x.shape, *y.shape)):
+        return False
+    return all(b % a_ == 0 for a_, b in zip(x.shape[2:], y.shape[2:]))
 
 
 def _rank4(graph: Graph, name: str) -> bool:

@@ -4,7 +4,8 @@ import os
 
 import pytest
 import yaml
-from onnx import helper
+import numpy as np
+from onnx import helper, numpy_helper
 
 from dnnperf.api import analyze, inspect_model
 from dnnperf.errors import DnnperfError
@@ -462,3 +463,64 @@ def test_a_sum_after_the_activation_is_not_taken_by_the_convolution(tmp_path):
     m = model(nodes, [vi("x", [1, 16, 8, 8])], [vi("y", None)], [weight("w", [16, 16, 1, 1])])
     names = [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})]
     assert "conv+act" in names and "res" in names and "conv+act+res" not in names
+
+
+def _between_convs(tmp_path, middle, extra=(), shape=(1, 16, 8, 8), out_shape=None):
+    """conv -> ``middle`` nodes (reading "a", writing "m") -> conv, on a blocked profile."""
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1"), *middle,
+             helper.make_node("Conv", ["m", "w2"], ["y"], name="c2")]
+    m = model(nodes, [vi("x", list(shape))], [vi("y", None)],
+              [weight("w1", [16, 16, 1, 1]), weight("w2", [16, 16, 1, 1]), *extra])
+    return [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})]
+
+
+def test_an_upsample_the_runtime_runs_blocked_costs_no_conversion(tmp_path):
+    """ONNX Runtime's optimised graph, checked variant by variant on a 16-channel map between two
+    convolutions: a Resize by 2 with mode nearest, asymmetric, floor (HRNet's branch fusion) becomes its
+    blocked Upsample; with the default nearest_mode it stays the plain Resize, converted out and in."""
+    def run(**attrs):
+        resize = helper.make_node("Resize", ["a", "", "sc"], ["m"], name="up", **attrs)
+        return _between_convs(tmp_path, [resize], [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "sc")])
+    assert run(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor") == \
+        ["reorder into x", "c1", "up", "c2", "reorder out of y"]
+    assert run(mode="linear", coordinate_transformation_mode="half_pixel") == \
+        ["reorder into x", "c1", "up", "c2", "reorder out of y"]
+    assert run(mode="nearest", coordinate_transformation_mode="asymmetric") == \
+        ["reorder into x", "c1", "reorder out of a", "up", "reorder into m", "c2", "reorder out of y"]
+
+
+def test_an_erf_gelu_kernel_keeps_the_blocked_layout(tmp_path):
+    """PoolFormer's MLP: conv -> GELU spelled as Div, Erf, Add, Mul, Mul -> conv. The runtime runs the
+    five nodes as its Gelu kernel on the blocked tensor (no conversion); before, the Erf and Div in it
+    cost a conversion out and one back in."""
+    c = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("s2", 1.4142135), ("one", 1.0), ("half", 0.5))]
+    gelu = [helper.make_node("Div", ["a", "s2"], ["d"], name="div"), helper.make_node("Erf", ["d"], ["e"], name="erf"),
+            helper.make_node("Add", ["e", "one"], ["p"], name="add"), helper.make_node("Mul", ["a", "p"], ["q"], name="mul"),
+            helper.make_node("Mul", ["q", "half"], ["m"], name="mul2")]
+    names = _between_convs(tmp_path, gelu, c)
+    assert not any(n.startswith("reorder") and ("out of a" in n or "into m" in n) for n in names)
+
+
+def test_a_position_embedding_added_to_a_convolution_is_a_plain_kernel(tmp_path):
+    """Visformer adds a [1, C, H, W] position embedding to its patch convolution: not a per-channel
+    bias, so no convolution folds it, and a stored operand keeps the Add off the blocked layout (the
+    runtime converts the convolution's output out, adds, and converts back in for the next one)."""
+    add = helper.make_node("Add", ["a", "pos"], ["m"], name="pos_add")
+    names = _between_convs(tmp_path, [add], [weight("pos", [1, 16, 8, 8])])
+    assert names == ["reorder into x", "c1", "reorder out of a", "pos_add", "reorder into m", "c2", "reorder out of y"]
+    # a per-channel bias still folds into the convolution
+    names = _between_convs(tmp_path, [helper.make_node("Add", ["a", "b"], ["m"], name="bias")], [weight("b", [16, 1, 1])])
+    assert "c1+bias" in names
+
+
+def test_a_residual_sum_with_a_plain_operand_is_not_taken_by_the_convolution(tmp_path):
+    """EfficientFormer / PoolFormer: the residual stream comes from plain ops (a Sub of a pooled map),
+    so the Add after the MLP's last convolution has one plain operand; the runtime sums into a blocked
+    convolution only blocked tensors: the convolution's output is converted out and the Add runs plain."""
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1"),
+             helper.make_node("Sub", ["x", "a"], ["s"], name="sub"),  # plain: a binary op with a plain operand
+             helper.make_node("Conv", ["s", "w2"], ["b"], name="c2"),
+             helper.make_node("Add", ["b", "s"], ["y"], name="res")]
+    m = model(nodes, [vi("x", [1, 16, 8, 8])], [vi("y", None)], [weight("w1", [16, 16, 1, 1]), weight("w2", [16, 16, 1, 1])])
+    names = [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})]
+    assert "c2+res" not in names and "res" in names and "reorder out of b" in names

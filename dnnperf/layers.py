@@ -1,0 +1,54 @@
+"""The layers a runtime runs, built from an inspection's per-node rows: one per node, or fused the
+way a runtime fuses them (``dnnperf.fusion``), with the precision what-if applied per part.
+``dnnperf.api`` scores them."""
+
+from __future__ import annotations
+
+from dnnperf.errors import DnnperfError
+from dnnperf.inspection import Inspection, Row
+from dnnperf.scoring import Layer, with_precision
+from dnnperf.workload import Workload
+
+
+def build_layers(insp: Inspection, fusion: str = "none", precision: str | None = None, chains: bool = True,
+                 attention: bool = True, unsummed: frozenset = frozenset()) -> list[Layer]:
+    """The layers a runtime runs: ``fusion`` none or typical, ``chains`` (GPU-style elementwise chains,
+    else ONNX Runtime's CPU groups), ``attention`` (a fused attention kernel where the runtime has one),
+    ``unsummed`` (CPU: residual Adds no convolution takes, ``dnnperf.layout.add_reorders``)."""
+    from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes
+    from dnnperf.kernel_groups import framework_op_groups, group_candidates, runtime_kernel_groups, transposed_operands
+
+    def derived(key: str, build):
+        """What depends on the graph alone, built once per inspection (a report scores it several times)."""
+        if key not in insp.derived:
+            insp.derived[key] = build()
+        return insp.derived[key]
+
+    cands = derived("fusion_candidates" if attention else "fusion_candidates:unfused_attention",
+                    lambda: fusion_candidates(insp.graph, insp.rows, attention=attention))  # for the fix hints
+    absorbed = derived("transposed_operands", lambda: transposed_operands(insp.graph))  # attention's K^T
+
+    def make(row: Row) -> Layer:
+        w = row.workload if row.node.name not in absorbed else Workload("view", row.workload.dtype, launches=0)
+        if precision:
+            w = with_precision(w, precision)
+        c = cands.get(row.node.name)
+        saved = 2 * intermediate_bytes(insp.graph.tensors.get(c[1]), w) if c is not None else 0
+        return Layer(row.node.name, row.node.op_type, (row.node.name,), w, row.output_shape,
+                     fusable_into=c[0] if c else None, saved_bytes_if_fused=saved)
+
+    if fusion == "typical":
+        if chains:
+            return fuse(insp.graph, insp.rows, make, cands)
+        groups = derived("runtime_kernel_groups", lambda: runtime_kernel_groups(insp.graph))
+        cpu_cands = derived(f"cpu_fusion:{sorted(unsummed)}",
+                            lambda: fusion_candidates(insp.graph, insp.rows, False, groups, unsummed=unsummed))
+        return fuse(insp.graph, insp.rows, make, cpu_cands, {names[0]: kernel for kernel, names in groups})
+    if fusion != "none":
+        raise DnnperfError(f"--fusion must be 'none' or 'typical', got '{fusion}'")
+    if chains:  # a GPU framework's one-kernel ops (erf GELU, SiLU, Linear)
+        ops = derived("framework_op_groups", lambda: framework_op_groups(insp.graph))
+        if ops:
+            op_cands = derived("framework_op_candidates", lambda: group_candidates(insp.graph, ops))
+            return fuse(insp.graph, insp.rows, make, op_cands, {names[0]: k for k, names in ops})
+    return [make(r) for r in insp.rows if r.workload is not None]
