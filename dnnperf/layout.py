@@ -121,7 +121,11 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
             continue
         anchor = members[0]
         outs = [o for o in members[-1].outputs if o]
-        if _blocked_anchor(graph, anchor, layer, block, grouped_min, align or block, pool_align or block):
+        # a global pooling runs blocked only on a blocked input: the runtime does not convert into the
+        # layout for it (RegNetY's squeeze-excite pools a plain grouped convolution's output as it is),
+        # as it does for a convolution or a windowed pooling (PoolFormer's token mixer)
+        if _blocked_anchor(graph, anchor, layer, block, grouped_min, align or block, pool_align or block) and (
+                not anchor.op_type.startswith("Global") or anchor.inputs[0] in blocked):
             for i in dict.fromkeys(ins):
                 if i == anchor.inputs[0] and rules.reads_nchw(layer.workload, block):
                     # a plain convolution with fewer input channels than one block reads its input

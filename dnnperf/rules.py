@@ -292,9 +292,11 @@ def reads_nchw(w, block: int) -> bool:
 def blocked_conv(w, block: int, grouped_min: int, align: int | None = None) -> bool:
     """Whether a CPU runtime with a channel-blocked layout (ONNX Runtime's NCHWc, ``block`` channels
     per block, channel counts padded up to whole blocks from a multiple of ``align``) runs this
-    convolution blocked: output channels a multiple of ``align``; a plain convolution's input
-    channels too, or fewer than one block (an RGB image is read as it is); depthwise channels a
-    multiple of ``align``; a grouped one's channels per group from ``grouped_min`` in whole
+    convolution blocked: a plain convolution's input channels a multiple of ``align`` or fewer than
+    one block (an RGB image is read as it is), whatever its output channels (padded up to whole blocks:
+    ONNX Runtime 1.32 ran 64 -> 58, 64 -> 3, 64 -> 1 and 840 -> 151 blocked, 58 -> 64 and 70 -> 840
+    plain); a grouped or depthwise one's output channels a multiple of ``align`` too; depthwise
+    channels a multiple of ``align``; a grouped one's channels per group from ``grouped_min`` in whole
     multiples. ``align`` and ``grouped_min`` are measured by calibrate (default: the block). Anything
     else runs the plain NCHW kernel."""
     if not w.conv or w.gemm is None:
@@ -303,7 +305,7 @@ def blocked_conv(w, block: int, grouped_min: int, align: int | None = None) -> b
     groups = w.gemm.count
     cin_g = w.conv[0]
     cout, cin = w.gemm.n * groups, cin_g * groups
-    if cout % align:
+    if groups > 1 and cout % align:
         return False
     if w.family == "depthwise_conv":
         return cin % align == 0

@@ -164,7 +164,8 @@ def test_which_convolutions_run_blocked():
 
     assert blocked_conv(conv(64, 64), 16, 16)
     assert blocked_conv(conv(3, 64), 16, 16)  # an RGB image: fewer channels than a block, read as it is
-    assert not blocked_conv(conv(64, 58), 16, 16)  # output channels in no whole block
+    assert blocked_conv(conv(64, 58), 16, 16)  # output channels padded up to whole blocks (ONNX Runtime's graph)
+    assert not blocked_conv(conv(58, 64), 16, 16)  # ... input channels are not
     assert not blocked_conv(conv(24, 64), 16, 16)  # input channels: more than a block, not whole blocks
     assert blocked_conv(conv(24, 64), 8, 8)  # ... but whole blocks of 8
     assert blocked_conv(conv(144, 144, 144, "depthwise_conv"), 16, 16)
@@ -173,16 +174,17 @@ def test_which_convolutions_run_blocked():
     assert blocked_conv(conv(128, 128, 8, "grouped_conv"), 16, 16)  # 16 per group
 
 
-def test_an_unaligned_convolution_is_a_plain_op_between_blocked_ones(tmp_path):
+def test_a_convolution_reading_unaligned_channels_is_a_plain_op_between_blocked_ones(tmp_path):
     nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1"),
              helper.make_node("Conv", ["a", "w2"], ["b"], name="odd"),
              helper.make_node("Conv", ["b", "w3"], ["y"], name="c3")]
     m = model(nodes, [vi("x", [1, 16, 6, 6])], [vi("y", None)],
               [weight("w1", [16, 16, 1, 1]), weight("w2", [12, 16, 1, 1]), weight("w3", [16, 12, 1, 1])])
     names = [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})]
-    # 12 channels: 'odd' runs the plain kernel, so its input goes back to NCHW; c3's 12 input
-    # channels are more than a block and no whole block: c3 is plain too, and nothing converts after
-    assert names == ["reorder into x", "c1", "reorder out of a", "odd", "c3"]
+    # 'odd' reads 16 channels (whole blocks) and runs blocked, its 12 output channels padded up to a
+    # block; c3's 12 input channels are more than a block and no whole block: it runs the plain kernel,
+    # so 'odd's output goes back to NCHW before it, and nothing converts after
+    assert names == ["reorder into x", "c1", "odd", "reorder out of b", "c3"]
 
 
 def test_channel_alignment_below_the_block():
@@ -524,3 +526,16 @@ def test_a_residual_sum_with_a_plain_operand_is_not_taken_by_the_convolution(tmp
     m = model(nodes, [vi("x", [1, 16, 8, 8])], [vi("y", None)], [weight("w1", [16, 16, 1, 1]), weight("w2", [16, 16, 1, 1])])
     names = [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})]
     assert "c2+res" not in names and "res" in names and "reorder out of b" in names
+
+
+def test_a_global_pooling_of_a_plain_tensor_stays_plain(tmp_path):
+    """RegNetY's squeeze-excite: a grouped convolution the blocked layout does not take (4 channels per
+    group), then GlobalAveragePool. ONNX Runtime pools the plain map as it is and converts only the
+    pooled [1, C, 1, 1] into the blocked layout for the next convolution (its optimised graph); a
+    windowed pooling is converted in like a convolution (PoolFormer's token mixer)."""
+    nodes = [helper.make_node("Conv", ["x", "wg"], ["g"], name="grouped", group=4, pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["g"], ["p"], name="gap"),
+             helper.make_node("Conv", ["p", "w2"], ["y"], name="c2")]
+    m = model(nodes, [vi("x", [1, 16, 8, 8])], [vi("y", None)], [weight("wg", [16, 4, 3, 3]), weight("w2", [16, 16, 1, 1])])
+    names = [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})]
+    assert names == ["grouped", "gap", "reorder into p", "c2", "reorder out of y"]
