@@ -126,6 +126,7 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
         # as it does for a convolution or a windowed pooling (PoolFormer's token mixer)
         if _blocked_anchor(graph, anchor, layer, block, grouped_min, align or block, pool_align or block) and (
                 not anchor.op_type.startswith("Global") or anchor.inputs[0] in blocked):
+            unsummed_here = False  # the layer sums a plain tensor: as rebuilt, its sum runs plain
             for i in dict.fromkeys(ins):
                 if i == anchor.inputs[0] and rules.reads_nchw(layer.workload, block):
                     # a plain convolution with fewer input channels than one block reads its input
@@ -138,7 +139,9 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
                 if plain_sums is not None:
                     # (a copy converted in for another convolution does not count: the runtime sums the
                     # blocked outputs of its own kernels only)
-                    plain_sums.update(n.name for n in members[1:] if i in n.inputs and n.op_type in ("Add", "Sum"))
+                    sums = [n.name for n in members[1:] if i in n.inputs and n.op_type in ("Add", "Sum")]
+                    plain_sums.update(sums)
+                    unsummed_here = unsummed_here or bool(sums)
                 if i in blocked_copy:
                     continue
                 r = _reorder(graph, i, "into")
@@ -146,7 +149,8 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
                     out.append(r)
                 blocked_copy.add(i)
             out.append(layer)
-            blocked.update(o for o in outs if _rank4(graph, o))
+            if not unsummed_here:  # (so the Adds after it are found in the same pass)
+                blocked.update(o for o in outs if _rank4(graph, o))
             continue
         shapes = {graph.tensors[i].shape if i in graph.tensors else None for i in ins}
         # a runtime kernel spelled as several nodes (the erf GELU as Div, Erf, Add, Mul, Mul) keeps the
@@ -182,8 +186,9 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
 def laid_out(graph: Graph, layers: list[Layer], cpu_layout: tuple, rebuilt=None) -> list[Layer]:
     """``add_reorders`` with the profile's ``cpu_layout``. ``rebuilt(unsummed)``, when given (fused
     layers), builds the layers again with those residual Adds left out of their convolutions: the ones
-    whose other operand turned out plain (``plain_sums``). An Add left plain can leave a later one's
-    operand plain too, so this repeats (three rounds at most)."""
+    whose other operand turned out plain (``plain_sums``; the pass already treats their outputs as
+    plain, so a chain of them is found at once). The rebuilt layers are checked again (three rounds
+    at most)."""
     unsummed: set = set()
     for _ in range(3):
         found: set = set()

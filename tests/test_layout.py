@@ -539,3 +539,18 @@ def test_a_global_pooling_of_a_plain_tensor_stays_plain(tmp_path):
     m = model(nodes, [vi("x", [1, 16, 8, 8])], [vi("y", None)], [weight("wg", [16, 4, 3, 3]), weight("w2", [16, 16, 1, 1])])
     names = [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})]
     assert names == ["grouped", "gap", "reorder into p", "c2", "reorder out of y"]
+
+
+def test_a_chain_of_plain_residual_sums_is_found_in_one_pass(tmp_path):
+    """MobileViTV2 / Visformer: each block's residual Add reads the previous block's sum. Once the first
+    sum has a plain operand, its output is plain too and so is the next block's operand: every one of
+    them runs plain after its convolution's conversion out (here five blocks), not only the first."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a0"], name="c0"),
+             helper.make_node("Sub", ["x", "a0"], ["s0"], name="sub")]  # a plain stream to start from
+    for i in range(5):
+        nodes += [helper.make_node("Conv", [f"s{i}", f"w{i + 1}"], [f"b{i}"], name=f"c{i + 1}"),
+                  helper.make_node("Add", [f"b{i}", f"s{i}"], [f"s{i + 1}"], name=f"res{i}")]
+    m = model(nodes, [vi("x", [1, 16, 8, 8])], [vi("s5", None)], [weight(f"w{i}", [16, 16, 1, 1]) for i in range(6)])
+    names = [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})]
+    assert [n for n in names if n.startswith("res")] == [f"res{i}" for i in range(5)]
+    assert [n for n in names if n.startswith("reorder out of b")] == [f"reorder out of b{i}" for i in range(5)]
