@@ -153,12 +153,12 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
                 blocked.update(o for o in outs if _rank4(graph, o))
             continue
         shapes = {graph.tensors[i].shape if i in graph.tensors else None for i in ins}
-        # a runtime kernel spelled as several nodes (the erf GELU as Div, Erf, Add, Mul, Mul) keeps the
-        # layout as its kernel does
-        kernel = "+" not in layer.op_type and layer.op_type not in {n.op_type for n in members}  # a runtime kernel (Gelu)
-        agnostic = ((kernel and layer.op_type in LAYOUT_AGNOSTIC)
-                    or (all(n.op_type in LAYOUT_AGNOSTIC for n in members) and (kernel or not _constant_operand(graph, members)))) \
-            and ins and all(i in blocked for i in ins) and len(shapes) == 1 and None not in shapes
+        # a runtime kernel spelled as several nodes (the erf GELU as Div, Erf, Add, Mul, Mul: op type
+        # Gelu) keeps the layout as its kernel does, its constants inside the kernel
+        kernel = "+" not in layer.op_type and layer.op_type not in {n.op_type for n in members}
+        keeps = (kernel and layer.op_type in LAYOUT_AGNOSTIC) or (
+            all(n.op_type in LAYOUT_AGNOSTIC for n in members) and (kernel or not _constant_operand(graph, members)))
+        agnostic = keeps and ins and all(i in blocked for i in ins) and len(shapes) == 1 and None not in shapes
         if len(members) == 1 and ins and all(i in blocked for i in ins) and _blocked_upsample(graph, anchor):
             agnostic = True
         if anchor.op_type == "Concat" and len(members) == 1 and ins and all(i in blocked for i in ins) \
@@ -279,7 +279,7 @@ def _constant_operand(graph: Graph, members) -> bool:
 
 def _blocked_upsample(graph: Graph, node) -> bool:
     """A Resize ONNX Runtime runs on a blocked tensor (its NCHWc Upsample), as its optimised graph shows
-    (ONNX Runtime 1.2x, a 16-channel map between two convolutions): scales given as a constant (not
+    (ONNX Runtime 1.32, a 16-channel map between two convolutions): scales given as a constant (not
     sizes), whole-number factors of at least 1 on height and width only, and either mode "linear" with
     coordinate_transformation_mode half_pixel, asymmetric or align_corners, or mode "nearest" with
     asymmetric coordinates and nearest_mode "floor". Anything else (the defaults of nearest, a factor
