@@ -81,6 +81,7 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     epilogues = EPILOGUE_OPS if chains else CPU_KERNEL_EPILOGUES
     anchor_of: dict[str, object] = {}  # fused node -> its group's first node
     taken: dict[str, bool] = {}  # CPU: anchor -> its kernel already sums an operand or applies its activation
+    activated: set[str] = set()  # CPU: anchors whose kernel applies its activation
     if not chains:
         groups = runtime_kernel_groups(graph) if groups is None else groups
         for _kernel, names in groups:
@@ -120,10 +121,15 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 summed = not chains and _sums(graph, node)
                 if summed and (taken.get(anchor.name) or node.name in unsummed):
                     continue  # that kernel already takes a sum or applies its activation: try the next input
+                if not chains and not summed and node.op_type in ("Add", "Sub", "Mul", "Div") \
+                        and anchor.name in activated:
+                    break  # a constant scale or shift folds into the weights only ahead of the activation
                 out[node.name] = (prod.node.name, i)
                 anchor_of[node.name] = anchor
                 if not chains and (summed or node.op_type in CPU_CONV_ACTIVATIONS):
                     taken[anchor.name] = True
+                if not chains and node.op_type in CPU_CONV_ACTIVATIONS:
+                    activated.add(anchor.name)
                 break
         if chains and attention and node.name not in out and row.workload is not None:
             joined = _attention_step(graph, node, produced, cons, anchor_of)

@@ -268,13 +268,22 @@ def _channels_last_transpose(members, ins, blocked, plain_copy, readers) -> bool
 
 
 def _constant_operand(graph: Graph, members) -> bool:
-    """An Add, Sum, Mul or Div of the layer that takes a stored tensor (not a single value): the runtime
-    runs a binary op blocked only when every operand is a blocked tensor, so it converts out first. A
-    single value is left alone (an Add of 0 or a Mul by 1 the runtime removes; MobileOne has them)."""
-    def stored(x):
+    """An Add, Sum, Mul or Div of the layer that takes a stored operand: the runtime runs a binary op
+    blocked only when every operand is a blocked tensor, so it converts out first (NF-ResNet's gain,
+    x * 0.98). An Add of 0 or a Mul or Div by 1 the runtime removes (MobileOne adds 0 after each block),
+    and a single value the loader does not know is given the same benefit."""
+    def stored(n, x):
+        if x not in graph.constants:
+            return False
         t = graph.tensors.get(x)
-        return x in graph.constants and (t is None or t.numel is None or t.numel > 1)
-    return any(stored(x) for n in members if n.op_type in ("Add", "Sum", "Mul", "Div") for x in n.inputs if x)
+        if t is None or t.numel is None or t.numel > 1:
+            return True
+        v = graph.values.get(x)
+        if v is None:
+            return False
+        neutral = 0.0 if n.op_type in ("Add", "Sum") else 1.0
+        return float(v.reshape(-1)[0]) != neutral
+    return any(stored(n, x) for n in members if n.op_type in ("Add", "Sum", "Mul", "Div") for x in n.inputs if x)
 
 
 def _blocked_upsample(graph: Graph, node) -> bool:

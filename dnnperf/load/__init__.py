@@ -26,7 +26,7 @@ from typing import Any
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor, op_key, value_inputs
 from dnnperf.load import bounds, declared, fast, gaps, hostshape
-from dnnperf.load.fold import Resolver, tensor_value
+from dnnperf.load.fold import Resolver, single_values, tensor_value
 from dnnperf.load.overrides import apply_overrides, batch_axes, weight_inputs, weight_inputs_note
 from dnnperf.load.read import (MAX_ELEMS, CorruptName, check_dims, check_domains, check_for_onnx_inference, check_opset,
                                is_shape_like, parse_model, plain_attrs, read_model, read_model_bytes, short, static,
@@ -166,6 +166,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
             v = tensor_value(init)
             if v is not None:
                 res.values[init.name] = v
+    res.values.update(single_values(ig.node, res.values))  # is an Add of one a no-op? (dnnperf.layout)
     fed = _user_values(overrides, g, init_info, types, res, path)
     bodies: dict[tuple, dict] = {}  # (a node's outputs, subgraph label) -> the shapes resolved in it
     sliced: list[str] = []  # Slices at run-time offsets, costed at their input's size

@@ -79,6 +79,23 @@ def constant_value(node) -> np.ndarray | None:
     return None
 
 
+def single_values(nodes, known: dict) -> dict:
+    """{output: value} of the Constant nodes holding one float number (an exported ``x * 0.5`` or
+    ``x + 0``) whose value is not in ``known`` yet; anything longer is left to the folding that asks."""
+    out = {}
+    for node in nodes:
+        if node.op_type != "Constant" or not node.output or node.output[0] in known:
+            continue
+        for a in node.attribute[:]:
+            if a.name == "value_float":
+                out[node.output[0]] = np.array(a.f, dtype=np.float32)
+            elif a.name == "value" and a.t.data_type in (1, 10, 11) and all(d == 1 for d in a.t.dims):
+                v = tensor_value(a.t)
+                if v is not None:
+                    out[node.output[0]] = v
+    return out
+
+
 # float inputs whose value ONNX's per-node inference is given (scales): short vectors only
 _FLOAT_DATA = frozenset({"float32", "float16", "float64"})
 _FLOAT_DATA_ELEMS = 16
