@@ -45,6 +45,11 @@ def summarise(rows: list[dict]) -> str:
             f"   Spearman {rho:.3f}   top-5 inside top-10 {sum(r['top5_inside_predicted_top10'] for r in rows):2d}/{len(rows)}")
 
 
+def _unreliable(d: dict) -> bool:
+    """validate's note that an anchor moved too far since calibration (``measure.validate.unsteady``)."""
+    return any(n.startswith("UNRELIABLE") for n in d.get("notes", ()))
+
+
 def _as_calibrated(d: dict) -> dict:
     """A validate row as it would read with --no-drift (the top-layer check is the same: one scale
     factor per resource moves the layers' ranks little)."""
@@ -102,9 +107,12 @@ def main() -> None:
                       f"{d['measured_s'] * 1e3:8.3f} ms  error {d['error'] * 100:+6.1f}%  spread "
                       f"{d['spread'] * 100:4.1f}%  top5-in-top10 {d['top5_inside_predicted_top10']}"
                       + (f"  speed now x{sp['compute']:.3f} / x{sp['memory']:.3f}, as calibrated "
-                         f"{_as_calibrated(d)['error'] * 100:+6.1f}%" if sp else ""), flush=True)
+                         f"{_as_calibrated(d)['error'] * 100:+6.1f}%" if sp else "")
+                      + ("  UNRELIABLE" if _unreliable(d) else ""), flush=True)
         for s in chosen:
             print(f"  run {run} {s:<8}: " + summarise([r for r in rows.values() if r["set"] == s]), flush=True)
+            steady = [r for r in rows.values() if r["set"] == s and not _unreliable(r)]
+            print(f"  run {run} {s:<8} without the rows marked UNRELIABLE ({len(steady)}): " + summarise(steady), flush=True)
         runs.append(rows)
     print("\nsummary (one line per run and set; 'as calibrated': the same runs without validate's speed "
           "re-timing, as --no-drift)")

@@ -827,3 +827,15 @@ def test_ort_uint8_concat_and_average_pool_take_their_calibrated_time_per_output
     t = {c.layer.op_type: c.time_s - c.t_launch for c in rep.score.layers}
     assert t["QLinearConcat"] == pytest.approx(25_088 * 0.4e-9, rel=1e-3)
     assert t["QLinearAveragePool"] == pytest.approx(12_544 * 9e-9, rel=1e-3)
+
+
+def test_an_anchor_that_moved_far_marks_the_comparison_unreliable():
+    """Speeds are calibrated time / time now per anchor. Within 25% either way the correction stands
+    alone; past it (this VM's slow state: GEMM x1.00, memory x1.80) the note says the comparison is void."""
+    from dnnperf.measure.validate import unsteady
+
+    assert unsteady({"peak": 0.97, "dram": 1.05}) is None
+    assert unsteady({"peak": 1.0, "dram": 1.24}) is None
+    note = unsteady({"peak": 1.0, "dram": 1.80})
+    assert note.startswith("UNRELIABLE") and "dram x1.80" in note and "peak" not in note
+    assert "peak x0.70" in unsteady({"peak": 0.70, "dram": 1.0})

@@ -101,6 +101,25 @@ def _pace(x: float) -> str:
     return f"{abs(x - 1) * 100:.0f}% {'faster' if x >= 1 else 'slower'}"
 
 
+# how far an anchor may move from its calibrated time before the machine counts as another machine: a
+# steady one repeats its anchors within a few percent; a 2-core VM in its slow state ran models 1.5-2.5x
+# slower while its memory anchor read 1.5-1.9x *faster* and its GEMM anchor unchanged
+ANCHOR_MOVE = 1.25
+
+
+def unsteady(speed: dict) -> str | None:
+    """A note when an anchor moved past ``ANCHOR_MOVE`` either way since calibration (``speed``: role ->
+    calibrated time / time now): the per-resource correction cannot describe such a change, so the
+    comparison is not one of dnnperf's model against this machine."""
+    moved = {role: v for role, v in speed.items() if v > ANCHOR_MOVE or v < 1 / ANCHOR_MOVE}
+    if not moved:
+        return None
+    said = ", ".join(f"{role} x{v:.2f}" for role, v in sorted(moved.items()))
+    return (f"UNRELIABLE: an anchor micro-benchmark moved by more than {round((ANCHOR_MOVE - 1) * 100)}% since "
+            f"calibration ({said}): this machine is not in the state it was calibrated in (a shared or "
+            "throttled machine); run validate again when it settles, or calibrate again")
+
+
 def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
     """Attribute each ORT kernel to the dnnperf layer it implements.
 
@@ -221,6 +240,8 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
         notes.append(f"this machine multiplies {_pace(speed['peak'])} and streams memory {_pace(speed['dram'])} than "
                      f"when {hw.name} was calibrated (its anchor micro-benchmarks, timed next to the model): the "
                      f"estimate is for its speed now; as calibrated: {fmt_time(calibrated_s)} (--no-drift)")
+    if speed and unsteady(speed):
+        notes.append(unsteady(speed))
     profiled_s = sum(us for _op, us in kernels.values()) * 1e-6  # every kernel of the profiled run
     note = profile_note(profiled_s, latency)
     if note:
