@@ -114,7 +114,8 @@ def unsteady(speed: dict) -> str | None:
     moved = {role: v for role, v in speed.items() if v > ANCHOR_MOVE or v < 1 / ANCHOR_MOVE}
     if not moved:
         return None
-    said = ", ".join(f"{role} x{v:.2f}" for role, v in sorted(moved.items()))
+    named = {"peak": "compute", "dram": "memory"}  # as speed_vs_calibration names them
+    said = ", ".join(f"{named.get(role, role)} x{v:.2f}" for role, v in sorted(moved.items()))
     return (f"UNRELIABLE: an anchor micro-benchmark moved by more than {round((ANCHOR_MOVE - 1) * 100)}% since "
             f"calibration ({said}): this machine is not in the state it was calibrated in (a shared or "
             "throttled machine); run validate again when it settles, or calibrate again")
