@@ -80,7 +80,7 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     grouped: set[str] = set()
     epilogues = EPILOGUE_OPS if chains else CPU_KERNEL_EPILOGUES
     anchor_of: dict[str, object] = {}  # fused node -> its group's first node
-    taken: dict[str, bool] = {}  # CPU: anchor -> its kernel already sums an operand or applies its activation
+    taken: set[str] = set()  # CPU: anchors whose kernel already sums an operand or applies its activation
     activated: set[str] = set()  # CPU: anchors whose kernel applies its activation
     if not chains:
         groups = runtime_kernel_groups(graph) if groups is None else groups
@@ -119,7 +119,7 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 if not chains and anchor.op_type == "Conv" and not _per_channel(graph, node, i):
                     break  # a constant over the whole map (a position embedding) folds into no bias
                 summed = not chains and _sums(graph, node)
-                if summed and (taken.get(anchor.name) or node.name in unsummed):
+                if summed and (anchor.name in taken or node.name in unsummed):
                     continue  # that kernel already takes a sum or applies its activation: try the next input
                 if not chains and not summed and node.op_type in ("Add", "Sub", "Mul", "Div") \
                         and anchor.name in activated:
@@ -127,7 +127,7 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 out[node.name] = (prod.node.name, i)
                 anchor_of[node.name] = anchor
                 if not chains and (summed or node.op_type in CPU_CONV_ACTIVATIONS):
-                    taken[anchor.name] = True
+                    taken.add(anchor.name)
                 if not chains and node.op_type in CPU_CONV_ACTIVATIONS:
                     activated.add(anchor.name)
                 break

@@ -86,13 +86,12 @@ def single_values(nodes, known: dict) -> dict:
     for node in nodes:
         if node.op_type != "Constant" or not node.output or node.output[0] in known:
             continue
-        for a in node.attribute[:]:
-            if a.name == "value_float":
-                out[node.output[0]] = np.array(a.f, dtype=np.float32)
-            elif a.name == "value" and a.t.data_type in (1, 10, 11) and all(d == 1 for d in a.t.dims):
-                v = tensor_value(a.t)
-                if v is not None:
-                    out[node.output[0]] = v
+        a = node.attribute[0] if len(node.attribute) == 1 else None  # (decode only what can be one number)
+        if a is not None and (a.name == "value_float" or (a.name == "value" and a.t.data_type in (1, 10, 11)
+                                                          and all(d == 1 for d in a.t.dims))):
+            v = constant_value(node)
+            if v is not None:
+                out[node.output[0]] = v
     return out
 
 

@@ -241,8 +241,8 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
         notes.append(f"this machine multiplies {_pace(speed['peak'])} and streams memory {_pace(speed['dram'])} than "
                      f"when {hw.name} was calibrated (its anchor micro-benchmarks, timed next to the model): the "
                      f"estimate is for its speed now; as calibrated: {fmt_time(calibrated_s)} (--no-drift)")
-    if speed and unsteady(speed):
-        notes.append(unsteady(speed))
+    if speed and (moved := unsteady(speed)):
+        notes.append(moved)
     profiled_s = sum(us for _op, us in kernels.values()) * 1e-6  # every kernel of the profiled run
     note = profile_note(profiled_s, latency)
     if note:
