@@ -117,6 +117,7 @@ def export_networks() -> None:
                               dynamic_axes={"input": {0: "batch_size"}, "logits": {0: "batch_size"}})
             info = strip_file(full, os.path.join(NETWORKS_OUT, f"{name}.onnx"), drop_metadata=True)
         print(name, info)
+    export_bert_large()
 
 
 def export_vision(name: str, kwargs: dict, published: dict, out: str = OUT) -> None:
@@ -154,10 +155,11 @@ def export_gpt2(published: dict) -> None:
     print("gpt2", info)
 
 
-def export_bert(published: dict) -> None:
-    from transformers import BertConfig, BertModel
+def _export_bert(cfg, path: str) -> int:
+    """A transformers BertModel of ``cfg`` (eager attention) exported with dynamic batch and sequence
+    length and stripped to ``path``; returns its parameter count."""
+    from transformers import BertModel
 
-    cfg = BertConfig()
     cfg._attn_implementation = "eager"
     model = BertModel(cfg).eval()
     ids = torch.randint(0, cfg.vocab_size, (1, 128))
@@ -165,15 +167,29 @@ def export_bert(published: dict) -> None:
     batch = torch.export.Dim("batch_size", min=1, max=1024)
     seq = torch.export.Dim("sequence_length", min=2, max=512)
     with tempfile.TemporaryDirectory() as tmp:
-        full = os.path.join(tmp, "bert_base.onnx")
+        full = os.path.join(tmp, os.path.basename(path))
         torch.onnx.export(model, (ids, mask), full, dynamo=True, input_names=["input_ids", "attention_mask"],
                           output_names=["last_hidden_state", "pooler_output"],
                           dynamic_shapes={"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}},
                           external_data=False)
-        info = strip_file(full, os.path.join(OUT, "bert_base.onnx"), drop_metadata=True)
-    published["bert_base"] = {"params": sum(p.numel() for p in model.parameters()),
+        print(os.path.basename(path), strip_file(full, path, drop_metadata=True))
+    return sum(p.numel() for p in model.parameters())
+
+
+def export_bert(published: dict) -> None:
+    from transformers import BertConfig
+
+    published["bert_base"] = {"params": _export_bert(BertConfig(), os.path.join(OUT, "bert_base.onnx")),
                               "source": "transformers BertConfig() defaults"}
-    print("bert_base", info)
+
+
+def export_bert_large() -> None:
+    """BERT-Large (24 layers, 1024 hidden, 16 heads, 4096 intermediate) into bench/models/networks/, for
+    the published TensorRT BERT-Large latencies (bench/trt_bert.py)."""
+    from transformers import BertConfig
+
+    cfg = BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096)
+    _export_bert(cfg, os.path.join(NETWORKS_OUT, "bert_large.onnx"))
 
 
 def export_cpu_sets(only: list[str] | None = None) -> None:
