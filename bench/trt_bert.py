@@ -2,6 +2,7 @@
 
     python bench/trt_bert.py [--held-out]
     python bench/trt_bert.py --data bench/data/trt-bert-8.4-published.json
+    python bench/trt_bert.py --data FILE --records t4   # the t4 profile's `validation` records from FILE
 
 Every row of the data file (default bench/data/trt-bert-published.json: GPU, model, precision, batch,
 sequence length, average latency of NVIDIA's TensorRT BERT demo) is estimated with the row's model
@@ -67,11 +68,34 @@ def load_rows(path: str = DEFAULT_DATA) -> list[dict]:
         return json.load(fh)["rows"]
 
 
+def records(path: str, hw: str) -> list[dict]:
+    """The ``validation`` records of profile ``hw`` from the table at ``path``: one per precision, over
+    the rows measured on that GPU, counted as whole-network latencies (``networks``)."""
+    with open(path, encoding="utf-8") as fh:
+        label = json.load(fh)["label"]
+    res = estimate([r for r in load_rows(path) if r["hw"] == hw])
+    out = []
+    for prec in dict.fromkeys(r["precision"] for r, _ in res):
+        st = stats([{"predicted_s": p, "measured_s": r["latency_ms"] * 1e-3} for r, p in res if r["precision"] == prec])
+        out.append({"data": os.path.relpath(path, ROOT).replace(os.sep, "/"), "sheet": label, "precision": prec,
+                    "networks": st["kernels"], "median_error": round(st["median_error"], 2),
+                    "within_1_25": round(st["within_1_25"], 3), "within_2": round(st["within_2"], 3),
+                    "rho": round(st["rho"], 3)})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--held-out", action="store_true", help="only the rows nothing was set from")
     ap.add_argument("--data", default=DEFAULT_DATA, help="published rows (default: the TensorRT 7.1 table)")
+    ap.add_argument("--records", metavar="PROFILE", help="print PROFILE's `validation` records from --data (YAML list "
+                    "items to paste into profiles/PROFILE.yaml) and stop")
     a = ap.parse_args()
+    if a.records:
+        import yaml
+
+        print(yaml.safe_dump(records(a.data, a.records), sort_keys=False), end="")
+        return
     rows = [r for r in load_rows(a.data) if r["held_out"] or not a.held_out]
     res = estimate(rows)
     print(f"{'hw':<10} {'model':<10} {'prec':<5} {'seq':>4} {'batch':>5}  {'published':>10} {'predicted':>10}  pred/meas")

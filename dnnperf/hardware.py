@@ -132,11 +132,14 @@ SCHEMA = {
     "unverified": ("list", False, "fields whose figure is a widely quoted but unconfirmed value"),
     "notes": ("str", False, "free text"),
     "measured": ("map", False, "how a calibrated profile was measured"),
-    "validation": ("list", False, "how far to trust the profile: [{data, sheet, precision, kernels, median_error, "
-                                  "within_1_25, within_2, rho}] against published measurements (bench/published.py "
-                                  "--records prints them); absent: never validated"),
+    "validation": ("list", False, "how far to trust the profile: [{data, sheet, precision, kernels | networks, "
+                                  "median_error, within_1_25, within_2, rho}] against published measurements: kernels "
+                                  "(bench/published.py --records prints them) or whole-network latencies (networks: "
+                                  "bench/trt_bert.py --records); absent: never validated"),
 }
 VALIDATION_KEYS = ("data", "sheet", "precision", "kernels", "median_error", "within_1_25", "within_2", "rho")
+# a record counts published kernels or whole-network latencies: one of these two keys
+VALIDATION_COUNTS = ("kernels", "networks")
 
 
 @dataclass(frozen=True)
@@ -235,8 +238,10 @@ class HardwareProfile:
         "not validated"."""
         if not self.validation:
             return "not validated"
-        return "; ".join(f"{v['precision']}: median error {v['median_error']:.2f}x over {v['kernels']} published "
-                         f"kernels, {v['within_1_25'] * 100:.0f}% within 1.25x" for v in self.validation)
+        return "; ".join(f"{v['precision']}: median error {v['median_error']:.2f}x over "
+                         + (f"{v['kernels']} published kernels" if "kernels" in v else
+                            f"{v['networks']} published network latencies ({v['sheet']})")
+                         + f", {v['within_1_25'] * 100:.0f}% within 1.25x" for v in self.validation)
 
     @property
     def headline_rate(self) -> float:
@@ -604,12 +609,16 @@ def _validation(v, where: str) -> tuple[dict, ...]:
     for i, rec in enumerate(v):
         w = f"{where}.validation[{i}]"
         rec = _map(rec, w)
-        _check_keys(rec, VALIDATION_KEYS + ("notes",), w)
-        missing = [k for k in VALIDATION_KEYS if k not in rec]
+        _check_keys(rec, VALIDATION_KEYS + ("networks", "notes"), w)
+        counts = [k for k in VALIDATION_COUNTS if k in rec]
+        missing = [k if k != "kernels" else "kernels (or networks)" for k in VALIDATION_KEYS
+                   if k not in rec and not (k == "kernels" and counts)]
         if missing:
             raise DnnperfError(f"{w}: missing {', '.join(missing)} (bench/published.py --records prints complete records)")
+        if len(counts) > 1:
+            raise DnnperfError(f"{w}: give kernels or networks, not both (a record counts one kind of measurement)")
         r = {k: str(rec[k]) for k in ("data", "sheet", "precision")}
-        r["kernels"] = int(_num(rec["kernels"], f"{w}.kernels"))
+        r[counts[0]] = int(_num(rec[counts[0]], f"{w}.{counts[0]}"))
         r["median_error"] = _num(rec["median_error"], f"{w}.median_error")
         for k in ("within_1_25", "within_2"):
             r[k] = _num(rec[k], f"{w}.{k}", allow_zero=True, upper=1.0)

@@ -92,6 +92,26 @@ UNSEEN = {
 UNSEEN_OUT = os.path.join(HERE, "..", "bench", "models", "unseen")
 
 
+class _SEBottleneck(torchvision.models.resnet.Bottleneck):
+    """DeepLearningExamples' SE bottleneck (image_classification/models/resnet.py, common.py): the
+    bottleneck's output scaled per channel by a squeeze-excite branch (global average pool, a 1 x 1
+    convolution to 16 channels, ReLU, a 1 x 1 convolution back, sigmoid) and added to the shortcut in one
+    torch.addcmul, then ReLU."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        c = self.conv3.out_channels
+        self.se = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Conv2d(c, 16, 1), torch.nn.ReLU(inplace=True),
+                                      torch.nn.Conv2d(16, c, 1), torch.nn.Sigmoid())
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        identity = x if self.downsample is None else self.downsample(x)
+        return self.relu(torch.addcmul(identity, out, self.se(out), value=1))
+
+
 # Architectures a published whole-network table (bench/data/networks-published.json) times that
 # torchvision does not ship under that name, built from its classes: name -> constructor.
 NETWORKS = {
@@ -101,6 +121,9 @@ NETWORKS = {
     # with groups=32, width_per_group=4
     "resnext101_32x4d": lambda: torchvision.models.resnet.ResNet(torchvision.models.resnet.Bottleneck, [3, 4, 23, 3],
                                                                  groups=32, width_per_group=4),
+    # its SE-ResNeXt101-32x4d: the same with _SEBottleneck (se_squeeze 16: 16 channels in the branch)
+    "se_resnext101_32x4d": lambda: torchvision.models.resnet.ResNet(_SEBottleneck, [3, 4, 23, 3], groups=32,
+                                                                    width_per_group=4),
 }
 NETWORKS_OUT = os.path.join(HERE, "..", "bench", "models", "networks")
 
