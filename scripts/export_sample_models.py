@@ -126,6 +126,10 @@ NETWORKS = {
                                                                     width_per_group=4),
 }
 NETWORKS_OUT = os.path.join(HERE, "..", "bench", "models", "networks")
+# torchvision classifiers a published table times (bench/data/torch2trt-jetson-published.json) that no other
+# model folder holds, exported as torchvision ships them
+NETWORKS_TORCHVISION = ("densenet161", "densenet201", "vgg13", "vgg16", "vgg19", "vgg11_bn", "vgg16_bn", "vgg19_bn",
+                        "shufflenet_v2_x2_0", "mnasnet1_3")
 
 
 def export_networks() -> None:
@@ -141,6 +145,8 @@ def export_networks() -> None:
             info = strip_file(full, os.path.join(NETWORKS_OUT, f"{name}.onnx"), drop_metadata=True)
         print(name, info)
     export_bert_large()
+    for name in NETWORKS_TORCHVISION:
+        export_vision(name, {}, {}, NETWORKS_OUT)
 
 
 def export_vision(name: str, kwargs: dict, published: dict, out: str = OUT) -> None:

@@ -89,3 +89,18 @@ def test_unseen_cpu_models_match_torchvision_macs(name):
     # published to three decimals (shufflenet_v2_x0_5's 0.04 to two): within rounding of the last one
     half_unit = 0.005 if name == "shufflenet_v2_x0_5" else 0.0005
     assert abs(insp.totals()["macs"] / 1e9 - CPU_SET_GMACS[name]) <= half_unit
+
+
+# bench/models/networks' torchvision classifiers (the Jetson table's models no other folder holds):
+# torchvision's published MAC counts ("GFLOPS" in its model docs, multiply-accumulates), typed here
+NETWORKS_GMACS = {"densenet161": 7.728, "densenet201": 4.291, "vgg13": 11.308, "vgg16": 15.47, "vgg19": 19.632,
+                  "vgg11_bn": 7.609, "vgg16_bn": 15.47, "vgg19_bn": 19.632, "shufflenet_v2_x2_0": 0.583,
+                  "mnasnet1_3": 0.526}
+NETWORKS_DIR = os.path.join(os.path.dirname(SAMPLES), "bench", "models", "networks")
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS_GMACS))
+def test_network_folder_models_match_torchvision_macs(name):
+    insp = inspect_model(os.path.join(NETWORKS_DIR, f"{name}.onnx"), ShapeOverrides(batch=1))
+    assert insp.unsupported == [] and insp.graph.unresolved == []
+    assert abs(insp.totals()["macs"] / 1e9 - NETWORKS_GMACS[name]) <= 0.0005
