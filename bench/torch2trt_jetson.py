@@ -56,8 +56,9 @@ def estimate(rows: list[dict], runtime: str = "tensorrt") -> list[tuple[dict, fl
     for r in rows:
         if r["model"] not in inspections:
             inspections[r["model"]] = inspect_model(model_path(r["model"]), ShapeOverrides(batch=r["batch"]))
-        hw = profiles.get(r["hw"]) or profiles.setdefault(
-            r["hw"], load_profile(os.path.join(HERE, "data", "spec-profiles", f"{r['hw']}.yaml")))
+        if r["hw"] not in profiles:
+            profiles[r["hw"]] = load_profile(os.path.join(HERE, "data", "spec-profiles", f"{r['hw']}.yaml"))
+        hw = profiles[r["hw"]]
         rep = analyze(inspections[r["model"]], hw, Settings(batch=r["batch"], precision=r["precision"], runtime=runtime),
                       with_fixes=False, what_if=False)
         out.append((r, rep.score.totals["latency_s"]))

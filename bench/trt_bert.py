@@ -53,7 +53,9 @@ def estimate(rows: list[dict]) -> list[tuple[dict, float]]:
         if key not in inspections:
             dims = (("sequence_length", r["sequence"]),)
             inspections[key] = inspect_model(MODELS[model], ShapeOverrides(batch=r["batch"], dims=dims))
-        hw = profiles.get(r["hw"]) or profiles.setdefault(r["hw"], _profile(r["hw"]))
+        if r["hw"] not in profiles:
+            profiles[r["hw"]] = _profile(r["hw"])
+        hw = profiles[r["hw"]]
         rep = analyze(inspections[key], hw, Settings(batch=r["batch"], precision=r["precision"], runtime="tensorrt"),
                       with_fixes=False, what_if=False)
         out.append((r, rep.score.totals["latency_s"]))

@@ -614,7 +614,7 @@ def _validation(v, where: str) -> tuple[dict, ...]:
         missing = [k if k != "kernels" else "kernels (or networks)" for k in VALIDATION_KEYS
                    if k not in rec and not (k == "kernels" and counts)]
         if missing:
-            raise DnnperfError(f"{w}: missing {', '.join(missing)} (bench/published.py --records prints complete records)")
+            raise DnnperfError(f"{w}: missing {', '.join(missing)} (bench/published.py --records and bench/trt_bert.py --records print complete records)")
         if len(counts) > 1:
             raise DnnperfError(f"{w}: give kernels or networks, not both (a record counts one kind of measurement)")
         r = {k: str(rec[k]) for k in ("data", "sheet", "precision")}

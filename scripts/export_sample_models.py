@@ -133,7 +133,8 @@ NETWORKS_TORCHVISION = ("densenet161", "densenet201", "vgg13", "vgg16", "vgg19",
 
 
 def export_networks() -> None:
-    """NETWORKS into bench/models/networks/ (dynamic batch, as the vision samples)."""
+    """NETWORKS into bench/models/networks/ (dynamic batch, as the vision samples), then BERT-Large and the
+    torchvision classifiers of NETWORKS_TORCHVISION."""
     os.makedirs(NETWORKS_OUT, exist_ok=True)
     for name, build in NETWORKS.items():
         model = build().eval()
