@@ -1,6 +1,7 @@
 """Whole networks against published throughputs (issue 14).
 
     python bench/networks.py [--data bench/data/networks-published.json]
+    python bench/networks.py --records v100   # the v100 profile's `validation` records from the table
 
 For every published row (model, GPU, precision, batch, images/s; sources in the data file), dnnperf
 estimates the same configuration with the shipped profile (eager runtime, no fusion: the
@@ -22,28 +23,52 @@ sys.path.insert(0, os.path.dirname(HERE))
 from dnnperf.api import analyze, inspect_model  # noqa: E402
 from dnnperf.hardware import load_profile  # noqa: E402
 from dnnperf.ir import ShapeOverrides  # noqa: E402
-from dnnperf.published import stats  # noqa: E402
+from dnnperf.published import network_records, stats  # noqa: E402
 from dnnperf.scoring import Settings  # noqa: E402
+
+
+ROOT = os.path.dirname(HERE)
+DATA = os.path.join(HERE, "data", "networks-published.json")
+
+
+def estimate(rows: list[dict], runtime: str = "eager") -> list[tuple[dict, float, float]]:
+    """(row, predicted seconds per image, published seconds per image) for each row."""
+    samples = os.path.join(ROOT, "sample_models")
+    out = []
+    for r in rows:
+        path = os.path.join(HERE, r["path"]) if "path" in r else os.path.join(samples, r["model"] + ".onnx")
+        insp = inspect_model(path, ShapeOverrides(batch=r["batch"]))
+        rep = analyze(insp, load_profile(r["hw"]), Settings(batch=r["batch"], precision=r["precision"], runtime=runtime))
+        out.append((r, rep.score.totals["latency_s"] / r["batch"], 1.0 / r["images_per_s"]))
+    return out
+
+
+def records(path: str, hw: str) -> list[dict]:
+    """Profile ``hw``'s ``validation`` records from the table at ``path`` (one per precision, ``networks``)."""
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    res = estimate([r for r in data["rows"] if r["hw"] == hw])
+    return network_records([(r["precision"], p, m) for r, p, m in res],
+                           os.path.relpath(path, ROOT).replace(os.sep, "/"), data["label"])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=os.path.join(HERE, "data", "networks-published.json"))
+    ap.add_argument("--data", default=DATA)
     ap.add_argument("--runtime", default="eager")
+    ap.add_argument("--records", metavar="PROFILE", help="print PROFILE's `validation` records from --data (YAML list "
+                    "items to paste into profiles/PROFILE.yaml) and stop")
     args = ap.parse_args()
+    if args.records:
+        import yaml
+
+        print(yaml.safe_dump(records(args.data, args.records), sort_keys=False), end="")
+        return
     with open(args.data, encoding="utf-8") as fh:
         data = json.load(fh)
-    samples = os.path.join(os.path.dirname(HERE), "sample_models")
     print(f"{'model':<15} {'hw':<5} {'prec':<5} {'batch':>5}  {'measured/img':>12} {'predicted/img':>13}  {'pred/meas':>9}  source")
-    rows = []
-    for r in data["rows"]:
-        path = os.path.join(HERE, r["path"]) if "path" in r else os.path.join(samples, r["model"] + ".onnx")
-        insp = inspect_model(path, ShapeOverrides(batch=r["batch"]))
-        rep = analyze(insp, load_profile(r["hw"]), Settings(batch=r["batch"], precision=r["precision"],
-                                                             runtime=args.runtime))
-        pred = rep.score.totals["latency_s"] / r["batch"]
-        meas = 1.0 / r["images_per_s"]
-        rows.append((r, pred, meas))
+    rows = estimate(data["rows"], args.runtime)
+    for r, pred, meas in rows:
         tag = " (held out)" if r.get("held_out") else ""
         print(f"{r['model']:<15} {r['hw']:<5} {r['precision']:<5} {r['batch']:>5}  {meas * 1e3:10.3f} ms {pred * 1e3:11.3f} ms"
               f"  {pred / meas:8.2f}x  {r['source']}{tag}")

@@ -27,7 +27,7 @@ sys.path.insert(0, ROOT)
 from dnnperf.api import analyze, inspect_model  # noqa: E402
 from dnnperf.hardware import load_profile  # noqa: E402
 from dnnperf.ir import ShapeOverrides  # noqa: E402
-from dnnperf.published import stats  # noqa: E402
+from dnnperf.published import network_records, stats  # noqa: E402
 from dnnperf.scoring import Settings  # noqa: E402
 
 
@@ -76,14 +76,8 @@ def records(path: str, hw: str) -> list[dict]:
     with open(path, encoding="utf-8") as fh:
         label = json.load(fh)["label"]
     res = estimate([r for r in load_rows(path) if r["hw"] == hw])
-    out = []
-    for prec in dict.fromkeys(r["precision"] for r, _ in res):
-        st = stats([{"predicted_s": p, "measured_s": r["latency_ms"] * 1e-3} for r, p in res if r["precision"] == prec])
-        out.append({"data": os.path.relpath(path, ROOT).replace(os.sep, "/"), "sheet": label, "precision": prec,
-                    "networks": st["kernels"], "median_error": round(st["median_error"], 2),
-                    "within_1_25": round(st["within_1_25"], 3), "within_2": round(st["within_2"], 3),
-                    "rho": round(st["rho"], 3)})
-    return out
+    return network_records([(r["precision"], p, r["latency_ms"] * 1e-3) for r, p in res],
+                           os.path.relpath(path, ROOT).replace(os.sep, "/"), label)
 
 
 def main() -> None:

@@ -240,7 +240,7 @@ class HardwareProfile:
             return "not validated"
         return "; ".join(f"{v['precision']}: median error {v['median_error']:.2f}x over "
                          + (f"{v['kernels']} published kernels" if "kernels" in v else
-                            f"{v['networks']} published network latencies ({v['sheet']})")
+                            f"{v['networks']} published whole-network timings ({v['sheet']})")
                          + f", {v['within_1_25'] * 100:.0f}% within 1.25x" for v in self.validation)
 
     @property

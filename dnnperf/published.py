@@ -381,6 +381,19 @@ def published_document(path: str, hw: HardwareProfile, worst: int = 10) -> dict:
                        "ratio": round(r["ratio"], 3), "cause": r["cause"]} for r in bad]}
 
 
+def network_records(rows: list[tuple[str, float, float]], data_label: str, sheet: str) -> list[dict]:
+    """A profile's ``validation`` records from published whole-network latencies: one per precision (in
+    the order the rows give them) over its (precision, predicted seconds, measured seconds) rows, counted
+    as ``networks``."""
+    out = []
+    for prec in dict.fromkeys(p for p, _, _ in rows):
+        st = stats([{"predicted_s": pr, "measured_s": m} for p, pr, m in rows if p == prec])
+        out.append({"data": data_label, "sheet": sheet, "precision": prec, "networks": st["kernels"],
+                    "median_error": round(st["median_error"], 2), "within_1_25": round(st["within_1_25"], 3),
+                    "within_2": round(st["within_2"], 3), "rho": round(st["rho"], 3)})
+    return out
+
+
 def _rounded(st: dict) -> dict:
     keys = ("kernels", "median_ratio", "median_ratio_gemm", "median_ratio_conv", "median_ratio_elementwise",
             "median_error", "within_1_25",
