@@ -104,3 +104,22 @@ def test_network_folder_models_match_torchvision_macs(name):
     insp = inspect_model(os.path.join(NETWORKS_DIR, f"{name}.onnx"), ShapeOverrides(batch=1))
     assert insp.unsupported == [] and insp.graph.unresolved == []
     assert abs(insp.totals()["macs"] / 1e9 - NETWORKS_GMACS[name]) <= 0.0005
+
+
+def test_bert_large_and_se_resnext_skeletons_count_by_hand():
+    """BERT-Large (bench/models/networks, for the TensorRT BERT-Large rows) at sequence 128: 24 layers x 128
+    tokens x (4 x 1024^2 + 2 x 1024 x 4096) + 24 x 2 x 128^2 x 1024 for attention + 1024^2 for the pooler.
+    SE-ResNeXt101-32x4d is ResNeXt101-32x4d plus its squeeze-excite branches: two 1 x 1 convolutions
+    between the block's C output channels and 16, 2 x 16 x C MACs per block over the 33 blocks (3 of 256
+    channels, 4 of 512, 23 of 1024, 3 of 2048)."""
+    s, d, layers = 128, 1024, 24
+    expected = s * layers * (4 * d * d + 2 * d * 4 * d) + layers * 2 * s * s * d + d * d
+    assert expected == 39_461_060_608
+    insp = inspect_model(os.path.join(NETWORKS_DIR, "bert_large.onnx"),
+                         ShapeOverrides(batch=1, dims=(("sequence_length", 128),)))
+    assert insp.totals()["macs"] == expected
+    branches = 2 * 16 * (3 * 256 + 4 * 512 + 23 * 1024 + 3 * 2048)
+    assert branches == 1_040_384
+    macs = {m: inspect_model(os.path.join(NETWORKS_DIR, f"{m}.onnx"), ShapeOverrides(batch=1)).totals()["macs"]
+            for m in ("resnext101_32x4d", "se_resnext101_32x4d")}
+    assert macs["se_resnext101_32x4d"] - macs["resnext101_32x4d"] == branches
