@@ -80,8 +80,14 @@ def predicted_conversions(path: str, hw) -> set[tuple[str, str]]:
 
     # a transformer's sequence length as the other benchmarks give it (ignored where the model has none;
     # the runtime's graph keeps it symbolic, and neither side converts a layout around a product)
-    ov = ShapeOverrides(batch=1, dims=(("sequence_length", 128),), strict=False)
-    rep = analyze(inspect_model(path, ov), hw, Settings(fusion="typical"), with_fixes=False)
+    from dnnperf.errors import DnnperfError
+
+    dims = (("sequence_length", 128),)
+    try:
+        insp = inspect_model(path, ShapeOverrides(batch=1, dims=dims, strict=False))
+    except DnnperfError:  # a detector that takes one image without a batch axis: --batch is refused
+        insp = inspect_model(path, ShapeOverrides(dims=dims, strict=False))
+    rep = analyze(insp, hw, Settings(fusion="typical"), with_fixes=False)
     out = set()
     for c in rep.score.layers:
         if c.layer.op_type == "LayoutReorder":

@@ -113,7 +113,9 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
         graph, node, layer_of[node.name], block, grouped_min, align or block, pool_align or block))
     for layer in layers:
         members, ins = layer_io(graph, layer, nodes)
-        if not members:
+        if not members or layer.workload.family == "shape":
+            # (a Shape of a blocked tensor folded at load time reads nothing when the model runs: the
+            # runtime converts out of the layout only for a Shape it runs, with symbolic dims)
             out.append(layer)
             continue
         if len(members) == 1 and members[0].name in free:
@@ -288,14 +290,21 @@ def _constant_operand(graph: Graph, members) -> bool:
 
 def _blocked_upsample(graph: Graph, node) -> bool:
     """A Resize ONNX Runtime runs on a blocked tensor (its NCHWc Upsample), as its optimised graph shows
-    (ONNX Runtime 1.32, a 16-channel map between two convolutions): scales given as a constant (not
-    sizes), whole-number factors of at least 1 on height and width only, and either mode "linear" with
-    coordinate_transformation_mode half_pixel, asymmetric or align_corners, or mode "nearest" with
-    asymmetric coordinates and nearest_mode "floor". Anything else (the defaults of nearest, a factor
-    of 1.5 or 0.5, pytorch_half_pixel, cubic) runs the plain kernel. HRNet's branch fusions upsample so."""
-    if node.op_type != "Resize" or len(node.inputs) < 3 or not node.inputs[2] or node.inputs[2] not in graph.constants:
+    (ONNX Runtime 1.32, a 16-channel map between two convolutions): scales, or sizes, known when the
+    model loads (a constant, or shape arithmetic folded at static input dims: torchvision's FPN sizes
+    each top-down map from the Shape of the lateral one), whole-number factors of at least 1 on height
+    and width only, and either mode "linear" with coordinate_transformation_mode half_pixel, asymmetric
+    or align_corners, or mode "nearest" with asymmetric coordinates and nearest_mode "floor". Anything
+    else (the defaults of nearest, a factor of 1.5 or 0.5, pytorch_half_pixel, cubic, sizes the runtime
+    computes every inference from symbolic dims) runs the plain kernel. HRNet's branch fusions upsample
+    so, and the FPNs of torchvision's detectors."""
+    if node.op_type != "Resize":
         return False
-    if len(node.inputs) > 3 and node.inputs[3]:
+    scales = node.inputs[2] if len(node.inputs) > 2 else ""
+    sizes = node.inputs[3] if len(node.inputs) > 3 else ""
+    if scales and (sizes or scales not in graph.constants):
+        return False
+    if not scales and (not sizes or sizes not in graph.constants or sizes in graph.host_shape):
         return False
     a = node.attrs
     mode, ctm = a.get("mode", "nearest"), a.get("coordinate_transformation_mode", "half_pixel")

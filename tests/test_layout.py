@@ -491,6 +491,33 @@ def test_an_upsample_the_runtime_runs_blocked_costs_no_conversion(tmp_path):
         ["reorder into x", "c1", "reorder out of a", "up", "reorder into m", "c2", "reorder out of y"]
 
 
+def test_an_upsample_to_known_sizes_runs_blocked_like_one_by_scales(tmp_path):
+    """The same Resize given sizes instead of scales (torchvision's FPN: each top-down map resized to the
+    Shape of the lateral one, folded at static input dims), as ONNX Runtime 1.32's optimised graph runs it:
+    blocked at a whole factor (8 x 8 -> 16 x 16), plain at 1.5 (8 x 8 -> 12 x 12)."""
+    def run(side, from_shape=False):
+        attrs = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+        if from_shape:  # the sizes of the map a second convolution writes at the target size
+            middle = [helper.make_node("Conv", ["x2", "w3"], ["big"], name="c3"),
+                      helper.make_node("Shape", ["big"], ["sz"], name="shape"),
+                      helper.make_node("Resize", ["a", "", "", "sz"], ["m"], name="up", **attrs)]
+            nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1"), *middle,
+                     helper.make_node("Add", ["m", "big"], ["s"], name="add"),
+                     helper.make_node("Conv", ["s", "w2"], ["y"], name="c2")]
+            m = model(nodes, [vi("x", [1, 16, 8, 8]), vi("x2", [1, 16, side, side])], [vi("y", None)],
+                      [weight("w1", [16, 16, 1, 1]), weight("w2", [16, 16, 1, 1]), weight("w3", [16, 16, 1, 1])])
+            return [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})]
+        resize = helper.make_node("Resize", ["a", "", "", "sz"], ["m"], name="up", **attrs)
+        return _between_convs(tmp_path, [resize], [numpy_helper.from_array(np.array([1, 16, side, side], np.int64), "sz")])
+    assert run(16) == ["reorder into x", "c1", "up", "c2", "reorder out of y"]
+    assert run(12) == ["reorder into x", "c1", "reorder out of a", "up", "reorder into m", "c2", "reorder out of y"]
+    # sizes from a Shape folded at load time: the Shape runs no kernel and reads nothing, so the map it
+    # measures stays blocked (the runtime converts out only for a Shape it runs, with symbolic dims)
+    names = run(16, from_shape=True)
+    assert not any(n.startswith("reorder out of") and n != "reorder out of y" for n in names), names
+    assert names.count("reorder into x") == 1 and names.count("reorder into x2") == 1
+
+
 def test_an_erf_gelu_kernel_keeps_the_blocked_layout(tmp_path):
     """PoolFormer's MLP: conv -> GELU spelled as Div, Erf, Add, Mul, Mul -> conv. The runtime runs the
     five nodes as its Gelu kernel on the blocked tensor (no conversion); before, the Erf and Div in it
