@@ -65,6 +65,43 @@ def _removed(layer: Layer) -> Layer:
     return replace(layer, workload=w, reads=())
 
 
+def _pad_folded(layer: Layer) -> Layer:
+    """A Pad the runtime folds into the convolution or average pooling that reads it (``_fused_pad``)."""
+    w = Workload("view", dtype=layer.workload.dtype, launches=0,
+                 note="folded into the next layer's padding by the runtime (its Pad fusion)")
+    return replace(layer, workload=w, reads=())
+
+
+def _fused_pad(graph: Graph, node, reader_ops: dict) -> bool:
+    """A Pad ONNX Runtime folds into the padding of the layer after it (its PadFusion, as its optimised
+    graph shows: ONNX Runtime 1.32, a 32-channel map): zeros (constant mode, no value or 0) added on the
+    spatial axes only, read by nothing but one Conv or AveragePool (a MaxPool keeps its Pad: zeros are
+    not the identity of a max; a second reader, a non-zero value, reflect mode or padded channels keep
+    it too). TensorFlow exports write one before every strided convolution ('SAME' padding)."""
+    if node.op_type != "Pad" or node.attrs.get("mode", "constant") != "constant" or not node.outputs:
+        return False
+    readers = reader_ops.get(node.outputs[0], ())
+    if len(readers) != 1 or readers[0] not in ("Conv", "AveragePool") or node.outputs[0] in graph.outputs:
+        return False
+    x = graph.tensors.get(node.inputs[0]) if node.inputs else None
+    if x is None or x.shape is None or len(x.shape) < 3:
+        return False
+    if len(node.inputs) > 3 and node.inputs[3]:
+        return False  # explicit axes (opset 18): left as it is
+    pads = node.attrs.get("pads") if len(node.inputs) < 2 or not node.inputs[1] else graph.values.get(node.inputs[1])
+    value = node.attrs.get("value", 0.0)
+    if len(node.inputs) > 2 and node.inputs[2]:
+        v = graph.values.get(node.inputs[2])
+        value = None if v is None else float(v.reshape(-1)[0])
+    if pads is None or value != 0.0:
+        return False
+    pads = [int(p) for p in list(pads.reshape(-1) if hasattr(pads, "reshape") else pads)]
+    r = len(x.shape)
+    if len(pads) != 2 * r or min(pads) < 0:
+        return False
+    return pads[0] == pads[1] == pads[r] == pads[r + 1] == 0
+
+
 def _reorder(graph: Graph, tensor: str, where: str) -> Layer | None:
     t = graph.tensors.get(tensor)
     if t is None or not t.nbytes:
@@ -104,6 +141,11 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
     again without fusing it)."""
     nodes = {n.name: n for n in graph.nodes}
     readers = consumers_of(graph)  # tensor -> how many nodes (and graph outputs) read it
+    reader_ops: dict[str, list[str]] = {}  # tensor -> the op types of the nodes that read it
+    for n in graph.nodes:
+        for i in dict.fromkeys(n.inputs):
+            if i:
+                reader_ops.setdefault(i, []).append(n.op_type)
     blocked: set[str] = set()  # tensors currently held in the blocked layout
     plain_copy: set[str] = set()  # blocked tensors already converted back (one conversion serves all)
     blocked_copy: set[str] = set()  # plain tensors already converted in (a model input three convolutions read)
@@ -120,6 +162,12 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
             continue
         if len(members) == 1 and members[0].name in free:
             out.append(_removed(layer))
+            continue
+        if len(members) == 1 and _fused_pad(graph, members[0], reader_ops):
+            # the next layer reads the Pad's input in whatever layout it is in, padding as it goes
+            out.append(_pad_folded(layer))
+            if ins and all(i in blocked for i in ins):
+                blocked.update(o for o in members[0].outputs if o and _rank4(graph, o))
             continue
         anchor = members[0]
         outs = [o for o in members[-1].outputs if o]

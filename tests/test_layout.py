@@ -518,6 +518,40 @@ def test_an_upsample_to_known_sizes_runs_blocked_like_one_by_scales(tmp_path):
     assert names.count("reorder into x") == 1 and names.count("reorder into x2") == 1
 
 
+def test_a_zero_pad_before_a_convolution_is_folded_into_it(tmp_path):
+    """ONNX Runtime's Pad fusion (its optimised graph, 1.32): zeros added on the spatial axes and read by
+    one Conv (TensorFlow's 'SAME' padding before a strided convolution) become the convolution's own
+    padding: no Pad kernel, no conversion; before a MaxPool, or with a non-zero value, the Pad stays a
+    plain kernel, converted out and in."""
+    def run(consumer, value=0.0):
+        pad = helper.make_node("Pad", ["a", "pads", "cv"], ["m"], name="pad")
+        extra = [numpy_helper.from_array(np.array([0, 0, 0, 1, 0, 0, 1, 1], np.int64), "pads"),
+                 numpy_helper.from_array(np.array(value, np.float32), "cv")]
+        if consumer == "Conv":
+            return _between_convs(tmp_path, [pad], extra), None
+        nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1"), pad,
+                 helper.make_node("MaxPool", ["m"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2])]
+        m = model(nodes, [vi("x", [1, 16, 8, 8])], [vi("y", None)], [weight("w1", [16, 16, 1, 1]), *extra])
+        layers = _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})
+        return [l.name for l in layers], layers
+    names, _ = run("Conv")
+    assert names == ["reorder into x", "c1", "pad", "c2", "reorder out of y"]
+    names, _ = run("Conv", value=1.0)
+    assert names == ["reorder into x", "c1", "reorder out of a", "pad", "reorder into m", "c2", "reorder out of y"]
+    names, layers = run("MaxPool")
+    assert "reorder out of a" in names and "reorder into m" in names
+    path = save(model([helper.make_node("Conv", ["x", "w1"], ["a"], name="c1"),
+                       helper.make_node("Pad", ["a", "pads"], ["m"], name="pad"),
+                       helper.make_node("Conv", ["m", "w2"], ["y"], name="c2", strides=[2, 2])],
+                      [vi("x", [1, 16, 8, 8])], [vi("y", None)],
+                      [weight("w1", [16, 16, 1, 1]), weight("w2", [16, 16, 3, 3]),
+                       numpy_helper.from_array(np.array([0, 0, 0, 1, 0, 0, 1, 1], np.int64), "pads")]), tmp_path)
+    rep = analyze(inspect_model(path), load_profile(_profile(tmp_path, {"block": 8, "grouped_min_width": 8})),
+                  Settings(fusion="typical"), with_fixes=False)
+    pad = next(c for c in rep.score.layers if c.layer.name == "pad")
+    assert pad.layer.workload.launches == 0 and pad.time_s == 0  # no kernel: the convolution pads as it reads
+
+
 def test_an_erf_gelu_kernel_keeps_the_blocked_layout(tmp_path):
     """PoolFormer's MLP: conv -> GELU spelled as Div, Erf, Add, Mul, Mul -> conv. The runtime runs the
     five nodes as its Gelu kernel on the blocked tensor (no conversion); before, the Erf and Div in it
