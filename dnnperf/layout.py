@@ -209,6 +209,9 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
         keeps = (kernel and layer.op_type in LAYOUT_AGNOSTIC) or (
             all(n.op_type in LAYOUT_AGNOSTIC for n in members) and (kernel or not _constant_operand(graph, members)))
         agnostic = keeps and ins and all(i in blocked for i in ins) and len(shapes) == 1 and None not in shapes
+        if not agnostic and len(members) == 1 and anchor.op_type == "Add" and len(ins) == 2 \
+                and all(i in blocked for i in ins) and _channel_broadcast(shapes):
+            agnostic = True  # the runtime adds a per-channel [N, C, 1, 1] tensor to a blocked map as it is
         if len(members) == 1 and ins and all(i in blocked for i in ins) and _blocked_upsample(graph, anchor):
             agnostic = True
         if anchor.op_type == "Concat" and len(members) == 1 and ins and all(i in blocked for i in ins) \
@@ -367,6 +370,17 @@ def _blocked_upsample(graph: Graph, node) -> bool:
     if tuple(x.shape[:2]) != tuple(y.shape[:2]) or not all(isinstance(d, int) and d > 0 for d in (*x.shape, *y.shape)):
         return False
     return all(b % a_ == 0 for a_, b in zip(x.shape[2:], y.shape[2:]))
+
+
+def _channel_broadcast(shapes: set) -> bool:
+    """Two 4-D shapes of the same batch and channels, one of them 1 x 1 in space ([N, C, H, W] and
+    [N, C, 1, 1]): ONNX Runtime adds such a per-channel tensor to a blocked map in the blocked layout (its
+    optimised graph reshapes both and runs the Add there; a global-context block's context), where it
+    multiplies by one in the plain layout (a squeeze-excite gate: both converted out, probed)."""
+    if len(shapes) != 2 or None in shapes or any(len(x) != 4 for x in shapes):
+        return False
+    a, b = sorted(shapes, key=lambda x: x[2] * x[3])
+    return a[:2] == b[:2] and a[2:] == (1, 1) and b[2:] != (1, 1)
 
 
 def _rank4(graph: Graph, name: str) -> bool:

@@ -552,6 +552,25 @@ def test_a_zero_pad_before_a_convolution_is_folded_into_it(tmp_path):
     assert pad.layer.workload.launches == 0 and pad.time_s == 0  # no kernel: the convolution pads as it reads
 
 
+def test_a_per_channel_add_to_a_blocked_map_stays_blocked_where_a_gate_does_not(tmp_path):
+    """ONNX Runtime's optimised graph (1.32), a 16-channel map: adding a per-channel [1, C, 1, 1] tensor
+    computed from the map (a global-context block: pool, convolution) runs blocked, no conversion; the
+    same shapes multiplied (a squeeze-excite gate) run plain, both operands converted out."""
+    def run(op):
+        nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1"),
+                 helper.make_node("GlobalAveragePool", ["a"], ["g"], name="gap"),
+                 helper.make_node("Conv", ["g", "w2"], ["c"], name="cg"),
+                 helper.make_node(op, ["a", "c"], ["s"], name="op"),
+                 helper.make_node("Conv", ["s", "w3"], ["y"], name="c3")]
+        m = model(nodes, [vi("x", [1, 16, 8, 8])], [vi("y", None)],
+                  [weight("w1", [16, 16, 1, 1]), weight("w2", [16, 16, 1, 1]), weight("w3", [16, 16, 1, 1])])
+        return [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})]
+    added = run("Add")
+    assert added == ["reorder into x", "c1", "gap", "cg", "op", "c3", "reorder out of y"], added
+    gated = run("Mul")
+    assert "reorder out of a" in gated and "reorder out of c" in gated and "reorder into s" in gated, gated
+
+
 def test_an_erf_gelu_kernel_keeps_the_blocked_layout(tmp_path):
     """PoolFormer's MLP: conv -> GELU spelled as Div, Erf, Add, Mul, Mul -> conv. The runtime runs the
     five nodes as its Gelu kernel on the blocked tensor (no conversion); before, the Erf and Div in it
