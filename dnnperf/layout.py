@@ -8,6 +8,10 @@ writes the whole tensor) and converts again before the next convolution. A lone 
 one-node model pays both conversions; inside a network they appear only at these boundaries. A
 Transpose that moves a blocked tensor's channels last (ConvNeXt's permute after its depthwise
 convolution) is folded into the conversion out (the runtime's ReorderOutput writes NHWC directly).
+A few more ops keep the blocked layout, each as the runtime's optimised graph shows it: a per-channel
+[N, C, 1, 1] tensor added to a blocked map, a Resize by whole factors in the modes of its blocked
+Upsample, a channel-aligned Concat; a zero Pad read by one convolution is folded into it, and a Shape
+folded at load time reads nothing.
 
 Which convolutions run blocked is ``rules.blocked_conv`` (channel counts a multiple of the
 alignment the runtime pads up to a block; grouped ones from a minimum width per group), which
