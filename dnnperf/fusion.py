@@ -108,6 +108,8 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                     continue
                 if not chains and not kernel and prod.node.name not in out:
                     continue
+                if not chains and prod.node.name in grouped:
+                    continue  # the runtime's own kernels (Gelu, QuickGelu, SkipLayerNormalization) take no epilogue
                 if _broadcasts(graph, i, node.outputs[0] if node.outputs else ""):
                     continue
                 anchor = anchor_of.get(prod.node.name, prod.node)
