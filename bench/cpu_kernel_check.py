@@ -27,7 +27,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
-from cpu_layout_check import _models, _profile  # noqa: E402
+from cpu_layout_check import _models, _profile, typical_layers  # noqa: E402
 
 VIEWS = frozenset({"ReorderInput", "ReorderOutput", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
 
@@ -57,18 +57,7 @@ def runtime_kernels(path: str, work: str) -> collections.Counter:
 
 
 def predicted_kernels(path: str, hw) -> int:
-    from dnnperf.api import analyze, inspect_model
-    from dnnperf.errors import DnnperfError
-    from dnnperf.ir import ShapeOverrides
-    from dnnperf.scoring import Settings
-
-    dims = (("sequence_length", 128),)
-    try:
-        insp = inspect_model(path, ShapeOverrides(batch=1, dims=dims, strict=False))
-    except DnnperfError:  # a detector that takes one image without a batch axis
-        insp = inspect_model(path, ShapeOverrides(dims=dims, strict=False))
-    rep = analyze(insp, hw, Settings(fusion="typical"), with_fixes=False)
-    return sum(c.layer.workload.launches for c in rep.score.layers
+    return sum(c.layer.workload.launches for c in typical_layers(path, hw)
                if c.layer.op_type != "LayoutReorder" and c.layer.workload.family not in ("view", "shape", "shape_runtime"))
 
 

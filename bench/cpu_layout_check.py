@@ -73,23 +73,26 @@ def runtime_conversions(path: str, work: str) -> set[tuple[str, str]]:
             | {("out of", n.output[0]) for n in g.node if n.op_type == "ReorderOutput"})
 
 
-def predicted_conversions(path: str, hw) -> set[tuple[str, str]]:
+def typical_layers(path: str, hw):
+    """dnnperf's layers of ``path`` at batch 1 with ``--fusion typical`` on ``hw``: a transformer's sequence
+    length as the other benchmarks give it (ignored where the model has none; the runtime's graph keeps it
+    symbolic, and neither side converts a layout around a product)."""
     from dnnperf.api import analyze, inspect_model
+    from dnnperf.errors import DnnperfError
     from dnnperf.ir import ShapeOverrides
     from dnnperf.scoring import Settings
-
-    # a transformer's sequence length as the other benchmarks give it (ignored where the model has none;
-    # the runtime's graph keeps it symbolic, and neither side converts a layout around a product)
-    from dnnperf.errors import DnnperfError
 
     dims = (("sequence_length", 128),)
     try:
         insp = inspect_model(path, ShapeOverrides(batch=1, dims=dims, strict=False))
     except DnnperfError:  # a detector that takes one image without a batch axis: --batch is refused
         insp = inspect_model(path, ShapeOverrides(dims=dims, strict=False))
-    rep = analyze(insp, hw, Settings(fusion="typical"), with_fixes=False)
+    return analyze(insp, hw, Settings(fusion="typical"), with_fixes=False).score.layers
+
+
+def predicted_conversions(path: str, hw) -> set[tuple[str, str]]:
     out = set()
-    for c in rep.score.layers:
+    for c in typical_layers(path, hw):
         if c.layer.op_type == "LayoutReorder":
             for way in ("into", "out of"):
                 head = f"reorder {way} "

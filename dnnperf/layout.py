@@ -62,21 +62,15 @@ def _blocked_anchor(graph: Graph, node, layer: Layer, block: int, grouped_min: i
     return rules.blocked_pool(x.shape[1], block, pool_align)
 
 
-def _removed(layer: Layer) -> Layer:
-    """A Transpose the runtime's transpose optimizer takes out (``free_transposes``): no kernel."""
-    w = Workload("view", dtype=layer.workload.dtype, launches=0,
-                 note="removed by the runtime's transpose optimizer (the tensor stays channels-last)")
+def _removed(layer: Layer, note: str = "removed by the runtime's transpose optimizer (the tensor stays "
+                                        "channels-last)") -> Layer:
+    """A node the runtime's graph optimisations take out: a Transpose (``free_transposes``), a Pad folded
+    into the layer that reads it (``_fused_pad``). No kernel."""
+    w = Workload("view", dtype=layer.workload.dtype, launches=0, note=note)
     return replace(layer, workload=w, reads=())
 
 
-def _pad_folded(layer: Layer) -> Layer:
-    """A Pad the runtime folds into the convolution or average pooling that reads it (``_fused_pad``)."""
-    w = Workload("view", dtype=layer.workload.dtype, launches=0,
-                 note="folded into the next layer's padding by the runtime (its Pad fusion)")
-    return replace(layer, workload=w, reads=())
-
-
-def _fused_pad(graph: Graph, node, reader_ops: dict) -> bool:
+def _fused_pad(graph: Graph, node, users: dict) -> bool:
     """A Pad ONNX Runtime folds into the padding of the layer after it (its PadFusion, as its optimised
     graph shows: ONNX Runtime 1.32, a 32-channel map): zeros (constant mode, no value or 0) added on the
     spatial axes only, read by nothing but one Conv or AveragePool (a MaxPool keeps its Pad: zeros are
@@ -84,8 +78,8 @@ def _fused_pad(graph: Graph, node, reader_ops: dict) -> bool:
     it too). TensorFlow exports write one before every strided convolution ('SAME' padding)."""
     if node.op_type != "Pad" or node.attrs.get("mode", "constant") != "constant" or not node.outputs:
         return False
-    readers = reader_ops.get(node.outputs[0], ())
-    if len(readers) != 1 or readers[0] not in ("Conv", "AveragePool") or node.outputs[0] in graph.outputs:
+    readers = users.get(node.outputs[0], ())
+    if len(readers) != 1 or readers[0].op_type not in ("Conv", "AveragePool") or node.outputs[0] in graph.outputs:
         return False
     x = graph.tensors.get(node.inputs[0]) if node.inputs else None
     if x is None or x.shape is None or len(x.shape) < 3:
@@ -145,18 +139,14 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
     again without fusing it)."""
     nodes = {n.name: n for n in graph.nodes}
     readers = consumers_of(graph)  # tensor -> how many nodes (and graph outputs) read it
-    reader_ops: dict[str, list[str]] = {}  # tensor -> the op types of the nodes that read it
-    for n in graph.nodes:
-        for i in dict.fromkeys(n.inputs):
-            if i:
-                reader_ops.setdefault(i, []).append(n.op_type)
+    users = users_of(graph)  # tensor -> the nodes that read it
     blocked: set[str] = set()  # tensors currently held in the blocked layout
     plain_copy: set[str] = set()  # blocked tensors already converted back (one conversion serves all)
     blocked_copy: set[str] = set()  # plain tensors already converted in (a model input three convolutions read)
     out: list[Layer] = []
     layer_of = {n: layer for layer in layers for n in layer.nodes}
     free = free_transposes(graph, lambda node: node.name in layer_of and _blocked_anchor(
-        graph, node, layer_of[node.name], block, grouped_min, align or block, pool_align or block))
+        graph, node, layer_of[node.name], block, grouped_min, align or block, pool_align or block), users)
     for layer in layers:
         members, ins = layer_io(graph, layer, nodes)
         if not members or layer.workload.family == "shape":
@@ -167,9 +157,9 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
         if len(members) == 1 and members[0].name in free:
             out.append(_removed(layer))
             continue
-        if len(members) == 1 and _fused_pad(graph, members[0], reader_ops):
+        if len(members) == 1 and _fused_pad(graph, members[0], users):
             # the next layer reads the Pad's input in whatever layout it is in, padding as it goes
-            out.append(_pad_folded(layer))
+            out.append(_removed(layer, "folded into the next layer's padding by the runtime (its Pad fusion)"))
             if ins and all(i in blocked for i in ins):
                 blocked.update(o for o in members[0].outputs if o and _rank4(graph, o))
             continue
@@ -264,7 +254,7 @@ TRANSPOSE_PUSH = frozenset({"Add", "Sub", "Mul", "Div", "Sum", "Relu", "Sigmoid"
 TO_NCHW, TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
 
 
-def free_transposes(graph: Graph, is_blocked_conv) -> frozenset[str]:
+def free_transposes(graph: Graph, is_blocked_conv, users: dict | None = None) -> frozenset[str]:
     """Transposes ONNX Runtime's transpose optimizer removes: one that moves channels back to axis 1
     (perm 0, 3, 1, 2) whose result, through elementwise ops only, reaches nothing but convolutions the
     blocked layout takes (their conversion in reads the channels-last tensor: ReorderInput with
@@ -275,8 +265,9 @@ def free_transposes(graph: Graph, is_blocked_conv) -> frozenset[str]:
     Transpose to channels-last around its LayerNorm; in the runtime's optimized graph (ONNX Runtime
     1.32) none of them is left, the residual stream stays channels-last, and the node profiler shows
     no Transpose kernel. Returns the node names of the removed Transposes of both kinds.
-    ``is_blocked_conv(node)`` says whether a Conv node runs in the blocked layout."""
-    consumers = users_of(graph)
+    ``is_blocked_conv(node)`` says whether a Conv node runs in the blocked layout; ``users``: ``users_of(graph)``
+    when the caller has it."""
+    consumers = users_of(graph) if users is None else users
     outputs = set(graph.outputs)
     cands = {n.name for n in graph.nodes if _transposes(n, TO_NCHW) and n.inputs and _rank4(graph, n.inputs[0])
              and n.outputs and n.outputs[0]}
