@@ -3,13 +3,14 @@ timing.
 
     pip install ".[measure]" && python bench/cpu_kernel_check.py --layout 16,16,4,16 [DIR_OR_MODEL ...]
 
-For every model (default: ``bench/models/cpu`` and the sample models), its batch is fixed at 1 (so the
-runtime folds its shape arithmetic, as dnnperf does at batch 1), ONNX Runtime (all graph optimisations,
-this machine's instruction set) writes its optimised graph, and the script counts the kernels in it:
+For every model (default: ``bench/models/cpu`` and the sample models), its batch is fixed at 1 in a copy
+of the file (so the runtime folds its shape arithmetic), ONNX Runtime (all graph optimisations, this
+machine's instruction set) writes its optimised graph of that copy, and the script counts the kernels in it:
 every node but the layout conversions (``ReorderInput`` / ``ReorderOutput``, which
 ``bench/cpu_layout_check.py`` compares) and the ops that only relabel a buffer (Reshape, Squeeze,
-Unsqueeze, Flatten, Identity). dnnperf's count is the launches of its layers with ``--fusion typical`` on
-the same profile, conversions and free layers left out. A difference says which fusion rule is off (a
+Unsqueeze, Flatten, Identity). dnnperf's count is the launches of its layers of the same copy with
+``--fusion typical`` on the profile, conversions and free layers left out (dnnperf reads a file whose
+batch is symbolic as the runtime runs that file: shape arithmetic on the host, fewer fusions). A difference says which fusion rule is off (a
 kernel the runtime runs that dnnperf fused away, or the reverse), whatever the machine's load. Nothing is
 asserted; the counts go in the closing notes and ``bench/RESULTS.md``.
 """
@@ -32,10 +33,9 @@ from cpu_layout_check import _models, _profile, typical_layers  # noqa: E402
 VIEWS = frozenset({"ReorderInput", "ReorderOutput", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
 
 
-def runtime_kernels(path: str, work: str) -> collections.Counter:
-    """Op type -> count of the kernels in ONNX Runtime's optimised graph of ``path`` at batch 1."""
+def static_copy(path: str, work: str) -> str:
+    """A copy of ``path`` in ``work`` with its weights materialised and a symbolic batch fixed at 1."""
     import onnx
-    import onnxruntime as ort
 
     from bench_inspect import materialise
 
@@ -48,6 +48,14 @@ def runtime_kernels(path: str, work: str) -> collections.Counter:
             dims[0].ClearField("dim_param")
             dims[0].dim_value = 1
     onnx.save(m, full)
+    return full
+
+
+def runtime_kernels(full: str, work: str) -> collections.Counter:
+    """Op type -> count of the kernels in ONNX Runtime's optimised graph of ``full``."""
+    import onnx
+    import onnxruntime as ort
+
     so = ort.SessionOptions()
     so.optimized_model_filepath = os.path.join(work, "optimised.onnx")
     so.log_severity_level = 3
@@ -73,8 +81,10 @@ def main() -> None:
     print(f"{'model':<36} {'runtime':>8} {'dnnperf':>8}  runtime's most frequent kernels")
     for path in rows:
         with tempfile.TemporaryDirectory() as work:
-            rt = runtime_kernels(path, work)
-        n_rt, n_pred = sum(rt.values()), predicted_kernels(path, hw)
+            full = static_copy(path, work)
+            rt = runtime_kernels(full, work)
+            n_pred = predicted_kernels(full, hw)
+        n_rt = sum(rt.values())
         exact += n_rt == n_pred
         total_rt, total_pred = total_rt + n_rt, total_pred + n_pred
         top = ", ".join(f"{op} {k}" for op, k in rt.most_common(4))

@@ -19,7 +19,7 @@ import heapq
 from dataclasses import replace
 
 from dnnperf.ir import DTYPE_BITS, Graph
-from dnnperf.kernel_groups import becomes_gemm, group_candidates, runtime_kernel_groups, silu_gate
+from dnnperf.kernel_groups import gemm_takes, group_candidates, runtime_kernel_groups, silu_gate
 from dnnperf.vocab import EPILOGUE_ACTIVATIONS
 from dnnperf.workload import FREE_FAMILIES, MATRIX_FAMILIES, Gemm, Workload
 
@@ -204,12 +204,13 @@ def _product_takes(graph: Graph, anchor, node, shared: str) -> bool:
     """Whether ONNX Runtime's CPU provider folds ``node`` into the MatMul or Gemm ``anchor``: an
     activation, or an operation with a constant (a scale into the MatMul, a bias into a Gemm), never a
     computed operand (a residual Add is a kernel of its own). A MatMul's bias Add only where the
-    runtime turns the two into a Gemm (``becomes_gemm``)."""
+    runtime turns the two into a Gemm (``gemm_takes``)."""
     if node.op_type not in ("Add", "Sub", "Mul", "Div"):
         return True
-    if any(x not in graph.constants for x in node.inputs if x and x != shared):
+    others = [x for x in node.inputs if x and x != shared]
+    if any(x not in graph.constants for x in others):
         return False
-    return node.op_type != "Add" or anchor.op_type != "MatMul" or becomes_gemm(graph, anchor)
+    return node.op_type != "Add" or anchor.op_type != "MatMul" or (len(others) == 1 and gemm_takes(graph, anchor, others[0]))
 
 
 def _broadcasts(graph: Graph, shared: str, out: str) -> bool:
@@ -345,3 +346,31 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
             output_shape=parts[-1].output_shape,
         ))
     return layers
+
+
+def merge_siblings(layers: list, groups: list[list[str]], kernel: str = "Split") -> list:
+    """``layers`` with each group of sibling nodes (``kernel_groups.split_groups``: parts of one tensor
+    read by several nodes) as one layer where its first member was: one kernel that reads every part
+    once and writes each (the sum of the members' traffic). A group some member of which was fused
+    into another layer stays as it is."""
+    if not groups:
+        return layers
+    at = {layer.nodes: k for k, layer in enumerate(layers) if len(layer.nodes) == 1}
+    merged: dict[int, object] = {}
+    dropped: set[int] = set()
+    for names in groups:
+        idx = [at.get((n,)) for n in names]
+        if any(k is None for k in idx):
+            continue
+        parts = [layers[k] for k in idx]
+        ws = [p.workload for p in parts]
+        total = replace(ws[0], act_bytes_read=sum(w.act_bytes_read for w in ws),
+                        weight_bytes=sum(w.weight_bytes for w in ws), bytes_written=sum(w.bytes_written for w in ws),
+                        parallel_work=sum(w.parallel_work for w in ws), other_ops=sum(w.other_ops for w in ws),
+                        launches=1, pieces=())
+        first = min(idx)
+        merged[first] = replace(parts[0], name="+".join(p.name for p in parts), op_type=kernel,
+                                nodes=tuple(n for p in parts for n in p.nodes), workload=total,
+                                fusable_into=None, saved_bytes_if_fused=0)
+        dropped.update(k for k in idx if k != first)
+    return [merged.get(k, layer) for k, layer in enumerate(layers) if k not in dropped]

@@ -11,7 +11,9 @@ from dnnperf.ir import Graph
 # the MatMul before them: an erf GELU (one Gelu op, or x * 0.5 * (1 + Erf(x / sqrt 2))) becomes a
 # Gelu kernel, with the bias Add before it a BiasGelu kernel; a residual Add and the
 # LayerNormalization after it a SkipLayerNormalization kernel, on 3-D tensors only ([1, 56, 56, 96]
-# keeps its Add and LayerNormalization: 41 + 214 us, where [1, 3136, 96] fused took 685). A bias Add
+# keeps its Add and LayerNormalization: 41 + 214 us, where [1, 3136, 96] fused took 685) and only
+# where the LayerNormalization is the sum's one reader (post-norm BERT; a pre-norm block - ViT, GPT-2 -
+# reads the sum again in the next residual and keeps both kernels: ORT 1.32's optimised graphs). A bias Add
 # right after a MatMul with 2-D weights is not theirs: ONNX Runtime folds it into the product first
 # (a Gemm, reshaped around 3-D and 4-D inputs), so the GELU after MatMul + bias is a Gelu kernel
 # (profiled, ORT 1.32, x86: [1, 3136, 384]: Gemm 3,068 us, Gelu 404). Measured on ORT 1.2x, x86,
@@ -53,6 +55,22 @@ def becomes_gemm(graph: Graph, mm) -> bool:
     return a is not None and a.shape is not None and (len(a.shape) == 2 or not graph.symbolic_inputs)
 
 
+def gemm_takes(graph: Graph, mm, bias: str) -> bool:
+    """Whether ONNX Runtime turns MatMul ``mm`` and an Add of ``bias`` to its product into a Gemm
+    (MatMulAddFusion): a 2-D second operand, an input whose shape it knows (``becomes_gemm``), and a
+    bias a Gemm's C broadcasts: [N], or on a 2-D input [1, N], [M, 1] or [M, N]. Attention's scores
+    (q times k^T, both 4-D) plus a position bias stay a MatMul and an Add (Swin-T's optimised graph)."""
+    w = graph.tensors.get(mm.inputs[1]) if len(mm.inputs) > 1 else None
+    a = graph.tensors.get(mm.inputs[0])
+    c = graph.tensors.get(bias)
+    if w is None or w.shape is None or len(w.shape) != 2 or c is None or c.shape is None or not becomes_gemm(graph, mm):
+        return False
+    n = w.shape[1]
+    if len(c.shape) == 1:
+        return c.shape[0] == n
+    return len(a.shape) == 2 and len(c.shape) == 2 and (c.shape in ((1, n), (a.shape[0], 1), (a.shape[0], n)))
+
+
 def _linear_product(graph: Graph, add, producer: dict, only_user):
     """The MatMul whose output only the bias Add ``add`` reads (a Linear's two nodes); else None."""
     if not _bias_add(graph, add):
@@ -69,8 +87,7 @@ def _gemm_bias(graph: Graph, add, producer: dict, only_user) -> bool:
     mm = _linear_product(graph, add, producer, only_user)
     if mm is None:
         return False
-    w = graph.tensors.get(mm.inputs[1])
-    return w is not None and w.shape is not None and len(w.shape) == 2 and becomes_gemm(graph, mm)
+    return gemm_takes(graph, mm, next(i for i in add.inputs if i in graph.constants))
 
 
 def silu_gate(mul, node_of, sole_reader) -> str | None:
@@ -216,12 +233,13 @@ def _framework_op(graph: Graph, node, producer: dict, only_user):
     return None
 
 
-def transposed_operands(graph: Graph) -> frozenset[str]:
+def transposed_operands(graph: Graph, through: frozenset[str] = frozenset()) -> frozenset[str]:
     """Transpose nodes that swap the last two axes of a tensor only MatMuls read (attention's K^T): the
     product reads its operand transposed instead (cuBLAS and MLAS take a transposed operand; PyTorch's
     transpose is a view its matmul reads with strides; ONNX Runtime's MatMul + Transpose fusion makes a
     FusedMatMul, seen in its optimised graph of an exported Phi; TensorRT folds the shuffle into the
-    product), so no kernel runs for them on any runtime."""
+    product), so no kernel runs for them on any runtime. ``through``: nodes between the Transpose and
+    its MatMul that the product also takes in (a scale folded into its alpha, ``scaled_operands``)."""
     users = users_of(graph)
     out = set()
     for node in graph.nodes:
@@ -232,6 +250,8 @@ def transposed_operands(graph: Graph) -> frozenset[str]:
         if n < 2 or perm != list(range(n - 2)) + [n - 1, n - 2]:
             continue
         readers = users.get(node.outputs[0], [])
+        if through:
+            readers = [u for r in readers for u in (users.get(r.outputs[0], []) if r.name in through else [r])]
         if readers and node.outputs[0] not in graph.outputs and all(r.op_type == "MatMul" for r in readers):
             out.add(node.name)
     return frozenset(out)
@@ -284,8 +304,9 @@ def _ort_cpu_kernel(graph: Graph, node, producer: dict, only_user):
         return None if gate is None else ("QuickGelu", [producer[gate], node])
     if node.op_type == "LayerNormalization" and node.inputs:
         res = producer.get(node.inputs[0])
-        if res is None or res.op_type != "Add" or any(i in graph.constants for i in res.inputs):
-            return None
+        if res is None or res.op_type != "Add" or any(i in graph.constants for i in res.inputs) \
+                or only_user(node.inputs[0]) is not node:
+            return None  # a pre-norm block reads the sum again (the next residual): Add and LayerNorm stay apart
         t = graph.tensors.get(node.inputs[0])
         if t is None or t.shape is None or len(t.shape) != 3:
             return None  # the runtime fuses 3-D tensors only
@@ -295,3 +316,110 @@ def _ort_cpu_kernel(graph: Graph, node, producer: dict, only_user):
                 return "SkipLayerNormalization", [head, res, node]
         return "SkipLayerNormalization", [res, node]
     return None
+
+
+def split_groups(graph: Graph) -> list[list[str]]:
+    """Sibling Gathers and Slices that ONNX Runtime's CPU provider runs as one Split (its
+    GatherSliceToSplitFusion): every Gather and Slice reading one tensor t, each taking a constant part
+    of the same axis of t (a Gather one constant int64 index; a Slice constant starts, ends and axes
+    on one axis, steps 1), the parts together covering the axis exactly once. Other readers of t do not
+    stop it. The runtime needs the axis's size from the file: with the input dims symbolic, a tensor
+    reshaped to a shape computed at run time (torchvision's exports: ShuffleNetV2, ViT, Swin) has none
+    (``_sized_at_run_time``), and axis 0 is taken for the batch. Probed, ORT 1.32: q, k, v taken by
+    three Gathers, a channel split by two Slices (ShuffleNetV2) and a roll (two Slices, Swin) become a
+    Split, also on a symbolic batch where the runtime knows the axis; two Gathers of three rows,
+    overlapping or uncovering Slices, Slices on two axes, or a missing axes input stay apart."""
+    values = graph.values
+    unknown = _sized_at_run_time(graph) if graph.symbolic_inputs else frozenset()
+    readers: dict[str, list] = {}
+    for node in graph.nodes:
+        if node.op_type in ("Gather", "Slice") and node.domain in ("", "ai.onnx") and node.inputs and node.inputs[0]:
+            readers.setdefault(node.inputs[0], []).append(node)
+    out = []
+    for t, nodes in readers.items():
+        tensor = graph.tensors.get(t)
+        if len(nodes) < 2 or tensor is None or not tensor.shape or t in graph.constants:
+            continue
+        parts = [_part(n, tensor.shape, values) for n in nodes]
+        if any(p is None for p in parts) or len({p[0] for p in parts}) != 1:
+            continue
+        if graph.symbolic_inputs and (t in unknown or parts[0][0] == 0):
+            continue  # the runtime cannot know that axis's size (or it is the symbolic batch)
+        spans = sorted(p[1:] for p in parts)
+        if spans[0][0] == 0 and spans[-1][1] == tensor.shape[parts[0][0]] \
+                and all(a[1] == b[0] for a, b in zip(spans, spans[1:])):
+            out.append([n.name for n in nodes])
+    return out
+
+
+def _sized_at_run_time(graph: Graph) -> frozenset[str]:
+    """With the input dims symbolic in the file: the tensors whose shape the runtime learns only when it
+    runs, because some node before them takes a shape computed from a Shape at run time
+    (``Graph.host_shape``; a Reshape to x.size(0), groups, -1...) or a value built from one."""
+    host = graph.host_shape | graph.runtime_built
+    out: set[str] = set()
+    for node in graph.nodes:
+        outs = [o for o in node.outputs if o]
+        if not outs or all(o in host for o in outs):
+            continue  # the shape arithmetic itself
+        if any(i in out or i in host for i in node.inputs if i):
+            out.update(outs)
+    return frozenset(out)
+
+
+def _part(node, shape: tuple, values: dict) -> tuple[int, int, int] | None:
+    """(axis, start, end) of the part of its input a Gather or Slice takes, None when the runtime
+    cannot split it (a computed index, several axes, a step other than 1, an empty part)."""
+    rank = len(shape)
+    if node.op_type == "Gather":
+        idx = values.get(node.inputs[1]) if len(node.inputs) > 1 else None
+        if idx is None or idx.dtype != "int64" or idx.size != 1:
+            return None
+        axis = int(node.attrs.get("axis", 0))
+        axis = axis + rank if axis < 0 else axis
+        if not 0 <= axis < rank:
+            return None
+        i = int(idx.reshape(-1)[0])
+        i = i + shape[axis] if i < 0 else i
+        return (axis, i, i + 1) if 0 <= i < shape[axis] else None
+    if len(node.inputs) < 4 or not node.inputs[3]:
+        return None  # the runtime takes a Slice without its axes input as it is
+    got = [values.get(i) for i in node.inputs[1:4]]
+    steps = values.get(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] else None
+    if any(v is None or v.size != 1 for v in got) or (steps is not None and (steps.size != 1 or int(steps[0]) != 1)) \
+            or (len(node.inputs) > 4 and node.inputs[4] and steps is None):
+        return None
+    start, end, axis = (int(v.reshape(-1)[0]) for v in got)
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis < rank:
+        return None
+    n = shape[axis]
+    start = min(max(start + n if start < 0 else start, 0), n)
+    end = min(max(end + n if end < 0 else end, 0), n)
+    return (axis, start, end) if start < end else None
+
+
+def scaled_operands(graph: Graph) -> frozenset[str]:
+    """Mul (or Div) nodes that scale one MatMul operand by a constant scalar: ONNX Runtime folds the
+    scale into the product (MatMulScaleFusion: a FusedMatMul's alpha), so no kernel runs for them on a
+    CPU. Attention's q and k scaled apart (torch's scaled_dot_product_attention) become one FusedMatMul
+    in its optimised graph of ViT-B/16 at a static batch; with the batch symbolic in the file the scale
+    is computed at run time from a Shape and the Muls run (``Graph.runtime_built``)."""
+    users = users_of(graph)
+    out = set()
+    for node in graph.nodes:
+        if node.op_type not in ("Mul", "Div") or node.domain not in ("", "ai.onnx") or len(node.inputs) != 2 \
+                or not node.outputs or node.outputs[0] in graph.outputs:
+            continue
+        scale = node.inputs[1] if node.op_type == "Div" else next(
+            (i for i in node.inputs if i in graph.constants), None)
+        x = node.inputs[0] if scale == node.inputs[1] else node.inputs[1]
+        if scale is None or scale not in graph.constants or scale in graph.runtime_built or x in graph.constants:
+            continue
+        t = graph.tensors.get(scale)
+        if t is None or t.shape is None or t.numel != 1:
+            continue
+        readers = users.get(node.outputs[0], [])
+        if len(readers) == 1 and readers[0].op_type == "MatMul":
+            out.add(node.name)
+    return frozenset(out)

@@ -15,8 +15,9 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
     """The layers a runtime runs: ``fusion`` none or typical, ``chains`` (GPU-style elementwise chains,
     else ONNX Runtime's CPU groups), ``attention`` (a fused attention kernel where the runtime has one),
     ``unsummed`` (CPU: residual Adds no convolution takes, ``dnnperf.layout.add_reorders``)."""
-    from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes
-    from dnnperf.kernel_groups import framework_op_groups, group_candidates, runtime_kernel_groups, transposed_operands
+    from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes, merge_siblings
+    from dnnperf.kernel_groups import (framework_op_groups, group_candidates, runtime_kernel_groups, scaled_operands,
+                                       split_groups, transposed_operands)
 
     def derived(key: str, build):
         """What depends on the graph alone, built once per inspection (a report scores it several times)."""
@@ -27,6 +28,10 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
     cands = derived("fusion_candidates" if attention else "fusion_candidates:unfused_attention",
                     lambda: fusion_candidates(insp.graph, insp.rows, attention=attention))  # for the fix hints
     absorbed = derived("transposed_operands", lambda: transposed_operands(insp.graph))  # attention's K^T
+    if fusion == "typical" and not chains:  # ONNX Runtime's CPU provider also folds a constant scale into a MatMul
+        absorbed = derived("cpu_absorbed", lambda: _cpu_absorbed(
+            insp.graph, derived("runtime_kernel_groups", lambda: runtime_kernel_groups(insp.graph)),
+            scaled_operands, transposed_operands))
 
     def make(row: Row) -> Layer:
         w = row.workload if row.node.name not in absorbed else Workload("view", row.workload.dtype, launches=0)
@@ -43,7 +48,8 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
         groups = derived("runtime_kernel_groups", lambda: runtime_kernel_groups(insp.graph))
         cpu_cands = derived(f"cpu_fusion:{sorted(unsummed)}",
                             lambda: fusion_candidates(insp.graph, insp.rows, False, groups, unsummed=unsummed))
-        return fuse(insp.graph, insp.rows, make, cpu_cands, {names[0]: kernel for kernel, names in groups})
+        layers = fuse(insp.graph, insp.rows, make, cpu_cands, {names[0]: kernel for kernel, names in groups})
+        return merge_siblings(layers, derived("split_groups", lambda: split_groups(insp.graph)))
     if fusion != "none":
         raise DnnperfError(f"--fusion must be 'none' or 'typical', got '{fusion}'")
     if chains:  # a GPU framework's one-kernel ops (erf GELU, SiLU, Linear)
@@ -52,3 +58,12 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
             op_cands = derived("framework_op_candidates", lambda: group_candidates(insp.graph, ops))
             return fuse(insp.graph, insp.rows, make, op_cands, {names[0]: k for k, names in ops})
     return [make(r) for r in insp.rows if r.workload is not None]
+
+
+def _cpu_absorbed(graph, groups, scaled_operands, transposed_operands) -> frozenset[str]:
+    """Nodes ONNX Runtime's CPU provider folds into the MatMul they feed: a constant scalar scale
+    (FusedMatMul's alpha; not one its own kernels take, ``groups``: an erf GELU's last half) and
+    attention's K^T, also when the scale sits between the two."""
+    grouped = {n for _kernel, names in groups for n in names}
+    scaled = frozenset(n for n in scaled_operands(graph) if n not in grouped)
+    return scaled | transposed_operands(graph, through=scaled)

@@ -914,3 +914,22 @@ def test_a_fastgelu_priced_with_the_gelu_figure_says_so(tmp_path):
     d["op_efficiency"] = {"Gelu": 0.3, "FastGelu": 0.28}
     new = analyze(insp, profile_from_dict(d, "new"), Settings(fusion="typical"), with_fixes=False)
     assert not any("no calibrated figure" in n for n in new.notes)
+
+
+def test_a_pre_norm_residual_keeps_its_add_and_layernorm(tmp_path):
+    """ONNX Runtime 1.32 fuses Add + LayerNormalization into a SkipLayerNormalization only when the
+    LayerNorm is the sum's one reader (probed: [1, 197, 768] Add -> LN fused; the same sum also read by
+    a second Add, or a graph output, stays Add + LayerNormalization). A pre-norm block (ViT, GPT-2)
+    reads the sum again in its next residual."""
+    n = helper.make_node
+    nodes = [n("Relu", ["x"], ["xr"], name="rx"), n("Relu", ["h"], ["hr"], name="rh"),
+             n("Add", ["xr", "hr"], ["r"], name="residual"),
+             n("LayerNormalization", ["r", "gamma", "beta"], ["ln"], name="ln", axis=-1),
+             n("Add", ["r", "ln"], ["y"], name="next_residual")]
+    m = model(nodes, [vi("x", [1, 16, 64]), vi("h", [1, 16, 64])], [vi("y", None)],
+              [weight("gamma", [64]), weight("beta", [64])])
+    layers = [c.layer for c in analyze(inspect_model(save(m, tmp_path)), load_profile("cpu-avx2"),
+                                       Settings(fusion="typical"), with_fixes=False).score.layers]
+    ops = [(l.op_type, l.nodes) for l in layers]
+    assert ("Add", ("residual",)) in ops and ("LayerNormalization", ("ln",)) in ops
+    assert not any(l.op_type == "SkipLayerNormalization" for l in layers)

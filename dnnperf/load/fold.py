@@ -80,14 +80,15 @@ def constant_value(node) -> np.ndarray | None:
 
 
 def single_values(nodes, known: dict) -> dict:
-    """{output: value} of the Constant nodes holding one float number (an exported ``x * 0.5`` or
-    ``x + 0``) whose value is not in ``known`` yet; anything longer is left to the folding that asks."""
+    """{output: value} of the Constant nodes holding one number (an exported ``x * 0.5`` or ``x + 0``;
+    an integer index, ``qkv[0]``) whose value is not in ``known`` yet; anything longer is left to the
+    folding that asks."""
     out = {}
     for node in nodes:
         if node.op_type != "Constant" or not node.output or node.output[0] in known:
             continue
         a = node.attribute[0] if len(node.attribute) == 1 else None  # (decode only what can be one number)
-        if a is not None and (a.name == "value_float" or (a.name == "value" and a.t.data_type in (1, 10, 11)
+        if a is not None and (a.name == "value_float" or (a.name == "value" and a.t.data_type in (1, 10, 11, 6, 7)
                                                           and all(d == 1 for d in a.t.dims))):
             v = constant_value(node)
             if v is not None:

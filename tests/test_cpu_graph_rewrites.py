@@ -1,0 +1,125 @@
+"""Rewrites ONNX Runtime's CPU provider makes to a graph before it runs it, and that dnnperf's
+``--fusion typical`` on a CPU profile follows (dnnperf.kernel_groups): sibling Gathers and Slices that
+cover one axis become one Split (GatherSliceToSplitFusion), a constant scalar scale on a MatMul operand
+folds into the product (MatMulScaleFusion), and a MatMul + Add becomes a Gemm only when the Add is a
+Gemm's bias. Each expectation is what ONNX Runtime 1.32's optimised graph (x86) of the same small
+graph holds, probed one case at a time (bench/cpu_kernel_check.py does it on whole models)."""
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+from dnnperf.api import analyze, inspect_model
+from dnnperf.hardware import load_profile
+from dnnperf.ir import ShapeOverrides
+from dnnperf.scoring import Settings
+from helpers import ints, model, save, vi, weight
+
+n = helper.make_node
+
+
+def _layers(path, hw="cpu-avx2", batch=None):
+    insp = inspect_model(path, ShapeOverrides(batch=batch) if batch else ShapeOverrides())
+    rep = analyze(insp, load_profile(hw), Settings(fusion="typical"), with_fixes=False)
+    return [(c.layer.op_type, c.layer.nodes, c.layer.workload) for c in rep.score.layers
+            if c.layer.workload.launches and c.layer.op_type != "LayoutReorder"]
+
+
+def _slices(bounds, shape, axis=1):
+    """x -> Relu -> one Slice per (start, end) on ``axis``."""
+    nodes = [n("Relu", ["x"], ["p"], name="relu")]
+    inits = []
+    for k, (s, e) in enumerate(bounds):
+        inits += [ints(f"s{k}", [s]), ints(f"e{k}", [e]), ints(f"a{k}", [axis]), ints(f"t{k}", [1])]
+        nodes.append(n("Slice", ["p", f"s{k}", f"e{k}", f"a{k}", f"t{k}"], [f"o{k}"], name=f"slice{k}"))
+    return model(nodes, [vi("x", shape)], [vi(f"o{k}", None) for k in range(len(bounds))], inits)
+
+
+def test_slices_that_cover_an_axis_run_as_one_split(tmp_path):
+    """ShuffleNetV2's channel split (two halves) and a roll (a negative start) are one Split kernel:
+    it reads the tensor once and writes both parts (4 x 8 x 4 x 4 floats in all)."""
+    for i, bounds in enumerate((((0, 4), (4, 8)), ((-3, 2 ** 62), (0, -3)), ((0, 2), (2, 5), (5, 8)))):
+        layers = _layers(save(_slices(bounds, [1, 8, 4, 4]), tmp_path, f"c{i}.onnx"))
+        assert [op for op, _, _ in layers] == ["Relu", "Split"], bounds
+        split = layers[1][2]
+        assert split.act_bytes_read == split.bytes_written == 8 * 4 * 4 * 4
+        assert layers[1][1] == tuple(f"slice{k}" for k in range(len(bounds)))
+
+
+def test_slices_that_do_not_cover_it_stay_apart(tmp_path):
+    """A gap, an overlap or a single Slice: the runtime keeps Slice kernels."""
+    for i, bounds in enumerate((((0, 2), (4, 8)), ((0, 5), (4, 8)), ((0, 4),))):
+        layers = _layers(save(_slices(bounds, [1, 8, 4, 4]), tmp_path, f"g{i}.onnx"))
+        assert [op for op, _, _ in layers] == ["Relu"] + ["Slice"] * len(bounds), bounds
+
+
+def test_a_symbolic_batch_keeps_the_slices_of_a_tensor_sized_at_run_time(tmp_path):
+    """The runtime needs the axis's size from the file. With the batch symbolic it knows it after a Relu
+    of the input (one Split) but not after a Reshape to a shape computed from a Shape at run time, as
+    torchvision's exports write them (ShuffleNetV2, ViT-B/16 and Swin-T as exported: no Split in the
+    optimised graph; with batch 1 fixed in the file: 13, 12 and 32 Splits)."""
+    m = _slices(((0, 4), (4, 8)), ["N", 8, 4, 4])
+    layers = _layers(save(m, tmp_path, "known.onnx"), batch=1)
+    assert [op for op, _, _ in layers] == ["Relu", "Split"]
+    g = m.graph
+    g.node.insert(1, n("Shape", ["p"], ["sh"], name="shape"))
+    g.node.insert(2, n("Reshape", ["p", "sh"], ["r"], name="reshape"))
+    for node in g.node:
+        if node.op_type == "Slice":
+            node.input[0] = "r"
+    layers = _layers(save(m, tmp_path, "unknown.onnx"), batch=1)
+    assert [op for op, _, _ in layers] == ["Relu", "Slice", "Slice"]
+
+
+def test_three_gathers_of_q_k_v_run_as_one_split(tmp_path):
+    """qkv[0], qkv[1], qkv[2] (torch's multi-head attention) with constant indices: one Split; two of
+    three rows: two Gathers."""
+    def qkv(picks):
+        nodes = [n("Relu", ["x"], ["p"], name="relu")]
+        inits = []
+        for k in picks:
+            inits.append(numpy_helper.from_array(np.array(k, dtype=np.int64), f"i{k}"))
+            nodes.append(n("Gather", ["p", f"i{k}"], [f"o{k}"], name=f"gather{k}", axis=0))
+        return model(nodes, [vi("x", [3, 16, 64])], [vi(f"o{k}", None) for k in picks], inits)
+    assert [op for op, _, _ in _layers(save(qkv((0, 1, 2)), tmp_path, "a.onnx"))] == ["Relu", "Split"]
+    assert [op for op, _, _ in _layers(save(qkv((0, 1)), tmp_path, "b.onnx"))] == ["Relu", "Gather", "Gather"]
+
+
+def test_gpu_profiles_keep_the_slices(tmp_path):
+    """The rewrite is ONNX Runtime's: a GPU profile's layers are the graph's."""
+    layers = _layers(save(_slices(((0, 4), (4, 8)), [1, 8, 4, 4]), tmp_path), hw="t4")
+    assert [op for op, _, _ in layers].count("Slice") == 2
+
+
+def _attention(scale_from_shape: bool):
+    """q, k [1, 4, 16, 8]: scores = (q * s) @ (k^T * s) + a constant position bias [4, 16, 16]."""
+    nodes = [n("Relu", ["q"], ["qr"], name="rq"), n("Relu", ["k"], ["kr"], name="rk"),
+             n("Transpose", ["kr"], ["kt"], name="kt", perm=[0, 1, 3, 2]),
+             n("Mul", ["qr", "s"], ["qs"], name="scale_q"), n("Mul", ["kt", "s"], ["ks"], name="scale_k"),
+             n("MatMul", ["qs", "ks"], ["sc"], name="scores"), n("Add", ["sc", "bias"], ["y"], name="pos_bias")]
+    inits = [weight("bias", [4, 16, 16])]
+    if scale_from_shape:  # s = sqrt(1 / sqrt(last dim of q)), computed from its Shape
+        nodes = [n("Shape", ["q"], ["sh"], name="shape"), n("Gather", ["sh", "last"], ["d"], name="dim", axis=0),
+                 n("Cast", ["d"], ["df"], name="cast", to=1), n("Sqrt", ["df"], ["r"], name="sqrt"),
+                 n("Div", ["one", "r"], ["s2"], name="inv"), n("Sqrt", ["s2"], ["s"], name="sqrt2")] + nodes
+        inits += [numpy_helper.from_array(np.array(-1, dtype=np.int64), "last"),
+                  numpy_helper.from_array(np.array(1.0, dtype=np.float32), "one")]
+    else:
+        inits.append(numpy_helper.from_array(np.array(0.59, dtype=np.float32), "s"))
+    return model(nodes, [vi("q", ["N", 4, 16, 8] if scale_from_shape else [1, 4, 16, 8]),
+                         vi("k", ["N", 4, 16, 8] if scale_from_shape else [1, 4, 16, 8])], [vi("y", None)], inits)
+
+
+def test_a_constant_scale_and_k_transpose_fold_into_the_scores(tmp_path):
+    """ONNX Runtime's optimised graph: Relu, Relu, FusedMatMul (alpha = 0.59^2, transB), Add: the two
+    scales and the transpose run no kernel; the position bias is no Gemm bias (the product's operands
+    are both 4-D), so its Add is a kernel of its own."""
+    layers = _layers(save(_attention(False), tmp_path))
+    assert [(op, nodes) for op, nodes, _ in layers] == [
+        ("Relu", ("rq",)), ("Relu", ("rk",)), ("MatMul", ("scores",)), ("Add", ("pos_bias",))]
+
+
+def test_a_scale_computed_at_run_time_runs(tmp_path):
+    """With the dims symbolic in the file, the scale comes from a Shape at run time (ViT-B/16 as
+    exported): the runtime runs the two Muls and the transpose before them."""
+    ops = [op for op, _, _ in _layers(save(_attention(True), tmp_path), batch=1)]
+    assert ops.count("Mul") == 2 and "Transpose" in ops
