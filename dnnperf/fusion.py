@@ -121,7 +121,7 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 if not chains and anchor.op_type == "Conv" and not _per_channel(graph, node, i):
                     break  # a constant over the whole map (a position embedding) folds into no bias
                 summed = not chains and _sums(graph, node)
-                if summed and (anchor.name in taken or node.name in unsummed):
+                if summed and (anchor.name in taken or node.name in unsummed or not _planar(graph, anchor)):
                     continue  # that kernel already takes a sum or applies its activation: try the next input
                 if not chains and not summed and node.op_type in ("Add", "Sub", "Mul", "Div") \
                         and anchor.name in activated:
@@ -179,6 +179,16 @@ def _sums(graph: Graph, node) -> bool:
     return node.op_type in ("Add", "Sum") and sum(1 for x in node.inputs if x and x not in graph.constants) >= 2
 
 
+def _planar(graph: Graph, anchor) -> bool:
+    """Whether ONNX Runtime's CPU kernel for ``anchor`` takes a summed input: its 2-D convolutions (4-D
+    tensors, the NCHWc kernels) do; a 1-D or 3-D convolution (R3D-18's, R(2+1)D's) runs the residual
+    Add and the activation after it as kernels of their own (its optimised graph: Conv, Add, Relu)."""
+    if anchor.op_type != "Conv" or not anchor.outputs:
+        return True
+    t = graph.tensors.get(anchor.outputs[0])
+    return t is None or t.shape is None or len(t.shape) == 4
+
+
 def _attention_step(graph: Graph, node, produced: dict, cons: dict, anchor_of: dict) -> tuple[str, str] | None:
     """(producer, shared tensor) when ``node`` continues a fused attention kernel (FlashAttention
     style, what TensorRT and the fused SDPA kernels run): a Softmax of scores from a product of two
@@ -210,7 +220,9 @@ def _product_takes(graph: Graph, anchor, node, shared: str) -> bool:
     others = [x for x in node.inputs if x and x != shared]
     if any(x not in graph.constants for x in others):
         return False
-    return node.op_type != "Add" or anchor.op_type != "MatMul" or (len(others) == 1 and gemm_takes(graph, anchor, others[0]))
+    if node.op_type != "Add" or anchor.op_type != "MatMul":
+        return True
+    return len(others) == 1 and gemm_takes(graph, anchor, others[0])
 
 
 def _broadcasts(graph: Graph, shared: str, out: str) -> bool:
@@ -349,7 +361,7 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
 
 
 def merge_siblings(layers: list, groups: list[list[str]], kernel: str = "Split") -> list:
-    """``layers`` with each group of sibling nodes (``kernel_groups.split_groups``: parts of one tensor
+    """``layers`` with each group of sibling nodes (``dnnperf.rewrites.split_groups``: parts of one tensor
     read by several nodes) as one layer where its first member was: one kernel that reads every part
     once and writes each (the sum of the members' traffic). A group some member of which was fused
     into another layer stays as it is."""

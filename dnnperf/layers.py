@@ -16,8 +16,8 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
     else ONNX Runtime's CPU groups), ``attention`` (a fused attention kernel where the runtime has one),
     ``unsummed`` (CPU: residual Adds no convolution takes, ``dnnperf.layout.add_reorders``)."""
     from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes, merge_siblings
-    from dnnperf.kernel_groups import (framework_op_groups, group_candidates, runtime_kernel_groups, scaled_operands,
-                                       split_groups, transposed_operands)
+    from dnnperf.kernel_groups import framework_op_groups, group_candidates, runtime_kernel_groups, transposed_operands
+    from dnnperf.rewrites import neutral_arithmetic, scaled_operands, split_groups
 
     def derived(key: str, build):
         """What depends on the graph alone, built once per inspection (a report scores it several times)."""
@@ -29,9 +29,10 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
                     lambda: fusion_candidates(insp.graph, insp.rows, attention=attention))  # for the fix hints
     absorbed = derived("transposed_operands", lambda: transposed_operands(insp.graph))  # attention's K^T
     if fusion == "typical" and not chains:  # ONNX Runtime's CPU provider also folds a constant scale into a MatMul
+        # and drops arithmetic that changes nothing
         absorbed = derived("cpu_absorbed", lambda: _cpu_absorbed(
             insp.graph, derived("runtime_kernel_groups", lambda: runtime_kernel_groups(insp.graph)),
-            scaled_operands, transposed_operands))
+            scaled_operands, transposed_operands) | neutral_arithmetic(insp.graph))
 
     def make(row: Row) -> Layer:
         w = row.workload if row.node.name not in absorbed else Workload("view", row.workload.dtype, launches=0)
@@ -61,7 +62,8 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
 
 
 def _cpu_absorbed(graph, groups, scaled_operands, transposed_operands) -> frozenset[str]:
-    """Nodes ONNX Runtime's CPU provider folds into the MatMul they feed: a constant scalar scale
+    """Nodes ONNX Runtime's CPU provider folds into the MatMul they feed (with ``neutral_arithmetic``, the
+    nodes it runs no kernel for): a constant scalar scale
     (FusedMatMul's alpha; not one its own kernels take, ``groups``: an erf GELU's last half) and
     attention's K^T, also when the scale sits between the two."""
     grouped = {n for _kernel, names in groups for n in names}

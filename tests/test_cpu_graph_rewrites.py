@@ -1,9 +1,11 @@
 """Rewrites ONNX Runtime's CPU provider makes to a graph before it runs it, and that dnnperf's
-``--fusion typical`` on a CPU profile follows (dnnperf.kernel_groups): sibling Gathers and Slices that
-cover one axis become one Split (GatherSliceToSplitFusion), a constant scalar scale on a MatMul operand
-folds into the product (MatMulScaleFusion), and a MatMul + Add becomes a Gemm only when the Add is a
-Gemm's bias. Each expectation is what ONNX Runtime 1.32's optimised graph (x86) of the same small
-graph holds, probed one case at a time (bench/cpu_kernel_check.py does it on whole models)."""
+``--fusion typical`` on a CPU profile follows (dnnperf.rewrites, dnnperf.kernel_groups, dnnperf.fusion):
+sibling Gathers and Slices that cover one axis become one Split (GatherSliceToSplitFusion), a constant
+scalar scale on a MatMul operand folds into the product (MatMulScaleFusion), a MatMul + Add becomes a
+Gemm only when the Add is a Gemm's bias, arithmetic that changes nothing is removed (NoopElimination),
+and only a 2-D convolution takes a residual sum into its kernel. Each expectation is what ONNX Runtime
+1.32's optimised graph (x86) of the same small graph holds, probed one case at a time
+(bench/cpu_kernel_check.py does it on whole models)."""
 
 import numpy as np
 from onnx import helper, numpy_helper
@@ -123,3 +125,48 @@ def test_a_scale_computed_at_run_time_runs(tmp_path):
     exported): the runtime runs the two Muls and the transpose before them."""
     ops = [op for op, _, _ in _layers(save(_attention(True), tmp_path), batch=1)]
     assert ops.count("Mul") == 2 and "Transpose" in ops
+
+
+def _residual(xshape, neutral=None, kshape=(1,), last_is_output=False):
+    """x -> conv0 -> r; conv1(r) + r -> Relu [-> neutral op] -> conv2."""
+    pads = [1] * (2 * (len(xshape) - 2))
+    wshape = [16, 16] + [3] * (len(xshape) - 2)
+    nodes = [n("Conv", ["x", "w0"], ["r"], name="conv0", pads=pads),
+             n("Conv", ["r", "w1"], ["c"], name="conv1", pads=pads),
+             n("Add", ["c", "r"], ["s"], name="sum"), n("Relu", ["s"], ["y"], name="relu")]
+    inits = [weight(f"w{i}", wshape) for i in range(3)]
+    last = "y"
+    if neutral:
+        op, v = neutral
+        inits.append(numpy_helper.from_array(np.full(kshape, v, dtype=np.float32), "k"))
+        nodes.append(n(op, ["y", "k"], ["z"], name="neutral"))
+        last = "z"
+    outs = [vi("out", None)] + ([vi(last, None)] if last_is_output else [])
+    nodes.append(n("Conv", [last, "w2"], ["out"], name="conv2", pads=pads))
+    return model(nodes, [vi("x", list(xshape))], outs, inits)
+
+
+def test_only_a_2d_convolution_takes_the_residual_sum(tmp_path):
+    """ONNX Runtime's optimised graph: a 2-D convolution sums the residual and applies the ReLU in its
+    kernel (Conv, Conv, Conv); a 1-D or 3-D one (R3D-18's) runs the Add and the ReLU as kernels of their
+    own (Conv, Conv, Add, Relu, Conv)."""
+    ops = [op for op, _, _ in _layers(save(_residual([1, 16, 8, 8]), tmp_path, "c2.onnx"))]
+    assert ops == ["Conv", "Conv+Add+Relu", "Conv"]
+    for i, shape in enumerate(([1, 16, 8], [1, 16, 4, 8, 8])):
+        ops = [op for op, _, _ in _layers(save(_residual(shape), tmp_path, f"c{i}.onnx"))]
+        assert ops == ["Conv", "Conv", "Add", "Relu", "Conv"], shape
+
+
+def test_arithmetic_that_changes_nothing_runs_no_kernel(tmp_path):
+    """ONNX Runtime removes a Mul or Div by one and an Add or Sub of zero (one constant value): Conv,
+    Conv, Conv in its optimised graph, also after a 3-D convolution. A Mul by two, a per-channel Mul by
+    ones (run as a 1x1 depthwise convolution) or one whose output is a graph output stays a kernel."""
+    for i, (op, v) in enumerate((("Mul", 1.0), ("Add", 0.0), ("Div", 1.0), ("Sub", 0.0))):
+        layers = _layers(save(_residual([1, 16, 8, 8], (op, v)), tmp_path, f"n{i}.onnx"))
+        assert [o for o, _, _ in layers] == ["Conv", "Conv+Add+Relu", "Conv"], op
+    layers = _layers(save(_residual([1, 16, 4, 8, 8], ("Mul", 1.0)), tmp_path, "n3d.onnx"))
+    assert "Mul" not in [o for o, _, _ in layers]
+    for i, m in enumerate((_residual([1, 16, 8, 8], ("Mul", 2.0)), _residual([1, 16, 8, 8], ("Mul", 1.0), (16, 1, 1)),
+                           _residual([1, 16, 8, 8], ("Mul", 1.0), last_is_output=True))):
+        layers = _layers(save(m, tmp_path, f"k{i}.onnx"))
+        assert any("neutral" in nodes for _, nodes, _ in layers), i

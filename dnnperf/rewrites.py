@@ -1,0 +1,142 @@
+"""Rewrites ONNX Runtime's CPU provider makes to a graph before it runs it (its level-1 and level-2
+graph optimisations), which change how many kernels run without changing what is computed: sibling
+Gathers and Slices merged into one Split, a constant scale folded into the MatMul it feeds, arithmetic
+that changes nothing removed. ``dnnperf.layers`` applies them with ``--fusion typical`` on CPU
+profiles; each rule names the optimised graph it was read from (ONNX Runtime 1.32, x86)."""
+
+from __future__ import annotations
+
+from dnnperf.ir import Graph
+from dnnperf.kernel_groups import users_of
+
+
+def split_groups(graph: Graph) -> list[list[str]]:
+    """Sibling Gathers and Slices that ONNX Runtime's CPU provider runs as one Split (its
+    GatherSliceToSplitFusion): every Gather and Slice reading one tensor t, each taking a constant part
+    of the same axis of t (a Gather one constant int64 index; a Slice constant starts, ends and axes
+    on one axis, steps 1), the parts together covering the axis exactly once. Other readers of t do not
+    stop it. The runtime needs the axis's size from the file: with the input dims symbolic, a tensor
+    reshaped to a shape computed at run time (torchvision's exports: ShuffleNetV2, ViT, Swin) has none
+    (``_sized_at_run_time``), and axis 0 is taken for the batch. Probed, ORT 1.32: q, k, v taken by
+    three Gathers, a channel split by two Slices (ShuffleNetV2) and a roll (two Slices, Swin) become a
+    Split, also on a symbolic batch where the runtime knows the axis; two Gathers of three rows,
+    overlapping or uncovering Slices, Slices on two axes, or a missing axes input stay apart."""
+    values = graph.values
+    unknown = _sized_at_run_time(graph) if graph.symbolic_inputs else frozenset()
+    readers: dict[str, list] = {}
+    for node in graph.nodes:
+        if node.op_type in ("Gather", "Slice") and node.domain in ("", "ai.onnx") and node.inputs and node.inputs[0]:
+            readers.setdefault(node.inputs[0], []).append(node)
+    out = []
+    for t, nodes in readers.items():
+        tensor = graph.tensors.get(t)
+        if len(nodes) < 2 or tensor is None or not tensor.shape or t in graph.constants:
+            continue
+        parts = [_part(n, tensor.shape, values) for n in nodes]
+        if any(p is None for p in parts) or len({p[0] for p in parts}) != 1:
+            continue
+        if graph.symbolic_inputs and (t in unknown or parts[0][0] == 0):
+            continue  # the runtime cannot know that axis's size (or it is the symbolic batch)
+        spans = sorted(p[1:] for p in parts)
+        if spans[0][0] == 0 and spans[-1][1] == tensor.shape[parts[0][0]] \
+                and all(a[1] == b[0] for a, b in zip(spans, spans[1:])):
+            out.append([n.name for n in nodes])
+    return out
+
+
+def _sized_at_run_time(graph: Graph) -> frozenset[str]:
+    """With the input dims symbolic in the file: the tensors whose shape the runtime learns only when it
+    runs, because some node before them takes a shape computed from a Shape at run time
+    (``Graph.host_shape``; a Reshape to x.size(0), groups, -1...) or a value built from one."""
+    host = graph.host_shape | graph.runtime_built
+    out: set[str] = set()
+    for node in graph.nodes:
+        outs = [o for o in node.outputs if o]
+        if not outs or all(o in host for o in outs):
+            continue  # the shape arithmetic itself
+        if any(i in out or i in host for i in node.inputs if i):
+            out.update(outs)
+    return frozenset(out)
+
+
+def _part(node, shape: tuple, values: dict) -> tuple[int, int, int] | None:
+    """(axis, start, end) of the part of its input a Gather or Slice takes, None when the runtime
+    cannot split it (a computed index, several axes, a step other than 1, an empty part)."""
+    rank = len(shape)
+    if node.op_type == "Gather":
+        idx = values.get(node.inputs[1]) if len(node.inputs) > 1 else None
+        if idx is None or idx.dtype != "int64" or idx.size != 1:
+            return None
+        axis = int(node.attrs.get("axis", 0))
+        axis = axis + rank if axis < 0 else axis
+        if not 0 <= axis < rank:
+            return None
+        i = int(idx.reshape(-1)[0])
+        i = i + shape[axis] if i < 0 else i
+        return (axis, i, i + 1) if 0 <= i < shape[axis] else None
+    if len(node.inputs) < 4 or not node.inputs[3]:
+        return None  # the runtime takes a Slice without its axes input as it is
+    got = [values.get(i) for i in node.inputs[1:4]]
+    steps = values.get(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] else None
+    if any(v is None or v.size != 1 for v in got) or (steps is not None and (steps.size != 1 or int(steps[0]) != 1)) \
+            or (len(node.inputs) > 4 and node.inputs[4] and steps is None):
+        return None
+    start, end, axis = (int(v.reshape(-1)[0]) for v in got)
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis < rank:
+        return None
+    n = shape[axis]
+    start = min(max(start + n if start < 0 else start, 0), n)
+    end = min(max(end + n if end < 0 else end, 0), n)
+    return (axis, start, end) if start < end else None
+
+
+def scaled_operands(graph: Graph) -> frozenset[str]:
+    """Mul (or Div) nodes that scale one MatMul operand by a constant scalar: ONNX Runtime folds the
+    scale into the product (MatMulScaleFusion: a FusedMatMul's alpha), so no kernel runs for them on a
+    CPU. Attention's q and k scaled apart (torch's scaled_dot_product_attention) become one FusedMatMul
+    in its optimised graph of ViT-B/16 at a static batch; with the batch symbolic in the file the scale
+    is computed at run time from a Shape and the Muls run (``Graph.runtime_built``)."""
+    users = users_of(graph)
+    out = set()
+    for node in graph.nodes:
+        if node.op_type not in ("Mul", "Div") or node.domain not in ("", "ai.onnx") or len(node.inputs) != 2 \
+                or not node.outputs or node.outputs[0] in graph.outputs:
+            continue
+        scale = node.inputs[1] if node.op_type == "Div" else next(
+            (i for i in node.inputs if i in graph.constants), None)
+        x = node.inputs[0] if scale == node.inputs[1] else node.inputs[1]
+        if scale is None or scale not in graph.constants or scale in graph.runtime_built or x in graph.constants:
+            continue
+        t = graph.tensors.get(scale)
+        if t is None or t.shape is None or t.numel != 1:
+            continue
+        readers = users.get(node.outputs[0], [])
+        if len(readers) == 1 and readers[0].op_type == "MatMul":
+            out.add(node.name)
+    return frozenset(out)
+
+
+def neutral_arithmetic(graph: Graph) -> frozenset[str]:
+    """Add or Sub of 0, Mul or Div by 1 (one constant value, on the right for Sub and Div) that changes
+    neither the values nor the shape of its other operand: ONNX Runtime's optimiser removes them
+    (NoopElimination; not one whose output is a graph output, nor a per-channel constant of ones, which
+    it runs as a 1x1 depthwise convolution). Exports leave them behind (MobileOne's + 0 after each
+    block, a residual branch scaled by 1.0)."""
+    out = set()
+    for node in graph.nodes:
+        if node.op_type not in ("Add", "Sub", "Mul", "Div") or node.domain not in ("", "ai.onnx") \
+                or len(node.inputs) != 2 or not node.outputs or node.outputs[0] in graph.outputs:
+            continue
+        sides = (1,) if node.op_type in ("Sub", "Div") else (0, 1)
+        for k in sides:
+            c, x = node.inputs[k], node.inputs[1 - k]
+            v = graph.values.get(c) if c in graph.constants and x not in graph.constants else None
+            if v is None or v.size != 1:
+                continue
+            tx, to = graph.tensors.get(x), graph.tensors.get(node.outputs[0])
+            neutral = 0.0 if node.op_type in ("Add", "Sub") else 1.0
+            if float(v.reshape(-1)[0]) == neutral and tx is not None and to is not None and tx.shape == to.shape:
+                out.add(node.name)
+                break
+    return frozenset(out)
