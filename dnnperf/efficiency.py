@@ -228,10 +228,20 @@ def _pixel_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     return None if not curve or _unblocked(w, hw) else rules.interp_log(_pixels(layer), curve)
 
 
+def _plain_conv(family: str, side: int, pixels: int, hw: HardwareProfile) -> float | None:
+    """The calibrated plain-kernel figure (``<family>.unblocked_k<kernel>``) of the kernel size nearest
+    ``side``, at ``pixels`` output pixels; None when the profile has none."""
+    plain = sorted((int(k.split("_k")[1]), pts) for k, pts in hw.shape_efficiency.items()
+                   if k.startswith(f"{family}.unblocked_k"))
+    if not plain:
+        return None
+    return rules.interp_log(pixels, min(plain, key=lambda kp: (abs(kp[0] - side), kp[0]))[1])
+
+
 def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     """The calibrated figure for this convolution's (or pool's) shape that replaces the family's, when
     the profile has one: a row normalisation by its row length (``norm.row``); a pool, a plain or
-    depthwise convolution the CPU's blocked layout cannot take
+    depthwise convolution the CPU's blocked layout cannot take (a 1-D or 3-D one never)
     (``pool.unblocked``, ``<family>.unblocked_k<kernel>``); depthwise by kernel and stride (the nearest kernel size measured with that stride), log-interpolated in
     output pixels; grouped by stride (stride-2 curves when calibrated), input channels per group
     (log-interpolated between the measured widths) and output pixels. None when the profile has no such curve."""
@@ -244,17 +254,20 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     curve = serial_curve(w, hw) if w.family == "movement" else None
     if curve:
         return _concat_efficiency(w, hw, curve)
+    if w.family in ("conv", "depthwise_conv") and not w.conv and w.kernel.startswith("Conv") \
+            and hw.cpu_layout is not None and hw.shape_efficiency:
+        # a 1-D or 3-D convolution (R3D-18's, S3D's): ONNX Runtime's blocked kernels are 2-D only, so
+        # it runs the plain kernel (its input expanded, then a product), as an unblocked 2-D one does
+        return _plain_conv(w.family, int(w.kernel.rsplit(".k", 1)[1]), _pixels(layer), hw)
     if not hw.shape_efficiency or not w.conv or w.family not in ("conv", "depthwise_conv", "grouped_conv"):
         return None
     cin_g, kh, kw, sh, _sw, _dil = w.conv
     pixels = _pixels(layer)
     if w.family in ("conv", "depthwise_conv") and _unblocked(w, hw):
         # a convolution the blocked layout cannot take runs the plain kernel, measured apart
-        plain = sorted((int(k.split("_k")[1]), pts) for k, pts in hw.shape_efficiency.items()
-                       if k.startswith(f"{w.family}.unblocked_k"))
-        if plain:
-            pts = min(plain, key=lambda kp: (abs(kp[0] - max(kh, kw)), kp[0]))[1]
-            return rules.interp_log(pixels, pts)
+        plain = _plain_conv(w.family, max(kh, kw), pixels, hw)
+        if plain is not None:
+            return plain
     if w.family == "conv":
         return None  # a blocked one: the pixel curve (_pixel_efficiency) lowers the family's figure
     if w.family == "grouped_conv":

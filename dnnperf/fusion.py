@@ -347,6 +347,7 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
                 launches=total.launches, conv=total.conv, row=total.row or w.row,
                 subnormals=total.subnormals + w.subnormals, taps=total.taps,  # the anchor's MACs: its taps
                 operands=total.operands,  # ... and its integer kernel
+                kernel=total.kernel,  # ... and the runtime kernel it names (a 3-D convolution's)
             )
         joined = "+".join(r.node.op_type for r, _ in g)
         layers.append(replace(

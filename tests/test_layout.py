@@ -673,3 +673,29 @@ def test_a_scalar_gain_after_the_activation_runs_plain(tmp_path):
         return [l.name for l in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8}) if l.op_type != "Constant"]
     assert net(0.98) == ["reorder into x", "c1+relu", "reorder out of r", "gain", "reorder into m", "c2", "reorder out of y"]
     assert net(1.0) == ["reorder into x", "c1+relu", "gain", "c2", "reorder out of y"]
+
+
+def test_a_3d_convolution_runs_the_plain_kernel(tmp_path):
+    """ONNX Runtime's blocked (NCHWc) convolutions are 2-D only: a 3-D one (R3D-18's 3x3x3) runs the plain
+    kernel, so it takes the calibrated plain-kernel figure of the nearest kernel size
+    (conv.unblocked_k3), fused with its ReLU or not; a 2-D convolution the blocked layout takes does not."""
+    from dnnperf.efficiency import shape_efficiency
+
+    with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
+        d = yaml.safe_load(fh)
+    d.update(name="plain3d", cpu_layout={"block": 16, "grouped_min_width": 16},
+             shape_efficiency={"conv.unblocked_k1": {784: 0.5}, "conv.unblocked_k3": {784: 0.3}})
+    p = tmp_path / "p3.yaml"
+    p.write_text(yaml.safe_dump(d))
+    hw = load_profile(str(p))
+
+    def conv_layer(x, w, name, fusion):
+        nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1] * (2 * (len(x) - 2))),
+                 helper.make_node("Relu", ["c"], ["y"], name="relu")]
+        m = model(nodes, [vi("x", x)], [vi("y", None)], [weight("w", w)])
+        rep = analyze(inspect_model(save(m, tmp_path, name)), hw, Settings(fusion=fusion), with_fixes=False)
+        return next(c.layer for c in rep.score.layers if c.layer.op_type.startswith("Conv"))
+
+    for fusion in ("none", "typical"):  # 16 x 7 x 7 = 784 output pixels
+        assert shape_efficiency(conv_layer([1, 16, 16, 7, 7], [16, 16, 3, 3, 3], f"c3{fusion}.onnx", fusion), hw) == 0.3
+    assert shape_efficiency(conv_layer([1, 16, 28, 28], [16, 16, 3, 3], "c2.onnx", "typical"), hw) is None

@@ -56,7 +56,10 @@ def _conv(ctx: Ctx, x_idx: int = 0, w_idx: int = 1, bias_idx: int | None = 2, ex
         if conv[5] and len(strides) == 2 and len(dil) == 2:
             taps = _dilated_taps(ctx, x[2:], y[2:], w[2:], strides, dil)
     bias = separate_bias and bias_idx is not None and ctx.has_input(bias_idx)
-    return ctx.workload(family, macs=macs, other=other, gemm=gemm, conv=conv, bias=bias, taps=taps)
+    # a 1-D or 3-D convolution: named with its longest kernel side, for the CPU's plain-kernel figures
+    # (dnnperf.efficiency.shape_efficiency: ONNX Runtime blocks 2-D convolutions only)
+    kernel = f"Conv{len(w) - 2}d.k{max(w[2:])}" if len(w) != 4 and len(w) > 2 else ""
+    return ctx.workload(family, macs=macs, other=other, gemm=gemm, conv=conv, bias=bias, taps=taps, kernel=kernel)
 
 
 def _pad_begin(ctx: Ctx, i: int, n: int, o: int, k: int, s: int, d: int) -> int:
