@@ -7,7 +7,7 @@ profiles; each rule names the optimised graph it was read from (ONNX Runtime 1.3
 from __future__ import annotations
 
 from dnnperf.ir import Graph
-from dnnperf.kernel_groups import users_of
+from dnnperf.kernel_groups import gemm_takes, users_of
 
 
 def split_groups(graph: Graph) -> list[list[str]]:
@@ -112,9 +112,20 @@ def scaled_operands(graph: Graph) -> frozenset[str]:
         if t is None or t.shape is None or t.numel != 1:
             continue
         readers = users.get(node.outputs[0], [])
-        if len(readers) == 1 and readers[0].op_type == "MatMul":
+        if len(readers) == 1 and readers[0].op_type == "MatMul" and not _into_gemm(graph, readers[0], users):
             out.add(node.name)
     return frozenset(out)
+
+
+def _into_gemm(graph: Graph, mm, users: dict) -> bool:
+    """Whether the runtime first turns MatMul ``mm`` and the Add after it into a Gemm (its bias): the
+    scale before it then runs (probed: x * c -> MatMul(W) -> + b ran Mul, Gemm; without the bias one
+    FusedMatMul)."""
+    after = users.get(mm.outputs[0], []) if mm.outputs else []
+    if len(after) != 1 or after[0].op_type != "Add" or mm.outputs[0] in graph.outputs:
+        return False
+    bias = [i for i in after[0].inputs if i and i != mm.outputs[0]]
+    return len(bias) == 1 and gemm_takes(graph, mm, bias[0])
 
 
 def neutral_arithmetic(graph: Graph) -> frozenset[str]:

@@ -120,6 +120,20 @@ def test_a_constant_scale_and_k_transpose_fold_into_the_scores(tmp_path):
         ("Relu", ("rq",)), ("Relu", ("rk",)), ("MatMul", ("scores",)), ("Add", ("pos_bias",))]
 
 
+def test_a_scale_before_a_linear_layer_runs(tmp_path):
+    """A scaled input to a MatMul whose bias Add makes it a Gemm: the runtime builds the Gemm first and
+    runs the Mul (optimised graph: Relu, Mul, Gemm); without the bias the scale folds (Relu, FusedMatMul)."""
+    def scaled(bias):
+        nodes = [n("Relu", ["x"], ["r"], name="relu"), n("Mul", ["r", "c"], ["s"], name="scale"),
+                 n("MatMul", ["s", "w"], ["m"], name="mm")]
+        inits = [numpy_helper.from_array(np.array(0.5, dtype=np.float32), "c"), weight("w", [64, 32]), weight("b", [32])]
+        if bias:
+            nodes.append(n("Add", ["m", "b"], ["y"], name="bias"))
+        return model(nodes, [vi("x", [16, 64])], [vi("y" if bias else "m", None)], inits)
+    assert [op for op, _, _ in _layers(save(scaled(True), tmp_path, "b.onnx"))] == ["Relu", "Mul", "MatMul+Add"]
+    assert [op for op, _, _ in _layers(save(scaled(False), tmp_path, "n.onnx"))] == ["Relu", "MatMul"]
+
+
 def test_a_scale_computed_at_run_time_runs(tmp_path):
     """With the dims symbolic in the file, the scale comes from a Shape at run time (ViT-B/16 as
     exported): the runtime runs the two Muls and the transpose before them."""
