@@ -78,8 +78,9 @@ def _part(node, shape: tuple, values: dict) -> tuple[int, int, int] | None:
         return None  # the runtime takes a Slice without its axes input as it is
     got = [values.get(i) for i in node.inputs[1:4]]
     steps = values.get(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] else None
-    if any(v is None or v.size != 1 for v in got) or (steps is not None and (steps.size != 1 or int(steps[0]) != 1)) \
-            or (len(node.inputs) > 4 and node.inputs[4] and steps is None):
+    if any(v is None or v.size != 1 for v in got) or (len(node.inputs) > 4 and node.inputs[4] and steps is None):
+        return None
+    if steps is not None and (steps.size != 1 or int(steps.reshape(-1)[0]) != 1):
         return None
     start, end, axis = (int(v.reshape(-1)[0]) for v in got)
     axis = axis + rank if axis < 0 else axis
