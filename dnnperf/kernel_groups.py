@@ -233,15 +233,16 @@ def _framework_op(graph: Graph, node, producer: dict, only_user):
     return None
 
 
-def transposed_operands(graph: Graph, through: frozenset[str] = frozenset()) -> frozenset[str]:
+def transposed_operands(graph: Graph, through: frozenset[str] = frozenset(),
+                        users: dict | None = None) -> frozenset[str]:
     """Transpose nodes that swap the last two axes of a tensor only MatMuls read (attention's K^T): the
     product reads its operand transposed instead (cuBLAS and MLAS take a transposed operand; PyTorch's
     transpose is a view its matmul reads with strides; ONNX Runtime's MatMul + Transpose fusion makes a
     FusedMatMul, seen in its optimised graph of an exported Phi; TensorRT folds the shuffle into the
     product), so no kernel runs for them on any runtime. ``through``: nodes between the Transpose and
     its MatMul that the product also takes in (a scale folded into its alpha,
-    ``dnnperf.rewrites.scaled_operands``)."""
-    users = users_of(graph)
+    ``dnnperf.rewrites.scaled_operands``); ``users``: ``users_of(graph)`` when the caller has it."""
+    users = users_of(graph) if users is None else users
     out = set()
     for node in graph.nodes:
         if node.op_type != "Transpose" or node.domain not in ("", "ai.onnx") or not node.outputs:

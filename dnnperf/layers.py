@@ -17,7 +17,7 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
     ``unsummed`` (CPU: residual Adds no convolution takes, ``dnnperf.layout.add_reorders``)."""
     from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes, merge_siblings
     from dnnperf.kernel_groups import framework_op_groups, group_candidates, runtime_kernel_groups, transposed_operands
-    from dnnperf.rewrites import neutral_arithmetic, scaled_operands, split_groups
+    from dnnperf.rewrites import cpu_absorbed, split_groups
 
     def derived(key: str, build):
         """What depends on the graph alone, built once per inspection (a report scores it several times)."""
@@ -27,12 +27,12 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
 
     cands = derived("fusion_candidates" if attention else "fusion_candidates:unfused_attention",
                     lambda: fusion_candidates(insp.graph, insp.rows, attention=attention))  # for the fix hints
-    absorbed = derived("transposed_operands", lambda: transposed_operands(insp.graph))  # attention's K^T
-    if fusion == "typical" and not chains:  # ONNX Runtime's CPU provider also folds a constant scale into a MatMul
-        # and drops arithmetic that changes nothing
-        absorbed = derived("cpu_absorbed", lambda: _cpu_absorbed(
-            insp.graph, derived("runtime_kernel_groups", lambda: runtime_kernel_groups(insp.graph)),
-            scaled_operands, transposed_operands) | neutral_arithmetic(insp.graph))
+    if fusion == "typical" and not chains:  # ONNX Runtime's CPU provider: K^T, a constant scale folded into
+        # a MatMul, arithmetic that changes nothing
+        absorbed = derived("cpu_absorbed", lambda: cpu_absorbed(
+            insp.graph, derived("runtime_kernel_groups", lambda: runtime_kernel_groups(insp.graph))))
+    else:
+        absorbed = derived("transposed_operands", lambda: transposed_operands(insp.graph))  # attention's K^T
 
     def make(row: Row) -> Layer:
         w = row.workload if row.node.name not in absorbed else Workload("view", row.workload.dtype, launches=0)
@@ -60,12 +60,3 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
             return fuse(insp.graph, insp.rows, make, op_cands, {names[0]: k for k, names in ops})
     return [make(r) for r in insp.rows if r.workload is not None]
 
-
-def _cpu_absorbed(graph, groups, scaled_operands, transposed_operands) -> frozenset[str]:
-    """Nodes ONNX Runtime's CPU provider folds into the MatMul they feed (with ``neutral_arithmetic``, the
-    nodes it runs no kernel for): a constant scalar scale
-    (FusedMatMul's alpha; not one its own kernels take, ``groups``: an erf GELU's last half) and
-    attention's K^T, also when the scale sits between the two."""
-    grouped = {n for _kernel, names in groups for n in names}
-    scaled = frozenset(n for n in scaled_operands(graph) if n not in grouped)
-    return scaled | transposed_operands(graph, through=scaled)

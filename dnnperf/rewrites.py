@@ -7,7 +7,18 @@ profiles; each rule names the optimised graph it was read from (ONNX Runtime 1.3
 from __future__ import annotations
 
 from dnnperf.ir import Graph
-from dnnperf.kernel_groups import gemm_takes, users_of
+from dnnperf.kernel_groups import gemm_takes, transposed_operands, users_of
+
+
+def cpu_absorbed(graph: Graph, groups: list[tuple[str, list[str]]]) -> frozenset[str]:
+    """Nodes ONNX Runtime's CPU provider runs no kernel for: a constant scalar scale it folds into the
+    MatMul it feeds (``scaled_operands``; not one its own kernels take, ``groups``: an erf GELU's last
+    half), attention's K^T, also behind such a scale (``kernel_groups.transposed_operands``), and
+    arithmetic that changes nothing (``neutral_arithmetic``)."""
+    users = users_of(graph)
+    grouped = {n for _kernel, names in groups for n in names}
+    scaled = frozenset(n for n in scaled_operands(graph, users) if n not in grouped)
+    return scaled | transposed_operands(graph, through=scaled, users=users) | neutral_arithmetic(graph)
 
 
 def split_groups(graph: Graph) -> list[list[str]]:
@@ -92,13 +103,14 @@ def _part(node, shape: tuple, values: dict) -> tuple[int, int, int] | None:
     return (axis, start, end) if start < end else None
 
 
-def scaled_operands(graph: Graph) -> frozenset[str]:
+def scaled_operands(graph: Graph, users: dict | None = None) -> frozenset[str]:
     """Mul (or Div) nodes that scale one MatMul operand by a constant scalar: ONNX Runtime folds the
     scale into the product (MatMulScaleFusion: a FusedMatMul's alpha), so no kernel runs for them on a
     CPU. Attention's q and k scaled apart (torch's scaled_dot_product_attention) become one FusedMatMul
     in its optimised graph of ViT-B/16 at a static batch; with the batch symbolic in the file the scale
-    is computed at run time from a Shape and the Muls run (``Graph.runtime_built``)."""
-    users = users_of(graph)
+    is computed at run time from a Shape and the Muls run (``Graph.runtime_built``). ``users``:
+    ``users_of(graph)`` when the caller has it."""
+    users = users_of(graph) if users is None else users
     out = set()
     for node in graph.nodes:
         if node.op_type not in ("Mul", "Div") or node.domain not in ("", "ai.onnx") or len(node.inputs) != 2 \
