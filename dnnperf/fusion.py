@@ -33,6 +33,10 @@ ANCHOR_FAMILIES = MATRIX_FAMILIES | {"elementwise", "cast"}
 # ops outside those families that runtimes run as a kernel taking an epilogue (ONNX Runtime runs a
 # standalone BatchNormalization as a per-channel convolution)
 KERNEL_ANCHOR_OPS = frozenset({"BatchNormalization"})
+# matrix-family ops ONNX Runtime's CPU provider runs with no epilogue: an Add, a Relu or any other op after
+# an Einsum, a ConvTranspose or a recurrent layer stays a kernel of its own (each probed in the runtime's
+# optimised graph; MaxViT's 22 attention-score Einsums each keep their position-bias Add)
+CPU_PLAIN_PRODUCTS = frozenset({"Einsum", "ConvTranspose", "LSTM", "GRU", "RNN"})
 # what ONNX Runtime's CPU provider folds into a convolution or GEMM kernel: the activations its MLAS
 # kernels apply in their epilogue (Relu, LeakyRelu, Tanh, Sigmoid, Clip, HardSigmoid, HardSwish), a
 # BatchNormalization or a constant scale/shift folded into the weights (a MatMul's scale: Mul or Div),
@@ -110,6 +114,8 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                     continue
                 if not chains and prod.node.name in grouped:
                     continue  # the runtime's own kernels (Gelu, QuickGelu, SkipLayerNormalization) take no epilogue
+                if not chains and prod.node.op_type in CPU_PLAIN_PRODUCTS:
+                    continue
                 if _broadcasts(graph, i, node.outputs[0] if node.outputs else ""):
                     continue
                 anchor = anchor_of.get(prod.node.name, prod.node)

@@ -184,3 +184,23 @@ def test_arithmetic_that_changes_nothing_runs_no_kernel(tmp_path):
                            _residual([1, 16, 8, 8], ("Mul", 1.0), last_is_output=True))):
         layers = _layers(save(m, tmp_path, f"k{i}.onnx"))
         assert any("neutral" in nodes for _, nodes, _ in layers), i
+
+
+def test_an_einsum_a_transposed_convolution_and_a_recurrent_layer_take_no_epilogue(tmp_path):
+    """The CPU provider folds a bias, a scale or an activation into a convolution, a MatMul or a Gemm
+    (Gemm + Relu -> FusedGemm), but runs the op after an Einsum (MaxViT's attention scores + their
+    position bias), a ConvTranspose or an LSTM as a kernel of its own."""
+    b = numpy_helper.from_array(np.ones((4, 49, 49), np.float32), "b")
+    ein = model([n("Einsum", ["q", "k"], ["s"], name="qk", equation="bhqd,bhkd->bhqk"),
+                 n("Add", ["s", "b"], ["y"], name="bias")],
+                [vi("q", [1, 4, 49, 32]), vi("k", [1, 4, 49, 32])], [vi("y", None)], [b])
+    assert [op for op, _, _ in _layers(save(ein, tmp_path, "e.onnx"))] == ["Einsum", "Add"]
+    ct = model([n("ConvTranspose", ["x", "w"], ["c"], name="up", strides=[2, 2]), n("Relu", ["c"], ["y"], name="r")],
+               [vi("x", [1, 16, 14, 14])], [vi("y", None)], [weight("w", [16, 8, 2, 2])])
+    assert [op for op, _, _ in _layers(save(ct, tmp_path, "c.onnx"))] == ["ConvTranspose", "Relu"]
+    lstm = model([n("LSTM", ["x", "W", "R"], ["h"], name="lstm", hidden_size=8), n("Relu", ["h"], ["y"], name="r")],
+                 [vi("x", [5, 1, 4])], [vi("y", None)], [weight("W", [1, 32, 4]), weight("R", [1, 32, 8])])
+    assert [op for op, _, _ in _layers(save(lstm, tmp_path, "l.onnx"))] == ["LSTM", "Relu"]
+    gemm = model([n("Gemm", ["x", "w"], ["c"], name="fc"), n("Relu", ["c"], ["y"], name="r")],
+                 [vi("x", [4, 16])], [vi("y", None)], [weight("w", [16, 8])])
+    assert [op for op, _, _ in _layers(save(gemm, tmp_path, "g.onnx"))] == ["Gemm+Relu"]

@@ -472,6 +472,11 @@ def micro_models(quick: bool) -> list[Micro]:
                           kernel_shape=[2, 2], strides=[2, 2])],
         [_vi("x", [1, ch_p, side_p, side_p], 2)], [_vi("y", None, 2)], q8, contrib=True),
         {"x": rng.integers(0, 255, (1, ch_p, side_p, side_p)).astype(np.uint8)}, "loop", "QLinearAveragePool"))
+    # a Transpose copied element by element (ops.movement.element_loop), as MaxViT's partitions are
+    shape, perm = TRANSPOSE_LOOP
+    out.append(Micro("loop_Transpose.elements", _model([helper.make_node("Transpose", ["x"], ["y"], perm=list(perm))],
+                                                       [_vi("x", list(shape))], [_vi("y", None)]),
+                     {"x": rng.standard_normal(shape).astype(np.float32)}, "loop", "Transpose.elements"))
     for mode in ("nearest", "linear", "cubic"):
         out.append(Micro(f"loop_Resize.{mode}", _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode=mode)],
                                                        [_vi("x", [1, ch, side, side])], [_vi("y", None)],
@@ -684,6 +689,9 @@ SOFTMAX_AXIS_SHAPE = (1, 16, 4, 2100)
 SCATTER_SHAPE = (1000, 64, 5000)  # table rows, row width, updated rows
 QCONCAT = (8, 32, 28)  # QLinearConcat: pieces, channels each, side
 QPOOL = (128, 56)  # QLinearAveragePool 2 x 2 / 2: channels, input side
+# a permutation ONNX Runtime's CPU Transpose copies element by element (ops.movement.element_loop): no
+# single axis moved, the last axis moved (301,056 elements)
+TRANSPOSE_LOOP = ((16, 32, 49, 12), (2, 0, 3, 1))
 
 
 def loop_elements(key: str = "Resize") -> int:
@@ -696,6 +704,8 @@ def loop_elements(key: str = "Resize") -> int:
         return QCONCAT[0] * QCONCAT[1] * QCONCAT[2] ** 2
     if key == "QLinearAveragePool":
         return QPOOL[0] * (QPOOL[1] // 2) ** 2
+    if key == "Transpose.elements":
+        return int(np.prod(TRANSPOSE_LOOP[0]))
     ch, side, f = LOOP_UPSAMPLE
     return ch * (side * f) ** 2
 
