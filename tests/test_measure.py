@@ -44,7 +44,8 @@ def test_calibration_writes_a_valid_profile(local_profile):
     assert "Einsum" in hw.op_efficiency  # its own transposes and product, not a MatMul's pace
     # Resize's loop over its outputs, per mode, in ns an output element
     assert set(hw.loop_ns) == {"Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements",
-                               "QLinearConcat", "QLinearAveragePool", "Transpose.elements"}
+                               "QLinearConcat", "QLinearAveragePool", "Transpose.elements", "Slice.strided",
+                               "Gather.elements", "CumSum.last", "DepthToSpace", "SpaceToDepth", "ArgMax"}
     assert min(hw.loop_ns.values()) > 0
     # every pairing of 8-bit data and weight types, each a share of the int8 peak
     assert set(hw.int8_operands) == {"u8s8", "u8u8", "s8s8", "s8u8"}
@@ -767,6 +768,59 @@ def test_a_transpose_copied_element_by_element_takes_its_calibrated_time_per_ele
     base = profile_from_dict(_cpu_avx2(), "x")
     assert analyze(loop, base, Settings()).score.layers[0].time_s == pytest.approx(
         analyze(plain, base, Settings()).score.layers[0].time_s, rel=1e-6)
+
+
+def test_the_element_loops_of_slice_gather_cumsum_and_pixel_shuffles(tmp_path):
+    """ONNX Runtime walks these one element at a time (2-core EPYC VM, ns an element): a Slice stepping
+    through the last axis 0.8 (one stepping an outer axis copies whole rows: 0.15), a Gather of single
+    elements 1.6-2.7 (rows of 56: 0.08), a CumSum along the last axis 1.6-3 (along an outer one 0.11),
+    DepthToSpace 0.6-2.6 and SpaceToDepth 0.25-0.33, ArgMax and ArgMin 0.24-0.48 an input element along any
+    axis (a reduction: 0.05). Each is named for its calibrated loop and, with a
+    figure, takes its work x that: 64 x 56 x 28 = 100,352 outputs x 0.8 ns = 80.3 us for every other column
+    of a 64 x 56 x 56 map."""
+    from onnx import helper as h
+
+    from dnnperf.measure.calibrate import inspect_micro
+    from dnnperf.measure.micro import loop_elements
+    from helpers import ints
+    from helpers import model as mk
+    from helpers import vi
+
+    def one(node, inits, name, shape=(1, 64, 56, 56)):
+        m = mk([node], [vi("x", list(shape))], [vi("y", None)], inits)
+        return inspect_model(save(m, tmp_path, name))
+
+    def sl(axes, steps, starts, ends, name):
+        node = h.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"], name="op")
+        return one(node, [ints("s", starts), ints("e", ends), ints("a", axes), ints("t", steps)], name)
+
+    kernel = lambda insp: insp.rows[0].workload.kernel  # noqa: E731
+    assert kernel(sl([3], [2], [0], [56], "s1.onnx")) == "Slice.strided"
+    assert kernel(sl([2, -1], [2, 2], [0, 0], [56, 56], "s2.onnx")) == "Slice.strided"
+    assert kernel(sl([3], [-1], [-1], [-(2 ** 62)], "s3.onnx")) == "Slice.strided"  # a flip
+    assert kernel(sl([2], [2], [0], [56], "s4.onnx")) == ""  # rows kept whole
+    assert kernel(sl([3], [1], [1], [55], "s5.onnx")) == ""  # a crop
+    gather = lambda axis, name: one(h.make_node("Gather", ["x", "i"], ["y"], axis=axis, name="op"),  # noqa: E731
+                                    [ints("i", list(range(0, 56, 2)))], name)
+    assert kernel(gather(3, "g1.onnx")) == kernel(gather(-1, "g2.onnx")) == "Gather.elements"
+    assert kernel(gather(2, "g3.onnx")) == ""
+    cum = lambda axis, name: one(h.make_node("CumSum", ["x", "a"], ["y"], name="op"), [ints("a", axis)], name)  # noqa: E731
+    assert kernel(cum(3, "c1.onnx")) == kernel(cum(-1, "c2.onnx")) == "CumSum.last"
+    assert kernel(cum(1, "c3.onnx")) == ""
+    d2s = one(h.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, name="op"), [], "d.onnx")
+    s2d = one(h.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2, name="op"), [], "u.onnx")
+    assert kernel(d2s) == "DepthToSpace" and kernel(s2d) == "SpaceToDepth"
+    for op in ("ArgMax", "ArgMin"):  # one loop over the inputs, along any axis
+        assert kernel(one(h.make_node(op, ["x"], ["y"], axis=1, name="op"), [], f"{op}.onnx")) == "ArgMax"
+    # the calibration's micro-benchmarks are these very cases, their work the outputs
+    for key, n in (("Slice.strided", 100_352), ("Gather.elements", 100_352), ("CumSum.last", 200_704),
+                   ("DepthToSpace", 200_704), ("SpaceToDepth", 200_704), ("ArgMax", 200_704)):
+        mb = next(m for m in micro_models(True) if m.key == key)
+        assert mb.role == "loop" and loop_elements(key) == n
+        assert [r.workload.kernel for r in inspect_micro(mb.model).rows] == [key]
+    hw = profile_from_dict({**_cpu_avx2(), "loop_ns": {"Slice.strided": 0.8}}, "x")
+    got = analyze(sl([3], [2], [0], [56], "s6.onnx"), hw, Settings()).score.layers[0]
+    assert got.time_s - got.t_launch == pytest.approx(100_352 * 0.8e-9, rel=1e-3)
 
 
 def test_loop_ns_names_a_known_kernel_on_a_cpu():

@@ -169,6 +169,13 @@ def _const(name, value: float):
     return numpy_helper.from_array(np.array(value, dtype=np.float32), name)
 
 
+def _ints(name, values, scalar: bool = False):
+    """An int64 constant: a list of values, or one value as a 0-d tensor."""
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.array(values if not scalar else int(values), dtype=np.int64), name)
+
+
 def _u8(name, value: int):
     """A uint8 scalar (a quantization zero point)."""
     from onnx import numpy_helper
@@ -477,6 +484,17 @@ def micro_models(quick: bool) -> list[Micro]:
     out.append(Micro("loop_Transpose.elements", _model([helper.make_node("Transpose", ["x"], ["y"], perm=list(perm))],
                                                        [_vi("x", list(shape))], [_vi("y", None)]),
                      {"x": rng.standard_normal(shape).astype(np.float32)}, "loop", "Transpose.elements"))
+    every_other = [_ints("s", [0]), _ints("e", [56]), _ints("a", [3]), _ints("t", [2])]
+    loops = {"Slice.strided": (helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"]), every_other),
+             "Gather.elements": (helper.make_node("Gather", ["x", "i"], ["y"], axis=3), [_ints("i", list(range(0, 56, 2)))]),
+             "CumSum.last": (helper.make_node("CumSum", ["x", "a"], ["y"]), [_ints("a", 3, scalar=True)]),
+             "DepthToSpace": (helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2), []),
+             "SpaceToDepth": (helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2), []),
+             "ArgMax": (helper.make_node("ArgMax", ["x"], ["y"], axis=1), [])}
+    for key, (node, consts) in loops.items():
+        out.append(Micro(f"loop_{key}", _model([node], [_vi("x", [1, 64, 56, 56])], [_vi("y", None, 7 if key == "ArgMax" else 1)],
+                                               consts),
+                         {"x": x56}, "loop", key))
     for mode in ("nearest", "linear", "cubic"):
         out.append(Micro(f"loop_Resize.{mode}", _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode=mode)],
                                                        [_vi("x", [1, ch, side, side])], [_vi("y", None)],
@@ -692,6 +710,11 @@ QPOOL = (128, 56)  # QLinearAveragePool 2 x 2 / 2: channels, input side
 # a permutation ONNX Runtime's CPU Transpose copies element by element (ops.movement.element_loop): no
 # single axis moved, the last axis moved (301,056 elements)
 TRANSPOSE_LOOP = ((16, 32, 49, 12), (2, 0, 3, 1))
+# the other element loops, each on a 64 x 56 x 56 map: a Slice taking every other column, a Gather of 28
+# columns, a running sum along the rows, 2 x 2 pixel shuffles both ways, an ArgMax over the channels (as
+# a segmentation head's over its classes) (key -> elements of work: outputs; the ArgMax's inputs)
+ELEMENT_LOOPS = {"Slice.strided": 64 * 56 * 28, "Gather.elements": 64 * 56 * 28, "CumSum.last": 64 * 56 * 56,
+                 "DepthToSpace": 64 * 56 * 56, "SpaceToDepth": 64 * 56 * 56, "ArgMax": 64 * 56 * 56}
 
 
 def loop_elements(key: str = "Resize") -> int:
@@ -706,6 +729,8 @@ def loop_elements(key: str = "Resize") -> int:
         return QPOOL[0] * (QPOOL[1] // 2) ** 2
     if key == "Transpose.elements":
         return int(np.prod(TRANSPOSE_LOOP[0]))
+    if key in ELEMENT_LOOPS:
+        return ELEMENT_LOOPS[key]
     ch, side, f = LOOP_UPSAMPLE
     return ch * (side * f) ** 2
 
