@@ -67,7 +67,10 @@ SCHEMA = {
                               "the runtime runs as one loop over them, far from any roof ('Resize.linear', "
                               "'Resize.nearest', 'Resize.cubic', 'Softmax.axis' (a softmax over an axis that is not the "
                               "last), 'ScatterElements', ONNX Runtime's uint8 'QLinearConcat' and "
-                              "'QLinearAveragePool'; calibrated); the layer takes that or its roofline time, "
+                              "'QLinearAveragePool', 'Transpose.elements' (a permutation copied element by element), "
+                              "'Slice.strided', 'Gather.elements', 'CumSum.last', 'DepthToSpace', 'SpaceToDepth', "
+                              "'ArgMax' (an ArgMax or ArgMin, per input element); calibrated); the layer takes that or "
+                              "its roofline time, "
                               "whichever is longer; default: the roofline at the family's efficiency"),
     "host_link_gbs": ("num|null", False, "host -> device link for inputs in GB/s; null when inputs are already in "
                                          "memory (the default, noted as assumed)"),

@@ -81,8 +81,8 @@ EPILOGUE_ACTIVATIONS = ("Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Sigmoi
 # copied element by element, 2.3-2.8 ns: dnnperf.ops.movement.element_loop; a Slice stepping through the
 # last axis 0.8; a Gather of single elements 1.6-2.7; a CumSum along the last axis 1.6-3; DepthToSpace
 # 0.6-2.6 and SpaceToDepth 0.25-0.33; ArgMax / ArgMin 0.24-0.48 an input element): what a profile's
-# loop_ns may name (Workload.kernel), per element
-# of the layer's work (Workload.parallel_work: outputs, or a scatter's updates), and what calibrate times
+# loop_ns may name (Workload.kernel), per element of the layer's work (Workload.parallel_work: outputs,
+# or a scatter's updates), and what calibrate times
 LOOP_KERNELS = ("Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements", "QLinearConcat",
                 "QLinearAveragePool", "Transpose.elements", "Slice.strided", "Gather.elements", "CumSum.last",
                 "DepthToSpace", "SpaceToDepth", "ArgMax")

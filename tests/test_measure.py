@@ -800,11 +800,16 @@ def test_the_element_loops_of_slice_gather_cumsum_and_pixel_shuffles(tmp_path):
     assert kernel(sl([3], [-1], [-1], [-(2 ** 62)], "s3.onnx")) == "Slice.strided"  # a flip
     assert kernel(sl([2], [2], [0], [56], "s4.onnx")) == ""  # rows kept whole
     assert kernel(sl([3], [1], [1], [55], "s5.onnx")) == ""  # a crop
+    run_time = mk([h.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"], name="op")],
+                  [vi("x", [1, 64, 56, 56]), vi("t", [1], 7)], [vi("y", [1, 64, 56, 28])],
+                  [ints("s", [0]), ints("e", [56]), ints("a", [3])])
+    assert kernel(inspect_model(save(run_time, tmp_path, "s7.onnx"))) == ""  # steps known only at run time
     gather = lambda axis, name: one(h.make_node("Gather", ["x", "i"], ["y"], axis=axis, name="op"),  # noqa: E731
                                     [ints("i", list(range(0, 56, 2)))], name)
     assert kernel(gather(3, "g1.onnx")) == kernel(gather(-1, "g2.onnx")) == "Gather.elements"
     assert kernel(gather(2, "g3.onnx")) == ""
-    cum = lambda axis, name: one(h.make_node("CumSum", ["x", "a"], ["y"], name="op"), [ints("a", axis)], name)  # noqa: E731
+    cum = lambda axis, name: one(h.make_node("CumSum", ["x", "a"], ["y"], name="op"),  # noqa: E731
+                                 [ints("a", axis)], name)
     assert kernel(cum(3, "c1.onnx")) == kernel(cum(-1, "c2.onnx")) == "CumSum.last"
     assert kernel(cum(1, "c3.onnx")) == ""
     d2s = one(h.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, name="op"), [], "d.onnx")

@@ -486,15 +486,16 @@ def micro_models(quick: bool) -> list[Micro]:
                      {"x": rng.standard_normal(shape).astype(np.float32)}, "loop", "Transpose.elements"))
     every_other = [_ints("s", [0]), _ints("e", [56]), _ints("a", [3]), _ints("t", [2])]
     loops = {"Slice.strided": (helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"]), every_other),
-             "Gather.elements": (helper.make_node("Gather", ["x", "i"], ["y"], axis=3), [_ints("i", list(range(0, 56, 2)))]),
+             "Gather.elements": (helper.make_node("Gather", ["x", "i"], ["y"], axis=3),
+                                 [_ints("i", list(range(0, 56, 2)))]),
              "CumSum.last": (helper.make_node("CumSum", ["x", "a"], ["y"]), [_ints("a", 3, scalar=True)]),
              "DepthToSpace": (helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2), []),
              "SpaceToDepth": (helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2), []),
              "ArgMax": (helper.make_node("ArgMax", ["x"], ["y"], axis=1), [])}
     for key, (node, consts) in loops.items():
-        out.append(Micro(f"loop_{key}", _model([node], [_vi("x", [1, 64, 56, 56])], [_vi("y", None, 7 if key == "ArgMax" else 1)],
-                                               consts),
-                         {"x": x56}, "loop", key))
+        y = _vi("y", None, 7 if key == "ArgMax" else 1)  # ArgMax writes int64 indices
+        out.append(Micro(f"loop_{key}", _model([node], [_vi("x", [1, 64, 56, 56])], [y], consts), {"x": x56}, "loop",
+                         key))
     for mode in ("nearest", "linear", "cubic"):
         out.append(Micro(f"loop_Resize.{mode}", _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode=mode)],
                                                        [_vi("x", [1, ch, side, side])], [_vi("y", None)],

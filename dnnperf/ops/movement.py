@@ -158,10 +158,9 @@ def _steps_last_axis(ctx: Ctx) -> bool:
     if len(ctx.node.inputs) < 5 or not ctx.has_input(4) or not x or not y or y[-1] <= 1:
         return False
     steps = ctx.value(4)
-    starts = ctx.value(1)
     axes = ctx.value(3) if ctx.has_input(3) else None
-    if steps is None or starts is None:
-        return False
+    if steps is None or (axes is None and ctx.has_input(3)):
+        return False  # steps or axes given at run time: not known to step
     steps = [int(v) for v in steps.reshape(-1)]
     axes = list(range(len(steps))) if axes is None else [int(a) for a in axes.reshape(-1)]
     rank = len(x)
