@@ -68,7 +68,7 @@ SCHEMA = {
                               "'Resize.nearest', 'Resize.cubic', 'Softmax.axis' (a softmax over an axis that is not the "
                               "last), 'ScatterElements', ONNX Runtime's uint8 'QLinearConcat' and "
                               "'QLinearAveragePool', 'Transpose.elements' (a permutation copied element by element), "
-                              "'Slice.strided', 'Gather.elements', 'CumSum.last', 'DepthToSpace', 'SpaceToDepth', "
+                              "'Slice.strided', 'Gather.blocks', 'CumSum.last', 'DepthToSpace', 'SpaceToDepth', "
                               "'ArgMax' (an ArgMax or ArgMin, per input element); calibrated); the layer takes that or "
                               "its roofline time, "
                               "whichever is longer; default: the roofline at the family's efficiency"),

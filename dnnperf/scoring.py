@@ -174,7 +174,7 @@ def with_precision(w: Workload, precision: str) -> Workload:
                     (w.weight_bytes * new_bits) // old_bits, (w.bytes_written * new_bits) // old_bits,
                     w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals, w.bias,
                     (w.step_reads * new_bits) // old_bits, w.kernel, w.taps,
-                    w.operands if PRECISION_OF_DTYPE.get(new_dtype) == "int8" else "")
+                    w.operands if PRECISION_OF_DTYPE.get(new_dtype) == "int8" else "", w.loop_items)
 
 
 # -- the loss steps ------------------------------------------------------------------------------
@@ -307,12 +307,13 @@ def _efficiency(s: LayerState) -> float:
     one loop over its outputs (``loop_ns``: Resize) takes its calibrated time per output element."""
     w = s.w
     loop = s.hw.loop_ns.get(w.kernel) if w.kernel and "+" not in s.layer.op_type else None
-    if loop and w.parallel_work:
+    items = w.loop_items or w.parallel_work
+    if loop and items:
         # ONNX Runtime's Resize computes each output element's source and weights in a loop, 0.58
         # (nearest) and 0.82 ns (linear) per element on a 2-core EPYC VM from 0.17 to 1.4 M outputs:
         # 11-23x the roofline at the family's efficiency (deeplabv3's final 16x bilinear upsampling:
         # 48 us estimated, 984 measured)
-        return max(s.t, w.parallel_work * loop * 1e-9)  # its outputs (a scatter: its updates)
+        return max(s.t, items * loop * 1e-9)  # its outputs (a scatter: its updates; a Gather: its blocks)
     eff = s.hw.unoptimized_efficiency if s.unoptimized else family_efficiency(s.layer, s.hw)
     cache = (s.hw.onchip_mb or 0) * 1e6
     ws = w.act_bytes_read + w.bytes_written

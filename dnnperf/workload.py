@@ -50,6 +50,7 @@ class Workload:
     kernel: str = ""  # the runtime kernel an attribute picks ('Resize.linear'): a calibrated CPU may time it per element
     taps: float = 1.0  # a dilated convolution: its kernel taps inside the input over those at dilation 1 (ops.matrix)
     operands: str = ""  # an integer product's data x weight element types ('u8s8', vocab.INT8_OPERANDS)
+    loop_items: int = 0  # a loop kernel's steps when they are not its parallel_work (a Gather's picked blocks)
 
     @property
     def ops(self) -> int:

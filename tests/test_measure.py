@@ -45,7 +45,7 @@ def test_calibration_writes_a_valid_profile(local_profile):
     # Resize's loop over its outputs, per mode, in ns an output element
     assert set(hw.loop_ns) == {"Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements",
                                "QLinearConcat", "QLinearAveragePool", "Transpose.elements", "Slice.strided",
-                               "Gather.elements", "CumSum.last", "DepthToSpace", "SpaceToDepth", "ArgMax"}
+                               "Gather.blocks", "CumSum.last", "DepthToSpace", "SpaceToDepth", "ArgMax"}
     assert min(hw.loop_ns.values()) > 0
     # every pairing of 8-bit data and weight types, each a share of the int8 peak
     assert set(hw.int8_operands) == {"u8s8", "u8u8", "s8s8", "s8u8"}
@@ -771,13 +771,13 @@ def test_a_transpose_copied_element_by_element_takes_its_calibrated_time_per_ele
 
 
 def test_the_element_loops_of_slice_gather_cumsum_and_pixel_shuffles(tmp_path):
-    """ONNX Runtime walks these one element at a time (2-core EPYC VM, ns an element): a Slice stepping
-    through the last axis 0.8 (one stepping an outer axis copies whole rows: 0.15), a Gather of single
-    elements 1.6-2.7 (rows of 56: 0.08), a CumSum along the last axis 1.6-3 (along an outer one 0.11),
-    DepthToSpace 0.6-2.6 and SpaceToDepth 0.25-0.33, ArgMax and ArgMin 0.24-0.48 an input element along any
-    axis (a reduction: 0.05). Each is named for its calibrated loop and, with a
-    figure, takes its work x that: 64 x 56 x 28 = 100,352 outputs x 0.8 ns = 80.3 us for every other column
-    of a 64 x 56 x 56 map."""
+    """ONNX Runtime walks these one step at a time (2-core EPYC VM, ns a step): a Slice stepping through
+    the last axis 0.8 an output (one stepping an outer axis copies whole rows: 0.15), a Gather 2.6-3.4 a
+    picked block of up to 16 elements (rows of 56: 0.08 an element), a CumSum along the last axis 1.6-3
+    an element (along an outer one 0.11), DepthToSpace 0.6-2.6 and SpaceToDepth 0.25-0.33, ArgMax and
+    ArgMin 0.24-0.48 an input element along any axis (a reduction: 0.05). Each is named for its calibrated
+    loop and, with a figure, takes its steps x that: 64 x 56 x 28 = 100,352 outputs x 0.8 ns = 80.3 us for
+    every other column of a 64 x 56 x 56 map; 500 boxes of 4 coordinates x 2.6 ns = 1.3 us."""
     from onnx import helper as h
 
     from dnnperf.measure.calibrate import inspect_micro
@@ -806,8 +806,14 @@ def test_the_element_loops_of_slice_gather_cumsum_and_pixel_shuffles(tmp_path):
     assert kernel(inspect_model(save(run_time, tmp_path, "s7.onnx"))) == ""  # steps known only at run time
     gather = lambda axis, name: one(h.make_node("Gather", ["x", "i"], ["y"], axis=axis, name="op"),  # noqa: E731
                                     [ints("i", list(range(0, 56, 2)))], name)
-    assert kernel(gather(3, "g1.onnx")) == kernel(gather(-1, "g2.onnx")) == "Gather.elements"
-    assert kernel(gather(2, "g3.onnx")) == ""
+    assert kernel(gather(3, "g1.onnx")) == kernel(gather(-1, "g2.onnx")) == "Gather.blocks"
+    assert kernel(gather(2, "g3.onnx")) == ""  # rows of 56: the bytes, not the loop
+    boxes = one(h.make_node("Gather", ["x", "i"], ["y"], axis=0, name="op"), [ints("i", list(range(0, 1000, 2)))],
+                "g4.onnx", shape=(1000, 4))  # 500 boxes of 4 coordinates: 500 steps
+    assert kernel(boxes) == "Gather.blocks" and boxes.rows[0].workload.loop_items == 500
+    hw_g = profile_from_dict({**_cpu_avx2(), "loop_ns": {"Gather.blocks": 2.6}}, "x")
+    picked = analyze(boxes, hw_g, Settings()).score.layers[0]
+    assert picked.time_s - picked.t_launch == pytest.approx(500 * 2.6e-9, rel=1e-3)
     cum = lambda axis, name: one(h.make_node("CumSum", ["x", "a"], ["y"], name="op"),  # noqa: E731
                                  [ints("a", axis)], name)
     assert kernel(cum(3, "c1.onnx")) == kernel(cum(-1, "c2.onnx")) == "CumSum.last"
@@ -818,7 +824,7 @@ def test_the_element_loops_of_slice_gather_cumsum_and_pixel_shuffles(tmp_path):
     for op in ("ArgMax", "ArgMin"):  # one loop over the inputs, along any axis
         assert kernel(one(h.make_node(op, ["x"], ["y"], axis=1, name="op"), [], f"{op}.onnx")) == "ArgMax"
     # the calibration's micro-benchmarks are these very cases, their work the outputs
-    for key, n in (("Slice.strided", 100_352), ("Gather.elements", 100_352), ("CumSum.last", 200_704),
+    for key, n in (("Slice.strided", 100_352), ("Gather.blocks", 100_352), ("CumSum.last", 200_704),
                    ("DepthToSpace", 200_704), ("SpaceToDepth", 200_704), ("ArgMax", 200_704)):
         mb = next(m for m in micro_models(True) if m.key == key)
         assert mb.role == "loop" and loop_elements(key) == n

@@ -753,16 +753,16 @@ def test_precision_what_if_keeps_every_workload_field():
     assert [f.name for f in fields(Workload)] == ["family", "dtype", "macs", "other_ops", "act_bytes_read",
                                                   "weight_bytes", "bytes_written", "parallel_work", "gemm",
                                                   "launches", "note", "conv", "row", "pieces", "subnormals", "bias",
-                                                  "step_reads", "kernel", "taps", "operands"]
+                                                  "step_reads", "kernel", "taps", "operands", "loop_items"]
     w = Workload("conv", "float32", 10, 3, 400, 800, 200, 50, Gemm(2, 3, 4, 1), 2, "n", (1, 3, 3, 1, 1, False), 7,
-                 (5, 6), 9, True, 64, "Resize.linear", 0.5)
+                 (5, 6), 9, True, 64, "Resize.linear", 0.5, "", 11)
     h = with_precision(w, "fp16")
     assert (h.dtype, h.act_bytes_read, h.weight_bytes, h.bytes_written) == ("float16", 200, 400, 100)
     assert h.step_reads == 32  # the recurrent weights read again each step are weights too
     assert (h.family, h.macs, h.other_ops, h.parallel_work, h.gemm, h.launches, h.note, h.conv, h.row, h.pieces,
-            h.subnormals, h.bias, h.kernel, h.taps) == (w.family, w.macs, w.other_ops, w.parallel_work, w.gemm,
-                                                        w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals,
-                                                        w.bias, w.kernel, w.taps)
+            h.subnormals, h.bias, h.kernel, h.taps, h.loop_items) == (
+        w.family, w.macs, w.other_ops, w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces,
+        w.subnormals, w.bias, w.kernel, w.taps, 11)
     # an integer product keeps its operand pairing in int8, and drops it in a float precision
     q = Workload("conv", "uint8", 10, 3, 400, 800, 200, 50, Gemm(2, 3, 4, 1), operands="u8s8")
     assert with_precision(q, "int8").operands == "u8s8" and with_precision(q, "fp16").operands == ""

@@ -486,7 +486,7 @@ def micro_models(quick: bool) -> list[Micro]:
                      {"x": rng.standard_normal(shape).astype(np.float32)}, "loop", "Transpose.elements"))
     every_other = [_ints("s", [0]), _ints("e", [56]), _ints("a", [3]), _ints("t", [2])]
     loops = {"Slice.strided": (helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"]), every_other),
-             "Gather.elements": (helper.make_node("Gather", ["x", "i"], ["y"], axis=3),
+             "Gather.blocks": (helper.make_node("Gather", ["x", "i"], ["y"], axis=3),
                                  [_ints("i", list(range(0, 56, 2)))]),
              "CumSum.last": (helper.make_node("CumSum", ["x", "a"], ["y"]), [_ints("a", 3, scalar=True)]),
              "DepthToSpace": (helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2), []),
@@ -714,7 +714,7 @@ TRANSPOSE_LOOP = ((16, 32, 49, 12), (2, 0, 3, 1))
 # the other element loops, each on a 64 x 56 x 56 map: a Slice taking every other column, a Gather of 28
 # columns, a running sum along the rows, 2 x 2 pixel shuffles both ways, an ArgMax over the channels (as
 # a segmentation head's over its classes) (key -> elements of work: outputs; the ArgMax's inputs)
-ELEMENT_LOOPS = {"Slice.strided": 64 * 56 * 28, "Gather.elements": 64 * 56 * 28, "CumSum.last": 64 * 56 * 56,
+ELEMENT_LOOPS = {"Slice.strided": 64 * 56 * 28, "Gather.blocks": 64 * 56 * 28, "CumSum.last": 64 * 56 * 56,
                  "DepthToSpace": 64 * 56 * 56, "SpaceToDepth": 64 * 56 * 56, "ArgMax": 64 * 56 * 56}
 
 
