@@ -69,7 +69,8 @@ SCHEMA = {
                               "last), 'ScatterElements', ONNX Runtime's uint8 'QLinearConcat' and "
                               "'QLinearAveragePool', 'Transpose.elements' (a permutation copied element by element), "
                               "'Slice.strided', 'Gather.blocks', 'CumSum.last', 'DepthToSpace', 'SpaceToDepth', "
-                              "'ArgMax' (an ArgMax or ArgMin, per input element); calibrated); the layer takes that or "
+                              "'ArgMax' (an ArgMax or ArgMin, per input element), 'Expand.fill' (per input element of an "
+                              "Expand broadcasting a last axis of one); calibrated); the layer takes that or "
                               "its roofline time, "
                               "whichever is longer; default: the roofline at the family's efficiency"),
     "host_link_gbs": ("num|null", False, "host -> device link for inputs in GB/s; null when inputs are already in "

@@ -80,12 +80,13 @@ EPILOGUE_ACTIVATIONS = ("Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Sigmoi
 # QLinearAveragePool 8.2-10 ns an output; a Transpose that moves the last axis and more than one axis,
 # copied element by element, 2.3-2.8 ns: dnnperf.ops.movement.element_loop; a Slice stepping through the
 # last axis 0.8; a Gather of small blocks 2.6-3.4 a block; a CumSum along the last axis 1.6-3; DepthToSpace
-# 0.6-2.6 and SpaceToDepth 0.25-0.33; ArgMax / ArgMin 0.24-0.48 an input element): what a profile's
+# 0.6-2.6 and SpaceToDepth 0.25-0.33; ArgMax / ArgMin 0.24-0.48 an input element; an Expand that
+# broadcasts a last axis of one element 23-25 an input element): what a profile's
 # loop_ns may name (Workload.kernel), per step of the layer's work (Workload.loop_items, else
 # Workload.parallel_work: outputs, a scatter's updates, a Gather's blocks), and what calibrate times
 LOOP_KERNELS = ("Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements", "QLinearConcat",
                 "QLinearAveragePool", "Transpose.elements", "Slice.strided", "Gather.blocks", "CumSum.last",
-                "DepthToSpace", "SpaceToDepth", "ArgMax")
+                "DepthToSpace", "SpaceToDepth", "ArgMax", "Expand.fill")
 # the element types of an 8-bit integer product's data and weights (u: uint8, s: int8), which pick the
 # CPU kernel: ONNX Runtime on x86 multiplies uint8 data by int8 weights with the VNNI / AVX2 byte
 # dot-product instructions, and every other pairing on slower paths (a 2-core AVX-512 VNNI VM, 1024^3

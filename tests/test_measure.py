@@ -45,7 +45,8 @@ def test_calibration_writes_a_valid_profile(local_profile):
     # Resize's loop over its outputs, per mode, in ns an output element
     assert set(hw.loop_ns) == {"Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements",
                                "QLinearConcat", "QLinearAveragePool", "Transpose.elements", "Slice.strided",
-                               "Gather.blocks", "CumSum.last", "DepthToSpace", "SpaceToDepth", "ArgMax"}
+                               "Gather.blocks", "CumSum.last", "DepthToSpace", "SpaceToDepth", "ArgMax",
+                               "Expand.fill"}
     assert min(hw.loop_ns.values()) > 0
     # every pairing of 8-bit data and weight types, each a share of the int8 peak
     assert set(hw.int8_operands) == {"u8s8", "u8u8", "s8s8", "s8u8"}
@@ -775,7 +776,9 @@ def test_the_element_loops_of_slice_gather_cumsum_and_pixel_shuffles(tmp_path):
     the last axis 0.8 an output (one stepping an outer axis copies whole rows: 0.15), a Gather 2.6-3.4 a
     picked block of up to 16 elements (rows of 56: 0.08 an element), a CumSum along the last axis 1.6-3
     an element (along an outer one 0.11), DepthToSpace 0.6-2.6 and SpaceToDepth 0.25-0.33, ArgMax and
-    ArgMin 0.24-0.48 an input element along any axis (a reduction: 0.05). Each is named for its calibrated
+    ArgMin 0.24-0.48 an input element along any axis (a reduction: 0.05), an Expand broadcasting a last axis
+    of one element 23-25 an input element, each filling a run (a broadcast of rows: 0.05-0.07 an output
+    element). Each is named for its calibrated
     loop and, with a figure, takes its steps x that: 64 x 56 x 28 = 100,352 outputs x 0.8 ns = 80.3 us for
     every other column of a 64 x 56 x 56 map; 500 boxes of 4 coordinates x 2.6 ns = 1.3 us."""
     from onnx import helper as h
@@ -823,9 +826,21 @@ def test_the_element_loops_of_slice_gather_cumsum_and_pixel_shuffles(tmp_path):
     assert kernel(d2s) == "DepthToSpace" and kernel(s2d) == "SpaceToDepth"
     for op in ("ArgMax", "ArgMin"):  # one loop over the inputs, along any axis
         assert kernel(one(h.make_node(op, ["x"], ["y"], axis=1, name="op"), [], f"{op}.onnx")) == "ArgMax"
+    # F.normalize's norms broadcast back over 32 channels: one run filled per norm (192 x 3 x 49 = 28,224)
+    norms = one(h.make_node("Expand", ["x", "s"], ["y"], name="op"), [ints("s", [192, 3, 49, 32])], "x1.onnx",
+                shape=(192, 3, 49, 1))
+    assert kernel(norms) == "Expand.fill" and norms.rows[0].workload.loop_items == 28_224
+    rows = one(h.make_node("Expand", ["x", "s"], ["y"], name="op"), [ints("s", [1, 64, 56, 56])], "x2.onnx",
+               shape=(1, 1, 56, 56))  # whole rows broadcast: the bytes, not a loop
+    assert kernel(rows) == ""
+    # one element per RoI over 256 x 7 x 7: 150 runs filled (a Faster R-CNN's RoI pool), then the bytes
+    rois = one(h.make_node("Expand", ["x", "s"], ["y"], name="op"), [ints("s", [150, 256, 7, 7])], "x3.onnx",
+               shape=(150, 1, 1, 1))
+    assert kernel(rois) == "Expand.fill" and rois.rows[0].workload.loop_items == 150
     # the calibration's micro-benchmarks are these very cases, their work the outputs
     for key, n in (("Slice.strided", 100_352), ("Gather.blocks", 100_352), ("CumSum.last", 200_704),
-                   ("DepthToSpace", 200_704), ("SpaceToDepth", 200_704), ("ArgMax", 200_704)):
+                   ("DepthToSpace", 200_704), ("SpaceToDepth", 200_704), ("ArgMax", 200_704),
+                   ("Expand.fill", 9_408)):
         mb = next(m for m in micro_models(True) if m.key == key)
         assert mb.role == "loop" and loop_elements(key) == n
         assert [r.workload.kernel for r in inspect_micro(mb.model).rows] == [key]

@@ -496,6 +496,10 @@ def micro_models(quick: bool) -> list[Micro]:
         y = _vi("y", None, 7 if key == "ArgMax" else 1)  # ArgMax writes int64 indices
         out.append(Micro(f"loop_{key}", _model([node], [_vi("x", [1, 64, 56, 56])], [y], consts), {"x": x56}, "loop",
                          key))
+    runs, run = EXPAND_FILL
+    out.append(Micro("loop_Expand.fill", _model([helper.make_node("Expand", ["x", "s"], ["y"])], [_vi("x", [runs, 1])],
+                                                [_vi("y", None)], [_ints("s", [runs, run])]),
+                     {"x": rng.standard_normal((runs, 1)).astype(np.float32)}, "loop", "Expand.fill"))
     for mode in ("nearest", "linear", "cubic"):
         out.append(Micro(f"loop_Resize.{mode}", _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode=mode)],
                                                        [_vi("x", [1, ch, side, side])], [_vi("y", None)],
@@ -716,6 +720,8 @@ TRANSPOSE_LOOP = ((16, 32, 49, 12), (2, 0, 3, 1))
 # a segmentation head's over its classes) (key -> elements of work: outputs; the ArgMax's inputs)
 ELEMENT_LOOPS = {"Slice.strided": 64 * 56 * 28, "Gather.blocks": 64 * 56 * 28, "CumSum.last": 64 * 56 * 56,
                  "DepthToSpace": 64 * 56 * 56, "SpaceToDepth": 64 * 56 * 56, "ArgMax": 64 * 56 * 56}
+# an Expand filling runs of 32 from one element each, as F.normalize's over Swin V2's 32-wide heads
+EXPAND_FILL = (9408, 32)  # runs, run length
 
 
 def loop_elements(key: str = "Resize") -> int:
@@ -732,6 +738,8 @@ def loop_elements(key: str = "Resize") -> int:
         return int(np.prod(TRANSPOSE_LOOP[0]))
     if key in ELEMENT_LOOPS:
         return ELEMENT_LOOPS[key]
+    if key == "Expand.fill":
+        return EXPAND_FILL[0]
     ch, side, f = LOOP_UPSAMPLE
     return ch * (side * f) ** 2
 

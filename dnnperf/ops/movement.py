@@ -208,8 +208,17 @@ def _check_expand(ctx: Ctx) -> None:
 
 
 def expand(ctx: Ctx):
-    """A broadcast copy."""
+    """A broadcast copy. Broadcasting a last axis of one element (F.normalize's norms over q and k: [..., 1]
+    -> [..., 32]) makes ONNX Runtime fill a run from each input element, then copy filled runs as blocks
+    where outer axes broadcast: 23-25 ns an input element on a 2-core EPYC VM whatever the run's length
+    (0.7-0.8 ns an output element for runs of 32, against 0.05-0.08 for a broadcast of whole rows, or of
+    150 elements over 12,544 each, where the bytes take over): 'Expand.fill', its steps the input's elements."""
     _check_expand(ctx)
+    x, y = ctx.in_shape(0), ctx.out_shape(0)
+    if x and y and x[-1] == 1 and y[-1] > 1:
+        w = ctx.workload("movement", kernel="Expand.fill")
+        w.loop_items = max(1, ctx.in_numel(0))
+        return w
     return ctx.workload("movement")
 
 
