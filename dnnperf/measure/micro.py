@@ -82,6 +82,7 @@ CONCAT_INPUTS = 16
 # element with the C library's functions, on one 2-core EPYC VM at 1.3-8.4 ns an element (Softplus
 # 8.4, Sin / Cos 2.7, Elu / Celu / Sign 1.8-2.0, Log 1.6) where Sigmoid, the elementwise family's
 # figure, takes 0.37: Mamba's two Softplus layers ran 57 us each against 1.6 estimated
+REDUCE_L2_SHAPE = (9408, 32)
 OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log", "Softplus", "Elu", "Selu", "Celu", "Sin",
             "Cos", "Atan", "Sign")
 # activations the blocked CPU convolution applies to its finished output in a pass of its own
@@ -339,6 +340,13 @@ def micro_models(quick: bool) -> list[Micro]:
         m = _model([helper.make_node(op, ins, ["y"])], [_vi("x", [1, 128, 3072])], [_vi("y", None)], inits)
         out.append(Micro(f"op_{op}", m, {"x": np.abs(xe) if op in ("Pow", "Sqrt", "Log") else xe}, "op", op,
                          nbytes=2 * 4 * xe.size))
+    # a ReduceL2 over rows of 32, as F.normalize exports over Swin V2's heads: ONNX Runtime squares and sums
+    # at 0.15-0.25 ns an element for rows of 8 to 768 on a 2-core EPYC VM, 4x the reduce family's
+    # figure (measured on a global average pool); an op figure of its own (op_efficiency)
+    xr = rng.standard_normal(REDUCE_L2_SHAPE).astype(np.float32)
+    out.append(Micro("op_ReduceL2", _model([helper.make_node("ReduceL2", ["x"], ["y"], axes=[1])],
+                                           [_vi("x", list(REDUCE_L2_SHAPE))], [_vi("y", None)]),
+                     {"x": xr}, "op", "ReduceL2"))
     # a Where choosing between a tensor and a scalar, as a masked_fill exports (a shifted-window
     # attention mask: -100 where two positions may not attend); ONNX Runtime 1.32 runs such
     # a Where at about a tenth of the roofline of its bytes (swin_t's ten: 1.1 ms profiled)
