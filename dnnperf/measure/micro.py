@@ -82,9 +82,9 @@ CONCAT_INPUTS = 16
 # element with the C library's functions, on one 2-core EPYC VM at 1.3-8.4 ns an element (Softplus
 # 8.4, Sin / Cos 2.7, Elu / Celu / Sign 1.8-2.0, Log 1.6) where Sigmoid, the elementwise family's
 # figure, takes 0.37: Mamba's two Softplus layers ran 57 us each against 1.6 estimated
-REDUCE_L2_SHAPE = (9408, 32)
 OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log", "Softplus", "Elu", "Selu", "Celu", "Sin",
             "Cos", "Atan", "Sign")
+REDUCE_L2_SHAPE = (9408, 32)  # op_ReduceL2: rows of 32, as F.normalize's over a 32-wide attention head
 # activations the blocked CPU convolution applies to its finished output in a pass of its own
 # (vocab.EPILOGUE_ACTIVATIONS, efficiency.epilogue_pass): a chain of EPILOGUE_CHAIN 1 x 1 convolutions of EPILOGUE_MAP's channels and
 # side, each but the last followed by one, timed against the same chain without them (``epilogue_ns``: ns
