@@ -487,27 +487,22 @@ def micro_models(quick: bool) -> list[Micro]:
                           kernel_shape=[2, 2], strides=[2, 2])],
         [_vi("x", [1, ch_p, side_p, side_p], 2)], [_vi("y", None, 2)], q8, contrib=True),
         {"x": rng.integers(0, 255, (1, ch_p, side_p, side_p)).astype(np.uint8)}, "loop", "QLinearAveragePool"))
-    # a Transpose copied element by element (ops.movement.element_loop), as MaxViT's partitions are
-    shape, perm = TRANSPOSE_LOOP
-    out.append(Micro("loop_Transpose.elements", _model([helper.make_node("Transpose", ["x"], ["y"], perm=list(perm))],
-                                                       [_vi("x", list(shape))], [_vi("y", None)]),
-                     {"x": rng.standard_normal(shape).astype(np.float32)}, "loop", "Transpose.elements"))
-    every_other = [_ints("s", [0]), _ints("e", [56]), _ints("a", [3]), _ints("t", [2])]
-    loops = {"Slice.strided": (helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"]), every_other),
-             "Gather.blocks": (helper.make_node("Gather", ["x", "i"], ["y"], axis=3),
-                                 [_ints("i", list(range(0, 56, 2)))]),
-             "CumSum.last": (helper.make_node("CumSum", ["x", "a"], ["y"]), [_ints("a", 3, scalar=True)]),
-             "DepthToSpace": (helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2), []),
-             "SpaceToDepth": (helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2), []),
-             "ArgMax": (helper.make_node("ArgMax", ["x"], ["y"], axis=1), [])}
-    for key, (node, consts) in loops.items():
+    # the element loops (ELEMENT_LOOPS): key -> (node, its input's shape, its constants)
+    (tr_shape, perm), (runs, run), m56 = TRANSPOSE_LOOP, EXPAND_FILL, (1, 64, 56, 56)
+    loops = {"Transpose.elements": (helper.make_node("Transpose", ["x"], ["y"], perm=list(perm)), tr_shape, []),
+             "Slice.strided": (helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"]), m56,
+                               [_ints("s", [0]), _ints("e", [56]), _ints("a", [3]), _ints("t", [2])]),
+             "Gather.blocks": (helper.make_node("Gather", ["x", "i"], ["y"], axis=3), m56,
+                               [_ints("i", list(range(0, 56, 2)))]),
+             "CumSum.last": (helper.make_node("CumSum", ["x", "a"], ["y"]), m56, [_ints("a", 3, scalar=True)]),
+             "DepthToSpace": (helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2), m56, []),
+             "SpaceToDepth": (helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2), m56, []),
+             "ArgMax": (helper.make_node("ArgMax", ["x"], ["y"], axis=1), m56, []),
+             "Expand.fill": (helper.make_node("Expand", ["x", "s"], ["y"]), (runs, 1), [_ints("s", [runs, run])])}
+    for key, (node, shape, consts) in loops.items():
         y = _vi("y", None, 7 if key == "ArgMax" else 1)  # ArgMax writes int64 indices
-        out.append(Micro(f"loop_{key}", _model([node], [_vi("x", [1, 64, 56, 56])], [y], consts), {"x": x56}, "loop",
-                         key))
-    runs, run = EXPAND_FILL
-    out.append(Micro("loop_Expand.fill", _model([helper.make_node("Expand", ["x", "s"], ["y"])], [_vi("x", [runs, 1])],
-                                                [_vi("y", None)], [_ints("s", [runs, run])]),
-                     {"x": rng.standard_normal((runs, 1)).astype(np.float32)}, "loop", "Expand.fill"))
+        x = x56 if shape == m56 else rng.standard_normal(shape).astype(np.float32)
+        out.append(Micro(f"loop_{key}", _model([node], [_vi("x", list(shape))], [y], consts), {"x": x}, "loop", key))
     for mode in ("nearest", "linear", "cubic"):
         out.append(Micro(f"loop_Resize.{mode}", _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode=mode)],
                                                        [_vi("x", [1, ch, side, side])], [_vi("y", None)],
@@ -723,13 +718,15 @@ QPOOL = (128, 56)  # QLinearAveragePool 2 x 2 / 2: channels, input side
 # a permutation ONNX Runtime's CPU Transpose copies element by element (ops.movement.element_loop): no
 # single axis moved, the last axis moved (301,056 elements)
 TRANSPOSE_LOOP = ((16, 32, 49, 12), (2, 0, 3, 1))
-# the other element loops, each on a 64 x 56 x 56 map: a Slice taking every other column, a Gather of 28
-# columns, a running sum along the rows, 2 x 2 pixel shuffles both ways, an ArgMax over the channels (as
-# a segmentation head's over its classes) (key -> elements of work: outputs; the ArgMax's inputs)
-ELEMENT_LOOPS = {"Slice.strided": 64 * 56 * 28, "Gather.blocks": 64 * 56 * 28, "CumSum.last": 64 * 56 * 56,
-                 "DepthToSpace": 64 * 56 * 56, "SpaceToDepth": 64 * 56 * 56, "ArgMax": 64 * 56 * 56}
 # an Expand filling runs of 32 from one element each, as F.normalize's over Swin V2's 32-wide heads
 EXPAND_FILL = (9408, 32)  # runs, run length
+# the element loops' steps per run (their loop_items, else outputs): that Transpose; on a 64 x 56 x 56 map
+# a Slice taking every other column, a Gather of 28 columns (blocks of one), a running sum along the rows,
+# 2 x 2 pixel shuffles both ways, an ArgMax over the channels (its inputs, as a segmentation head's over
+# its classes); that Expand (its inputs)
+ELEMENT_LOOPS = {"Transpose.elements": int(np.prod(TRANSPOSE_LOOP[0])), "Slice.strided": 64 * 56 * 28,
+                 "Gather.blocks": 64 * 56 * 28, "CumSum.last": 64 * 56 * 56, "DepthToSpace": 64 * 56 * 56,
+                 "SpaceToDepth": 64 * 56 * 56, "ArgMax": 64 * 56 * 56, "Expand.fill": EXPAND_FILL[0]}
 
 
 def loop_elements(key: str = "Resize") -> int:
@@ -742,12 +739,8 @@ def loop_elements(key: str = "Resize") -> int:
         return QCONCAT[0] * QCONCAT[1] * QCONCAT[2] ** 2
     if key == "QLinearAveragePool":
         return QPOOL[0] * (QPOOL[1] // 2) ** 2
-    if key == "Transpose.elements":
-        return int(np.prod(TRANSPOSE_LOOP[0]))
     if key in ELEMENT_LOOPS:
         return ELEMENT_LOOPS[key]
-    if key == "Expand.fill":
-        return EXPAND_FILL[0]
     ch, side, f = LOOP_UPSAMPLE
     return ch * (side * f) ** 2
 

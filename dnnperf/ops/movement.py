@@ -146,9 +146,8 @@ def gather(ctx: Ctx):
         inner *= d
     if not x or inner > GATHER_LOOP_BLOCK:
         return _picked(ctx, weights_only_data=True)
-    w = _picked(ctx, weights_only_data=True, kernel="Gather.blocks")
-    w.loop_items = max(1, ctx.out_numel(0) // max(inner, 1))
-    return w
+    return _picked(ctx, weights_only_data=True, kernel="Gather.blocks",
+                   loop_items=max(1, ctx.out_numel(0) // max(inner, 1)))
 
 
 def reads_what_it_keeps(ctx: Ctx):
@@ -178,7 +177,7 @@ def _steps_last_axis(ctx: Ctx) -> bool:
     return any((a + rank if a < 0 else a) == rank - 1 and st != 1 for a, st in zip(axes, steps))
 
 
-def _picked(ctx: Ctx, weights_only_data: bool = False, kernel: str = ""):
+def _picked(ctx: Ctx, weights_only_data: bool = False, kernel: str = "", loop_items: int = 0):
     """Bytes of an op that reads from its data input (input 0) only the elements it writes out.
     ``weights_only_data``: Gather's older rule for a weight table, which also caps the other weight
     inputs (its indices) at the output's size."""
@@ -191,7 +190,7 @@ def _picked(ctx: Ctx, weights_only_data: bool = False, kernel: str = ""):
     else:
         act = act - data_bytes + min(data_bytes, out)
     return Workload(family="movement", dtype=ctx.compute_dtype(), act_bytes_read=act, weight_bytes=wgt,
-                    bytes_written=out, parallel_work=ctx.out_numel(0), kernel=kernel)
+                    bytes_written=out, parallel_work=ctx.out_numel(0), kernel=kernel, loop_items=loop_items)
 
 
 def _check_expand(ctx: Ctx) -> None:
@@ -216,9 +215,7 @@ def expand(ctx: Ctx):
     _check_expand(ctx)
     x, y = ctx.in_shape(0), ctx.out_shape(0)
     if x and y and x[-1] == 1 and y[-1] > 1:
-        w = ctx.workload("movement", kernel="Expand.fill")
-        w.loop_items = max(1, ctx.in_numel(0))
-        return w
+        return ctx.workload("movement", kernel="Expand.fill", loop_items=max(1, ctx.in_numel(0)))
     return ctx.workload("movement")
 
 
