@@ -311,7 +311,7 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     from collections import Counter
 
     from dnnperf.efficiency import epilogue_activations, narrow_k1_timed, reads_image
-    from dnnperf.vocab import LOOP_KERNELS, RUNTIME_KERNEL_PRICED_AS, RUNTIME_KERNELS
+    from dnnperf.vocab import BROADCAST_SPANS, LOOP_KERNELS, RUNTIME_KERNEL_PRICED_AS, RUNTIME_KERNELS
 
     if not hw.bandwidth_curve:
         return None
@@ -334,7 +334,8 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
         if op == "LayoutReorder" and hw.cpu_layout is not None and "layout.reorder" not in hw.shape_efficiency:
             missing["layout conversion (timed only at a one-node model's edges)"] += 1
         if w.kernel in LOOP_KERNELS and w.kernel not in hw.loop_ns:
-            missing[f"{w.kernel} (a loop over its outputs)"] += 1
+            missing["broadcasting binary op (its spans' fixed time)" if w.kernel == BROADCAST_SPANS
+                    else f"{w.kernel} (a loop over its outputs)"] += 1
     if not missing:
         return None
     which = ", ".join(f"{op} ({n} layer{'s' if n > 1 else ''})" for op, n in sorted(missing.items()))

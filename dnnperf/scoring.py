@@ -40,10 +40,11 @@ from math import ceil
 from typing import Callable
 
 from dnnperf import rules
-from dnnperf.efficiency import depthwise_block_fill, epilogue_pass, family_efficiency, serial_curve, subnormal_time
+from dnnperf.efficiency import (broadcast_span_time, depthwise_block_fill, epilogue_pass, family_efficiency, serial_curve,
+                                subnormal_time)
 from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
-from dnnperf.vocab import FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, RUNTIME_KERNELS, Cause
+from dnnperf.vocab import BROADCAST_SPANS, FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, RUNTIME_KERNELS, Cause
 from dnnperf.workload import DTYPE_OF_PRECISION, PRECISION_OF_DTYPE, Workload
 
 CAUSES = tuple(c.value for c in Cause)
@@ -297,6 +298,12 @@ def _overlap(s: LayerState, hidden: float | None = None) -> float:
 
 
 def _efficiency(s: LayerState) -> float:
+    """The calibrated pace of the kernel (``_paced``), and on a calibrated CPU the fixed time of each
+    span a broadcasting binary op loops over (``efficiency.broadcast_span_time``)."""
+    return _paced(s) + broadcast_span_time(s.layer, s.hw)
+
+
+def _paced(s: LayerState) -> float:
     """The kernel reaches only a fraction of its roof. An elementwise kernel streaming a working set
     larger than the cache already runs at the measured bandwidth for that size (the profile's
     bandwidth curve was measured by such a kernel): only its math is slowed. So does a standing
@@ -306,7 +313,8 @@ def _efficiency(s: LayerState) -> float:
     past the cache keeps its in-cache pace and waits for DRAM on top of it. A kernel the runtime runs as
     one loop over its outputs (``loop_ns``: Resize) takes its calibrated time per output element."""
     w = s.w
-    loop = s.hw.loop_ns.get(w.kernel) if w.kernel and "+" not in s.layer.op_type else None
+    loop = s.hw.loop_ns.get(w.kernel) if w.kernel and w.kernel != BROADCAST_SPANS and "+" not in s.layer.op_type \
+        else None
     items = w.loop_items or w.parallel_work
     if loop and items:
         # ONNX Runtime's Resize computes each output element's source and weights in a loop, 0.58

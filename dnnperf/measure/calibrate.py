@@ -10,9 +10,10 @@ import time
 from dnnperf.fmt import sig
 from dnnperf.layout import BLOCKED_OPS
 from dnnperf.efficiency import narrow_k1_timed
-from dnnperf.measure.micro import FIXED_CHAIN, SWEEP_CHAIN, micro_models, reported_cache_mb
+from dnnperf.measure.micro import FIXED_CHAIN, SPAN_ELEMENTS, SPAN_WIDTHS, SWEEP_CHAIN, micro_models, reported_cache_mb
 from dnnperf.measure.ort import CAL_TIMING, cpu_name, ort, session, settled_times
 from dnnperf.measure.reorder import edge_efficiency, internal_efficiency, layout_kernels, layout_share
+from dnnperf.vocab import BROADCAST_SPANS
 
 # runs, budget (s) and rounds for the cold convolution chain (9-18 ms a run; making its session, 100-200
 # MB of filters to pack, takes 0.2-0.45 s a round), default and quick: the fewest runs the protocol
@@ -311,7 +312,22 @@ def loop_ns(table, times: dict, dispatch_us: float) -> dict:
         t = times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6 if mb.role == "loop" else 0.0
         if t > 0:
             out[mb.key] = _sig(t / loop_elements(mb.key) * 1e9)
+    span = broadcast_span_ns(times)
+    if span is not None:
+        out[BROADCAST_SPANS] = span
     return dict(sorted(out.items()))
+
+
+def broadcast_span_ns(times: dict) -> float | None:
+    """Nanoseconds each span of a broadcasting binary op adds to its stream: two bias adds of the same
+    elements, in narrow and in wide spans, differ only in their count of spans (None without the two
+    timings, or where the narrow spans came out no slower: no cost measured, the profile has no figure)."""
+    narrow, wide = (f"span_{w}" for w in SPAN_WIDTHS)
+    if narrow not in times or wide not in times:
+        return None
+    spans = SPAN_ELEMENTS // SPAN_WIDTHS[0] - SPAN_ELEMENTS // SPAN_WIDTHS[1]
+    extra = times[narrow] - times[wide]
+    return _sig(extra / spans * 1e9) if extra > 0 else None
 
 
 def cold_overlap(cold, profile: dict, kernel_s: float) -> float:

@@ -83,7 +83,16 @@ CONCAT_INPUTS = 16
 # 8.4, Sin / Cos 2.7, Elu / Celu / Sign 1.8-2.0, Log 1.6) where Sigmoid, the elementwise family's
 # figure, takes 0.37: Mamba's two Softplus layers ran 57 us each against 1.6 estimated
 OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log", "Softplus", "Elu", "Selu", "Celu", "Sin",
-            "Cos", "Atan", "Sign")
+            "Cos", "Atan", "Sign", "Max", "Min", "Floor", "Ceil", "Round", "LeakyRelu", "HardSwish", "Reciprocal",
+            "Softsign")
+# ... the second group slower than an Add of the same bytes, the elementwise family's figure (2-core EPYC VM,
+# 393,216 elements in cache: Relu / Abs / Neg / Clip 18-20 us, HardSigmoid 24, Add 29 with its second
+# input, Reciprocal 34, Softsign 36, LeakyRelu 41, Max 43, HardSwish 50, Floor 52, Min 75)
+OP_BINARY = ("Pow", "Div", "Max", "Min")  # timed against a scalar second input
+# the broadcast spans' fixed time (vocab.BROADCAST_SPANS): the same count of elements (SPAN_ELEMENTS) with a
+# bias added in spans of the first width and of the second; the difference over the difference in spans
+SPAN_WIDTHS = (16, 768)
+SPAN_ELEMENTS = 393216
 REDUCE_L2_SHAPE = (9408, 32)  # op_ReduceL2: rows of 32, as F.normalize's over a 32-wide attention head
 # activations the blocked CPU convolution applies to its finished output in a pass of its own
 # (vocab.EPILOGUE_ACTIVATIONS, efficiency.epilogue_pass): a chain of EPILOGUE_CHAIN 1 x 1 convolutions of EPILOGUE_MAP's channels and
@@ -141,7 +150,7 @@ class Micro:
     model: Any  # onnx.ModelProto
     feeds: dict
     # peak | peak_int8 | dram | onchip | dispatch | host | cold | cold_conv | fixed | family | op | kernel | m_curve | nk_curve
-    # | shape | probe | reorder | subnormal | epilogue | loop
+    # | shape | probe | reorder | subnormal | epilogue | loop | span
     role: str
     key: str = ""  # the family, op type or thin dimension the entry measures
     ops: float = 0.0  # arithmetic ops the kernel does (1 MAC = 2 ops)
@@ -334,7 +343,7 @@ def micro_models(quick: bool) -> list[Micro]:
                          str(3 * 4 * c), ops=SWEEP_CHAIN * c, nbytes=SWEEP_CHAIN * 3 * 4 * c))
     xe = rng.standard_normal((1, 128, 3072)).astype(np.float32)
     for op in OP_MICRO:
-        binary = op in ("Pow", "Div")
+        binary = op in OP_BINARY
         ins = ["x", "p"] if binary else ["x"]
         inits = [_w("p", [])] if binary else []
         m = _model([helper.make_node(op, ins, ["y"])], [_vi("x", [1, 128, 3072])], [_vi("y", None)], inits)
@@ -430,8 +439,16 @@ def micro_models(quick: bool) -> list[Micro]:
         [_vi("a", [1, 12, 128, 64]), _vi("b", [1, 12, 64, 128])], [],
         {"a": rng.standard_normal((1, 12, 128, 64)).astype(np.float32),
          "b": rng.standard_normal((1, 12, 64, 128)).astype(np.float32)}, "attention")
-    fam("elementwise", helper.make_node("Sigmoid", ["x"], ["y"]), [_vi("x", [1, 64, 56, 56])], [], {"x": x56},
-        "elementwise")
+    # the elementwise family: an Add of two maps of one shape, the commonest standalone elementwise kernel
+    # (a residual, a layer scale); ops slower than it per byte have figures of their own (OP_MICRO). Timed
+    # as a Sigmoid (as before), the family put every Add, Mul and Relu at 2.1-2.9x its measured time
+    fam("elementwise", helper.make_node("Add", ["x", "x2"], ["y"]), [_vi("x", [1, 64, 56, 56]), _vi("x2", [1, 64, 56, 56])],
+        [], {"x": x56, "x2": x56.copy()}, "elementwise")
+    for width in SPAN_WIDTHS:
+        xw = rng.standard_normal((SPAN_ELEMENTS // width, width)).astype(np.float32)
+        out.append(Micro(f"span_{width}", _model([helper.make_node("Add", ["x", "b"], ["y"])],
+                                                 [_vi("x", list(xw.shape))], [_vi("y", None)], [_w("b", [width])]),
+                         {"x": xw}, "span", str(width)))
     fam("norm", helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1), [_vi("x", [1, 197, 768])],
         [_w("g", [768]), _w("b", [768])], {"x": rng.standard_normal((1, 197, 768)).astype(np.float32)}, "norm")
     fam("softmax", helper.make_node("Softmax", ["x"], ["y"], axis=-1), [_vi("x", [1, 12, 128, 128])], [], {"x": xa},
@@ -498,7 +515,8 @@ def micro_models(quick: bool) -> list[Micro]:
              "DepthToSpace": (helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2), m56, []),
              "SpaceToDepth": (helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2), m56, []),
              "ArgMax": (helper.make_node("ArgMax", ["x"], ["y"], axis=1), m56, []),
-             "Expand.fill": (helper.make_node("Expand", ["x", "s"], ["y"]), (runs, 1), [_ints("s", [runs, run])])}
+             "Expand.fill": (helper.make_node("Expand", ["x", "s"], ["y"]), (runs, 1), [_ints("s", [runs, run])]),
+             "PRelu": (helper.make_node("PRelu", ["x", "slope"], ["y"]), m56, [_w("slope", [64, 1, 1])])}
     for key, (node, shape, consts) in loops.items():
         y = _vi("y", None, 7 if key == "ArgMax" else 1)  # ArgMax writes int64 indices
         x = x56 if shape == m56 else rng.standard_normal(shape).astype(np.float32)
@@ -723,10 +741,11 @@ EXPAND_FILL = (9408, 32)  # runs, run length
 # the element loops' steps per run (their loop_items, else outputs): that Transpose; on a 64 x 56 x 56 map
 # a Slice taking every other column, a Gather of 28 columns (blocks of one), a running sum along the rows,
 # 2 x 2 pixel shuffles both ways, an ArgMax over the channels (its inputs, as a segmentation head's over
-# its classes); that Expand (its inputs)
+# its classes); that Expand (its inputs); a PRelu with a slope per channel
 ELEMENT_LOOPS = {"Transpose.elements": int(np.prod(TRANSPOSE_LOOP[0])), "Slice.strided": 64 * 56 * 28,
                  "Gather.blocks": 64 * 56 * 28, "CumSum.last": 64 * 56 * 56, "DepthToSpace": 64 * 56 * 56,
-                 "SpaceToDepth": 64 * 56 * 56, "ArgMax": 64 * 56 * 56, "Expand.fill": EXPAND_FILL[0]}
+                 "SpaceToDepth": 64 * 56 * 56, "ArgMax": 64 * 56 * 56, "Expand.fill": EXPAND_FILL[0],
+                 "PRelu": 64 * 56 * 56}
 
 
 def loop_elements(key: str = "Resize") -> int:

@@ -7,6 +7,7 @@ each as a single hardware-supported instruction is assumed; composite activation
 from __future__ import annotations
 
 from dnnperf.ops import Contradiction, Ctx, broadcast_conflict, broadcasts_to, register, register_check, register_shapes
+from dnnperf.vocab import BROADCAST_SPANS
 
 OPS_PER_ELEMENT = {
     # arithmetic / logic
@@ -79,17 +80,58 @@ def _slope_fits(ctx: Ctx) -> None:
             raise Contradiction(f"its slope {list(s)} does not broadcast to the input {list(x)}")
 
 
+def broadcast_spans(inputs: list, out: tuple) -> int:
+    """How many calls of its vector loop ONNX Runtime's broadcasting binary kernel makes (its
+    Broadcaster, broadcaster.h): walking the output's axes from the innermost (axes of extent 1 take
+    no part), each input's first run ends where the input switches between broadcast (extent 1) and
+    not; the span is the shorter of the two first runs, and the loop runs once per span. Same
+    shapes, or a scalar against a tensor, are one span; a bias of 96 added to [4096, 96] is 4,096; a
+    per-channel scale [1, C, 1, 1] times [1, C, H, W] is C spans of H x W."""
+    n = 1
+    for d in out:
+        n *= d
+    if n == 0:
+        return 0
+    span = n
+    for shape in inputs:
+        shape = (1,) * (len(out) - len(shape)) + tuple(shape)
+        run, state = 1, None
+        for d_in, d_out in zip(reversed(shape), reversed(out)):
+            if d_out == 1:
+                continue
+            b = d_in == 1
+            if state is not None and b != state:
+                break
+            state = b
+            run *= d_out
+        span = min(span, run)
+    return n // span
+
+
+def _spans(ctx: Ctx) -> int:
+    """The broadcast spans of a two-input op (0 for one input or a variadic call: no such loop)."""
+    node = ctx.node
+    if node.op_type not in BROADCAST or node.op_type == "Where" or len(node.inputs) != 2 \
+            or not all(node.inputs) or node.domain not in ("", "ai.onnx"):
+        return 0
+    return broadcast_spans([tuple(ctx.in_shape(0)), tuple(ctx.in_shape(1))], tuple(ctx.out_shape(0)))
+
+
 def _make(weight: int):
     def cost(ctx: Ctx):
         _check_broadcast(ctx)
+        kernel, items = "", 0
         if ctx.node.op_type == "PRelu":
             _slope_fits(ctx)
+            kernel = "PRelu"  # ONNX Runtime's PRelu: a loop over its outputs, whatever the slope's shape
+        elif (spans := _spans(ctx)) > 1:
+            kernel, items = BROADCAST_SPANS, spans
         n = sum(ctx.out_numel(i) for i, o in enumerate(ctx.node.outputs) if o and i == 0)
         if ctx.node.op_type in ("Cast", "CastLike", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"):
             family = "cast"
         else:
             family = "elementwise"
-        return ctx.workload(family, other=weight * n, dtype=ctx.compute_dtype())
+        return ctx.workload(family, other=weight * n, dtype=ctx.compute_dtype(), kernel=kernel, loop_items=items)
 
     return cost
 
