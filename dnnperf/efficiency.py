@@ -342,17 +342,25 @@ def _plain_pool_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
 SUBNORMAL_COLUMNS = 32
 
 
-def broadcast_span_time(layer: Layer, hw: HardwareProfile) -> float:
+def broadcast_span_time(layer: Layer, hw: HardwareProfile, paced: float) -> float:
     """A binary op whose inputs broadcast calls its vector loop once per span
     (``ops.elementwise.broadcast_spans``), and each call costs a fixed time the stream does not show:
     ONNX Runtime on a 2-core EPYC VM added a 96-wide bias to 393,216 elements in 38 us against 29 for
-    the same count in 768-wide spans and 96 in 16-wide ones, 2.85 ns a span on top of the stream
-    (``loop_ns`` 'Broadcast.span', timed by calibrate as the difference of two such adds). A fused group
-    has no such loop (its anchor's kernel applies the op)."""
+    the same count in 768-wide spans and 96 in 16-wide ones, 2.8 ns a span on top of the stream
+    (``loop_ns`` 'Broadcast.span', timed by calibrate as the difference of two such adds). An operand
+    read as a vector in every span is read again each time (``Workload.rereads``), from cache at the
+    pace the layer streams its own bytes: the 768-wide bias add took what an Add of two [512, 768]
+    tensors takes (26 against 27 us), not the two thirds its bytes say. Out of cache the stream from
+    memory hides those reads. A fused group has no such loop (its anchor's kernel applies the op); a
+    profile without the figure (calibrated before it, or not calibrated) prices none of it."""
     w = layer.workload
-    if w.kernel != BROADCAST_SPANS or "+" in layer.op_type:
+    if w.kernel != BROADCAST_SPANS or "+" in layer.op_type or BROADCAST_SPANS not in hw.loop_ns:
         return 0.0
-    return w.loop_items * hw.loop_ns.get(BROADCAST_SPANS, 0.0) * 1e-9
+    t = w.loop_items * hw.loop_ns[BROADCAST_SPANS] * 1e-9
+    moved = w.act_bytes_read + w.weight_bytes + w.bytes_written
+    if w.rereads and moved and w.act_bytes_read + w.bytes_written <= (hw.onchip_mb or 0) * 1e6:
+        t += paced * w.rereads / moved
+    return t
 
 
 def subnormal_time(w: Workload, hw: HardwareProfile) -> float:

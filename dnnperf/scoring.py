@@ -175,7 +175,8 @@ def with_precision(w: Workload, precision: str) -> Workload:
                     (w.weight_bytes * new_bits) // old_bits, (w.bytes_written * new_bits) // old_bits,
                     w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals, w.bias,
                     (w.step_reads * new_bits) // old_bits, w.kernel, w.taps,
-                    w.operands if PRECISION_OF_DTYPE.get(new_dtype) == "int8" else "", w.loop_items)
+                    w.operands if PRECISION_OF_DTYPE.get(new_dtype) == "int8" else "", w.loop_items,
+                    (w.rereads * new_bits) // old_bits)
 
 
 # -- the loss steps ------------------------------------------------------------------------------
@@ -298,9 +299,10 @@ def _overlap(s: LayerState, hidden: float | None = None) -> float:
 
 
 def _efficiency(s: LayerState) -> float:
-    """The calibrated pace of the kernel (``_paced``), and on a calibrated CPU the fixed time of each
-    span a broadcasting binary op loops over (``efficiency.broadcast_span_time``)."""
-    return _paced(s) + broadcast_span_time(s.layer, s.hw)
+    """The calibrated pace of the kernel (``_paced``), and on a calibrated CPU the spans a broadcasting
+    binary op loops over (``efficiency.broadcast_span_time``)."""
+    t = _paced(s)
+    return t + broadcast_span_time(s.layer, s.hw, t)
 
 
 def _paced(s: LayerState) -> float:

@@ -51,6 +51,7 @@ class Workload:
     taps: float = 1.0  # a dilated convolution: its kernel taps inside the input over those at dilation 1 (ops.matrix)
     operands: str = ""  # an integer product's data x weight element types ('u8s8', vocab.INT8_OPERANDS)
     loop_items: int = 0  # a loop kernel's steps when they are not its parallel_work (a Gather's picked blocks)
+    rereads: int = 0  # a broadcasting binary op: bytes its kernel reads again from cache (an operand read at every span)
 
     @property
     def ops(self) -> int:

@@ -992,28 +992,32 @@ def test_an_anchor_that_moved_far_marks_the_comparison_unreliable():
 
 def test_broadcast_spans_follow_the_runtime_broadcaster():
     """ONNX Runtime's broadcasting binary kernel calls its vector loop once per span: the innermost run of
-    output axes over which neither input switches between broadcast and not (axes of extent 1 skipped).
-    By hand: a 96-wide bias on [4096, 96] is 4,096 spans; [1, 64, 56, 56] x [1, 64, 1, 1] is 64 spans of
-    56 x 56; [64, 3, 64, 64] + [1, 3, 64, 64] 64 spans of 12,288; [3136, 64] x [3136, 1] 3,136 spans of
-    64; same shapes and a scalar are one span; [5, 1] + [1, 4] is 5 spans of 4; [2, 1, 8] + [8] (an axis
-    of extent 1 in between) 2 spans of 8."""
+    output axes over which neither input switches between broadcast and not (axes of extent 1 skipped);
+    an input broadcast over the span is one value a call, the other a vector read every call. By hand: a
+    96-wide bias on [4096, 96] is 4,096 spans reading both as vectors; [1, 64, 56, 56] x [1, 64, 1, 1] is
+    64 spans of 56 x 56, the scale one value each; [64, 3, 64, 64] + [1, 3, 64, 64] 64 spans of 12,288;
+    [3136, 64] x [3136, 1] 3,136 spans of 64; same shapes and a scalar are one span; [5, 1] + [1, 4] is 5
+    spans of 4 (the first input one value each); [2, 1, 8] + [8] (an axis of extent 1 in between) 2 spans
+    of 8."""
     from dnnperf.ops.elementwise import broadcast_spans
 
-    assert broadcast_spans([(4096, 96), (96,)], (4096, 96)) == 4096
-    assert broadcast_spans([(1, 64, 56, 56), (1, 64, 1, 1)], (1, 64, 56, 56)) == 64
-    assert broadcast_spans([(64, 3, 64, 64), (1, 3, 64, 64)], (64, 3, 64, 64)) == 64
-    assert broadcast_spans([(3136, 64), (3136, 1)], (3136, 64)) == 3136
-    assert broadcast_spans([(5, 4), (5, 4)], (5, 4)) == 1
-    assert broadcast_spans([(5, 4), ()], (5, 4)) == 1
-    assert broadcast_spans([(5, 1), (1, 4)], (5, 4)) == 5
-    assert broadcast_spans([(2, 1, 8), (8,)], (2, 1, 8)) == 2
+    assert broadcast_spans([(4096, 96), (96,)], (4096, 96)) == (4096, [True, True])
+    assert broadcast_spans([(1, 64, 56, 56), (1, 64, 1, 1)], (1, 64, 56, 56)) == (64, [True, False])
+    assert broadcast_spans([(64, 3, 64, 64), (1, 3, 64, 64)], (64, 3, 64, 64)) == (64, [True, True])
+    assert broadcast_spans([(3136, 64), (3136, 1)], (3136, 64)) == (3136, [True, False])
+    assert broadcast_spans([(5, 4), (5, 4)], (5, 4))[0] == 1
+    assert broadcast_spans([(5, 4), ()], (5, 4)) == (1, [True, False])
+    assert broadcast_spans([(5, 1), (1, 4)], (5, 4)) == (5, [False, True])
+    assert broadcast_spans([(2, 1, 8), (8,)], (2, 1, 8)) == (2, [True, True])
 
 
 def test_a_broadcasting_add_pays_its_spans_on_a_calibrated_cpu(tmp_path):
     """A bias of 96 added to [4096, 96] (393,216 elements) runs 4,096 spans: at loop_ns 'Broadcast.span'
     2.85 ns, 4,096 x 2.85 ns = 11.674 us on top of the same layer's time without the figure (ONNX Runtime
-    on a 2-core EPYC VM: 38 us against 29 for the same elements in 768-wide spans). An Add of two [4096,
-    96] tensors has one span and pays nothing; a profile without the figure says so on a model that has
+    on a 2-core EPYC VM: 38 us against 29 for the same elements in 768-wide spans), and it reads the bias
+    again in every span after the first: (393,216 - 96) x 4 = 1,572,480 bytes, at the pace of the
+    layer's own 1,572,864 + 384 + 1,572,864 = 3,146,112 bytes (in cache). An Add of two [4096, 96]
+    tensors has one span and pays nothing; a profile without the figure says so on a model that has
     such an Add. calibrate's figure by hand: two bias adds of 393,216 elements, 16-wide spans 94 us and
     768-wide 26 us: 68 us over 24,576 - 512 = 24,064 spans = 2.8258 ns."""
     from onnx import helper as h
@@ -1033,13 +1037,16 @@ def test_a_broadcasting_add_pays_its_spans_on_a_calibrated_cpu(tmp_path):
     curve = {**base, "memory": {**base["memory"], "bandwidth_curve": {1: 50, 10: 40}}}
     without, timed = profile_from_dict(curve, "x"), profile_from_dict({**curve, "loop_ns": {"Broadcast.span": 2.85}}, "x")
     bias = add(False, "bias.onnx")
-    assert bias.rows[0].workload.kernel == "Broadcast.span" and bias.rows[0].workload.loop_items == 4096
-    t0 = analyze(bias, without, Settings()).score.layers[0].time_s
+    w = bias.rows[0].workload
+    assert (w.kernel, w.loop_items, w.rereads) == ("Broadcast.span", 4096, 1_572_480)
+    assert w.act_bytes_read + w.weight_bytes + w.bytes_written == 3_146_112
+    l0 = analyze(bias, without, Settings()).score.layers[0]
     t1 = analyze(bias, timed, Settings()).score.layers[0].time_s
-    assert t1 - t0 == pytest.approx(4096 * 2.85e-9, rel=1e-6)
+    paced = l0.time_s - l0.t_launch
+    assert t1 - l0.time_s == pytest.approx(4096 * 2.85e-9 + paced * 1_572_480 / 3_146_112, rel=1e-6)
     assert any("broadcasting binary op (its spans' fixed time) (1 layer)" in n for n in analyze(bias, without, Settings()).notes)
     same = add(True, "same.onnx")
-    assert same.rows[0].workload.kernel == ""
+    assert (same.rows[0].workload.kernel, same.rows[0].workload.rereads) == ("", 0)
     assert analyze(same, timed, Settings()).score.layers[0].time_s == analyze(same, without, Settings()).score.layers[0].time_s
     assert (SPAN_ELEMENTS, SPAN_WIDTHS) == (393_216, (16, 768))
     assert broadcast_span_ns({"span_16": 94e-6, "span_768": 26e-6}) == pytest.approx(68e-6 / 24_064 * 1e9, rel=1e-3)

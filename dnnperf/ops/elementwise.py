@@ -6,6 +6,7 @@ each as a single hardware-supported instruction is assumed; composite activation
 
 from __future__ import annotations
 
+from dnnperf.ir import DTYPE_BITS
 from dnnperf.ops import Contradiction, Ctx, broadcast_conflict, broadcasts_to, register, register_check, register_shapes
 from dnnperf.vocab import BROADCAST_SPANS
 
@@ -80,19 +81,23 @@ def _slope_fits(ctx: Ctx) -> None:
             raise Contradiction(f"its slope {list(s)} does not broadcast to the input {list(x)}")
 
 
-def broadcast_spans(inputs: list, out: tuple) -> int:
+def broadcast_spans(inputs: list, out: tuple) -> tuple[int, list[bool]]:
     """How many calls of its vector loop ONNX Runtime's broadcasting binary kernel makes (its
-    Broadcaster, broadcaster.h): walking the output's axes from the innermost (axes of extent 1 take
-    no part), each input's first run ends where the input switches between broadcast (extent 1) and
-    not; the span is the shorter of the two first runs, and the loop runs once per span. Same
-    shapes, or a scalar against a tensor, are one span; a bias of 96 added to [4096, 96] is 4,096; a
-    per-channel scale [1, C, 1, 1] times [1, C, H, W] is C spans of H x W."""
+    Broadcaster, broadcaster.h), and which inputs it reads as a vector in each call. Walking the
+    output's axes from the innermost (axes of extent 1 take no part), each input's first run ends
+    where the input switches between broadcast (extent 1) and not; the span is the shorter of the two
+    first runs, and the loop runs once per span. An input broadcast over the span is one value for
+    the call (a register); one that is not is read as a vector, again at every span it repeats over.
+    Same shapes, or a scalar against a tensor, are one span; a bias of 96 added to [4096, 96] is 4,096
+    spans reading the bias each time; a per-channel scale [1, C, 1, 1] times [1, C, H, W] is C spans
+    of H x W, the scale one value in each."""
     n = 1
     for d in out:
         n *= d
     if n == 0:
-        return 0
+        return 0, [False] * len(inputs)
     span = n
+    vector = []
     for shape in inputs:
         shape = (1,) * (len(out) - len(shape)) + tuple(shape)
         run, state = 1, None
@@ -105,33 +110,46 @@ def broadcast_spans(inputs: list, out: tuple) -> int:
             state = b
             run *= d_out
         span = min(span, run)
-    return n // span
+        vector.append(state is False)
+    return n // span, vector
 
 
-def _spans(ctx: Ctx) -> int:
-    """The broadcast spans of a two-input op (0 for one input or a variadic call: no such loop)."""
+def _spans(ctx: Ctx) -> tuple[int, int]:
+    """The broadcast spans of a two-input op and the bytes its kernel reads again from cache (an
+    input read as a vector in every span, over the spans after its own elements'); (0, 0) for one
+    input or a variadic call: no such loop."""
     node = ctx.node
     if node.op_type not in BROADCAST or node.op_type == "Where" or len(node.inputs) != 2 \
             or not all(node.inputs) or node.domain not in ("", "ai.onnx"):
-        return 0
-    return broadcast_spans([tuple(ctx.in_shape(0)), tuple(ctx.in_shape(1))], tuple(ctx.out_shape(0)))
+        return 0, 0
+    out = tuple(ctx.out_shape(0))
+    spans, vector = broadcast_spans([tuple(ctx.in_shape(0)), tuple(ctx.in_shape(1))], out)
+    n = ctx.numel(out)
+    again = 0
+    for i in (0, 1):
+        if vector[i] and spans > 1:
+            again += (n - ctx.in_numel(i)) * DTYPE_BITS.get(ctx.dtype(i), 32) // 8
+    return spans, again
 
 
 def _make(weight: int):
     def cost(ctx: Ctx):
         _check_broadcast(ctx)
-        kernel, items = "", 0
+        kernel, items, again = "", 0, 0
         if ctx.node.op_type == "PRelu":
             _slope_fits(ctx)
             kernel = "PRelu"  # ONNX Runtime's PRelu: a loop over its outputs, whatever the slope's shape
-        elif (spans := _spans(ctx)) > 1:
-            kernel, items = BROADCAST_SPANS, spans
+        else:
+            spans, again = _spans(ctx)
+            if spans > 1:
+                kernel, items = BROADCAST_SPANS, spans
         n = sum(ctx.out_numel(i) for i, o in enumerate(ctx.node.outputs) if o and i == 0)
         if ctx.node.op_type in ("Cast", "CastLike", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"):
             family = "cast"
         else:
             family = "elementwise"
-        return ctx.workload(family, other=weight * n, dtype=ctx.compute_dtype(), kernel=kernel, loop_items=items)
+        return ctx.workload(family, other=weight * n, dtype=ctx.compute_dtype(), kernel=kernel, loop_items=items,
+                            rereads=again)
 
     return cost
 
