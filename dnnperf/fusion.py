@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from dnnperf.ir import DTYPE_BITS, Graph
 from dnnperf.kernel_groups import gemm_takes, group_candidates, runtime_kernel_groups, silu_gate
-from dnnperf.vocab import EPILOGUE_ACTIVATIONS
+from dnnperf.vocab import EPILOGUE_ACTIVATIONS, NORM_KERNELS
 from dnnperf.workload import FREE_FAMILIES, MATRIX_FAMILIES, Gemm, Workload
 
 EPILOGUE_OPS = frozenset({
@@ -355,6 +355,9 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
                 operands=total.operands,  # ... and its integer kernel
                 kernel=total.kernel,  # ... and the runtime kernel it names (a 3-D convolution's)
             )
+        if kernels.get(g[0][0].node.name) in NORM_KERNELS:  # a layer norm spelled as nodes: the norm op it becomes
+            shape = parts[-1].output_shape
+            total = replace(total, family="norm", row=int(shape[-1]) if shape else 0)
         joined = "+".join(r.node.op_type for r, _ in g)
         layers.append(replace(
             parts[0],

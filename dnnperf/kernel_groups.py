@@ -277,6 +277,65 @@ def group_candidates(graph: Graph, groups: list[tuple[str, list[str]]]) -> dict[
     return out
 
 
+def _const_value(graph: Graph, name: str):
+    """The value of a small constant input (a scalar), None when it is not one."""
+    v = graph.values.get(name) if name in graph.constants else None
+    try:
+        return None if v is None else float(v)
+    except (TypeError, ValueError):
+        return None  # not a scalar
+
+
+def _last_axis_mean(graph: Graph, node) -> bool:
+    """A ReduceMean over the last axis, keeping it (the output is the input with its last axis 1)."""
+    if node is None or node.op_type != "ReduceMean" or not node.inputs or not node.outputs:
+        return False
+    x, y = graph.tensors.get(node.inputs[0]), graph.tensors.get(node.outputs[0])
+    return x is not None and y is not None and x.shape is not None and y.shape is not None and len(x.shape) >= 2 \
+        and tuple(y.shape) == tuple(x.shape[:-1]) + (1,) and x.shape[-1] > 1
+
+
+def _spelled_norm(graph: Graph, p, producer: dict, only_user):
+    """A layer normalisation spelled as nodes, from its Pow(x, 2): x^2 -> ReduceMean over the last axis
+    -> + eps -> Sqrt -> x / that -> * a constant scale. ONNX Runtime's SimplifiedLayerNormFusion makes
+    one SimplifiedLayerNormalization kernel of it (RMSNorm: Llama's, T5's; ORT 1.32's profile of a
+    Llama block: one 9 us kernel named after the scale's Mul, where the six ops were 87 us estimated,
+    the Pow alone at its calibrated figure). When x is itself x0 minus the mean of x0 over the last
+    axis and a constant shift is added after the scale, LayerNormFusion makes one LayerNormalization
+    kernel of the whole: a layer norm exported before opset 17, or from TensorFlow. Probed in ORT
+    1.32's optimised graphs: without the shift the Pow onwards is a SimplifiedLayerNormalization and
+    the centring stays; without the scale, with x * Reciprocal(...) for the division, or over
+    another axis than the last, nothing fuses. (kernel, members) or None."""
+    if len(p.inputs) != 2 or _const_value(graph, p.inputs[1]) != 2.0 or not p.outputs:
+        return None
+    x = p.inputs[0]
+    mean = only_user(p.outputs[0])
+    if not _last_axis_mean(graph, mean):
+        return None
+    eps = only_user(mean.outputs[0])
+    if eps is None or eps.op_type != "Add" or not any(i in graph.constants for i in eps.inputs):
+        return None
+    sq = only_user(eps.outputs[0])
+    if sq is None or sq.op_type != "Sqrt":
+        return None
+    div = only_user(sq.outputs[0])
+    if div is None or div.op_type != "Div" or list(div.inputs) != [x, sq.outputs[0]]:
+        return None  # (x * Reciprocal(...) stays as it is: ORT 1.32 fuses the division only)
+    scale = only_user(div.outputs[0])
+    if scale is None or scale.op_type != "Mul" or not any(i in graph.constants for i in scale.inputs):
+        return None  # no scale: no fusion
+    members = [p, mean, eps, sq, div, scale]
+    sub = producer.get(x)
+    shift = only_user(scale.outputs[0])
+    if sub is not None and sub.op_type == "Sub" and len(sub.inputs) == 2 and shift is not None \
+            and _bias_add(graph, shift):  # (without the shift the runtime fuses the Pow onwards only)
+        centre = producer.get(sub.inputs[1])
+        readers = {u.name for u in users_of(graph).get(x, [])}
+        if _last_axis_mean(graph, centre) and centre.inputs[0] == sub.inputs[0] and readers == {p.name, div.name}:
+            return "LayerNormalization", [centre, sub, *members, shift]
+    return "SimplifiedLayerNormalization", members
+
+
 def runtime_kernel_groups(graph: Graph) -> list[tuple[str, list[str]]]:
     """(kernel, member node names in graph order) for each pattern ONNX Runtime's CPU provider runs
     as one kernel of its own (``RUNTIME_KERNELS``)."""
@@ -300,6 +359,8 @@ def _ort_cpu_kernel(graph: Graph, node, producer: dict, only_user):
                 or _gemm_bias(graph, head, producer, only_user):
             return None  # a Gelu kernel, as the op already is
         return "BiasGelu", [head, node]
+    if node.op_type == "Pow":
+        return _spelled_norm(graph, node, producer, only_user)
     if node.op_type == "Mul":
         # x * Sigmoid(x) (SiLU / Swish): ONNX Runtime's QuickGelu kernel (alpha 1)
         gate = silu_gate(node, producer.get, lambda t: only_user(t) is node)

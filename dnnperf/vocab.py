@@ -64,6 +64,9 @@ LOSS_KEYS = tuple(c for c in CAUSES if c != "compute")  # every cause but comput
 
 # kernels ONNX Runtime's CPU provider makes of activation and transformer patterns (dnnperf.kernel_groups)
 RUNTIME_KERNELS = ("Gelu", "BiasGelu", "SkipLayerNormalization", "QuickGelu", "FastGelu")
+# the kernels ONNX Runtime makes of a layer normalisation spelled as nodes (dnnperf.kernel_groups: RMSNorm, a
+# layer norm exported before opset 17): the norm ops they are, priced as such (the norm family, by row length)
+NORM_KERNELS = ("SimplifiedLayerNormalization", "LayerNormalization")
 # the names ONNX Runtime's profile gives a runtime kernel, where they are not the kernel's own (its
 # FastGelu fusion names the tanh GELU it makes 'GPT2Gelu', 'GPT2Gelu_token_<n>')
 RUNTIME_KERNEL_NAMES = {"FastGelu": ("FastGelu", "GPT2Gelu")}

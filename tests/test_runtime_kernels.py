@@ -933,3 +933,65 @@ def test_a_pre_norm_residual_keeps_its_add_and_layernorm(tmp_path):
     ops = [(l.op_type, l.nodes) for l in layers]
     assert ("Add", ("residual",)) in ops and ("LayerNormalization", ("ln",)) in ops
     assert not any(l.op_type == "SkipLayerNormalization" for l in layers)
+
+
+def _spelled_norm(kind: str, shape=(1, 128, 256)):
+    """x -> [centre: x - ReduceMean(x)] -> Pow 2 -> ReduceMean(last axis) -> + eps -> Sqrt -> x / that ->
+    * g [-> + b]: RMSNorm ('rms'), a layer norm spelled out ('ln'), the same without its shift
+    ('ln_no_shift'), RMSNorm with x * Reciprocal(...) ('recip') or over axis 1 ('axis1')."""
+    n = helper.make_node
+    x, nodes = "x", []
+    if kind.startswith("ln"):
+        nodes += [n("ReduceMean", ["x"], ["mu"], name="centre", axes=[-1]), n("Sub", ["x", "mu"], ["d"], name="sub")]
+        x = "d"
+    axes = [1] if kind == "axis1" else [-1]
+    nodes += [n("Pow", [x, "two"], ["p"], name="pow"), n("ReduceMean", ["p"], ["v"], name="mean", axes=axes),
+              n("Add", ["v", "eps"], ["ve"], name="eps_add"), n("Sqrt", ["ve"], ["s"], name="sqrt")]
+    if kind == "recip":
+        nodes += [n("Reciprocal", ["s"], ["r"], name="recip"), n("Mul", [x, "r"], ["q"], name="div")]
+    else:
+        nodes += [n("Div", [x, "s"], ["q"], name="div")]
+    g = weight("g", [shape[1], 1] if kind == "axis1" else [shape[-1]])
+    nodes += [n("Mul", ["q", "g"], ["y" if kind != "ln" else "z"], name="scale")]
+    inits = [_const("two", 2.0), _const("eps", 1e-5), g]
+    if kind == "ln":
+        nodes += [n("Add", ["z", "b"], ["y"], name="shift")]
+        inits.append(weight("b", [shape[-1]]))
+    return model(nodes, [vi("x", list(shape))], [vi("y", None)], inits)
+
+
+def test_a_layer_norm_spelled_as_nodes_is_the_runtimes_norm_kernel_on_a_cpu(tmp_path):
+    """ONNX Runtime's SimplifiedLayerNormFusion and LayerNormFusion (probed in ORT 1.32's optimised graphs,
+    CPU): Pow 2 -> ReduceMean over the last axis -> + eps -> Sqrt -> x / that -> * scale is one
+    SimplifiedLayerNormalization kernel (RMSNorm), named '<scale Mul>/SimplifiedLayerNormFusion/' in
+    its profile; with x = x0 - mean(x0) and a shift added after the scale, the whole is one
+    LayerNormalization kernel; without the shift only the Pow onwards fuses; x * Reciprocal(...) or a
+    mean over axis 1 stays as it is. The kernel is priced as the norm op: family norm, rows of 256;
+    by hand it reads x once and writes y once, 128 x 256 x 4 = 131,072 bytes each (the Pow's and the
+    division's reads of x are one). A GPU profile keeps its elementwise chains."""
+    from dnnperf.measure.validate import map_kernels
+
+    def layers(kind, hw="cpu-avx2"):
+        insp = inspect_model(save(_spelled_norm(kind), tmp_path, f"{kind}.onnx"))
+        rep = analyze(insp, load_profile(hw), Settings(fusion="typical"), with_fixes=False)
+        return insp, [c.layer for c in rep.score.layers]
+
+    insp, rms = layers("rms")
+    assert [(l.op_type, l.nodes) for l in rms] == [
+        ("SimplifiedLayerNormalization", ("pow", "mean", "eps_add", "sqrt", "div", "scale"))]
+    w = rms[0].workload
+    assert (w.family, w.row, w.act_bytes_read, w.bytes_written) == ("norm", 256, 131_072, 131_072)
+    measured, unmatched = map_kernels({"scale/SimplifiedLayerNormFusion/": ("SimplifiedLayerNormalization", 9.0)},
+                                      insp.graph, rms)
+    assert unmatched == {} and measured == {rms[0].name: 9.0}
+    _, ln = layers("ln")
+    assert [(l.op_type, l.nodes) for l in ln] == [
+        ("LayerNormalization", ("centre", "sub", "pow", "mean", "eps_add", "sqrt", "div", "scale", "shift"))]
+    assert (ln[0].workload.family, ln[0].workload.row) == ("norm", 256)
+    _, part = layers("ln_no_shift")
+    assert [l.op_type for l in part] == ["ReduceMean", "Sub", "SimplifiedLayerNormalization"]
+    for kind in ("recip", "axis1"):
+        _, plain = layers(kind)
+        assert "SimplifiedLayerNormalization" not in [l.op_type for l in plain] and len(plain) >= 6, kind
+    _, gpu = layers("rms", "v100")
+    assert all("Normalization" not in l.op_type for l in gpu)
