@@ -70,9 +70,10 @@ SCHEMA = {
                               "'QLinearAveragePool', 'Transpose.elements' (a permutation copied element by element), "
                               "'Slice.strided', 'Gather.blocks', 'CumSum.last', 'DepthToSpace', 'SpaceToDepth', "
                               "'ArgMax' (an ArgMax or ArgMin, per input element), 'Expand.fill' (per input element of an "
-                              "Expand broadcasting a last axis of one); calibrated); the layer takes that or "
+                              "Expand broadcasting a last axis of one), 'PRelu'; calibrated); the layer takes that or "
                               "its roofline time, "
-                              "whichever is longer; default: the roofline at the family's efficiency"),
+                              "whichever is longer; default: the roofline at the family's efficiency. "
+                              "'Broadcast.span': ns per span of a broadcasting binary op's loop, added to its time"),
     "host_link_gbs": ("num|null", False, "host -> device link for inputs in GB/s; null when inputs are already in "
                                          "memory (the default, noted as assumed)"),
     "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope); default 1, "

@@ -80,8 +80,8 @@ CONCAT_SERIAL = ((16, 14), (16, 28), (32, 28), (64, 28))
 CONCAT_INPUTS = 16
 # unary and binary ops timed one by one (op_efficiency): ONNX Runtime runs the ones past Sqrt element by
 # element with the C library's functions, on one 2-core EPYC VM at 1.3-8.4 ns an element (Softplus
-# 8.4, Sin / Cos 2.7, Elu / Celu / Sign 1.8-2.0, Log 1.6) where Sigmoid, the elementwise family's
-# figure, takes 0.37: Mamba's two Softplus layers ran 57 us each against 1.6 estimated
+# 8.4, Sin / Cos 2.7, Elu / Celu / Sign 1.8-2.0, Log 1.6) where Sigmoid takes 0.37: Mamba's two Softplus
+# layers ran 57 us each against 1.6 estimated
 OP_MICRO = ("Pow", "Tanh", "Erf", "Exp", "Sigmoid", "Div", "Sqrt", "Log", "Softplus", "Elu", "Selu", "Celu", "Sin",
             "Cos", "Atan", "Sign", "Max", "Min", "Floor", "Ceil", "Round", "LeakyRelu", "HardSwish", "Reciprocal",
             "Softsign")
