@@ -444,8 +444,9 @@ def _cpu_avx2() -> dict:
 def test_the_fixed_time_chains_ride_along_in_the_protocol(monkeypatch):
     """calibrate waits for every micro-benchmark to settle except the fixed-time chains, the
     convolution chains of the conv.k1 / conv.k3 curves (4 points each), the strided 1 x 1 convolutions
-    of the conv.k1s2 curve (3 points), the pool chain and the activation epilogue chains (one plain, one
-    per activation), which are timed in the same rounds (their figure is the median of those rounds),
+    of the conv.k1s2 curve (3 points), the pool chain, the activation epilogue chains (one plain, one
+    per activation) and the two bias adds of the broadcast spans' figure, which are timed in the same
+    rounds (their figure is the median of those rounds),
     and the cold convolution chain (10-20 ms a run: timed a few
     times a round in the first rounds only, by its own runs, budget and rounds)."""
     import importlib
@@ -469,8 +470,8 @@ def test_the_fixed_time_chains_ride_along_in_the_protocol(monkeypatch):
         cal.calibrate(quick=True)
     fixed = {f"fixed_{f}" for f in FIXED_FAMILIES} | {f"conv_k3_{side}" for _, side in CONV_PIXELS} \
         | {f"conv_k1_{side}" for _, side in CONV1_PIXELS} | {f"conv_k1s2_{side // 2}" for _, side in STRIDED_K1} \
-        | {"pool", "conv_cold", "epilogue_none"} | {f"epilogue_{a}" for a in EPILOGUES}
-    assert len(fixed) == len(FIXED_FAMILIES) + 14 + len(EPILOGUES)
+        | {"pool", "conv_cold", "epilogue_none"} | {f"epilogue_{a}" for a in EPILOGUES} | {"span_16", "span_768"}
+    assert len(fixed) == len(FIXED_FAMILIES) + 16 + len(EPILOGUES)
     assert fixed <= seen["jobs"] and not fixed & seen["settle_on"]
     assert seen["settle_on"] == seen["jobs"] - fixed
     assert seen["timing"] == {"conv_cold": cal.COLD_CONV_TIMING[True]}

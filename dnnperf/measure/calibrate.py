@@ -91,8 +91,9 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     # and the cold convolution chain (a DRAM-bound 10-20 ms run, timed a few times a round: its
     # figure is a share of a large time)
     # and so do the activation epilogue chains (convolution chains like those; their figure is a difference)
-    ride = {mb.name for mb in table if mb.role in ("fixed", "cold_conv", "epilogue") or mb.key.startswith("conv.k")
-            or (mb.role == "family" and mb.key == "pool")}
+    # and the two bias adds whose difference is the broadcast spans' figure
+    ride = {mb.name for mb in table if mb.role in ("fixed", "cold_conv", "epilogue", "span")
+            or mb.key.startswith("conv.k") or (mb.role == "family" and mb.key == "pool")}
     settled = settled_times(jobs, rounds_min=2 if quick else 5, rounds_max=5 if quick else 10, runs=runs,
                             budget_s=budget, progress=progress, strict=strict,
                             settle_on=tuple(n for n in jobs if n not in ride),
