@@ -173,9 +173,10 @@ def _tanh_gelu(graph: Graph, tanh, producer: dict, only_user) -> tuple[list, str
     return None
 
 
-def _sole_user(graph: Graph):
-    """t -> the one node that reads tensor t (None when several do, or t is a graph output)."""
-    users = users_of(graph)
+def _sole_user(graph: Graph, users: dict | None = None):
+    """t -> the one node that reads tensor t (None when several do, or t is a graph output); ``users``:
+    ``users_of(graph)`` when the caller has it."""
+    users = users_of(graph) if users is None else users
 
     def only_user(t):
         u = users.get(t, [])
@@ -185,14 +186,15 @@ def _sole_user(graph: Graph):
 
 def _kernel_groups(graph: Graph, match) -> list[tuple[str, list[str]]]:
     """(kernel, member node names in graph order) for every default-domain node ``match(graph, node,
-    producer, only_user)`` turns into (kernel, member nodes); a node joins one group at most."""
+    producer, only_user, users)`` turns into (kernel, member nodes); a node joins one group at most."""
     producer = {o: n for n in graph.nodes for o in n.outputs if o}
-    only_user = _sole_user(graph)
+    users = users_of(graph)
+    only_user = _sole_user(graph, users)
     order = {n.name: k for k, n in enumerate(graph.nodes)}
     groups: list[tuple[str, list[str]]] = []
     taken: set[str] = set()
     for node in graph.nodes:
-        found = match(graph, node, producer, only_user) if node.domain in ("", "ai.onnx") else None
+        found = match(graph, node, producer, only_user, users) if node.domain in ("", "ai.onnx") else None
         if found is None:
             continue
         names = [m.name for m in found[1]]
@@ -215,7 +217,7 @@ def framework_op_groups(graph: Graph) -> list[tuple[str, list[str]]]:
     return _kernel_groups(graph, _framework_op)
 
 
-def _framework_op(graph: Graph, node, producer: dict, only_user):
+def _framework_op(graph: Graph, node, producer: dict, only_user, _users: dict):
     if node.op_type == "Erf":
         found = _erf_gelu(node, producer, only_user)
         return None if found is None else ("Gelu", found[0])
@@ -278,12 +280,9 @@ def group_candidates(graph: Graph, groups: list[tuple[str, list[str]]]) -> dict[
 
 
 def _const_value(graph: Graph, name: str):
-    """The value of a small constant input (a scalar), None when it is not one."""
+    """The value of a small constant input of one element, None when it is not one."""
     v = graph.values.get(name) if name in graph.constants else None
-    try:
-        return None if v is None else float(v)
-    except (TypeError, ValueError):
-        return None  # not a scalar
+    return float(v.reshape(-1)[0]) if v is not None and getattr(v, "size", 0) == 1 else None
 
 
 def _last_axis_mean(graph: Graph, node) -> bool:
@@ -295,7 +294,7 @@ def _last_axis_mean(graph: Graph, node) -> bool:
         and tuple(y.shape) == tuple(x.shape[:-1]) + (1,) and x.shape[-1] > 1
 
 
-def _spelled_norm(graph: Graph, p, producer: dict, only_user):
+def _spelled_norm(graph: Graph, p, producer: dict, only_user, users: dict):
     """A layer normalisation spelled as nodes, from its Pow(x, 2): x^2 -> ReduceMean over the last axis
     -> + eps -> Sqrt -> x / that -> * a constant scale. ONNX Runtime's SimplifiedLayerNormFusion makes
     one SimplifiedLayerNormalization kernel of it (RMSNorm: Llama's, T5's; ORT 1.32's profile of a
@@ -330,7 +329,7 @@ def _spelled_norm(graph: Graph, p, producer: dict, only_user):
     if sub is not None and sub.op_type == "Sub" and len(sub.inputs) == 2 and shift is not None \
             and _bias_add(graph, shift):  # (without the shift the runtime fuses the Pow onwards only)
         centre = producer.get(sub.inputs[1])
-        readers = {u.name for u in users_of(graph).get(x, [])}
+        readers = {u.name for u in users.get(x, [])}
         if _last_axis_mean(graph, centre) and centre.inputs[0] == sub.inputs[0] and readers == {p.name, div.name}:
             return "LayerNormalization", [centre, sub, *members, shift]
     return "SimplifiedLayerNormalization", members
@@ -342,7 +341,7 @@ def runtime_kernel_groups(graph: Graph) -> list[tuple[str, list[str]]]:
     return _kernel_groups(graph, _ort_cpu_kernel)
 
 
-def _ort_cpu_kernel(graph: Graph, node, producer: dict, only_user):
+def _ort_cpu_kernel(graph: Graph, node, producer: dict, only_user, users: dict):
     if node.op_type in ("Erf", "Tanh"):
         erf = node.op_type == "Erf"
         found = _erf_gelu(node, producer, only_user) if erf else _tanh_gelu(graph, node, producer, only_user)
@@ -360,7 +359,7 @@ def _ort_cpu_kernel(graph: Graph, node, producer: dict, only_user):
             return None  # a Gelu kernel, as the op already is
         return "BiasGelu", [head, node]
     if node.op_type == "Pow":
-        return _spelled_norm(graph, node, producer, only_user)
+        return _spelled_norm(graph, node, producer, only_user, users)
     if node.op_type == "Mul":
         # x * Sigmoid(x) (SiLU / Swish): ONNX Runtime's QuickGelu kernel (alpha 1)
         gate = silu_gate(node, producer.get, lambda t: only_user(t) is node)
