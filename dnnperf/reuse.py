@@ -11,6 +11,14 @@ in cache.
 Measured on the stored two-thread series (DenseNet-121's 62 Concats: 1.4-1.8 ms predicted against
 2.1-2.2 measured with every input priced as warm; 2.2-2.8 with the distances) and at one thread
 (2.2 -> 3.1 against 2.6). See bench/RESULTS.md, "Fourteenth session".
+
+Weights have a reuse distance too: a network run again and again reads each weight once per
+inference and, in between, every other weight and its activation buffers (``arena_bytes``). Where
+that sum stays inside the curve the weights come back from the cache, not DRAM
+(``rules.memory_time``): on a 2-core EPYC VM (32 MB L3), the 4-5 MB classifier of a network whose
+weights and buffers stay under ~15 MB (MnasNet-0.5, MobileNetV3-Small, ShuffleNetV2-0.5) took 27-42
+us in the network, 150-240 GB/s, where DRAM (50 GB/s) had it at 104-132 us; ResNet-18's (53 MB
+reached) took the DRAM time. See bench/RESULTS.md, "Forty-third session".
 """
 
 from __future__ import annotations
@@ -49,3 +57,57 @@ def reuse_reads(insp, layers) -> dict[str, tuple[tuple[int, int], ...]]:
                 if name is not None:
                     producer_layer[o] = name
     return {k: tuple(v.values()) for k, v in out.items()}
+
+
+def arena_bytes(insp, layers) -> int:
+    """The activation bytes live at once at the peak of one inference: what a runtime that reuses
+    its buffers (ONNX Runtime's planned arena) touches per inference besides the weights. A tensor
+    counts from the node that writes it until the layer that reads it last has finished (a fused
+    layer holds its input and its output at once), when it leaves its layer (a fused layer's inner
+    tensors are never stored) or is a graph output; the model's inputs count until their last
+    reader. Views and shape values (free layers) add nothing."""
+    from dnnperf.vocab import FREE_FAMILIES
+
+    g = insp.graph
+    rows = insp.rows
+    layer_of: dict[str, object] = {}
+    for layer in layers:
+        for n in layer.nodes:
+            layer_of.setdefault(n, layer)
+    end: dict[int, int] = {}  # layer -> its last row
+    for i, row in enumerate(rows):
+        mine = layer_of.get(row.node.name)
+        if mine is not None:
+            end[id(mine)] = i
+    constants = g.constants | g.initializers
+    last: dict[str, int] = {}
+    readers: dict[str, set] = {}
+    for i, row in enumerate(rows):
+        mine = layer_of.get(row.node.name)
+        done = end.get(id(mine), i) if mine is not None else i
+        for x in row.node.inputs:
+            if x and x not in constants:
+                last[x] = max(last.get(x, -1), done)
+                readers.setdefault(x, set()).add(id(mine))
+    outputs = set(g.outputs)
+    live = {x: g.tensors[x].nbytes for x in g.inputs
+            if x not in constants and x in g.tensors and g.tensors[x].shape is not None}
+    frees: dict[int, list[str]] = {}
+    for x in live:
+        frees.setdefault(last.get(x, -1), []).append(x)
+    now = peak = sum(live.values())
+    for i, row in enumerate(rows):
+        mine = layer_of.get(row.node.name)
+        if mine is not None and mine.workload.family not in FREE_FAMILIES:
+            for o in row.node.outputs:
+                t = g.tensors.get(o) if o else None
+                if t is None or t.shape is None or o in constants or o in live:
+                    continue
+                if o in outputs or readers.get(o, set()) - {id(mine)}:
+                    now += t.nbytes
+                    live[o] = t.nbytes
+                    frees.setdefault(len(rows) if o in outputs else last.get(o, i), []).append(o)
+        peak = max(peak, now)
+        for x in frees.pop(i, ()):
+            now -= live.pop(x, 0)
+    return peak

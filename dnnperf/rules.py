@@ -151,12 +151,22 @@ def bandwidth_for(nbytes: int, hw: HardwareProfile) -> float:
     return hw.dram_bps
 
 
-def memory_time(act_bytes: int, weight_bytes: int, hw: HardwareProfile, weights_resident: bool = False) -> float:
+def memory_time(act_bytes: int, weight_bytes: int, hw: HardwareProfile, weights_resident: bool = False,
+                weight_reach: int = 0) -> float:
     """Seconds of memory traffic: activations at ``bandwidth_for`` their size (or free when the
     profile keeps activations on chip, like TPU v1's unified buffer); weights from DRAM unless the
-    whole model's weights stay resident on chip."""
+    whole model's weights stay resident on chip. On a profile with a bandwidth curve (a calibrated
+    CPU), ``weight_reach`` (bytes, 0: unknown) is how far back a weight was last read: a network run
+    again and again reads each weight once per inference, and in between touches every other weight
+    and its activation buffers once each (``dnnperf.reuse.arena_bytes``); the weight comes back at the
+    bandwidth the curve gives a working set of that size, which is DRAM's past the curve."""
     t_act = 0.0 if hw.activations_onchip else act_bytes / bandwidth_for(act_bytes, hw)
-    w_bw = hw.onchip_gbs * 1e9 if (weights_resident and hw.onchip_gbs) else hw.dram_bps
+    if weights_resident and hw.onchip_gbs:
+        w_bw = hw.onchip_gbs * 1e9
+    elif weight_reach and hw.bandwidth_curve:
+        w_bw = bandwidth_for(weight_reach, hw)
+    else:
+        w_bw = hw.dram_bps
     return t_act + weight_bytes / w_bw
 
 

@@ -12,7 +12,7 @@ from onnx import helper
 
 from dnnperf.api import analyze, build_layers, inspect_model
 from dnnperf.hardware import load_profile, profile_from_dict
-from dnnperf.reuse import reuse_reads
+from dnnperf.reuse import arena_bytes, reuse_reads
 from dnnperf.rules import bandwidth_for, exposed_weight_time, far_read_time, far_share, memory_time
 from dnnperf.scoring import Settings
 from helpers import SAMPLES, model, save, vi, weight
@@ -147,6 +147,65 @@ def test_a_convolution_waits_for_weights_only_when_its_network_outgrows_the_cach
     assert alone.t_compute < 2_359_296 / 10e9 < alone.t_memory
     assert far.time_s - alone.time_s == pytest.approx(exposed)
     assert far.losses["overlap"] - alone.losses["overlap"] == pytest.approx(exposed)
-    # the network's footprint reaches the layer through score(): weights + activations written
+    # run as a network again and again, the convolution reads its weights back from as far as the
+    # network reaches (its weights and its input and output, 200,704 bytes each: 2,760,704 bytes, on
+    # the curve), not from DRAM: faster than the layer scored with no reach
     rep = analyze(insp, hw, Settings(), with_fixes=False)
-    assert rep.score.layers[0].time_s == pytest.approx(alone.time_s)
+    assert rep.score.weight_reach == 2_359_296 + 2 * 200_704
+    assert rep.score.layers[0].time_s == pytest.approx(score_layer(layer, hw, weight_reach=2_760_704).time_s)
+    assert rep.score.layers[0].time_s < alone.time_s
+
+
+# -- weights read back from as far as the network reaches (reuse.arena_bytes, rules.memory_time) ----
+
+def test_weights_come_back_from_where_the_network_reach_puts_them():
+    hw = _calibrated_like()
+    w = 1_000_000
+    # reached within 1 MB: the curve's 100 GB/s (10 us); at 2 MB the curve's 60 GB/s (16.7 us); past
+    # its 4 MB end, or with no reach known, DRAM's 20 GB/s (50 us)
+    assert memory_time(0, w, hw, weight_reach=1_000_000) == pytest.approx(w / 100e9)
+    assert memory_time(0, w, hw, weight_reach=2_000_000) == pytest.approx(w / 60e9)
+    assert memory_time(0, w, hw, weight_reach=8_000_000) == pytest.approx(w / 20e9)
+    assert memory_time(0, w, hw) == pytest.approx(w / 20e9)
+    # a profile without a curve (a spec sheet) reads them from DRAM whatever the reach
+    plain = load_profile("cpu-avx2")
+    assert memory_time(0, w, plain, weight_reach=1_000_000) == pytest.approx(w / plain.dram_bps)
+
+
+def test_arena_bytes_by_hand(tmp_path):
+    # the skip chain, one layer per node, [1, 1000] fp32 = 4,000 bytes a tensor: x until ra; a until the
+    # Add; t0 until r1, t1 until r2. While r1 runs: a, t0 and t1 are live (12,000 bytes); so are a,
+    # t1, t2 while r2 runs and a, t2, y at the Add
+    insp = inspect_model(_skip_chain(tmp_path))
+    assert arena_bytes(insp, build_layers(insp)) == 12_000
+    # a fused layer holds its input and its output at once and never stores what it keeps inside:
+    # x [1, 8, 10, 10] (3,200 bytes) -> Conv to 32 channels (c, 12,800) -> Relu (r, 12,800). Node by
+    # node: c and r at once (25,600); fused: x and r (16,000)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["r"], name="relu")]
+    p = save(model(nodes, [vi("x", [1, 8, 10, 10])], [vi("r", None)], [weight("w", [32, 8, 1, 1])]), tmp_path, "cr.onnx")
+    insp = inspect_model(p)
+    assert arena_bytes(insp, build_layers(insp)) == 25_600
+    fused = build_layers(insp, "typical")
+    assert [la.op_type for la in fused] == ["Conv+Relu"]
+    assert arena_bytes(insp, fused) == 16_000
+
+
+def test_a_small_network_reads_its_classifier_from_the_cache(tmp_path):
+    """A matrix-vector classifier (1,024 -> 256: 1,048,576 bytes of weights) in a network run again and
+    again: its input (4,096 bytes) and output (1,024) are all it touches besides the weights, so each
+    weight comes back 1,053,696 bytes later: the curve's figure there (100 - 80 x log4(1.053696) GB/s),
+    not DRAM's 20. The same product with 16 MB of weights reaches past the curve: DRAM."""
+    import math
+
+    hw = _calibrated_like()
+    for k, n in ((1024, 256), (4096, 1024)):
+        p = save(model([helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")], [vi("x", [1, k])],
+                       [vi("y", None)], [weight("w", [k, n])]), tmp_path, f"fc{k}.onnx")
+        sc = analyze(inspect_model(p), hw, Settings(), with_fixes=False).score
+        wb, act = 4 * k * n, 4 * k + 4 * n
+        assert sc.weight_reach == wb + act
+        bps = 100e9 - 80e9 * math.log(sc.weight_reach / 1e6) / math.log(4) if sc.weight_reach <= 4e6 else 20e9
+        assert sc.layers[0].t_memory == pytest.approx(act / bandwidth_for(act, hw) + wb / bps, rel=1e-9)
+    assert sc.weight_reach > 4e6  # the large one: from DRAM
+    # a shipped profile (no curve) knows no reach
+    assert analyze(inspect_model(p), load_profile("cpu-avx2"), Settings(), with_fixes=False).score.weight_reach == 0
