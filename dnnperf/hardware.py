@@ -114,9 +114,10 @@ SCHEMA = {
                                       "product hides (calibrated on a 49-row GEMM with 50 MB of weights); absent: "
                                       "memory_overlap"),
     "conv_weight_exposure": ("num", False, "CPU runtimes: share of a convolution's weight reads (their time at "
-                                           "dram_gbs) its math does not hide when they come from DRAM: when the "
-                                           "model's bytes per inference outgrow the cache the weights do not stay "
-                                           "there between inferences (scaled by rules.far_share; calibrated on a "
+                                           "dram_gbs) its math does not hide when they come from beyond the cache: "
+                                           "when what the model touches between two reads of a weight (its weights "
+                                           "and activation buffers) outgrows the cache the weights do not stay "
+                                           "there between inferences (scaled by rules.beyond_cache; calibrated on a "
                                            "chain of convolutions with as many weight bytes as the DRAM "
                                            "measurement's working set), default 0"),
     "int8_operands": ("map", False, "CPU runtimes: fraction of the int8 peak an 8-bit integer product reaches by the "

@@ -5,7 +5,7 @@ They are composed in ``dnnperf.scoring``; none of them prints or reads files.
 
 from __future__ import annotations
 
-from math import ceil
+from math import ceil, log2
 
 from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.workload import Gemm
@@ -189,39 +189,34 @@ def far_read_time(reads, working_set: int, hw: HardwareProfile) -> float:
     return max(extra, 0.0)
 
 
-def far_share(nbytes: float, hw: HardwareProfile) -> float:
-    """How far past the cache a read whose reuse distance is ``nbytes`` comes from, as a share of the
-    way to DRAM, in time per byte: 0 up to the largest working set of the profile's bandwidth curve
-    (its cache sweep), 1 from the working set its DRAM figure was measured at (``dram_measured_mb``)
-    on; in between, the bandwidth runs from the curve's last figure to the DRAM one linearly in the
-    log of the working set (as ``bandwidth_for`` reads the curve). A profile without a curve has no
-    cache figures: 1 (everything from DRAM); one without ``dram_measured_mb`` (or whose last point is
-    no faster than DRAM) steps to DRAM right after its last point."""
-    curve = hw.bandwidth_curve
-    if not curve:
+def beyond_cache(nbytes: float, hw: HardwareProfile) -> float:
+    """How much of a read whose reuse distance is ``nbytes`` misses the cache, 0 to 1: 0 up to half
+    the profile's cache (``onchip_mb``, the knee of its calibrated bandwidth sweep), 1 from twice it
+    on, linear in the log of the size between (the sweep doubles its working set from one point to
+    the next, so the cache's edge is known to within a factor of two either way). A profile without
+    a bandwidth curve has no cache figures: 1 (everything from DRAM)."""
+    if not hw.bandwidth_curve or not hw.onchip_mb:
         return 1.0
-    last_mb, last_gbs = curve[-1]
-    mb = nbytes / 1e6
-    if mb <= last_mb:
+    x = nbytes / (hw.onchip_mb * 1e6)
+    if x <= 0.5:
         return 0.0
-    top = hw.dram_measured_mb
-    if not top or mb >= top or top <= last_mb or last_gbs <= hw.dram_gbs:
-        return 1.0
-    gbs = interp_log(mb, ((last_mb, last_gbs), (top, hw.dram_gbs)))
-    return (1.0 / gbs - 1.0 / last_gbs) / (1.0 / hw.dram_gbs - 1.0 / last_gbs)
+    return min(1.0, log2(2.0 * x) / 2.0)
 
 
-def exposed_weight_time(weight_bytes: int, footprint: int, shorter_s: float, hw: HardwareProfile) -> float:
+def exposed_weight_time(weight_bytes: int, reach: int, shorter_s: float, hw: HardwareProfile) -> float:
     """Seconds a convolution's weight reads add beyond what ``memory_overlap`` already leaves exposed:
-    ONNX Runtime's CPU convolutions hide weights that come from the cache behind their math, not
-    weights that come from DRAM. A network whose bytes per inference (``footprint``: every weight and
-    every activation it writes) outgrow the cache reads each layer's weights back from DRAM on every
-    inference; ``conv_weight_exposure`` (calibrated) of that read time is exposed, in proportion to
-    ``far_share(footprint)``. Bounded by the shorter of the layer's math and memory time (the part
-    an overlap could have hidden at all)."""
+    ONNX Runtime's CPU convolutions hide weights that stay in the cache behind their math, not weights
+    that come back from beyond it. A network reads each weight again every inference, ``reach`` bytes
+    later (every weight and activation buffer it touches in between, ``Score.weight_reach``; a
+    layer alone: its own bytes); ``conv_weight_exposure`` (calibrated) of the weights' DRAM read time
+    is exposed, in proportion to ``beyond_cache(reach)``. Bounded by the shorter of the layer's math
+    and memory time (the part an overlap could have hidden at all). On a 2-core EPYC VM (cache knee
+    12.6 MB) chains of 1 x 1 convolutions at 7 x 7 paid nothing up to 5 MB of weights and 0.35-0.6 of
+    the weights' DRAM time from 17 MB on, as much as a chain of 201 MB; at 14 x 14 (4x the math per
+    weight) nothing (bench/RESULTS.md, "Forty-third session")."""
     if not hw.conv_weight_exposure or not weight_bytes:
         return 0.0
-    exposed = hw.conv_weight_exposure * far_share(footprint, hw)
+    exposed = hw.conv_weight_exposure * beyond_cache(reach, hw)
     extra = exposed - (1.0 - hw.memory_overlap)  # what the plain overlap already exposes
     return max(0.0, extra) * min(weight_bytes / hw.dram_bps, shorter_s)
 

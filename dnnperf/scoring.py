@@ -286,8 +286,8 @@ def _overlap(s: LayerState, hidden: float | None = None) -> float:
     them (``hidden``, by default the profile's memory_overlap: 1 on GPUs/TPUs; a calibrated CPU measures
     it for matrix products, whose weights stream, as ``product_overlap``: the cold GEMM it is solved on
     says nothing of an activation read from the cache); ops with no fast kernel run them back to back.
-    A convolution on a CPU whose network outgrows the cache also waits for part of its weights from
-    DRAM (``rules.exposed_weight_time``)."""
+    A convolution on a CPU whose weights do not stay in the cache between inferences (its network's
+    weight reach, else its own bytes) also waits for part of them (``rules.exposed_weight_time``)."""
     short = min(s.t_compute, s.t_memory)
     if s.unoptimized:
         return s.t + short
@@ -297,7 +297,7 @@ def _overlap(s: LayerState, hidden: float | None = None) -> float:
             else s.hw.memory_overlap
     t = s.t + (1.0 - hidden) * short
     if conv_weights:
-        t += rules.exposed_weight_time(s.w.weight_bytes, s.footprint, short, s.hw)
+        t += rules.exposed_weight_time(s.w.weight_bytes, s.weight_reach or s.footprint, short, s.hw)
     return t
 
 

@@ -1074,3 +1074,32 @@ def test_prelu_takes_its_calibrated_time_per_element(tmp_path):
     assert insp.rows[0].workload.kernel == "PRelu"
     got = analyze(insp, profile_from_dict({**_cpu_avx2(), "loop_ns": {"PRelu": 2.0}}, "x"), Settings()).score.layers[0]
     assert got.time_s - got.t_launch == pytest.approx(200_704 * 2.0e-9, rel=1e-3)
+
+
+def test_the_shape_curves_and_the_weight_exposure_settle_together():
+    """calibrate.settle_exposure by hand, with toy readings: a chain's figure read with exposure e
+    known is 0.6 + 0.4 e (the more of its time the exposure explains, the less its efficiency must),
+    and the cold chain gives e = 0.3 + 0.5 x that figure. Fixed point: e = 0.3 + 0.5 (0.6 + 0.4 e), so
+    e = 0.75 and the figure 0.9. From e = 0.5: 0.7, 0.74, 0.748, 0.7496 (moves 0.2, 0.04, 0.008,
+    0.0016: the fourth round is under 0.005 and the last)."""
+    from types import SimpleNamespace
+
+    from dnnperf.measure.calibrate import settle_exposure
+
+    mb = SimpleNamespace(key="conv.k3:49")
+    prof = {"conv_weight_exposure": 0.5, "shape_efficiency": {"conv.k3": {49: 0.5, 196: 0.9}}}
+    seen = []
+
+    def exposure_of(p):
+        seen.append(p["shape_efficiency"]["conv.k3"][49])
+        return 0.3 + 0.5 * p["shape_efficiency"]["conv.k3"][49]
+
+    settle_exposure(prof, [mb], lambda m, e: 0.6 + 0.4 * e, exposure_of)
+    assert seen == pytest.approx([0.8, 0.88, 0.896, 0.8992])
+    assert prof["conv_weight_exposure"] == pytest.approx(0.7496)
+    assert prof["shape_efficiency"]["conv.k3"] == {49: pytest.approx(0.8992), 196: 0.9}  # the other point untouched
+    # an exposure that does not move stops after one round; a reading over 1 is capped as the first is
+    prof = {"conv_weight_exposure": 0.5, "shape_efficiency": {"conv.k3": {49: 0.5}}}
+    seen.clear()
+    settle_exposure(prof, [mb], lambda m, e: 1.3, lambda p: seen.append(1) or 0.5)
+    assert len(seen) == 1 and prof["shape_efficiency"]["conv.k3"][49] == 1.0

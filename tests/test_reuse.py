@@ -13,7 +13,7 @@ from onnx import helper
 from dnnperf.api import analyze, build_layers, inspect_model
 from dnnperf.hardware import load_profile, profile_from_dict
 from dnnperf.reuse import arena_bytes, reuse_reads
-from dnnperf.rules import bandwidth_for, exposed_weight_time, far_read_time, far_share, memory_time
+from dnnperf.rules import bandwidth_for, beyond_cache, exposed_weight_time, far_read_time, memory_time
 from dnnperf.scoring import Settings
 from helpers import SAMPLES, model, save, vi, weight
 
@@ -96,64 +96,72 @@ def test_a_standing_batchnorm_streams_at_the_bandwidth(tmp_path):
 
 # -- convolution weights read back from DRAM (rules.far_share, rules.exposed_weight_time) -------------
 
-def test_far_share_by_hand():
-    # curve to 4 MB (20 GB/s there) and DRAM measured at 16 MB at 10 GB/s: halfway in log(size) (8 MB)
-    # the bandwidth is 15 GB/s, 1/15 - 1/20 = 1/60 of the 1/10 - 1/20 = 1/20 s/GB a DRAM read adds: 1/3
-    hw = _calibrated_like(dram_gbs=10, dram_measured_mb=16)
-    assert far_share(3e6, hw) == 0.0 and far_share(4e6, hw) == 0.0
-    assert far_share(8e6, hw) == pytest.approx((1 / 15 - 1 / 20) / (1 / 10 - 1 / 20))
-    assert far_share(16e6, hw) == 1.0 and far_share(1e9, hw) == 1.0
-    # without the DRAM measurement's size: DRAM right after the curve; without a curve: always DRAM
-    assert far_share(5e6, _calibrated_like(dram_gbs=10)) == 1.0
+def test_beyond_cache_by_hand():
+    # the calibrated-like profile's cache (onchip_mb) is 1 MB: nothing misses up to half of it, all
+    # from twice it; between, linear in log2 of the size: 0.5 at 1 MB, 0.25 at 0.707 MB, 0.75 at 1.414
+    hw = _calibrated_like()
+    assert beyond_cache(0.4e6, hw) == 0.0 and beyond_cache(0.5e6, hw) == 0.0
+    assert beyond_cache(1e6, hw) == pytest.approx(0.5)
+    assert beyond_cache(2 ** -0.5 * 1e6, hw) == pytest.approx(0.25)
+    assert beyond_cache(2 ** 0.5 * 1e6, hw) == pytest.approx(0.75)
+    assert beyond_cache(2e6, hw) == 1.0 and beyond_cache(1e9, hw) == 1.0
+    # a profile without a curve has no cache figures: everything from DRAM
     with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
         plain = profile_from_dict(yaml.safe_load(fh), "x")
-    assert far_share(1e3, plain) == 1.0
+    assert beyond_cache(1e3, plain) == 1.0
 
 
 def test_exposed_weight_time_by_hand():
-    hw = _calibrated_like(dram_gbs=10, dram_measured_mb=16)
-    hw = hw.with_overrides(memory_overlap=0.8, conv_weight_exposure=0.5)
+    hw = _calibrated_like(dram_gbs=10).with_overrides(memory_overlap=0.8, conv_weight_exposure=0.5)
     w = 1_000_000  # 100 us at 10 GB/s
-    # from DRAM (a 100 MB network): half of it exposed, of which the plain overlap already exposes 0.2
+    # reached from beyond the 1 MB cache (100 MB): half of it exposed, of which the plain overlap
+    # already exposes 0.2
     assert exposed_weight_time(w, 100_000_000, 1.0, hw) == pytest.approx((0.5 - 0.2) * 100e-6)
-    # a third of the way to DRAM (8 MB): 0.5 / 3 = 0.167 < 0.2, nothing beyond the plain overlap
-    assert exposed_weight_time(w, 8_000_000, 1.0, hw) == 0.0
-    # a network that stays in the cache (3 MB), or no exposure calibrated: nothing
-    assert exposed_weight_time(w, 3_000_000, 1.0, hw) == 0.0
+    # at 1.414 MB, three quarters of the way past the cache's edge: 0.5 x 0.75 = 0.375 exposed
+    assert exposed_weight_time(w, int(2 ** 0.5 * 1e6), 1.0, hw) == pytest.approx((0.375 - 0.2) * 100e-6)
+    # at the cache's own size, half way: 0.5 x 0.5 = 0.25 exposed, 0.05 beyond the plain overlap's 0.2
+    assert exposed_weight_time(w, 1_000_000, 1.0, hw) == pytest.approx(0.05 * 100e-6)
+    # weights that stay in the cache (0.4 MB reached), or no exposure calibrated: nothing
+    assert exposed_weight_time(w, 400_000, 1.0, hw) == 0.0
     assert exposed_weight_time(w, 100_000_000, 1.0, hw.with_overrides(conv_weight_exposure=0.0)) == 0.0
     # never more than the shorter side an overlap could have hidden (30 us of math here)
     assert exposed_weight_time(w, 100_000_000, 30e-6, hw) == pytest.approx(0.3 * 30e-6)
 
 
-def test_a_convolution_waits_for_weights_only_when_its_network_outgrows_the_cache(tmp_path):
-    # one 3x3 convolution, 256 -> 256 channels on 14 x 14: 2.36 MB of weights. Alone its footprint
-    # (weights + input + output: 2.76 MB) is inside the curve: the estimate is the plain one. With
-    # the footprint of a network that streams its weights from DRAM, (0.5 - (1 - 0.8)) of the weight
-    # time (2,359,296 B at 10 GB/s), up to the shorter of math and memory, comes on top
+def test_a_convolution_waits_for_weights_only_when_they_come_from_beyond_the_cache(tmp_path):
+    # one 3x3 convolution, 256 -> 256 channels on 14 x 14: 2.36 MB of weights, on a profile whose cache
+    # is 4 MB. Alone (weights + input + output: 2.76 MB, 0.69 of the cache: log2(1.38) / 2 = 0.23 of
+    # the way past its edge, 0.5 x 0.23 exposed, under the 0.2 the plain overlap exposes) the estimate
+    # is the plain one. Reached from 200 MB away, (0.5 - (1 - 0.8)) of the weight time (2,359,296 B
+    # at 10 GB/s), up to the shorter of math and memory, comes on top
     from dnnperf.scoring import score_layer
 
-    hw = _calibrated_like(dram_gbs=10, dram_measured_mb=16).with_overrides(memory_overlap=0.8,
-                                                                            conv_weight_exposure=0.5)
+    hw = _calibrated_like(dram_gbs=10, onchip_mb=4).with_overrides(memory_overlap=0.8, conv_weight_exposure=0.5)
     conv = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
     insp = inspect_model(save(model([conv], [vi("x", [1, 256, 14, 14])], [vi("y", None)],
                                     [weight("w", [256, 256, 3, 3])]), tmp_path, "c.onnx"))
     layer = build_layers(insp)[0]
     assert layer.workload.weight_bytes == 2_359_296
     alone = score_layer(layer, hw)
-    far = score_layer(layer, hw, footprint=200_000_000)
+    far = score_layer(layer, hw, weight_reach=200_000_000)
     assert alone.time_s == pytest.approx(score_layer(layer, hw.with_overrides(conv_weight_exposure=0.0)).time_s)
     # (its math is the shorter side here: the weights' 236 us exceed it, so the math bounds what waits)
     exposed = 0.3 * min(2_359_296 / 10e9, alone.t_compute, alone.t_memory)
     assert alone.t_compute < 2_359_296 / 10e9 < alone.t_memory
+    # (the far layer also reads its weights at DRAM's figure, past the curve, as the lone one does)
+    assert far.t_memory == pytest.approx(alone.t_memory)
     assert far.time_s - alone.time_s == pytest.approx(exposed)
     assert far.losses["overlap"] - alone.losses["overlap"] == pytest.approx(exposed)
     # run as a network again and again, the convolution reads its weights back from as far as the
     # network reaches (its weights and its input and output, 200,704 bytes each: 2,760,704 bytes, on
-    # the curve), not from DRAM: faster than the layer scored with no reach
+    # the curve), not from DRAM: faster than the layer scored with no reach, and nothing exposed
     rep = analyze(insp, hw, Settings(), with_fixes=False)
     assert rep.score.weight_reach == 2_359_296 + 2 * 200_704
-    assert rep.score.layers[0].time_s == pytest.approx(score_layer(layer, hw, weight_reach=2_760_704).time_s)
-    assert rep.score.layers[0].time_s < alone.time_s
+    net = score_layer(layer, hw, weight_reach=2_760_704)
+    assert rep.score.layers[0].time_s == pytest.approx(net.time_s)
+    assert net.t_memory < alone.t_memory and net.time_s < alone.time_s
+    assert net.time_s == pytest.approx(score_layer(layer, hw.with_overrides(conv_weight_exposure=0.0),
+                                                   weight_reach=2_760_704).time_s)
 
 
 # -- weights read back from as far as the network reaches (reuse.arena_bytes, rules.memory_time) ----
