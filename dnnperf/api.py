@@ -158,6 +158,9 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     uncal = _uncalibrated_kernels_note(hw, sc)
     if uncal:
         notes.append(uncal)
+    twice = _exposure_twice_note(hw, sc)
+    if twice:
+        notes.append(twice)
     if hw.kind == "cpu":
         built = recomputed_note(insp)
         if built:
@@ -341,6 +344,24 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     which = ", ".join(f"{op} ({n} layer{'s' if n > 1 else ''})" for op, n in sorted(missing.items()))
     return (f"{hw.name} has no calibrated figure for ONNX Runtime's {which}: costed at a general figure "
             "instead (an assumption); run dnnperf calibrate again to measure them")
+
+
+def _exposure_twice_note(hw: HardwareProfile, sc: Score) -> str | None:
+    """A CPU profile calibrated before ``calibrate.settle_exposure`` (its ``measured`` record has no
+    ``exposure_rounds``) read its convolution shape figures with the weights' exposure inside them
+    where their chains reach past the cache; this version adds the exposure to every convolution
+    whose weights come back from beyond the cache, so such a layer pays it twice: say so."""
+    from dnnperf import rules
+
+    if not (hw.bandwidth_curve and hw.conv_weight_exposure and hw.measured) or "exposure_rounds" in hw.measured:
+        return None
+    n = sum(1 for c in sc.layers if c.layer.workload.family == "conv" and c.layer.workload.weight_bytes
+            and rules.beyond_cache(sc.weight_reach or sc.footprint, hw) > 0)
+    if not n:
+        return None
+    return (f"{hw.name} was calibrated before its convolution figures were read apart from the weights' exposure: "
+            f"{n} convolution layer{'s' if n > 1 else ''} whose weights come back from beyond the cache may pay it "
+            "twice (an overestimate); run dnnperf calibrate again")
 
 
 def _upcasts(hw: HardwareProfile, precision: str | None) -> bool:

@@ -217,3 +217,20 @@ def test_a_small_network_reads_its_classifier_from_the_cache(tmp_path):
     assert sc.weight_reach > 4e6  # the large one: from DRAM
     # a shipped profile (no curve) knows no reach
     assert analyze(inspect_model(p), load_profile("cpu-avx2"), Settings(), with_fixes=False).score.weight_reach == 0
+
+
+def test_a_profile_calibrated_before_the_exposure_was_settled_says_its_convolutions_may_pay_it_twice(tmp_path):
+    """A calibration before calibrate.settle_exposure read its convolution shape figures with the
+    exposure inside them (its `measured` record has no exposure_rounds): a convolution reached from
+    beyond the cache (here 2.76 MB against a 1 MB cache) gets a note; one calibrated since, or a
+    network whose weights stay in the cache, does not."""
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    insp = inspect_model(save(model([conv], [vi("x", [1, 256, 14, 14])], [vi("y", None)],
+                                    [weight("w", [256, 256, 3, 3])]), tmp_path, "c.onnx"))
+    old = _calibrated_like().with_overrides(conv_weight_exposure=0.5, measured={"cpu": "x", "threads": 2})
+    notes = analyze(insp, old, Settings(), with_fixes=False).notes
+    assert any("may pay it twice" in n and "1 convolution layer " in n for n in notes)
+    settled = old.with_overrides(measured={"cpu": "x", "threads": 2, "exposure_rounds": 2})
+    assert not any("pay it twice" in n for n in analyze(insp, settled, Settings(), with_fixes=False).notes)
+    roomy = _calibrated_like(onchip_mb=16).with_overrides(conv_weight_exposure=0.5, measured={"cpu": "x"})
+    assert not any("pay it twice" in n for n in analyze(insp, roomy, Settings(), with_fixes=False).notes)

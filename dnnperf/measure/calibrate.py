@@ -239,7 +239,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     profile["conv_weight_exposure"] = _sig(weight_exposure(cold_conv, profile, cold_s))
     shapes = [mb for mb in table if mb.role == "shape" and mb.key.startswith("conv.")
               and mb.key.rsplit(":", 1)[0] in profile["shape_efficiency"]]
-    settle_exposure(profile, shapes,
+    rounds = settle_exposure(profile, shapes,
                     lambda mb, e: _raw_ratio(mb, profile_from_dict({**base_dict, "conv_weight_exposure": e}, "calibration"),
                                              times, dispatch_us, kernels),
                     lambda prof: weight_exposure(cold_conv, prof, cold_s))
@@ -264,6 +264,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         **({"layout_reorder_edge_efficiency": _sig(edge)} if edge is not None else {}),
         "gemm_peak_tops": _sig(gemm_peak),  # the GEMMs' best; the peak is the convolution's when faster
         "cpu_layout": layout_basis,
+        "exposure_rounds": rounds,  # the shape curves read with the exposure known (settle_exposure)
     }
     return profile
 
@@ -271,15 +272,18 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
 EXPOSURE_ROUNDS = 4  # at most: the shape curves and the weight exposure read again in turn
 
 
-def settle_exposure(profile: dict, shapes, ratio_at, exposure_of) -> None:
+def settle_exposure(profile: dict, shapes, ratio_at, exposure_of) -> int:
     """Read the convolution shape curves and ``conv_weight_exposure`` again in turn until the exposure
     settles (moves by under 0.005; at most EXPOSURE_ROUNDS rounds). The shape curves' chains whose
     weights reach past the cache (3 x 3 at 7 x 7: 38 MB) paid the exposed weight reads too: read
     against an estimate without them (the first reading), their figure took the exposure in, and a
     network then paid it twice. ``ratio_at(micro, exposure)``: the micro's raw ratio read against the
     estimate with that exposure; ``exposure_of(profile)``: the exposure the cold chain gives under
-    ``profile``. Each figure is capped to [0.01, 1] as the first reading caps it."""
-    for _ in range(EXPOSURE_ROUNDS):
+    ``profile``. Each figure is capped to [0.01, 1] as the first reading caps it. Returns the rounds
+    taken."""
+    rounds = 0
+    while rounds < EXPOSURE_ROUNDS:
+        rounds += 1
         before = profile["conv_weight_exposure"]
         for mb in shapes:
             curve, x = mb.key.rsplit(":", 1)
@@ -287,6 +291,7 @@ def settle_exposure(profile: dict, shapes, ratio_at, exposure_of) -> None:
         profile["conv_weight_exposure"] = _sig(exposure_of(profile))
         if abs(profile["conv_weight_exposure"] - before) < 0.005:
             break
+    return rounds
 
 
 def _blocked(mb) -> bool:
