@@ -892,7 +892,7 @@ def _workload_key(layer: Layer) -> tuple | None:
 
         get = _SLOT_GETTERS[w.__class__] = operator.attrgetter(*w.__slots__)
     try:
-        key = (layer.op_type, len(layer.nodes), layer.output_shape, get(w))
+        key = (layer.op_type, len(layer.nodes), layer.output_shape, get(w), layer.reads)
         hash(key)
     except TypeError:
         return None

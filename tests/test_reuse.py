@@ -234,3 +234,28 @@ def test_a_profile_calibrated_before_the_exposure_was_settled_says_its_convoluti
     assert not any("pay it twice" in n for n in analyze(insp, settled, Settings(), with_fixes=False).notes)
     roomy = _calibrated_like(onchip_mb=16).with_overrides(conv_weight_exposure=0.5, measured={"cpu": "x"})
     assert not any("pay it twice" in n for n in analyze(insp, roomy, Settings(), with_fixes=False).notes)
+
+
+def test_identical_layers_read_from_different_distances_are_scored_apart(tmp_path):
+    """Two Adds of [1, 100000] fp32 (400 KB a tensor), the same workload: the first reads `a` written one
+    400 KB tensor before (reach 800 KB, inside its own 1.2 MB working set), the second reads `s` written
+    three tensors before (reach 1.6 MB): only the second pays a far read. Scoring copies the cost of
+    layers identical in everything it reads, and the distances are part of that."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="ra"), helper.make_node("Relu", ["a"], ["t0"], name="r0"),
+             helper.make_node("Add", ["a", "t0"], ["s"], name="add1")]
+    prev = "s"
+    for i in range(1, 4):
+        nodes.append(helper.make_node("Relu", [prev], [f"t{i}"], name=f"r{i}"))
+        prev = f"t{i}"
+    nodes.append(helper.make_node("Add", ["s", prev], ["y"], name="add2"))
+    insp = inspect_model(save(model(nodes, [vi("x", [1, 100_000])], [vi("y", None)]), tmp_path, "two.onnx"))
+    hw = _calibrated_like()
+    by = {c.name: c for c in analyze(insp, hw, Settings(), with_fixes=False).score.layers}
+    one, two = by["add1"], by["add2"]
+    assert one.layer.workload == two.layer.workload
+    assert sorted(one.layer.reads) == [(400_000, 0), (400_000, 400_000)]
+    assert sorted(two.layer.reads) == [(400_000, 0), (400_000, 1_200_000)]
+    ws = 1_200_000
+    assert far_read_time(one.layer.reads, ws, hw) == 0.0
+    extra = 400_000 / bandwidth_for(1_600_000, hw) - 400_000 / bandwidth_for(ws, hw)
+    assert two.t_memory - one.t_memory == pytest.approx(extra)
