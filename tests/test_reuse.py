@@ -1,6 +1,7 @@
 """Reads priced by how far back they were written (dnnperf.reuse, rules.far_read_time), a standing
 BatchNormalization streaming at the bandwidth on a calibrated CPU, and convolution weights read back
-from DRAM (rules.far_share, rules.exposed_weight_time)."""
+from beyond the cache (rules.beyond_cache, rules.exposed_weight_time), weights read back from as far as the
+network reaches (reuse.arena_bytes, Score.weight_reach)."""
 
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def test_a_standing_batchnorm_streams_at_the_bandwidth(tmp_path):
     assert c.time_s == pytest.approx((6_422_528 + 4_096) / 20e9 + 2e-6, rel=1e-6)
 
 
-# -- convolution weights read back from DRAM (rules.far_share, rules.exposed_weight_time) -------------
+# -- convolution weights read back from beyond the cache (rules.beyond_cache, rules.exposed_weight_time) --
 
 def test_beyond_cache_by_hand():
     # the calibrated-like profile's cache (onchip_mb) is 1 MB: nothing misses up to half of it, all
