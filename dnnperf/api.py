@@ -353,10 +353,10 @@ def _exposure_twice_note(hw: HardwareProfile, sc: Score) -> str | None:
     whose weights come back from beyond the cache, so such a layer pays it twice: say so."""
     from dnnperf import rules
 
-    if not (hw.bandwidth_curve and hw.conv_weight_exposure and hw.measured) or "exposure_rounds" in hw.measured:
+    if not (hw.bandwidth_curve and hw.conv_weight_exposure and hw.measured) or "exposure_rounds" in hw.measured \
+            or sc.weights_resident or rules.beyond_cache(sc.weight_reach or sc.footprint, hw) == 0:
         return None
-    n = sum(1 for c in sc.layers if c.layer.workload.family == "conv" and c.layer.workload.weight_bytes
-            and rules.beyond_cache(sc.weight_reach or sc.footprint, hw) > 0)
+    n = sum(1 for c in sc.layers if c.layer.workload.family == "conv" and c.layer.workload.weight_bytes)
     if not n:
         return None
     return (f"{hw.name} was calibrated before its convolution figures were read apart from the weights' exposure: "

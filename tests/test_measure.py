@@ -1094,12 +1094,12 @@ def test_the_shape_curves_and_the_weight_exposure_settle_together():
         seen.append(p["shape_efficiency"]["conv.k3"][49])
         return 0.3 + 0.5 * p["shape_efficiency"]["conv.k3"][49]
 
-    assert settle_exposure(prof, [mb], lambda m, e: 0.6 + 0.4 * e, exposure_of) == 4
+    assert settle_exposure(prof, [mb], lambda e: e, lambda m, e: 0.6 + 0.4 * e, exposure_of) == 4
     assert seen == pytest.approx([0.8, 0.88, 0.896, 0.8992])
     assert prof["conv_weight_exposure"] == pytest.approx(0.7496)
     assert prof["shape_efficiency"]["conv.k3"] == {49: pytest.approx(0.8992), 196: 0.9}  # the other point untouched
     # an exposure that does not move stops after one round; a reading over 1 is capped as the first is
     prof = {"conv_weight_exposure": 0.5, "shape_efficiency": {"conv.k3": {49: 0.5}}}
     seen.clear()
-    assert settle_exposure(prof, [mb], lambda m, e: 1.3, lambda p: seen.append(1) or 0.5) == 1
+    assert settle_exposure(prof, [mb], lambda e: e, lambda m, e: 1.3, lambda p: seen.append(1) or 0.5) == 1
     assert len(seen) == 1 and prof["shape_efficiency"]["conv.k3"][49] == 1.0

@@ -240,9 +240,9 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     shapes = [mb for mb in table if mb.role == "shape" and mb.key.startswith("conv.")
               and mb.key.rsplit(":", 1)[0] in profile["shape_efficiency"]]
     rounds = settle_exposure(profile, shapes,
-                    lambda mb, e: _raw_ratio(mb, profile_from_dict({**base_dict, "conv_weight_exposure": e}, "calibration"),
-                                             times, dispatch_us, kernels),
-                    lambda prof: weight_exposure(cold_conv, prof, cold_s))
+                             lambda e: profile_from_dict({**base_dict, "conv_weight_exposure": e}, "calibration"),
+                             lambda mb, hw: _raw_ratio(mb, hw, times, dispatch_us, kernels),
+                             lambda prof: weight_exposure(cold_conv, prof, cold_s))
     profile["measured"] = {
         "date": datetime.date.today().isoformat(),
         "cpu": cpu_name(),
@@ -272,22 +272,23 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
 EXPOSURE_ROUNDS = 4  # at most: the shape curves and the weight exposure read again in turn
 
 
-def settle_exposure(profile: dict, shapes, ratio_at, exposure_of) -> int:
+def settle_exposure(profile: dict, shapes, base_at, ratio_of, exposure_of) -> int:
     """Read the convolution shape curves and ``conv_weight_exposure`` again in turn until the exposure
     settles (moves by under 0.005; at most EXPOSURE_ROUNDS rounds). The shape curves' chains whose
     weights reach past the cache (3 x 3 at 7 x 7: 38 MB) paid the exposed weight reads too: read
     against an estimate without them (the first reading), their figure took the exposure in, and a
-    network then paid it twice. ``ratio_at(micro, exposure)``: the micro's raw ratio read against the
-    estimate with that exposure; ``exposure_of(profile)``: the exposure the cold chain gives under
-    ``profile``. Each figure is capped to [0.01, 1] as the first reading caps it. Returns the rounds
-    taken."""
+    network then paid it twice. ``base_at(exposure)``: the profile the ratios are read against, with
+    that exposure (built once a round); ``ratio_of(micro, base)``: the micro's raw ratio against it;
+    ``exposure_of(profile)``: the exposure the cold chain gives under ``profile``. Each figure is capped
+    to [0.01, 1] as the first reading caps it. Returns the rounds taken."""
     rounds = 0
     while rounds < EXPOSURE_ROUNDS:
         rounds += 1
         before = profile["conv_weight_exposure"]
+        base = base_at(before)
         for mb in shapes:
             curve, x = mb.key.rsplit(":", 1)
-            profile["shape_efficiency"][curve][int(x)] = _sig(min(1.0, max(0.01, ratio_at(mb, before))))
+            profile["shape_efficiency"][curve][int(x)] = _sig(min(1.0, max(0.01, ratio_of(mb, base))))
         profile["conv_weight_exposure"] = _sig(exposure_of(profile))
         if abs(profile["conv_weight_exposure"] - before) < 0.005:
             break
