@@ -82,6 +82,14 @@ def test_kernel_mapping_handles_fusion_and_renames(tmp_path, local_profile):
     measured, unmatched = map_kernels(kernels, g, layers)
     assert measured == {"conv+relu": 17.0}
     assert unmatched == {"ReorderOutput": 1.0}
+    # with the kernels' shapes, the runtime's conversion out of the blocked layout (whose output is the
+    # plain [1, 16, 12, 12] tensor) is the LayoutReorder layer; one of another shape stays unmatched
+    shapes = {"ReorderOutput": (((1, 16, 12, 12),), ((1, 16, 12, 12),))}
+    measured, unmatched = map_kernels(kernels, g, layers, shapes)
+    if blocked:
+        assert measured == {"conv+relu": 17.0, "reorder out of y": 1.0} and unmatched == {}
+    shapes = {"ReorderOutput": (((1, 16, 6, 6),), ((1, 16, 6, 6),))}
+    assert map_kernels(kernels, g, layers, shapes)[1] == {"ReorderOutput": 1.0}
     # a batch normalisation the runtime runs in its blocked layout is named after its output tensor
     from onnx import helper
 
@@ -1103,3 +1111,92 @@ def test_the_shape_curves_and_the_weight_exposure_settle_together():
     seen.clear()
     assert settle_exposure(prof, [mb], lambda e: e, lambda m, e: 1.3, lambda p: seen.append(1) or 0.5) == 1
     assert len(seen) == 1 and prof["shape_efficiency"]["conv.k3"][49] == 1.0
+
+
+def test_the_runtimes_conversions_map_to_reorder_layers_by_direction_and_plain_shape():
+    """ORT names its layout conversions "ReorderInput[_token_n]" / "ReorderOutput[_token_n]", after no
+    node. They go to dnnperf's LayoutReorder layers ("reorder into X" / "reorder out of X", their
+    output shape the plain NCHW tensor's): a conversion in by its input's shape, one out by its
+    output's (the blocked side pads 104 channels to 112), the n-th kernel of a direction and shape in
+    run order to the n-th such layer; a conversion folded into a Transpose (a layer with nodes) takes
+    none, and a kernel whose shape no layer has stays unmatched."""
+    from types import SimpleNamespace
+
+    from dnnperf.scoring import Layer
+    from dnnperf.workload import Workload
+
+    w = Workload("movement")
+    layers = [Layer("reorder out of a", "LayoutReorder", (), w, (1, 104, 28, 28)),
+              Layer("reorder into b", "LayoutReorder", (), w, (1, 104, 28, 28)),
+              Layer("reorder out of c", "LayoutReorder", (), w, (1, 104, 28, 28)),
+              Layer("reorder out of t", "LayoutReorder", ("t",), w, (1, 28, 28, 104))]
+    g = SimpleNamespace(nodes=[])
+    kernels = {"ReorderOutput": ("ReorderOutput", 4.0), "ReorderInput": ("ReorderInput", 3.0),
+               "ReorderOutput_token_2": ("ReorderOutput", 5.0), "ReorderInput_token_3": ("ReorderInput", 7.0),
+               "ReorderOutput_token_4": ("ReorderOutput", 6.0)}
+    plain, blocked = (1, 104, 28, 28), (1, 112, 28, 28)
+    shapes = {"ReorderOutput": ((blocked,), (plain,)), "ReorderInput": ((plain,), (blocked,)),
+              "ReorderOutput_token_2": ((blocked,), (plain,)), "ReorderInput_token_3": (((1, 104, 14, 14),), (blocked,)),
+              "ReorderOutput_token_4": ((blocked,), (plain,))}
+    measured, unmatched = map_kernels(kernels, g, layers, shapes)
+    assert measured == {"reorder out of a": 4.0, "reorder into b": 3.0, "reorder out of c": 5.0}
+    assert unmatched == {"ReorderInput_token_3": 7.0, "ReorderOutput_token_4": 6.0}
+
+
+def test_profiled_kernels_are_taken_less_the_profilers_own_time(monkeypatch):
+    """Each kernel's robust median (the faster half of its runs) less the profiler's time per kernel,
+    never below a tenth of what was reported: reported 5, 6, 5, 9 us with 2.8 us of the profiler's ->
+    median of (5, 5) = 5 -> 2.2; a kernel reported at 2 us -> 0.2 (a tenth), not -0.8; only the last
+    ``runs`` of each kernel count (the warm-up's 50 us is dropped); the shapes come along."""
+    from dnnperf.measure import ort as ort_mod
+
+    a, b = ((1, 8, 7, 7),), ((1, 16, 7, 7),)
+    events = [("conv", "Conv", 50.0, (a, b)), ("add", "Add", 50.0, (b, b))]  # warm-up
+    for us in (5.0, 6.0, 5.0, 9.0):
+        events += [("conv", "Conv", us, (a, b)), ("add", "Add", 2.0, (b, b))]
+    monkeypatch.setattr(ort_mod, "_events", lambda *args: events)
+    shapes = {}
+    got = ort_mod.profiled_kernels(b"", {}, None, runs=4, warmup=1, inflation_us=2.8, shapes=shapes)
+    assert list(got) == ["conv", "add"]
+    assert got["conv"] == ("Conv", pytest.approx(2.2)) and got["add"] == ("Add", pytest.approx(0.2))
+    assert shapes == {"conv": (a, b), "add": (b, b)}
+    assert ort_mod.profiled_kernels(b"", {}, None, runs=4, warmup=1)["conv"] == ("Conv", 5.0)
+
+
+def test_the_profilers_inflation_from_a_chain_of_tiny_kernels():
+    """Per run of a 10-kernel chain, the mean of its kernels less the slowest tenth (one kernel):
+    runs [3 x 9, 40] -> 3; [4 x 9, 4] -> 4; [3 x 10] -> 3; the faster half of the runs' means (3, 3)
+    -> 3, less the kernels' unprofiled 0.25 us -> 2.75; never below zero; no complete run -> 0."""
+    from dnnperf.measure.ort import inflation_from
+
+    runs = [3.0] * 9 + [40.0] + [4.0] * 10 + [3.0] * 10
+    assert inflation_from(runs, 0.25, chain=10) == pytest.approx(2.75)
+    assert inflation_from(runs, 5.0, chain=10) == 0.0
+    assert inflation_from([3.0] * 9, 0.25, chain=10) == 0.0
+
+
+def test_the_conversions_figure_is_the_robust_median_of_rounds_spread_over_the_calibration(local_profile):
+    """Each round's inner conversions give an efficiency (``internal_efficiency``); a probe's figure
+    keeps the faster half of its rounds: two rounds at 20 + 30 us and one at 100 + 100 (a slow moment)
+    -> the 20 + 30 figure; the spread is the fastest round's figure over the slowest's less 1."""
+    from dnnperf import rules
+    from dnnperf.measure.reorder import reorder_figures
+
+    hw = profile_from_dict(local_profile[0], "x")
+    probe = next(mb for mb in micro_models(True) if mb.role == "reorder" and mb.key == "3136")
+
+    def profile(a, b):
+        return {"ReorderInput": ("ReorderInput", 100.0), "c": ("Conv", 50.0), "ro": ("ReorderOutput", a),
+                "mul": ("Mul", 10.0), "ri": ("ReorderInput", b), "y": ("Conv", 50.0),
+                "ReorderOutput": ("ReorderOutput", 100.0)}
+
+    ideal = 1_605_632 / rules.bandwidth_for(1_605_632, hw)
+    fast, slow = min(1.0, ideal / 25e-6), min(1.0, ideal / 100e-6)
+    inner, spread = reorder_figures([(probe, profile(20.0, 30.0))], [(probe, profile(100.0, 100.0)),
+                                                                      (probe, profile(20.0, 30.0))], hw)
+    assert inner == {3136: pytest.approx(fast, rel=1e-3)}
+    assert spread == pytest.approx(fast / slow - 1, rel=1e-9)
+    measured = local_profile[0]["measured"]
+    assert measured["profiler_inflation_us"] >= 0
+    if "layout.reorder" in local_profile[0]["shape_efficiency"]:
+        assert measured["layout_reorder_spread"] >= 0

@@ -12,8 +12,8 @@ from dnnperf.fmt import sig
 from dnnperf.layout import BLOCKED_OPS
 from dnnperf.efficiency import narrow_k1_timed
 from dnnperf.measure.micro import FIXED_CHAIN, SPAN_ELEMENTS, SPAN_WIDTHS, SWEEP_CHAIN, micro_models, reported_cache_mb
-from dnnperf.measure.ort import CAL_TIMING, cpu_name, ort, session, settled_times
-from dnnperf.measure.reorder import edge_efficiency, internal_efficiency, layout_kernels, layout_share
+from dnnperf.measure.ort import CAL_TIMING, cpu_name, ort, profiler_inflation_us, session, settled_times
+from dnnperf.measure.reorder import REORDER_ROUNDS, edge_efficiency, layout_kernels, layout_share, reorder_figures, reorder_rounds
 from dnnperf.vocab import BROADCAST_SPANS
 
 # runs, budget (s) and rounds for the cold convolution chain (9-18 ms a run; making its session, 100-200
@@ -93,6 +93,10 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     # figure is a share of a large time)
     # and so do the activation epilogue chains (convolution chains like those; their figure is a difference)
     # and the two bias adds whose difference is the broadcast spans' figure
+    # the reorder probes are profiled in rounds spread over the calibration: some now, the rest after
+    # the timed rounds (reorder_figures)
+    probes = [mb for mb in table if mb.role == "reorder"]
+    early_reorders = reorder_rounds(probes, threads, REORDER_ROUNDS[0])
     ride = {mb.name for mb in table if mb.role in ("fixed", "cold_conv", "epilogue", "span")
             or mb.key.startswith("conv.k") or (mb.role == "family" and mb.key == "pool")}
     settled = settled_times(jobs, rounds_min=2 if quick else 5, rounds_max=5 if quick else 10, runs=runs,
@@ -145,10 +149,11 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
                               0.0 if mb.key == "rnn" else dispatch_us, FIXED_CHAIN))
         for mb in table if mb.role == "fixed"}
     kernels_of: dict[str, dict] = {}  # ORT's node profile of each blocked micro-model, taken once
+    inflation = profiler_inflation_us(threads)  # what the node profiler adds to each kernel it times
 
     def kernels(mb):
         if mb.name not in kernels_of:
-            kernels_of[mb.name] = layout_kernels(mb, threads)
+            kernels_of[mb.name] = layout_kernels(mb, threads, inflation)
         return kernels_of[mb.name]
 
     # the peak is the fastest rate a dense kernel reached: the runtime's blocked convolution kernel can
@@ -192,9 +197,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
             eff.setdefault(mb.key, []).append(ratio)
     # the runtime's conversions inside a chain, by the converted tensor's pixels (dnnperf.measure.reorder);
     # the scalar is the largest map's, for readers of the profile without the curve
-    inner = {int(mb.key): internal_efficiency(mb, kernels(mb), base) for mb in table
-             if mb.role == "reorder"}
-    inner = {px: _sig(e) for px, e in sorted(inner.items()) if e is not None}
+    inner, reorder_spread = reorder_figures(early_reorders, reorder_rounds(probes, threads, REORDER_ROUNDS[1]), base)
     if inner:
         shape_eff["layout.reorder"] = inner
         op_eff["LayoutReorder"] = inner[max(inner)]
@@ -206,7 +209,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         block = widths[0] if widths else 8
         # the channel multiple the runtime pads up to a block: the smallest power of two dividing
         # the channel count of every probe it took blocked
-        took = [mb.key for mb in table if mb.role == "probe" and layout_share(mb, threads) > 0.0]
+        took = [mb.key for mb in table if mb.role == "probe" and layout_share(mb, threads, kernels(mb)) > 0.0]
         align = min((int(c) & -int(c) for c in took if c.isdigit()), default=block)
         # pooling is not padded: the smallest power of two dividing every pool probe taken blocked
         pool_align = min((int(c[4:]) & -int(c[4:]) for c in took if c.startswith("pool")), default=block)
@@ -261,6 +264,8 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         "cache_reported_mb": _sig(reported_cache_mb()),
         **({"cache_knee_range_mb": [_sig(x) for x in knee_alt]} if knee_alt else {}),
         "layout_reorder_share": {k: _sig(v) for k, v in sorted(shares.items())},
+        "profiler_inflation_us": _sig(inflation),
+        **({"layout_reorder_spread": _sig(reorder_spread)} if inner else {}),
         **({"layout_reorder_edge_efficiency": _sig(edge)} if edge is not None else {}),
         "gemm_peak_tops": _sig(gemm_peak),  # the GEMMs' best; the peak is the convolution's when faster
         "cpu_layout": layout_basis,

@@ -258,9 +258,84 @@ _FEED_DTYPES = {"int64": np.int64, "int32": np.int32, "float16": np.float16, "fl
                 "float64": np.float64, "bool": np.bool_, "int8": np.int8, "uint8": np.uint8}
 
 
-def profiled_kernels(data: bytes, feeds: dict, threads: int | None, runs: int, warmup: int) -> dict:
+# the node profiler's timing of a kernel: a chain of one-element Adds (each reading the one before),
+# whose kernels do next to nothing, profiled against the same chain unprofiled
+INFLATION_CHAIN = 41
+
+
+def profiler_inflation_us(threads: int | None, runs: int = 60) -> float:
+    """Microseconds ONNX Runtime's node profiler adds to every kernel it times. Its ``kernel_time``
+    events span more than the kernel (the profiler's own bookkeeping sits inside the timed region)
+    and are whole microseconds: on a 2-core EPYC VM (ORT 1.2x) a one-element Add that runs in
+    0.2 us unprofiled (a 51-Add chain less a 1-Add one, over 50) is reported at 3 us, and a
+    4096-element one (0.6 us) at 3 us too; a layout conversion reported at 5 us took about 2. Read
+    here as the mean reported time of a chain's Adds in a run (its slowest tenth dropped; the faster
+    half of the runs: neighbours only slow a run down) less their unprofiled time per Add (the chain
+    less a one-Add model, timed in turn). Subtracted from every profiled kernel (``profiled_kernels``), so the per-layer times of
+    ``validate`` and the calibration's conversion figures describe the kernels, not the profiler."""
+    from onnx import TensorProto, helper
+
+    def chain(n: int) -> bytes:
+        nodes, x = [], "x"
+        for i in range(n):
+            nodes.append(helper.make_node("Add", [x, "b"], [f"y{i}"]))
+            x = f"y{i}"
+        vi = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1]) for name in ("x", "b")]
+        g = helper.make_graph(nodes, "inflation", vi, [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1])])
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+
+    feeds = {"x": np.ones(1, np.float32), "b": np.ones(1, np.float32)}
+    long_b, one_b = chain(INFLATION_CHAIN), chain(1)
+    long_s, one_s = session(long_b, threads), session(one_b, threads)
+    t_long, t_one = [], []
+    for s in (long_s, one_s):
+        for _ in range(10):
+            s.run(None, feeds)
+    for _ in range(runs):
+        for s, ts in ((long_s, t_long), (one_s, t_one)):
+            t = time.perf_counter()
+            s.run(None, feeds)
+            ts.append(time.perf_counter() - t)
+    per_add_us = max(robust_median(t_long) - robust_median(t_one), 0.0) / (INFLATION_CHAIN - 1) * 1e6
+    events = _events(long_b, feeds, threads, runs=runs // 2, warmup=20)
+    return inflation_from([us for _name, _op, us, _io in events][20 * INFLATION_CHAIN:], per_add_us)
+
+
+def inflation_from(reported: list[float], per_add_us: float, chain: int = INFLATION_CHAIN) -> float:
+    """The profiler's time per kernel from the reported times of whole runs of a ``chain``-kernel
+    chain (run after run) and the kernels' unprofiled time: per run the mean of its kernels less the
+    slowest tenth, the robust median of those over the runs, less ``per_add_us``; never negative."""
+    per_run = []
+    for i in range(0, len(reported) - chain + 1, chain):
+        one = sorted(reported[i:i + chain])
+        per_run.append(statistics.fmean(one[: max(1, int(len(one) * 0.9))]))
+    return max(robust_median(per_run) - per_add_us, 0.0) if per_run else 0.0
+
+
+def profiled_kernels(data: bytes, feeds: dict, threads: int | None, runs: int, warmup: int,
+                     inflation_us: float = 0.0, shapes: dict | None = None) -> dict:
     """{ORT kernel name: (op, robust median us)} from ONNX Runtime's node profiler, in the order the
-    kernels ran (the runtime's sequential executor runs them in one order every run)."""
+    kernels ran (the runtime's sequential executor runs them in one order every run), each less the
+    profiler's own ``inflation_us`` (``profiler_inflation_us``; never below a tenth of the reported
+    time). ``shapes``, when given, receives {kernel name: (input shapes, output shapes)}."""
+    per: dict[str, list] = {}
+    ops: dict[str, str] = {}
+    for name, op, us, io in _events(data, feeds, threads, runs, warmup):
+        per.setdefault(name, []).append(us)
+        ops[name] = op
+        if shapes is not None:
+            shapes[name] = io
+    # drop warm-up occurrences: keep the last `runs` of each kernel
+    out = {}
+    for k, v in per.items():
+        us = robust_median(v[-runs:])
+        out[k] = (ops[k], max(us - inflation_us, 0.1 * us))
+    return out
+
+
+def _events(data: bytes, feeds: dict, threads: int | None, runs: int, warmup: int) -> list:
+    """[(kernel name, op, reported us, (input shapes, output shapes))] of ``warmup + runs`` profiled
+    runs, in the order they ran."""
     with tempfile.TemporaryDirectory() as tmp:
         prof = session(data, threads, os.path.join(tmp, "ort"))
         for _ in range(warmup + runs):
@@ -268,13 +343,20 @@ def profiled_kernels(data: bytes, feeds: dict, threads: int | None, runs: int, w
         pfile = prof.end_profiling()
         with open(pfile, encoding="utf-8") as fh:
             events = json.load(fh)
-    per: dict[str, list] = {}
-    ops: dict[str, str] = {}
+    out = []
     for e in sorted(events, key=lambda e: e.get("ts", 0)):
         if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time"):
             continue
-        name = e["name"][: -len("_kernel_time")]
-        per.setdefault(name, []).append(float(e["dur"]))
-        ops[name] = e.get("args", {}).get("op_name", "?")
-    # drop warm-up occurrences: keep the last `runs` of each kernel
-    return {k: (ops[k], robust_median(v[-runs:])) for k, v in per.items()}
+        args = e.get("args", {})
+        io = (_shapes(args.get("input_type_shape")), _shapes(args.get("output_type_shape")))
+        out.append((e["name"][: -len("_kernel_time")], args.get("op_name", "?"), float(e["dur"]), io))
+    return out
+
+
+def _shapes(listed) -> tuple:
+    """ORT's ``[{"float": [1, 48, 56, 56]}, ...]`` -> ((1, 48, 56, 56), ...)."""
+    out = []
+    for entry in listed or ():
+        dims = next(iter(entry.values()), []) if isinstance(entry, dict) else []
+        out.append(tuple(int(d) for d in dims) if isinstance(dims, list) else ())
+    return tuple(out)

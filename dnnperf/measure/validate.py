@@ -8,7 +8,8 @@ import re
 
 from dnnperf.fmt import sig
 from dnnperf.fmt import t as fmt_time
-from dnnperf.measure.ort import CAL_TIMING, cpu_name, feeds_for, profiled_kernels, runnable_bytes, session, settled_times
+from dnnperf.measure.ort import (CAL_TIMING, cpu_name, feeds_for, profiled_kernels, profiler_inflation_us, runnable_bytes,
+                                 session, settled_times)
 
 
 def _sig(x: float) -> float:
@@ -79,7 +80,9 @@ def measure(path: str, graph, threads: int | None, runs: int = 20, warmup: int =
             anchors=(), quick_anchors: bool = False):
     """(robust median model latency s, {ORT kernel name: (op, median us)} from a profiled run, the
     settled record). ``anchors``: micro-benchmarks timed in the same interleaved rounds (their
-    times are in the record under "anchor:<name>")."""
+    times are in the record under "anchor:<name>"). The kernel times are less the node profiler's
+    own time per kernel, measured here too (the record's ``profiler_inflation_us``), and the record's
+    ``kernel_shapes`` holds each kernel's (input shapes, output shapes)."""
     data = runnable_bytes(path)
     feeds = feeds_for(graph)
     # plain session for the end-to-end latency (profiling adds overhead per node)
@@ -94,7 +97,9 @@ def measure(path: str, graph, threads: int | None, runs: int = 20, warmup: int =
     latency = settled["times"]["model"]
     del sess  # an idle session's worker threads may keep spinning: free it before the profiled run
     gc.collect()
-    return latency, profiled_kernels(data, feeds, threads, runs, warmup), settled
+    settled["profiler_inflation_us"] = inflation = profiler_inflation_us(threads)
+    settled["kernel_shapes"] = shapes = {}
+    return latency, profiled_kernels(data, feeds, threads, runs, warmup, inflation, shapes), settled
 
 
 def _pace(x: float) -> str:
@@ -121,16 +126,19 @@ def unsteady(speed: dict) -> str | None:
             "throttled machine); run validate again when it settles, or calibrate again")
 
 
-def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
+def map_kernels(kernels: dict, graph, layers, shapes: dict | None = None) -> tuple[dict, dict]:
     """Attribute each ORT kernel to the dnnperf layer it implements.
 
     ORT fuses nodes and renames them (e.g. ``<tensor>_nchwc`` for layout-transformed convs). A
     kernel is matched by its node name, else by the tensor its name is derived from (the output of
-    the last fused node), else it stays unmatched (e.g. layout reorders ORT adds) and is reported.
+    the last fused node); the layout conversions ORT adds, by their shapes (``shapes``: kernel ->
+    (input shapes, output shapes)) against dnnperf's LayoutReorder layers; else it stays unmatched
+    and is reported.
     The casts ORT inserts around ops without 16-bit kernels map to ``dnnperf.upcast``'s Cast layers
     by the tensor they convert.
     Returns ({layer name: measured us}, {unmatched kernel: us}).
     """
+    kernel_ops = {k: op for k, (op, _us) in kernels.items()}
     node_to_layer = {}
     for l in layers:
         for n in l.nodes:
@@ -185,7 +193,39 @@ def map_kernels(kernels: dict, graph, layers) -> tuple[dict, dict]:
             unmatched[k] = us
         else:
             measured[target] = measured.get(target, 0.0) + us
+    if shapes:
+        for k, target in _conversions(unmatched, kernel_ops, shapes, layers).items():
+            measured[target] = measured.get(target, 0.0) + unmatched.pop(k)
     return measured, unmatched
+
+
+# ONNX Runtime's conversions into and out of its blocked layout -> how dnnperf.layout names the layer
+_CONVERSIONS = {"ReorderInput": "reorder into ", "ReorderOutput": "reorder out of "}
+
+
+def _conversions(unmatched: dict, ops: dict, shapes: dict, layers) -> dict:
+    """{kernel: layer} for the runtime's layout conversions (named by the runtime, not after a node)
+    against dnnperf's LayoutReorder layers: by direction and by the plain (NCHW) side's shape (a
+    conversion in reads it, one out writes it; the blocked side pads the channels), the n-th kernel
+    of a (direction, shape) in run order to the n-th such layer in graph order."""
+    queues: dict[tuple, list] = {}
+    for l in layers:
+        if l.op_type != "LayoutReorder" or l.nodes or l.output_shape is None:
+            continue
+        for op, prefix in _CONVERSIONS.items():
+            if l.name.startswith(prefix):
+                queues.setdefault((op, tuple(l.output_shape)), []).append(l.name)
+    out = {}
+    for k in list(unmatched):
+        op = ops.get(k)
+        if op not in _CONVERSIONS:
+            continue
+        ins, outs = shapes.get(k, ((), ()))
+        plain = (ins if op == "ReorderInput" else outs)[:1]
+        queue = queues.get((op, plain[0])) if plain else None
+        if queue:
+            out[k] = queue.pop(0)
+    return out
 
 
 def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 20, strict: bool = True,
@@ -213,7 +253,7 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
         hw = at_current_speed(hw, speed["peak"], speed["dram"])
     rep = analyze(insp, hw, settings, with_fixes=False)
     layers = [c.layer for c in rep.score.layers]
-    meas, unmatched = map_kernels(kernels, graph, layers)
+    meas, unmatched = map_kernels(kernels, graph, layers, settled.get("kernel_shapes"))
     pred = {c.name: c.time_s for c in rep.score.layers if c.time_s > 0}
     rows = []
     for c in rep.score.layers:
