@@ -316,7 +316,8 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
         "settled": settled["settled"],
         "spread": _sig(settled["spread"]["model"]),
         "notes": notes,
-        "profiled_kernels_s": _sig(profiled_s),
+        "profiled_kernels_s": _sig(profiled_s),  # less the profiler's own time per kernel (below)
+        "profiler_inflation_us": _sig(settled.get("profiler_inflation_us", 0.0)),
         "kernels_matched": len(kernels) - len(unmatched),
         "kernels_unmatched": {k: _sig(v * 1e-6) for k, v in sorted(unmatched.items())},
         "layers": rows,
