@@ -266,13 +266,14 @@ INFLATION_CHAIN = 41
 def profiler_inflation_us(threads: int | None, runs: int = 60) -> float:
     """Microseconds ONNX Runtime's node profiler adds to every kernel it times. Its ``kernel_time``
     events span more than the kernel (the profiler's own bookkeeping sits inside the timed region)
-    and are whole microseconds: on a 2-core EPYC VM (ORT 1.2x) a one-element Add that runs in
-    0.2 us unprofiled (a 51-Add chain less a 1-Add one, over 50) is reported at 3 us, and a
+    and are whole microseconds: on a 2-core EPYC VM (ONNX Runtime 1.32) a one-element Add that runs
+    in 0.2 us unprofiled (a 51-Add chain less a 1-Add one, over 50) is reported at 3 us, and a
     4096-element one (0.6 us) at 3 us too; a layout conversion reported at 5 us took about 2. Read
     here as the mean reported time of a chain's Adds in a run (its slowest tenth dropped; the faster
     half of the runs: neighbours only slow a run down) less their unprofiled time per Add (the chain
-    less a one-Add model, timed in turn). Subtracted from every profiled kernel (``profiled_kernels``), so the per-layer times of
-    ``validate`` and the calibration's conversion figures describe the kernels, not the profiler."""
+    less a one-Add model, timed in turn). Subtracted from every profiled kernel (``profiled_kernels``),
+    so the per-layer times of ``validate`` and the calibration's conversion figures describe the
+    kernels, not the profiler."""
     from onnx import TensorProto, helper
 
     def chain(n: int) -> bytes:
@@ -297,6 +298,7 @@ def profiler_inflation_us(threads: int | None, runs: int = 60) -> float:
             s.run(None, feeds)
             ts.append(time.perf_counter() - t)
     per_add_us = max(robust_median(t_long) - robust_median(t_one), 0.0) / (INFLATION_CHAIN - 1) * 1e6
+    del long_s, one_s  # an idle session's worker threads may keep spinning: freed before the profiled runs
     events = _events(long_b, feeds, threads, runs=runs // 2, warmup=20)
     return inflation_from([us for _name, _op, us, _io in events][20 * INFLATION_CHAIN:], per_add_us)
 
