@@ -142,6 +142,9 @@ def test_validate_tiny_model(tmp_path, local_profile):
     # every profiled kernel is either in a layer's measured time or listed as unmatched, each taken less
     # the profiler's own time per kernel, which the document states
     assert d["profiler_inflation_us"] >= 0
+    # the summary by kind of layer adds up to the layers it sums
+    assert sum(r["measured_s"] for r in d["by_op"]) == pytest.approx(sum(r["measured_s"] for r in d["layers"]), rel=1e-3)
+    assert sum(r["layers"] for r in d["by_op"]) == len(d["layers"])
     assert d["profiled_kernels_s"] == pytest.approx(
         sum(r["measured_s"] for r in d["layers"]) + sum(d["kernels_unmatched"].values()), rel=1e-3)
 
@@ -1202,3 +1205,29 @@ def test_the_conversions_figure_is_the_robust_median_of_rounds_spread_over_the_c
     assert measured["profiler_inflation_us"] >= 0
     if "layout.reorder" in local_profile[0]["shape_efficiency"]:
         assert measured["layout_reorder_spread"] >= 0
+
+
+def test_validate_sums_predicted_and_measured_by_kind_of_layer():
+    """validate's by-op summary, by hand: two Conv layers (10 + 30 us predicted, 20 + 20 measured) -> 2
+    layers, 40 / 40 us, 1.00x; one LayoutReorder (6 predicted, 2 measured) -> 3.00x; a Flatten nothing
+    was measured for -> no ratio; the kinds that took longest first. The table and Markdown reports
+    carry it as a table of its own."""
+    from dnnperf.documents import Document
+    from dnnperf.measure.validate import op_summary
+    from dnnperf.render import render
+
+    rows = [{"layer": "a", "op_type": "Conv", "predicted_s": 10e-6, "measured_s": 20e-6},
+            {"layer": "r", "op_type": "LayoutReorder", "predicted_s": 6e-6, "measured_s": 2e-6},
+            {"layer": "b", "op_type": "Conv", "predicted_s": 30e-6, "measured_s": 20e-6},
+            {"layer": "f", "op_type": "Flatten", "predicted_s": 0.0, "measured_s": 0.0}]
+    got = op_summary(rows)
+    assert [r["op_type"] for r in got] == ["Conv", "LayoutReorder", "Flatten"]
+    assert got[0] == {"op_type": "Conv", "layers": 2, "predicted_s": pytest.approx(40e-6),
+                      "measured_s": pytest.approx(40e-6), "ratio": pytest.approx(1.0)}
+    assert got[1]["ratio"] == pytest.approx(3.0) and got[2]["ratio"] is None
+    doc = {"model": "m.onnx", "hardware": "local", "threads": 2, "predicted_s": 46e-6, "measured_s": 42e-6,
+           "error": 0.095, "top5_inside_predicted_top10": True, "kernels_unmatched": {},
+           "layers": [{**r, "error": None} for r in rows], "top_layers": [], "by_op": got}
+    for fmt in ("table", "md"):
+        text = render(Document("validate", doc), fmt)
+        assert "By kind of layer" in text and "LayoutReorder" in text and "3.00x" in text

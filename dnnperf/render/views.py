@@ -395,7 +395,11 @@ def _validate(doc) -> list:
             Tab("Top layers: measured next to predicted (rank in each)",
                 ["layer", "measured", "rank", "predicted", "rank"],
                 [[_short(r["layer"]), t(r["measured_s"]), str(r["measured_rank"] or "-"), t(r["predicted_s"]),
-                  str(r["predicted_rank"] or "-")] for r in d.get("top_layers", [])], left=(0,))]
+                  str(r["predicted_rank"] or "-")] for r in d.get("top_layers", [])], left=(0,)),
+            Tab("By kind of layer: predicted vs measured",
+                ["kind", "layers", "predicted", "measured", "predicted / measured"],
+                [[r["op_type"], str(r["layers"]), t(r["predicted_s"]), t(r["measured_s"]),
+                  "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"] for r in d.get("by_op", [])[:12]], left=(0,))]
 
 
 def _published(doc) -> list:
