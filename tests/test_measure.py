@@ -1197,8 +1197,8 @@ def test_the_conversions_figure_is_the_robust_median_of_rounds_spread_over_the_c
 
     ideal = 1_605_632 / rules.bandwidth_for(1_605_632, hw)
     fast, slow = min(1.0, ideal / 25e-6), min(1.0, ideal / 100e-6)
-    inner, spread = reorder_figures([(probe, profile(20.0, 30.0))], [(probe, profile(100.0, 100.0)),
-                                                                      (probe, profile(20.0, 30.0))], hw)
+    inner, spread = reorder_figures([(probe, profile(20.0, 30.0)), (probe, profile(100.0, 100.0)),
+                                     (probe, profile(20.0, 30.0))], hw)
     assert inner == {3136: pytest.approx(fast, rel=1e-3)}
     assert spread == pytest.approx(fast / slow - 1, rel=1e-9)
     measured = local_profile[0]["measured"]

@@ -197,7 +197,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
             eff.setdefault(mb.key, []).append(ratio)
     # the runtime's conversions inside a chain, by the converted tensor's pixels (dnnperf.measure.reorder);
     # the scalar is the largest map's, for readers of the profile without the curve
-    inner, reorder_spread = reorder_figures(early_reorders, reorder_rounds(probes, threads, REORDER_ROUNDS[1]), base)
+    inner, reorder_spread = reorder_figures(early_reorders + reorder_rounds(probes, threads, REORDER_ROUNDS[1]), base)
     if inner:
         shape_eff["layout.reorder"] = inner
         op_eff["LayoutReorder"] = inner[max(inner)]

@@ -89,17 +89,17 @@ def reorder_rounds(probes, threads: int | None, rounds: int) -> list:
     return out
 
 
-def reorder_figures(early: list, late: list, base) -> tuple[dict, float]:
+def reorder_figures(rounds: list, base) -> tuple[dict, float]:
     """The conversions' pace inside the probe chains ({pixels: efficiency}, ``internal_efficiency``)
-    and its spread (max/min - 1 of any probe over its rounds). The other figures come from
-    interleaved rounds of unprofiled runs (``settled_times``); these come from the node profiler, so
-    the probes are profiled in rounds spread over the calibration and a probe's figure is the robust
-    median of its rounds (the faster half: neighbours only slow a run down). On a 2-core VM whose
-    second core is now and then taken by another tenant, a few seconds of profiles read the
-    conversions of a 7 x 7 map at 8-10 us where the rest of the run read 2.2: a multi-threaded
+    from ``reorder_rounds``' profiles, and its spread (max/min - 1 of any probe over its rounds). The
+    other figures come from interleaved rounds of unprofiled runs (``settled_times``); these come from
+    the node profiler, so the probes are profiled in rounds spread over the calibration and a probe's
+    figure is the robust median of its rounds (the faster half: neighbours only slow a run down). On a
+    2-core VM whose second core is now and then taken by another tenant, a few seconds of profiles read
+    the conversions of a 7 x 7 map at 8-10 us where the rest of the run read 2.2: a multi-threaded
     kernel waits for its second thread."""
     seen: dict[int, list[float]] = {}
-    for mb, kernels in early + late:
+    for mb, kernels in rounds:
         e = internal_efficiency(mb, kernels, base)
         if e is not None:
             seen.setdefault(int(mb.key), []).append(e)
