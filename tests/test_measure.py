@@ -1160,11 +1160,16 @@ def test_profiled_kernels_are_taken_less_the_profilers_own_time(monkeypatch):
     for us in (5.0, 6.0, 5.0, 9.0):
         events += [("conv", "Conv", us, (a, b)), ("add", "Add", 2.0, (b, b))]
     monkeypatch.setattr(ort_mod, "_events", lambda *args: events)
-    shapes = {}
-    got = ort_mod.profiled_kernels(b"", {}, None, runs=4, warmup=1, inflation_us=2.8, shapes=shapes)
+    shapes, floored = {}, set()
+    got = ort_mod.profiled_kernels(b"", {}, None, runs=4, warmup=1, inflation_us=2.8, shapes=shapes, floored=floored)
     assert list(got) == ["conv", "add"]
     assert got["conv"] == ("Conv", pytest.approx(2.2)) and got["add"] == ("Add", pytest.approx(0.2))
     assert shapes == {"conv": (a, b), "add": (b, b)}
+    assert floored == {"add"}  # held at its tenth: validate says its figure is an assumption
+    from dnnperf.measure.validate import floored_note
+
+    note = floored_note(12, 2.8)
+    assert note.startswith("12 kernels ran faster") and "2.8 us" in note and "an assumption" in note
     assert ort_mod.profiled_kernels(b"", {}, None, runs=4, warmup=1)["conv"] == ("Conv", 5.0)
 
 

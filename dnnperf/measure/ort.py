@@ -315,11 +315,13 @@ def inflation_from(reported: list[float], per_add_us: float, chain: int = INFLAT
 
 
 def profiled_kernels(data: bytes, feeds: dict, threads: int | None, runs: int, warmup: int,
-                     inflation_us: float = 0.0, shapes: dict | None = None) -> dict:
+                     inflation_us: float = 0.0, shapes: dict | None = None, floored: set | None = None) -> dict:
     """{ORT kernel name: (op, robust median us)} from ONNX Runtime's node profiler, in the order the
     kernels ran (the runtime's sequential executor runs them in one order every run), each less the
     profiler's own ``inflation_us`` (``profiler_inflation_us``; never below a tenth of the reported
-    time). ``shapes``, when given, receives {kernel name: (input shapes, output shapes)}."""
+    time). ``shapes``, when given, receives {kernel name: (input shapes, output shapes)}; ``floored``
+    the kernels held at that tenth (reported at little more than the profiler's own time: faster than
+    it can tell, so their figure is a guess the caller should say is one)."""
     per: dict[str, list] = {}
     ops: dict[str, str] = {}
     for name, op, us, io in _events(data, feeds, threads, runs, warmup):
@@ -332,6 +334,8 @@ def profiled_kernels(data: bytes, feeds: dict, threads: int | None, runs: int, w
     for k, v in per.items():
         us = robust_median(v[-runs:])
         out[k] = (ops[k], max(us - inflation_us, 0.1 * us))
+        if floored is not None and inflation_us > 0 and us - inflation_us <= 0.1 * us:
+            floored.add(k)
     return out
 
 

@@ -61,6 +61,15 @@ def profile_note(profiled_s: float, latency_s: float) -> str | None:
     return None
 
 
+def floored_note(n: int, inflation_us: float) -> str:
+    """The note on kernels the node profiler could not time: reported at little more than its own time
+    per kernel, their measured time is an assumed tenth of what it reported."""
+    return (f"{n} kernel{'s' if n > 1 else ''} ran faster than ONNX Runtime's profiler can time (reported at little "
+            f"more than its own {inflation_us:.1f} us per kernel): the measured time of such a kernel is taken as a "
+            "tenth of the reported one, an assumption; judge the layers it belongs to by the model's error, not "
+            "their own")
+
+
 def at_current_speed(hw, compute: float, memory: float):
     """``hw`` with its arithmetic rates (and per-op host, fixed kernel and epilogue costs) scaled by ``compute``
     and its bandwidths by ``memory``: the machine as fast as it is now, relative to its calibration."""
@@ -82,7 +91,8 @@ def measure(path: str, graph, threads: int | None, runs: int = 20, warmup: int =
     settled record). ``anchors``: micro-benchmarks timed in the same interleaved rounds (their
     times are in the record under "anchor:<name>"). The kernel times are less the node profiler's
     own time per kernel, measured here too (the record's ``profiler_inflation_us``), and the record's
-    ``kernel_shapes`` holds each kernel's (input shapes, output shapes)."""
+    ``kernel_shapes`` holds each kernel's (input shapes, output shapes), ``kernels_floored`` the kernels
+    too fast for the profiler to time (``profiled_kernels``)."""
     data = runnable_bytes(path)
     feeds = feeds_for(graph)
     # plain session for the end-to-end latency (profiling adds overhead per node)
@@ -99,7 +109,8 @@ def measure(path: str, graph, threads: int | None, runs: int = 20, warmup: int =
     gc.collect()
     settled["profiler_inflation_us"] = inflation = profiler_inflation_us(threads)
     settled["kernel_shapes"] = shapes = {}
-    return latency, profiled_kernels(data, feeds, threads, runs, warmup, inflation, shapes), settled
+    settled["kernels_floored"] = floored = set()
+    return latency, profiled_kernels(data, feeds, threads, runs, warmup, inflation, shapes, floored), settled
 
 
 def _pace(x: float) -> str:
@@ -304,6 +315,9 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
     note = profile_note(profiled_s, latency)
     if note:
         notes.append(note)
+    floored = settled.get("kernels_floored")
+    if floored:
+        notes.append(floored_note(len(floored), settled["profiler_inflation_us"]))
     here = cpu_name()
     on = (getattr(hw, "measured", None) or {}).get("cpu")
     if on != here:  # a spec-sheet profile, or one calibrated on another CPU
