@@ -59,6 +59,36 @@ def reuse_reads(insp, layers) -> dict[str, tuple[tuple[int, int], ...]]:
     return {k: tuple(v.values()) for k, v in out.items()}
 
 
+def repeated_weight_bytes(insp, layers) -> int:
+    """The part of the layers' summed weight bytes that reads an initializer a layer before it has
+    read already (layers sharing one set of weights: a model with tied weights, or calibrate's
+    micro-benchmarks, whose copies of one node all read the same filters). A network touches such a
+    weight once per inference, so it counts once in how far back a weight comes from (``score``'s
+    reach and footprint). Each layer's share is its weight bytes in proportion to the initializer
+    bytes it reads that an earlier layer had read (its own precision and padding kept)."""
+    g = insp.graph
+    inits = g.initializers
+    by_name = {row.node.name: row.node for row in insp.rows}
+    seen: set[str] = set()
+    repeated = 0
+    for layer in layers:
+        if not layer.workload.weight_bytes:
+            continue
+        mine: dict[str, int] = {}
+        for n in layer.nodes:
+            node = by_name.get(n)
+            for x in node.inputs if node is not None else ():
+                t = g.tensors.get(x) if x in inits else None
+                if t is not None and t.shape is not None:
+                    mine[x] = t.nbytes
+        total = sum(mine.values())
+        again = sum(b for x, b in mine.items() if x in seen)
+        if total and again:
+            repeated += round(layer.workload.weight_bytes * again / total)
+        seen.update(mine)
+    return repeated
+
+
 def arena_bytes(insp, layers) -> int:
     """The activation bytes live at once at the peak of one inference: what a runtime that reuses
     its buffers (ONNX Runtime's planned arena) touches per inference besides the weights. A tensor

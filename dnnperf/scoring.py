@@ -920,23 +920,26 @@ def _score_all(layers: list[Layer], hw: HardwareProfile, precision, resident: bo
     return out
 
 
-def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_bytes: int, arena: int = 0) -> Score:
+def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_bytes: int, arena: int = 0,
+          repeated: int = 0) -> Score:
     """Score every layer and total the network. ``arena``: the activation bytes live at once at the
     peak of one inference (``dnnperf.reuse.arena_bytes``; 0: not known), which with the weights is
-    what a network run again and again touches between two reads of a weight (``rules.memory_time``)."""
+    what a network run again and again touches between two reads of a weight (``rules.memory_time``).
+    ``repeated``: weight bytes the layers' sum counts twice (layers sharing an initializer,
+    ``dnnperf.reuse.repeated_weight_bytes``), counted once there."""
     from dnnperf import gpu
 
     board = hw
     if hw.kind == "gpu":
         hw, _ = gpu.board_share(hw, settings.batch)
-    weights = sum(l.workload.weight_bytes for l in layers)
+    distinct = max(sum(l.workload.weight_bytes for l in layers) - repeated, 0)  # each weight once
     if hw.kind == "gpu":
-        resident = bool(hw.onchip_mb) and weights <= hw.onchip_mb * 1e6 * gpu.library_of(hw).l2_usable_fraction
+        resident = bool(hw.onchip_mb) and distinct <= hw.onchip_mb * 1e6 * gpu.library_of(hw).l2_usable_fraction
     else:
-        resident = bool(hw.onchip_mb) and weights <= hw.onchip_mb * 1e6 / 8
+        resident = bool(hw.onchip_mb) and distinct <= hw.onchip_mb * 1e6 / 8
     # what one inference reads and writes: every weight once, every activation it writes
-    footprint = weights + sum(l.workload.bytes_written for l in layers)
-    reach = weights + arena if arena else 0
+    footprint = distinct + sum(l.workload.bytes_written for l in layers)
+    reach = distinct + arena if arena else 0
     costs = _score_all(layers, hw, settings.precision, resident, settings.runtime, footprint, reach)
     if hw.kind == "gpu":
         _queue_on_stream(costs)

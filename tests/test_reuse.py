@@ -220,6 +220,31 @@ def test_a_small_network_reads_its_classifier_from_the_cache(tmp_path):
     assert analyze(inspect_model(p), load_profile("cpu-avx2"), Settings(), with_fixes=False).score.weight_reach == 0
 
 
+def test_layers_sharing_one_initializer_count_its_bytes_once_in_the_reach(tmp_path):
+    """Eight MatMuls reading one 1,024 x 256 weight (1,048,576 bytes), each from the model input x [1, 1024]
+    (4,096 bytes) into an output of its own (1,024 bytes, all graph outputs: live to the end), as
+    calibrate's repeated micro-benchmarks are built: the network touches 1,048,576 bytes of weights once,
+    not 8 times, so the reach is 1,048,576 + 4,096 + 8 x 1,024 = 1,060,864 bytes (the curve's figure
+    there), where the per-layer sum had put it at 8,401,920 (DRAM's). Eight distinct weights: 8 times."""
+    from dnnperf.reuse import repeated_weight_bytes
+
+    hw = _calibrated_like()
+    for shared in (True, False):
+        nodes = [helper.make_node("MatMul", ["x", "w" if shared else f"w{i}"], [f"y{i}"], name=f"fc{i}")
+                 for i in range(8)]
+        ws = [weight("w", [1024, 256])] if shared else [weight(f"w{i}", [1024, 256]) for i in range(8)]
+        p = save(model(nodes, [vi("x", [1, 1024])], [vi(f"y{i}", None) for i in range(8)], ws), tmp_path,
+                 f"shared{shared}.onnx")
+        insp = inspect_model(p)
+        layers = build_layers(insp)
+        sc = analyze(insp, hw, Settings(), with_fixes=False).score
+        assert repeated_weight_bytes(insp, layers) == (7 * 1_048_576 if shared else 0)
+        assert sc.weight_reach == (1 if shared else 8) * 1_048_576 + 4_096 + 8 * 1_024
+        assert sc.footprint == (1 if shared else 8) * 1_048_576 + 8 * 1_024
+    # shared: 1.06 MB reach, inside the curve; distinct: 8.4 MB, past its 4 MB end (DRAM)
+    assert bandwidth_for(1_060_864, hw) > 90e9 and bandwidth_for(8_401_920, hw) == 20e9
+
+
 def test_a_profile_calibrated_before_the_exposure_was_settled_says_its_convolutions_may_pay_it_twice(tmp_path):
     """A calibration before calibrate.settle_exposure read its convolution shape figures with the
     exposure inside them (its `measured` record has no exposure_rounds): a convolution reached from
