@@ -5,7 +5,12 @@ GEMM row and channel curves, the ``shape_efficiency`` curves of convolutions, po
 one-thread copies) are looked up here for the scoring's "unoptimized" step (``dnnperf.scoring``),
 together with the passes ONNX Runtime's CPU kernels make that no roofline shows: a fused activation
 other than Relu (``epilogue_pass``), the subnormal values of a -100 attention mask
-(``subnormal_time``). Each rule is a small function with its evidence in its docstring.
+(``subnormal_time``), and how evenly the runtime's static split keeps the threads of a blocked
+convolution busy (``thread_split``). Each rule is a small function with its evidence in its docstring.
+
+Why one module of ~450 lines: every rule here reads the same calibrated tables and the same test of
+whether the CPU's blocked layout takes a convolution (``_unblocked``, ``reads_image``); apart, each
+module would import that test from the other.
 """
 
 from __future__ import annotations
@@ -180,6 +185,37 @@ def _reorder_pixels(layer: Layer) -> int:
     if not layer.nodes:
         return _pixels(layer)
     return max(math.prod((layer.output_shape or ())[1:-1]), 1)
+
+
+# output filter blocks one call of ONNX Runtime's blocked convolution kernel computes (MLAS
+# MLAS_NCHWC_GROUPED_CONV_ALGORITHM::FilterSetSize): its threads split sets of this many blocks
+FILTER_SET_BLOCKS = 4
+
+
+def thread_split(layer: Layer, hw: HardwareProfile) -> float:
+    """The share of its threads a blocked CPU convolution keeps busy (``rules.static_split_share``):
+    ONNX Runtime's kernels cut the work into units of one output row of one set of up to
+    FILTER_SET_BLOCKS filter blocks (depthwise: of one channel block), per image and group, and hand
+    each of the profile's threads (``compute_units``) an equal count of units in order. A last set
+    with fewer blocks makes its units cheaper, so the thread holding it idles: 400 output channels at
+    7 x 7 (25 blocks: six sets of four and one of one) keep two threads 0.875 busy, 160 at 14 x 14
+    0.833; the calibration's chains (whole sets, even row counts) 1.0. 1.0 for any other layer or
+    profile (no blocked layout)."""
+    w = layer.workload
+    if hw.cpu_layout is None or not w.conv or w.gemm is None or hw.compute_units <= 1 \
+            or w.family not in ("conv", "grouped_conv", "depthwise_conv") or _unblocked(w, hw):
+        return 1.0
+    shape = layer.output_shape
+    if not shape or len(shape) != 4:
+        return 1.0
+    batch, channels, rows = int(shape[0]), int(shape[1]), int(shape[2])
+    block = hw.cpu_layout[0]
+    if w.family == "depthwise_conv":
+        return rules.static_split_share(((rows, 1.0),), batch * -(-channels // block), hw.compute_units)
+    groups = max(w.gemm.count, 1)
+    blocks = -(-(channels // groups) // block)
+    sets = [min(FILTER_SET_BLOCKS, blocks - i) for i in range(0, blocks, FILTER_SET_BLOCKS)]
+    return rules.static_split_share(tuple((rows, float(b)) for b in sets), batch * groups, hw.compute_units)
 
 
 def _pixels(layer: Layer) -> int:

@@ -44,6 +44,42 @@ def occupancy(parallel_work: int, lanes: int) -> float:
     return max(parallel_work, 1) / lanes
 
 
+def static_split_share(runs: tuple[tuple[int, float], ...], repeats: int, threads: int) -> float:
+    """Share of ``threads`` busy on average when a kernel's units of work are cut, in order, into
+    ``threads`` contiguous ranges of equal count (the first ``n % threads`` one unit longer) and each
+    thread works through its range alone: the kernel ends with its busiest thread. The units are
+    ``runs`` ((count, cost of each), ...) in order, the whole pattern ``repeats`` times. ONNX Runtime's
+    blocked convolutions split their work this way (MLAS ``MlasPartitionWork``, units of one output
+    row of one set of up to four 16-channel filter blocks). Example, two threads: 160 output channels
+    are 10 blocks, sets of 4, 4 and 2; at 14 x 14 that is 14 rows of cost 4, 14 of 4, 14 of 2 (42
+    units): one thread gets 14 x 4 + 7 x 4 = 84, the other 7 x 4 + 14 x 2 = 56; the kernel takes 84
+    where an even split takes 70: 0.833."""
+    period = sum(c for c, _ in runs)
+    n = period * repeats
+    if threads <= 1 or n <= 0:
+        return 1.0
+    cost_period = sum(c * u for c, u in runs)
+
+    def prefix(i: int) -> float:  # cost of the first i units
+        q, r = divmod(i, period)
+        total = q * cost_period
+        for c, u in runs:
+            take = min(c, r)
+            total += take * u
+            r -= take
+            if r <= 0:
+                break
+        return total
+
+    per, extra = divmod(n, threads)
+    start, worst = 0, 0.0
+    for t in range(min(threads, n)):
+        size = per + (1 if t < extra else 0)
+        worst = max(worst, prefix(start + size) - prefix(start))
+        start += size
+    return min(1.0, cost_period * repeats / (threads * worst)) if worst > 0 else 1.0
+
+
 def systolic_arrays(unit: Unit | None, w, precision: str) -> int | None:
     """How many weight-stationary arrays (``Unit.arrays``) run matrix work ``w`` in ``precision`` on
     ``unit``; None for any other unit or work (their occupancy is outputs over lanes)."""

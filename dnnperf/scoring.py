@@ -41,7 +41,7 @@ from typing import Callable
 
 from dnnperf import rules
 from dnnperf.efficiency import (broadcast_span_time, depthwise_block_fill, epilogue_pass, family_efficiency, serial_curve,
-                                subnormal_time)
+                                subnormal_time, thread_split)
 from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
 from dnnperf.vocab import BROADCAST_SPANS, FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, RUNTIME_KERNELS, Cause
@@ -240,12 +240,13 @@ def _unit_and_tile(s: LayerState) -> float:
 
 def _parallelism(s: LayerState) -> float:
     """Idle lanes (work starvation) and too little work per lane; on a unit of systolic arrays, idle
-    arrays and rows (``rules.systolic_occupancy``)."""
+    arrays and rows (``rules.systolic_occupancy``); on a calibrated CPU, threads a blocked
+    convolution's static split leaves idle (``efficiency.thread_split``)."""
     arrays = rules.systolic_arrays(s.unit, s.w, s.run_precision)
     if arrays:
         s.occupancy = rules.systolic_occupancy(s.w.gemm, s.unit.tile[s.run_precision], arrays)
         return s.t / s.occupancy
-    s.occupancy = rules.occupancy(s.w.parallel_work, s.hw.lanes)
+    s.occupancy = rules.occupancy(s.w.parallel_work, s.hw.lanes) * thread_split(s.layer, s.hw)
     return s.t / (s.occupancy * rules.work_per_item_fit(s.w.ops, s.w.parallel_work, s.hw.ops_per_item))
 
 

@@ -699,3 +699,51 @@ def test_a_3d_convolution_runs_the_plain_kernel(tmp_path):
     for fusion in ("none", "typical"):  # 16 x 7 x 7 = 784 output pixels
         assert shape_efficiency(conv_layer([1, 16, 16, 7, 7], [16, 16, 3, 3, 3], f"c3{fusion}.onnx", fusion), hw) == 0.3
     assert shape_efficiency(conv_layer([1, 16, 28, 28], [16, 16, 3, 3], "c2.onnx", "typical"), hw) is None
+
+
+def test_the_threads_split_a_blocked_convolution_by_rows_of_filter_sets():
+    """ONNX Runtime's blocked convolution hands each thread an equal count of units (one output row of a
+    set of up to four 16-channel filter blocks) in order; a unit costs what its set holds. By hand, two
+    threads: 160 output channels at 14 x 14 are sets of 4, 4 and 2 blocks, 42 units: one thread takes
+    14 x 4 + 7 x 4 = 84, the other 7 x 4 + 14 x 2 = 56, where an even split is 70 each: 70 / 84."""
+    from dnnperf.rules import static_split_share
+
+    assert static_split_share(((14, 4.0), (14, 4.0), (14, 2.0)), 1, 2) == pytest.approx(70 / 84)
+    # 400 channels at 7 x 7: 25 blocks, six sets of 4 and one of 1, 49 units split 25 / 24: the first
+    # thread 21 x 4 + 4 x 4 = 100, the second 3 x 4 + 14 x 4 + 7 x 1 = 75; even: 87.5 -> 0.875
+    assert static_split_share(((7, 4.0),) * 6 + ((7, 1.0),), 1, 2) == pytest.approx(87.5 / 100)
+    # equal units: 3 rows for 2 threads (2 and 1): 1.5 / 2; 64 rows: even; one thread: always 1
+    assert static_split_share(((3, 1.0),), 1, 2) == pytest.approx(0.75)
+    assert static_split_share(((64, 4.0),), 3, 2) == 1.0
+    assert static_split_share(((3, 1.0),), 1, 1) == 1.0
+    # the pattern repeated per image and group: 2 images of 7 rows of one set: 14 units, 7 each
+    assert static_split_share(((7, 4.0),), 2, 2) == 1.0
+    # more threads than units: each of 3 units to its own thread, the 4th idle: 3 / 4
+    assert static_split_share(((3, 2.0),), 1, 4) == pytest.approx(0.75)
+
+
+def test_a_convolution_whose_last_filter_set_is_short_keeps_a_thread_waiting(tmp_path):
+    """A 256 -> 80 1 x 1 convolution at 14 x 14 on a blocked two-thread CPU: 5 blocks, sets of 4 and 1,
+    28 units split 14 / 14: one thread 14 x 4 = 56, the other 14 x 1 = 14; even 35: occupancy 0.625,
+    and its math takes 1 / 0.625 of the balanced time. 256 -> 64 (one set, 7 rows each) and 256 -> 128
+    (two whole sets) split evenly. Without the blocked layout nothing changes."""
+    def conv(cout, layout, units=2):
+        nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                 helper.make_node("Conv", ["r", "w"], ["y"], name="pw")]
+        m = model(nodes, [vi("x", [1, 256, 14, 14])], [vi("y", None)], [weight("w", [cout, 256, 1, 1])])
+        path = save(m, tmp_path, f"pw{cout}.onnx")
+        with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
+            d = yaml.safe_load(fh)
+        d["parallelism"]["compute_units"] = units
+        if layout:
+            d["cpu_layout"] = layout
+        p = tmp_path / "two.yaml"
+        p.write_text(yaml.safe_dump(d))
+        rep = analyze(inspect_model(path), load_profile(str(p)), Settings(fusion="typical"), with_fixes=False)
+        return next(c for c in rep.score.layers if c.layer.name == "pw")
+
+    layout = {"block": 16, "grouped_min_width": 16, "channel_alignment": 4}
+    assert conv(80, layout).occupancy == pytest.approx(0.625)
+    assert conv(64, layout).occupancy == 1.0 and conv(128, layout).occupancy == 1.0
+    assert conv(80, layout).t_compute == pytest.approx(conv(80, layout, units=1).t_compute / 0.625, rel=1e-9)
+    assert conv(80, None).occupancy == 1.0
