@@ -165,6 +165,32 @@ def test_a_convolution_waits_for_weights_only_when_they_come_from_beyond_the_cac
                                                    weight_reach=2_760_704).time_s)
 
 
+def test_a_grouped_convolution_waits_for_its_far_weights_as_a_plain_one_does(tmp_path):
+    """A grouped 3 x 3 convolution (256 channels in 16 groups of 16, 14 x 14: 147,456 bytes of filters)
+    reached from 200 MB away waits for (0.5 - (1 - 0.8)) of its weights' DRAM time (at 10 GB/s), up to
+    the shorter of its math and memory, on top of the plain overlap; a depthwise one pays nothing more
+    (its filters are 9 KB)."""
+    from dnnperf.scoring import score_layer
+
+    hw = _calibrated_like(dram_gbs=10, onchip_mb=4).with_overrides(memory_overlap=0.8, conv_weight_exposure=0.5)
+    for groups, wshape, family in ((16, [256, 16, 3, 3], "grouped_conv"), (256, [256, 1, 3, 3], "depthwise_conv")):
+        conv = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], group=groups)
+        insp = inspect_model(save(model([conv], [vi("x", [1, 256, 14, 14])], [vi("y", None)], [weight("w", wshape)]),
+                                  tmp_path, f"g{groups}.onnx"))
+        layer = build_layers(insp)[0]
+        assert layer.workload.family == family
+        far = score_layer(layer, hw, weight_reach=200_000_000)
+        hidden = score_layer(layer, hw.with_overrides(conv_weight_exposure=0.0), weight_reach=200_000_000)
+        wb = layer.workload.weight_bytes
+        if family == "grouped_conv":
+            assert wb == 147_456
+            short = min(far.t_compute, far.t_memory)
+            assert far.time_s - hidden.time_s == pytest.approx(0.3 * min(wb / 10e9, short), rel=1e-6)
+            assert far.time_s > hidden.time_s
+        else:
+            assert far.time_s == pytest.approx(hidden.time_s)
+
+
 # -- weights read back from as far as the network reaches (reuse.arena_bytes, rules.memory_time) ----
 
 def test_weights_come_back_from_where_the_network_reach_puts_them():
