@@ -200,6 +200,7 @@ class LayerState:
     rate: float = 0.0
     tile_eff: float = 1.0
     occupancy: float = 1.0
+    split: float = 1.0  # share of its threads a blocked CPU convolution's static split keeps busy (thread_split)
     t_compute: float = 0.0
     t_memory: float = 0.0
     t_launch: float = 0.0
@@ -246,7 +247,8 @@ def _parallelism(s: LayerState) -> float:
     if arrays:
         s.occupancy = rules.systolic_occupancy(s.w.gemm, s.unit.tile[s.run_precision], arrays)
         return s.t / s.occupancy
-    s.occupancy = rules.occupancy(s.w.parallel_work, s.hw.lanes) * thread_split(s.layer, s.hw)
+    s.split = thread_split(s.layer, s.hw)
+    s.occupancy = rules.occupancy(s.w.parallel_work, s.hw.lanes) * s.split
     return s.t / (s.occupancy * rules.work_per_item_fit(s.w.ops, s.w.parallel_work, s.hw.ops_per_item))
 
 
@@ -260,7 +262,8 @@ def _thermal(s: LayerState) -> float:
 def _memory(s: LayerState) -> float:
     """Roofline: traffic the math does not cover. On a profile with a bandwidth curve, an input
     written further back than the layer's own working set reaches is read at the curve's figure for
-    its reuse distance (``Layer.reads``, ``dnnperf.reuse``)."""
+    its reuse distance (``Layer.reads``, ``dnnperf.reuse``). A kernel whose threads split its work
+    unevenly (``_parallelism``'s split) moves its bytes at the busiest thread's pace."""
     # a blocked layer's padded channels (and their filters) are stored, read and written too
     s.t_memory = rules.memory_time(round((s.w.act_bytes_read + s.w.bytes_written) / s.block_fill),
                                    round(s.w.weight_bytes / s.block_fill), s.hw, s.weights_resident,
@@ -269,6 +272,9 @@ def _memory(s: LayerState) -> float:
         s.t_memory += _step_reads_time(s.w, rules.bandwidth_for(s.w.step_reads, s.hw))
     if s.layer.reads and rules.prices_far_reads(s.hw):
         s.t_memory += rules.far_read_time(s.layer.reads, s.w.act_bytes_read + s.w.bytes_written, s.hw)
+    # the busiest thread of a statically split kernel also moves its larger share of the bytes alone
+    # (a squeeze-excite convolution on one pixel is one unit of work: one thread reads all its filters)
+    s.t_memory /= s.split
     s.unoptimized = s.w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops
     return max(s.t, s.t_memory)
 

@@ -747,3 +747,5 @@ def test_a_convolution_whose_last_filter_set_is_short_keeps_a_thread_waiting(tmp
     assert conv(64, layout).occupancy == 1.0 and conv(128, layout).occupancy == 1.0
     assert conv(80, layout).t_compute == pytest.approx(conv(80, layout, units=1).t_compute / 0.625, rel=1e-9)
     assert conv(80, None).occupancy == 1.0
+    # its traffic too: the busy thread moves its larger share of the bytes at one thread's pace
+    assert conv(80, layout).t_memory == pytest.approx(conv(80, layout, units=1).t_memory / 0.625, rel=1e-9)
