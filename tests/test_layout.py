@@ -727,14 +727,16 @@ def test_a_convolution_whose_last_filter_set_is_short_keeps_a_thread_waiting(tmp
     28 units split 14 / 14: one thread 14 x 4 = 56, the other 14 x 1 = 14; even 35: occupancy 0.625,
     and its math takes 1 / 0.625 of the balanced time. 256 -> 64 (one set, 7 rows each) and 256 -> 128
     (two whole sets) split evenly. Without the blocked layout nothing changes."""
-    def conv(cout, layout, units=2):
+    def conv(cout, layout, units=2, thin=None, cin=256):
         nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
                  helper.make_node("Conv", ["r", "w"], ["y"], name="pw")]
-        m = model(nodes, [vi("x", [1, 256, 14, 14])], [vi("y", None)], [weight("w", [cout, 256, 1, 1])])
-        path = save(m, tmp_path, f"pw{cout}.onnx")
+        m = model(nodes, [vi("x", [1, cin, 14, 14])], [vi("y", None)], [weight("w", [cout, cin, 1, 1])])
+        path = save(m, tmp_path, f"pw{cout}_{cin}.onnx")
         with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
             d = yaml.safe_load(fh)
         d["parallelism"]["compute_units"] = units
+        if thin:
+            d["matrix_nk_efficiency"] = thin
         if layout:
             d["cpu_layout"] = layout
         p = tmp_path / "two.yaml"
@@ -747,5 +749,12 @@ def test_a_convolution_whose_last_filter_set_is_short_keeps_a_thread_waiting(tmp
     assert conv(64, layout).occupancy == 1.0 and conv(128, layout).occupancy == 1.0
     assert conv(80, layout).t_compute == pytest.approx(conv(80, layout, units=1).t_compute / 0.625, rel=1e-9)
     assert conv(80, None).occupancy == 1.0
+    # a profile with a thin-product curve ({16: 0.5, 64: 1.0}) prices the one-block set's units at
+    # twice their blocks (one block at half a full set's pace per block): costs 4 and 2, one thread
+    # 14 x 4 = 56, the other 14 x 2 = 28, even 42: 0.75
+    assert conv(80, layout, thin={16: 0.5, 64: 1.0}).occupancy == pytest.approx(0.75)
+    # a convolution reading the image (3 channels, its own kernel) is not split: 96 filters are sets
+    # of 4 and 2 blocks, yet 1.0
+    assert conv(96, layout, cin=3).occupancy == 1.0
     # its traffic too: the busy thread moves its larger share of the bytes at one thread's pace
     assert conv(80, layout).t_memory == pytest.approx(conv(80, layout, units=1).t_memory / 0.625, rel=1e-9)
