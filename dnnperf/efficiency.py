@@ -215,12 +215,12 @@ def thread_split(layer: Layer, hw: HardwareProfile) -> float:
     shape = layer.output_shape
     if not shape or len(shape) != 4:
         return 1.0
-    batch, channels, rows = int(shape[0]), int(shape[1]), int(shape[2])
+    batch, rows = int(shape[0]), int(shape[2])
+    groups = max(w.gemm.count, 1)
     block = hw.cpu_layout[0]
     if w.family == "depthwise_conv":
-        return rules.static_split_share(((rows, 1.0),), batch * -(-channels // block), hw.compute_units)
-    groups = max(w.gemm.count, 1)
-    blocks = -(-(channels // groups) // block)
+        return rules.static_split_share(((rows, 1.0),), batch * -(-groups // block), hw.compute_units)
+    blocks = -(-w.gemm.n // block)  # the product's output channels per group (a width what-if changes them)
     sets = [min(FILTER_SET_BLOCKS, blocks - i) for i in range(0, blocks, FILTER_SET_BLOCKS)]
     return rules.static_split_share(tuple((rows, _set_cost(b, block, hw)) for b in sets), batch * groups,
                                     hw.compute_units)

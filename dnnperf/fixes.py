@@ -98,10 +98,19 @@ def _more_bandwidth(c: LayerCost, x: Ctx):
             c.time_s - new)
 
 
+def _lane_occupancy(c: LayerCost, x: Ctx) -> float:
+    """The share of the device's lanes the layer's outputs fill: its occupancy without a CPU
+    convolution's thread split (``efficiency.thread_split``, offered its own fix), which more outputs
+    of the same shape do not mend."""
+    from dnnperf.efficiency import thread_split
+
+    return min(1.0, c.occupancy / thread_split(c.layer, x.hw))
+
+
 def _bigger_batch(c: LayerCost, x: Ctx):
     w = c.layer.workload
     b = x.settings.batch or 1
-    if c.occupancy >= 1:
+    if _lane_occupancy(c, x) >= 1:
         return None
     if _planned(c, x):  # tiles in waves over the SMs, or blocks over systolic arrays: the what-if, rescored
         # a systolic array's rows fill at R rows a block (128, 256): further than a GPU's waves
@@ -111,13 +120,35 @@ def _bigger_batch(c: LayerCost, x: Ctx):
     target = max(b * 8, 8) if need > b * 8 else need
     per = max(w.parallel_work // b, 1)
     occ_t = rules.occupancy(per * target, x.hw.lanes)
-    return (f"batch {b} -> {target} raises lane occupancy from {c.occupancy:.1%} to {occ_t:.1%}"
+    return (f"batch {b} -> {target} raises lane occupancy from {_lane_occupancy(c, x):.1%} to {occ_t:.1%}"
             + (f"; all {x.hw.lanes:,} lanes busy from batch {need}" if need != target else ""), None)
+
+
+def _even_thread_split(c: LayerCost, x: Ctx):
+    """A calibrated CPU's blocked convolution whose threads split it unevenly
+    (``efficiency.thread_split``): the output widths in whole filter sets either side, rescored."""
+    from dnnperf.efficiency import FILTER_SET_BLOCKS, thread_split
+
+    w = c.layer.workload
+    share = thread_split(c.layer, x.hw)
+    if share >= 0.97 or w.family != "conv" or w.gemm is None or w.gemm.count != 1:
+        return None
+    per_set = FILTER_SET_BLOCKS * x.hw.cpu_layout[0]
+    n = w.gemm.n
+    rows = c.layer.output_shape[2]
+    parts = [f"{x.hw.compute_units} threads take equal counts of this convolution's {rows} rows x "
+             f"{-(-n // per_set)} filter sets ({per_set} output channels a set): {share:.0%} busy"]
+    best = None
+    for n2 in sorted({-(-n // per_set) * per_set, (n // per_set) * per_set} - {0, n}):
+        text, saving = _retry(c, x, n2, f"{n} -> {n2} output channels")
+        parts.append(text)
+        best = saving if best is None else max(best, saving)
+    return "; ".join(parts), best
 
 
 def _shallower_wider(c: LayerCost, x: Ctx):
     w = c.layer.workload
-    if c.occupancy >= 1:
+    if _lane_occupancy(c, x) >= 1:
         return None
     if _planned(c, x):
         n = w.gemm.n
@@ -436,6 +467,7 @@ CONCRETE = {
     "layer_fusion": _layer_fusion,
     "more_bandwidth": _more_bandwidth,
     "bigger_batch": _bigger_batch,
+    "even_thread_split": _even_thread_split,
     "shallower_wider": _shallower_wider,
     "downgrade_hardware": _downgrade,
     "use_specialized_units": _use_specialized_units,

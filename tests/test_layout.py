@@ -758,3 +758,29 @@ def test_a_convolution_whose_last_filter_set_is_short_keeps_a_thread_waiting(tmp
     assert conv(96, layout, cin=3).occupancy == 1.0
     # its traffic too: the busy thread moves its larger share of the bytes at one thread's pace
     assert conv(80, layout).t_memory == pytest.approx(conv(80, layout, units=1).t_memory / 0.625, rel=1e-9)
+
+
+def test_an_uneven_thread_split_gets_the_whole_set_widths_as_its_fix(tmp_path):
+    """256 -> 80 at 14 x 14 on a two-thread blocked CPU (split 0.625, above): the fix offers the output
+    widths in whole 64-channel sets either side, each rescored (64: fewer MACs and an even split, so
+    faster; 128: 60% more MACs, yet the busy thread's work is unchanged, 14 rows of 4 blocks: the same
+    time), and no lane fix (its 15,680 outputs fill the 16 lanes; a bigger batch is not what it needs)."""
+    from dnnperf.fixes import Ctx, fixes_for
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Conv", ["r", "w"], ["y"], name="pw")]
+    path = save(model(nodes, [vi("x", [1, 256, 14, 14])], [vi("y", None)], [weight("w", [80, 256, 1, 1])]), tmp_path,
+                "pw80.onnx")
+    with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
+        d = yaml.safe_load(fh)
+    d["parallelism"]["compute_units"] = 2
+    d["cpu_layout"] = {"block": 16, "grouped_min_width": 16, "channel_alignment": 4}
+    p = tmp_path / "two.yaml"
+    p.write_text(yaml.safe_dump(d))
+    rep = analyze(inspect_model(path), load_profile(str(p)), Settings(fusion="typical"))
+    c = next(c for c in rep.score.layers if c.layer.name == "pw")
+    fixes = fixes_for(c, Ctx(rep))
+    ids = [f["id"] for f in fixes]
+    assert "even_thread_split" in ids and "bigger_batch" not in ids and "shallower_wider" not in ids
+    text = next(f["text"] for f in fixes if f["id"] == "even_thread_split")
+    assert "62% busy" in text and "80 -> 64 output channels: -" in text and "80 -> 128 output channels" in text
+    assert next(f["saving_s"] for f in fixes if f["id"] == "even_thread_split") > 0
