@@ -1,6 +1,7 @@
 """calibrate / validate (ONNX Runtime on tiny graphs): structure and bounds, never wall-clock."""
 
 import builtins
+import os
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from dnnperf.ir import ShapeOverrides  # noqa: E402
 from dnnperf.load import load_graph  # noqa: E402
 from dnnperf.hardware import load_profile, profile_from_dict  # noqa: E402
 from dnnperf.measure import calibrate, map_kernels, micro_models, runnable_bytes, validate  # noqa: E402
-from helpers import conv_model, save  # noqa: E402
+from helpers import SAMPLES, conv_model, save  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +131,31 @@ def test_validate_names_a_profile_that_does_not_describe_this_machine(tmp_path, 
     assert any("cpu-avx2 was not calibrated on any machine" in n and repr(cpu_name()) in n for n in shipped["notes"])
     here = validate(path, load_profile(local_profile[1]), ShapeOverrides(), runs=3, strict=False, drift=False)
     assert not any("calibrated on" in n for n in here["notes"])
+
+
+def test_validate_runs_one_step_of_a_decoder_with_phase(tmp_path, local_profile):
+    """The loader's answer to a decoder's open lengths names --phase; validate takes it (it used to
+    refuse the option it was told to use): --phase decode --context 16 runs one decode step over 16
+    cached tokens, the estimate and the run at the same lengths; --phase both (a whole request) is
+    one clear line, exit 2, before anything runs."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from dnnperf.cli import app
+
+    model_path = os.path.join(SAMPLES, "tiny_llama_genai.onnx")
+    runner = CliRunner()
+    r = runner.invoke(app, ["validate", model_path, "--hw", local_profile[1], "--runs", "3"])
+    assert r.exit_code == 2 and "--phase decode --context N" in r.stderr
+    out = tmp_path / "v.json"
+    r = runner.invoke(app, ["validate", model_path, "--hw", local_profile[1], "--runs", "3", "--phase", "decode",
+                            "--context", "16", "--accept-noisy", "-q", "-f", "json", "-o", str(out)])
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(out.read_text())
+    assert d["measured_s"] > 0 and d["predicted_s"] > 0 and d["kernels_matched"] >= 1
+    r = runner.invoke(app, ["validate", model_path, "--hw", local_profile[1], "--phase", "both"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "--phase prefill or --phase decode" in r.stderr
 
 
 def test_validate_tiny_model(tmp_path, local_profile):

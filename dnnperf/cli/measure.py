@@ -5,8 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Dim, Format, HwOne, InputShape, Output, Quiet, Value, app, command, overrides,
-                             positive, progress)
+from dnnperf.cli.app import (Batch, Context, Dim, Format, HwOne, InputShape, Output, Prompt, Quiet, Value, app, command,
+                             overrides, positive, progress)
 from dnnperf.documents import Document
 
 Threads = Annotated[Optional[int], typer.Option("--threads", help="ONNX Runtime intra-op threads (default: ORT's).")]
@@ -83,6 +83,10 @@ def validate(
     dim: Dim = None,
     value: Value = None,
     threads: Threads = None,
+    phase: Annotated[Optional[str], typer.Option(
+        "--phase", help="Decoders with a KV cache: prefill or decode, one step run and estimated.")] = None,
+    prompt: Prompt = 512,
+    context: Context = None,
     runs: Annotated[int, typer.Option("--runs", help="Timed runs (robust median).")] = 20,
     drift: Annotated[bool, typer.Option(
         "--drift/--no-drift", help="Re-time the calibration's anchor micro-benchmarks next to the model and "
@@ -94,9 +98,9 @@ def validate(
     quiet: Quiet = False,
 ):
     """Run the model in ONNX Runtime with profiling, map its kernels back to dnnperf's layers
-    (fusions included) and print predicted vs measured per layer and for the model. With
-    --published FILE --hw NAME: compare estimates with published kernel times instead (no ONNX
-    Runtime needed)."""
+    (fusions included) and print predicted vs measured per layer and for the model. With --phase
+    prefill or decode: one step of a decoder with a KV cache. With --published FILE --hw NAME:
+    compare estimates with published kernel times instead (no ONNX Runtime needed)."""
     from dnnperf.errors import DnnperfError
     from dnnperf.hardware import load_profile
 
@@ -119,8 +123,12 @@ def validate(
                            f"{profile.kind} profile: the two would not describe the same device — validate a profile "
                            "of this machine (dnnperf calibrate -o local.yaml, then --hw local.yaml), or check a GPU "
                            "profile against published kernel times (dnnperf validate --published FILE --hw NAME)")
-    d = run_validate(model, profile, overrides(batch, input_shape, dim, value=value), threads, runs, strict=not accept_noisy,
-                     drift=drift)
+    ov = overrides(batch, input_shape, dim, value=value)
+    if phase is not None:
+        from dnnperf.llm.phases import PhaseRequest, phase_overrides
+
+        ov = phase_overrides(model, PhaseRequest(phase, prompt, context), ov)
+    d = run_validate(model, profile, ov, threads, runs, strict=not accept_noisy, drift=drift)
     notes = tuple(d.get("notes", ()))
     if not d["settled"]:
         notes = (_unsettled_note(d["rounds"], d["spread"]),) + notes

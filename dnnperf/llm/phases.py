@@ -213,6 +213,17 @@ def phase_inspection(path: str, req: PhaseRequest, base: ShapeOverrides = ShapeO
     return _inspect(path, dec, base, *((1, ctx) if req.phase == "decode" else (req.prompt, 0)))
 
 
+def phase_overrides(path: str, req: PhaseRequest, base: ShapeOverrides = ShapeOverrides()) -> ShapeOverrides:
+    """The overrides that run one step of a decoder (a decode step at --context cached tokens, or the
+    prefill of --prompt tokens), for commands that run the model itself (`validate --phase`)."""
+    req.check()
+    if req.phase not in ("prefill", "decode"):
+        raise DnnperfError(f"--phase {req.phase} is a whole request of many steps (`dnnperf analyze --phase both`); "
+                           "validate runs one step: --phase prefill or --phase decode")
+    dec, base, ctx = _prepared(path, req, base, base.batch or 1)
+    return dec.overrides(base, *((1, ctx) if req.phase == "decode" else (req.prompt, 0)))
+
+
 def _prepared(path: str, req: PhaseRequest, base: ShapeOverrides, batch: int):
     """(the decoder, ``base`` at ``batch``, the cached tokens of a decode step) for a checked request that
     fits the model's rotary table."""
