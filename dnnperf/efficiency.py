@@ -210,8 +210,9 @@ def thread_split(layer: Layer, hw: HardwareProfile) -> float:
     estimate said 689 and the split one 919. 1.0 for any other layer or profile (no blocked layout)."""
     w = layer.workload
     if hw.cpu_layout is None or not w.conv or w.gemm is None or hw.compute_units <= 1 \
-            or w.family not in ("conv", "grouped_conv", "depthwise_conv") or _unblocked(w, hw) or reads_image(w, hw):
-        return 1.0
+            or w.family not in ("conv", "grouped_conv", "depthwise_conv") or layer.op_type.split("+")[0] != "Conv" \
+            or w.dtype != "float32" or w.operands or _unblocked(w, hw) or reads_image(w, hw):
+        return 1.0  # the blocked kernels are float Conv's (an 8-bit convolution runs kernels of its own)
     shape = layer.output_shape
     if not shape or len(shape) != 4:
         return 1.0

@@ -756,6 +756,16 @@ def test_a_convolution_whose_last_filter_set_is_short_keeps_a_thread_waiting(tmp
     # a convolution reading the image (3 channels, its own kernel) is not split: 96 filters are sets
     # of 4 and 2 blocks, yet 1.0
     assert conv(96, layout, cin=3).occupancy == 1.0
+    # nor an 8-bit one (QLinearConv, or int8 data): the blocked kernels are float Conv's
+    from dataclasses import replace
+
+    from dnnperf.efficiency import thread_split
+
+    c80 = conv(80, layout)
+    hw = load_profile(str(tmp_path / "two.yaml"))
+    assert thread_split(c80.layer, hw) == pytest.approx(0.625)
+    assert thread_split(replace(c80.layer, op_type="QLinearConv"), hw) == 1.0
+    assert thread_split(replace(c80.layer, workload=replace(c80.layer.workload, dtype="int8")), hw) == 1.0
     # its traffic too: the busy thread moves its larger share of the bytes at one thread's pace
     assert conv(80, layout).t_memory == pytest.approx(conv(80, layout, units=1).t_memory / 0.625, rel=1e-9)
 
