@@ -143,6 +143,9 @@ def _even_thread_split(c: LayerCost, x: Ctx):
         text, saving = _retry(c, x, n2, f"{n} -> {n2} output channels")
         parts.append(text)
         best = saving if best is None else max(best, saving)
+    if best is None:  # whole sets already: the rows do not divide among the threads
+        parts.append(f"its sets are whole, its {rows} rows do not divide among {x.hw.compute_units} threads: a row "
+                     "count they divide (or more images a run) splits it evenly")
     return "; ".join(parts), best
 
 

@@ -794,3 +794,14 @@ def test_an_uneven_thread_split_gets_the_whole_set_widths_as_its_fix(tmp_path):
     text = next(f["text"] for f in fixes if f["id"] == "even_thread_split")
     assert "62% busy" in text and "80 -> 64 output channels: -" in text and "80 -> 128 output channels" in text
     assert next(f["saving_s"] for f in fixes if f["id"] == "even_thread_split") > 0
+    # 64 channels (one whole set) over 7 rows: 4 rows and 3, 7 / 8 busy; no width to change, the rows named
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Conv", ["r", "w"], ["y"], name="pw")]
+    path = save(model(nodes, [vi("x", [1, 256, 7, 7])], [vi("y", None)], [weight("w", [64, 256, 1, 1])]), tmp_path,
+                "pw64.onnx")
+    rep = analyze(inspect_model(path), load_profile(str(p)), Settings(fusion="typical"))
+    c = next(c for c in rep.score.layers if c.layer.name == "pw")
+    assert c.occupancy == pytest.approx(7 / 8)
+    from dnnperf.fixes import _even_thread_split
+
+    text, saving = _even_thread_split(c, Ctx(rep))
+    assert "88% busy" in text and "7 rows do not divide among 2 threads" in text and saving is None
