@@ -486,7 +486,8 @@ CONCRETE = {
 
 def fixes_for(c: LayerCost, x: Ctx, limit: int = 4) -> list[dict]:
     """Concrete fixes for one layer: the best fix for its cause and for every other loss above 10%
-    of its time, then further fixes for those causes until ``limit``."""
+    of its time, then further fixes for those causes until ``limit``. A layer its math bounds
+    (cause 'compute') gets only rescored what-ifs that save it at least 1%."""
     cat = catalogue()
     causes = [c.cause] + [k for k, v in sorted(c.losses.items(), key=lambda kv: (-kv[1], kv[0]))
                           if v > 0.1 * c.time_s and k != c.cause]
@@ -502,6 +503,8 @@ def fixes_for(c: LayerCost, x: Ctx, limit: int = 4) -> list[dict]:
             if fn is not None and res is None:
                 continue
             text, saving = res if res else (entry["summary"], None)
+            if c.cause == "compute" and (saving is None or saving < 0.01 * c.time_s):
+                continue  # a layer its math bounds: only a what-if that buys it at least 1% is worth its line
             seen.add(fid)
             found.append({"id": fid, "cause": cause, "problem": entry["problem"], "difficulty": entry["difficulty"],
                           "text": text, "saving_s": None if saving is None else sig(max(saving, 0.0))})
@@ -521,7 +524,10 @@ def attach_fixes(report, alternatives=(), top: int = 200) -> None:
     ``alternatives``: the profiles the downgrade advice may point to, or a function ``(kind,
     below_tops) -> profiles`` (called only when that advice applies; the caller loads them)."""
     x = Ctx(report)
-    layers = [c for c in report.score.layers if c.time_s > 0 and c.cause != "compute"]
+    # a layer its math bounds still gets the fixes for a loss above a tenth of its time (a CPU
+    # convolution whose threads split it unevenly: 20% idle, under its math)
+    layers = [c for c in report.score.layers if c.time_s > 0 and (c.cause != "compute" or any(
+        v > 0.1 * c.time_s for k, v in c.losses.items() if k != "input_io"))]
     total_lost = sum(c.lost_s for c in layers) or 1.0
     ranked = sorted(layers, key=lambda c: (-c.lost_s, c.name))
     for k, c in enumerate(ranked):

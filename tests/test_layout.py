@@ -805,3 +805,24 @@ def test_an_uneven_thread_split_gets_the_whole_set_widths_as_its_fix(tmp_path):
 
     text, saving = _even_thread_split(c, Ctx(rep))
     assert "88% busy" in text and "7 rows do not divide among 2 threads" in text and saving is None
+
+
+def test_a_layer_its_math_bounds_still_gets_the_fix_for_a_large_split_loss(tmp_path):
+    """512 -> 144 1 x 1 at 28 x 28 on a two-thread blocked CPU: nine blocks, sets of 4, 4 and 1, split 0.75
+    by blocks, so its time is still mostly math (cause 'compute') but a quarter of it is
+    idle threads: the report attaches the split's fix (compute-bound layers used to get none). Fixes that
+    would save it less than 1% are not listed for such a layer."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Conv", ["r", "w"], ["y"], name="pw")]
+    path = save(model(nodes, [vi("x", [1, 512, 28, 28])], [vi("y", None)], [weight("w", [144, 512, 1, 1])]), tmp_path,
+                "pw144.onnx")
+    with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
+        d = yaml.safe_load(fh)
+    d["parallelism"]["compute_units"] = 2
+    d["cpu_layout"] = {"block": 16, "grouped_min_width": 16, "channel_alignment": 4}
+    p = tmp_path / "two.yaml"
+    p.write_text(yaml.safe_dump(d))
+    rep = analyze(inspect_model(path), load_profile(str(p)), Settings(fusion="typical"))
+    c = next(c for c in rep.score.layers if c.layer.name == "pw")
+    assert c.occupancy == pytest.approx(0.75) and c.cause == "compute"
+    assert [f["id"] for f in c.fixes][:1] == ["even_thread_split"]
+    assert all(f["saving_s"] is not None and f["saving_s"] >= 0.01 * c.time_s for f in c.fixes)
