@@ -770,16 +770,12 @@ def test_a_convolution_whose_last_filter_set_is_short_keeps_a_thread_waiting(tmp
     assert conv(80, layout).t_memory == pytest.approx(conv(80, layout, units=1).t_memory / 0.625, rel=1e-9)
 
 
-def test_an_uneven_thread_split_gets_the_whole_set_widths_as_its_fix(tmp_path):
-    """256 -> 80 at 14 x 14 on a two-thread blocked CPU (split 0.625, above): the fix offers the output
-    widths in whole 64-channel sets either side, each rescored (64: fewer MACs and an even split, so
-    faster; 128: 60% more MACs, yet the busy thread's work is unchanged, 14 rows of 4 blocks: the same
-    time), and no lane fix (its 15,680 outputs fill the 16 lanes; a bigger batch is not what it needs)."""
-    from dnnperf.fixes import Ctx, fixes_for
-
+def _pointwise_on_two_threads(tmp_path, cin: int, cout: int, side: int):
+    """The report of a Relu -> 1 x 1 Conv (``cin`` -> ``cout`` at ``side`` x ``side``) on cpu-avx2 made a
+    two-thread blocked CPU (16-channel blocks), and the Conv's LayerCost."""
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Conv", ["r", "w"], ["y"], name="pw")]
-    path = save(model(nodes, [vi("x", [1, 256, 14, 14])], [vi("y", None)], [weight("w", [80, 256, 1, 1])]), tmp_path,
-                "pw80.onnx")
+    path = save(model(nodes, [vi("x", [1, cin, side, side])], [vi("y", None)], [weight("w", [cout, cin, 1, 1])]),
+                tmp_path, f"pw{cin}_{cout}_{side}.onnx")
     with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
         d = yaml.safe_load(fh)
     d["parallelism"]["compute_units"] = 2
@@ -787,7 +783,17 @@ def test_an_uneven_thread_split_gets_the_whole_set_widths_as_its_fix(tmp_path):
     p = tmp_path / "two.yaml"
     p.write_text(yaml.safe_dump(d))
     rep = analyze(inspect_model(path), load_profile(str(p)), Settings(fusion="typical"))
-    c = next(c for c in rep.score.layers if c.layer.name == "pw")
+    return rep, next(c for c in rep.score.layers if c.layer.name == "pw")
+
+
+def test_an_uneven_thread_split_gets_the_whole_set_widths_as_its_fix(tmp_path):
+    """256 -> 80 at 14 x 14 on a two-thread blocked CPU (split 0.625, above): the fix offers the output
+    widths in whole 64-channel sets either side, each rescored (64: fewer MACs and an even split, so
+    faster; 128: 60% more MACs, yet the busy thread's work is unchanged, 14 rows of 4 blocks: the same
+    time), and no lane fix (its 15,680 outputs fill the 16 lanes; a bigger batch is not what it needs)."""
+    from dnnperf.fixes import Ctx, _even_thread_split, fixes_for
+
+    rep, c = _pointwise_on_two_threads(tmp_path, 256, 80, 14)
     fixes = fixes_for(c, Ctx(rep))
     ids = [f["id"] for f in fixes]
     assert "even_thread_split" in ids and "bigger_batch" not in ids and "shallower_wider" not in ids
@@ -795,14 +801,8 @@ def test_an_uneven_thread_split_gets_the_whole_set_widths_as_its_fix(tmp_path):
     assert "62% busy" in text and "80 -> 64 output channels: -" in text and "80 -> 128 output channels" in text
     assert next(f["saving_s"] for f in fixes if f["id"] == "even_thread_split") > 0
     # 64 channels (one whole set) over 7 rows: 4 rows and 3, 7 / 8 busy; no width to change, the rows named
-    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Conv", ["r", "w"], ["y"], name="pw")]
-    path = save(model(nodes, [vi("x", [1, 256, 7, 7])], [vi("y", None)], [weight("w", [64, 256, 1, 1])]), tmp_path,
-                "pw64.onnx")
-    rep = analyze(inspect_model(path), load_profile(str(p)), Settings(fusion="typical"))
-    c = next(c for c in rep.score.layers if c.layer.name == "pw")
+    rep, c = _pointwise_on_two_threads(tmp_path, 256, 64, 7)
     assert c.occupancy == pytest.approx(7 / 8)
-    from dnnperf.fixes import _even_thread_split
-
     text, saving = _even_thread_split(c, Ctx(rep))
     assert "88% busy" in text and "7 rows do not divide among 2 threads" in text and saving is None
 
@@ -812,17 +812,7 @@ def test_a_layer_its_math_bounds_still_gets_the_fix_for_a_large_split_loss(tmp_p
     by blocks, so its time is still mostly math (cause 'compute') but a quarter of it is
     idle threads: the report attaches the split's fix (compute-bound layers used to get none). Fixes that
     would save it less than 1% are not listed for such a layer."""
-    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Conv", ["r", "w"], ["y"], name="pw")]
-    path = save(model(nodes, [vi("x", [1, 512, 28, 28])], [vi("y", None)], [weight("w", [144, 512, 1, 1])]), tmp_path,
-                "pw144.onnx")
-    with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
-        d = yaml.safe_load(fh)
-    d["parallelism"]["compute_units"] = 2
-    d["cpu_layout"] = {"block": 16, "grouped_min_width": 16, "channel_alignment": 4}
-    p = tmp_path / "two.yaml"
-    p.write_text(yaml.safe_dump(d))
-    rep = analyze(inspect_model(path), load_profile(str(p)), Settings(fusion="typical"))
-    c = next(c for c in rep.score.layers if c.layer.name == "pw")
+    _, c = _pointwise_on_two_threads(tmp_path, 512, 144, 28)
     assert c.occupancy == pytest.approx(0.75) and c.cause == "compute"
     assert [f["id"] for f in c.fixes][:1] == ["even_thread_split"]
     assert all(f["saving_s"] is not None and f["saving_s"] >= 0.01 * c.time_s for f in c.fixes)
