@@ -17,6 +17,7 @@ from functools import lru_cache
 from math import ceil
 
 from dnnperf import rules
+from dnnperf.efficiency import FILTER_SET_BLOCKS, thread_split
 from dnnperf.gpu import unit_words
 from dnnperf.scoring import LayerCost, effective_precision, padded_channels, rescore, with_precision
 from dnnperf.vocab import HOST_SHAPE_FAMILIES
@@ -102,8 +103,6 @@ def _lane_occupancy(c: LayerCost, x: Ctx) -> float:
     """The share of the device's lanes the layer's outputs fill: its occupancy without a CPU
     convolution's thread split (``efficiency.thread_split``, offered its own fix), which more outputs
     of the same shape do not mend."""
-    from dnnperf.efficiency import thread_split
-
     return min(1.0, c.occupancy / thread_split(c.layer, x.hw))
 
 
@@ -127,8 +126,6 @@ def _bigger_batch(c: LayerCost, x: Ctx):
 def _even_thread_split(c: LayerCost, x: Ctx):
     """A calibrated CPU's blocked convolution whose threads split it unevenly
     (``efficiency.thread_split``): the output widths in whole filter sets either side, rescored."""
-    from dnnperf.efficiency import FILTER_SET_BLOCKS, thread_split
-
     w = c.layer.workload
     share = thread_split(c.layer, x.hw)
     if share >= 0.97 or w.family != "conv" or w.gemm is None or w.gemm.count != 1:
