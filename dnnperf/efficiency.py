@@ -147,6 +147,12 @@ WIDE_PRODUCT = 768
 # calibrate keeps its point only where the blocked layout's block is wider (``narrow_k1_timed``)
 NARROW_K1_CHANNELS = 8
 
+# the plain (unblocked) convolutions behind '<family>.unblocked_k<kernel>' (dnnperf.measure.micro times
+# them): (kernel, channels, side). Channel counts in no whole SIMD block, so the runtime expands their
+# input and runs one product per group, as it does for a grouped convolution the blocked layout refuses;
+# the channel count places the curve among the grouped widths (``_grouped_curves``)
+UNBLOCKED_CONVS = ((1, 58, 28), (3, 18, 56))
+
 
 def narrow_k1_timed(block: int) -> bool:
     """Whether calibrate times the 'conv.rgb_k1' point on a runtime with ``block``-channel blocks: its
@@ -326,12 +332,7 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     if w.family == "conv":
         return None  # a blocked one: the pixel curve (_pixel_efficiency) lowers the family's figure
     if w.family == "grouped_conv":
-        # stride-1 curves are 'grouped_conv.w<width>', stride-2 ones '...w<width>s2' (when measured)
-        curves = {}
-        for k, pts in hw.shape_efficiency.items():
-            if k.startswith("grouped_conv.w"):
-                width, _, stride = k.split(".w")[1].partition("s")
-                curves.setdefault(int(stride or 1), []).append((int(width), pts))
+        curves = _grouped_curves(w, hw)
         widths = sorted(curves.get(min(sh, 2)) or curves.get(1) or [])
         if not widths:
             return None
@@ -342,6 +343,41 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
         return None
     key = min(same_stride, key=lambda k: (abs(int(k.split(".k")[1].split("s")[0]) - max(kh, kw)), k))
     return rules.interp_log(pixels, hw.shape_efficiency[key])
+
+
+def _grouped_curves(w: Workload, hw: HardwareProfile) -> dict:
+    """The calibrated grouped curves a grouped convolution reads, by stride: 'grouped_conv.w<width>'
+    (stride 1) and '...w<width>s2' (stride 2), as [(width, points)]. Only the widths the blocked layout
+    treats as it treats this layer: the runtime runs a width it takes (a multiple of the measured
+    ``grouped_min_width``) with its blocked kernel and any other with its plain one (input expanded,
+    one product per group), whatever lies between the widths measured. A width of 24 on a 16-channel
+    block is plain: read between the narrower plain widths (4, 8) and the plain convolution of the
+    nearest kernel (``UNBLOCKED_CONVS``, its channels as the width), not between the blocked 16 and 32
+    (ONNX Runtime 1.32, AVX-512: RegNetY-1.6GF's 24-wide 3 x 3 layers took 2.0-2.4x the blocked
+    widths' estimate). Without a layout, or with no curve of the layer's kind: every width."""
+    every: dict = {}
+    for k, pts in hw.shape_efficiency.items():
+        if k.startswith("grouped_conv.w"):
+            width, _, stride = k.split(".w")[1].partition("s")
+            every.setdefault(int(stride or 1), []).append((int(width), pts))
+    if hw.cpu_layout is None:
+        return every
+    grouped_min = hw.cpu_layout[1]
+    blocked = not _unblocked(w, hw)
+    same = {st: [(gw, pts) for gw, pts in v if rules.grouped_width_blocked(gw, grouped_min) == blocked]
+            for st, v in every.items()}
+    if not blocked and w.conv:
+        kernel = max(w.conv[1], w.conv[2])
+        plain = [(abs(k - kernel), k, ch) for k, ch, _side in UNBLOCKED_CONVS
+                 if hw.shape_efficiency.get(f"conv.unblocked_k{k}")]
+        if plain:
+            _gap, k, ch = min(plain)
+            pts = hw.shape_efficiency[f"conv.unblocked_k{k}"]
+            for st in same:
+                if not any(gw >= ch for gw, _ in same[st]):
+                    same[st].append((ch, pts))
+    same = {st: v for st, v in same.items() if v}
+    return same or every
 
 
 # ONNX Runtime copies each input of a Concat on its thread pool only when the copy's estimated cost

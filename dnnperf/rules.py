@@ -351,5 +351,11 @@ def blocked_conv(w, block: int, grouped_min: int, align: int | None = None) -> b
     if w.family == "depthwise_conv":
         return cin % align == 0
     if groups > 1:
-        return cin_g >= grouped_min and cin_g % grouped_min == 0
+        return grouped_width_blocked(cin_g, grouped_min)
     return cin < block or cin % align == 0
+
+
+def grouped_width_blocked(width: int, grouped_min: int) -> bool:
+    """Whether a channel-blocked CPU runtime takes a grouped convolution of ``width`` channels per
+    group: from ``grouped_min`` (measured by calibrate) in whole multiples of it."""
+    return width >= grouped_min and width % grouped_min == 0

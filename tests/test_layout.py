@@ -1,5 +1,6 @@
 """The layout conversions a CPU runtime adds around its channel-blocked convolutions (dnnperf/layout.py)."""
 
+import math
 import os
 
 import pytest
@@ -307,6 +308,48 @@ def test_grouped_convolutions_take_the_curve_of_their_stride(tmp_path):
     assert shape_efficiency(*layer(2, {"grouped_conv.w8": {784: 0.2}})) == 0.2  # no stride-2 curve: stride 1's
     with pytest.raises(DnnperfError, match="grouped_conv.w<channels per group>\\[s<stride>\\]"):
         layer(2, {"grouped_conv.x8s2": {784: 0.1}})
+
+
+def test_a_grouped_width_the_blocked_layout_refuses_reads_the_plain_curves(tmp_path):
+    """ONNX Runtime takes a grouped convolution into its blocked layout only for a width (channels per
+    group) that is a whole multiple of the measured grouped_min_width (16 on AVX-512); any other width
+    runs the plain kernel, as the narrow widths and a plain convolution of odd channels do. So 24
+    channels per group read between the plain curves (8 wide, and the 18-channel plain 3 x 3
+    convolution behind 'conv.unblocked_k3'), not between the blocked 16 and 32; 48 (blocked) reads the
+    blocked ones only. Figures by hand from the made-up curves below (one pixel count, 784)."""
+    from dnnperf.efficiency import shape_efficiency
+
+    curves = {"grouped_conv.w8": {784: 0.2}, "grouped_conv.w16": {784: 0.7}, "grouped_conv.w32": {784: 0.9},
+              "conv.unblocked_k3": {3136: 0.4}}
+
+    def eff(width, curves=curves, layout=True):
+        with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
+            d = yaml.safe_load(fh)
+        d.update(name=f"gw{width}{layout}{len(curves)}", shape_efficiency=curves)
+        if layout:
+            d["cpu_layout"] = {"block": 16, "grouped_min_width": 16}
+        else:
+            d.pop("cpu_layout", None)
+        p = tmp_path / f"gw{width}{layout}{len(curves)}.yaml"
+        p.write_text(yaml.safe_dump(d))
+        ch = 4 * width  # four groups, 3 x 3 at 28 x 28
+        nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="g", pads=[1, 1, 1, 1], group=4)]
+        m = model(nodes, [vi("x", [1, ch, 28, 28])], [vi("y", None)], [weight("w", [ch, width, 3, 3])])
+        hw = load_profile(str(p))
+        rep = analyze(inspect_model(save(m, tmp_path, f"gw{width}.onnx")), hw, Settings(fusion="none"),
+                      with_fixes=False)
+        return shape_efficiency(next(c.layer for c in rep.score.layers if c.layer.op_type == "Conv"), hw)
+
+    assert eff(24) == pytest.approx(0.4)  # plain: past the 18-channel plain convolution, its figure
+    # 12 wide, plain: log-interpolated between 8 (0.2) and 18 (0.4)
+    assert eff(12) == pytest.approx(0.2 + (math.log(12) - math.log(8)) / (math.log(18) - math.log(8)) * 0.2)
+    assert eff(48) == pytest.approx(0.9)  # blocked: the widest blocked curve
+    assert eff(16) == pytest.approx(0.7) and eff(8) == pytest.approx(0.2)  # measured widths as measured
+    # no layout known: every width, as before (24 between 16 and 32)
+    assert eff(24, layout=False) == pytest.approx(0.7 + (math.log(24) - math.log(16)) / math.log(2) * 0.2)
+    # no plain curve of the layer's kind at all: every width rather than nothing
+    blocked_only = {k: v for k, v in curves.items() if k in ("grouped_conv.w16", "grouped_conv.w32")}
+    assert eff(24, blocked_only) == pytest.approx(0.7 + (math.log(24) - math.log(16)) / math.log(2) * 0.2)
 
 
 def test_a_blocked_depthwise_convolution_costs_its_channels_padded_to_the_block(tmp_path):

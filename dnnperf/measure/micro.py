@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 # the head width of the MatMul after the Softmax; min(N, K) of the matmul family's products
-from dnnperf.efficiency import NARROW_K1_CHANNELS, SUBNORMAL_COLUMNS, WIDE_PRODUCT
+from dnnperf.efficiency import NARROW_K1_CHANNELS, SUBNORMAL_COLUMNS, UNBLOCKED_CONVS, WIDE_PRODUCT
 from dnnperf.vocab import EPILOGUE_ACTIVATIONS, INT8_OPERANDS
 
 M_ROWS = (1, 4, 16, 49, 128, 512)
@@ -41,7 +41,7 @@ NK_DIMS = (8, 16, 24, 32, 48, 64)
 DEPTHWISE = ((3, 1, 112, 32), (3, 1, 28, 192), (3, 1, 7, 960), (3, 2, 56, 96), (3, 2, 14, 240),
              (5, 1, 28, 240), (5, 1, 7, 1152), (5, 2, 14, 240), (5, 2, 7, 672), (7, 1, 56, 96), (7, 1, 7, 768))
 # channel counts of 2 mod 4 fit no blocked layout (ONNX Runtime pads multiples of 4 up to its block)
-UNBLOCKED = ((1, 58, 28), (3, 18, 56))  # plain convolutions: (kernel, channels, side)
+UNBLOCKED = UNBLOCKED_CONVS  # plain convolutions: (kernel, channels, side)
 # LayerNorm over rows of these lengths (ConvNeXt and Swin stages, up to the 768-wide rows of a ViT),
 # as many elements as the norm family's representative ([1, 197, 768], the 768 point is that shape):
 # a normalisation also pays per row, so short rows run slower per element
