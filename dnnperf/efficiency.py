@@ -42,6 +42,20 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     return eff
 
 
+def blocked_batchnorm(layer: Layer, hw: HardwareProfile) -> bool:
+    """Whether a calibrated CPU runs this standing BatchNormalization (alone or with the activation it
+    takes) as its blocked layout's depthwise kernel: ONNX Runtime's NCHWc pass turns a 4-D
+    BatchNormalization over whole channel blocks into a 1 x 1 depthwise convolution. That kernel keeps
+    the pace per element the depthwise family was calibrated at (a 3 x 3 one: its nine multiplies per
+    element ride in the same loads), not the 'norm' figure of a row normalisation with its reductions:
+    DenseNet-161's 82 pre-activations ran 65-70 ps an element from 0.1 to 1.2 M elements (2-core EPYC,
+    AVX-512; the depthwise family ~75), where the norm figure had them at 2.0-2.5x their time."""
+    if hw.cpu_layout is None or layer.op_type.split("+", 1)[0] != "BatchNormalization":
+        return False
+    shape = layer.output_shape or ()
+    return len(shape) == 4 and shape[1] % hw.cpu_layout[0] == 0
+
+
 def _pairing_share(layer: Layer, hw: HardwareProfile, pairing: str) -> float:
     """The share of the int8 peak an integer product of ``pairing`` reaches. A float operator in QDQ
     form (a Conv between DequantizeLinear and QuantizeLinear nodes) keeps its float kernel as the
@@ -69,6 +83,8 @@ def _family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     if layer.op_type == "LayoutReorder" and "layout.reorder" in hw.shape_efficiency:
         return rules.interp_log(_reorder_pixels(layer), hw.shape_efficiency["layout.reorder"])
     eff = family = hw.efficiency.get(w.family, 1.0)
+    if blocked_batchnorm(layer, hw) and "depthwise_conv" in hw.efficiency:
+        return _op_or(layer, hw, hw.efficiency["depthwise_conv"])
     thin = 1.0  # the thin-product figure (few channels)
     if w.is_matrix and w.gemm is not None:
         g = w.gemm

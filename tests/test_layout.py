@@ -352,6 +352,40 @@ def test_a_grouped_width_the_blocked_layout_refuses_reads_the_plain_curves(tmp_p
     assert eff(24, blocked_only) == pytest.approx(0.7 + (math.log(24) - math.log(16)) / math.log(2) * 0.2)
 
 
+def test_a_standing_batchnorm_on_whole_blocks_runs_at_the_depthwise_kernels_pace(tmp_path):
+    """ONNX Runtime's blocked layout runs a standing BatchNormalization over whole channel blocks as a
+    1 x 1 depthwise convolution (DenseNet's pre-activations): it takes the depthwise family's figure,
+    not the 'norm' one (a row normalisation's). 24 channels on 16-channel blocks, or a profile with no
+    layout: the norm figure, as before. The fused Relu rides along either way."""
+    from dnnperf.efficiency import family_efficiency
+
+    def eff(ch, layout=True):
+        with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
+            d = yaml.safe_load(fh)
+        d.update(name=f"bn{ch}{layout}")
+        d["efficiency"] = {**d.get("efficiency", {}), "depthwise_conv": 0.5, "norm": 0.25}
+        if layout:
+            d["cpu_layout"] = {"block": 16, "grouped_min_width": 16}
+        else:
+            d.pop("cpu_layout", None)
+        p = tmp_path / f"bn{ch}{layout}.yaml"
+        p.write_text(yaml.safe_dump(d))
+        nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["t"], name="bn"),
+                 helper.make_node("Relu", ["t"], ["y"], name="r")]
+        m = model(nodes, [vi("x", [1, ch, 28, 28])], [vi("y", None)],
+                  [weight(n, [ch]) for n in ("s", "b", "m", "v")])
+        hw = load_profile(str(p))
+        rep = analyze(inspect_model(save(m, tmp_path, f"bn{ch}.onnx")), hw, Settings(fusion="typical"),
+                      with_fixes=False)
+        layer = next(c.layer for c in rep.score.layers if c.layer.op_type.startswith("BatchNormalization"))
+        assert layer.op_type == "BatchNormalization+Relu"
+        return family_efficiency(layer, hw)
+
+    assert eff(32) == 0.5
+    assert eff(24) == 0.25
+    assert eff(32, layout=False) == 0.25
+
+
 def test_a_blocked_depthwise_convolution_costs_its_channels_padded_to_the_block(tmp_path):
     """The blocked layout pads 24 channels to 32 (16-channel blocks) and the depthwise kernel computes,
     stores and moves all 32: measured 23.5 us against 25.6 for 32 channels (3 x 3, 56 x 56). A 24-channel
