@@ -404,8 +404,17 @@ def _grouped_curves(w: Workload, hw: HardwareProfile) -> dict:
 PARALLEL_COPY_CYCLES = 210_000
 
 
+# ONNX Runtime's CPU Split copies each output's rows with memcpy on the calling thread, never on its
+# thread pool (split.cc: one CopyMatrix per output): all of it at one thread's copy pace. Swin V2's
+# window rolls and qkv splits (2-core EPYC VM) took 2.2-3x the two-thread copy estimate
+SPLIT_KERNEL = "Split"
+
+
 def serial_pieces_share(w: Workload) -> float:
-    """Share of a Concat's elements in inputs small enough for a CPU runtime to copy with one thread."""
+    """Share of a Concat's elements in inputs small enough for a CPU runtime to copy with one thread
+    (a Split: all of them)."""
+    if w.kernel == SPLIT_KERNEL:
+        return 1.0
     total = sum(w.pieces)
     if not total:
         return 0.0
@@ -414,16 +423,16 @@ def serial_pieces_share(w: Workload) -> float:
 
 
 def serial_curve(w: Workload, hw: HardwareProfile):
-    """The calibrated one-thread copy curve ('movement.serial') when it applies to this Concat."""
-    if not w.pieces or not hw.shape_efficiency:
+    """The calibrated one-thread copy curve ('movement.serial') when it applies to this Concat or Split."""
+    if not (w.pieces or w.kernel == SPLIT_KERNEL) or not hw.shape_efficiency:
         return None
     curve = hw.shape_efficiency.get("movement.serial")
     return curve if curve and serial_pieces_share(w) > 0 else None
 
 
 def _concat_efficiency(w: Workload, hw: HardwareProfile, curve) -> float:
-    """A Concat whose small inputs are copied by one thread: those bytes at the 'movement.serial'
-    curve's fraction for the Concat's working set (KB read and written; calibrated on Concats of 16
+    """A Concat whose small inputs are copied by one thread (a Split: all of it): those bytes at the
+    'movement.serial' curve's fraction for the Concat's working set (KB read and written; calibrated on Concats of 16
     such inputs, so a few microseconds per input are in it), the rest at the movement family's figure
     (in cache; beyond it the bandwidth curve already holds the copy's pace). Time-weighted."""
     share = serial_pieces_share(w)

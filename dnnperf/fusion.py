@@ -389,7 +389,7 @@ def merge_siblings(layers: list, groups: list[list[str]], kernel: str = "Split")
         total = replace(ws[0], act_bytes_read=sum(w.act_bytes_read for w in ws),
                         weight_bytes=sum(w.weight_bytes for w in ws), bytes_written=sum(w.bytes_written for w in ws),
                         parallel_work=sum(w.parallel_work for w in ws), other_ops=sum(w.other_ops for w in ws),
-                        launches=1, pieces=())
+                        launches=1, pieces=(), kernel=kernel)  # the runtime's Split: a copy on one thread
         first = min(idx)
         merged[first] = replace(parts[0], name="+".join(p.name for p in parts), op_type=kernel,
                                 nodes=tuple(n for p in parts for n in p.nodes), workload=total,

@@ -86,6 +86,43 @@ def test_three_gathers_of_q_k_v_run_as_one_split(tmp_path):
     assert [op for op, _, _ in _layers(save(qkv((0, 1)), tmp_path, "b.onnx"))] == ["Relu", "Gather", "Gather"]
 
 
+def test_a_split_copies_on_one_thread_at_the_serial_copy_pace(tmp_path):
+    """ONNX Runtime's CPU Split copies every output with memcpy on the calling thread (split.cc, one
+    CopyMatrix per output), never on its pool: on a calibrated CPU it takes the one-thread copy curve
+    ('movement.serial', measured on one-thread Concat copies) for all its bytes, whether the graph
+    spells it as a Split or as sibling Slices the runtime fuses into one. A Slice on its own keeps the
+    movement family's figure. Curve and figures made up; the bytes by hand (8 x 16 x 16 floats read
+    and written: 16 KB, the curve's 16 KB point)."""
+    import os
+
+    import yaml
+    from dnnperf.efficiency import family_efficiency
+
+    prof = tmp_path / "serial.yaml"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d.update(name="serial", shape_efficiency={"movement.serial": {16: 0.4, 64: 0.5}})
+    d["efficiency"] = {**d.get("efficiency", {}), "movement": 0.9}
+    prof.write_text(yaml.safe_dump(d))
+    hw = load_profile(str(prof))
+
+    def eff(m, name):
+        insp = inspect_model(save(m, tmp_path, name))
+        rep = analyze(insp, hw, Settings(fusion="typical"), with_fixes=False)
+        layer = next(c.layer for c in rep.score.layers if c.layer.op_type in ("Split", "Slice"))
+        w = layer.workload
+        assert w.act_bytes_read + w.bytes_written == 2 * 8 * 16 * 16 * 4
+        return layer.op_type, family_efficiency(layer, hw)
+
+    split = model([n("Relu", ["x"], ["p"], name="relu"), n("Split", ["p"], ["a", "b"], name="split", axis=1)],
+                  [vi("x", [1, 8, 16, 16])], [vi("a", None), vi("b", None)], opset=17)
+    assert eff(split, "split.onnx") == ("Split", 0.4)
+    assert eff(_slices(((0, 4), (4, 8)), [1, 8, 16, 16]), "siblings.onnx") == ("Split", 0.4)
+    one = eff(_slices(((0, 8),), [1, 8, 16, 16]), "one.onnx")
+    assert one[0] == "Slice" and one[1] != 0.4
+
+
 def test_gpu_profiles_keep_the_slices(tmp_path):
     """The rewrite is ONNX Runtime's: a GPU profile's layers are the graph's."""
     layers = _layers(save(_slices(((0, 4), (4, 8)), [1, 8, 4, 4]), tmp_path), hw="t4")

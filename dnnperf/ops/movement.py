@@ -35,7 +35,8 @@ def movement(ctx: Ctx):
         return ctx.workload("movement", parallel=ctx.in_numel(2), kernel="ScatterElements")
     # ONNX Runtime rearranges pixels and channels one element at a time (loop_ns on a calibrated CPU:
     # DepthToSpace 0.6-2.6 ns an element on a 2-core EPYC VM by shape, SpaceToDepth 0.25-0.33)
-    kernel = ctx.node.op_type if ctx.node.op_type in ("DepthToSpace", "SpaceToDepth") else ""
+    # ... and splits on the calling thread alone (efficiency.SPLIT_KERNEL: the one-thread copy curve)
+    kernel = ctx.node.op_type if ctx.node.op_type in ("DepthToSpace", "SpaceToDepth", "Split") else ""
     return ctx.workload("movement", kernel=kernel)
 
 
