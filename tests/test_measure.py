@@ -1262,3 +1262,18 @@ def test_validate_sums_predicted_and_measured_by_kind_of_layer():
     for fmt in ("table", "md"):
         text = render(Document("validate", doc), fmt)
         assert "By kind of layer" in text and "LayoutReorder" in text and "3.00x" in text
+
+
+def test_the_predicted_top_k_counts_near_ties_in():
+    """A layer is in the predicted top-k when its predicted time reaches the k-th largest within 1%:
+    layers of one shape predict (near) one time, and which of them a measurement ranks first is noise.
+    By hand: 3 predicted layers at 10, 9.95 (a tie with 10 within 1%) and 9 ms; the top-1 holds the
+    first two; the top-2 the same two (9 is 10% short of 9.95); the top-3 all three; an empty table none."""
+    from dnnperf.measure.validate import predicted_top
+
+    pred = {"a": 10.0, "b": 9.95, "c": 9.0}
+    assert sorted(predicted_top(pred, 1)) == ["a", "b"]
+    assert sorted(predicted_top(pred, 2)) == ["a", "b"]
+    assert sorted(predicted_top(pred, 3)) == ["a", "b", "c"]
+    assert sorted(predicted_top(pred, 10)) == ["a", "b", "c"]
+    assert predicted_top({}, 5) == []
