@@ -406,16 +406,18 @@ def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
         from dnnperf.layout import laid_out
 
         layers = laid_out(insp.graph, layers, hw.cpu_layout, built if settings.fusion == "typical" else None)
+    from dnnperf.reuse import repeated_weight_bytes
+
+    repeated = repeated_weight_bytes(insp, layers)  # a weight several layers share is one weight on any device
     if prices_far_reads(hw):  # reads priced by how far back they were written
         from dataclasses import replace
 
-        from dnnperf.reuse import arena_bytes, repeated_weight_bytes, reuse_reads
+        from dnnperf.reuse import arena_bytes, reuse_reads
 
         reads = reuse_reads(insp, layers)
         layers = [replace(la, reads=reads[la.name]) if la.name in reads else la for la in layers]
-        return score(layers, hw, settings, insp.input_bytes, arena_bytes(insp, layers),
-                     repeated_weight_bytes(insp, layers))
-    return score(layers, hw, settings, insp.input_bytes)
+        return score(layers, hw, settings, insp.input_bytes, arena_bytes(insp, layers), repeated)
+    return score(layers, hw, settings, insp.input_bytes, repeated=repeated)
 
 
 def ranked(report: Report, top: int | None = None) -> list:

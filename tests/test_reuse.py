@@ -271,6 +271,23 @@ def test_layers_sharing_one_initializer_count_its_bytes_once_in_the_reach(tmp_pa
     assert bandwidth_for(1_060_864, hw) > 90e9 and bandwidth_for(8_401_920, hw) == 20e9
 
 
+def test_a_gpu_counts_a_shared_weight_once_in_its_residency_and_footprint(tmp_path):
+    """The same eight MatMuls on one 1,048,576-byte weight, on a T4 (4 MB of L2, three quarters of it
+    usable: 3,145,728 bytes): shared, the network's weights are 1 MB and stay in the L2 between
+    inferences, its footprint 1,048,576 + 8 x 1,024 bytes; eight distinct weights (8 MB) do not fit, and
+    their footprint is 8 x 1,048,576 + 8 x 1,024."""
+    hw = load_profile("t4")
+    for shared in (True, False):
+        nodes = [helper.make_node("MatMul", ["x", "w" if shared else f"w{i}"], [f"y{i}"], name=f"fc{i}")
+                 for i in range(8)]
+        ws = [weight("w", [1024, 256])] if shared else [weight(f"w{i}", [1024, 256]) for i in range(8)]
+        p = save(model(nodes, [vi("x", [1, 1024])], [vi(f"y{i}", None) for i in range(8)], ws), tmp_path,
+                 f"gpu{shared}.onnx")
+        sc = analyze(inspect_model(p), hw, Settings(), with_fixes=False).score
+        assert sc.footprint == (1 if shared else 8) * 1_048_576 + 8 * 1_024
+        assert sc.weights_resident is shared
+
+
 def test_a_profile_calibrated_before_the_exposure_was_settled_says_its_convolutions_may_pay_it_twice(tmp_path):
     """A calibration before calibrate.settle_exposure read its convolution shape figures with the
     exposure inside them (its `measured` record has no exposure_rounds): a convolution reached from
