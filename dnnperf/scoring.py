@@ -126,6 +126,8 @@ class Score:
     footprint: int = 0  # bytes the network reads and writes per inference (weights + activations written)
     weights_resident: bool = False  # whether its weights stay on chip between inferences
     weight_reach: int = 0  # distinct bytes one inference touches (weights + activation buffers); 0: not priced
+    arena: int = 0  # the activation buffers' share of weight_reach (dnnperf.reuse.arena_bytes)
+    repeated: int = 0  # weight bytes the layers' sum counts twice (shared initializers), counted once
 
 
 def precision_of(w: Workload) -> str:
@@ -218,6 +220,7 @@ class LayerState:
     kernels: int = 0
     footprint: int = 0  # bytes the whole network reads and writes per inference (weights + activations written)
     weight_reach: int = 0  # how far back a weight was last read (rules.memory_time); 0: from DRAM
+    arena: int = 0  # the activation buffers within that reach (rules.weight_bandwidth)
     clock: float = 1.0  # the share of the boost clock the layer's math runs at
     t_bias: float = 0.0  # traffic time of a convolution's separate bias kernel (_gpu_bias_pass)
     t_before_bias: float = 0.0
@@ -267,7 +270,7 @@ def _memory(s: LayerState) -> float:
     # a blocked layer's padded channels (and their filters) are stored, read and written too
     s.t_memory = rules.memory_time(round((s.w.act_bytes_read + s.w.bytes_written) / s.block_fill),
                                    round(s.w.weight_bytes / s.block_fill), s.hw, s.weights_resident,
-                                   s.weight_reach)
+                                   s.weight_reach, s.arena)
     if s.w.step_reads:  # at the bandwidth of a working set that size (the cache's, where it fits)
         s.t_memory += _step_reads_time(s.w, rules.bandwidth_for(s.w.step_reads, s.hw))
     if s.layer.reads and rules.prices_far_reads(s.hw):
@@ -762,10 +765,11 @@ FALLBACK_STEPS: tuple[Step, ...] = (
 
 def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
                 weights_resident: bool = False, runtime: str = "eager", footprint: int = 0,
-                weight_reach: int = 0) -> LayerCost:
+                weight_reach: int = 0, arena: int = 0) -> LayerCost:
     """Time and loss breakdown of one layer on ``hw`` (see the module docstring); ``footprint``: the
     bytes its network reads and writes per inference (0: the layer alone); ``weight_reach``: the
-    distinct bytes between two reads of a weight (``rules.memory_time``; 0: weights from DRAM)."""
+    distinct bytes between two reads of a weight (``rules.memory_time``; 0: weights from DRAM), ``arena``
+    the activation buffers among them."""
     w = layer.workload
     prec = effective_precision(w, hw, precision)
     losses = {k: 0.0 for k in LOSS_KEYS}
@@ -775,7 +779,7 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
         return _host_shape(layer, hw, prec, losses)
     s = LayerState(layer, w, hw, prec, weights_resident, runtime=runtime,
                    footprint=footprint or w.weight_bytes + w.act_bytes_read + w.bytes_written,
-                   weight_reach=weight_reach)
+                   weight_reach=weight_reach, arena=arena)
     _, _, rate, _ = rules.pick_unit(hw, prec, w.is_matrix, w.gemm)
     s.t = s.t_ideal = w.ops / max(hw.headline_rate, rate)
     fallback = hw.accelerator_families is not None and hw.fallback is not None and w.family not in hw.accelerator_families
@@ -915,7 +919,7 @@ def _workload_key(layer: Layer) -> tuple | None:
 
 
 def _score_all(layers: list[Layer], hw: HardwareProfile, precision, resident: bool, runtime: str,
-               footprint: int = 0, reach: int = 0) -> list[LayerCost]:
+               footprint: int = 0, reach: int = 0, arena: int = 0) -> list[LayerCost]:
     """Score every layer; layers identical in everything scoring reads (a decoder's 80 equal blocks)
     are scored once and the result copied."""
     memo: dict = {}
@@ -924,7 +928,7 @@ def _score_all(layers: list[Layer], hw: HardwareProfile, precision, resident: bo
         key = _workload_key(l)
         hit = memo.get(key) if key is not None else None
         if hit is None:
-            c = score_layer(l, hw, precision, resident, runtime, footprint, reach)
+            c = score_layer(l, hw, precision, resident, runtime, footprint, reach, arena if reach else 0)
             if key is not None:
                 memo[key] = c
         else:
@@ -955,7 +959,7 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
     # what one inference reads and writes: every weight once, every activation it writes
     footprint = distinct + sum(l.workload.bytes_written for l in layers)
     reach = distinct + arena if arena else 0
-    costs = _score_all(layers, hw, settings.precision, resident, settings.runtime, footprint, reach)
+    costs = _score_all(layers, hw, settings.precision, resident, settings.runtime, footprint, reach, arena)
     if hw.kind == "gpu":
         _queue_on_stream(costs)
     compute_total = sum(c.time_s for c in costs)
@@ -993,7 +997,8 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
         "throughput_per_s": (settings.batch or 1) / latency if latency > 0 else 0.0,
         "mean_occupancy": _weighted_occupancy(costs),
     }
-    return Score(board, settings, costs, input_bytes, t_in, totals, losses, footprint, resident, reach)
+    return Score(board, settings, costs, input_bytes, t_in, totals, losses, footprint, resident, reach,
+                 arena if reach else 0, repeated)
 
 
 def _peak_basis(hw: HardwareProfile, costs: list[LayerCost]) -> tuple[float, str]:
@@ -1018,7 +1023,8 @@ def rescore(c: LayerCost, layer: Layer, sc: Score, precision: str | None, hw: Ha
     from dnnperf import gpu
 
     hw = gpu.board_share(hw or sc.hw, sc.settings.batch)[0]  # the dies the batch runs on (the profile elsewhere)
-    c2 = score_layer(layer, hw, precision, sc.weights_resident, sc.settings.runtime, sc.footprint, sc.weight_reach)
+    c2 = score_layer(layer, hw, precision, sc.weights_resident, sc.settings.runtime, sc.footprint, sc.weight_reach,
+                     sc.arena)
     if hw.kind == "gpu" and c.unit != "host" and c2.unit != "host":
         _retime(c2, c2.t_device + max(0.0, c.time_s - c.t_device))
     return c2

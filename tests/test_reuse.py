@@ -196,12 +196,19 @@ def test_a_grouped_convolution_waits_for_its_far_weights_as_a_plain_one_does(tmp
 def test_weights_come_back_from_where_the_network_reach_puts_them():
     hw = _calibrated_like()
     w = 1_000_000
-    # reached within 1 MB: the curve's 100 GB/s (10 us); at 2 MB the curve's 60 GB/s (16.7 us); past
-    # its 4 MB end, or with no reach known, DRAM's 20 GB/s (50 us)
+    # reached within the 1 MB cache: the curve's 100 GB/s (10 us); past its 4 MB end, or with no reach
+    # known, DRAM's 20 GB/s (50 us)
     assert memory_time(0, w, hw, weight_reach=1_000_000) == pytest.approx(w / 100e9)
-    assert memory_time(0, w, hw, weight_reach=2_000_000) == pytest.approx(w / 60e9)
     assert memory_time(0, w, hw, weight_reach=8_000_000) == pytest.approx(w / 20e9)
     assert memory_time(0, w, hw) == pytest.approx(w / 20e9)
+    # between: the cache holds what the activation buffers leave of it. 2 MB of weights alone: half
+    # of them held (1 MB of room), at 100 GB/s, the other half at 20: 1 / (0.5 / 100 + 0.5 / 20) GB/s
+    assert memory_time(0, w, hw, weight_reach=2_000_000) == pytest.approx(w / (1 / (0.5 / 100e9 + 0.5 / 20e9)))
+    # 1.5 MB of weights and a 0.5 MB arena: 0.5 MB of room, a third of them held
+    assert memory_time(0, w, hw, weight_reach=2_000_000, arena=500_000) == \
+        pytest.approx(w / (1 / (1 / 3 / 100e9 + 2 / 3 / 20e9)))
+    # buffers that fill the cache on their own leave no room: DRAM's
+    assert memory_time(0, w, hw, weight_reach=2_000_000, arena=1_200_000) == pytest.approx(w / 20e9)
     # a profile without a curve (a spec sheet) reads them from DRAM whatever the reach
     plain = load_profile("cpu-avx2")
     assert memory_time(0, w, plain, weight_reach=1_000_000) == pytest.approx(w / plain.dram_bps)
@@ -226,20 +233,26 @@ def test_arena_bytes_by_hand(tmp_path):
 
 
 def test_a_small_network_reads_its_classifier_from_the_cache(tmp_path):
-    """A matrix-vector classifier (1,024 -> 256: 1,048,576 bytes of weights) in a network run again and
-    again: its input (4,096 bytes) and output (1,024) are all it touches besides the weights, so each
-    weight comes back 1,053,696 bytes later: the curve's figure there (100 - 80 x log4(1.053696) GB/s),
-    not DRAM's 20. The same product with 16 MB of weights reaches past the curve: DRAM."""
-    import math
-
+    """A matrix-vector classifier in a network run again and again: its input (4 x 1,024 bytes) and
+    output (4 x n) are its activation buffers (the arena), and each weight comes back weights + arena
+    bytes later. 1,024 -> 192 (786,432 bytes of weights): it all fits the 1 MB cache, the curve's 100
+    GB/s there. 1,024 -> 512 (2,097,152 bytes, arena 6,144): past the cache, which holds
+    (1,000,000 - 6,144) / 2,097,152 of the weights (at the full cache's 100 GB/s), the rest at DRAM's
+    20. 4,096 -> 1,024 (16 MB) reaches past the curve: DRAM."""
     hw = _calibrated_like()
-    for k, n in ((1024, 256), (4096, 1024)):
+    for k, n in ((1024, 192), (1024, 512), (4096, 1024)):
         p = save(model([helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")], [vi("x", [1, k])],
-                       [vi("y", None)], [weight("w", [k, n])]), tmp_path, f"fc{k}.onnx")
+                       [vi("y", None)], [weight("w", [k, n])]), tmp_path, f"fc{k}_{n}.onnx")
         sc = analyze(inspect_model(p), hw, Settings(), with_fixes=False).score
         wb, act = 4 * k * n, 4 * k + 4 * n
-        assert sc.weight_reach == wb + act
-        bps = 100e9 - 80e9 * math.log(sc.weight_reach / 1e6) / math.log(4) if sc.weight_reach <= 4e6 else 20e9
+        assert sc.weight_reach == wb + act and sc.arena == act
+        if n == 192:
+            bps = 100e9
+        elif n == 512:
+            held = (1_000_000 - 6_144) / 2_097_152
+            bps = 1 / (held / 100e9 + (1 - held) / 20e9)
+        else:
+            bps = 20e9
         assert sc.layers[0].t_memory == pytest.approx(act / bandwidth_for(act, hw) + wb / bps, rel=1e-9)
     assert sc.weight_reach > 4e6  # the large one: from DRAM
     # a shipped profile (no curve) knows no reach
