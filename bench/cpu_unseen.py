@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--set", choices=("held_out", "tune", "fresh", "all", "every"), default="all",
                     help="all: held_out and tune (the issue's series); fresh: the later set no constant is fitted on; every: all three")
     ap.add_argument("--quick", action="store_true", help="quick calibration (a smoke test, not the figures)")
-    ap.add_argument("--json", help="write every run's rows here")
+    ap.add_argument("--json", help="write every run's rows here (and run N's calibrated profile to <json stem>.runN.yaml)")
     ap.add_argument("--models", help="a folder of .onnx models to use instead of bench/models/cpu (one set, 'given')")
     ap.add_argument("--threads", type=int, default=None,
                     help="intra-op threads for calibrate and validate alike (default: ONNX Runtime's, one per core)")
@@ -88,6 +88,8 @@ def main() -> None:
         prof = calibrate(quick=a.quick, threads=a.threads, strict=False)
         figures.append(flat(prof))
         path = os.path.join(tempfile.mkdtemp(), "local.yaml")
+        if a.json:  # kept next to the rows: the run's estimates can be made again from the same profile
+            path = f"{os.path.splitext(a.json)[0]}.run{run}.yaml"
         with open(path, "w") as fh:
             yaml.safe_dump(prof, fh, sort_keys=False)
         hw = load_profile(path)
