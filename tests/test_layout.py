@@ -310,6 +310,23 @@ def test_grouped_convolutions_take_the_curve_of_their_stride(tmp_path):
         layer(2, {"grouped_conv.x8s2": {784: 0.1}})
 
 
+def _avx2_with(tmp_path, name, layout=True, efficiency=None, **fields):
+    """cpu-avx2 with ``fields`` replaced, its ``efficiency`` figures updated, and a 16-channel blocked
+    layout (grouped widths from 16) or none, written under ``tmp_path`` and loaded."""
+    with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
+        d = yaml.safe_load(fh)
+    d.update(name=name, **fields)
+    if efficiency:
+        d["efficiency"] = {**d.get("efficiency", {}), **efficiency}
+    if layout:
+        d["cpu_layout"] = {"block": 16, "grouped_min_width": 16}
+    else:
+        d.pop("cpu_layout", None)
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(d))
+    return load_profile(str(p))
+
+
 def test_a_grouped_width_the_blocked_layout_refuses_reads_the_plain_curves(tmp_path):
     """ONNX Runtime takes a grouped convolution into its blocked layout only for a width (channels per
     group) that is a whole multiple of the measured grouped_min_width (16 on AVX-512); any other width
@@ -323,19 +340,10 @@ def test_a_grouped_width_the_blocked_layout_refuses_reads_the_plain_curves(tmp_p
               "conv.unblocked_k3": {3136: 0.4}}
 
     def eff(width, curves=curves, layout=True):
-        with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
-            d = yaml.safe_load(fh)
-        d.update(name=f"gw{width}{layout}{len(curves)}", shape_efficiency=curves)
-        if layout:
-            d["cpu_layout"] = {"block": 16, "grouped_min_width": 16}
-        else:
-            d.pop("cpu_layout", None)
-        p = tmp_path / f"gw{width}{layout}{len(curves)}.yaml"
-        p.write_text(yaml.safe_dump(d))
+        hw = _avx2_with(tmp_path, f"gw{width}{layout}{len(curves)}", layout, shape_efficiency=curves)
         ch = 4 * width  # four groups, 3 x 3 at 28 x 28
         nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="g", pads=[1, 1, 1, 1], group=4)]
         m = model(nodes, [vi("x", [1, ch, 28, 28])], [vi("y", None)], [weight("w", [ch, width, 3, 3])])
-        hw = load_profile(str(p))
         rep = analyze(inspect_model(save(m, tmp_path, f"gw{width}.onnx")), hw, Settings(fusion="none"),
                       with_fixes=False)
         return shape_efficiency(next(c.layer for c in rep.score.layers if c.layer.op_type == "Conv"), hw)
@@ -360,21 +368,11 @@ def test_a_standing_batchnorm_on_whole_blocks_runs_at_the_depthwise_kernels_pace
     from dnnperf.efficiency import family_efficiency
 
     def eff(ch, layout=True):
-        with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
-            d = yaml.safe_load(fh)
-        d.update(name=f"bn{ch}{layout}")
-        d["efficiency"] = {**d.get("efficiency", {}), "depthwise_conv": 0.5, "norm": 0.25}
-        if layout:
-            d["cpu_layout"] = {"block": 16, "grouped_min_width": 16}
-        else:
-            d.pop("cpu_layout", None)
-        p = tmp_path / f"bn{ch}{layout}.yaml"
-        p.write_text(yaml.safe_dump(d))
+        hw = _avx2_with(tmp_path, f"bn{ch}{layout}", layout, efficiency={"depthwise_conv": 0.5, "norm": 0.25})
         nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["t"], name="bn"),
                  helper.make_node("Relu", ["t"], ["y"], name="r")]
         m = model(nodes, [vi("x", [1, ch, 28, 28])], [vi("y", None)],
                   [weight(n, [ch]) for n in ("s", "b", "m", "v")])
-        hw = load_profile(str(p))
         rep = analyze(inspect_model(save(m, tmp_path, f"bn{ch}.onnx")), hw, Settings(fusion="typical"),
                       with_fixes=False)
         layer = next(c.layer for c in rep.score.layers if c.layer.op_type.startswith("BatchNormalization"))

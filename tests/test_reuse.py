@@ -259,6 +259,15 @@ def test_a_small_network_reads_its_classifier_from_the_cache(tmp_path):
     assert analyze(inspect_model(p), load_profile("cpu-avx2"), Settings(), with_fixes=False).score.weight_reach == 0
 
 
+def _eight_products(tmp_path, shared: bool, tag: str) -> str:
+    """Eight MatMuls from x [1, 1024] into outputs of their own (all graph outputs), reading one
+    1,024 x 256 weight (``shared``) or eight distinct ones; the saved model's path."""
+    nodes = [helper.make_node("MatMul", ["x", "w" if shared else f"w{i}"], [f"y{i}"], name=f"fc{i}") for i in range(8)]
+    ws = [weight("w", [1024, 256])] if shared else [weight(f"w{i}", [1024, 256]) for i in range(8)]
+    return save(model(nodes, [vi("x", [1, 1024])], [vi(f"y{i}", None) for i in range(8)], ws), tmp_path,
+                f"{tag}{shared}.onnx")
+
+
 def test_layers_sharing_one_initializer_count_its_bytes_once_in_the_reach(tmp_path):
     """Eight MatMuls reading one 1,024 x 256 weight (1,048,576 bytes), each from the model input x [1, 1024]
     (4,096 bytes) into an output of its own (1,024 bytes, all graph outputs: live to the end), as
@@ -269,12 +278,7 @@ def test_layers_sharing_one_initializer_count_its_bytes_once_in_the_reach(tmp_pa
 
     hw = _calibrated_like()
     for shared in (True, False):
-        nodes = [helper.make_node("MatMul", ["x", "w" if shared else f"w{i}"], [f"y{i}"], name=f"fc{i}")
-                 for i in range(8)]
-        ws = [weight("w", [1024, 256])] if shared else [weight(f"w{i}", [1024, 256]) for i in range(8)]
-        p = save(model(nodes, [vi("x", [1, 1024])], [vi(f"y{i}", None) for i in range(8)], ws), tmp_path,
-                 f"shared{shared}.onnx")
-        insp = inspect_model(p)
+        insp = inspect_model(_eight_products(tmp_path, shared, "cpu"))
         layers = build_layers(insp)
         sc = analyze(insp, hw, Settings(), with_fixes=False).score
         assert repeated_weight_bytes(insp, layers) == (7 * 1_048_576 if shared else 0)
@@ -291,12 +295,7 @@ def test_a_gpu_counts_a_shared_weight_once_in_its_residency_and_footprint(tmp_pa
     their footprint is 8 x 1,048,576 + 8 x 1,024."""
     hw = load_profile("t4")
     for shared in (True, False):
-        nodes = [helper.make_node("MatMul", ["x", "w" if shared else f"w{i}"], [f"y{i}"], name=f"fc{i}")
-                 for i in range(8)]
-        ws = [weight("w", [1024, 256])] if shared else [weight(f"w{i}", [1024, 256]) for i in range(8)]
-        p = save(model(nodes, [vi("x", [1, 1024])], [vi(f"y{i}", None) for i in range(8)], ws), tmp_path,
-                 f"gpu{shared}.onnx")
-        sc = analyze(inspect_model(p), hw, Settings(), with_fixes=False).score
+        sc = analyze(inspect_model(_eight_products(tmp_path, shared, "gpu")), hw, Settings(), with_fixes=False).score
         assert sc.footprint == (1 if shared else 8) * 1_048_576 + 8 * 1_024
         assert sc.weights_resident is shared
 
