@@ -56,20 +56,24 @@ def shared_copy(data: bytes) -> tuple[bytes, int, int]:
 
 
 def timed(jobs: dict, rounds: int, runs: int = 25) -> dict:
-    from dnnperf.measure.ort import robust_median
+    """{name: (model bytes, feeds)} -> {name: median over rounds of each round's robust median}. A
+    session lives only while its model is timed: an idle session's worker threads keep spinning and
+    would slow the other one."""
+    from dnnperf.measure.ort import robust_median, session
 
-    for sess, feeds in jobs.values():
-        for _ in range(20):
-            sess.run(None, feeds)
     seen: dict[str, list] = {k: [] for k in jobs}
     for _ in range(rounds):
-        for k, (sess, feeds) in jobs.items():
+        for k, (data, feeds) in jobs.items():
+            sess = session(data, None)
+            for _ in range(5):
+                sess.run(None, feeds)
             ts = []
             for _ in range(runs):
                 t = time.perf_counter()
                 sess.run(None, feeds)
                 ts.append(time.perf_counter() - t)
             seen[k].append(robust_median(ts))
+            del sess
     return {k: statistics.median(v) for k, v in seen.items()}
 
 
@@ -101,7 +105,7 @@ def main() -> None:
 
     from dnnperf.hardware import load_profile
     from dnnperf.load import load_graph
-    from dnnperf.measure.ort import feeds_for, runnable_bytes, session
+    from dnnperf.measure.ort import feeds_for, runnable_bytes
 
     hw = load_profile(args.hw)
     dram = hw.dram_gbs * 1e9
@@ -112,7 +116,7 @@ def main() -> None:
         data = runnable_bytes(path)
         feeds = feeds_for(load_graph(path))
         shared, moved, saved = shared_copy(data)
-        t = timed({"own": (session(data, None), feeds), "shared": (session(shared, None), feeds)}, args.rounds)
+        t = timed({"own": (data, feeds), "shared": (shared, feeds)}, args.rounds)
         est, near, weights = estimates(path, hw)
         per_mb = (t["own"] - t["shared"]) / max(saved / 1e6, 1e-9) * 1e6
         print(f"{name:22s} {weights / 1e6:6.1f}MB {saved / 1e6:5.1f}MB {t['own'] * 1e3:8.3f} {t['shared'] * 1e3:9.3f} "
