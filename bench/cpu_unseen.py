@@ -65,6 +65,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="quick calibration (a smoke test, not the figures)")
     ap.add_argument("--json", help="write every run's rows here (and run N's calibrated profile to <json stem>.runN.yaml)")
     ap.add_argument("--models", help="a folder of .onnx models to use instead of bench/models/cpu (one set, 'given')")
+    ap.add_argument("--retry-unsteady", type=int, default=3,
+                    help="measure a model again (after 20 s) while validate finds the machine out of its calibrated "
+                         "state, up to this many times (as validate --retry-unsteady)")
     ap.add_argument("--threads", type=int, default=None,
                     help="intra-op threads for calibrate and validate alike (default: ONNX Runtime's, one per core)")
     a = ap.parse_args()
@@ -101,7 +104,7 @@ def main() -> None:
         for s in chosen:
             for name in sets[s]:
                 d = validate(os.path.join(models, f"{name}.onnx"), hw, ShapeOverrides(batch=1), threads=a.threads,
-                             strict=False)
+                             strict=False, steady_retries=a.retry_unsteady)
                 d["set"] = s
                 rows[name] = d
                 sp = d.get("speed_vs_calibration") or {}
@@ -110,7 +113,8 @@ def main() -> None:
                       f"{d['spread'] * 100:4.1f}%  top5-in-top10 {d['top5_inside_predicted_top10']}"
                       + (f"  speed now x{sp['compute']:.3f} / x{sp['memory']:.3f}, as calibrated "
                          f"{_as_calibrated(d)['error'] * 100:+6.1f}%" if sp else "")
-                      + ("  UNRELIABLE" if _unreliable(d) else ""), flush=True)
+                      + ("  UNRELIABLE" if _unreliable(d) else "")
+                      + (f"  (measured {d['remeasured'] + 1} times)" if d.get("remeasured") else ""), flush=True)
         for s in chosen:
             print(f"  run {run} {s:<8}: " + summarise([r for r in rows.values() if r["set"] == s]), flush=True)
             steady = [r for r in rows.values() if r["set"] == s and not _unreliable(r)]

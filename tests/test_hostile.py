@@ -257,6 +257,7 @@ def test_zero_tile(tmp_path):
     (["validate", RESNET, "--hw", "cpu-avx2", "--threads", "-2"], "--threads"),
     (["validate", RESNET, "--hw", "cpu-avx2", "--threads", "0"], "--threads"),
     (["validate", RESNET, "--hw", "cpu-avx2", "--threads", "100000"], "logical CPU"),
+    (["validate", RESNET, "--hw", "cpu-avx2", "--retry-unsteady", "-1"], "--retry-unsteady"),
     (["calibrate", "-o", "never-written.yaml", "--threads", "100000"], "logical CPU"),
 ])
 def test_bad_flags(args, needle):

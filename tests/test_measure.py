@@ -1277,3 +1277,49 @@ def test_the_predicted_top_k_counts_near_ties_in():
     assert sorted(predicted_top(pred, 3)) == ["a", "b", "c"]
     assert sorted(predicted_top(pred, 10)) == ["a", "b", "c"]
     assert predicted_top({}, 5) == []
+
+
+def test_validate_measures_again_while_the_machine_is_out_of_its_calibrated_state(tmp_path, local_profile,
+                                                                                   monkeypatch):
+    """With steady_retries N, a measurement whose anchors moved past 25% since calibration (here the
+    memory anchor at half its calibrated time: x2 faster, as the 2-core VM's slow state reads) is taken
+    again after a wait, up to N times; the JSON counts the repeats and the last measurement is the one
+    reported. Without retries, or when the machine stays out of its state, the UNRELIABLE note stays.
+    Measurements faked: only the protocol is checked."""
+    import importlib
+
+    val = importlib.import_module("dnnperf.measure.validate")
+    hw = load_profile(local_profile[1])
+    anchors = val.anchors_of(hw, None)
+    path = save(conv_model(8, 8, 8, 8, 3), tmp_path, "m.onnx")
+
+    def run(states, retries):
+        calls, waits = [], []
+
+        def fake_measure(*a, **kw):
+            memory = states[min(len(calls), len(states) - 1)]
+            calls.append(memory)
+            times = {"model": 1e-3 * (2 if memory != 1 else 1)}
+            for mb, t in anchors:
+                times[f"anchor:{mb.name}"] = t / (memory if mb.role == "dram" else 1.0)
+            return times["model"], {}, {"times": times, "rounds": 3, "settled": True, "spread": {"model": 0.01},
+                                        "profiler_inflation_us": 0.0}
+
+        monkeypatch.setattr(val, "measure", fake_measure)
+        monkeypatch.setattr(val.time, "sleep", waits.append)
+        d = val.validate(path, hw, ShapeOverrides(), runs=3, strict=False, steady_retries=retries, wait_s=20.0)
+        return d, calls, waits
+
+    # slow state once, then back: measured twice, one 20 s wait, the second measurement reported
+    d, calls, waits = run([2.0, 1.0], 3)
+    assert calls == [2.0, 1.0] and waits == [20.0] and d["remeasured"] == 1
+    assert d["measured_s"] == pytest.approx(1e-3) and d["speed_vs_calibration"]["memory"] == pytest.approx(1.0)
+    assert not any(n.startswith("UNRELIABLE") for n in d["notes"])
+    # no retries asked: one measurement, flagged
+    d, calls, waits = run([2.0, 1.0], 0)
+    assert calls == [2.0] and waits == [] and d["remeasured"] == 0
+    assert any(n.startswith("UNRELIABLE") for n in d["notes"])
+    # still out of its state after every retry: 1 + 2 measurements, two waits, still flagged
+    d, calls, waits = run([2.0], 2)
+    assert calls == [2.0, 2.0, 2.0] and waits == [20.0, 20.0] and d["remeasured"] == 2
+    assert any(n.startswith("UNRELIABLE") for n in d["notes"])

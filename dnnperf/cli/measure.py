@@ -93,6 +93,10 @@ def validate(
                                    "estimate for the machine's speed now (a calibrated profile only); "
                                    "--no-drift: as calibrated.")] = True,
     accept_noisy: AcceptNoisy = False,
+    retry_unsteady: Annotated[int, typer.Option(
+        "--retry-unsteady", help="When an anchor micro-benchmark moved by more than 25% since calibration (the "
+                                 "machine is not in the state it was calibrated in: the UNRELIABLE note), wait 20 s "
+                                 "and measure again, up to this many times.")] = 0,
     fmt: Format = None,
     output: Output = None,
     quiet: Quiet = False,
@@ -128,7 +132,10 @@ def validate(
         from dnnperf.llm.phases import PhaseRequest, phase_overrides
 
         ov = phase_overrides(model, PhaseRequest(phase, prompt, context), ov)
-    d = run_validate(model, profile, ov, threads, runs, strict=not accept_noisy, drift=drift)
+    if retry_unsteady < 0:
+        raise DnnperfError(f"--retry-unsteady must be 0 or more, got {retry_unsteady}")
+    d = run_validate(model, profile, ov, threads, runs, strict=not accept_noisy, drift=drift,
+                     steady_retries=retry_unsteady)
     notes = tuple(d.get("notes", ()))
     if not d["settled"]:
         notes = (_unsettled_note(d["rounds"], d["spread"]),) + notes
