@@ -928,7 +928,7 @@ def _score_all(layers: list[Layer], hw: HardwareProfile, precision, resident: bo
         key = _workload_key(l)
         hit = memo.get(key) if key is not None else None
         if hit is None:
-            c = score_layer(l, hw, precision, resident, runtime, footprint, reach, arena if reach else 0)
+            c = score_layer(l, hw, precision, resident, runtime, footprint, reach, arena)
             if key is not None:
                 memo[key] = c
         else:
@@ -997,8 +997,7 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
         "throughput_per_s": (settings.batch or 1) / latency if latency > 0 else 0.0,
         "mean_occupancy": _weighted_occupancy(costs),
     }
-    return Score(board, settings, costs, input_bytes, t_in, totals, losses, footprint, resident, reach,
-                 arena if reach else 0, repeated)
+    return Score(board, settings, costs, input_bytes, t_in, totals, losses, footprint, resident, reach, arena, repeated)
 
 
 def _peak_basis(hw: HardwareProfile, costs: list[LayerCost]) -> tuple[float, str]:
