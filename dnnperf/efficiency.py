@@ -8,7 +8,7 @@ other than Relu (``epilogue_pass``), the subnormal values of a -100 attention ma
 (``subnormal_time``), and how evenly the runtime's static split keeps the threads of a blocked
 convolution busy (``thread_split``). Each rule is a small function with its evidence in its docstring.
 
-Why one module of ~450 lines: every rule here reads the same calibrated tables and the same test of
+Why one module of ~530 lines: every rule here reads the same calibrated tables and the same test of
 whether the CPU's blocked layout takes a convolution (``_unblocked``, ``reads_image``); apart, each
 module would import that test from the other.
 """
@@ -305,14 +305,21 @@ def _pixel_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     return None if not curve or _unblocked(w, hw) else rules.interp_log(_pixels(layer), curve)
 
 
+def _plain_curve(family: str, side: int, hw: HardwareProfile, kernels=None) -> tuple[int, tuple] | None:
+    """(kernel size, points) of the calibrated plain-kernel curve (``<family>.unblocked_k<kernel>``) of
+    the kernel size nearest ``side`` (the smaller on a tie), among ``kernels`` when given; None when
+    the profile has none."""
+    plain = [(int(k.split("_k")[1]), pts) for k, pts in hw.shape_efficiency.items()
+             if k.startswith(f"{family}.unblocked_k")]
+    plain = [kp for kp in plain if kernels is None or kp[0] in kernels]
+    return min(plain, key=lambda kp: (abs(kp[0] - side), kp[0])) if plain else None
+
+
 def _plain_conv(family: str, side: int, pixels: int, hw: HardwareProfile) -> float | None:
-    """The calibrated plain-kernel figure (``<family>.unblocked_k<kernel>``) of the kernel size nearest
-    ``side``, at ``pixels`` output pixels; None when the profile has none."""
-    plain = sorted((int(k.split("_k")[1]), pts) for k, pts in hw.shape_efficiency.items()
-                   if k.startswith(f"{family}.unblocked_k"))
-    if not plain:
-        return None
-    return rules.interp_log(pixels, min(plain, key=lambda kp: (abs(kp[0] - side), kp[0]))[1])
+    """The calibrated plain-kernel figure (``_plain_curve``) at ``pixels`` output pixels; None when the
+    profile has none."""
+    curve = _plain_curve(family, side, hw)
+    return None if curve is None else rules.interp_log(pixels, curve[1])
 
 
 def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
@@ -382,16 +389,13 @@ def _grouped_curves(w: Workload, hw: HardwareProfile) -> dict:
     blocked = not _unblocked(w, hw)
     same = {st: [(gw, pts) for gw, pts in v if rules.grouped_width_blocked(gw, grouped_min) == blocked]
             for st, v in every.items()}
-    if not blocked and w.conv:
-        kernel = max(w.conv[1], w.conv[2])
-        plain = [(abs(k - kernel), k, ch) for k, ch, _side in UNBLOCKED_CONVS
-                 if hw.shape_efficiency.get(f"conv.unblocked_k{k}")]
-        if plain:
-            _gap, k, ch = min(plain)
-            pts = hw.shape_efficiency[f"conv.unblocked_k{k}"]
-            for st in same:
-                if not any(gw >= ch for gw, _ in same[st]):
-                    same[st].append((ch, pts))
+    channels = {k: ch for k, ch, _side in UNBLOCKED_CONVS}  # the plain convolutions calibrate times
+    curve = _plain_curve("conv", max(w.conv[1], w.conv[2]), hw, channels) if not blocked and w.conv else None
+    if curve is not None:
+        kernel, pts = curve
+        for st in same:
+            if not any(gw >= channels[kernel] for gw, _ in same[st]):
+                same[st].append((channels[kernel], pts))
     same = {st: v for st, v in same.items() if v}
     return same or every
 
