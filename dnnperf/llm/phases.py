@@ -205,23 +205,28 @@ def phase_inspection(path: str, req: PhaseRequest, base: ShapeOverrides = ShapeO
     """The inspection of one phase's step (a decode step at --context cached tokens, or the prefill of
     --prompt tokens), its KV cache resident on the device, for commands that score one step on many
     profiles (`compare --phase`); ``both`` is a request of many steps, which they refuse."""
-    req.check()
-    if req.phase not in ("prefill", "decode"):
-        raise DnnperfError(f"--phase {req.phase} times a whole request (`dnnperf analyze --phase both`); here one "
-                           "step is scored on every target: --phase prefill or --phase decode")
-    dec, base, ctx = _prepared(path, req, base, base.batch or 1)
-    return _inspect(path, dec, base, *((1, ctx) if req.phase == "decode" else (req.prompt, 0)))
+    dec, base, seq, past = _one_step(path, req, base, "times a whole request (`dnnperf analyze --phase both`); "
+                                     "here one step is scored on every target")
+    return _inspect(path, dec, base, seq, past)
 
 
 def phase_overrides(path: str, req: PhaseRequest, base: ShapeOverrides = ShapeOverrides()) -> ShapeOverrides:
     """The overrides that run one step of a decoder (a decode step at --context cached tokens, or the
     prefill of --prompt tokens), for commands that run the model itself (`validate --phase`)."""
+    dec, base, seq, past = _one_step(path, req, base, "is a whole request of many steps (`dnnperf analyze --phase "
+                                     "both`); validate runs one step")
+    return dec.overrides(base, seq, past)
+
+
+def _one_step(path: str, req: PhaseRequest, base: ShapeOverrides, refusal: str):
+    """(the decoder, ``base`` at the request's batch, new tokens, cached tokens) of one step: a decode
+    step at --context cached tokens or the prefill of --prompt tokens; ``--phase both`` is refused
+    with ``refusal`` (what the caller does instead)."""
     req.check()
     if req.phase not in ("prefill", "decode"):
-        raise DnnperfError(f"--phase {req.phase} is a whole request of many steps (`dnnperf analyze --phase both`); "
-                           "validate runs one step: --phase prefill or --phase decode")
+        raise DnnperfError(f"--phase {req.phase} {refusal}: --phase prefill or --phase decode")
     dec, base, ctx = _prepared(path, req, base, base.batch or 1)
-    return dec.overrides(base, *((1, ctx) if req.phase == "decode" else (req.prompt, 0)))
+    return (dec, base, 1, ctx) if req.phase == "decode" else (dec, base, req.prompt, 0)
 
 
 def _prepared(path: str, req: PhaseRequest, base: ShapeOverrides, batch: int):
