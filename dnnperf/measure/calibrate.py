@@ -104,7 +104,51 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
                             settle_on=tuple(n for n in jobs if n not in ride),
                             timing={mb.name: COLD_CONV_TIMING[quick] for mb in table if mb.role == "cold_conv"})
     del jobs
-    times = settled["times"]
+    ctx = _Derivation(table, threads)
+    profile, record = ctx.figures(settled["times"], early_reorders + reorder_rounds(probes, threads, REORDER_ROUNDS[1]))
+    n_threads = threads or os.cpu_count() or 1
+    profile["measured"] = {
+        "date": datetime.date.today().isoformat(),
+        "cpu": cpu_name(),
+        "threads": n_threads,
+        "onnxruntime": rt.__version__,
+        "mode": "quick" if quick else "default",
+        "protocol": "interleaved rounds, the median of the rounds' robust medians, repeated until one more "
+                    "round moves none by more than 3% (10% under 50 us)",
+        "rounds": settled["rounds"],
+        "settled": settled["settled"],
+        "spread_max": _sig(max(settled["spread"].values(), default=0.0)),
+        "spread": {k: _sig(v) for k, v in sorted(settled["spread"].items())},
+        "seconds": round(time.perf_counter() - t0, 1),
+        "micro_benchmarks_s": {k: _sig(v) for k, v in sorted(settled["times"].items())},
+        **record,
+    }
+    return profile
+
+
+class _Derivation:
+    """The calibration's figures as a function of its micro-benchmarks' times: the ORT node profiles
+    the figures also read (each blocked micro-model's, taken once) are kept between calls."""
+
+    def __init__(self, table, threads):
+        self.table, self.threads = table, threads
+        self.kernels_of: dict[str, dict] = {}  # ORT's node profile of each blocked micro-model, taken once
+        self.inflation = profiler_inflation_us(threads)  # what the node profiler adds to each kernel it times
+
+    def kernels(self, mb):
+        if mb.name not in self.kernels_of:
+            self.kernels_of[mb.name] = layout_kernels(mb, self.threads, self.inflation)
+        return self.kernels_of[mb.name]
+
+    def figures(self, times: dict, reorders: list) -> tuple[dict, dict]:
+        """(the profile without its ``measured`` record, the record's entries read off the times)."""
+        return _figures(self.table, self.threads, times, reorders, self.kernels, self.inflation)
+
+
+def _figures(table, threads: int | None, times: dict, reorders: list, kernels, inflation: float) -> tuple[dict, dict]:
+    """The profile ``times`` (seconds per micro-benchmark) give, with the reorder probes' profiles
+    (``reorders``), the node profile of a blocked micro-model (``kernels(mb)``) and the profiler's own
+    time per kernel (``inflation``), and the ``measured`` record's entries read off them."""
     peak_fp32 = max(mb.ops / times[mb.name] for mb in table if mb.role == "peak") / 1e12
     peak_int8 = max(mb.ops / times[mb.name] for mb in table if mb.role == "peak_int8") / 1e12
     dram = max((mb for mb in table if mb.role == "dram"), key=lambda mb: mb.nbytes / times[mb.name])
@@ -148,14 +192,6 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         mb.key: _sig(fixed_us(times[mb.name], times["dispatch_1"], predict_micro(mb.model, bare),
                               0.0 if mb.key == "rnn" else dispatch_us, FIXED_CHAIN))
         for mb in table if mb.role == "fixed"}
-    kernels_of: dict[str, dict] = {}  # ORT's node profile of each blocked micro-model, taken once
-    inflation = profiler_inflation_us(threads)  # what the node profiler adds to each kernel it times
-
-    def kernels(mb):
-        if mb.name not in kernels_of:
-            kernels_of[mb.name] = layout_kernels(mb, threads, inflation)
-        return kernels_of[mb.name]
-
     # the peak is the fastest rate a dense kernel reached: the runtime's blocked convolution kernel can
     # outrun the GEMMs it is read from (reference VM: the 64 -> 64 3 x 3 convolution at 56 x 56 at 222
     # GFLOP/s in the node profiler, the 1024^3 GEMM at 182 and the 197 x 768 x 3072 one at 194). Read
@@ -197,7 +233,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
             eff.setdefault(mb.key, []).append(ratio)
     # the runtime's conversions inside a chain, by the converted tensor's pixels (dnnperf.measure.reorder);
     # the scalar is the largest map's, for readers of the profile without the curve
-    inner, reorder_spread = reorder_figures(early_reorders + reorder_rounds(probes, threads, REORDER_ROUNDS[1]), base)
+    inner, reorder_spread = reorder_figures(reorders, base)
     if inner:
         shape_eff["layout.reorder"] = inner
         op_eff["LayoutReorder"] = inner[max(inner)]
@@ -246,20 +282,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
                              lambda e: profile_from_dict({**base_dict, "conv_weight_exposure": e}, "calibration"),
                              lambda mb, hw: _raw_ratio(mb, hw, times, dispatch_us, kernels),
                              lambda prof: weight_exposure(cold_conv, prof, cold_s))
-    profile["measured"] = {
-        "date": datetime.date.today().isoformat(),
-        "cpu": cpu_name(),
-        "threads": n_threads,
-        "onnxruntime": rt.__version__,
-        "mode": "quick" if quick else "default",
-        "protocol": "interleaved rounds, the median of the rounds' robust medians, repeated until one more "
-                    "round moves none by more than 3% (10% under 50 us)",
-        "rounds": settled["rounds"],
-        "settled": settled["settled"],
-        "spread_max": _sig(max(settled["spread"].values(), default=0.0)),
-        "spread": {k: _sig(v) for k, v in sorted(settled["spread"].items())},
-        "seconds": round(time.perf_counter() - t0, 1),
-        "micro_benchmarks_s": {k: _sig(v) for k, v in sorted(times.items())},
+    record = {
         "cache_sweep_gbs": {f"{n / 1e6:g} MB": _sig(b) for n, b in sweep},
         "cache_reported_mb": _sig(reported_cache_mb()),
         **({"cache_knee_range_mb": [_sig(x) for x in knee_alt]} if knee_alt else {}),
@@ -271,7 +294,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         "cpu_layout": layout_basis,
         "exposure_rounds": rounds,  # the shape curves read with the exposure known (settle_exposure)
     }
-    return profile
+    return profile, record
 
 
 EXPOSURE_ROUNDS = 4  # at most: the shape curves and the weight exposure read again in turn
