@@ -2,9 +2,11 @@
 
     python bench/calibrate_repeat.py [--runs 3] [--quick] [--threads N]
 
-Prints, for the figures that moved most, their values in each run and max/min - 1; how many of all
-numeric figures agree within 5%; the rounds each run needed. A run that exits 4 ("too busy") is
-reported as such. The baseline of every ratio is the first run's own figures.
+Prints, for the figures that moved most, their values in each run and max/min - 1 across the runs
+(``dnnperf.measure.calibrate.figure_gaps``: a figure at 0 in some runs only is infinitely apart); how
+many of all numeric figures agree within 5%; the rounds each run needed; what each run's own check found
+(``measured.repeat``: its figures from the first and the second half of its rounds). A run that exits 4
+("too busy", or figures that do not repeat) is reported as such.
 """
 
 from __future__ import annotations
@@ -17,24 +19,9 @@ import tempfile
 
 import yaml
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        k = str(k)
-        if k in ("measured", "sources", "title"):
-            continue
-        if isinstance(v, dict):
-            out.update(flat(v, prefix + k + "."))
-        elif isinstance(v, list):
-            for i, x in enumerate(v):
-                if isinstance(x, dict):
-                    out.update(flat(x, prefix + f"{k}[{i}]."))
-        elif isinstance(v, (int, float)) and not isinstance(v, bool):
-            out[prefix + k] = v
-    return out
 
 
 def main() -> None:
@@ -59,19 +46,23 @@ def main() -> None:
     if len(profiles) < 2:
         print("fewer than two runs succeeded: nothing to compare")
         return
-    figs = [flat(d) for d in profiles]
+    from dnnperf.measure.calibrate import figure_gaps, numeric_figures
+
+    figs = [numeric_figures(d) for d in profiles]
     rows = []
-    for k in figs[0]:
-        vals = [f.get(k) for f in figs]
-        if None in vals or min(vals) <= 0:
-            continue
-        rows.append((max(vals) / min(vals) - 1, k, vals))
-    rows.sort(reverse=True)
+    for k in sorted(set.intersection(*(set(f) for f in figs))):
+        vals = [f[k] for f in figs]
+        gap = figure_gaps({"x": min(vals, key=abs)}, {"x": max(vals, key=abs)})["x"]
+        rows.append((gap, k, vals))
+    rows.sort(key=lambda r: (-r[0], r[1]))
     for spread, k, vals in rows[:12]:
         print(f"{spread * 100:6.1f}%  {k:<36} {' / '.join(f'{v:g}' for v in vals)}")
-    print(f"{sum(r[0] <= 0.05 for r in rows)} of {len(rows)} figures agree within 5%; rounds per run: "
-          f"{[d['measured'].get('rounds') for d in profiles]}")
-
+    print(f"{sum(r[0] <= 0.05 for r in rows)} of {len(rows)} figures agree within 5% (a figure at 0 in some runs "
+          f"only does not); rounds per run: {[d['measured'].get('rounds') for d in profiles]}")
+    for i, d in enumerate(profiles, 1):
+        rep = d["measured"].get("repeat", {})
+        print(f"run {i}: settled {d['measured'].get('settled')}, its halves agree on {rep.get('within')} of "
+              f"{rep.get('figures')} figures within {rep.get('tolerance')}; widest {rep.get('widest')}")
 
 if __name__ == "__main__":
     main()

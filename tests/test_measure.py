@@ -379,6 +379,75 @@ def test_protocol_settles_or_says_the_machine_is_too_noisy(monkeypatch):
     assert r["settled"] and r["rounds"] == 4 and timed.count("c") == 2 and r["times"]["c"] == 4.0
 
 
+def test_the_protocol_goes_on_while_its_check_says_the_figures_do_not_repeat(monkeypatch):
+    """Settled medians are not enough when the figures they give do not repeat: the rounds go on while
+    the check answers what differs, stop when it answers None, and exit 4 naming the check's answer
+    when it never does (or record it as ``unsettled`` with --accept-noisy)."""
+    from dnnperf.errors import TooNoisy
+    from dnnperf.measure import ort as ort_mod
+
+    monkeypatch.setattr(ort_mod, "median_run", lambda sess, feeds, **kw: 1.0)
+    answers = iter(["'x' differs by 9%", None])
+    asked = []
+    r = ort_mod.settled_times({"a": ("a", None)}, rounds_min=3, rounds_max=6, runs=1, budget_s=0,
+                              check=lambda h: asked.append(len(h["a"])) or next(answers))
+    assert r["settled"] and r["rounds"] == 4 and asked == [3, 4] and r["history"] == {"a": [1.0] * 4}
+    with pytest.raises(TooNoisy, match="did not repeat in 5 rounds \\('x' differs by 9%\\)") as exc:
+        ort_mod.settled_times({"a": ("a", None)}, rounds_min=2, rounds_max=5, runs=1, budget_s=0,
+                              check=lambda h: "'x' differs by 9%")
+    assert exc.value.exit_code == 4
+    r = ort_mod.settled_times({"a": ("a", None)}, rounds_min=2, rounds_max=5, runs=1, budget_s=0, strict=False,
+                              check=lambda h: "'x' differs by 9%")
+    assert not r["settled"] and r["unsettled"] == "'x' differs by 9%" and r["rounds"] == 5
+
+
+def test_a_runs_figures_are_compared_between_the_halves_of_its_rounds():
+    """By hand: the first half takes the middle round of an odd count (1, 2, 3 | 4, 5: medians 2 and
+    4.5), a job timed once gives its time to both; two profiles' figures compare as max / min - 1
+    (1 vs 1.05: 5%; 2 vs 1: 100%; 0 vs 0: 0; 0 vs 0.1: inf), the measured record and the title left out."""
+    from dnnperf.measure.calibrate import figure_gaps, half_times
+
+    assert half_times({"a": [1.0, 2.0, 3.0, 4.0, 5.0], "b": [7.0], "c": [4.0, 2.0]}) == \
+        ({"a": 2.0, "b": 7.0, "c": 4.0}, {"a": 4.5, "b": 7.0, "c": 2.0})
+    a = {"title": "x", "e": 1.0, "n": {"c": 2.0, "z": 0.0, "w": 0.0}, "units": [{"peak": 3.0}], "measured": {"s": 1.0}}
+    b = {"title": "y", "e": 1.05, "n": {"c": 1.0, "z": 0.0, "w": 0.1}, "units": [{"peak": 3.0}], "measured": {"s": 9.0}}
+    gaps = figure_gaps(a, b)
+    assert set(gaps) == {"e", "n.c", "n.z", "n.w", "units[0].peak"}
+    assert gaps["e"] == pytest.approx(0.05) and gaps["n.c"] == pytest.approx(1.0)
+    assert gaps["n.z"] == 0.0 == gaps["units[0].peak"] and gaps["n.w"] == float("inf")
+
+
+def test_calibrate_checks_that_its_figures_repeat_between_the_halves_of_its_rounds(monkeypatch):
+    """calibrate hands the protocol a check that derives the profile from each half of the rounds:
+    every micro-benchmark the same in every round: nothing differs; the fixed-time chain of the
+    convolutions twice as slow in the later rounds (a job that rides along, never waited for): the
+    convolutions' fixed kernel time is named."""
+    import importlib
+
+    cal = importlib.import_module("dnnperf.measure.calibrate")
+
+    class Stop(Exception):
+        pass
+
+    seen = {}
+
+    def fake(jobs, **kw):
+        seen["jobs"], seen["check"] = list(jobs), kw["check"]
+        raise Stop
+
+    monkeypatch.setattr(cal, "settled_times", fake)
+    with pytest.raises(Stop):
+        cal.calibrate(quick=True)
+    times = {n: 1e-3 for n in seen["jobs"]}
+    times.update({"dispatch_1": 2e-5, "dispatch_200": 2e-4})
+    steady = {n: [t] * 4 for n, t in times.items()}
+    assert seen["check"](steady) is None
+    drifting = {**steady, "fixed_conv": [1e-3, 1e-3, 2e-3, 2e-3]}
+    why = seen["check"](drifting)
+    assert why.startswith("'kernel_fixed_us.conv' differs by ") and why.endswith(
+        "between the first and the second half of the rounds")
+
+
 def test_validate_times_its_anchors_as_calibrate_timed_them(tmp_path, monkeypatch):
     """The drift correction compares an anchor's time now with its time at calibration: both must come
     from the same number of runs and budget per round (a memory stream speeds up over its first

@@ -33,8 +33,9 @@ def thread_count(threads: Optional[int]) -> Optional[int]:
     return threads
 
 
-def _unsettled_note(rounds: int, spread: float) -> str:
-    return (f"measurements did not settle in {rounds} rounds (largest spread between rounds {spread:.0%}): the "
+def _unsettled_note(rounds: int, spread: float, why: str | None = None) -> str:
+    what = f"; {why}" if why else ""
+    return (f"measurements did not settle in {rounds} rounds (largest spread between rounds {spread:.0%}{what}): the "
             "figures are the medians so far (settled: false) — repeat on a quieter machine for figures that repeat")
 
 
@@ -62,7 +63,7 @@ def calibrate(
     with progress(sum(mb.role != "probe" for mb in micro_models(True)), "calibrating", quiet) as tick:
         prof = run_calibrate(quick, threads, progress=tick, strict=not accept_noisy)
     m = prof["measured"]
-    notes = [] if m["settled"] else [_unsettled_note(m["rounds"], m["spread_max"])]
+    notes = [] if m["settled"] else [_unsettled_note(m["rounds"], m["spread_max"], m.get("unsettled"))]
     if m.get("cache_knee_range_mb"):
         notes.append(_knee_note(prof["memory"]["onchip_mb"], *m["cache_knee_range_mb"]))
     notes.append(f"wrote {output}: fp32 {prof['units'][0]['peak_tops']['fp32']} TOP/s, {prof['memory']['dram_gbs']} GB/s, "

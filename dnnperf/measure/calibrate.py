@@ -11,6 +11,7 @@ import time
 from dnnperf.fmt import sig
 from dnnperf.layout import BLOCKED_OPS
 from dnnperf.efficiency import narrow_k1_timed
+from dnnperf.errors import TooNoisy
 from dnnperf.measure.micro import FIXED_CHAIN, SPAN_ELEMENTS, SPAN_WIDTHS, SWEEP_CHAIN, micro_models, reported_cache_mb
 from dnnperf.measure.ort import CAL_TIMING, cpu_name, ort, profiler_inflation_us, session, settled_times
 from dnnperf.measure.reorder import REORDER_ROUNDS, edge_efficiency, layout_kernels, layout_share, reorder_figures, reorder_rounds
@@ -99,13 +100,32 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     early_reorders = reorder_rounds(probes, threads, REORDER_ROUNDS[0])
     ride = {mb.name for mb in table if mb.role in ("fixed", "cold_conv", "epilogue", "span")
             or mb.key.startswith("conv.k") or (mb.role == "family" and mb.key == "pool")}
+    ctx = _Derivation(table, threads)
+
+    def check(history: dict) -> str | None:  # the figures the halves of the rounds give agree
+        gaps = ctx.split_gaps(history, early_reorders, 0)  # the reorder probes' halves: after the rounds
+        worst = max(gaps, key=lambda k: (gaps[k], k), default=None)
+        return None if worst is None or gaps[worst] <= FIGURE_TOLERANCE else _gap_text(worst, gaps[worst])
+
     settled = settled_times(jobs, rounds_min=2 if quick else 5, rounds_max=5 if quick else 10, runs=runs,
                             budget_s=budget, progress=progress, strict=strict,
                             settle_on=tuple(n for n in jobs if n not in ride),
-                            timing={mb.name: COLD_CONV_TIMING[quick] for mb in table if mb.role == "cold_conv"})
+                            timing={mb.name: COLD_CONV_TIMING[quick] for mb in table if mb.role == "cold_conv"},
+                            check=check)
     del jobs
-    ctx = _Derivation(table, threads)
-    profile, record = ctx.figures(settled["times"], early_reorders + reorder_rounds(probes, threads, REORDER_ROUNDS[1]))
+    reorders = early_reorders + reorder_rounds(probes, threads, REORDER_ROUNDS[1])
+    profile, record = ctx.figures(settled["times"], reorders)
+    gaps = ctx.split_gaps(settled["history"], reorders, len(probes))
+    worst = sorted(gaps, key=lambda k: (-gaps[k], k))
+    repeat = {"tolerance": FIGURE_TOLERANCE, "figures": len(gaps),
+              "within": sum(1 for g in gaps.values() if g <= FIGURE_TOLERANCE),
+              "widest": {k: _sig(min(gaps[k], MAX_GAP)) for k in worst[:5]}}
+    # the rounds checked the times' figures; this adds the reorder probes' halves
+    apart = _gap_text(worst[0], gaps[worst[0]]) if worst and gaps[worst[0]] > FIGURE_TOLERANCE else None
+    if strict and apart:
+        raise TooNoisy(f"the figures did not repeat: {apart} — the machine is too busy; stop other work or pin the "
+                       "run (--threads), then try again; --accept-noisy keeps such figures")
+    unsettled = settled.get("unsettled") or apart
     n_threads = threads or os.cpu_count() or 1
     profile["measured"] = {
         "date": datetime.date.today().isoformat(),
@@ -114,16 +134,72 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         "onnxruntime": rt.__version__,
         "mode": "quick" if quick else "default",
         "protocol": "interleaved rounds, the median of the rounds' robust medians, repeated until one more "
-                    "round moves none by more than 3% (10% under 50 us)",
+                    "round moves none by more than 3% (10% under 50 us) and the figures of the rounds' first and second "
+                    "halves agree within 5% (measured.repeat)",
         "rounds": settled["rounds"],
-        "settled": settled["settled"],
+        "settled": settled["settled"] and not apart,
         "spread_max": _sig(max(settled["spread"].values(), default=0.0)),
         "spread": {k: _sig(v) for k, v in sorted(settled["spread"].items())},
         "seconds": round(time.perf_counter() - t0, 1),
         "micro_benchmarks_s": {k: _sig(v) for k, v in sorted(settled["times"].items())},
+        "repeat": repeat,
+        **({"unsettled": unsettled} if unsettled else {}),
         **record,
     }
     return profile
+
+
+# two calibrations in a row should agree within this share on every figure. What a run can check of
+# that: the figures the first and the second half of its rounds give on their own. A half's median has
+# about twice a whole run's variance, so two halves sit about sqrt(2) further apart than two runs: held
+# to the same share, a run whose halves agree is, if anything, stricter than asked
+FIGURE_TOLERANCE = 0.05
+MAX_GAP = 99.0  # a recorded gap's cap (a figure at 0 in one half only)
+
+
+def _gap_text(name: str, gap: float) -> str:
+    return (f"'{name}' differs by {gap:.0%} between the first and the second half of the rounds"
+            if gap < MAX_GAP else f"'{name}' is 0 in one half of the rounds only")
+
+
+def half_times(history: dict) -> tuple[dict, dict]:
+    """Each job's median over the first and over the second half of the rounds it was timed in (the
+    first half takes the middle round of an odd count; a job timed once gives its time to both)."""
+    first, second = {}, {}
+    for n, h in history.items():
+        k = (len(h) + 1) // 2
+        first[n] = statistics.median(h[:k])
+        second[n] = statistics.median(h[k:] or h)
+    return first, second
+
+
+def numeric_figures(d: dict, prefix: str = "") -> dict:
+    """Every number of a profile dict by its dotted path (``measured``, ``sources`` and ``title`` left
+    out: they record, they are not figures)."""
+    out = {}
+    for k, v in d.items():
+        k = str(k)
+        if k in ("measured", "sources", "title"):
+            continue
+        if isinstance(v, dict):
+            out.update(numeric_figures(v, prefix + k + "."))
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                if isinstance(x, dict):
+                    out.update(numeric_figures(x, prefix + f"{k}[{i}]."))
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[prefix + k] = v
+    return out
+
+
+def figure_gaps(a: dict, b: dict) -> dict[str, float]:
+    """max / min - 1 of each figure two profiles share (both 0: 0; 0 in one only: inf)."""
+    fa, fb = numeric_figures(a), numeric_figures(b)
+    out = {}
+    for k in fa.keys() & fb.keys():
+        lo, hi = sorted((abs(fa[k]), abs(fb[k])))
+        out[k] = hi / lo - 1 if lo > 0 else (0.0 if hi == 0 else float("inf"))
+    return out
 
 
 class _Derivation:
@@ -143,6 +219,14 @@ class _Derivation:
     def figures(self, times: dict, reorders: list) -> tuple[dict, dict]:
         """(the profile without its ``measured`` record, the record's entries read off the times)."""
         return _figures(self.table, self.threads, times, reorders, self.kernels, self.inflation)
+
+    def split_gaps(self, history: dict, reorders: list, per_round: int) -> dict[str, float]:
+        """How far apart each figure comes out from the first and from the second half of the rounds
+        (``figure_gaps``): the times' rounds (``half_times``) and the reorder probes' (``per_round``
+        profiles a round; 0: every profile in both halves; one round's profiles count in both)."""
+        k = (len(reorders) // per_round + 1) // 2 * per_round if per_round else len(reorders)
+        first, second = half_times(history)
+        return figure_gaps(self.figures(first, reorders[:k])[0], self.figures(second, reorders[k:] or reorders)[0])
 
 
 def _figures(table, threads: int | None, times: dict, reorders: list, kernels, inflation: float) -> tuple[dict, dict]:

@@ -83,7 +83,8 @@ SMALL_S = 50e-6
 
 
 def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budget_s: float, progress=None,
-                  strict: bool = True, settle_on: tuple | None = None, timing: dict | None = None) -> dict:
+                  strict: bool = True, settle_on: tuple | None = None, timing: dict | None = None,
+                  check=None) -> dict:
     """Interleaved rounds over ``jobs`` ({name: (session or a function making one, feeds)}): sessions
     made by a function live only while their job is timed (an idle session's threads keep spinning
     and slow the others). Each round times every job once (robust median of its faster runs: other
@@ -98,7 +99,12 @@ def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budge
     ``timing``: {job: (runs, budget_s)} for jobs timed otherwise than ``runs`` / ``budget_s``
     (validate's anchors: as calibrate timed them, ``CAL_TIMING``), or (runs, budget_s, rounds) for a
     job timed in its first ``rounds`` rounds only (it must not hold the others back: ``settle_on``).
-    Returns {"times": {name: s}, "rounds": n, "spread": {name: max/min - 1 over rounds}, "settled": bool}."""
+    ``check(history)``: asked once the medians stop moving, None when what the times give holds as
+    well (calibrate: its figures repeat between the two halves of the rounds), else what does not (the
+    rounds go on; the TooNoisy message and the result's ``unsettled`` say it).
+    Returns {"times": {name: s}, "rounds": n, "spread": {name: max/min - 1 over rounds}, "settled": bool,
+    "history": {name: [s of each round it was timed in]}}, with "unsettled" (the last round's check)
+    when a check kept it from settling."""
     from dnnperf.errors import TooNoisy
 
     names = list(jobs)
@@ -108,6 +114,7 @@ def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budge
     for r in range(rounds_max):
         k = r % len(names) if names else 0
         moved = {}
+        why = None  # this round's check (asked only once the medians stop moving)
         for n in names[k:] + names[:k]:
             n_runs, budget, *cap = (timing or {}).get(n, (runs, budget_s))
             if cap and len(history[n]) >= cap[0]:
@@ -128,11 +135,16 @@ def settled_times(jobs: dict, rounds_min: int, rounds_max: int, runs: int, budge
                 progress(n)
         if r + 1 >= rounds_min and moved and all(
                 v <= (SMALL_TOLERANCE if mid[n] < SMALL_S else ROUND_TOLERANCE) for n, v in moved.items()):
-            return {"times": mid, "rounds": r + 1, "settled": True,
-                    "spread": {n: max(h) / min(h) - 1 for n, h in history.items()}}
+            why = check(history) if check else None
+            if why is None:
+                return {"times": mid, "rounds": r + 1, "settled": True, "history": history,
+                        "spread": {n: max(h) / min(h) - 1 for n, h in history.items()}}
     if not strict:
-        return {"times": mid, "rounds": rounds_max, "settled": False,
-                "spread": {n: max(h) / min(h) - 1 for n, h in history.items()}}
+        return {"times": mid, "rounds": rounds_max, "settled": False, "history": history,
+                "spread": {n: max(h) / min(h) - 1 for n, h in history.items()}, **({"unsettled": why} if why else {})}
+    if why:
+        raise TooNoisy(f"the figures did not repeat in {rounds_max} rounds ({why}): the machine is too busy — stop "
+                       "other work or pin the run (--threads), then try again; --accept-noisy keeps such figures")
     worst = max(moved, key=lambda n: moved[n]) if moved else "?"
     raise TooNoisy(f"measurements did not settle in {rounds_max} rounds (e.g. '{worst}' still moved by "
                    f"{moved.get(worst, 0) * 100:.0f}% in the last round): the machine is too busy — stop other "
