@@ -49,8 +49,10 @@ def blocked_batchnorm(layer: Layer, hw: HardwareProfile) -> bool:
     the pace per element the depthwise family was calibrated at (a 3 x 3 one: its nine multiplies per
     element ride in the same loads), not the 'norm' figure of a row normalisation with its reductions:
     DenseNet-161's 82 pre-activations ran 65-70 ps an element from 0.1 to 1.2 M elements (2-core EPYC,
-    AVX-512; the depthwise family ~75), where the norm figure had them at 2.0-2.5x their time."""
-    if hw.cpu_layout is None or layer.op_type.split("+", 1)[0] != "BatchNormalization":
+    AVX-512; the depthwise family ~75), where the norm figure had them at 2.0-2.5x their time. Only
+    on a tensor already in that layout (``Layer.blocked``): one that reads a plain tensor (a graph
+    input, a Transpose's output) stays the runtime's plain BatchNormalization kernel."""
+    if hw.cpu_layout is None or not layer.blocked or layer.op_type.split("+", 1)[0] != "BatchNormalization":
         return False
     shape = layer.output_shape or ()
     return len(shape) == 4 and shape[1] % hw.cpu_layout[0] == 0

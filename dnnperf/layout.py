@@ -192,7 +192,7 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
                 if r is not None:
                     out.append(r)
                 blocked_copy.add(i)
-            out.append(layer)
+            out.append(replace(layer, blocked=True))
             if not unsummed_here:  # (so the Adds after it are found in the same pass)
                 blocked.update(o for o in outs if _rank4(graph, o))
             continue
@@ -212,7 +212,7 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
                 and _channel_concat(graph, anchor, block):
             agnostic = True  # channel-aligned concatenation stays blocked
         if agnostic:
-            out.append(layer)
+            out.append(replace(layer, blocked=True))
             blocked.update(o for o in outs if _rank4(graph, o))
             continue
         if _channels_last_transpose(members, ins, blocked, plain_copy, readers):

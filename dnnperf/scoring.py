@@ -64,6 +64,7 @@ class Layer:
     # (bytes, reuse distance in bytes) of the activations it reads from other layers, for profiles that
     # price reads by how far back they were written (calibrated CPUs: dnnperf.reuse)
     reads: tuple[tuple[int, int], ...] = ()
+    blocked: bool = False  # runs in a CPU runtime's blocked layout (set by dnnperf.layout.add_reorders)
 
 
 @dataclass

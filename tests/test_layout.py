@@ -362,26 +362,39 @@ def test_a_grouped_width_the_blocked_layout_refuses_reads_the_plain_curves(tmp_p
 
 def test_a_standing_batchnorm_on_whole_blocks_runs_at_the_depthwise_kernels_pace(tmp_path):
     """ONNX Runtime's blocked layout runs a standing BatchNormalization over whole channel blocks as a
-    1 x 1 depthwise convolution (DenseNet's pre-activations): it takes the depthwise family's figure,
-    not the 'norm' one (a row normalisation's). 24 channels on 16-channel blocks, or a profile with no
-    layout: the norm figure, as before. The fused Relu rides along either way."""
+    1 x 1 depthwise convolution (DenseNet's pre-activations, after a channel-aligned Concat of two
+    convolutions): it takes the depthwise family's figure, not the 'norm' one (a row normalisation's).
+    24 channels on 16-channel blocks, a profile with no layout, or a BatchNormalization reading a plain
+    tensor (the graph input: the runtime's optimised graph keeps its plain BatchNormalization, checked
+    with ONNX Runtime 1.2x): the norm figure. The fused Relu rides along either way."""
     from dnnperf.efficiency import family_efficiency
 
-    def eff(ch, layout=True):
+    def eff(ch, layout=True, after_concat=True):
         hw = _avx2_with(tmp_path, f"bn{ch}{layout}", layout, efficiency={"depthwise_conv": 0.5, "norm": 0.25})
-        nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["t"], name="bn"),
-                 helper.make_node("Relu", ["t"], ["y"], name="r")]
-        m = model(nodes, [vi("x", [1, ch, 28, 28])], [vi("y", None)],
-                  [weight(n, [ch]) for n in ("s", "b", "m", "v")])
+        half = ch // 2
+        nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1", pads=[1, 1, 1, 1]),
+                 helper.make_node("Conv", ["x", "w2"], ["b"], name="c2", pads=[1, 1, 1, 1]),
+                 helper.make_node("Concat", ["a", "b"], ["t0"], name="cat", axis=1)] if after_concat else []
+        nodes += [helper.make_node("BatchNormalization", ["t0" if after_concat else "x", "s", "b_", "m", "v"], ["t"],
+                                   name="bn"),
+                  helper.make_node("Relu", ["t"], ["y"], name="r")]
+        inits = [weight(n, [ch]) for n in ("s", "b_", "m", "v")]
+        if after_concat:
+            inits += [weight("w1", [half, 16, 3, 3]), weight("w2", [half, 16, 3, 3])]
+        m = model(nodes, [vi("x", [1, 16 if after_concat else ch, 28, 28])], [vi("y", None)], inits)
         rep = analyze(inspect_model(save(m, tmp_path, f"bn{ch}.onnx")), hw, Settings(fusion="typical"),
                       with_fixes=False)
         layer = next(c.layer for c in rep.score.layers if c.layer.op_type.startswith("BatchNormalization"))
         assert layer.op_type == "BatchNormalization+Relu"
+        ops = [c.layer.op_type for c in rep.score.layers]
+        if after_concat and layout:  # nothing converts between the Concat and the BatchNormalization
+            assert ops[ops.index(layer.op_type) - 1] == "Concat", ops
         return family_efficiency(layer, hw)
 
     assert eff(32) == 0.5
     assert eff(24) == 0.25
     assert eff(32, layout=False) == 0.25
+    assert eff(32, after_concat=False) == 0.25
 
 
 def test_a_blocked_depthwise_convolution_costs_its_channels_padded_to_the_block(tmp_path):
