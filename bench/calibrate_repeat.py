@@ -3,7 +3,7 @@
     python bench/calibrate_repeat.py [--runs 3] [--quick] [--threads N]
 
 Prints, for the figures that moved most, their values in each run and max/min - 1 across the runs
-(``dnnperf.measure.calibrate.figure_gaps``: a figure at 0 in some runs only is infinitely apart); how
+(``dnnperf.measure.repeat.figure_gaps``: a figure at 0 in some runs only is infinitely apart); how
 many of all numeric figures agree within 5%; the rounds each run needed; what each run's own check found
 (``measured.repeat``: its figures from the first and the second half of its rounds). A run that exits 4
 ("too busy", or figures that do not repeat) is reported as such.
@@ -46,7 +46,7 @@ def main() -> None:
     if len(profiles) < 2:
         print("fewer than two runs succeeded: nothing to compare")
         return
-    from dnnperf.measure.calibrate import figure_gaps, numeric_figures
+    from dnnperf.measure.repeat import figure_gaps, numeric_figures
 
     figs = [numeric_figures(d) for d in profiles]
     rows = []

@@ -405,7 +405,7 @@ def test_a_runs_figures_are_compared_between_the_halves_of_its_rounds():
     """By hand: the first half takes the middle round of an odd count (1, 2, 3 | 4, 5: medians 2 and
     4.5), a job timed once gives its time to both; two profiles' figures compare as max / min - 1
     (1 vs 1.05: 5%; 2 vs 1: 100%; 0 vs 0: 0; 0 vs 0.1: inf), the measured record and the title left out."""
-    from dnnperf.measure.calibrate import figure_gaps, half_times
+    from dnnperf.measure.repeat import figure_gaps, half_times
 
     assert half_times({"a": [1.0, 2.0, 3.0, 4.0, 5.0], "b": [7.0], "c": [4.0, 2.0]}) == \
         ({"a": 2.0, "b": 7.0, "c": 4.0}, {"a": 4.5, "b": 7.0, "c": 2.0})

@@ -1,4 +1,11 @@
-"""Calibration: run the micro-benchmark table and turn its timings into a hardware profile."""
+"""Calibration: run the micro-benchmark table and turn its timings into a hardware profile.
+
+Why one module of ~490 lines: the figures come out of one ordered derivation (``_figures``: the peak,
+then the profile at efficiency 1 the ratios are read against, the families and curves, the blocked
+layout, then the exposures solved on the model with those figures in), each step reading the ones
+before it; the protocol around it (``calibrate``) runs that derivation again on each half of its rounds
+(``dnnperf.measure.repeat``). The micro-benchmarks themselves live in ``dnnperf.measure.micro``, the
+reorder probes in ``dnnperf.measure.reorder``."""
 
 from __future__ import annotations
 
@@ -14,6 +21,7 @@ from dnnperf.efficiency import narrow_k1_timed
 from dnnperf.errors import TooNoisy
 from dnnperf.measure.micro import FIXED_CHAIN, SPAN_ELEMENTS, SPAN_WIDTHS, SWEEP_CHAIN, micro_models, reported_cache_mb
 from dnnperf.measure.ort import CAL_TIMING, cpu_name, ort, profiler_inflation_us, session, settled_times
+from dnnperf.measure.repeat import FIGURE_TOLERANCE, MAX_GAP, figure_gaps, gap_text, half_times
 from dnnperf.measure.reorder import REORDER_ROUNDS, edge_efficiency, layout_kernels, layout_share, reorder_figures, reorder_rounds
 from dnnperf.vocab import BROADCAST_SPANS
 
@@ -105,7 +113,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     def check(history: dict) -> str | None:  # the figures the halves of the rounds give agree
         gaps = ctx.split_gaps(history, early_reorders, 0)  # the reorder probes' halves: after the rounds
         worst = max(gaps, key=lambda k: (gaps[k], k), default=None)
-        return None if worst is None or gaps[worst] <= FIGURE_TOLERANCE else _gap_text(worst, gaps[worst])
+        return None if worst is None or gaps[worst] <= FIGURE_TOLERANCE else gap_text(worst, gaps[worst])
 
     settled = settled_times(jobs, rounds_min=2 if quick else 5, rounds_max=5 if quick else 10, runs=runs,
                             budget_s=budget, progress=progress, strict=strict,
@@ -121,7 +129,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
               "within": sum(1 for g in gaps.values() if g <= FIGURE_TOLERANCE),
               "widest": {k: _sig(min(gaps[k], MAX_GAP)) for k in worst[:5]}}
     # the rounds checked the times' figures; this adds the reorder probes' halves
-    apart = _gap_text(worst[0], gaps[worst[0]]) if worst and gaps[worst[0]] > FIGURE_TOLERANCE else None
+    apart = gap_text(worst[0], gaps[worst[0]]) if worst and gaps[worst[0]] > FIGURE_TOLERANCE else None
     if strict and apart:
         raise TooNoisy(f"the figures did not repeat: {apart} — the machine is too busy; stop other work or pin the "
                        "run (--threads), then try again; --accept-noisy keeps such figures")
@@ -147,59 +155,6 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
         **record,
     }
     return profile
-
-
-# two calibrations in a row should agree within this share on every figure. What a run can check of
-# that: the figures the first and the second half of its rounds give on their own. A half's median has
-# about twice a whole run's variance, so two halves sit about sqrt(2) further apart than two runs: held
-# to the same share, a run whose halves agree is, if anything, stricter than asked
-FIGURE_TOLERANCE = 0.05
-MAX_GAP = 99.0  # a recorded gap's cap (a figure at 0 in one half only)
-
-
-def _gap_text(name: str, gap: float) -> str:
-    return (f"'{name}' differs by {gap:.0%} between the first and the second half of the rounds"
-            if gap < MAX_GAP else f"'{name}' is 0 in one half of the rounds only")
-
-
-def half_times(history: dict) -> tuple[dict, dict]:
-    """Each job's median over the first and over the second half of the rounds it was timed in (the
-    first half takes the middle round of an odd count; a job timed once gives its time to both)."""
-    first, second = {}, {}
-    for n, h in history.items():
-        k = (len(h) + 1) // 2
-        first[n] = statistics.median(h[:k])
-        second[n] = statistics.median(h[k:] or h)
-    return first, second
-
-
-def numeric_figures(d: dict, prefix: str = "") -> dict:
-    """Every number of a profile dict by its dotted path (``measured``, ``sources`` and ``title`` left
-    out: they record, they are not figures)."""
-    out = {}
-    for k, v in d.items():
-        k = str(k)
-        if k in ("measured", "sources", "title"):
-            continue
-        if isinstance(v, dict):
-            out.update(numeric_figures(v, prefix + k + "."))
-        elif isinstance(v, list):
-            for i, x in enumerate(v):
-                if isinstance(x, dict):
-                    out.update(numeric_figures(x, prefix + f"{k}[{i}]."))
-        elif isinstance(v, (int, float)) and not isinstance(v, bool):
-            out[prefix + k] = v
-    return out
-
-
-def figure_gaps(a: dict, b: dict) -> dict[str, float]:
-    """max / min - 1 of each figure two profiles share (both 0: 0; 0 in one only: inf)."""
-    fa, fb = numeric_figures(a), numeric_figures(b)
-    out = {}
-    for k in fa.keys() & fb.keys():
-        lo, hi = sorted((abs(fa[k]), abs(fb[k])))
-        out[k] = hi / lo - 1 if lo > 0 else (0.0 if hi == 0 else float("inf"))
-    return out
 
 
 class _Derivation:
