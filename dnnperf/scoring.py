@@ -775,6 +775,10 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
     prec = effective_precision(w, hw, precision)
     losses = {k: 0.0 for k in LOSS_KEYS}
     if w.family in FREE_FAMILIES:
+        if w.launches and hw.kind == "cpu":  # a view the runtime dispatches (dnnperf.layers): its dispatch only
+            t = rules.launch_time(w.launches, hw.launch_overhead_us)
+            losses["launch_overhead"] = t
+            return LayerCost(layer, "-", prec, 1.0, 1.0, 0.0, 0.0, 0.0, t, t, losses, "launch_overhead" if t else "compute")
         return LayerCost(layer, "-", prec, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, losses, "compute")
     if w.family in HOST_SHAPE_FAMILIES:
         return _host_shape(layer, hw, prec, losses)
