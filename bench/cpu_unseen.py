@@ -31,8 +31,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 MODELS = os.path.join(HERE, "models", "cpu")
 
-from calibrate_repeat import flat  # noqa: E402  (every numeric figure of a profile, as calibrate_repeat compares them)
-
+from dnnperf.measure.repeat import numeric_figures  # noqa: E402  (every numeric figure, as calibrate compares them)
 from dnnperf.published import spearman  # noqa: E402
 
 
@@ -89,7 +88,7 @@ def main() -> None:
     runs, figures = [], []
     for run in range(1, a.runs + 1):
         prof = calibrate(quick=a.quick, threads=a.threads, strict=False)
-        figures.append(flat(prof))
+        figures.append(numeric_figures(prof))
         path = os.path.join(tempfile.mkdtemp(), "local.yaml")
         if a.json:  # kept next to the rows: the run's estimates can be made again from the same profile
             path = f"{os.path.splitext(a.json)[0]}.run{run}.yaml"
@@ -98,7 +97,8 @@ def main() -> None:
         hw = load_profile(path)
         m = prof["measured"]
         print(f"run {run}: calibrated in {m['seconds']} s ({m['rounds']} rounds, settled {m['settled']}, "
-              f"largest spread {m['spread_max'] * 100:.0f}%): fp32 {prof['headline']['tops']} TOP/s, "
+              f"largest spread {m['spread_max'] * 100:.0f}%, its halves agree on {m['repeat']['within']} of "
+              f"{m['repeat']['figures']} figures): fp32 {prof['headline']['tops']} TOP/s, "
               f"{prof['memory']['dram_gbs']} GB/s, dispatch {prof['launch_overhead_us']} us", flush=True)
         rows = {}
         for s in chosen:
