@@ -111,7 +111,8 @@ def main() -> None:
                 print(f"  {s:<8} {name:<20} predicted {d['predicted_s'] * 1e3:8.3f} ms  measured "
                       f"{d['measured_s'] * 1e3:8.3f} ms  error {d['error'] * 100:+6.1f}%  spread "
                       f"{d['spread'] * 100:4.1f}%  top5-in-top10 {d['top5_inside_predicted_top10']}"
-                      + (f"  speed now x{sp['compute']:.3f} / x{sp['memory']:.3f}, as calibrated "
+                      + (f"  speed now x{sp['compute']:.3f} / x{sp['memory']:.3f}"
+                         + (f" / cache x{sp['cache']:.3f}" if "cache" in sp else "") + ", as calibrated "
                          f"{_as_calibrated(d)['error'] * 100:+6.1f}%" if sp else "")
                       + ("  UNRELIABLE" if _unreliable(d) else "")
                       + (f"  (measured {d['remeasured'] + 1} times)" if d.get("remeasured") else ""), flush=True)

@@ -191,20 +191,29 @@ def test_validate_estimates_for_the_machine_speed_now(tmp_path, local_profile):
     from dnnperf.measure.validate import anchors_of
 
     hw = load_profile(local_profile[1])
-    # the quick calibration's anchors: its 512^3 GEMM and its two 8 Mi-element fp32 vectors added
+    # the quick calibration's anchors: its 512^3 GEMM, its two 8 Mi-element fp32 vectors added, and the
+    # cache sweep's 3 MB point (eight adds over three 1 MB arrays: 3,072 KiB / 12 floats each)
     anchors = anchors_of(hw, None)
-    assert [(mb.name, mb.role) for mb, _ in anchors] == [("gemm_fp32", "peak"), ("bandwidth_add", "dram")]
+    assert [(mb.name, mb.role) for mb, _ in anchors] == [("gemm_fp32", "peak"), ("bandwidth_add", "dram"),
+                                                          ("cache_3072k", "onchip")]
     assert anchors[0][0].ops == 2 * 512 ** 3 and anchors[1][0].nbytes == 3 * 4 * 8 * 1024 * 1024
+    assert anchors[2][0].nbytes == 8 * 3 * 4 * (3072 * 1024 // 12)
     # the very micro-benchmarks the calibration timed (same model bytes), not look-alikes
     table = {mb.name: mb for mb in micro_models(True)}
     assert all(mb.model.SerializeToString() == table[mb.name].model.SerializeToString() for mb, _ in anchors)
     assert all(then == local_profile[0]["measured"]["micro_benchmarks_s"][mb.name] for mb, then in anchors)
     # another thread count, or a profile that was not calibrated here: nothing to compare against
     assert anchors_of(hw, hw.measured["threads"] + 1) == [] and anchors_of(load_profile("v100"), None) == []
+    # a calibration without the sweep point (older ones): the two anchors it has
+    older = dict(local_profile[0], measured={**local_profile[0]["measured"], "micro_benchmarks_s": {
+        k: v for k, v in local_profile[0]["measured"]["micro_benchmarks_s"].items() if k != "cache_3072k"}})
+    older_path = tmp_path / "older.yaml"
+    older_path.write_text(yaml.safe_dump(older))
+    assert [mb.role for mb, _ in anchors_of(load_profile(str(older_path)), None)] == ["peak", "dram"]
     path = save(conv_model(8, 16, 12, 12, 3, pads=[1, 1, 1, 1], relu=True), tmp_path)
     d = validate(path, hw, ShapeOverrides(), runs=3, strict=False)
     speed = d["speed_vs_calibration"]
-    assert set(speed) == {"compute", "memory"} and all(v > 0 for v in speed.values())
+    assert set(speed) == {"compute", "memory", "cache"} and all(v > 0 for v in speed.values())
     assert d["predicted_as_calibrated_s"] > 0
     off = validate(path, hw, ShapeOverrides(), runs=3, strict=False, drift=False)
     assert off["speed_vs_calibration"] is None and off["predicted_as_calibrated_s"] is None
@@ -1097,6 +1106,10 @@ def test_an_anchor_that_moved_far_marks_the_comparison_unreliable():
     note = unsteady({"peak": 1.0, "dram": 1.80})
     assert note.startswith("UNRELIABLE") and "memory x1.80" in note and "compute" not in note
     assert "compute x0.70" in unsteady({"peak": 0.70, "dram": 1.0})
+    # the state the two anchors miss: GEMM and DRAM as calibrated, the cached stream 1.4x slower
+    assert unsteady({"peak": 1.0, "dram": 1.04, "onchip": 1.1}) is None
+    note = unsteady({"peak": 1.0, "dram": 1.04, "onchip": 0.70})
+    assert note.startswith("UNRELIABLE") and "cache x0.70" in note and "memory" not in note
 
 
 def test_broadcast_spans_follow_the_runtime_broadcaster():

@@ -278,6 +278,11 @@ def _cold_conv(quick: bool) -> Micro:
 # the entries validate re-times next to a model: how fast this machine multiplies and streams now
 # against when it was calibrated (its speed drifts on a shared machine)
 ANCHORS = ("gemm_fp32", "bandwidth_add")
+# and, where the calibration has it, one point of the cache sweep: how fast a working set that lives in
+# the cache streams now. A 2-core VM had a state in which its GEMM and DRAM anchors read as calibrated
+# while the kernels that stream through the cache ran 1.3-1.7x slower (layout conversions, pooling,
+# Concat, Add, LayerNorm; bench/RESULTS.md, forty-seventh session): only a cached stream sees it
+ONCHIP_ANCHOR_KB = 3072
 
 
 def _peak_gemm(quick: bool) -> Micro:
@@ -304,9 +309,25 @@ def _dram_add(quick: bool) -> Micro:
                  ops=e, nbytes=dram_working_set(quick))
 
 
-def anchor_models(quick: bool) -> list[Micro]:
-    """The ANCHORS entries, at the sizes of a quick or a default calibration."""
-    return [_peak_gemm(quick), _dram_add(quick)]
+def anchor_models(quick: bool, onchip: bool = False) -> list[Micro]:
+    """The ANCHORS entries, at the sizes of a quick or a default calibration; with ``onchip`` the cache
+    sweep's ONCHIP_ANCHOR_KB point too."""
+    return [_peak_gemm(quick), _dram_add(quick)] + ([_cache_sweep(ONCHIP_ANCHOR_KB)] if onchip else [])
+
+
+def _cache_sweep(kb: int) -> Micro:
+    """The cache sweep's point at a ``kb`` working set: a chain of SWEEP_CHAIN adds, each reading the
+    previous sum and b and writing the next: three arrays live at a time (the runtime reuses the dead
+    ones), as in one add of a network, and the worker threads' wake-up is paid once, not per kernel
+    (alone, a 0.8 MB add took as long as a 1.6 MB one: 13 us, mostly wake-up)."""
+    from onnx import helper
+
+    c = kb * 1024 // 12
+    chain = [helper.make_node("Add", ["a" if i == 0 else f"s{i - 1}", "b"],
+                              ["y" if i == SWEEP_CHAIN - 1 else f"s{i}"]) for i in range(SWEEP_CHAIN)]
+    add_c = _model(chain, [_vi("a", [c]), _vi("b", [c])], [_vi("y", None)])
+    return Micro(f"cache_{kb}k", add_c, {"a": np.ones(c, np.float32), "b": np.ones(c, np.float32)}, "onchip",
+                 str(3 * 4 * c), ops=SWEEP_CHAIN * c, nbytes=SWEEP_CHAIN * 3 * 4 * c)
 
 
 def micro_models(quick: bool) -> list[Micro]:
@@ -330,17 +351,8 @@ def micro_models(quick: bool) -> list[Micro]:
         out.append(_matmul(f"gemm_m{m_rows}", m_rows, 768, 768, "m_curve", str(m_rows)))
     for d in NK_DIMS:  # thin in N and K (few channels), M = 3136 (56 x 56 pixels)
         out.append(_matmul(f"gemm_m{d}nk", 3136, d, d, "nk_curve", str(d)))
-    for kb in CACHE_SWEEP_KB:  # working sets from well inside a core's cache to well outside the last level
-        # a chain of SWEEP_CHAIN adds, each reading the previous sum and b and writing the next: three
-        # arrays live at a time (the runtime reuses the dead ones), as in one add of a network, and
-        # the worker threads' wake-up is paid once, not per kernel (alone, a 0.8 MB add took as long
-        # as a 1.6 MB one: 13 us, mostly wake-up)
-        c = kb * 1024 // 12
-        chain = [helper.make_node("Add", ["a" if i == 0 else f"s{i - 1}", "b"],
-                                  ["y" if i == SWEEP_CHAIN - 1 else f"s{i}"]) for i in range(SWEEP_CHAIN)]
-        add_c = _model(chain, [_vi("a", [c]), _vi("b", [c])], [_vi("y", None)])
-        out.append(Micro(f"cache_{kb}k", add_c, {"a": np.ones(c, np.float32), "b": np.ones(c, np.float32)}, "onchip",
-                         str(3 * 4 * c), ops=SWEEP_CHAIN * c, nbytes=SWEEP_CHAIN * 3 * 4 * c))
+    # working sets from well inside a core's cache to well outside the last level
+    out += [_cache_sweep(kb) for kb in CACHE_SWEEP_KB]
     xe = rng.standard_normal((1, 128, 3072)).astype(np.float32)
     for op in OP_MICRO:
         binary = op in OP_BINARY

@@ -24,8 +24,9 @@ def _quick_calibration(hw) -> bool:
 
 def anchors_of(hw, threads: int | None) -> list:
     """[(micro-benchmark, its seconds at calibration)] for the calibration's anchor entries
-    (``micro.ANCHORS``), when ``hw`` was calibrated on this machine's thread count; [] otherwise."""
-    from dnnperf.measure.micro import ANCHORS, anchor_models
+    (``micro.ANCHORS``, and the cache sweep's ``ONCHIP_ANCHOR_KB`` point where the calibration timed
+    it), when ``hw`` was calibrated on this machine's thread count; [] otherwise."""
+    from dnnperf.measure.micro import ANCHORS, ONCHIP_ANCHOR_KB, anchor_models
 
     meas = getattr(hw, "measured", None) or {}
     then = meas.get("micro_benchmarks_s") or {}
@@ -34,7 +35,9 @@ def anchors_of(hw, threads: int | None) -> list:
     cal = meas.get("threads")
     if cal and (not isinstance(cal, int) or cal != int(threads or os.cpu_count() or 1)):
         return []  # another thread count (or a record that does not say): nothing to compare against
-    return [(mb, float(then[mb.name])) for mb in anchor_models(_quick_calibration(hw))]
+    onchip = then.get(f"cache_{ONCHIP_ANCHOR_KB}k")
+    onchip = isinstance(onchip, (int, float)) and onchip > 0
+    return [(mb, float(then[mb.name])) for mb in anchor_models(_quick_calibration(hw), onchip)]
 
 
 # how far the profiled run's kernels may add up from the unprofiled latency before a note says so
@@ -131,7 +134,7 @@ def unsteady(speed: dict) -> str | None:
     moved = {role: v for role, v in speed.items() if v > ANCHOR_MOVE or v < 1 / ANCHOR_MOVE}
     if not moved:
         return None
-    named = {"peak": "compute", "dram": "memory"}  # as speed_vs_calibration names them
+    named = {"peak": "compute", "dram": "memory", "onchip": "cache"}  # as speed_vs_calibration names them
     said = ", ".join(f"{named.get(role, role)} x{v:.2f}" for role, v in sorted(moved.items()))
     return (f"UNRELIABLE: an anchor micro-benchmark moved by more than {round((ANCHOR_MOVE - 1) * 100)}% since "
             f"calibration ({said}): this machine is not in the state it was calibrated in (a shared or "
@@ -332,7 +335,7 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
     top_layers = [{"layer": k, "measured_s": _sig(meas.get(k, 0.0) * 1e-6), "measured_rank": rank_m.get(k),
                    "predicted_s": _sig(pred.get(k, 0.0)), "predicted_rank": rank_p.get(k)} for k in shown]
     notes = list(dict.fromkeys(insp.warnings + rep.notes))  # what the estimate assumed (bounds, partial coverage)
-    if speed and max(abs(v - 1) for v in speed.values()) > 0.02:
+    if speed and max(abs(speed[r] - 1) for r in ("peak", "dram")) > 0.02:
         notes.append(f"this machine multiplies {_pace(speed['peak'])} and streams memory {_pace(speed['dram'])} than "
                      f"when {hw.name} was calibrated (its anchor micro-benchmarks, timed next to the model): the "
                      f"estimate is for its speed now; as calibrated: {fmt_time(calibrated_s)} (--no-drift)")
@@ -370,7 +373,8 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
         "top_layers": top_layers,
         "by_op": by_op,
         "predicted_as_calibrated_s": None if calibrated_s is None else _sig(calibrated_s),
-        "speed_vs_calibration": {"compute": _sig(speed["peak"]), "memory": _sig(speed["dram"])} if speed else None,
+        "speed_vs_calibration": {"compute": _sig(speed["peak"]), "memory": _sig(speed["dram"]),
+                                 **({"cache": _sig(speed["onchip"])} if "onchip" in speed else {})} if speed else None,
         "rounds": settled["rounds"],
         "remeasured": remeasured,  # measurements taken again because the machine was not in its calibrated state
         "settled": settled["settled"],

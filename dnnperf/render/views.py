@@ -390,7 +390,9 @@ def _validate(doc) -> list:
                    f"{d['top5_inside_predicted_top10']}; unmatched kernels: {len(d['kernels_unmatched'])}"
                    + (f"; {d['rounds']} measurement rounds, spread {d['spread'] * 100:.1f}%" if "rounds" in d else "")
                    + (f"; machine speed vs calibration: compute x{d['speed_vs_calibration']['compute']:.3f}, memory "
-                      f"x{d['speed_vs_calibration']['memory']:.3f} (as calibrated: {t(d['predicted_as_calibrated_s'])})"
+                      f"x{d['speed_vs_calibration']['memory']:.3f}"
+                      + (f", cache x{d['speed_vs_calibration']['cache']:.3f}" if "cache" in d["speed_vs_calibration"] else "")
+                      + f" (as calibrated: {t(d['predicted_as_calibrated_s'])})"
                       if d.get("speed_vs_calibration") else "")]),
             Tab("Top layers: measured next to predicted (rank in each)",
                 ["layer", "measured", "rank", "predicted", "rank"],
