@@ -21,7 +21,7 @@ from dnnperf.efficiency import narrow_k1_timed
 from dnnperf.errors import TooNoisy
 from dnnperf.measure.micro import FIXED_CHAIN, SPAN_ELEMENTS, SPAN_WIDTHS, SWEEP_CHAIN, micro_models, reported_cache_mb
 from dnnperf.measure.ort import CAL_TIMING, cpu_name, ort, profiler_inflation_us, session, settled_times
-from dnnperf.measure.repeat import FIGURE_TOLERANCE, MAX_GAP, figure_gaps, gap_text, half_times
+from dnnperf.measure.repeat import FIGURE_TOLERANCE, MAX_GAP, apart, figure_gaps, half_times, widest
 from dnnperf.measure.reorder import REORDER_ROUNDS, edge_efficiency, layout_kernels, layout_share, reorder_figures, reorder_rounds
 from dnnperf.vocab import BROADCAST_SPANS
 
@@ -111,9 +111,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     ctx = _Derivation(table, threads)
 
     def check(history: dict) -> str | None:  # the figures the halves of the rounds give agree
-        gaps = ctx.split_gaps(history, early_reorders, 0)  # the reorder probes' halves: after the rounds
-        worst = max(gaps, key=lambda k: (gaps[k], k), default=None)
-        return None if worst is None or gaps[worst] <= FIGURE_TOLERANCE else gap_text(worst, gaps[worst])
+        return apart(ctx.split_gaps(history, early_reorders, 0))  # the reorder probes' halves: after the rounds
 
     settled = settled_times(jobs, rounds_min=2 if quick else 5, rounds_max=5 if quick else 10, runs=runs,
                             budget_s=budget, progress=progress, strict=strict,
@@ -124,16 +122,15 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     reorders = early_reorders + reorder_rounds(probes, threads, REORDER_ROUNDS[1])
     profile, record = ctx.figures(settled["times"], reorders)
     gaps = ctx.split_gaps(settled["history"], reorders, len(probes))
-    worst = sorted(gaps, key=lambda k: (-gaps[k], k))
     repeat = {"tolerance": FIGURE_TOLERANCE, "figures": len(gaps),
               "within": sum(1 for g in gaps.values() if g <= FIGURE_TOLERANCE),
-              "widest": {k: _sig(min(gaps[k], MAX_GAP)) for k in worst[:5]}}
+              "widest": {k: _sig(min(gaps[k], MAX_GAP)) for k in widest(gaps)[:5]}}
     # the rounds checked the times' figures; this adds the reorder probes' halves
-    apart = gap_text(worst[0], gaps[worst[0]]) if worst and gaps[worst[0]] > FIGURE_TOLERANCE else None
-    if strict and apart:
-        raise TooNoisy(f"the figures did not repeat: {apart} — the machine is too busy; stop other work or pin the "
+    differs = apart(gaps)
+    if strict and differs:
+        raise TooNoisy(f"the figures did not repeat: {differs} — the machine is too busy; stop other work or pin the "
                        "run (--threads), then try again; --accept-noisy keeps such figures")
-    unsettled = settled.get("unsettled") or apart
+    unsettled = settled.get("unsettled") or differs
     n_threads = threads or os.cpu_count() or 1
     profile["measured"] = {
         "date": datetime.date.today().isoformat(),
@@ -145,7 +142,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
                     "round moves none by more than 3% (10% under 50 us) and the figures of the rounds' first and second "
                     "halves agree within 5% (measured.repeat)",
         "rounds": settled["rounds"],
-        "settled": settled["settled"] and not apart,
+        "settled": settled["settled"] and not differs,
         "spread_max": _sig(max(settled["spread"].values(), default=0.0)),
         "spread": {k: _sig(v) for k, v in sorted(settled["spread"].items())},
         "seconds": round(time.perf_counter() - t0, 1),

@@ -20,6 +20,17 @@ def gap_text(name: str, gap: float) -> str:
             if gap < MAX_GAP else f"'{name}' is 0 in one half of the rounds only")
 
 
+def widest(gaps: dict[str, float]) -> list[str]:
+    """The figures of ``figure_gaps`` from the widest apart down (by name on a tie)."""
+    return sorted(gaps, key=lambda k: (-gaps[k], k))
+
+
+def apart(gaps: dict[str, float]) -> str | None:
+    """What does not repeat (``gap_text`` of the widest figure past FIGURE_TOLERANCE), or None."""
+    first = next(iter(widest(gaps)), None)
+    return gap_text(first, gaps[first]) if first is not None and gaps[first] > FIGURE_TOLERANCE else None
+
+
 def half_times(history: dict) -> tuple[dict, dict]:
     """Each job's median over the first and over the second half of the rounds it was timed in (the
     first half takes the middle round of an odd count; a job timed once gives its time to both)."""
