@@ -671,6 +671,25 @@ def test_the_grouped_curves_reach_the_last_stage_resolution():
     assert {"grouped_conv.w8:49", "grouped_conv.w16:49", "grouped_conv.w8s2:49"} <= keys
 
 
+def test_every_resnext_stage_is_a_grouped_point_of_its_own():
+    """Each stage of torchvision's ResNeXt-50 32x4d (widths 4, 8, 16, 32 at 56, 28, 14, 7 pixels a side)
+    and ResNeXt-101 32x8d (8, 16, 32, 64 at the same sides), read off the architecture (32 groups; the
+    bottleneck's width doubles as the side halves), is timed by calibrate at that width and side: a
+    width's curve held flat past its measured sides had ResNeXt-50's last stage (width 32 on 7 x 7)
+    at the 28 x 28 pace, 1.5-1.7x faster than it ran. The ResNeXt-50 point is a chain of its own layer:
+    1,024 channels in 32 groups on 7 x 7."""
+    from dnnperf.measure.micro import micro_models
+
+    table = {mb.key: mb for mb in micro_models(quick=True)}
+    stages = [(4, 56), (8, 28), (16, 14), (32, 7), (8, 56), (16, 28), (32, 14), (64, 7)]
+    missing = [f"grouped_conv.w{w}:{side * side}" for w, side in stages if f"grouped_conv.w{w}:{side * side}" not in table]
+    assert not missing
+    g = table["grouped_conv.w32:49"].model.graph
+    convs = [n for n in g.node if n.op_type == "Conv"]
+    assert all(next(a.i for a in n.attribute if a.name == "group") == 32 for n in convs)
+    assert [d.dim_value for d in g.input[0].type.tensor_type.shape.dim] == [1, 1024, 7, 7]
+
+
 def test_the_stride_1_grouped_curves_are_timed_as_chains_of_a_stage_s_channels():
     """A stride-1 grouped point is a chain of four 3 x 3 convolutions, each reading the one before, at
     the channels a ResNeXt stage has at that side (7 x 7: 1024, so width 16 is 64 groups), not copies

@@ -65,8 +65,14 @@ SWEEP_CHAIN = 8  # adds per cache-sweep job
 # it, predicted). Timed as chains (each reading the one before, as in a network) of a ResNeXt stage's
 # channels at that side (GROUPED_CHANNELS): eight copies of one 128-channel convolution on the same
 # input, with the layout share calibrate subtracts, put RegNet's 16-wide layers at 288 x 14 x 14 and
-# 672 x 7 x 7 at 0.71 and 0.63 of their measured time in the networks
-GROUPED = ((4, 28), (8, 56), (8, 28), (8, 14), (8, 7), (16, 56), (16, 28), (16, 14), (16, 7), (32, 28))
+# 672 x 7 x 7 at 0.71 and 0.63 of their measured time in the networks. Every stage of ResNeXt-50 32x4d (4 @ 56,
+# 8 @ 28, 16 @ 14, 32 @ 7) and of ResNeXt-101 32x8d (8 @ 56, 16 @ 28, 32 @ 14, 64 @ 7) is a point of its
+# own: a width's curve is held flat beyond its measured sides, and the pace at few pixels depends on the
+# width (reference VM, one calibration: width 16 at 0.43 of the roof on 7 x 7 and 0.71 on 14 x 14, width
+# 32 at 0.66 and 0.93, width 64 at 0.95 and 1.0), so no width's fall-off stands in for another's.
+# ResNeXt-50's last stage ran 1.5-1.7x its estimate in five runs while width 32 had its 28 x 28 point only
+GROUPED = ((4, 56), (4, 28), (8, 56), (8, 28), (8, 14), (8, 7), (16, 56), (16, 28), (16, 14), (16, 7), (32, 28),
+           (32, 14), (32, 7), (64, 14), (64, 7))
 GROUPED_CHANNELS = {56: 128, 28: 256, 14: 512, 7: 1024}
 # ... and with stride 2 (the first block of every RegNet / ResNeXt stage), 128 channels, one
 # convolution repeated: (width, output side)
