@@ -97,7 +97,7 @@ def validate(
     retry_unsteady: Annotated[int, typer.Option(
         "--retry-unsteady", help="When an anchor micro-benchmark moved by more than 25% since calibration (the "
                                  "machine is not in the state it was calibrated in: the UNRELIABLE note), wait 20 s "
-                                 "and measure again, up to this many times.")] = 0,
+                                 "and measure again, up to this many times (0: never).")] = 2,
     fmt: Format = None,
     output: Output = None,
     quiet: Quiet = False,
