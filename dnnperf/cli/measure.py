@@ -95,9 +95,10 @@ def validate(
                                    "--no-drift: as calibrated.")] = True,
     accept_noisy: AcceptNoisy = False,
     retry_unsteady: Annotated[int, typer.Option(
-        "--retry-unsteady", help="When an anchor micro-benchmark moved by more than 25% since calibration (the "
-                                 "machine is not in the state it was calibrated in: the UNRELIABLE note), wait 20 s "
-                                 "and measure again, up to this many times (0: never).")] = 2,
+        "--retry-unsteady", help="When an anchor micro-benchmark moved by more than 10% since calibration (the "
+                                 "machine is not in the state it was calibrated in) or the timings did not settle, "
+                                 "wait 20 s and measure again, up to this many times (0: never); the steadiest "
+                                 "measurement is the one compared.")] = 2,
     fmt: Format = None,
     output: Output = None,
     quiet: Quiet = False,

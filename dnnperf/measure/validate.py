@@ -7,6 +7,7 @@ import os
 import re
 import time
 
+from dnnperf.errors import TooNoisy
 from dnnperf.fmt import sig
 from dnnperf.fmt import t as fmt_time
 from dnnperf.measure.ort import (CAL_TIMING, cpu_name, feeds_for, profiled_kernels, profiler_inflation_us, runnable_bytes,
@@ -125,6 +126,16 @@ def _pace(x: float) -> str:
 # steady one repeats its anchors within a few percent; a 2-core VM in its slow state ran models 1.5-2.5x
 # slower while its memory anchor read 1.5-1.9x *faster* and its GEMM anchor unchanged
 ANCHOR_MOVE = 1.25
+# validate --retry-unsteady measures again from a smaller move than it marks: the per-resource
+# correction leaves part of a state change unexplained. Rows of bench/cpu_unseen.py (5 runs x 32
+# models, 2-core EPYC VM) whose anchors moved 15-18% missed by 13-33% (RegNetX-400MF -13%,
+# EfficientNet-B1 -30%, MobileNetV3-Small -33%); 12% of all rows moved more than 10%
+RETRY_MOVE = 1.10
+
+
+def anchor_move(speed: dict) -> float:
+    """How far the furthest anchor moved since calibration, as a factor >= 1 either way (1: none)."""
+    return max((max(v, 1 / v) for v in speed.values() if v > 0), default=1.0)
 
 
 def unsteady(speed: dict) -> str | None:
@@ -287,9 +298,12 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
     calibration's anchor micro-benchmarks are re-timed in the same rounds as the model and the
     estimate is made for the machine as fast as it is now (``at_current_speed``); the JSON keeps
     the estimate of the profile as calibrated too. ``steady_retries``: when an anchor moved past
-    ``ANCHOR_MOVE`` (the machine is not in the state it was calibrated in), wait ``wait_s`` and
-    measure again, up to that many times; the JSON's ``remeasured`` counts them, and the note
-    UNRELIABLE stays when the last measurement is still unsteady."""
+    ``RETRY_MOVE`` or the model's timings did not settle (the machine is not in the state it was
+    calibrated in, or too busy this minute), wait ``wait_s`` and measure again, up to that many times;
+    the steadiest measurement (its anchors nearest the calibration's, settled before unsettled; the
+    later on a tie) is the one compared. The JSON's ``remeasured`` counts the repeats; the note
+    UNRELIABLE stays when even that one moved past ``ANCHOR_MOVE``. A strict run whose every try
+    failed to settle exits 4 as before."""
     from dnnperf.scoring import Settings
     from dnnperf.api import analyze, checked, inspect_graph
     from dnnperf.load import load_graph
@@ -299,17 +313,30 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
     settings = Settings(fusion="typical")
     anchors = anchors_of(hw, threads) if drift else []
     remeasured = 0
+    tries = []  # (unsettled, anchor move, -try number, (latency, kernels, settled record, speed))
     while True:
-        latency, kernels, settled = measure(path, graph, threads, runs=runs, strict=strict,
-                                            anchors=[mb for mb, _ in anchors], quick_anchors=_quick_calibration(hw))
+        try:
+            latency, kernels, settled = measure(path, graph, threads, runs=runs, strict=strict,
+                                                anchors=[mb for mb, _ in anchors], quick_anchors=_quick_calibration(hw))
+        except TooNoisy:
+            if remeasured >= steady_retries:
+                if tries:  # an earlier try settled: it stands
+                    break
+                raise
+            remeasured += 1
+            time.sleep(wait_s)
+            continue
         speed = {}
         if anchors:
             now = settled["times"]
             speed = {mb.role: then / now[f"anchor:{mb.name}"] for mb, then in anchors}  # > 1: faster now
-        if not speed or not unsteady(speed) or remeasured >= steady_retries:
+        move = anchor_move(speed) if speed else 1.0
+        tries.append((not settled["settled"], move, -len(tries), (latency, kernels, settled, speed)))
+        if (settled["settled"] and move <= RETRY_MOVE) or remeasured >= steady_retries:
             break
         remeasured += 1
         time.sleep(wait_s)
+    latency, kernels, settled, speed = min(tries)[3]
     calibrated_s = None
     if anchors:
         calibrated_s = analyze(insp, hw, settings, with_fixes=False).score.totals["latency_s"]
