@@ -416,6 +416,12 @@ def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
 
         reads = reuse_reads(insp, layers)
         layers = [replace(la, reads=reads[la.name]) if la.name in reads else la for la in layers]
+        if hw.cpu_layout is not None:  # the image kernel's first touches (rules.cold_start_time)
+            from dnnperf.efficiency import reads_image
+            from dnnperf.reuse import cold_start_bytes
+
+            cold = cold_start_bytes(insp, layers, lambda la: la.workload.family == "conv" and reads_image(la.workload, hw))
+            layers = [replace(la, cold_bytes=cold[la.name]) if la.name in cold else la for la in layers]
         return score(layers, hw, settings, insp.input_bytes, arena_bytes(insp, layers), repeated)
     return score(layers, hw, settings, insp.input_bytes, repeated=repeated)
 

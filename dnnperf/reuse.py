@@ -141,3 +141,29 @@ def arena_bytes(insp, layers) -> int:
         for x in frees.pop(i, ()):
             now -= live.pop(x, 0)
     return peak
+
+
+def cold_start_bytes(insp, layers, first_touch) -> dict[str, int]:
+    """{layer name: bytes it touches first in an inference}: a network run again and again touches
+    its whole reach between two inferences, so the image a first convolution reads and the buffer it
+    writes (nothing in the network wrote there since the last inference) are cold when that reach
+    passes the cache (``rules.cold_start_time``). Only layers ``first_touch(layer)`` accepts (a CPU's
+    image-reading convolutions) that read a model input: the input's bytes to the first such reader of
+    it, the layer's output bytes to each (every one writes a buffer of its own)."""
+    g = insp.graph
+    inputs = set(g.inputs) - g.initializers
+    if not inputs:
+        return {}
+    by_name = {row.node.name: row.node for row in insp.rows}
+    taken: set[str] = set()
+    out: dict[str, int] = {}
+    for layer in layers:
+        reads = [x for n in layer.nodes if (node := by_name.get(n)) is not None for x in node.inputs if x in inputs]
+        if not reads or not first_touch(layer):
+            continue
+        fresh = [x for x in dict.fromkeys(reads) if x not in taken]
+        taken.update(fresh)
+        image = sum(g.tensors[x].nbytes for x in fresh if g.tensors.get(x) is not None and g.tensors[x].shape is not None)
+        out[layer.name] = image + layer.workload.bytes_written
+    return out
+

@@ -246,6 +246,28 @@ def far_read_time(reads, working_set: int, hw: HardwareProfile) -> float:
     return max(extra, 0.0)
 
 
+def cold_start_time(cold_bytes: int, working_set: int, reach: int, hw: HardwareProfile) -> float:
+    """Seconds a layer waits for what it touches first in an inference (``cold_bytes``: a first
+    convolution's image and the buffer it writes, ``dnnperf.reuse.cold_start_bytes``) when the whole
+    network ran since: those bytes come from DRAM instead of the cache the layer's working set would
+    put them in, in proportion to how far the network's per-inference ``reach`` (weights and buffers,
+    bytes) lies past the cache (``beyond_cache``), and the kernel waits for them rather than hiding
+    them behind its math (first touches of lines nothing prefetched). On the 2-core EPYC VM (50 GB/s,
+    12.6-25 MB cache knee) the 3 x 3 stems of networks that reach past the cache ran 20-50 us over an
+    estimate that had their 2.2 MB of image and output in cache (EfficientNet-B0, RegNetY-400MF,
+    MnasNet-1.0, ShuffleNetV2 x1.5; EfficientNet-B0's and RegNetY-400MF's ranked 17th-21st predicted
+    where they were measured among the top 5), while those of networks within the cache did not
+    (MobileNetV3-Small, MnasNet-0.5); ShuffleNetV2's stem alone took 55 us, 111-129 us after a 32 MB
+    sweep between runs.
+    0 without a bandwidth curve or a reach."""
+    if cold_bytes <= 0 or not reach or not hw.bandwidth_curve:
+        return 0.0
+    near = bandwidth_for(working_set, hw)
+    if near <= hw.dram_bps:
+        return 0.0  # the working set already streams at DRAM's pace: nothing was in the cache to lose
+    return cold_bytes * (1.0 / hw.dram_bps - 1.0 / near) * beyond_cache(reach, hw)
+
+
 def beyond_cache(nbytes: float, hw: HardwareProfile) -> float:
     """How much of a read whose reuse distance is ``nbytes`` misses the cache, 0 to 1: 0 up to half
     the profile's cache (``onchip_mb``, the knee of its calibrated bandwidth sweep), 1 from twice it

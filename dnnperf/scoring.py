@@ -9,7 +9,8 @@ step's cause, so the losses always add up to the layer time exactly:
     parallelism      lanes left idle when the layer has fewer outputs than the device has lanes,
                      or too little work per output to keep a lane busy (profile ops_per_item)
     thermal          sustained clock below boost                            -> t_compute
-    memory           max(0, t_memory - t_compute): traffic the math does not hide (roofline)
+    memory           max(0, t_memory - t_compute): traffic the math does not hide (roofline); on a
+                     calibrated CPU also what a first convolution touches first in an inference
     overlap          the part of the shorter side a device does not hide (memory_overlap < 1, or a
                      calibrated CPU's product_overlap for matrix products; ops with no fast kernel
                      run memory and math back to back)
@@ -65,6 +66,9 @@ class Layer:
     # price reads by how far back they were written (calibrated CPUs: dnnperf.reuse)
     reads: tuple[tuple[int, int], ...] = ()
     blocked: bool = False  # runs in a CPU runtime's blocked layout (set by dnnperf.layout.add_reorders)
+    # bytes it touches first in an inference, after the whole network ran since (calibrated CPUs: the
+    # image and the output buffer of a first convolution, dnnperf.reuse.cold_start_bytes)
+    cold_bytes: int = 0
 
 
 @dataclass
@@ -281,6 +285,16 @@ def _memory(s: LayerState) -> float:
     s.t_memory /= s.split
     s.unoptimized = s.w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops
     return max(s.t, s.t_memory)
+
+
+def _cold_start(s: LayerState) -> float:
+    """What a network's first convolution touches first in an inference (``Layer.cold_bytes``: the
+    image and its output buffer) comes from DRAM, and the kernel waits for it on top of its paced time
+    (``rules.cold_start_time``; calibrated CPUs only)."""
+    if not s.layer.cold_bytes or not rules.prices_far_reads(s.hw):
+        return s.t
+    return s.t + rules.cold_start_time(s.layer.cold_bytes, s.w.act_bytes_read + s.w.bytes_written, s.weight_reach,
+                                       s.hw)
 
 
 def _step_reads_time(w: Workload, bps: float) -> float:
@@ -746,6 +760,7 @@ STEPS: tuple[Step, ...] = (
     (Cause.memory.value, _memory),
     (Cause.overlap.value, _overlap),
     (Cause.unoptimized.value, _efficiency),
+    (Cause.memory.value, _cold_start),
     (Cause.launch_overhead.value, _launch),
 )
 GPU_STEPS: tuple[Step, ...] = (
@@ -916,7 +931,7 @@ def _workload_key(layer: Layer) -> tuple | None:
 
         get = _SLOT_GETTERS[w.__class__] = operator.attrgetter(*w.__slots__)
     try:
-        key = (layer.op_type, len(layer.nodes), layer.output_shape, get(w), layer.reads)
+        key = (layer.op_type, len(layer.nodes), layer.output_shape, get(w), layer.reads, layer.blocked, layer.cold_bytes)
         hash(key)
     except TypeError:
         return None

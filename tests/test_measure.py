@@ -1502,3 +1502,25 @@ def test_validate_retries_a_smaller_move_than_it_marks_and_keeps_the_steadiest_m
     assert d["remeasured"] == 1 and d["settled"] is True
     with pytest.raises(Exception, match="did not settle"):
         run(["noisy"], 2, strict=True)
+
+
+def test_the_image_kernel_points_leave_out_the_first_touches_the_network_stem_is_charged(tmp_path):
+    """calibrate reads the image kernel's pace from copies of a stem that each write a buffer of their
+    own on every run (3 -> 64 7 x 7 on 224 x 224: 8 x 3,211,264 bytes), cold past the cache as a network's
+    first layer is; the time dnnperf's first-touch rule gives them (the image, 602,112 bytes, to the first
+    copy, each output to its copy: 26,292,224 bytes from DRAM instead of the curve's figure for one copy's
+    3,813,376-byte working set, the reach far past a 1 MB cache) is taken off before the pace is read, so
+    a network's stem is not charged it twice. Profile: 100 GB/s up to 1 MB, 20 GB/s from 4 MB and DRAM."""
+    from dnnperf.measure.calibrate import micro_cold_s
+    from dnnperf.measure.micro import micro_models
+    from dnnperf.rules import bandwidth_for
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["memory"] = {"dram_gbs": 20, "onchip_mb": 1, "bandwidth_curve": {0.5: 100, 1: 100, 4: 20}}
+    hw = profile_from_dict(d, "x")
+    stem = next(mb for mb in micro_models(quick=True) if mb.key == "conv.rgb:9408")
+    near = bandwidth_for(3_813_376, hw)
+    assert near > 20e9
+    assert micro_cold_s(stem.model, hw) == pytest.approx((602_112 + 8 * 3_211_264) * (1 / 20e9 - 1 / near), rel=1e-9)
+    assert micro_cold_s(stem.model, load_profile("cpu-avx2")) == 0.0  # no bandwidth curve: no rule

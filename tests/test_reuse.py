@@ -340,3 +340,81 @@ def test_identical_layers_read_from_different_distances_are_scored_apart(tmp_pat
     assert far_read_time(one.layer.reads, ws, hw) == 0.0
     extra = 400_000 / bandwidth_for(1_600_000, hw) - 400_000 / bandwidth_for(ws, hw)
     assert two.t_memory - one.t_memory == pytest.approx(extra)
+
+
+def test_cold_start_time_by_hand():
+    """What a first convolution touches first in an inference comes from DRAM instead of the cache, in
+    proportion to how far the network's reach lies past the cache. Profile: 100 GB/s up to 1 MB, DRAM
+    20 GB/s, cache 1 MB. 0.5 MB in a 0.4 MB working set (100 GB/s): 0.5e6 x (1/20e9 - 1/100e9) = 20 us
+    at a reach of 4 MB (all beyond the cache); 15 us at 1.414 MB (log2(2 x 1.414) / 2 = 0.75 beyond);
+    nothing at 0.4 MB (under half the cache), nor for a working set already at DRAM's pace."""
+    from dnnperf.rules import cold_start_time
+
+    hw = _calibrated_like()
+    assert cold_start_time(500_000, 400_000, 4_000_000, hw) == pytest.approx(20e-6)
+    assert cold_start_time(500_000, 400_000, 1_414_214, hw) == pytest.approx(15e-6, rel=1e-4)
+    assert cold_start_time(500_000, 400_000, 400_000, hw) == 0.0
+    assert cold_start_time(500_000, 5_000_000, 4_000_000, hw) == 0.0
+    assert cold_start_time(500_000, 400_000, 0, hw) == 0.0  # no reach known
+    assert cold_start_time(500_000, 400_000, 4_000_000, load_profile("cpu-avx2")) == 0.0  # no curve
+
+
+def _stem_net(tmp_path, wide: int, tag: str) -> str:
+    """x [1, 3, 32, 32] -> a 3 -> 16 3 x 3 stem (a) and a second one on x (b) -> a 1 x 1 convolution
+    of a's output to ``wide`` channels (its filters set how far the network reaches)."""
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="stem", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "wb"], ["b"], name="twin", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["a", "wc"], ["c"], name="body")]
+    inits = [weight("wa", [16, 3, 3, 3]), weight("wb", [16, 3, 3, 3]), weight("wc", [wide, 16, 1, 1])]
+    return save(model(nodes, [vi("x", [1, 3, 32, 32])], [vi("b", None), vi("c", None)], inits), tmp_path, f"stem_{tag}.onnx")
+
+
+def test_cold_start_bytes_by_hand(tmp_path):
+    """The image [1, 3, 32, 32] fp32 (12,288 bytes) goes to its first reader, each image convolution
+    writes its own 16 x 32 x 32 output (65,536 bytes): stem 77,824, twin 65,536; the body reads no
+    model input."""
+    from dnnperf.reuse import cold_start_bytes
+
+    insp = inspect_model(_stem_net(tmp_path, 16, "bytes"))
+    cold = cold_start_bytes(insp, build_layers(insp), lambda la: la.workload.family == "conv")
+    assert cold == {"stem": 12_288 + 65_536, "twin": 65_536}
+
+
+def test_a_first_convolution_waits_for_its_cold_image_only_when_the_network_reaches_past_the_cache(tmp_path,
+                                                                                                   monkeypatch):
+    """The same stem in a network that stays within half the cache (a 16-filter body) and in one whose
+    4,096 x 16 body filters (256 KB) and 16.8 MB output reach past it (cache 1 MB): the second stem
+    takes ``cold_start_time`` of its 77,824 cold bytes longer than it does without the rule, booked as
+    memory, and so does the twin for its 65,536; the first stem and the body do not move. A profile
+    without a bandwidth curve prices nothing."""
+    import dnnperf.rules as rules_mod
+    from dnnperf.rules import cold_start_time
+
+    d = yaml.safe_load(open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8"))
+    d["memory"] = {"dram_gbs": 20, "onchip_mb": 1, "bandwidth_curve": {0.5: 100, 1: 100, 4: 20}}
+    d["cpu_layout"] = {"block": 16, "grouped_min_width": 16, "channel_alignment": 4, "pool_alignment": 16}
+    hw = profile_from_dict(d, "x")
+
+    def costs(wide, profile):
+        rep = analyze(inspect_model(_stem_net(tmp_path, wide, str(wide))), profile, Settings(), with_fixes=False)
+        return {c.name: c for c in rep.score.layers}, rep.score.weight_reach
+
+    with_rule = {wide: costs(wide, hw) for wide in (16, 4096)}
+    monkeypatch.setattr(rules_mod, "cold_start_time", lambda *a: 0.0)
+    without = {wide: costs(wide, hw) for wide in (16, 4096)}
+    monkeypatch.undo()
+    (small, reach_small), (big, reach_big) = with_rule[16], with_rule[4096]
+    assert reach_small < 500_000 < 2_000_000 < reach_big
+    for name in ("stem", "body", "twin"):
+        assert small[name].time_s == without[16][0][name].time_s
+    for name, cold in (("stem", 77_824), ("twin", 65_536)):
+        w = big[name].layer.workload
+        extra = cold_start_time(cold, w.act_bytes_read + w.bytes_written, reach_big, hw)
+        assert extra > 0
+        assert big[name].time_s - without[4096][0][name].time_s == pytest.approx(extra, rel=1e-9)
+        assert big[name].losses["memory"] - without[4096][0][name].losses["memory"] == pytest.approx(extra, rel=1e-9)
+    assert big["body"].time_s == without[4096][0]["body"].time_s
+    plain = load_profile("cpu-avx2")
+    a = costs(16, plain)[0]["stem"].time_s
+    monkeypatch.setattr(rules_mod, "cold_start_time", lambda *a: 1.0)  # never asked without a curve
+    assert costs(4096, plain)[0]["stem"].time_s == pytest.approx(a) and costs(16, plain)[0]["stem"].time_s == a
