@@ -166,4 +166,3 @@ def cold_start_bytes(insp, layers, first_touch) -> dict[str, int]:
         image = sum(g.tensors[x].nbytes for x in fresh if g.tensors.get(x) is not None and g.tensors[x].shape is not None)
         out[layer.name] = image + layer.workload.bytes_written
     return out
-
