@@ -370,10 +370,11 @@ def _raw_ratio(mb, base, times: dict, dispatch_us: float, kernels) -> float:
     back per kernel) and the layout reorders a lone convolution or pooling gets (a network pays them
     once; ``kernels(mb)`` is its node profile)."""
     fusion = "typical" if mb.role == "kernel" else "none"  # a kernel entry: costed as ORT's kernels of it
-    roof_s, fixed_s = micro_costs(mb.model, base, fusion)
+    image = mb.key.startswith("conv.rgb")  # the image kernel's first touches: the estimate adds them back apart
+    roof_s, fixed_s, cold_s = micro_costs(mb.model, base, fusion, image)
     kernel_s = max(times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6 - fixed_s, 1e-7)
-    if mb.key.startswith("conv.rgb"):  # the image kernel's first touches: the estimate adds them back apart
-        kernel_s = max(kernel_s - micro_cold_s(mb.model, base), 1e-7)
+    if image:
+        kernel_s = max(kernel_s - cold_s, 1e-7)
     if _blocked(mb):
         kernel_s *= 1.0 - layout_share(mb, None, kernels(mb))
     return roof_s / kernel_s
@@ -481,36 +482,36 @@ def fixed_us(chain_s: float, one_op_s: float, arithmetic_s: float, dispatch_us: 
     return us if us >= FIXED_RESOLUTION_US else 0.0
 
 
-def micro_costs(m, hw, fusion: str = "none") -> tuple[float, float]:
+def micro_costs(m, hw, fusion: str = "none", image: bool = False) -> tuple[float, float, float]:
     """From one analysis of a micro-model: (``predict_micro``'s estimate, the fixed kernel time
-    (``kernel_fixed_us``) dnnperf charges its kernels). The fixed time is taken off the measured time
-    before an efficiency is read from it, as the estimate adds it back apart."""
-    from dnnperf.api import analyze
-    from dnnperf.scoring import Settings
-
-    rep = analyze(inspect_micro(m), hw, Settings(fusion=fusion), with_fixes=False)
-    roof = sum(c.time_s - c.t_launch for c in rep.score.layers) + hw.launch_overhead_us * 1e-6
-    fixed = sum(c.layer.workload.launches * hw.kernel_fixed_us.get(c.layer.workload.family, 0.0)
-                for c in rep.score.layers) * 1e-6
-    return roof, fixed
-
-
-def micro_cold_s(m, hw) -> float:
-    """Seconds dnnperf's first-touch rule (``rules.cold_start_time``) gives a micro-model's
-    convolutions that read its input: the image-kernel points' copies each write a buffer of their own
-    on every run (3 -> 64 7 x 7: 8 x 3.2 MB), cold past the cache as a network's first layer is, so
-    their time less this is the kernel's pace (the network's stem gets it back by the same rule)."""
+    (``kernel_fixed_us``) dnnperf charges its kernels, and with ``image`` the first-touch time
+    (``rules.cold_start_time``) of its convolutions that read its input, else 0). The fixed time is
+    taken off the measured time before an efficiency is read from it, as the estimate adds it back
+    apart; so is the first-touch time of the image-kernel points, whose copies each write a buffer of
+    their own on every run (3 -> 64 7 x 7: 8 x 3.2 MB), cold past the cache as a network's first layer
+    is (the network's stem gets it back by the same rule)."""
     from dnnperf import rules
     from dnnperf.api import analyze
     from dnnperf.reuse import cold_start_bytes
     from dnnperf.scoring import Settings
 
     insp = inspect_micro(m)
-    sc = analyze(insp, hw, Settings(fusion="none"), with_fixes=False).score
-    layers = [c.layer for c in sc.layers]
-    cold = cold_start_bytes(insp, layers, lambda la: la.workload.family == "conv")
-    return sum(rules.cold_start_time(cold[la.name], la.workload.act_bytes_read + la.workload.bytes_written,
-                                     sc.weight_reach, hw) for la in layers if la.name in cold)
+    sc = analyze(insp, hw, Settings(fusion=fusion), with_fixes=False).score
+    roof = sum(c.time_s - c.t_launch for c in sc.layers) + hw.launch_overhead_us * 1e-6
+    fixed = sum(c.layer.workload.launches * hw.kernel_fixed_us.get(c.layer.workload.family, 0.0)
+                for c in sc.layers) * 1e-6
+    cold_s = 0.0
+    if image:
+        layers = [c.layer for c in sc.layers]
+        cold = cold_start_bytes(insp, layers, lambda la: la.workload.family == "conv")
+        cold_s = sum(rules.cold_start_time(cold[la.name], la.workload.act_bytes_read + la.workload.bytes_written,
+                                           sc.weight_reach, hw) for la in layers if la.name in cold)
+    return roof, fixed, cold_s
+
+
+def micro_cold_s(m, hw) -> float:
+    """The first-touch seconds ``micro_costs`` takes off an image-kernel point."""
+    return micro_costs(m, hw, image=True)[2]
 
 
 def predict_micro(m, hw, fusion: str = "none") -> float:
