@@ -99,7 +99,9 @@ def main() -> None:
         print(f"run {run}: calibrated in {m['seconds']} s ({m['rounds']} rounds, settled {m['settled']}, "
               f"largest spread {m['spread_max'] * 100:.0f}%, its halves agree on {m['repeat']['within']} of "
               f"{m['repeat']['figures']} figures): fp32 {prof['headline']['tops']} TOP/s, "
-              f"{prof['memory']['dram_gbs']} GB/s, dispatch {prof['launch_overhead_us']} us", flush=True)
+              f"{prof['memory']['dram_gbs']} GB/s, cache {prof['memory']['onchip_mb']} MB"
+              f"{' (CACHES APART: more than the OS reports)' if m.get('caches_apart') else ''}, "
+              f"dispatch {prof['launch_overhead_us']} us", flush=True)
         rows = {}
         for s in chosen:
             for name in sets[s]:

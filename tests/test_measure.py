@@ -661,6 +661,41 @@ def test_a_sweep_without_a_cliff_says_its_cache_figure_is_uncertain():
     assert "6.291 MB" in note and "3.146-12.58 MB" in note and "memory.onchip_mb" in note
 
 
+def test_a_calibration_whose_threads_held_more_than_the_reported_cache_says_so(tmp_path, local_profile):
+    """Two calibrations of the 2-core EPYC VM, whose OS reports one 32.77 MB L3 for both vCPUs (GB/s
+    by working set, 0.79 to 50 MB). In its usual state the knee is 12.6 MB, under that; in its other
+    state (DRAM read at 87 GB/s) the 50 MB point still streamed at 131 of the best 191 GB/s (0.69, over
+    the 0.6 threshold and 1.5x DRAM): a 50.3 MB knee, 1.54x what the OS reports, which two threads can
+    only hold in two caches. That calibration is marked, and so is every validate against it; one
+    thread, or no cache reported, marks nothing."""
+    from dnnperf.measure.calibrate import caches_apart, caches_apart_note, cache_knee
+
+    sizes = (786_432, 1_572_864, 3_145_728, 6_291_456, 12_582_912, 25_165_824, 50_331_648)
+    usual = list(zip(sizes, (121.4, 205.0, 205.2, 198.3, 177.5, 123.0, 76.9)))
+    other = list(zip(sizes, (131.1, 170.2, 186.1, 191.4, 185.8, 166.4, 131.1)))
+    assert cache_knee(usual, 48.22) == pytest.approx(12.582912)
+    assert cache_knee(other, 87.32) == pytest.approx(50.331648)
+    assert not caches_apart(12.58, 32.77, 2)
+    assert caches_apart(50.33, 32.77, 2)
+    assert not caches_apart(50.33, 32.77, 1) and not caches_apart(50.33, None, 2)
+    assert not caches_apart(40.0, 32.77, 2)  # 1.22x: within the factor (the sweep doubles its sizes)
+    note = caches_apart_note("local", 50.33, 32.77)
+    assert "50.33 MB" in note and "32.77 MB" in note and "--threads 1" in note and "\n" not in note
+    prof = yaml.safe_load(open(local_profile[1]))
+    prof["memory"]["onchip_mb"] = 50.33
+    prof["measured"].update(cache_reported_mb=32.77, caches_apart=True)
+    marked = tmp_path / "apart.yaml"
+    marked.write_text(yaml.safe_dump(prof, sort_keys=False))
+    path = save(conv_model(8, 16, 12, 12, 3, pads=[1, 1, 1, 1]), tmp_path)
+    d = validate(path, load_profile(str(marked)), ShapeOverrides(), runs=3, strict=False, drift=False)
+    assert sum("did not share one cache" in n for n in d["notes"]) == 1
+    del prof["measured"]["caches_apart"]  # the fixture's own calibration may be either way: the same profile unmarked
+    unmarked = tmp_path / "shared.yaml"
+    unmarked.write_text(yaml.safe_dump(prof, sort_keys=False))
+    plain = validate(path, load_profile(str(unmarked)), ShapeOverrides(), runs=3, strict=False, drift=False)
+    assert not any("did not share one cache" in n for n in plain["notes"])
+
+
 
 def test_the_grouped_curves_reach_the_last_stage_resolution():
     """Grouped convolutions are timed down to 7 x 7 (49 output pixels: RegNet's and ResNeXt's last

@@ -58,6 +58,7 @@ def calibrate(
     """Measure this machine through ONNX Runtime (needs dnnperf[measure]) and write a profile:
     peak GEMM throughput, bandwidth, per-op dispatch cost, per-family efficiency."""
     from dnnperf.measure import calibrate as run_calibrate, micro_models
+    from dnnperf.measure.calibrate import caches_apart_note
 
     thread_count(threads)
     with progress(sum(mb.role != "probe" for mb in micro_models(True)), "calibrating", quiet) as tick:
@@ -66,6 +67,8 @@ def calibrate(
     notes = [] if m["settled"] else [_unsettled_note(m["rounds"], m["spread_max"], m.get("unsettled"))]
     if m.get("cache_knee_range_mb"):
         notes.append(_knee_note(prof["memory"]["onchip_mb"], *m["cache_knee_range_mb"]))
+    if m.get("caches_apart"):
+        notes.append(caches_apart_note("this profile", prof["memory"]["onchip_mb"], m["cache_reported_mb"]))
     notes.append(f"wrote {output}: fp32 {prof['units'][0]['peak_tops']['fp32']} TOP/s, {prof['memory']['dram_gbs']} GB/s, "
                  f"dispatch {prof['launch_overhead_us']} us ({m['seconds']} s)")
     return Document("calibration", prof, notes=tuple(notes))

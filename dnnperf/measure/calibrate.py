@@ -19,7 +19,8 @@ from dnnperf.fmt import sig
 from dnnperf.layout import BLOCKED_OPS
 from dnnperf.efficiency import narrow_k1_timed
 from dnnperf.errors import TooNoisy
-from dnnperf.measure.micro import FIXED_CHAIN, SPAN_ELEMENTS, SPAN_WIDTHS, SWEEP_CHAIN, micro_models, reported_cache_mb
+from dnnperf.measure.micro import (FIXED_CHAIN, SPAN_ELEMENTS, SPAN_WIDTHS, SWEEP_CHAIN, micro_models, os_cache_mb,
+                                   reported_cache_mb)
 from dnnperf.measure.ort import CAL_TIMING, cpu_name, ort, profiler_inflation_us, session, settled_times
 from dnnperf.measure.repeat import FIGURE_TOLERANCE, MAX_GAP, apart, figure_gaps, half_times, widest
 from dnnperf.measure.reorder import REORDER_ROUNDS, edge_efficiency, layout_kernels, layout_share, reorder_figures, reorder_rounds
@@ -78,6 +79,33 @@ def knee_range(sweep: list[tuple[int, float]], dram_gbs: float) -> tuple[float, 
     lo = cache_knee(sweep, dram_gbs, KNEE_SHARE * (1 + KNEE_MARGIN))
     hi = cache_knee(sweep, dram_gbs, KNEE_SHARE * (1 - KNEE_MARGIN))
     return (lo, hi) if lo is not None and hi is not None and lo != hi else None
+
+
+# a measured cache this many times the largest one the OS reports was not one cache the threads shared
+APART_FACTOR = 1.25
+
+
+def caches_apart(onchip_mb: float | None, reported_mb: float | None, threads: int) -> bool:
+    """Whether a calibration with ``threads`` threads streamed a working set at cache speed that
+    exceeds, by APART_FACTOR, the largest cache the OS reports (``reported_mb``, None: no report):
+    the threads ran on caches of their own (a VM's vCPUs placed on two core complexes or sockets,
+    whatever the OS says they share), so together they held more than any one cache. The 2-core
+    EPYC VM does this at times (bench/RESULTS.md, "the VM's other state": the one such calibration
+    whose record was kept read a 50.3 MB knee where the OS reports one shared 32.8 MB L3, and DRAM at
+    87 GB/s instead of 45-52); that run left 14 of 32 models within +-10%, every miss optimistic (-17
+    to -46%), and two more calibrated with DRAM at 78-79 GB/s left 12 and 14: a kernel that reads what
+    the other thread wrote fetches it from the other cache, which none of the calibration's figures
+    time."""
+    return bool(onchip_mb and reported_mb and threads > 1 and onchip_mb > APART_FACTOR * reported_mb)
+
+
+def caches_apart_note(name: str, onchip_mb: float, reported_mb: float) -> str:
+    """One line for calibrate and validate when ``caches_apart``."""
+    return (f"{name} was calibrated on threads that did not share one cache: they streamed {onchip_mb:g} MB at cache "
+            f"speed where this CPU reports a {reported_mb:g} MB last-level cache (measured.caches_apart); a layer that "
+            "reads what another thread wrote pays the trip between the caches, which no calibrated figure includes, "
+            "so estimates can be optimistic — calibrate again when the machine shares its cache, or calibrate and "
+            "validate with --threads 1")
 
 
 def _sig(x: float) -> float:
@@ -321,6 +349,7 @@ def _figures(table, threads: int | None, times: dict, reorders: list, kernels, i
     record = {
         "cache_sweep_gbs": {f"{n / 1e6:g} MB": _sig(b) for n, b in sweep},
         "cache_reported_mb": _sig(reported_cache_mb()),
+        **({"caches_apart": True} if caches_apart(cache_mb, os_cache_mb(), n_threads) else {}),
         **({"cache_knee_range_mb": [_sig(x) for x in knee_alt]} if knee_alt else {}),
         "layout_reorder_share": {k: _sig(v) for k, v in sorted(shares.items())},
         "profiler_inflation_us": _sig(inflation),

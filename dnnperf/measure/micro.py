@@ -211,6 +211,11 @@ def _w(name, shape, dtype=np.float32, rng=None, scale: float = 1.0):
 def reported_cache_mb() -> float:
     """The largest CPU cache the kernel reports, in MB (4 MB when unknown). On a virtual machine
     this may be the host's shared cache: calibrate measures the capacity instead."""
+    return os_cache_mb() or 4.0
+
+
+def os_cache_mb() -> float | None:
+    """The largest CPU cache the kernel reports (sysfs), in MB; None when it reports none."""
     best = 0.0
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
@@ -224,7 +229,7 @@ def reported_cache_mb() -> float:
             best = max(best, float(txt.rstrip("KMB")) * mult / 1e6)
     except OSError:
         pass
-    return best or 4.0
+    return best or None
 
 
 def _matmul(name, m, k, n, role, key="", pairing=""):

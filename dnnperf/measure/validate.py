@@ -381,7 +381,12 @@ def validate(path: str, hw, overrides, threads: int | None = None, runs: int = 2
         notes.append(f"{hw.name} was {'calibrated on ' + repr(on) if on else 'not calibrated on any machine'}, "
                      f"not on this one ({here!r}): the error compares that profile with this CPU, not dnnperf's model "
                      "with the machine it describes — dnnperf calibrate -o local.yaml, then validate with --hw local.yaml")
-    cal = (getattr(hw, "measured", None) or {}).get("threads")
+    measured = getattr(hw, "measured", None) or {}
+    if measured.get("caches_apart") and hw.onchip_mb and measured.get("cache_reported_mb"):
+        from dnnperf.measure.calibrate import caches_apart_note
+
+        notes.append(caches_apart_note(hw.name, hw.onchip_mb, measured["cache_reported_mb"]))
+    cal = measured.get("threads")
     used = threads or os.cpu_count()
     if isinstance(cal, int) and cal != int(used):
         notes.append(f"{hw.name} was calibrated with {cal} threads but this run uses {used}: calibrate with "
