@@ -173,6 +173,50 @@ def _tanh_gelu(graph: Graph, tanh, producer: dict, only_user) -> tuple[list, str
     return None
 
 
+# the constants of gelu_new, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), by the node that reads them
+TANH_GELU_CONSTANTS = {"cube": 3.0, "coef": 0.044715, "scale": 0.7978845608028654, "plus": 1.0, "half": 0.5}
+
+
+def tanh_gelu_constants(graph: Graph) -> dict[str, float]:
+    """{constant tensor: the value gelu_new gives it} for every tanh GELU ``_tanh_gelu`` finds: the
+    exponent of its Pow, the 0.044715 of its cube, the sqrt(2 / pi) before its Tanh, the 1 added to
+    the Tanh and the 0.5. The estimate reads the pattern as ONNX Runtime's FastGelu kernel whatever
+    the constants hold (a weightless skeleton has none); a validation run of a skeleton gives them
+    these values, or the runtime sees another function and runs it node by node (GPT-2's skeleton with
+    stand-in random constants: no FastGelu, a generic Pow of 620 us per layer where the fused kernel
+    takes 80-90)."""
+    producer = {o: n for n in graph.nodes for o in n.outputs if o}
+    only_user = _sole_user(graph)
+    out: dict[str, float] = {}
+    for node in graph.nodes:
+        if node.op_type != "Tanh" or node.domain not in ("", "ai.onnx"):
+            continue
+        found = _tanh_gelu(graph, node, producer, only_user)
+        if found is None:
+            continue
+        members, x = found
+        names = {m.name for m in members}
+        cube = next((m for m in members if m.op_type == "Pow"), None) or \
+            next((m for m in members if m.op_type == "Mul" and x in m.inputs and any(
+                (p := producer.get(i)) is not None and p.name in names and i != x for i in m.inputs)), None)
+        for m in members:
+            consts = [i for i in m.inputs if i in graph.constants]
+            if len(consts) != 1:
+                continue
+            if m.op_type == "Pow":
+                role = "cube"
+            elif m.op_type == "Add":
+                role = "plus"
+            elif m.op_type == "Mul" and node.inputs and node.inputs[0] in m.outputs:
+                role = "scale"
+            elif m.op_type == "Mul" and cube is not None and any(o in m.inputs for o in cube.outputs):
+                role = "coef"
+            else:
+                role = "half"
+            out[consts[0]] = TANH_GELU_CONSTANTS[role]
+    return out
+
+
 def _sole_user(graph: Graph, users: dict | None = None):
     """t -> the one node that reads tensor t (None when several do, or t is a graph output); ``users``:
     ``users_of(graph)`` when the caller has it."""

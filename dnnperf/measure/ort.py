@@ -191,8 +191,10 @@ def _fan_in(dims: tuple, node, index: int) -> int | None:
     return None
 
 
-def runnable_bytes(path: str) -> bytes:
-    """The model with stand-in weights wherever the payload is absent or external (never opened).
+def runnable_bytes(path: str, constants: dict[str, float] | None = None, filled: list | None = None) -> bytes:
+    """The model with stand-in weights wherever the payload is absent or external (never opened);
+    ``constants``: the value to fill such an initializer with, by name, where the estimate assumed
+    one (``kernel_groups.tanh_gelu_constants``); the names so filled are appended to ``filled``.
 
     The values are scaled as a trained network's are, so activations keep their size through the
     layers: a matrix weight has standard deviation 1/sqrt(fan-in), normalisation parameters are the
@@ -222,7 +224,11 @@ def runnable_bytes(path: str) -> bytes:
                   11: np.float64, 9: np.bool_}.get(init.data_type)
             if dt is None:
                 raise DnnperfError(f"cannot materialise weights of dtype {DTYPE_NAMES.get(init.data_type)} for validation")
-            if np.issubdtype(dt, np.floating):
+            if constants and init.name in constants and np.issubdtype(dt, np.floating):
+                arr = np.full(dims, constants[init.name], dtype=dt)
+                if filled is not None:
+                    filled.append(init.name)
+            elif np.issubdtype(dt, np.floating):
                 node, k = readers.get(init.name, (None, -1))
                 fixed = _NORM_INPUTS.get(node.op_type, ()) if node is not None else ()
                 fan = _fan_in(dims, node, k) if node is not None else None
