@@ -258,8 +258,9 @@ def cold_start_time(cold_bytes: int, working_set: int, reach: int, hw: HardwareP
     MnasNet-1.0, ShuffleNetV2 x1.5; EfficientNet-B0's and RegNetY-400MF's ranked 17th-21st predicted
     where they were measured among the top 5), while those of networks within the cache did not
     (MobileNetV3-Small, MnasNet-0.5); ShuffleNetV2's stem alone took 55 us, 111-129 us after a 32 MB
-    sweep between runs. 0 without a bandwidth curve or a reach."""
-    if cold_bytes <= 0 or not reach or not hw.bandwidth_curve:
+    sweep between runs. 0 without a reach, or where ``hw`` does not price reads by distance
+    (``prices_far_reads``: no bandwidth curve, or activations kept on chip)."""
+    if cold_bytes <= 0 or not reach or not prices_far_reads(hw):
         return 0.0
     near = bandwidth_for(working_set, hw)
     if near <= hw.dram_bps:

@@ -228,7 +228,9 @@ def _figures(table, threads: int | None, times: dict, reorders: list, kernels, i
                                                  - (SWEEP_CHAIN - 1) * dispatch_us * 1e-6, 1e-9) / 1e9)
                    for mb in table if mb.role == "onchip")
     onchip_bw = max(b for _, b in sweep)
-    cache_mb = cache_knee(sweep, bw) or reported_cache_mb()
+    os_mb = os_cache_mb()  # sysfs, read once per derivation (the rounds' checks derive the figures again and again)
+    reported = os_mb or reported_cache_mb()  # (4 MB when the OS reports none)
+    cache_mb = cache_knee(sweep, bw) or reported
     knee_alt = knee_range(sweep, bw)  # no sharp cliff: the cache figures the knee could also have read
     n_threads = threads or os.cpu_count() or 1
     profile = {
@@ -348,8 +350,8 @@ def _figures(table, threads: int | None, times: dict, reorders: list, kernels, i
                              lambda prof: weight_exposure(cold_conv, prof, cold_s))
     record = {
         "cache_sweep_gbs": {f"{n / 1e6:g} MB": _sig(b) for n, b in sweep},
-        "cache_reported_mb": _sig(reported_cache_mb()),
-        **({"caches_apart": True} if caches_apart(cache_mb, os_cache_mb(), n_threads) else {}),
+        "cache_reported_mb": _sig(reported),
+        **({"caches_apart": True} if caches_apart(cache_mb, os_mb, n_threads) else {}),
         **({"cache_knee_range_mb": [_sig(x) for x in knee_alt]} if knee_alt else {}),
         "layout_reorder_share": {k: _sig(v) for k, v in sorted(shares.items())},
         "profiler_inflation_us": _sig(inflation),
@@ -536,11 +538,6 @@ def micro_costs(m, hw, fusion: str = "none", image: bool = False) -> tuple[float
         cold_s = sum(rules.cold_start_time(cold[la.name], la.workload.act_bytes_read + la.workload.bytes_written,
                                            sc.weight_reach, hw) for la in layers if la.name in cold)
     return roof, fixed, cold_s
-
-
-def micro_cold_s(m, hw) -> float:
-    """The first-touch seconds ``micro_costs`` takes off an image-kernel point."""
-    return micro_costs(m, hw, image=True)[2]
 
 
 def predict_micro(m, hw, fusion: str = "none") -> float:
