@@ -377,3 +377,72 @@ def test_an_unknown_profile_key_names_the_keys_that_exist(tmp_path):
         assert needle in err and "dnnperf hw schema" in err
         if needle == "keys here: ":
             assert "onchip_mb" in err
+
+
+@pytest.mark.parametrize("where,code", [("input", 0), ("input", 99), ("weight", 0), ("weight", 99)])
+def test_an_element_type_that_is_not_an_onnx_type_is_refused(tmp_path, where, code):
+    """Read as float32 and priced at 4 bytes an element without a word, before."""
+    m = conv_model(3, 8, 16, 16, 3)
+    if where == "input":
+        m.graph.input[0].type.tensor_type.elem_type = code
+    else:
+        m.graph.initializer[0].data_type = code
+    name = "'x'" if where == "input" else "'w'"
+    expect_exit2(["analyze", save(m, tmp_path), "--hw", "v100"], f"{name} in ")
+    expect_exit2(["inspect", save(m, tmp_path)], f"has element type {code}, which is not an ONNX data type")
+
+
+@pytest.mark.parametrize("version", [0, -1])
+def test_an_operator_set_version_below_one_is_refused(tmp_path, version):
+    """Read as the newest opset without a word, before."""
+    m = conv_model(3, 8, 16, 16, 3)
+    m.opset_import[0].version = version
+    expect_exit2(["inspect", save(m, tmp_path)], f"at opset version {version}, which does not exist")
+
+
+@pytest.mark.parametrize("where,dtype,name", [("input", T.STRING, "string"), ("input", T.BOOL, "bool"),
+                                              ("weight", T.STRING, "string")])
+def test_text_or_flags_read_as_numbers_are_refused(tmp_path, where, dtype, name):
+    """A string image into a Conv was priced at 8 bytes an element, a bool one at 1, without a word;
+    ONNX Runtime refuses such a file. Conv takes float16, float and double at opset 17."""
+    m = conv_model(3, 8, 16, 16, 3)
+    if where == "input":
+        m.graph.input[0].type.tensor_type.elem_type = dtype
+    else:
+        m.graph.initializer[0].data_type = dtype
+    tensor = "x" if where == "input" else "w"
+    expect_exit2(["analyze", save(m, tmp_path), "--hw", "t4"],
+                 f"node 'conv' (Conv) in '{tmp_path / 'm.onnx'}' reads '{tensor}' as {name}, which Conv does not accept "
+                 "at opset 17 (double, float, float16)")
+
+
+def test_a_number_of_a_width_its_reader_does_not_accept_is_analysed_at_that_width_and_said(tmp_path):
+    """An int64 image into a Conv: 8 bytes an element (3 x 16 x 16 x 8 = 6,144 bytes read), and a note
+    that the file is not valid ONNX, in every format; none for the float32 original."""
+    m = conv_model(3, 8, 16, 16, 3, pads=[1, 1, 1, 1])
+    r = runner.invoke(app, ["inspect", save(m, tmp_path, "f.onnx"), "-f", "json"])
+    assert r.exit_code == 0 and "does not accept" not in r.output
+    m.graph.input[0].type.tensor_type.elem_type = T.INT64
+    p = save(m, tmp_path)
+    r = runner.invoke(app, ["inspect", p, "-f", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["layers"][0]["act_bytes_read"] == 3 * 16 * 16 * 8
+    assert "1 node(s) read a tensor the file states in a type their op does not accept (node 'conv' (Conv) reads 'x' " \
+           "as int64; Conv takes double, float, float16 at opset 17)" in r.stderr
+    assert any("ONNX Runtime would refuse the file" in n for n in doc["warnings"])
+
+
+def test_a_stated_type_check_takes_every_type_the_schema_allows(tmp_path):
+    """The same Conv in float16 and double, an int64 Reshape target and a MatMul of int32 (which MatMul
+    accepts) are analysed."""
+    for dtype in (T.FLOAT16, T.DOUBLE):
+        m = conv_model(3, 8, 16, 16, 3)
+        m.graph.input[0].type.tensor_type.elem_type = dtype
+        m.graph.initializer[0].data_type = dtype
+        r = runner.invoke(app, ["inspect", save(m, tmp_path)])
+        assert r.exit_code == 0, r.output
+    mm = model([helper.make_node("MatMul", ["a", "b"], ["y"])], [vi("a", [4, 8], T.INT32), vi("b", [8, 2], T.INT32)],
+               [vi("y", None, T.INT32)])
+    r = runner.invoke(app, ["inspect", save(mm, tmp_path, "mm.onnx")])
+    assert r.exit_code == 0, r.output

@@ -11,6 +11,7 @@ This package is the only place that imports ``onnx`` (measurement aside). Its jo
     declared   the outputs of ops no rule knows (a custom domain's), from the file's value_info
     pinned     small integer inputs whose value the declared output shapes force
     hostshape  shape arithmetic: folded at load time, or redone on the host (symbolic input dims)
+    dtypes     the element types the file states, against what the ops reading them accept
     weights    weightless skeletons (``dnnperf strip``)
 
 ``load_graph`` runs them in order: read, check, override, ONNX shape inference (C++, does almost
@@ -25,7 +26,7 @@ from typing import Any
 
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor, op_key, value_inputs
-from dnnperf.load import bounds, declared, fast, gaps, hostshape
+from dnnperf.load import bounds, declared, dtypes, fast, gaps, hostshape
 from dnnperf.load.fold import Resolver, single_values, tensor_value
 from dnnperf.load.overrides import apply_overrides, batch_axes, weight_inputs, weight_inputs_note
 from dnnperf.load.read import (MAX_ELEMS, CorruptName, check_dims, check_domains, check_for_onnx_inference, check_opset,
@@ -125,6 +126,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     axes = batch_axes(model, set(init_info), stored)
     before = {vi.name: type_shape(vi.type)[0] for vi in g.input}
     notes = apply_overrides(model, overrides, path, set(init_info), axes)
+    notes += dtypes.check(g, stored, opset, path)  # unknown type codes, text or flags read as numbers: refused
     if fed:
         notes.append(weight_inputs_note(list(fed)))
     stated = declared.declared_shapes(g, stored)  # what the file states for its unknown ops' outputs, before dropping it
@@ -172,7 +174,8 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     sliced: list[str] = []  # Slices at run-time offsets, costed at their input's size
     if res is not fast_res:  # the Python path leaves nothing open and declines control flow
         after = {vi.name: type_shape(vi.type)[0] for vi in g.input}
-        filled = declared.declared_outputs(ordered, types, stated, declared.input_bindings(before, after), _has_rule)
+        filled = declared.declared_outputs(ordered, types, stated, declared.input_bindings(before, after),
+                                           declared.has_rule)
         if filled:
             ops = sorted({op_key(n.domain, n.op_type) for n in filled})
             notes.append(f"the output shapes of {len(filled)} node(s) no shape rule covers ({', '.join(ops[:3])}"
@@ -233,21 +236,6 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         symbolic_inputs=dynamic,
         subnormal=subnormal,
     )
-
-
-def _has_rule(node) -> bool:
-    """Whether ONNX (a schema with inference) or dnnperf (a contrib op's shape rule) knows ``node``'s
-    output shapes."""
-    import onnx
-
-    from dnnperf.ops import shape_rule
-
-    if shape_rule(op_key(node.domain, node.op_type)) is not None:
-        return True
-    try:
-        return onnx.defs.has(node.op_type, node.domain)
-    except Exception:
-        return False
 
 
 def _onnx_inference(model, path: str, opset: int, stored: list, ordered: list):

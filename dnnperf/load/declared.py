@@ -9,8 +9,24 @@ so they are read first (``declared_shapes``), their symbols bound to the sizes t
 
 from __future__ import annotations
 
+from dnnperf.ir import op_key
 from dnnperf.load.gaps import _DEFAULT
 from dnnperf.load.read import static, type_shape
+
+
+def has_rule(node) -> bool:
+    """Whether ONNX (a schema with inference) or dnnperf (a contrib op's shape rule) knows ``node``'s
+    output shapes."""
+    import onnx
+
+    from dnnperf.ops import shape_rule
+
+    if shape_rule(op_key(node.domain, node.op_type)) is not None:
+        return True
+    try:
+        return onnx.defs.has(node.op_type, node.domain)
+    except Exception:
+        return False
 
 
 def declared_shapes(graph, nodes) -> dict:

@@ -122,6 +122,11 @@ def check_opset(model, path: str) -> int:
     """The default-domain opset (0 for models that only use other domains, e.g. ai.onnx.ml)."""
     import onnx
 
+    for imp in model.opset_import:
+        if imp.version <= 0:  # no operator set has version 0 or less: the ops' meaning is unknown
+            dom = imp.domain if imp.domain not in ("", "ai.onnx") else "the default ONNX domain"
+            raise DnnperfError(f"'{path}' imports {dom} at opset version {imp.version}, which does not exist (the "
+                               "first is 1) — the file is corrupt; re-export it")
     opset = default_opset(model)
     supported = onnx.defs.onnx_opset_version()
     if opset > supported:
