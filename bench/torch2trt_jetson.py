@@ -7,7 +7,9 @@ Every row of bench/data/torch2trt-jetson-published.json (board, model, batch 1, 
 torch2trt's benchmark published for the TensorRT engine) is estimated with the row's torchvision model
 (``model_path``), ``--runtime tensorrt --precision fp16 --batch 1`` and the board's profile written from
 its datasheet alone (``bench/data/spec-profiles/``). Prints predicted / published per row, and per board
-and overall the median error, the shares within 1.25x and 1.5x and the rank correlation. ``--eager``
+and overall the median error, the shares within 1.25x and 1.5x and the rank correlation. The Xavier's
+TensorRT column set ``soc_launch_us`` (a system-on-chip GPU's launch per kernel, in
+``dnnperf/data/gpu_generations.yaml``); the Nano's rows were not used for anything. ``--eager``
 compares the eager PyTorch column instead: the boards' ARM hosts pay tens of microseconds per kernel, a
 figure no spec sheet gives (the profiles leave ``launch_overhead_us`` at the GPU default), so those rows
 say how far the default is from such a host, not how good the device model is.

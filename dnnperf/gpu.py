@@ -36,7 +36,8 @@ _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library
            "ga10x_threads_per_sm",
            "l2_bandwidth_factor", "l2_bytes_per_sm_clock", "l2_efficiency", "gemv_max", "gemv_precisions", "dies",
            "gemm_alignment_bytes", "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_efficiency",
-           "grouped_efficiency", "stem_precision", "stem_efficiency", "matrix_overlap", "unverified")
+           "grouped_efficiency", "stem_precision", "stem_efficiency", "matrix_overlap", "unverified", "integrated",
+           "soc_launch_us")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 # the generation a profile's title implies when it names none
 _TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50", "blackwell")),
@@ -105,6 +106,8 @@ class GpuLibrary:
     stem_efficiency: float  # factor on those kernels' efficiency
     matrix_overlap: float
     unverified: bool
+    integrated: bool = False  # a GPU on a system-on-chip (Jetson): see soc_launch_us
+    soc_launch_us: float = 0.0  # such a GPU's launch, per kernel, that the device waits for (eager, TensorRT)
 
 
 @lru_cache(maxsize=1)
@@ -183,6 +186,8 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         stem_efficiency=float(merged.get("stem_efficiency", 1.0)),
         matrix_overlap=float(merged["matrix_overlap"]),
         unverified=bool(merged.get("unverified", True)),
+        integrated=bool(merged.get("integrated", False)),
+        soc_launch_us=float(merged.get("soc_launch_us") or 0.0),
     )
 
 
@@ -222,6 +227,19 @@ def ampere_ga10x(title: str, name: str) -> bool:
     return any(a == "rtx" and re.fullmatch(r"30\d\d|a\d{4}", b) for a, b in zip(toks, toks[1:]))
 
 
+# a GPU on a system-on-chip, named by a profile's title or name when its gpu section does not say
+# (gpu.integrated): NVIDIA's Jetson and DRIVE modules and their Tegra chips
+_SOC_TOKENS = ("jetson", "tegra", "igpu", "xavier", "orin", "tx1", "tx2", "drive")
+
+
+def soc_gpu(title: str, name: str) -> bool:
+    """Whether a profile's title or name names a GPU on a system-on-chip (see _SOC_TOKENS)."""
+    import re
+
+    toks = re.sub(r"[^a-z0-9]+", " ", f"{title} {name}".lower()).split()
+    return any(t in _SOC_TOKENS for t in toks)
+
+
 _LIBS: dict = {}
 
 
@@ -233,6 +251,8 @@ def library_of(hw) -> GpuLibrary:
     if lib is None:
         g = dict(hw.gpu)
         gen = g.pop("generation", None) or infer_generation(hw.title, hw.name)
+        if "integrated" not in g:
+            g["integrated"] = soc_gpu(hw.title, hw.name)
         lib = _LIBS[key] = library(gen, g)
     return lib
 
@@ -248,6 +268,9 @@ def library_summary(hw) -> str | None:
     how = ("unverified: set from its spec sheets and the other generations' measurements" if lib.unverified
            else "checked against measured kernels")
     text = f"{lib.generation} entry of dnnperf/data/gpu_generations.yaml ({how})"
+    if lib.integrated and lib.soc_launch_us:
+        text += (f"; a GPU on a system-on-chip: {lib.soc_launch_us:g} us a kernel launch the device waits for "
+                 "(eager and TensorRT runtimes; not in a CUDA graph)")
     return text + (f"; the profile overrides {', '.join(own)}" if own else "")
 
 

@@ -697,12 +697,12 @@ def _gpu_section(v, kind: str, where: str) -> dict:
 
 # the shape of every library field a profile's gpu section may override (dnnperf/data/gpu_generations.yaml)
 _GPU_BOOL = frozenset({"conv_split_k", "reorder_traffic", "conv_bias_kernel", "strided_pointwise_sampled",
-                       "engine_fused_attention", "unverified"})
+                       "engine_fused_attention", "unverified", "integrated"})
 _GPU_FRACTION = frozenset({"bandwidth_efficiency", "stream_efficiency", "winograd_efficiency", "conv_efficiency",
                            "misaligned_efficiency", "gemm_misaligned_efficiency", "l2_usable_fraction", "matrix_overlap",
                            "l2_efficiency", "stem_efficiency"})
 _GPU_ZERO_OK = frozenset({"matrix_overlap", "gemm_alignment_bytes", "gemv_max", "gemm_word_bytes",
-                          "l2_bytes_per_sm_clock"})
+                          "l2_bytes_per_sm_clock", "soc_launch_us"})
 _GPU_INT = frozenset({"split_k_min", "ctas_per_sm_tile", "winograd_tile", "threads_per_sm", "ga10x_threads_per_sm",
                       "dies", "gemv_max", "rnn_step_kernels",
                       "gemm_alignment_bytes", "gemm_word_bytes"})

@@ -667,8 +667,13 @@ def _floor_us(s: LayerState, streaming: bool) -> float:
 def _kernels_seconds(s: LayerState, t: float, n: int, streaming: bool) -> float:
     """``n`` kernels doing ``t`` seconds of work: each kernel's start (``graph_stream_kernel_us``, what a
     streaming kernel in a graph shows plainly) comes before its work rather than hiding under it, and
-    no kernel takes less than the runtime's floor."""
-    return max(t + n * s.lib.graph_stream_kernel_us * 1e-6, n * _floor_us(s, streaming) * 1e-6)
+    no kernel takes less than the runtime's floor. On a GPU of a system-on-chip each kernel launched
+    from the host (eager, TensorRT's enqueue; not a CUDA graph's replay) adds ``soc_launch_us`` that
+    the device waits for."""
+    start = s.lib.graph_stream_kernel_us
+    if s.lib.integrated and s.runtime != "graph":
+        start += s.lib.soc_launch_us
+    return max(t + n * start * 1e-6, n * _floor_us(s, streaming) * 1e-6)
 
 
 # kernels that stream their tensors with wide, independent, unit-stride loads: pointwise math, casts,
