@@ -310,9 +310,13 @@ def read_baseline(path: str) -> dict:
                 raise DnnperfError(f"baseline '{path}' entry {i}: layer '{name}' has no latency_s (a number >= 0)")
             if any(not isinstance(layer.get(k, ""), (str, type(None))) for k in ("op_type", "cause")):
                 raise DnnperfError(f"baseline '{path}' entry {i}: layer '{name}': op_type and cause must be strings")
+            if not _count(layer.get("macs", 0)):
+                raise DnnperfError(f"baseline '{path}' entry {i}: layer '{name}': macs must be a whole number >= 0")
         problem = _settings_problem(e["settings"]) or _coverage_problem(e.get("coverage"))
-        if problem is None and not isinstance(e.get("profile_sha256", ""), (str, type(None))):
-            problem = "profile_sha256 must be a string"
+        if problem is None and any(not isinstance(e.get(k, ""), (str, type(None))) for k in ("profile_sha256", "tool_version")):
+            problem = "profile_sha256 and tool_version must be strings"
+        if problem is None and any(not _count(e.get(k, 0)) for k in ("macs", "bytes")):
+            problem = "macs and bytes must be whole numbers >= 0"
         if problem:
             raise DnnperfError(f"baseline '{path}' entry {i}: {problem} — regenerate it with `dnnperf baseline`")
     return data

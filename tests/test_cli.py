@@ -416,6 +416,11 @@ def _entry_with(**fields):
     (_entry_with(profile_sha256=12), "profile_sha256"),
     (_entry_with(settings={"batch": 1, "input_shapes": [["input", "1x3"]]}), "settings.input_shapes"),
     (_entry_with(settings={"batch": 1, "values": [["n", []]]}), "settings.values"),
+    # read without a word, before (a fields fuzz of a real baseline): recorded figures that are not counts
+    (_entry_with(macs="x"), "macs and bytes must be whole numbers"),
+    (_entry_with(bytes=-5), "macs and bytes must be whole numbers"),
+    (_entry_with(tool_version=10 ** 30), "tool_version must be strings"),
+    (_entry_with(layers={"x": {"latency_s": 1e-6, "macs": 1e308}}), "layer 'x': macs must be a whole number"),
 ])
 @pytest.mark.parametrize("extra", [[], ["--update"], ["-f", "json"]])
 def test_malformed_baseline_fields_exit_2_and_nothing_is_written(tmp_path, content, needle, extra):
