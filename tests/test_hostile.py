@@ -446,3 +446,29 @@ def test_a_stated_type_check_takes_every_type_the_schema_allows(tmp_path):
                [vi("y", None, T.INT32)])
     r = runner.invoke(app, ["inspect", save(mm, tmp_path, "mm.onnx")])
     assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("cut", ["outputs", "inputs", "branch"])
+def test_a_control_flow_body_short_of_what_its_operator_defines_is_refused(tmp_path, cut):
+    """A Loop with one carried value needs a body of 2 + 1 inputs and 1 + 1 outputs; with its outputs
+    cleared the loader indexed past them (an internal error, found by a fuzz of mvit_v1_b's Loops); an
+    If needs one output per node output in each branch."""
+    from helpers import counted_loop_model
+
+    if cut == "branch":
+        then = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [], [vi("t", [2])])
+        other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [], [])
+        m = model([helper.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)],
+                  [vi("c", [], T.BOOL), vi("x", [2])], [vi("y", None)])
+        needle = "node 'if' (If) in "
+        tail = "its else_branch has 0 inputs and 0 outputs where the node's 1 inputs and 1 outputs need 1 outputs"
+    else:
+        m = counted_loop_model()
+        m.graph.node[0].name = "loop"
+        body = m.graph.node[0].attribute[0].g
+        del (body.output if cut == "outputs" else body.input)[:]
+        needle = "node 'loop' (Loop) in "
+        have = "3 inputs and 0 outputs" if cut == "outputs" else "0 inputs and 2 outputs"
+        tail = f"its body has {have} where the node's 3 inputs and 1 outputs need 3 inputs and 2 outputs"
+    err = expect_exit2(["analyze", save(m, tmp_path), "--hw", "v100", "--value", "n=3"], needle)
+    assert tail in err, err

@@ -32,7 +32,7 @@ from dnnperf.load.overrides import apply_overrides, batch_axes, weight_inputs, w
 from dnnperf.load.read import (MAX_ELEMS, CorruptName, check_dims, check_domains, check_for_onnx_inference, check_opset,
                                is_shape_like, parse_model, plain_attrs, read_model, read_model_bytes, short, static,
                                type_shape)
-from dnnperf.load.topology import MAX_DEPTH, node_subgraphs, topo_order, views, walk_graphs
+from dnnperf.load.topology import MAX_DEPTH, check_bodies, node_subgraphs, topo_order, views, walk_graphs
 from dnnperf.load.weights import skeleton_of, skeletonize_inplace
 
 __all__ = ["load_graph", "resolve", "graph_from_model", "parse_model", "read_model", "read_model_bytes", "skeleton_of",
@@ -146,6 +146,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         notes.append(f"model input '{name}' has a zero-sized dimension {list(dims)}: there is no work to analyse "
                      "— pass real sizes with --input-shape NAME=AxBxC")
     check_domains(model, path, stored)
+    check_bodies(stored, path)
     available = {i.name for i in g.input} | set(init_info)
     ordered = topo_order(stored, available)
     del g.value_info[:]  # stale entries could disagree with the user's dims

@@ -63,6 +63,37 @@ def walk_graphs(g, max_depth: int = 64, _depth: int = 0):
                 yield from walk_graphs(sg, max_depth, _depth + 1)
 
 
+def check_bodies(nodes, path: str, depth: int = 0) -> None:
+    """Each control-flow node's bodies have the inputs and outputs its operator defines (ONNX's own
+    inference, run without strict mode, lets a Loop body short of outputs through, and the loader then
+    indexed past them): a Loop with N carried values and K scan outputs has a body of 2 + N inputs and
+    1 + N + K outputs; a Scan's body has one output per node output and one input per state and scanned
+    input; an If's branches one output per node output. ``nodes``: a graph's nodes (views or protos);
+    nested bodies are checked too."""
+    for n in nodes:
+        op = n.op_type
+        if op not in ("Loop", "Scan", "If") or n.domain not in ("", "ai.onnx") or depth > MAX_DEPTH:
+            continue
+        outs = len(n.output)
+        for label, g in node_subgraphs(n):
+            if op == "Loop":
+                carried = max(len(n.input) - 2, 0)
+                want_in, want_out = 2 + carried, 1 + outs
+                ok = len(g.input) == want_in and len(g.output) == want_out and outs >= carried
+            elif op == "Scan":
+                want_in, want_out = None, outs
+                ok = len(g.output) == want_out
+            else:
+                want_in, want_out = None, outs
+                ok = len(g.output) == want_out
+            if not ok:
+                need = f"{want_in} inputs and {want_out} outputs" if want_in is not None else f"{want_out} outputs"
+                raise DnnperfError(f"node '{n.name or op}' ({op}) in '{path}': its {label} has {len(g.input)} inputs "
+                                   f"and {len(g.output)} outputs where the node's {len(n.input)} inputs and {outs} "
+                                   f"outputs need {need} — the model is malformed; re-export it")
+            check_bodies(g.node, path, depth + 1)
+
+
 def all_initializers(g):
     """Initializers of ``g`` and of every nested subgraph."""
     for sg in walk_graphs(g, max_depth=10_000):
