@@ -1562,3 +1562,24 @@ def test_the_image_kernel_points_leave_out_the_first_touches_the_network_stem_is
     assert near > 20e9
     assert micro_cold_s(stem.model, hw) == pytest.approx((602_112 + 8 * 3_211_264) * (1 / 20e9 - 1 / near), rel=1e-9)
     assert micro_cold_s(stem.model, load_profile("cpu-avx2")) == 0.0  # no bandwidth curve: no rule
+
+
+def test_a_model_onnx_runtime_refuses_to_run_is_one_line_on_stderr(tmp_path):
+    """validate on a Conv whose bias has 3 values for 8 output channels: ONNX Runtime refuses to run it,
+    and stderr holds dnnperf's one line only (its own log line, written by its C++ logger straight to the
+    process's stderr, came first before: the runtime's logger is set to fatal messages only)."""
+    import subprocess
+    import sys
+
+    from onnx import helper
+
+    from helpers import model, vi, weight
+
+    m = model([helper.make_node("Conv", ["x", "w", "b"], ["y"], name="c")], [vi("x", [1, 4, 16, 16])],
+              [vi("y", None)], [weight("w", [8, 4, 3, 3]), weight("b", [3])])
+    p = save(m, tmp_path)
+    r = subprocess.run([sys.executable, "-m", "dnnperf", "validate", p, "--hw", "cpu-avx512", "--runs", "2",
+                        "--no-drift", "--accept-noisy"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("dnnperf: error: ONNX Runtime could not run the model") and r.stderr.count("\n") == 1, r.stderr
+    assert r.stdout == ""

@@ -1138,3 +1138,19 @@ def test_a_loop_whose_condition_can_end_it_early_is_an_upper_bound(tmp_path):
             assert bound and "maximum trip count 5 (an upper bound)" in bound[0]["reason"], insp.unsupported
         else:
             assert not bound, (name, insp.unsupported)
+
+
+@pytest.mark.parametrize("op,bias", [("Conv", [3]), ("Conv", [8, 1]), ("ConvTranspose", [3])])
+def test_a_convolutions_bias_that_is_not_one_value_per_output_channel_is_a_contradiction(tmp_path, op, bias):
+    """A Conv of 8 output channels with a bias of 3 values was scored without a word (ONNX's inference
+    does not look at it; ONNX Runtime refuses to run it: 'bias must be a 1D tensor of size
+    output_channels'); it is a contradiction in the coverage, like a BatchNormalization's or a Gemm's
+    parameters of the wrong size. The same model with an 8-value bias is complete."""
+    w = [8, 4, 3, 3] if op == "Conv" else [4, 8, 3, 3]
+    for b, ok in ((bias, False), ([8], True)):
+        m = model([helper.make_node(op, ["x", "w", "b"], ["y"], name="c")], [vi("x", [1, 4, 16, 16])],
+                  [vi("y", None)], [weight("w", w), weight("b", b)])
+        r = runner.invoke(app, ["analyze", save(m, tmp_path, f"{ok}.onnx"), "--hw", "v100", "-f", "json", "-q"])
+        assert r.exit_code == 0, r.output
+        cov = json.loads(r.stdout)["coverage"]
+        assert cov["complete"] is ok and cov["unscored_by_kind"].get("contradiction", 0) == (0 if ok else 1), cov

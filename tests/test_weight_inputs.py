@@ -37,7 +37,16 @@ def test_parameter_inputs_are_weights_and_keep_their_shape_under_batch(tmp_path)
 
 
 def test_an_input_also_read_as_data_stays_an_input(tmp_path):
-    insp = inspect_model(save(_noparams(extra_use=True), tmp_path), ShapeOverrides(batch=1))
+    """The bias ``b`` is read by an Add too, so it stays a data input; ``--batch 1`` would then make it
+    [1], one bias value for 16 output channels, which contradicts the Conv (refused, naming it)."""
+    import pytest
+
+    from dnnperf.errors import DnnperfError
+
+    path = save(_noparams(extra_use=True), tmp_path)
+    with pytest.raises(DnnperfError, match=r"--batch 1 contradicts the model: node 'Conv_0' \(Conv\): bias \[1\]"):
+        inspect_model(path, ShapeOverrides(batch=1))
+    insp = inspect_model(path, ShapeOverrides())
     assert "b" in insp.graph.inputs and "w" not in insp.graph.inputs
     note = next(w for w in insp.warnings if "read only as parameters" in w)
     assert note.startswith("5 model input(s)")  # w, g, beta, mean, var

@@ -22,7 +22,7 @@ def ort():
         import onnxruntime
     except ImportError:
         raise DnnperfError('onnxruntime is not installed: pip install "dnnperf[measure]"') from None
-    onnxruntime.set_default_logger_severity(3)
+    onnxruntime.set_default_logger_severity(4)  # fatal only: a run that fails is dnnperf's one line, not ORT's log too
     return onnxruntime
 
 

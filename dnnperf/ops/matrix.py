@@ -32,6 +32,8 @@ def _conv(ctx: Ctx, x_idx: int = 0, w_idx: int = 1, bias_idx: int | None = 2, ex
         raise Contradiction(f"input has {x[1]} channels but the weights {list(w)} (group {groups}) expect {cin_g * groups}")
     if w[0] != cout:
         raise Contradiction(f"weights {list(w)} give {w[0]} output channels but the output has {cout}")
+    if bias_idx is not None and ctx.has_input(bias_idx) and tuple(ctx.in_shape(bias_idx)) != (cout,):
+        raise Contradiction(f"bias {list(ctx.in_shape(bias_idx))} is not one value per output channel ({cout})")
     window = prod(w[2:])
     out_pixels = prod(y[2:])
     batch = y[0]
@@ -134,6 +136,8 @@ def conv_transpose(ctx: Ctx):
     cout_g = w[1]
     if len(x) >= 2 and len(w) >= 2 and w[0] != cin:
         raise Contradiction(f"input has {cin} channels but the weights {list(w)} expect {w[0]}")
+    if ctx.has_input(2) and len(y) >= 2 and tuple(ctx.in_shape(2)) != (y[1],):
+        raise Contradiction(f"bias {list(ctx.in_shape(2))} is not one value per output channel ({y[1]})")
     window = prod(w[2:])
     in_pixels = prod(x[2:])
     macs = x[0] * cin * in_pixels * cout_g * window
