@@ -1154,3 +1154,57 @@ def test_a_convolutions_bias_that_is_not_one_value_per_output_channel_is_a_contr
         assert r.exit_code == 0, r.output
         cov = json.loads(r.stdout)["coverage"]
         assert cov["complete"] is ok and cov["unscored_by_kind"].get("contradiction", 0) == (0 if ok else 1), cov
+
+
+def test_a_conv_whose_kernel_shape_contradicts_its_weights_is_a_contradiction(tmp_path):
+    """kernel_shape [3, 3] on 4 x 3 weights: the output was sized by the attribute and the MACs counted
+    by the weights, without a word (ONNX Runtime: 'kernel_shape is not compatible with W shape');
+    it is a contradiction in the coverage. The consistent [4, 3] is complete."""
+    for ks, ok in (([3, 3], False), ([4, 3], True)):
+        m = model([helper.make_node("Conv", ["x", "w"], ["y"], name="c", kernel_shape=ks)], [vi("x", [1, 4, 16, 16])],
+                  [vi("y", None)], [weight("w", [8, 4, 4, 3])])
+        r = runner.invoke(app, ["analyze", save(m, tmp_path, f"{ok}.onnx"), "--hw", "v100", "-f", "json", "-q"])
+        assert r.exit_code == 0, r.output
+        cov = json.loads(r.stdout)["coverage"]
+        assert cov["complete"] is ok and cov["unscored_by_kind"].get("contradiction", 0) == (0 if ok else 1), cov
+
+
+def test_an_attribute_its_operator_does_not_define_is_said(tmp_path):
+    """A Relu with strides and a MaxPool with an axis (ONNX Runtime refuses the file: 'Unrecognized
+    attribute'): analysed as before, nothing reads them, with one warning that counts them and names the
+    first, in stderr and the JSON; none for the same model without them."""
+    def build(extra):
+        return model([helper.make_node("Relu", ["x"], ["r"], name="relu", **({"strides": [2, 2]} if extra else {})),
+                      helper.make_node("MaxPool", ["r"], ["y"], name="pool", kernel_shape=[2, 2],
+                                       **({"axis": 1} if extra else {}))],
+                     [vi("x", [1, 4, 16, 16])], [vi("y", None)])
+    clean = runner.invoke(app, ["inspect", save(build(False), tmp_path, "c.onnx"), "-f", "json"])
+    assert clean.exit_code == 0 and "do not define" not in clean.output
+    r = runner.invoke(app, ["inspect", save(build(True), tmp_path), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    text = ("2 node(s) carry attributes their operator does not define at opset 17 (node 'relu' (Relu): strides): "
+            "ONNX Runtime refuses such a file as an invalid graph")
+    assert text in r.stderr and any(text in w for w in doc["warnings"])
+    assert json.loads(clean.stdout)["totals"] == doc["totals"]
+
+
+def test_a_layer_fed_only_constants_whose_output_has_no_shape_is_not_folded_away(tmp_path):
+    """A Conv whose input is a scalar Constant (a rewired export) computes from constants alone, but it
+    has no output shape: it and everything after it were folded as load-time constants, the rest of
+    the network costed 0 with coverage complete; now they are unscored, and said. A global pooling of
+    a rank-1 tensor likewise has no output shape (ONNX: N x C x spatial)."""
+    conv = model([helper.make_node("Constant", [], ["k"], value=helper.make_tensor("v", 1, [], [0.5])),
+                  helper.make_node("Conv", ["k", "w"], ["c"], name="conv"),
+                  helper.make_node("Relu", ["c"], ["y"], name="relu")],
+                 [vi("x", [1, 4, 8, 8])], [vi("y", None)], [weight("w", [8, 4, 3, 3])])
+    pool = model([helper.make_node("GlobalAveragePool", ["b"], ["g"], name="gap"),
+                  helper.make_node("Relu", ["g"], ["y"], name="relu")], [vi("x", [1, 4])], [vi("y", None)],
+                 [weight("b", [512])])
+    for m, name, unscored in ((conv, "conv", 2), (pool, "gap", 2)):
+        r = runner.invoke(app, ["analyze", save(m, tmp_path, f"{name}.onnx"), "--hw", "v100", "-f", "json", "-q"])
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.stdout)
+        cov = doc["coverage"]
+        assert not cov["complete"] and cov["nodes_total"] - cov["nodes_scored"] == unscored, cov
+        assert name in {n for u in doc["unsupported_ops"] for n in u["nodes"]}

@@ -11,7 +11,7 @@ This package is the only place that imports ``onnx`` (measurement aside). Its jo
     declared   the outputs of ops no rule knows (a custom domain's), from the file's value_info
     pinned     small integer inputs whose value the declared output shapes force
     hostshape  shape arithmetic: folded at load time, or redone on the host (symbolic input dims)
-    dtypes     the element types the file states, against what the ops reading them accept
+    stated     element types and attributes the file states, against the operator schemas
     weights    weightless skeletons (``dnnperf strip``)
 
 ``load_graph`` runs them in order: read, check, override, ONNX shape inference (C++, does almost
@@ -26,12 +26,13 @@ from typing import Any
 
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor, op_key, value_inputs
-from dnnperf.load import bounds, declared, dtypes, fast, gaps, hostshape
+from dnnperf.load import bounds, declared, fast, gaps, hostshape
 from dnnperf.load.fold import Resolver, single_values, tensor_value
 from dnnperf.load.overrides import apply_overrides, batch_axes, weight_inputs, weight_inputs_note
 from dnnperf.load.read import (MAX_ELEMS, CorruptName, check_dims, check_domains, check_for_onnx_inference, check_opset,
                                is_shape_like, parse_model, plain_attrs, read_model, read_model_bytes, short, static,
                                type_shape)
+from dnnperf.load.stated import check_types, unknown_attributes
 from dnnperf.load.topology import MAX_DEPTH, check_bodies, node_subgraphs, topo_order, views, walk_graphs
 from dnnperf.load.weights import skeleton_of, skeletonize_inplace
 
@@ -126,7 +127,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     axes = batch_axes(model, set(init_info), stored)
     before = {vi.name: type_shape(vi.type)[0] for vi in g.input}
     notes = apply_overrides(model, overrides, path, set(init_info), axes)
-    notes += dtypes.check(g, stored, opset, path)  # unknown type codes, text or flags read as numbers: refused
+    notes += check_types(g, stored, opset, path)  # unknown type codes, text or flags read as numbers: refused
     if fed:
         notes.append(weight_inputs_note(list(fed)))
     stated = declared.declared_shapes(g, stored)  # what the file states for its unknown ops' outputs, before dropping it
@@ -207,6 +208,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
 
     subnormal = masks.scan(ordered, res, types)
     nodes, unresolved = _build_nodes(ordered, tensors, opset, path, init_names, None, 0, res.attrs, bodies)
+    notes += unknown_attributes(nodes, opset)
     host_shape, host_removed = hostshape.shape_arithmetic(nodes, res, init_names, dynamic)
     # values computed from a --value input are run-time work, never constants nor host arithmetic
     fed_values = _downstream(ordered, fed)

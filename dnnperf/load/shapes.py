@@ -257,7 +257,9 @@ def _gemm(attrs, dims, vals, opset):
 
 def _global_pool(attrs, dims, vals, opset):
     x = dims[0]
-    return None if x is None else [tuple(x[:2]) + (1,) * (len(x) - 2)]
+    if x is None or len(x) < 3:  # N x C x spatial...: no shape follows from a rank below 3
+        return None
+    return [tuple(x[:2]) + (1,) * (len(x) - 2)]
 
 
 def _where(attrs, dims, vals, opset):

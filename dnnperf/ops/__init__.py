@@ -225,7 +225,7 @@ def cost_node(graph: Graph, node: Node, fold: bool = True) -> Workload:
         if folded:
             # folded at load time by any runtime (shape arithmetic): no kernel, no traffic
             return Workload(family="shape", dtype="int64", launches=0)
-        if node.inputs and node.op_type not in NEVER_FOLDED:
+        if node.inputs and node.op_type not in NEVER_FOLDED and _shapes_known(graph, node):
             for i in (node.inputs if node.op_type != "CastLike" else value_inputs(node)):
                 if i and i not in constants:
                     break
@@ -241,6 +241,19 @@ def cost_node(graph: Graph, node: Node, fold: bool = True) -> Workload:
             raise Unsupported(f"custom op {node.domain}:{node.op_type} has no cost model")
         raise Unsupported(f"op {key_of(node)} has no cost model")
     return fn(Ctx(graph, node))
+
+
+def _shapes_known(graph: Graph, node: Node) -> bool:
+    """Whether every output of ``node`` has a resolved shape: a node computed from constants alone is
+    folded at load time only when it is (a Conv fed a scalar has no output shape: its cost function
+    says why, rather than the rest of the network being folded away without a word)."""
+    tensors = graph.tensors
+    for o in node.outputs:
+        if o:
+            t = tensors.get(o)
+            if t is None or t.shape is None:
+                return False
+    return True
 
 
 def _load() -> None:

@@ -32,6 +32,9 @@ def _conv(ctx: Ctx, x_idx: int = 0, w_idx: int = 1, bias_idx: int | None = 2, ex
         raise Contradiction(f"input has {x[1]} channels but the weights {list(w)} (group {groups}) expect {cin_g * groups}")
     if w[0] != cout:
         raise Contradiction(f"weights {list(w)} give {w[0]} output channels but the output has {cout}")
+    kernel = ctx.attr("kernel_shape")
+    if kernel and list(kernel) != list(w[2:]):
+        raise Contradiction(f"kernel_shape {list(kernel)} but the weights {list(w)} hold {' x '.join(map(str, w[2:]))} windows")
     if bias_idx is not None and ctx.has_input(bias_idx) and tuple(ctx.in_shape(bias_idx)) != (cout,):
         raise Contradiction(f"bias {list(ctx.in_shape(bias_idx))} is not one value per output channel ({cout})")
     window = prod(w[2:])

@@ -1,5 +1,6 @@
-"""The element types a file states (its inputs' and weights'), checked against what the ops that read
-them accept.
+"""What a file states, checked against ONNX's operator schemas: the element types of its inputs and
+weights against what the ops that read them accept (``check_types``), and its nodes' attributes against the
+ones their operators define (``unknown_attributes``).
 
 Shape rules carry an element type forward from the tensors the file declares, so a type code that is
 not ONNX's would be read as float32, and text or flags fed to arithmetic would be priced at some
@@ -21,7 +22,7 @@ _ONNX_NAME = {"float32": "float", "float64": "double"}
 _NOT_NUMBERS = frozenset({"string", "bool"})
 
 
-def check(graph, nodes, opset: int, path: str) -> list[str]:
+def check_types(graph, nodes, opset: int, path: str) -> list[str]:
     """Raises DnnperfError (exit 2) for an input or initializer whose element type is not an ONNX
     type, or a node (``nodes``: the top graph's, NodeViews) that reads a stated string or bool tensor
     where its op takes neither. Returns the note for stated numbers of a width the reader does not
@@ -102,3 +103,36 @@ def _readers(nodes, stated: dict, opset: int, path: str) -> list:
                     f"{n.op_type} does not accept at opset {opset} ({kinds}) — the file is inconsistent; re-export it")
             odd.append((n, name, dtype, kinds))
     return odd
+
+
+def unknown_attributes(nodes, opset: int) -> list[str]:
+    """The note for default-domain nodes (IR nodes of the top graph) that carry an attribute their
+    operator does not define at ``opset`` (a Relu with ``strides``): ONNX Runtime refuses such a file as
+    an invalid graph, and nothing here reads the attribute; empty when there are none. Ops ONNX has
+    no schema for are skipped."""
+    import onnx
+
+    cache: dict = {}
+    odd = []
+    for n in nodes:
+        attrs = n.attrs
+        if not attrs or n.domain not in ("", "ai.onnx"):
+            continue
+        op = n.op_type
+        if op not in cache:
+            try:
+                cache[op] = frozenset(onnx.defs.get_schema(op, opset, "").attributes)
+            except Exception:
+                cache[op] = None  # no schema: nothing to check against
+        allowed = cache[op]
+        if allowed is None:
+            continue
+        extra = attrs.keys() - allowed
+        if extra:
+            odd.append((n, sorted(extra)))
+    if not odd:
+        return []
+    n, extra = odd[0]
+    return [f"{len(odd)} node(s) carry attributes their operator does not define at opset {opset} (node "
+            f"'{n.name or n.op_type}' ({n.op_type}): {', '.join(extra)}): ONNX Runtime refuses such a file as an "
+            "invalid graph — the figures ignore them"]
