@@ -417,12 +417,13 @@ def test_text_or_flags_read_as_numbers_are_refused(tmp_path, where, dtype, name)
 
 
 def test_a_number_of_a_width_its_reader_does_not_accept_is_analysed_at_that_width_and_said(tmp_path):
-    """An int64 image into a Conv: 8 bytes an element (3 x 16 x 16 x 8 = 6,144 bytes read), and a note
-    that the file is not valid ONNX, in every format; none for the float32 original."""
+    """An int64 image into a Conv of int64 weights: 8 bytes an element (3 x 16 x 16 x 8 = 6,144 bytes
+    read), and a note that the file is not valid ONNX, in every format; none for the float32 original."""
     m = conv_model(3, 8, 16, 16, 3, pads=[1, 1, 1, 1])
     r = runner.invoke(app, ["inspect", save(m, tmp_path, "f.onnx"), "-f", "json"])
     assert r.exit_code == 0 and "does not accept" not in r.output
     m.graph.input[0].type.tensor_type.elem_type = T.INT64
+    m.graph.initializer[0].data_type = T.INT64
     p = save(m, tmp_path)
     r = runner.invoke(app, ["inspect", p, "-f", "json"])
     assert r.exit_code == 0, r.output

@@ -1208,3 +1208,22 @@ def test_a_layer_fed_only_constants_whose_output_has_no_shape_is_not_folded_away
         cov = doc["coverage"]
         assert not cov["complete"] and cov["nodes_total"] - cov["nodes_scored"] == unscored, cov
         assert name in {n for u in doc["unsupported_ops"] for n in u["nodes"]}
+
+
+@pytest.mark.parametrize("attrs,wdtype,ok", [
+    ({"auto_pad": "SAME_UPPER", "pads": [1, 1, 1, 1]}, 1, False),  # ONNX Runtime: cannot have both
+    ({"auto_pad": "SAME_UPPER", "pads": [0, 0, 0, 0]}, 1, False),
+    ({"auto_pad": "VALID", "pads": [0, 0, 0, 0]}, 1, True),  # both say: no padding
+    ({"auto_pad": "SAME_UPPER"}, 1, True),
+    ({"pads": [1, 1, 1, 1]}, 10, False),  # float32 input, float16 weights: ONNX's T binds both
+])
+def test_a_conv_whose_padding_or_element_types_disagree_is_a_contradiction(tmp_path, attrs, wdtype, ok):
+    """Padding given twice (auto_pad and explicit pads) was read as auto_pad's without a word, and a
+    float32 input with float16 weights priced as if valid; ONNX Runtime refuses both files."""
+    w = helper.make_tensor("w", wdtype, [8, 4, 3, 3], [0.0] * 288)
+    m = model([helper.make_node("Conv", ["x", "w"], ["y"], name="c", **attrs)], [vi("x", [1, 4, 16, 16])],
+              [vi("y", None)], [w])
+    r = runner.invoke(app, ["analyze", save(m, tmp_path), "--hw", "v100", "-f", "json", "-q"])
+    assert r.exit_code == 0, r.output
+    cov = json.loads(r.stdout)["coverage"]
+    assert cov["complete"] is ok and cov["unscored_by_kind"].get("contradiction", 0) == (0 if ok else 1), cov

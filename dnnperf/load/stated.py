@@ -44,7 +44,7 @@ def check_types(graph, nodes, opset: int, path: str) -> list[str]:
     if not odd:
         return []
     n, name, dtype, kinds = odd[0]
-    return [f"{len(odd)} node(s) read a tensor the file states in a type their op does not accept (node "
+    return [f"{len({id(x[0]) for x in odd})} node(s) read a tensor the file states in a type their op does not accept (node "
             f"'{n.name or n.op_type}' ({n.op_type}) reads '{name}' as {dtype}; {n.op_type} takes {kinds} at opset "
             f"{opset}): ONNX Runtime would refuse the file — the figures price each at its stated type"]
 

@@ -32,6 +32,9 @@ def _conv(ctx: Ctx, x_idx: int = 0, w_idx: int = 1, bias_idx: int | None = 2, ex
         raise Contradiction(f"input has {x[1]} channels but the weights {list(w)} (group {groups}) expect {cin_g * groups}")
     if w[0] != cout:
         raise Contradiction(f"weights {list(w)} give {w[0]} output channels but the output has {cout}")
+    auto, pads = str(ctx.attr("auto_pad", "NOTSET") or "NOTSET"), ctx.attr("pads")
+    if auto != "NOTSET" and pads and (auto != "VALID" or any(pads)):
+        raise Contradiction(f"auto_pad {auto} and explicit pads {list(pads)}: one of the two says the padding")
     kernel = ctx.attr("kernel_shape")
     if kernel and list(kernel) != list(w[2:]):
         raise Contradiction(f"kernel_shape {list(kernel)} but the weights {list(w)} hold {' x '.join(map(str, w[2:]))} windows")
@@ -101,7 +104,15 @@ def _dilated_taps(ctx: Ctx, ins, outs, kernel, strides, dil) -> float:
     return min(1.0, share)
 
 
+def _same_type(ctx: Ctx, n: int) -> None:
+    """A Conv's or ConvTranspose's input, weights and bias share one element type (ONNX's T)."""
+    types = [ctx.dtype(i) for i in range(n) if ctx.has_input(i)]
+    if len(set(types)) > 1:
+        raise Contradiction(f"input, weights and bias are {', '.join(types)}: one element type is required")
+
+
 def conv(ctx: Ctx):
+    _same_type(ctx, 3)
     return _conv(ctx, separate_bias=True)
 
 
@@ -131,6 +142,7 @@ def matmul_integer(ctx: Ctx):
 
 
 def conv_transpose(ctx: Ctx):
+    _same_type(ctx, 3)
     x = ctx.in_shape(0)
     w = ctx.in_shape(1)
     y = ctx.out_shape(0)
