@@ -1227,3 +1227,16 @@ def test_a_conv_whose_padding_or_element_types_disagree_is_a_contradiction(tmp_p
     assert r.exit_code == 0, r.output
     cov = json.loads(r.stdout)["coverage"]
     assert cov["complete"] is ok and cov["unscored_by_kind"].get("contradiction", 0) == (0 if ok else 1), cov
+
+
+@pytest.mark.parametrize("bound,ok", [([], True), ([1], True), ([4], False)])
+def test_a_clip_bound_of_more_than_one_value_is_a_contradiction(tmp_path, bound, ok):
+    """Clip's min and max are one value each (ONNX: a scalar; ONNX Runtime also takes [1]): a max of 4
+    values was priced as an elementwise op, where the runtime refuses it."""
+    m = model([helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")], [vi("x", [1, 4, 8, 8])],
+              [vi("y", None)], [helper.make_tensor("lo", 1, [], [0.0]),
+                                helper.make_tensor("hi", 1, bound, [6.0] * (4 if bound == [4] else 1))])
+    r = runner.invoke(app, ["analyze", save(m, tmp_path), "--hw", "t4", "-f", "json", "-q"])
+    assert r.exit_code == 0, r.output
+    cov = json.loads(r.stdout)["coverage"]
+    assert cov["complete"] is ok and cov["unscored_by_kind"].get("contradiction", 0) == (0 if ok else 1), cov

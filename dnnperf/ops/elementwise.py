@@ -136,6 +136,10 @@ def _make(weight: int):
     def cost(ctx: Ctx):
         _check_broadcast(ctx)
         kernel, items, again = "", 0, 0
+        if ctx.node.op_type == "Clip" and ctx.node.domain in ("", "ai.onnx"):
+            for i in (1, 2):  # min and max: one value each (ONNX Runtime takes [] or [1])
+                if ctx.has_input(i) and ctx.in_numel(i) != 1:
+                    raise Contradiction(f"Clip's {('min', 'max')[i - 1]} is {list(ctx.in_shape(i))}, not one value")
         if ctx.node.op_type == "PRelu":
             _slope_fits(ctx)
             kernel = "PRelu"  # ONNX Runtime's PRelu: a loop over its outputs, whatever the slope's shape
