@@ -1240,3 +1240,35 @@ def test_a_clip_bound_of_more_than_one_value_is_a_contradiction(tmp_path, bound,
     assert r.exit_code == 0, r.output
     cov = json.loads(r.stdout)["coverage"]
     assert cov["complete"] is ok and cov["unscored_by_kind"].get("contradiction", 0) == (0 if ok else 1), cov
+
+
+def test_what_onnx_runtime_refuses_in_a_transformer_is_marked(tmp_path):
+    """Found by running mutated GPT-2 / BERT exports that dnnperf scored completely: GPT-2 with its
+    Range's step (the initializer val_8, 1) set to -1 makes no positions, and the embeddings' Add then
+    meets [1, 8, 768] and [1, 0, 768] (ONNX's per-node inference carried [1, 8, 768] through; numpy and
+    ONNX Runtime do not broadcast 8 against 0); a LayerNormalization whose bias has more axes than its input (4 x 4 = 16
+    values for 16 rows; ONNX Runtime: 'Scale/Bias rank cannot exceed Input rank'), an Unsqueeze whose
+    axes name one axis twice ([-2, 1] on a vector). Each is marked in the coverage now."""
+    from onnx import TensorProto
+
+    from onnx import numpy_helper
+
+    gpt2 = onnx.load(os.path.join(SAMPLES, "gpt2.onnx"), load_external_data=False)
+    step = next(t for t in gpt2.graph.initializer if t.name == "val_8")
+    assert int(numpy_helper.to_array(step)) == 1
+    step.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(step) * -1, "val_8"))
+    r = runner.invoke(app, ["analyze", save(gpt2, tmp_path, "gpt2.onnx"), "--hw", "v100", "--dim", "sequence_length=8",
+                            "-q"])
+    assert r.exit_code == 2 and "(Add): inputs [1, 8, 768] and [1, 0, 768] do not broadcast (axis -2: 0 vs 8)" \
+        in r.stderr, r.output
+    ln = model([helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], name="ln", axis=-1)],
+               [vi("x", [1, 8, 16])], [vi("y", None)], [weight("s", [16]), weight("b", [1, 1, 4, 4])])
+    unsq = model([helper.make_node("Unsqueeze", ["x", "ax"], ["u"], name="unsq"),
+                  helper.make_node("Relu", ["u"], ["y"], name="relu")], [vi("x", [8])], [vi("y", None)],
+                 [helper.make_tensor("ax", TensorProto.INT64, [2], [-2, 1])])
+    for m, name in ((ln, "ln"), (unsq, "unsq")):
+        r = runner.invoke(app, ["analyze", save(m, tmp_path, f"{name}.onnx"), "--hw", "v100", "-f", "json", "-q"])
+        assert r.exit_code == 0, (name, r.output)
+        doc = json.loads(r.stdout)
+        assert not doc["coverage"]["complete"], name
+        assert name in {n for u in doc["unsupported_ops"] for n in u["nodes"]}, (name, doc["unsupported_ops"])

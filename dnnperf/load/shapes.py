@@ -122,7 +122,10 @@ def _unsqueeze(attrs, dims, vals, opset):
         return None
     r = len(x) + len(axes)
     out = list(x)
-    for a in sorted(axis_index(a, r) for a in axes):
+    at = sorted(axis_index(a, r) for a in axes)
+    if len(set(at)) != len(at):
+        raise ValueError(f"axes {list(axes)} name one axis twice")  # ONNX refuses it; the rule declines
+    for a in at:
         out.insert(a, 1)
     return [tuple(out)]
 

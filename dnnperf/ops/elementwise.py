@@ -53,20 +53,23 @@ BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "
 
 
 def _check_broadcast(ctx: Ctx) -> None:
-    """Raise Contradiction when the node's output shape is unknown because its known inputs do not
-    broadcast (every axis, aligned from the right, must be equal or 1)."""
+    """Raise Contradiction when the node's known inputs do not broadcast (every axis, aligned from the
+    right, must be equal or 1): its output shape is then unknown, or was carried through by a lenient
+    rule (ONNX's per-node inference gives [1, 8, 768] + [1, 0, 768] the shape [1, 8, 768])."""
     node = ctx.node
     if node.op_type not in BROADCAST or node.domain not in ("", "ai.onnx") or not node.outputs:
         return
-    out = ctx.graph.tensors.get(node.outputs[0])
-    if out is not None and out.shape is not None:
-        return
+    tensors = ctx.graph.tensors
+    out = tensors.get(node.outputs[0])
+    known = out.shape if out is not None else None
     shapes = []
     for name in node.inputs:
-        t = ctx.graph.tensors.get(name) if name else None
+        t = tensors.get(name) if name else None
         if t is None or t.shape is None:
             return  # an input unknown: not a contradiction, a lost shape
         shapes.append(t.shape)
+    if known is not None and all(x == known for x in shapes):
+        return
     conflict = broadcast_conflict(shapes)
     if conflict:
         raise Contradiction(f"inputs {conflict}")

@@ -64,11 +64,13 @@ def _params_fit(ctx: Ctx, op: str) -> None:
                                     "match them")
     elif op in _ROW_NORMS and x:
         i = _SCALE_INPUT.get(op, 1)
-        if ctx.has_input(i):
-            rows = x[_row_axis(ctx, x):]
-            s = tuple(ctx.in_shape(i))
-            if not broadcasts_to(s, rows) and ctx.numel(s) != ctx.numel(rows):  # ORT takes any scale of the rows' size
-                raise Contradiction(f"its scale {list(s)} does not fit the normalised axes {list(rows)}")
+        rows = x[_row_axis(ctx, x):]
+        for k, what in ((i, "scale"), (i + 1, "bias")) if op == "LayerNormalization" else ((i, "scale"),):
+            if ctx.has_input(k):
+                s = tuple(ctx.in_shape(k))
+                # ORT takes any of the rows' size, of at most the input's rank
+                if len(s) > len(x) or (not broadcasts_to(s, rows) and ctx.numel(s) != ctx.numel(rows)):
+                    raise Contradiction(f"its {what} {list(s)} does not fit the normalised axes {list(rows)}")
 
 
 
