@@ -379,14 +379,20 @@ def test_an_unknown_profile_key_names_the_keys_that_exist(tmp_path):
             assert "onchip_mb" in err
 
 
-@pytest.mark.parametrize("where,code", [("input", 0), ("input", 99), ("weight", 0), ("weight", 99)])
-def test_an_element_type_that_is_not_an_onnx_type_is_refused(tmp_path, where, code):
-    """Read as float32 and priced at 4 bytes an element without a word, before."""
+def _conv_typed(where: str, code: int):
+    """A 3 -> 8 channel 3 x 3 Conv whose input ("input") or weights ("weight") state element type ``code``."""
     m = conv_model(3, 8, 16, 16, 3)
     if where == "input":
         m.graph.input[0].type.tensor_type.elem_type = code
     else:
         m.graph.initializer[0].data_type = code
+    return m
+
+
+@pytest.mark.parametrize("where,code", [("input", 0), ("input", 99), ("weight", 0), ("weight", 99)])
+def test_an_element_type_that_is_not_an_onnx_type_is_refused(tmp_path, where, code):
+    """Read as float32 and priced at 4 bytes an element without a word, before."""
+    m = _conv_typed(where, code)
     name = "'x'" if where == "input" else "'w'"
     expect_exit2(["analyze", save(m, tmp_path), "--hw", "v100"], f"{name} in ")
     expect_exit2(["inspect", save(m, tmp_path)], f"has element type {code}, which is not an ONNX data type")
@@ -405,11 +411,7 @@ def test_an_operator_set_version_below_one_is_refused(tmp_path, version):
 def test_text_or_flags_read_as_numbers_are_refused(tmp_path, where, dtype, name):
     """A string image into a Conv was priced at 8 bytes an element, a bool one at 1, without a word;
     ONNX Runtime refuses such a file. Conv takes float16, float and double at opset 17."""
-    m = conv_model(3, 8, 16, 16, 3)
-    if where == "input":
-        m.graph.input[0].type.tensor_type.elem_type = dtype
-    else:
-        m.graph.initializer[0].data_type = dtype
+    m = _conv_typed(where, dtype)
     tensor = "x" if where == "input" else "w"
     expect_exit2(["analyze", save(m, tmp_path), "--hw", "t4"],
                  f"node 'conv' (Conv) in '{tmp_path / 'm.onnx'}' reads '{tensor}' as {name}, which Conv does not accept "
