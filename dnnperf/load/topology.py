@@ -67,8 +67,8 @@ def check_bodies(nodes, path: str, depth: int = 0) -> None:
     """Each control-flow node's bodies have the inputs and outputs its operator defines (ONNX's own
     inference, run without strict mode, lets a Loop body short of outputs through, and the loader then
     indexed past them): a Loop with N carried values and K scan outputs has a body of 2 + N inputs and
-    1 + N + K outputs; a Scan's body has one output per node output and one input per state and scanned
-    input; an If's branches one output per node output. ``nodes``: a graph's nodes (views or protos);
+    1 + N + K outputs; a Scan's body and an If's branches have one output per node output (their inputs
+    are left to the checks that read them). ``nodes``: a graph's nodes (views or protos);
     nested bodies are checked too."""
     for n in nodes:
         op = n.op_type
