@@ -1248,7 +1248,8 @@ def test_what_onnx_runtime_refuses_in_a_transformer_is_marked(tmp_path):
     meets [1, 8, 768] and [1, 0, 768] (ONNX's per-node inference carried [1, 8, 768] through; numpy and
     ONNX Runtime do not broadcast 8 against 0); a LayerNormalization whose bias has more axes than its input (4 x 4 = 16
     values for 16 rows; ONNX Runtime: 'Scale/Bias rank cannot exceed Input rank'), an Unsqueeze whose
-    axes name one axis twice ([-2, 1] on a vector). Each is marked in the coverage now."""
+    axes name one axis twice ([-2, 1] on a vector), a Slice whose step is 0. Each is refused or marked in the
+    coverage now."""
     from onnx import TensorProto
 
     from onnx import numpy_helper
@@ -1261,6 +1262,13 @@ def test_what_onnx_runtime_refuses_in_a_transformer_is_marked(tmp_path):
                             "-q"])
     assert r.exit_code == 2 and "(Add): inputs [1, 8, 768] and [1, 0, 768] do not broadcast (axis -2: 0 vs 8)" \
         in r.stderr, r.output
+    # the same GPT-2 with a Slice's step (val_17, also its end and axis) set to 0: ONNX refuses a 0 step
+    gpt2 = onnx.load(os.path.join(SAMPLES, "gpt2.onnx"), load_external_data=False)
+    step = next(t for t in gpt2.graph.initializer if t.name == "val_17")
+    step.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(step) * 0, "val_17"))
+    r = runner.invoke(app, ["analyze", save(gpt2, tmp_path, "gpt2s.onnx"), "--hw", "v100", "--dim", "sequence_length=8",
+                            "-q"])
+    assert r.exit_code == 2 and "node 'node_slice_1' (Slice): its steps [0] hold a 0" in r.stderr, r.output
     ln = model([helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], name="ln", axis=-1)],
                [vi("x", [1, 8, 16])], [vi("y", None)], [weight("s", [16]), weight("b", [1, 1, 4, 4])])
     unsq = model([helper.make_node("Unsqueeze", ["x", "ax"], ["u"], name="unsq"),

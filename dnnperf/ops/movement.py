@@ -162,6 +162,19 @@ def reads_what_it_keeps(ctx: Ctx):
     return _picked(ctx, kernel="Slice.strided" if ctx.node.op_type == "Slice" and _steps_last_axis(ctx) else "")
 
 
+def _slice_steps(ctx: Ctx) -> None:
+    """A Slice's steps (input 4, from opset 10) may not be 0 (ONNX and ONNX Runtime refuse it)."""
+    if ctx.node.op_type == "Slice" and ctx.node.domain in ("", "ai.onnx"):
+        steps = ctx.value(4)
+        if steps is not None and (steps == 0).any():
+            raise Contradiction(f"its steps {steps.reshape(-1).tolist()} hold a 0")
+
+
+def _slice(ctx: Ctx):
+    _slice_steps(ctx)
+    return reads_what_it_keeps(ctx)
+
+
 def _steps_last_axis(ctx: Ctx) -> bool:
     """Whether a Slice's step along its input's last axis is not 1 (and the output keeps more than one
     element there). Opset 1-9 Slices have no steps."""
@@ -272,7 +285,9 @@ FILL = ["ConstantOfShape", "EyeLike", "RandomNormal", "RandomUniform", "RandomNo
 
 register({op: movement for op in MOVEMENT})
 register({"Gather": gather, "Concat": concat, "Expand": expand, "Transpose": transpose, "Dropout": dropout})
-register({op: reads_what_it_keeps for op in ("Slice", "GatherElements", "GatherND")})
+register({op: reads_what_it_keeps for op in ("GatherElements", "GatherND")})
+register({"Slice": _slice})
+register_check({"Slice": _slice_steps})
 register_check({"Expand": _check_expand})
 register({op: view for op in VIEWS})
 register({op: shape_only for op in SHAPE_ONLY})
