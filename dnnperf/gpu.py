@@ -196,9 +196,7 @@ def infer_generation(title: str, name: str) -> str | None:
     Ada Generation" is Ada although "rtx 50" reads as Blackwell), then the Turing workstation cards
     ("Quadro RTX 4000" / "5000" are Turing although "rtx 40" / "rtx 50" read as Ada / Blackwell), then the
     product-name hints. None when nothing matches (the defaults apply)."""
-    import re
-
-    text = " " + re.sub(r"[^a-z0-9]+", " ", f"{title} {name}".lower()) + " "  # "TITAN X (Pascal)", "V100-SXM2"
+    text = " " + " ".join(_title_tokens(title, name)) + " "  # "TITAN X (Pascal)", "V100-SXM2"
     for gen in GENERATIONS:
         if f" {gen} " in text:
             return gen
@@ -215,11 +213,18 @@ _GA10X_TOKENS = ("a2", "a10", "a10g", "a10m", "a16", "a40", "orin")
 _GA100_TOKENS = ("a100", "a800", "a30", "ga100")
 
 
+def _title_tokens(title: str, name: str) -> list[str]:
+    """A profile's title and name as lower-case words of letters and digits."""
+    import re
+
+    return re.sub(r"[^a-z0-9]+", " ", f"{title} {name}".lower()).split()
+
+
 def ampere_ga10x(title: str, name: str) -> bool:
     """Whether an Ampere profile's title or name names a GA10x part (see _GA10X_TOKENS)."""
     import re
 
-    toks = re.sub(r"[^a-z0-9]+", " ", f"{title} {name}".lower()).split()
+    toks = _title_tokens(title, name)
     if any(t in _GA100_TOKENS for t in toks):
         return False
     if any(re.fullmatch(r"ga10[2-7b]", t) for t in toks) or any(t in _GA10X_TOKENS for t in toks):
@@ -234,10 +239,7 @@ _SOC_TOKENS = ("jetson", "tegra", "igpu", "xavier", "orin", "tx1", "tx2", "drive
 
 def soc_gpu(title: str, name: str) -> bool:
     """Whether a profile's title or name names a GPU on a system-on-chip (see _SOC_TOKENS)."""
-    import re
-
-    toks = re.sub(r"[^a-z0-9]+", " ", f"{title} {name}".lower()).split()
-    return any(t in _SOC_TOKENS for t in toks)
+    return any(t in _SOC_TOKENS for t in _title_tokens(title, name))
 
 
 _LIBS: dict = {}

@@ -14,6 +14,8 @@ opset) and skips what it cannot look up.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES
 
@@ -49,31 +51,29 @@ def check_types(graph, nodes, opset: int, path: str) -> list[str]:
             f"{opset}): ONNX Runtime would refuse the file — the figures price each at its stated type"]
 
 
-def _allowed(op: str, opset: int, cache: dict) -> list | None:
-    """Per formal input of ``op``: (the allowed type strings or None, variadic?); None when ONNX has
-    no schema for it."""
-    if op in cache:
-        return cache[op]
+@lru_cache(maxsize=4096)  # (op, opset) pairs: a hostile file's made-up op names stay bounded
+def _schema(op: str, opset: int):
+    """What ONNX's schema of default-domain ``op`` at ``opset`` says, read once per process: (per formal
+    input, (the allowed type strings or None, variadic?); the attribute names it defines), or None when
+    ONNX has no schema for it."""
     import onnx
 
     try:
         schema = onnx.defs.get_schema(op, opset, "")
     except Exception:
-        cache[op] = None
         return None
     constraints = {t.type_param_str: frozenset(t.allowed_type_strs) for t in schema.type_constraints}
     variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
-    out = []
+    inputs = []
     for formal in schema.inputs:
         ts = formal.type_str
-        out.append((constraints.get(ts, frozenset({ts}) if ts.startswith("tensor(") else None), formal.option == variadic))
-    cache[op] = out
-    return out
+        inputs.append((constraints.get(ts, frozenset({ts}) if ts.startswith("tensor(") else None),
+                       formal.option == variadic))
+    return tuple(inputs), frozenset(schema.attributes)
 
 
 def _readers(nodes, stated: dict, opset: int, path: str) -> list:
     """(node, tensor, dtype, accepted kinds) for each node reading a stated number its op does not accept."""
-    cache: dict = {}
     odd = []
     for n in nodes:
         if n.domain not in ("", "ai.onnx"):
@@ -84,7 +84,8 @@ def _readers(nodes, stated: dict, opset: int, path: str) -> list:
             if dtype is None:
                 continue
             if formals is None:
-                formals = _allowed(n.op_type, opset, cache)
+                schema = _schema(n.op_type, opset)
+                formals = schema[0] if schema is not None else ()
                 if not formals:
                     break
             if i < len(formals):
@@ -110,24 +111,15 @@ def unknown_attributes(nodes, opset: int) -> list[str]:
     operator does not define at ``opset`` (a Relu with ``strides``): ONNX Runtime refuses such a file as
     an invalid graph, and nothing here reads the attribute; empty when there are none. Ops ONNX has
     no schema for are skipped."""
-    import onnx
-
-    cache: dict = {}
     odd = []
     for n in nodes:
         attrs = n.attrs
         if not attrs or n.domain not in ("", "ai.onnx"):
             continue
-        op = n.op_type
-        if op not in cache:
-            try:
-                cache[op] = frozenset(onnx.defs.get_schema(op, opset, "").attributes)
-            except Exception:
-                cache[op] = None  # no schema: nothing to check against
-        allowed = cache[op]
-        if allowed is None:
-            continue
-        extra = attrs.keys() - allowed
+        schema = _schema(n.op_type, opset)
+        if schema is None:
+            continue  # no schema: nothing to check against
+        extra = attrs.keys() - schema[1]
         if extra:
             odd.append((n, sorted(extra)))
     if not odd:

@@ -63,35 +63,43 @@ def walk_graphs(g, max_depth: int = 64, _depth: int = 0):
                 yield from walk_graphs(sg, max_depth, _depth + 1)
 
 
-def check_bodies(nodes, path: str, depth: int = 0) -> None:
+def check_bodies(nodes, path: str) -> None:
     """Each control-flow node's bodies have the inputs and outputs its operator defines (ONNX's own
     inference, run without strict mode, lets a Loop body short of outputs through, and the loader then
     indexed past them): a Loop with N carried values and K scan outputs has a body of 2 + N inputs and
     1 + N + K outputs; a Scan's body and an If's branches have one output per node output (their inputs
-    are left to the checks that read them). ``nodes``: a graph's nodes (views or protos);
-    nested bodies are checked too."""
+    are left to the checks that read them). ``nodes``: the main graph's nodes (views); the bodies nested
+    in them are reached with ``walk_graphs``."""
     for n in nodes:
-        op = n.op_type
-        if op not in ("Loop", "Scan", "If") or n.domain not in ("", "ai.onnx") or depth > MAX_DEPTH:
-            continue
-        outs = len(n.output)
-        for label, g in node_subgraphs(n):
-            if op == "Loop":
-                carried = max(len(n.input) - 2, 0)
-                want_in, want_out = 2 + carried, 1 + outs
-                ok = len(g.input) == want_in and len(g.output) == want_out and outs >= carried
-            elif op == "Scan":
-                want_in, want_out = None, outs
-                ok = len(g.output) == want_out
-            else:
-                want_in, want_out = None, outs
-                ok = len(g.output) == want_out
-            if not ok:
-                need = f"{want_in} inputs and {want_out} outputs" if want_in is not None else f"{want_out} outputs"
-                raise DnnperfError(f"node '{n.name or op}' ({op}) in '{path}': its {label} has {len(g.input)} inputs "
-                                   f"and {len(g.output)} outputs where the node's {len(n.input)} inputs and {outs} "
-                                   f"outputs need {need} — the model is malformed; re-export it")
-            check_bodies(g.node, path, depth + 1)
+        if n.op_type in _CONTROL and n.domain in ("", "ai.onnx"):
+            _check_arity(n, path)
+            for _, body in node_subgraphs(n):
+                for g in walk_graphs(body, MAX_DEPTH):
+                    for m in g.node:
+                        if m.op_type in _CONTROL and m.domain in ("", "ai.onnx"):
+                            _check_arity(m, path)
+
+
+_CONTROL = frozenset({"Loop", "Scan", "If"})
+
+
+def _check_arity(n, path: str) -> None:
+    """``check_bodies`` for one node's own bodies."""
+    op = n.op_type
+    outs = len(n.output)
+    for label, g in node_subgraphs(n):
+        if op == "Loop":
+            carried = max(len(n.input) - 2, 0)
+            want_in, want_out = 2 + carried, 1 + outs
+            ok = len(g.input) == want_in and len(g.output) == want_out and outs >= carried
+        else:  # Scan, If: one body output per node output
+            want_in, want_out = None, outs
+            ok = len(g.output) == want_out
+        if not ok:
+            need = f"{want_in} inputs and {want_out} outputs" if want_in is not None else f"{want_out} outputs"
+            raise DnnperfError(f"node '{n.name or op}' ({op}) in '{path}': its {label} has {len(g.input)} inputs "
+                               f"and {len(g.output)} outputs where the node's {len(n.input)} inputs and {outs} "
+                               f"outputs need {need} — the model is malformed; re-export it")
 
 
 def all_initializers(g):
