@@ -158,19 +158,21 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         inferred, res = _onnx_inference(model, path, opset, stored, ordered)
     ig = inferred.graph
     types = res.types
-    for coll in (ig.input, ig.value_info, ig.output):
+    # the Python path has read the inputs and weights already (a graph output no node makes is read here)
+    for coll in ((ig.input, ig.value_info, ig.output) if res is not fast_res else (ig.output,)):
         for vi in coll[:]:
             name = vi.name
             old = types.get(name)
             if old is None or static(old[0]) is None:
                 types[name] = type_shape(vi.type)
-    for init in ig.initializer:
-        types[init.name] = (tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
-        if is_shape_like(init):
-            v = tensor_value(init)
-            if v is not None:
-                res.values[init.name] = v
-    res.values.update(single_values(ig.node, res.values))  # is an Add of one a no-op? (dnnperf.layout)
+    if res is not fast_res:
+        for init in ig.initializer:
+            types[init.name] = (tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
+            if is_shape_like(init):
+                v = tensor_value(init)
+                if v is not None:
+                    res.values[init.name] = v
+    res.values.update(single_values(ordered, res.values))  # is an Add of one a no-op? (dnnperf.layout)
     fed = _user_values(overrides, g, init_info, types, res, path)
     bodies: dict[tuple, dict] = {}  # (a node's outputs, subgraph label) -> the shapes resolved in it
     sliced: list[str] = []  # Slices at run-time offsets, costed at their input's size
@@ -351,6 +353,9 @@ def constants_of(nodes: list[Node], known: set[str]) -> frozenset:
     return frozenset(constants)
 
 
+_TENSOR = 4  # AttributeProto.TENSOR
+
+
 def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset, gname: str | None,
                  depth: int, attrs_of=plain_attrs, bodies: dict | None = None,
                  scope: frozenset = frozenset()) -> tuple[list[Node], list[str]]:
@@ -381,7 +386,10 @@ def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset
         else:
             seen_names[name] = 0
         subs: dict[str, Graph] = {}
-        if n.attribute:
+        a = n.attribute[0] if op == "Constant" and len(n.attribute) == 1 else None
+        if a is not None and a.type == _TENSOR and a.name == "value":
+            attrs = {"value": tuple(a.t.dims)}  # plain_attrs' answer, without its loop
+        elif n.attribute:
             attrs: dict[str, Any] = attrs_of(n)
             if len(attrs) < len(n.attribute):  # graph-valued (or exotic) attributes left out
                 if inner_scope is None:  # every name an enclosing graph produces, typed or not

@@ -28,6 +28,7 @@ _BOOL_OUT = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqua
 # second input's; ConstantOfShape: its value attribute's; CastLike is left to ONNX)
 _SAME_DTYPE = frozenset(RULES) - {"Where", "ConstantOfShape", "CastLike", "Cast", "Dropout", "BatchNormalization"}
 _WINDOWED = frozenset({"Conv", "MaxPool", "AveragePool", "LpPool"})
+_TENSOR = 4  # AttributeProto.TENSOR
 # every op this path has a rule for: a graph with any other op goes to ONNX before any work is done
 # (shufflenet_v2's last node, a ReduceMean, used to be found after 12 ms of rules spent for nothing)
 _COVERED = (frozenset({"Constant", "Shape", "Cast", "BatchNormalization", "Dropout", "Where", "ConstantOfShape", "Split"})
@@ -64,31 +65,40 @@ def python_shapes(model, opset: int, ordered: list) -> Resolver | None:
     for n in ordered:
         if contrib and op_key(n.domain, n.op_type) in contrib:
             res.infer_node(n)  # the contrib rule, as after ONNX's inference
-        elif n.domain not in ("", "ai.onnx") or not _node(n, res, types, opset):
+            for o in n.output:
+                if o:
+                    t = types.get(o)
+                    if t is None or t[0] is None or static(t[0]) is None:
+                        return None
+            continue
+        if n.domain not in ("", "ai.onnx") or not _node(n, res, types, opset):
             return None
-        for o in n.output:
+        for o in n.output:  # the rules here give plain int tuples: set or not
             if o:
                 t = types.get(o)
-                if t is None or t[0] is None or static(t[0]) is None:
+                if t is None or t[0] is None:
                     return None
     return res
 
 
 def _node(n, res: Resolver, types: dict, opset: int) -> bool:
     op = n.op_type
+    if op == "Constant":  # one tensor-valued attribute (read here, never decoded into a dict)
+        a = n.attribute[0] if len(n.attribute) == 1 else None
+        outs = [o for o in n.output if o]
+        if a is None or a.name != "value" or a.type != _TENSOR or len(outs) != 1:
+            return False
+        t = a.t
+        types[outs[0]] = (tuple(t.dims), DTYPE_NAMES.get(t.data_type, "float32"))
+        return True
     if n.attribute and len(res.attrs(n)) < len(n.attribute):
         return False  # a graph-valued (or exotic) attribute: control flow, left to ONNX
     outs = [o for o in n.output if o]
-    if op == "Constant":
-        a = n.attribute[0] if len(n.attribute) == 1 else None
-        if a is None or a.name != "value" or len(outs) != 1:
-            return False
-        types[outs[0]] = (tuple(a.t.dims), DTYPE_NAMES.get(a.t.data_type, "float32"))
-        return True
+    # every type recorded on this path is static (``python_shapes`` checks each node's outputs)
     ins = [types.get(i) if i else None for i in n.input]
-    if not ins or ins[0] is None or static(ins[0][0]) is None:
+    if not ins or ins[0] is None or ins[0][0] is None:
         return False
-    x, dtype = static(ins[0][0]), ins[0][1]
+    x, dtype = ins[0]
     if op == "Shape":
         a = res.attrs(n)
         types[outs[0]] = ((len(x[slice(a.get("start", 0), a.get("end", len(x)))]),), "int64")
@@ -102,7 +112,7 @@ def _node(n, res: Resolver, types: dict, opset: int) -> bool:
     if op in _WINDOWED:
         if len(outs) != 1:  # MaxPool's indices output: ONNX
             return False
-        shape = _windowed(op, res.attrs(n), x, [static(t[0]) if t else None for t in ins])
+        shape = _windowed(op, res.attrs(n), x, [t[0] if t else None for t in ins])
         if shape is None:
             return False
         types[outs[0]] = (shape, dtype)
@@ -139,7 +149,7 @@ def _node(n, res: Resolver, types: dict, opset: int) -> bool:
     elif op not in _SAME_DTYPE and op not in _BOOL_OUT:
         return False
     fn, value_inputs = RULES[op]
-    if not res._by_rule(n, fn, value_inputs) or len(outs) != 1:
+    if not res._by_rule(n, fn, value_inputs, static_types=True) or len(outs) != 1:
         return False
     if op in _BOOL_OUT:
         types[outs[0]] = (types[outs[0]][0], "bool")

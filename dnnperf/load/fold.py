@@ -105,6 +105,9 @@ _NP_BY_NAME = {"int64": np.int64, "int32": np.int32, "float32": np.float32, "flo
               "int8": np.int8, "uint8": np.uint8, "bool": np.bool_, "int16": np.int16}
 
 
+_NO_TYPE = (None, "")
+
+
 class Resolver:
     """Per-node shape inference with constant shape values folded in numpy."""
 
@@ -293,14 +296,18 @@ class Resolver:
                     types[o] = (tuple(int(d) for d in np.shape(v)), types.get(o, (None, _np_name(v)))[1])
 
 
-    def _by_rule(self, node, fn, value_inputs) -> bool:
-        """Resolve ``node``'s outputs with a plain-tuple shape rule; False to defer to ONNX."""
+    def _by_rule(self, node, fn, value_inputs, static_types: bool = False) -> bool:
+        """Resolve ``node``'s outputs with a plain-tuple shape rule; False to defer to ONNX.
+        ``static_types``: every dims tuple in ``types`` is known to be static (the Python path)."""
         types = self.types
         ins = node.input
-        dims = []
-        for i in ins:
-            t = types.get(i) if i else None
-            dims.append(static(t[0]) if t is not None else None)
+        if static_types:
+            dims = [(types.get(i) or _NO_TYPE)[0] if i else None for i in ins]
+        else:
+            dims = []
+            for i in ins:
+                t = types.get(i) if i else None
+                dims.append(static(t[0]) if t is not None else None)
         vals = [None] * len(ins)
         for k in value_inputs:
             if k < len(ins) and ins[k]:

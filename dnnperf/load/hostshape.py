@@ -21,6 +21,9 @@ def symbolic_inputs(model) -> bool:
                and vi.type.WhichOneof("value") == "tensor_type")
 
 
+_SHAPE_DTYPES = frozenset({"int64", "int32", "bool"})
+
+
 def shape_arithmetic(ir_nodes, res, inits: frozenset, dynamic: bool) -> tuple[set[str], set[str]]:
     """Small integer values computed from a Shape or Size: every one is folded (ONNX's own inference
     may have resolved what they feed without the folder evaluating them), so such arithmetic is
@@ -51,10 +54,16 @@ def shape_arithmetic(ir_nodes, res, inits: frozenset, dynamic: bool) -> tuple[se
                     runtime = True
                     break
         outs = []
+        named = 0
         for o in n.outputs:
-            t = types.get(o) if o else None
-            dims = static(t[0]) if t is not None else None
-            if dims is None or t[1] not in ("int64", "int32", "bool"):  # bool: an Equal of two shape vectors
+            if not o:
+                continue
+            named += 1
+            t = types.get(o)
+            if t is None or t[1] not in _SHAPE_DTYPES:  # bool: an Equal of two shape vectors
+                continue
+            dims = static(t[0])
+            if dims is None:
                 continue
             numel = 1
             for d in dims:
@@ -62,7 +71,7 @@ def shape_arithmetic(ir_nodes, res, inits: frozenset, dynamic: bool) -> tuple[se
             if numel <= 64:
                 chain[o] = runtime
                 outs.append(o)
-        if outs and runtime and len(outs) == len([o for o in n.outputs if o]):
+        if outs and runtime and len(outs) == named:
             nodes.append((n, outs))
     values = res.values
     for name in chain:
@@ -93,7 +102,8 @@ def shape_arithmetic(ir_nodes, res, inits: frozenset, dynamic: bool) -> tuple[se
             canon[outs[0]] = same(n.inputs[0])  # a no-op cast: removed
             removed.update(outs)
             continue
-        key = (n.op_type, tuple(same(i) for i in n.inputs), repr(sorted(n.attrs.items())))
+        a = n.attrs
+        key = (n.op_type, tuple([same(i) for i in n.inputs]), repr(sorted(a.items())) if len(a) > 1 else repr(a))
         first = seen.get(key)
         if first is not None:
             for o, f in zip(n.outputs, first):

@@ -112,13 +112,15 @@ def topo_order(nodes, available: set[str], graph_name: str = "main graph") -> li
     """Nodes in a valid execution order; reject cycles, duplicate producers and dangling inputs.
 
     ONNX requires nodes to be stored sorted, so one pass usually confirms the order; otherwise
-    Kahn's algorithm sorts them (and finds cycles)."""
+    Kahn's algorithm sorts them (and finds cycles), as it does for a graph with control flow (a body may
+    read a name produced further down; of the default domain's ops only those of ``SUBGRAPH_OPS`` carry
+    bodies, and a custom op's attributes are looked at)."""
     seen = set(available)
     add = seen.add
     for n in nodes:
         if n.op_type in SUBGRAPH_OPS:
             return _kahn(nodes, available, graph_name)  # bodies may read outer names
-        if n.attribute:
+        if n.attribute and n.domain not in ("", "ai.onnx"):  # a custom op may carry a body too
             for a in n.attribute:
                 if a.type == _GRAPH or a.type == _GRAPHS:
                     return _kahn(nodes, available, graph_name)

@@ -190,6 +190,13 @@ def key_of(node: Node) -> str:
     return op_key(node.domain, node.op_type)
 
 
+# the workloads of folded and host-side nodes: the same for every such node (no code changes a
+# Workload in place; variants are made with dataclasses.replace)
+_SHAPE_INT64 = Workload(family="shape", dtype="int64", launches=0)
+_SHAPE_FLOAT32 = Workload(family="shape", dtype="float32", launches=0)
+_SHAPE_RUNTIME = Workload(family="shape_runtime", dtype="int64", launches=0)
+
+
 def cost_node(graph: Graph, node: Node, fold: bool = True) -> Workload:
     """The workload of ``node``; raises Unsupported when it cannot be costed. ``fold=False``: the
     kernel it is when run, even if its value is known at load time."""
@@ -210,11 +217,11 @@ def cost_node(graph: Graph, node: Node, fold: bool = True) -> Workload:
             removed = graph.host_removed
             if all(o in removed for o in node.outputs if o):
                 # a repeat of an earlier node, or a no-op cast: the runtime's optimiser removes it
-                return Workload(family="shape", dtype="int64", launches=0)
+                return _SHAPE_INT64
             # shape-vector arithmetic redone by the runtime every inference (dims symbolic in the
             # file): host work, no device kernel (dnnperf.scoring prices it per op on CPU runtimes);
             # what is built from it is costed as before (folded when all its inputs are known)
-            return Workload(family="shape_runtime", dtype="int64", launches=0)
+            return _SHAPE_RUNTIME
         folded = False
         for o in node.outputs:
             if o:
@@ -224,7 +231,7 @@ def cost_node(graph: Graph, node: Node, fold: bool = True) -> Workload:
                 folded = True
         if folded:
             # folded at load time by any runtime (shape arithmetic): no kernel, no traffic
-            return Workload(family="shape", dtype="int64", launches=0)
+            return _SHAPE_INT64
         if node.inputs and node.op_type not in NEVER_FOLDED and _shapes_known(graph, node):
             for i in (node.inputs if node.op_type != "CastLike" else value_inputs(node)):
                 if i and i not in constants:
@@ -234,7 +241,7 @@ def cost_node(graph: Graph, node: Node, fold: bool = True) -> Workload:
                 check = CHECKS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
                 if check is not None:
                     check(Ctx(graph, node))
-                return Workload(family="shape", dtype="float32", launches=0)
+                return _SHAPE_FLOAT32
     fn = REGISTRY.get(key_of(node))
     if fn is None:
         if node.domain not in ("", "ai.onnx", "com.microsoft"):
