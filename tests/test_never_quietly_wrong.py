@@ -1156,13 +1156,15 @@ def test_a_convolutions_bias_that_is_not_one_value_per_output_channel_is_a_contr
         assert cov["complete"] is ok and cov["unscored_by_kind"].get("contradiction", 0) == (0 if ok else 1), cov
 
 
-def test_a_conv_whose_kernel_shape_contradicts_its_weights_is_a_contradiction(tmp_path):
-    """kernel_shape [3, 3] on 4 x 3 weights: the output was sized by the attribute and the MACs counted
-    by the weights, without a word (ONNX Runtime: 'kernel_shape is not compatible with W shape');
-    it is a contradiction in the coverage. The consistent [4, 3] is complete."""
+@pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
+def test_a_conv_whose_kernel_shape_contradicts_its_weights_is_a_contradiction(tmp_path, op):
+    """kernel_shape [3, 3] on 4 x 3 weights: the output was sized by the attribute (a ConvTranspose's by
+    the weights) and the MACs counted by the weights, without a word (ONNX Runtime: 'kernel_shape is not
+    compatible with W shape'); it is a contradiction in the coverage. The consistent [4, 3] is complete."""
     for ks, ok in (([3, 3], False), ([4, 3], True)):
-        m = model([helper.make_node("Conv", ["x", "w"], ["y"], name="c", kernel_shape=ks)], [vi("x", [1, 4, 16, 16])],
-                  [vi("y", None)], [weight("w", [8, 4, 4, 3])])
+        w = [8, 4, 4, 3] if op == "Conv" else [4, 8, 4, 3]  # ConvTranspose: input channels first
+        m = model([helper.make_node(op, ["x", "w"], ["y"], name="c", kernel_shape=ks)], [vi("x", [1, 4, 16, 16])],
+                  [vi("y", None)], [weight("w", w)])
         r = runner.invoke(app, ["analyze", save(m, tmp_path, f"{ok}.onnx"), "--hw", "v100", "-f", "json", "-q"])
         assert r.exit_code == 0, r.output
         cov = json.loads(r.stdout)["coverage"]

@@ -151,6 +151,9 @@ def conv_transpose(ctx: Ctx):
     cout_g = w[1]
     if len(x) >= 2 and len(w) >= 2 and w[0] != cin:
         raise Contradiction(f"input has {cin} channels but the weights {list(w)} expect {w[0]}")
+    kernel = ctx.attr("kernel_shape")
+    if kernel and list(kernel) != list(w[2:]):  # ONNX Runtime refuses it when it runs the node
+        raise Contradiction(f"kernel_shape {list(kernel)} but the weights {list(w)} hold {' x '.join(map(str, w[2:]))} windows")
     if ctx.has_input(2) and len(y) >= 2 and tuple(ctx.in_shape(2)) != (y[1],):
         raise Contradiction(f"bias {list(ctx.in_shape(2))} is not one value per output channel ({y[1]})")
     window = prod(w[2:])
