@@ -201,7 +201,9 @@ def test_python_path_equals_onnx_inference_on_onnx_node_tests(tmp_path, node_cas
 # the ops the folder evaluates with numpy itself (the rest go through ONNX's reference evaluator)
 _NUMPY_FOLDS = {"Gather", "Concat", "Unsqueeze", "Add", "Sub", "Mul", "Equal", "Less", "Greater", "Max", "Min", "Div",
                 "Cast", "Identity", "Slice", "ConstantOfShape", "Range", "Where", "Expand", "Mod", "Transpose", "Not",
-                "ScatterND", "Squeeze", "Reshape"}
+                "ScatterND", "Squeeze", "Reshape", "Ceil", "Floor", "Neg", "Abs", "Sqrt", "Reciprocal", "Sign",
+                "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "ReduceMin", "ReduceMax", "ReduceProd", "ReduceSum",
+                "Flatten", "GatherElements", "CumSum"}
 
 
 def test_folder_matches_onnx_node_test_outputs(node_cases):

@@ -49,9 +49,9 @@ def load_graph(path: str, overrides: ShapeOverrides = ShapeOverrides()) -> Graph
 
 
 def _copy(model):
-    import onnx
+    from dnnperf.load import onnx_lite
 
-    m = onnx.ModelProto()
+    m = onnx_lite.model_proto()
     m.CopyFrom(model)
     return m
 
@@ -99,12 +99,12 @@ def graph_from_model(model, overrides: ShapeOverrides = ShapeOverrides(), path: 
 
 
 def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool) -> Graph:
-    import onnx
+    from dnnperf.load import onnx_lite
 
     opset = check_opset(model, path)
     if opset <= 0:
         # only other domains (ai.onnx.ml, training): valid; schemas are looked up per domain
-        opset = onnx.defs.onnx_opset_version()
+        opset = onnx_lite.opset_version()
     if len(model.functions):
         try:
             import onnx.inliner

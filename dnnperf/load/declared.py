@@ -17,14 +17,13 @@ from dnnperf.load.read import static, type_shape
 def has_rule(node) -> bool:
     """Whether ONNX (a schema with inference) or dnnperf (a contrib op's shape rule) knows ``node``'s
     output shapes."""
-    import onnx
-
+    from dnnperf.load import onnx_lite
     from dnnperf.ops import shape_rule
 
     if shape_rule(op_key(node.domain, node.op_type)) is not None:
         return True
     try:
-        return onnx.defs.has(node.op_type, node.domain)
+        return onnx_lite.defs().has_schema(node.op_type, node.domain)
     except Exception:
         return False
 

@@ -21,6 +21,11 @@ from dnnperf.load import sequences
 from dnnperf.load.sequences import SEQ_OPS
 from dnnperf.load.shapes import RULES, axis_index
 
+# element type -> (the TensorProto field that holds it when there is no raw_data, that field's numpy type)
+_TYPED_FIELDS = {1: ("float_data", np.float32), 11: ("double_data", np.float64), 7: ("int64_data", np.int64),
+                 6: ("int32_data", np.int32), 9: ("int32_data", np.int32), 2: ("int32_data", np.int32),
+                 3: ("int32_data", np.int32), 4: ("int32_data", np.int32), 5: ("int32_data", np.int32),
+                 10: ("int32_data", np.int32), 12: ("uint64_data", np.uint64), 13: ("uint64_data", np.uint64)}
 _NP_DTYPES = {6: np.int32, 7: np.int64, 1: np.float32, 11: np.float64, 9: np.bool_, 10: np.float16,
               2: np.uint8, 3: np.int8, 12: np.uint32, 13: np.uint64, 4: np.uint16, 5: np.int16}
 
@@ -43,15 +48,24 @@ def tensor_value(t) -> np.ndarray | None:
         n *= d
     if n > MAX_VALUE_ELEMS:
         return None
+    if t.data_location == 1:  # EXTERNAL: its bytes are never read
+        return None
     code = t.data_type
     dt = _NP_DTYPES.get(code)
-    if dt is not None and code != 10:
+    if dt is not None:
         raw = t.raw_data  # each read of the field copies it: once
-        if raw:
-            try:
+        try:
+            if raw:
                 return np.frombuffer(raw, dtype=dt).reshape(dims).copy()
-            except ValueError:
-                return None
+            field = _TYPED_FIELDS.get(code)
+            if field is not None:  # the typed repeated field ONNX stores this element type in
+                name, storage = field
+                v = np.array(getattr(t, name)[:], dtype=storage)
+                if code == 10:
+                    v = v.astype(np.uint16).view(np.float16)  # float16 bit patterns, one per int32
+                return v.astype(dt, copy=False).reshape(dims)
+        except (ValueError, OverflowError):
+            return None
     try:
         from onnx import numpy_helper
 
@@ -440,6 +454,9 @@ def run_node(node, ins, opset_imports, attrs: dict | None = None):
         shape = [int(s) for s in ins[1]]
         shape = [ins[0].shape[i] if s == 0 and not ai("allowzero", 0) else s for i, s in enumerate(shape)]
         return [ins[0].reshape(shape)]
+    out = _numpy_more(op, ins, ai)
+    if out is not None:
+        return out
     from onnx import helper
     from onnx.reference import ReferenceEvaluator
 
@@ -455,3 +472,59 @@ def run_node(node, ins, opset_imports, attrs: dict | None = None):
     sess = ReferenceEvaluator(m)
     feeds = {n: x for n, x in zip(in_names, ins) if n}
     return sess.run(None, feeds)
+
+
+_UNARY_FLOAT = {"Ceil": np.ceil, "Floor": np.floor, "Neg": np.negative, "Abs": np.abs, "Sqrt": np.sqrt,
+                "Reciprocal": np.reciprocal, "Sign": np.sign}
+_COMPARE = {"GreaterOrEqual": np.greater_equal, "LessOrEqual": np.less_equal, "And": np.logical_and,
+            "Or": np.logical_or, "Xor": np.logical_xor}
+_REDUCE = {"ReduceMin": np.min, "ReduceMax": np.max, "ReduceProd": np.prod, "ReduceSum": np.sum}
+
+
+def _numpy_more(op: str, ins: list, ai) -> list | None:
+    """Less common shape-arithmetic ops in numpy, as ONNX's reference evaluator computes them (which
+    ``run_node`` otherwise builds a one-node model for; ``tests/test_load_fast.py`` compares the two);
+    None for a case left to that evaluator."""
+    x = ins[0] if ins else None
+    if x is None:
+        return None
+    if op in _UNARY_FLOAT and len(ins) == 1:
+        if x.dtype.kind != "f":
+            return None
+        with np.errstate(all="ignore"):
+            return [_UNARY_FLOAT[op](x).astype(x.dtype)]
+    if op in _COMPARE and len(ins) == 2 and ins[1] is not None:
+        if op in ("And", "Or", "Xor") and (x.dtype != np.bool_ or ins[1].dtype != np.bool_):
+            return None
+        return [_COMPARE[op](x, ins[1])]
+    if op in _REDUCE and x.size:
+        if len(ins) > 1 and ins[1] is not None:
+            axes = [int(a) for a in np.asarray(ins[1]).reshape(-1)]
+        else:
+            axes = ai("axes", None)
+            axes = None if axes is None else [int(a) for a in axes]
+        if not axes:
+            if ai("noop_with_empty_axes", 0):
+                return [x]
+            axes = list(range(x.ndim))
+        axes = tuple(axis_index(a, x.ndim) for a in axes)
+        return [np.asarray(_REDUCE[op](x, axis=axes, keepdims=bool(ai("keepdims", 1)))).astype(x.dtype)]
+    if op == "GatherElements" and len(ins) == 2 and ins[1] is not None:
+        axis = axis_index(int(ai("axis", 0)), x.ndim)
+        return [np.take_along_axis(x, ins[1].astype(np.int64), axis=axis)]
+    if op == "CumSum" and len(ins) == 2 and ins[1] is not None and ins[1].size == 1 and x.ndim:
+        axis = axis_index(int(ins[1].reshape(-1)[0]), x.ndim)
+        y = np.flip(x, axis) if ai("reverse", 0) else x
+        y = np.cumsum(y, axis=axis, dtype=x.dtype)
+        if ai("exclusive", 0):  # each sum without its own element: shifted one along the axis, 0 first
+            y = np.concatenate([np.zeros_like(np.take(y, [0], axis=axis)), np.take(y, range(y.shape[axis] - 1), axis=axis)],
+                               axis=axis)
+        return [np.flip(y, axis) if ai("reverse", 0) else y]
+    if op == "Flatten" and len(ins) == 1:
+        axis = int(ai("axis", 1))
+        if not -x.ndim <= axis <= x.ndim:
+            return None
+        if axis < 0:
+            axis += x.ndim
+        return [x.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), int(np.prod(x.shape[axis:], dtype=np.int64)))]
+    return None

@@ -86,10 +86,11 @@ def _not_onnx(path: str) -> DnnperfError:
 
 def parse_model(data: bytes, path: str = "<bytes>"):
     """Parse bytes as an ONNX ModelProto, rejecting other protobufs and truncated files."""
-    import onnx
     from google.protobuf.message import DecodeError
 
-    model = onnx.ModelProto()
+    from dnnperf.load import onnx_lite
+
+    model = onnx_lite.model_proto()
     try:
         model.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError, UnicodeDecodeError):
@@ -120,7 +121,7 @@ def default_opset(model) -> int:
 
 def check_opset(model, path: str) -> int:
     """The default-domain opset (0 for models that only use other domains, e.g. ai.onnx.ml)."""
-    import onnx
+    from dnnperf.load import onnx_lite
 
     for imp in model.opset_import:
         if imp.version <= 0:  # no operator set has version 0 or less: the ops' meaning is unknown
@@ -128,7 +129,7 @@ def check_opset(model, path: str) -> int:
             raise DnnperfError(f"'{path}' imports {dom} at opset version {imp.version}, which does not exist (the "
                                "first is 1) — the file is corrupt; re-export it")
     opset = default_opset(model)
-    supported = onnx.defs.onnx_opset_version()
+    supported = onnx_lite.opset_version()
     if opset > supported:
         raise DnnperfError(
             f"'{path}' uses ONNX opset {opset}, newer than the installed onnx package supports ({supported}) — "
@@ -167,8 +168,9 @@ def check_for_onnx_inference(node_lists, versions: dict, path: str) -> None:
     RegexFullMatch or an ai.onnx.ml TreeEnsemble whose input name is empty, a LayerNormalization whose
     axis is 2^31). ``node_lists``: the nodes of the main graph (their views: ~3x faster to read) and of
     each body; ``versions``: domain -> the model's opset."""
-    from onnx import defs
+    from dnnperf.load import onnx_lite
 
+    defs = onnx_lite.defs()
     single = defs.OpSchema.FormalParameterOption.Single
     need: dict[tuple, tuple] = {}
     for nodes in node_lists:

@@ -56,14 +56,15 @@ def _schema(op: str, opset: int):
     """What ONNX's schema of default-domain ``op`` at ``opset`` says, read once per process: (per formal
     input, (the allowed type strings or None, variadic?); the attribute names it defines), or None when
     ONNX has no schema for it."""
-    import onnx
+    from dnnperf.load import onnx_lite
 
+    defs = onnx_lite.defs()
     try:
-        schema = onnx.defs.get_schema(op, opset, "")
+        schema = defs.get_schema(op, opset, "")
     except Exception:
         return None
     constraints = {t.type_param_str: frozenset(t.allowed_type_strs) for t in schema.type_constraints}
-    variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
+    variadic = defs.OpSchema.FormalParameterOption.Variadic
     inputs = []
     for formal in schema.inputs:
         ts = formal.type_str
