@@ -2,6 +2,7 @@
 
 This package is the only place that imports ``onnx`` (measurement aside). Its jobs, one module each:
 
+    onnx_lite  ONNX's protobuf classes and operator schemas, without the onnx package's __init__
     read       bytes -> ModelProto without payloads; structural and text checks
     overrides  --batch / --dim / --input-shape written into the inputs
     topology   execution order, cycles and dangling names, the subgraph walker
