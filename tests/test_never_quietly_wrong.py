@@ -1282,3 +1282,24 @@ def test_what_onnx_runtime_refuses_in_a_transformer_is_marked(tmp_path):
         doc = json.loads(r.stdout)
         assert not doc["coverage"]["complete"], name
         assert name in {n for u in doc["unsupported_ops"] for n in u["nodes"]}, (name, doc["unsupported_ops"])
+
+
+def test_inputs_of_one_type_parameter_in_different_types_are_said(tmp_path):
+    """A Gemm fed an int64 tensor where its weights are float32 (a Cast rewired in front of it), and an
+    Add of a float16 and a float32 tensor: ONNX Runtime refuses both files ('Type parameter (T) of
+    Optype (Gemm) bound to different types'). Analysed as stated, with one warning that counts the
+    nodes and names the first with both types, in stderr and the JSON; none for the consistent model."""
+    def build(bad):
+        return model([helper.make_node("Cast", ["x"], ["c"], name="cast", to=7 if bad else 1),
+                      helper.make_node("Gemm", ["c", "w"], ["g"], name="gemm"),
+                      helper.make_node("Cast", ["g"], ["h"], name="half", to=10 if bad else 1),
+                      helper.make_node("Add", ["h", "g"], ["y"], name="add")],
+                     [vi("x", [4, 8])], [vi("y", None)], [weight("w", [8, 16])])
+    clean = runner.invoke(app, ["inspect", save(build(False), tmp_path, "c.onnx"), "-f", "json"])
+    assert clean.exit_code == 0, clean.output
+    assert "different element types" not in clean.output
+    r = runner.invoke(app, ["inspect", save(build(True), tmp_path), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    text = ("2 node(s) read inputs of different element types where their operator requires one (node 'gemm' "
+            "(Gemm): 'c' is int64, 'w' is float32): ONNX Runtime refuses such a file")
+    assert text in r.stderr and any(text in w for w in json.loads(r.stdout)["warnings"])

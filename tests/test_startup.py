@@ -56,3 +56,24 @@ def test_a_file_that_is_not_onnx_is_refused_without_the_package_too(tmp_path):
     bad.write_bytes(b"\x08\x07\x12\x04junk" * 10)
     got = _run([["inspect", str(bad)]])
     assert got["codes"] == [2] and not got["onnx"], got
+
+
+def test_the_onnx_package_imported_after_a_light_load_is_whole():
+    """A program that loads a model through dnnperf first and imports onnx afterwards gets the package as
+    usual: the same ModelProto class, its submodules as attributes, ONNX's own load and shape inference."""
+    code = r"""
+import sys
+from dnnperf.load import load_graph
+g = load_graph(sys.argv[1])
+assert "onnx" not in sys.modules
+import onnx
+assert onnx.onnx_ml_pb2 is sys.modules["onnx.onnx_ml_pb2"] and onnx.onnx_cpp2py_export is sys.modules["onnx.onnx_cpp2py_export"]
+m = onnx.load(sys.argv[1], load_external_data=False)
+assert type(m) is onnx.ModelProto
+inferred = onnx.shape_inference.infer_shapes(m)
+print(len(g.nodes), len(m.graph.node), len(inferred.graph.value_info) > 0, onnx.defs.get_schema("Conv", 17).name)
+"""
+    r = subprocess.run([sys.executable, "-c", code, os.path.join(MODELS, "squeezenet1_1.onnx")], capture_output=True,
+                       text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["83", "83", "True", "Conv"]

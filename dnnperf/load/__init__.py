@@ -29,11 +29,11 @@ from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor, op_key, value_inputs
 from dnnperf.load import bounds, declared, fast, gaps, hostshape
 from dnnperf.load.fold import Resolver, single_values, tensor_value
-from dnnperf.load.overrides import apply_overrides, batch_axes, weight_inputs, weight_inputs_note
-from dnnperf.load.read import (MAX_ELEMS, CorruptName, check_dims, check_domains, check_for_onnx_inference, check_opset,
-                               is_shape_like, parse_model, plain_attrs, read_model, read_model_bytes, short, static,
+from dnnperf.load.overrides import apply_overrides, batch_axes, user_values, weight_inputs, weight_inputs_note
+from dnnperf.load.read import (FLOAT_TYPES, MAX_ELEMS, CorruptName, check_dims, check_domains, check_for_onnx_inference,
+                               check_opset, clear_payload, has_payload, is_shape_like, parse_model, plain_attrs, read_model, read_model_bytes, short, static,
                                type_shape)
-from dnnperf.load.stated import check_types, unknown_attributes
+from dnnperf.load.stated import check_types, mixed_types, unknown_attributes
 from dnnperf.load.topology import MAX_DEPTH, check_bodies, node_subgraphs, topo_order, views, walk_graphs
 from dnnperf.load.weights import skeleton_of, skeletonize_inplace
 
@@ -115,20 +115,26 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
             raise DnnperfError(f"cannot inline the model-local functions of '{path}': {short(exc)}") from None
     g = model.graph
     init_info: dict[str, Tensor] = {}
-    for init in g.initializer:
-        t = Tensor(init.name, tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
-        check_dims(t.shape, t.name, path)
-        init_info[init.name] = t
-    from dnnperf.load.read import strip_payloads_inplace
-
-    strip_payloads_inplace(model)  # no-op for files read by read_model; needed for in-memory models
+    codes: dict[str, int] = {}  # initializer -> its element type code, as stored
+    shape_inits = []  # initializers whose values may decide shapes (read.is_shape_like)
+    for init in g.initializer:  # each weight's fields read once here
+        name, code = init.name, init.data_type
+        t = Tensor(name, tuple(init.dims), DTYPE_NAMES.get(code, "float32"))
+        check_dims(t.shape, name, path)
+        init_info[name] = t
+        codes[name] = code
+        if (code in (6, 7) or code in FLOAT_TYPES) and is_shape_like(init):
+            shape_inits.append(init)
+        elif has_payload(init):  # a model built in memory (read_model's have none): its payload dropped
+            clear_payload(init)
     stored = views(g.node)
     fed = weight_inputs(model, set(init_info), stored)  # parameters an export left out: weights fed at run time
     init_info.update(fed)
-    axes = batch_axes(model, set(init_info), stored)
+    weights = set(init_info)
+    axes = batch_axes(model, weights, stored)
     before = {vi.name: type_shape(vi.type)[0] for vi in g.input}
-    notes = apply_overrides(model, overrides, path, set(init_info), axes)
-    notes += check_types(g, stored, opset, path)  # unknown type codes, text or flags read as numbers: refused
+    notes = apply_overrides(model, overrides, path, weights, axes)
+    notes += check_types(g, stored, opset, path, codes)  # unknown type codes, text or flags read as numbers: refused
     if fed:
         notes.append(weight_inputs_note(list(fed)))
     stated = declared.declared_shapes(g, stored)  # what the file states for its unknown ops' outputs, before dropping it
@@ -152,7 +158,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     available = {i.name for i in g.input} | set(init_info)
     ordered = topo_order(stored, available)
     del g.value_info[:]  # stale entries could disagree with the user's dims
-    res = fast_res = fast.python_shapes(model, opset, ordered)
+    res = fast_res = fast.python_shapes(model, opset, ordered, {k: init_info[k] for k in codes}, shape_inits)
     if res is not None:  # every shape settled by the rules: ONNX's inference (and its registry) not needed
         inferred = model
     else:
@@ -174,7 +180,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
                 if v is not None:
                     res.values[init.name] = v
     res.values.update(single_values(ordered, res.values))  # is an Add of one a no-op? (dnnperf.layout)
-    fed = _user_values(overrides, g, init_info, types, res, path)
+    fed = user_values(overrides, g, init_info, types, res, path)
     bodies: dict[tuple, dict] = {}  # (a node's outputs, subgraph label) -> the shapes resolved in it
     sliced: list[str] = []  # Slices at run-time offsets, costed at their input's size
     if res is not fast_res:  # the Python path leaves nothing open and declines control flow
@@ -211,7 +217,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
 
     subnormal = masks.scan(ordered, res, types)
     nodes, unresolved = _build_nodes(ordered, tensors, opset, path, init_names, None, 0, res.attrs, bodies)
-    notes += unknown_attributes(nodes, opset)
+    notes += unknown_attributes(nodes, opset) + mixed_types(nodes, tensors, opset)
     host_shape, host_removed = hostshape.shape_arithmetic(nodes, res, init_names, dynamic)
     # values computed from a --value input are run-time work, never constants nor host arithmetic
     fed_values = _downstream(ordered, fed)
@@ -269,55 +275,6 @@ def _onnx_inference(model, path: str, opset: int, stored: list, ordered: list):
         view.attribute = node.attribute
         view.proto = node
     return inferred, Resolver(inferred, opset, ordered)
-
-
-def _user_values(ov: ShapeOverrides, g, init_info, types, res, path: str) -> set[str]:
-    """--value NAME=V,...: the input's value joins the folded values (shapes computed from it
-    resolve), checked against its declared shape. Returns the names given."""
-    import numpy as np
-
-    from dnnperf.load.fold import _NP_BY_NAME
-
-    inputs = [i.name for i in g.input if i.name not in init_info]
-    given = set()
-    for name, vals in ov.values:
-        if name not in inputs:
-            if ov.strict:
-                raise DnnperfError(f"--value names '{name}', but the model's inputs are: {', '.join(sorted(inputs)) or '(none)'}")
-            continue
-        dims, dtype = types.get(name, (None, "float32"))
-        shape = static(dims) if dims is not None else None
-        if shape is None:
-            if dims is not None and len(dims) == 1:
-                shape = (len(vals),)
-            elif dims is not None and len(dims) == 0:
-                shape = ()
-            else:
-                raise DnnperfError(f"--value {name}: the input's shape is unknown; give it with --input-shape {name}=N")
-        numel = 1
-        for d in shape:
-            numel *= d
-        if numel != len(vals):
-            raise DnnperfError(f"--value {name}: {len(vals)} value(s) given, but input '{name}' has shape "
-                               f"{list(shape)} ({numel} values)")
-        np_dtype = _NP_BY_NAME.get(dtype)
-        if np_dtype is None:
-            raise DnnperfError(f"--value {name}: inputs of type {dtype} cannot be given a value")
-        arr = np.array(vals, dtype=np.float64).reshape(shape)
-        if not np.all(np.isfinite(arr)):
-            raise DnnperfError(f"--value {name}: give finite numbers (not inf or nan)")
-        if np.issubdtype(np_dtype, np.integer):
-            if not np.all(arr == np.round(arr)):
-                raise DnnperfError(f"--value {name}: input '{name}' is {dtype}: give whole numbers")
-            lo, hi = np.iinfo(np_dtype).min, np.iinfo(np_dtype).max
-            if arr.size and (arr.min() < lo or arr.max() > hi):
-                raise DnnperfError(f"--value {name}: input '{name}' is {dtype}: values must lie in {lo}..{hi}")
-        elif np_dtype is not np.bool_ and arr.size and np.abs(arr).max() > np.finfo(np_dtype).max:
-            raise DnnperfError(f"--value {name}: input '{name}' is {dtype}: values beyond its range")
-        res.values[name] = arr.astype(np_dtype)
-        types[name] = (shape, dtype)
-        given.add(name)
-    return given
 
 
 def _downstream(ordered, names: set[str]) -> set[str]:

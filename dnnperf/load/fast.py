@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dnnperf.ir import DTYPE_NAMES, op_key
 from dnnperf.load.fold import Resolver, tensor_value
-from dnnperf.load.read import is_shape_like, static, type_shape
+from dnnperf.load.read import static, type_shape
 from dnnperf.load.shapes import RULES, split
 from dnnperf.ops import shape_rule
 
@@ -35,9 +35,10 @@ _COVERED = (frozenset({"Constant", "Shape", "Cast", "BatchNormalization", "Dropo
             | _WINDOWED | _SAME_DTYPE | _BOOL_OUT)
 
 
-def python_shapes(model, opset: int, ordered: list) -> Resolver | None:
+def python_shapes(model, opset: int, ordered: list, weights: dict, shape_weights: list) -> Resolver | None:
     """A Resolver holding every tensor's (dims, dtype) for ``model`` (overrides already written into
-    its inputs), or None when this path does not cover the graph."""
+    its inputs), or None when this path does not cover the graph. ``weights``: each initializer's
+    Tensor; ``shape_weights``: the initializers whose values may decide shapes (``is_shape_like``)."""
     g = model.graph
     if len(model.functions):
         return None
@@ -56,12 +57,12 @@ def python_shapes(model, opset: int, ordered: list) -> Resolver | None:
         if dims is not None and static(dims) is None:
             return None  # a symbolic input dim: the folding and inference rules downstream need ONNX
         types[vi.name] = (dims, dtype)
-    for init in g.initializer:
-        types[init.name] = (tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
-        if is_shape_like(init):  # Reshape targets and the like: their values decide shapes
-            v = tensor_value(init)
-            if v is not None:
-                res.values[init.name] = v
+    for name, t in weights.items():
+        types[name] = (t.shape, t.dtype)
+    for init in shape_weights:  # Reshape targets and the like: their values decide shapes
+        v = tensor_value(init)
+        if v is not None:
+            res.values[init.name] = v
     for n in ordered:
         if contrib and op_key(n.domain, n.op_type) in contrib:
             res.infer_node(n)  # the contrib rule, as after ONNX's inference
@@ -149,15 +150,24 @@ def _node(n, res: Resolver, types: dict, opset: int) -> bool:
     elif op not in _SAME_DTYPE and op not in _BOOL_OUT:
         return False
     fn, value_inputs = RULES[op]
-    if not res._by_rule(n, fn, value_inputs, static_types=True) or len(outs) != 1:
-        return False
-    if op in _BOOL_OUT:
-        types[outs[0]] = (types[outs[0]][0], "bool")
-    elif op in ("Where", "ConstantOfShape"):
-        types[outs[0]] = (types[outs[0]][0], dtype)
-    else:
-        types[outs[0]] = (types[outs[0]][0], dtype)
+    if value_inputs or len(n.output) != 1:
+        if not res._by_rule(n, fn, value_inputs, static_types=True) or len(outs) != 1:
+            return False
+        dims = types[outs[0]][0]
+    else:  # a rule that reads no values (MatMul, Add, Softmax...): called here, without the folding walk
+        try:
+            out = fn(res.attrs(n) if n.attribute else _NO_ATTRS, [t[0] if t is not None else None for t in ins],
+                     [None] * len(ins), opset)
+        except (ArithmeticError, ValueError, TypeError, KeyError, IndexError):
+            return False
+        if not out or out[0] is None:
+            return False
+        dims = tuple(map(int, out[0]))
+    types[outs[0]] = (dims, "bool" if op in _BOOL_OUT else dtype)
     return True
+
+
+_NO_ATTRS: dict = {}  # a node without attributes (the rules only read them)
 
 
 def _windowed(op: str, a: dict, x: tuple, dims: list) -> tuple | None:

@@ -36,7 +36,7 @@ def _parts():
 
 def _from_files():
     spec = importlib.util.find_spec("onnx")  # finds the package; does not run its __init__
-    if spec is None or not spec.submodule_search_locations:
+    if spec is None or not spec.submodule_search_locations or not hasattr(spec.loader, "exec_module"):
         raise ImportError("onnx")
     where = list(spec.submodule_search_locations)[0]
     pb2 = sys.modules.get("onnx.onnx_ml_pb2")
@@ -51,7 +51,35 @@ def _from_files():
         path = os.path.join(where, found[0])
         ext = _load("onnx.onnx_cpp2py_export", path,
                     importlib.machinery.ExtensionFileLoader("onnx.onnx_cpp2py_export", path))
+    sys.meta_path.insert(0, _Parent())
     return pb2, ext.defs
+
+
+class _Parent:
+    """Finds the ``onnx`` package when something imports it later, as the other finders do, and has the
+    two submodules loaded here set on it as its attributes after its ``__init__`` runs (as the import
+    system does for submodules it loads itself). Leaves ``sys.meta_path`` at its first use."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "onnx":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("onnx")
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            for sub in ("onnx_ml_pb2", "onnx_cpp2py_export"):
+                found = sys.modules.get(f"onnx.{sub}")
+                if found is not None and not hasattr(module, sub):
+                    setattr(module, sub, found)
+
+        loader.exec_module = exec_module
+        return spec
 
 
 def _load(name: str, path: str, loader=None):

@@ -1,12 +1,13 @@
 """User overrides: write --batch / --dim / --input-shape into the graph inputs before inference (never into
 the weights an export without its parameters takes as inputs),
-and fail with the flag that fixes it when a dimension stays symbolic."""
+and fail with the flag that fixes it when a dimension stays symbolic; --value's input values joined to
+the folded ones (``user_values``)."""
 
 from __future__ import annotations
 
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import ShapeOverrides, Tensor
-from dnnperf.load.read import type_shape
+from dnnperf.load.read import static, type_shape
 
 
 # where an op reads its parameters: an input consumed only there is a weight fed at run time
@@ -67,10 +68,11 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
                     axes: dict[str, int] | None = None) -> list[str]:
     """Write the user's dims into the graph inputs; return notes; fail listing anything still symbolic.
 
+    ``weights``: the names of every initializer and of inputs that carry weights (``weight_inputs``);
     ``axes``: the batch dim of each input (``batch_axes``); --batch sets that dim."""
     axes = axes or {}
     g = model.graph
-    init_names = {i.name for i in g.initializer} | weights
+    init_names = weights
     real_inputs = [i for i in g.input if i.name not in init_names]
     by_name = {i.name: i for i in real_inputs}
     for name, dims in ov.input_shapes:
@@ -246,3 +248,52 @@ def _sequence_elem_shape(tp):
     if not elem.HasField("tensor_type") or not elem.tensor_type.HasField("shape"):
         return None
     return elem.tensor_type.shape
+
+
+def user_values(ov: ShapeOverrides, g, init_info, types, res, path: str) -> set[str]:
+    """--value NAME=V,...: the input's value joins the folded values (shapes computed from it
+    resolve), checked against its declared shape. Returns the names given."""
+    import numpy as np
+
+    from dnnperf.load.fold import _NP_BY_NAME
+
+    inputs = [i.name for i in g.input if i.name not in init_info]
+    given = set()
+    for name, vals in ov.values:
+        if name not in inputs:
+            if ov.strict:
+                raise DnnperfError(f"--value names '{name}', but the model's inputs are: {', '.join(sorted(inputs)) or '(none)'}")
+            continue
+        dims, dtype = types.get(name, (None, "float32"))
+        shape = static(dims) if dims is not None else None
+        if shape is None:
+            if dims is not None and len(dims) == 1:
+                shape = (len(vals),)
+            elif dims is not None and len(dims) == 0:
+                shape = ()
+            else:
+                raise DnnperfError(f"--value {name}: the input's shape is unknown; give it with --input-shape {name}=N")
+        numel = 1
+        for d in shape:
+            numel *= d
+        if numel != len(vals):
+            raise DnnperfError(f"--value {name}: {len(vals)} value(s) given, but input '{name}' has shape "
+                               f"{list(shape)} ({numel} values)")
+        np_dtype = _NP_BY_NAME.get(dtype)
+        if np_dtype is None:
+            raise DnnperfError(f"--value {name}: inputs of type {dtype} cannot be given a value")
+        arr = np.array(vals, dtype=np.float64).reshape(shape)
+        if not np.all(np.isfinite(arr)):
+            raise DnnperfError(f"--value {name}: give finite numbers (not inf or nan)")
+        if np.issubdtype(np_dtype, np.integer):
+            if not np.all(arr == np.round(arr)):
+                raise DnnperfError(f"--value {name}: input '{name}' is {dtype}: give whole numbers")
+            lo, hi = np.iinfo(np_dtype).min, np.iinfo(np_dtype).max
+            if arr.size and (arr.min() < lo or arr.max() > hi):
+                raise DnnperfError(f"--value {name}: input '{name}' is {dtype}: values must lie in {lo}..{hi}")
+        elif np_dtype is not np.bool_ and arr.size and np.abs(arr).max() > np.finfo(np_dtype).max:
+            raise DnnperfError(f"--value {name}: input '{name}' is {dtype}: values beyond its range")
+        res.values[name] = arr.astype(np_dtype)
+        types[name] = (shape, dtype)
+        given.add(name)
+    return given

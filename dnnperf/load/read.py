@@ -28,7 +28,7 @@ MAX_VALUE_ELEMS = 4096
 # initializers, not Constant nodes); a weight is never this small to matter. So are booleans this
 # small: a Loop's or an If's condition stored as an initializer decides what runs
 MAX_FLOAT_VALUE_ELEMS = 8
-_FLOAT_TYPES = (1, 10, 11, 16, 9)  # float, float16, double, bfloat16; bool
+FLOAT_TYPES = _FLOAT_TYPES = (1, 10, 11, 16, 9)  # float, float16, double, bfloat16; bool
 # Refuse dims whose product cannot be represented: it is a broken or hostile file.
 MAX_ELEMS = 2**62
 # Files above this size are rebuilt without payloads before parsing (below it, parsing is cheaper).

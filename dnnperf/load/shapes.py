@@ -14,6 +14,8 @@ Dims = tuple[int, ...]
 
 
 def _bcast(*shapes) -> Dims | None:
+    if len(shapes) == 2 and shapes[0] == shapes[1]:  # the common case (None == None stays None below)
+        return shapes[0]
     if any(s is None for s in shapes):
         return None
     r = max(len(s) for s in shapes)

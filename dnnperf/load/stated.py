@@ -22,26 +22,23 @@ from dnnperf.ir import DTYPE_NAMES
 # dnnperf's dtype names -> the names ONNX's type constraints use
 _ONNX_NAME = {"float32": "float", "float64": "double"}
 _NOT_NUMBERS = frozenset({"string", "bool"})
+_NOT_TENSORS = frozenset({None, "sequence", "map"})  # handles (their elements are typed where they are made)
 
 
-def check_types(graph, nodes, opset: int, path: str) -> list[str]:
-    """Raises DnnperfError (exit 2) for an input or initializer whose element type is not an ONNX
-    type, or a node (``nodes``: the top graph's, NodeViews) that reads a stated string or bool tensor
+def check_types(graph, nodes, opset: int, path: str, weights: dict) -> list[str]:
+    """Raises DnnperfError (exit 2) for an input or initializer (``weights``: name -> element type
+    code, as stored) whose element type is not an ONNX type, or a node (``nodes``: the top graph's, NodeViews) that reads a stated string or bool tensor
     where its op takes neither. Returns the note for stated numbers of a width the reader does not
     accept (empty when there are none)."""
     stated = {}
-    for what, items in (("input", graph.input), ("initializer", graph.initializer)):
-        for x in items:
-            if what == "input":
-                if not x.type.HasField("tensor_type"):
-                    continue  # a sequence, map or optional: its elements are costed where they are made
-                code = x.type.tensor_type.elem_type
-            else:
-                code = x.data_type
+    inputs = [(x.name, x.type.tensor_type.elem_type) for x in graph.input
+              if x.type.HasField("tensor_type")]  # a sequence, map or optional: costed where its elements are made
+    for what, items in (("input", inputs), ("initializer", weights.items())):
+        for name, code in items:
             if code not in DTYPE_NAMES:
-                raise DnnperfError(f"{what} '{x.name}' in '{path}' has element type {code}, which is not an ONNX data "
+                raise DnnperfError(f"{what} '{name}' in '{path}' has element type {code}, which is not an ONNX data "
                                    "type — the file is corrupt; re-export it")
-            stated[x.name] = DTYPE_NAMES[code]
+            stated[name] = DTYPE_NAMES[code]
     odd = _readers(nodes, stated, opset, path)
     if not odd:
         return []
@@ -54,8 +51,10 @@ def check_types(graph, nodes, opset: int, path: str) -> list[str]:
 @lru_cache(maxsize=4096)  # (op, opset) pairs: a hostile file's made-up op names stay bounded
 def _schema(op: str, opset: int):
     """What ONNX's schema of default-domain ``op`` at ``opset`` says, read once per process: (per formal
-    input, (the allowed type strings or None, variadic?); the attribute names it defines), or None when
-    ONNX has no schema for it."""
+    input, (the allowed type strings or None, variadic?); the attribute names it defines; per formal
+    input, the type parameter it shares with others (None for a fixed type or one no other input has;
+    a variadic input's only where its values must all be of one type)), or None when ONNX has no
+    schema for it."""
     from dnnperf.load import onnx_lite
 
     defs = onnx_lite.defs()
@@ -66,23 +65,35 @@ def _schema(op: str, opset: int):
     constraints = {t.type_param_str: frozenset(t.allowed_type_strs) for t in schema.type_constraints}
     variadic = defs.OpSchema.FormalParameterOption.Variadic
     inputs = []
+    params = []
     for formal in schema.inputs:
         ts = formal.type_str
         inputs.append((constraints.get(ts, frozenset({ts}) if ts.startswith("tensor(") else None),
                        formal.option == variadic))
-    return tuple(inputs), frozenset(schema.attributes)
+        shared = ts in constraints and (formal.option != variadic or formal.is_homogeneous)
+        params.append(ts if shared else None)
+    counts = {p: params.count(p) for p in params if p is not None}
+    last_variadic = bool(inputs) and inputs[-1][1] and params[-1] is not None
+    params = [p if p is not None and (counts[p] > 1 or (last_variadic and k == len(params) - 1)) else None
+              for k, p in enumerate(params)]
+    return tuple(inputs), frozenset(schema.attributes), tuple(params)
 
 
 def _readers(nodes, stated: dict, opset: int, path: str) -> list:
     """(node, tensor, dtype, accepted kinds) for each node reading a stated number its op does not accept."""
     odd = []
+    accepted: dict[tuple, bool] = {}  # (op, input position, dtype) -> the schema accepts it
+    get = stated.get
     for n in nodes:
         if n.domain not in ("", "ai.onnx"):
             continue
         formals = None
         for i, name in enumerate(n.input):
-            dtype = stated.get(name) if name else None
+            dtype = get(name) if name else None
             if dtype is None:
+                continue
+            key = (n.op_type, i, dtype)
+            if accepted.get(key):
                 continue
             if formals is None:
                 schema = _schema(n.op_type, opset)
@@ -96,6 +107,7 @@ def _readers(nodes, stated: dict, opset: int, path: str) -> list:
             else:
                 continue  # more inputs than the schema has: the structural checks' business
             if allowed is None or f"tensor({_ONNX_NAME.get(dtype, dtype)})" in allowed:
+                accepted[key] = True
                 continue
             names = sorted(a[7:-1] for a in allowed if a.startswith("tensor("))
             kinds = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
@@ -129,3 +141,46 @@ def unknown_attributes(nodes, opset: int) -> list[str]:
     return [f"{len(odd)} node(s) carry attributes their operator does not define at opset {opset} (node "
             f"'{n.name or n.op_type}' ({n.op_type}): {', '.join(extra)}): ONNX Runtime refuses such a file as an "
             "invalid graph — the figures ignore them"]
+
+
+def mixed_types(nodes, tensors: dict, opset: int) -> list[str]:
+    """The note for default-domain nodes (IR nodes of the top graph) whose inputs of one type parameter
+    are of different element types (an int64 tensor rewired into a Gemm whose other input is float32;
+    the Add of a float16 and a float32 tensor): ONNX Runtime refuses such a file when it checks the
+    graph's types; the figures price each such node at its first input's type. Empty when there are
+    none; inputs whose type is unknown, and ops ONNX has no schema for, are skipped."""
+    odd = []
+    specs: dict[str, tuple] = {}  # op -> (each input's shared type parameter, a homogeneous variadic's)
+    get = tensors.get
+    for n in nodes:
+        ins = n.inputs
+        if len(ins) < 2 or n.domain not in ("", "ai.onnx"):
+            continue
+        spec = specs.get(n.op_type)
+        if spec is None:
+            schema = _schema(n.op_type, opset)
+            params = schema[2] if schema is not None and any(schema[2]) else ()
+            spec = specs[n.op_type] = (params, params[-1] if params and schema[0][-1][1] else None)
+        params, last = spec
+        if not params:
+            continue
+        seen: dict[str, tuple[str, str]] = {}
+        for k, name in enumerate(ins):
+            p = params[k] if k < len(params) else last
+            if p is None or not name:
+                continue
+            t = get(name)
+            if t is None or t.dtype in _NOT_TENSORS:
+                continue
+            first = seen.get(p)
+            if first is None:
+                seen[p] = (name, t.dtype)
+            elif first[1] != t.dtype:
+                odd.append((n, first, (name, t.dtype)))
+                break
+    if not odd:
+        return []
+    n, (a, ta), (b, tb) = odd[0]
+    return [f"{len(odd)} node(s) read inputs of different element types where their operator requires one (node "
+            f"'{n.name or n.op_type}' ({n.op_type}): '{a}' is {ta}, '{b}' is {tb}): ONNX Runtime refuses such a file "
+            "— the figures price each at the type of its first input"]

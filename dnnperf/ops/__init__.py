@@ -29,6 +29,14 @@ class Contradiction(Unsupported):
 def broadcast_conflict(shapes) -> str | None:
     """None when ``shapes`` broadcast together (numpy rules: aligned from the right, every axis equal
     or 1), else what does not: "[1, 577, 768] and [1, 197, 768] do not broadcast (axis -2: 197 vs 577)"."""
+    if len(shapes) == 2:  # the common case, without the sets
+        a, b = shapes
+        for k in range(1, min(len(a), len(b)) + 1):
+            x, y = a[-k], b[-k]
+            if x != y and x != 1 and y != 1:
+                break
+        else:
+            return None
     for k in range(1, max((len(x) for x in shapes), default=0) + 1):
         sizes = {x[-k] for x in shapes if k <= len(x)} - {1}
         if len(sizes) > 1:
