@@ -1303,3 +1303,101 @@ def test_inputs_of_one_type_parameter_in_different_types_are_said(tmp_path):
     text = ("2 node(s) read inputs of different element types where their operator requires one (node 'gemm' "
             "(Gemm): 'c' is int64, 'w' is float32): ONNX Runtime refuses such a file")
     assert text in r.stderr and any(text in w for w in json.loads(r.stdout)["warnings"])
+
+
+@pytest.mark.parametrize("op,idx,attrs,ok", [
+    ("Gather", [0, 4], {"axis": 1}, True), ("Gather", [0, 7], {"axis": 1}, False), ("Gather", [0, -6], {"axis": 1}, False),
+    ("Gather", [-5, 2], {"axis": 1}, True), ("GatherElements", [[0, 4]], {"axis": 1}, True),
+    ("GatherElements", [[0, 5]], {"axis": 1}, False), ("GatherND", [[2, 4]], {}, True), ("GatherND", [[0, 9]], {}, False),
+    ("GatherND", [[3, 0]], {}, False)])
+def test_indices_known_at_load_time_out_of_range_are_a_contradiction(tmp_path, op, idx, attrs, ok):
+    """Constant indices past the axis they pick from on data [3, 5] (ONNX Runtime stops the run: 'indices
+    element out of data bounds, idx=7 must be within the inclusive range [-5,4]'): the node is a
+    contradiction in the coverage; indices in range, negative ones counted from the end, are complete."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    m = model([helper.make_node(op, ["x", "i"], ["g"], name="g", **attrs),
+               helper.make_node("Relu", ["g"], ["y"], name="relu")],
+              [vi("x", [3, 5])], [vi("y", None)], [numpy_helper.from_array(np.array(idx, np.int64), "i")])
+    r = runner.invoke(app, ["inspect", save(m, tmp_path), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    cov = doc["coverage"]
+    assert cov["complete"] is ok and cov["unscored_by_kind"]["contradiction"] == (0 if ok else 1), cov
+    if not ok:
+        assert "indices reach" in json.dumps(doc["unsupported_ops"])
+
+
+def test_shape_arithmetic_built_from_constants_is_checked_too(tmp_path):
+    """Nodes computed from constants alone are folded at load time, but a runtime still refuses them when
+    their shapes disagree: a Reshape of a 12-element constant to 3 x 5, a Concat of constants that differ
+    off the joined axis, a ScatterND whose updates are not the shape its indices pick (all three seen in
+    mutated Swin-T attention masks, scored complete before). Each is a contradiction in the coverage; the
+    consistent twins are complete."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    def const(name, arr):
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(arr), name + "_v"))
+
+    def run(nodes, name):
+        m = model(nodes + [helper.make_node("Add", ["x", "k"], ["y"], name="add")], [vi("x", [1])], [vi("y", None)])
+        r = runner.invoke(app, ["inspect", save(m, tmp_path, name), "-f", "json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["coverage"]
+
+    cases = {
+        "reshape": lambda bad: [const("c", np.zeros(12, np.float32)), const("s", np.array([3, 5 if bad else 4], np.int64)),
+                                helper.make_node("Reshape", ["c", "s"], ["r"], name="bad"),
+                                helper.make_node("ReduceSum", ["r"], ["k"], name="sum", keepdims=0)],
+        "concat": lambda bad: [const("a", np.zeros((2, 3), np.float32)), const("b", np.zeros((2, 4 if bad else 3), np.float32)),
+                               helper.make_node("Concat", ["a", "b"], ["r"], name="bad", axis=0),
+                               helper.make_node("ReduceSum", ["r"], ["k"], name="sum", keepdims=0)],
+        "scatter": lambda bad: [const("d", np.zeros((4, 4), np.float32)), const("i", np.array([[0], [2]], np.int64)),
+                                const("u", np.ones((2, 3 if bad else 4), np.float32)),
+                                helper.make_node("ScatterND", ["d", "i", "u"], ["r"], name="bad"),
+                                helper.make_node("ReduceSum", ["r"], ["k"], name="sum", keepdims=0)],
+    }
+    for label, build in cases.items():
+        good, bad = run(build(False), f"{label}_ok.onnx"), run(build(True), f"{label}_bad.onnx")
+        assert good["complete"], (label, good)
+        assert not bad["complete"] and bad["unscored_by_kind"]["contradiction"] >= 1 and "bad" in bad["unscored_nodes"], \
+            (label, bad)
+
+
+def test_gather_nd_indices_past_the_data_rank_are_a_contradiction(tmp_path):
+    """GatherND with batch_dims 1 over data [2, 8] and index vectors of 2 (a mutated GPT-2 export): the
+    vectors address two axes where one is left after the batch dim (ONNX Runtime: 'Last dimension of
+    indices ... must not be larger than the rank of data'). It was sized and scored without a word; now it
+    is a contradiction, and batch_dims 0 is complete."""
+    for b, ok in ((0, True), (1, False)):
+        m = model([helper.make_node("GatherND", ["x", "i"], ["y"], name="gnd", batch_dims=b)],
+                  [vi("x", [2, 8]), vi("i", [2, 3, 2], onnx.TensorProto.INT64)], [vi("y", None)])
+        r = runner.invoke(app, ["inspect", save(m, tmp_path, f"{b}.onnx"), "-f", "json"])
+        assert r.exit_code == 0, r.output
+        cov = json.loads(r.stdout)["coverage"]
+        assert cov["complete"] is ok and cov["unscored_by_kind"]["contradiction"] == (0 if ok else 1), cov
+
+
+@pytest.mark.parametrize("op", ["Expand", "Reshape", "ConstantOfShape"])
+def test_a_target_shape_that_is_not_a_vector_is_a_contradiction(tmp_path, op):
+    """The target shape of an Expand, a Reshape or a ConstantOfShape is a 1-D tensor (ONNX: 'shape input
+    must be 1D tensor'); a [1, 2] one (a mutated Swin-T mask, rewired) was read as two sizes and scored.
+    Now the node is a contradiction in the coverage, fed to a node that runs; the [2] vector is complete."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    for shape, ok in (([1, 4], True), ([[1, 4]], False)):
+        s = helper.make_node("Constant", [], ["s"], value=numpy_helper.from_array(np.array(shape, np.int64), "sv"))
+        if op == "ConstantOfShape":
+            nodes = [s, helper.make_node(op, ["s"], ["t"], name="op"), helper.make_node("Add", ["x", "t"], ["y"], name="add")]
+        else:
+            nodes = [s, helper.make_node(op, ["x", "s"], ["t"], name="op"), helper.make_node("Relu", ["t"], ["y"], name="relu")]
+        m = model(nodes, [vi("x", [1, 4] if op == "Reshape" else [1])], [vi("y", None)])
+        r = runner.invoke(app, ["inspect", save(m, tmp_path, f"{op}{ok}.onnx"), "-f", "json"])
+        assert r.exit_code == 0, r.output
+        cov = json.loads(r.stdout)["coverage"]
+        assert cov["complete"] is ok, cov
+        if not ok:
+            assert cov["unscored_by_kind"]["contradiction"] == 1 and "op" in cov["unscored_nodes"], cov

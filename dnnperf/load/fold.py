@@ -366,6 +366,10 @@ def _np_name(v) -> str:
             np.dtype(np.bool_): "bool"}.get(np.asarray(v).dtype, "float32")
 
 
+# op -> the input that holds a target shape (a 1-D tensor for ONNX)
+_SHAPE_VECTOR = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0, "Tile": 1}
+
+
 def run_node(node, ins, opset_imports, attrs: dict | None = None):
     """Evaluate one small node with numpy (common shape ops) or ONNX's reference evaluator.
     ``attrs``: ``plain_attrs(node)`` when the caller has it already."""
@@ -373,6 +377,9 @@ def run_node(node, ins, opset_imports, attrs: dict | None = None):
     if attrs is None:
         attrs = plain_attrs(node)
     ai = attrs.get
+    k = _SHAPE_VECTOR.get(op)
+    if k is not None and len(ins) > k and ins[k] is not None and np.ndim(ins[k]) != 1:
+        raise ValueError(f"{op}'s shape input is not 1-D")  # numpy would read a [2, 2] target as four sizes
 
     if op == "Gather":
         return [np.take(ins[0], ins[1].astype(np.int64), axis=ai("axis", 0))]
@@ -413,7 +420,7 @@ def run_node(node, ins, opset_imports, attrs: dict | None = None):
         steps = [int(x) for x in np.atleast_1d(ins[4])] if len(ins) > 4 and ins[4] is not None else [1] * len(starts)
         sl = [slice(None)] * data.ndim
         for st, en, ax, sp in zip(starts, ends, axes, steps):
-            sl[ax % data.ndim] = slice(st, en if abs(en) < 2**62 else None, sp)
+            sl[axis_index(ax, data.ndim)] = slice(st, en if abs(en) < 2**62 else None, sp)  # no axis taken modulo
         return [data[tuple(sl)]]
     if op == "ConstantOfShape":
         val = np.zeros(1, np.float32)
@@ -440,6 +447,8 @@ def run_node(node, ins, opset_imports, attrs: dict | None = None):
     if op == "ScatterND" and ai("reduction", "none") == "none":
         data, idx, upd = ins[0], ins[1].astype(np.int64), ins[2]
         k = idx.shape[-1]
+        if upd.shape != idx.shape[:-1] + data.shape[k:]:
+            raise ValueError("ScatterND updates are not the shape the indices pick")
         out = data.copy()
         # one assignment for every index row, in order (a repeated row keeps its last update,
         # as a loop over the rows would)

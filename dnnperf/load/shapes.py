@@ -54,7 +54,14 @@ def _same(attrs, dims, vals, opset):
     return [dims[0]] if dims and dims[0] is not None else None
 
 
+def _vector(dims, i: int) -> None:
+    """Input ``i`` (a target shape) is 1-D where its dims are known; else the rule declines (ONNX refuses it)."""
+    if len(dims) > i and dims[i] is not None and len(dims[i]) != 1:
+        raise ValueError("a shape input that is not 1-D")
+
+
 def _reshape(attrs, dims, vals, opset):
+    _vector(dims, 1)
     x, shape = dims[0], _ints(vals[1])
     if x is None or shape is None:
         return None
@@ -111,6 +118,7 @@ def _transpose(attrs, dims, vals, opset):
 
 
 def _expand(attrs, dims, vals, opset):
+    _vector(dims, 1)
     shape = _ints(vals[1])
     if dims[0] is None or shape is None:
         return None
@@ -216,6 +224,7 @@ def split(attrs: dict, x: Dims | None, sizes, n_out: int, opset: int) -> list[Di
 
 
 def _constant_of_shape(attrs, dims, vals, opset):
+    _vector(dims, 0)
     shape = _ints(vals[0])
     return None if shape is None else [tuple(shape)]
 
@@ -286,6 +295,8 @@ def _gather_nd(attrs, dims, vals, opset):
     if x is None or idx is None:
         return None
     b = attrs.get("batch_dims", 0)
+    if not idx or not 0 <= b < min(len(idx), len(x)) or idx[-1] > len(x) - b:
+        raise ValueError("GatherND's indices reach past its data's rank")  # ONNX and ONNX Runtime refuse it
     return [tuple(idx[:-1]) + tuple(x[b + idx[-1]:])]
 
 

@@ -25,9 +25,27 @@ def _split_fits(ctx: Ctx) -> None:
         raise Contradiction(f"its pieces {pieces} add up to {sum(pieces)}, not the {x[ax]} of axis {ax}")
 
 
+def _scatter_nd_fits(ctx: Ctx) -> None:
+    """ScatterND's updates have the shape its indices pick (``indices.shape[:-1] + data.shape[k:]``, k the
+    indices' last axis); ONNX Runtime refuses other updates when it runs the node."""
+    if ctx.node.op_type != "ScatterND" or len(ctx.node.inputs) < 3 or not all(ctx.node.inputs[:3]):
+        return
+    tensors = ctx.graph.tensors
+    data, idx, upd = (tensors.get(n) for n in ctx.node.inputs[:3])
+    if data is None or idx is None or upd is None or None in (data.shape, idx.shape, upd.shape) or not idx.shape:
+        return
+    k = idx.shape[-1]
+    want = tuple(idx.shape[:-1]) + tuple(data.shape[k:])
+    if k > len(data.shape) or tuple(upd.shape) != want:
+        raise Contradiction(f"its updates {list(upd.shape)} are not the shape its indices {list(idx.shape)} pick "
+                            f"from data {list(data.shape)} ({list(want)})")
+
+
 def movement(ctx: Ctx):
     if ctx.node.op_type == "Split":
         _split_fits(ctx)
+    _shape_vector(ctx)  # Tile's repeats
+    _scatter_nd_fits(ctx)
     if ctx.node.op_type == "ScatterElements" and ctx.has_input(2):
         # one update at a time, each to an index it reads (a GNN's scatter_add of 320,000 updates: 2.3-2.5
         # ms in ONNX Runtime on a 2-core EPYC, 7-8.6 ns an update): its work is its updates
@@ -112,7 +130,15 @@ def concat(ctx: Ctx):
     copies small pieces with one thread: ``dnnperf.efficiency``). Inputs that differ off the joined
     axis contradict each other (a runtime refuses them): an FPN's upsampled map of 22 rows next to the
     backbone's 21 when the input's side is not a multiple of the network's stride."""
-    shapes = [ctx.in_shape(i) for i in range(len(ctx.node.inputs)) if ctx.has_input(i)]
+    _concat_fits(ctx)
+    pieces = tuple(ctx.in_numel(i) for i in range(len(ctx.node.inputs)) if ctx.has_input(i))
+    return ctx.workload("movement", pieces=pieces)
+
+
+def _concat_fits(ctx: Ctx) -> None:
+    """Concat's inputs agree off the joined axis (also checked for one computed from constants alone)."""
+    tensors = ctx.graph.tensors
+    shapes = [tensors[n].shape if n in tensors else None for n in ctx.node.inputs if n]
     if shapes and all(s is not None for s in shapes):
         rank = len(shapes[0])
         ax = int(ctx.attr("axis", 0))
@@ -123,8 +149,6 @@ def concat(ctx: Ctx):
                 where = f"axis {off[0]} ({shapes[0][off[0]]} vs {s[off[0]]})" if off else f"rank ({rank} vs {len(s)})"
                 raise Contradiction(f"inputs {list(shapes[0])} and {list(s)} differ on {where}; Concat joins them "
                                     f"along axis {ax} only")
-    pieces = tuple(ctx.in_numel(i) for i in range(len(ctx.node.inputs)) if ctx.has_input(i))
-    return ctx.workload("movement", pieces=pieces)
 
 
 # a Gather's picked blocks of at most this many elements: its loop over them, not the bandwidth, sets its
@@ -133,12 +157,62 @@ def concat(ctx: Ctx):
 GATHER_LOOP_BLOCK = 16
 
 
+def _indices_in_range(ctx: Ctx) -> None:
+    """Indices known at load time (a constant or folded index tensor) must fall inside the axis they
+    index: Gather's and GatherElements' in [-d, d) of their axis, each column of GatherND's last index
+    axis in its own data axis after the batch dims. ONNX Runtime stops the run at an index out of range
+    ('indices element out of data bounds')."""
+    if ctx.node.domain not in ("", "ai.onnx") or len(ctx.node.inputs) < 2:
+        return
+    idx = ctx.value(1)
+    if idx is None or not idx.size or idx.dtype.kind not in "iu":
+        return
+    x = tuple(ctx.in_shape(0))
+    op = ctx.node.op_type
+    if op == "GatherND":
+        b = int(ctx.attr("batch_dims", 0))
+        k = idx.shape[-1] if idx.ndim else 0
+        if not 0 <= b or b + k > len(x):
+            return  # the shape rule's business
+        cols = idx.reshape(-1, k) if k else idx.reshape(0, 0)
+        for j in range(k):
+            d = x[b + j]
+            lo, hi = int(cols[:, j].min()), int(cols[:, j].max())
+            if lo < -d or hi >= d:
+                raise Contradiction(f"its indices reach {lo if lo < -d else hi} on data axis {b + j} of size {d} "
+                                    f"(data {list(x)})")
+        return
+    ax = int(ctx.attr("axis", 0))
+    if not -len(x) <= ax < len(x):
+        return
+    d = x[ax]
+    lo, hi = int(idx.min()), int(idx.max())
+    if lo < -d or hi >= d:
+        raise Contradiction(f"its indices reach {lo if lo < -d else hi} on axis {ax} of size {d} (data {list(x)})")
+
+
+def _gather_nd_rank(ctx: Ctx) -> None:
+    """GatherND's index vectors (its indices' last axis) address at most the data axes left after its
+    batch dims, which both tensors share (ONNX's inference and ONNX Runtime refuse the node otherwise)."""
+    if ctx.node.op_type != "GatherND" or ctx.node.domain not in ("", "ai.onnx") or len(ctx.node.inputs) < 2:
+        return
+    tensors = ctx.graph.tensors
+    x, idx = (tensors.get(n) for n in ctx.node.inputs[:2])
+    if x is None or idx is None or x.shape is None or idx.shape is None:
+        return
+    b = int(ctx.attr("batch_dims", 0))
+    if not idx.shape or not 0 <= b < min(len(idx.shape), len(x.shape)) or idx.shape[-1] > len(x.shape) - b:
+        raise Contradiction(f"its indices {list(idx.shape)} address more axes than data {list(x.shape)} has after "
+                            f"{b} batch dims")
+
+
 def gather(ctx: Ctx):
     """Gather reads only the rows it picks (an embedding lookup does not stream the whole table). ONNX
     Runtime copies what each index picks (everything after the gathered axis) with one call: picking
     small blocks (single elements along the last axis, a box's 4 coordinates) is a loop over the blocks,
     2.6-3.4 ns a block of up to 16 elements on a 2-core EPYC VM against 0.08 ns an element for rows of
     56 ('Gather.blocks', its steps the blocks)."""
+    _indices_in_range(ctx)
     x = ctx.in_shape(0)
     ax = int(ctx.attr("axis", 0))
     ax = ax + len(x) if ax < 0 else ax
@@ -159,6 +233,9 @@ def reads_what_it_keeps(ctx: Ctx):
     A Slice that steps through the last axis (every other column, a flip) is copied one element at a
     time by ONNX Runtime, 0.8 ns an output element on a 2-core EPYC VM against 0.1-0.15 for one that
     keeps whole rows ('Slice.strided')."""
+    if ctx.node.op_type != "Slice":
+        _gather_nd_rank(ctx)
+        _indices_in_range(ctx)
     return _picked(ctx, kernel="Slice.strided" if ctx.node.op_type == "Slice" and _steps_last_axis(ctx) else "")
 
 
@@ -207,9 +284,24 @@ def _picked(ctx: Ctx, weights_only_data: bool = False, kernel: str = "", loop_it
                     bytes_written=out, parallel_work=ctx.out_numel(0), kernel=kernel, loop_items=loop_items)
 
 
+# ops that read a shape (or repeat counts) from an input: it is a 1-D tensor (ONNX's inference and
+# ONNX Runtime refuse any other rank; numpy would read a [2, 2] target as four sizes)
+_SHAPE_VECTOR = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0, "Tile": 1}
+
+
+def _shape_vector(ctx: Ctx) -> None:
+    i = _SHAPE_VECTOR.get(ctx.node.op_type)
+    if i is None or ctx.node.domain not in ("", "ai.onnx") or not ctx.has_input(i):
+        return
+    t = ctx.graph.tensors.get(ctx.node.inputs[i])
+    if t is not None and t.shape is not None and len(t.shape) != 1:
+        raise Contradiction(f"its shape input '{ctx.node.inputs[i]}' is {list(t.shape)}, not a 1-D tensor")
+
+
 def _check_expand(ctx: Ctx) -> None:
     """An Expand whose output is unknown because its input and target shape (both known) do not
     broadcast: a contradiction, not a lost shape."""
+    _shape_vector(ctx)
     out = ctx.graph.tensors.get(ctx.node.outputs[0]) if ctx.node.outputs else None
     target = ctx.value(1)
     if (out is None or out.shape is None) and target is not None and ctx.has_input(0):
@@ -235,11 +327,22 @@ def expand(ctx: Ctx):
 
 def view(ctx: Ctx):
     """A relabelled buffer: nothing moves, but the element count must survive the relabelling."""
+    _shape_vector(ctx)
+    _same_count(ctx)
+    return Workload(family="view", dtype=ctx.dtype(0), launches=0)
+
+
+def _same_count(ctx: Ctx) -> None:
+    """A relabelling keeps its input's element count (also checked for one computed from constants
+    alone: a Reshape of a constant mask to a size the mask does not have is no less refused)."""
     if ctx.node.op_type in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity") and ctx.has_input(0):
-        n_in, n_out = ctx.in_numel(0), ctx.out_numel(0)
+        tensors = ctx.graph.tensors
+        a, b = tensors.get(ctx.node.inputs[0]), tensors.get(ctx.node.outputs[0]) if ctx.node.outputs else None
+        if a is None or b is None or a.numel is None or b.numel is None:
+            ctx.in_numel(0), ctx.out_numel(0)  # says which shape is unknown
+        n_in, n_out = a.numel, b.numel
         if n_in != n_out:
             raise Contradiction(f"{ctx.node.op_type} changes the element count ({n_in} -> {n_out})")
-    return Workload(family="view", dtype=ctx.dtype(0), launches=0)
 
 
 def dropout(ctx: Ctx):
@@ -267,6 +370,7 @@ def shape_only(ctx: Ctx):
 
 def fill(ctx: Ctx):
     """ConstantOfShape / EyeLike / RandomX materialise a tensor: bytes written only."""
+    _shape_vector(ctx)
     act, wgt, out = ctx.byte_split()
     return Workload(family="movement", dtype=ctx.compute_dtype(), bytes_written=out,
                     parallel_work=ctx.out_numel(0))
@@ -288,7 +392,12 @@ register({"Gather": gather, "Concat": concat, "Expand": expand, "Transpose": tra
 register({op: reads_what_it_keeps for op in ("GatherElements", "GatherND")})
 register({"Slice": _slice})
 register_check({"Slice": _slice_steps})
-register_check({"Expand": _check_expand})
+register_check({op: _indices_in_range for op in ("Gather", "GatherElements")})
+register_check({"GatherND": lambda ctx: (_gather_nd_rank(ctx), _indices_in_range(ctx))})
+register_check({"Expand": _check_expand, "Concat": _concat_fits, "ScatterND": _scatter_nd_fits})
+register_check({op: _same_count for op in ("Flatten", "Squeeze", "Unsqueeze", "Identity")})
+register_check({"Reshape": lambda ctx: (_shape_vector(ctx), _same_count(ctx)), "ConstantOfShape": _shape_vector,
+                "Tile": _shape_vector})
 register({op: view for op in VIEWS})
 register({op: shape_only for op in SHAPE_ONLY})
 register({op: fill for op in FILL})
