@@ -1,6 +1,7 @@
 """What a file states, checked against ONNX's operator schemas: the element types of its inputs and
-weights against what the ops that read them accept (``check_types``), and its nodes' attributes against the
-ones their operators define (``unknown_attributes``).
+weights against what the ops that read them accept (``check_types``), its nodes' attributes against the
+ones their operators define (``unknown_attributes``), and the inputs an operator ties to one element
+type against each other (``mixed_types``).
 
 Shape rules carry an element type forward from the tensors the file declares, so a type code that is
 not ONNX's would be read as float32, and text or flags fed to arithmetic would be priced at some
@@ -27,8 +28,8 @@ _NOT_TENSORS = frozenset({None, "sequence", "map"})  # handles (their elements a
 
 def check_types(graph, nodes, opset: int, path: str, weights: dict) -> list[str]:
     """Raises DnnperfError (exit 2) for an input or initializer (``weights``: name -> element type
-    code, as stored) whose element type is not an ONNX type, or a node (``nodes``: the top graph's, NodeViews) that reads a stated string or bool tensor
-    where its op takes neither. Returns the note for stated numbers of a width the reader does not
+    code, as stored) whose element type is not an ONNX type, or a node (``nodes``: the top graph's,
+    NodeViews) that reads a stated string or bool tensor where its op takes neither. Returns the note for stated numbers of a width the reader does not
     accept (empty when there are none)."""
     stated = {}
     inputs = [(x.name, x.type.tensor_type.elem_type) for x in graph.input
