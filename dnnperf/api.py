@@ -12,12 +12,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from dnnperf.scoring import Layer, Score, Settings, effective_precision, precision_of, score, tf32_by_default, top_cause
-from dnnperf.errors import DnnperfError
 from dnnperf.hardware import HardwareProfile
 from dnnperf.inspection import Inspection, Row, engine_quantized, inspect_graph, recomputed, recomputed_note
 from dnnperf.layers import build_layers
 from dnnperf.ir import ShapeOverrides
 from dnnperf.load import load_graph
+from dnnperf.overrides_check import checked
 from dnnperf.rules import prices_far_reads
 from dnnperf.workload import FREE_FAMILIES
 
@@ -53,49 +53,6 @@ def inspect_model(path: str, overrides: ShapeOverrides = ShapeOverrides()) -> In
     with _no_cyclic_gc():
         insp = inspect_graph(load_graph(path, overrides), path)
     return checked(insp, overrides)
-
-
-# ops whose output size a constant input states: a contradiction there is a size the export baked in
-_SHAPED_BY_CONSTANTS = frozenset({"Reshape", "Expand", "Tile", "ConstantOfShape", "Resize", "Upsample"})
-
-
-def checked(insp: Inspection, overrides: ShapeOverrides) -> Inspection:
-    """``insp`` unless the shapes the user gave leave a node with contradicting shapes: then an
-    error naming the flags and the node (every command that loads with overrides goes through it)."""
-    if overrides.input_shapes or overrides.dims or overrides.batch:
-        bad = next((r for r in insp.rows if r.kind == "contradiction"), None)
-        if bad is not None and overrides.batch is not None:
-            _refuse_batch_without_axis(insp.path, overrides)  # --batch rewrote the channels: say that instead
-        if bad is not None:
-            flags = " ".join([f"--input-shape {n}={'x'.join(map(str, d))}" for n, d in overrides.input_shapes]
-                             + [f"--dim {k}={v}" for k, v in overrides.dims] + ([f"--batch {overrides.batch}"] if overrides.batch else []))
-            fix = ("the export fixes that size inside the graph (a constant target shape): re-export with dynamic "
-                   "axes, or analyse at the exported size" if bad.node.op_type in _SHAPED_BY_CONSTANTS else
-                   "pass sizes every branch maps alike (a multiple of the network's total stride: 32 for most "
-                   "detectors and U-Nets)" if bad.node.op_type == "Concat" else "pass shapes that match the model's weights")
-            raise DnnperfError(f"{flags} contradicts the model: node '{bad.node.name}' ({bad.node.op_type}): {bad.reason} "
-                               f"— {fix}")
-    if overrides.batch is not None and insp.no_batch_axis:  # --batch rewrote its first dim, the channels
-        raise _no_batch_axis(overrides.batch, insp.no_batch_axis)
-    return insp
-
-
-def _no_batch_axis(batch: int, name: str) -> DnnperfError:
-    return DnnperfError(f"--batch {batch}: input '{name}' has no batch axis (the model stacks one sample into the "
-                        "batch its first convolution reads) — analyse without --batch")
-
-
-def _refuse_batch_without_axis(path: str, overrides: ShapeOverrides) -> None:
-    """Where --batch left a node contradicting itself, the model read without it: when its input has no
-    batch axis (a detector's [3, H, W] image), --batch rewrote the channels, and that is the error."""
-    from dataclasses import replace
-
-    try:
-        plain = inspect_graph(load_graph(path, replace(overrides, batch=None)), path)
-    except DnnperfError:
-        return
-    if plain.no_batch_axis:
-        raise _no_batch_axis(overrides.batch, plain.no_batch_axis)
 
 
 @dataclass

@@ -1401,3 +1401,22 @@ def test_a_target_shape_that_is_not_a_vector_is_a_contradiction(tmp_path, op):
         assert cov["complete"] is ok, cov
         if not ok:
             assert cov["unscored_by_kind"]["contradiction"] == 1 and "op" in cov["unscored_nodes"], cov
+
+
+def test_a_file_that_contradicts_itself_does_not_blame_the_flags(tmp_path):
+    """An Add of a [batch, 3] and a [batch, 4] input contradicts itself at any batch: with --batch 2 (or 1) it
+    was refused as '--batch 2 contradicts the model', sending the user after the flag. Now the result is
+    what the file gives without flags (PARTIAL, the node a contradiction); a contradiction only the flag
+    makes (--input-shape giving one input 4 columns where the other keeps 3) still exits 2 naming it."""
+    m = model([helper.make_node("Add", ["x", "y"], ["s"], name="add"), helper.make_node("Relu", ["s"], ["z"], name="relu")],
+              [vi("x", ["batch", 3]), vi("y", ["batch", 4])], [vi("z", None)])
+    p = save(m, tmp_path)
+    for flags in ([], ["--batch", "2"], ["--batch", "1"]):
+        r = runner.invoke(app, ["inspect", p, "-f", "json", *flags])
+        assert r.exit_code == 0, (flags, r.output)
+        cov = json.loads(r.stdout)["coverage"]
+        assert cov["unscored_by_kind"]["contradiction"] == 1 and cov["unscored_nodes"] == ["add", "relu"], cov
+    ok = model([helper.make_node("Add", ["x", "y"], ["s"], name="add")], [vi("x", ["batch", 3]), vi("y", ["batch", 3])],
+               [vi("s", None)])
+    r = runner.invoke(app, ["inspect", save(ok, tmp_path, "ok.onnx"), "--input-shape", "y=1x4"])
+    one_line_error(r, 2, "--input-shape y=1x4 contradicts the model", "'add'")

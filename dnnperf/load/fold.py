@@ -382,13 +382,20 @@ def run_node(node, ins, opset_imports, attrs: dict | None = None):
         raise ValueError(f"{op}'s shape input is not 1-D")  # numpy would read a [2, 2] target as four sizes
 
     if op == "Gather":
-        return [np.take(ins[0], ins[1].astype(np.int64), axis=ai("axis", 0))]
+        x, i = ins[0], ins[1]
+        if x.ndim == 1 and i.ndim == 0 and ai("axis", 0) in (0, -1):  # one element of a shape vector
+            return [x[int(i)]]  # (np.take's answer: the same element, the same IndexError past the end)
+        return [np.take(x, i.astype(np.int64), axis=ai("axis", 0))]
     if op == "Concat":
+        if all(x.ndim for x in ins):
+            return [np.concatenate(ins, axis=ai("axis", 0))]
         return [np.concatenate([np.atleast_1d(x) for x in ins], axis=ai("axis", 0))]
     if op == "Unsqueeze":
         axes = ins[1] if len(ins) > 1 and ins[1] is not None else ai("axes", [])
-        axes = [int(a) for a in np.asarray(axes).reshape(-1)]
         x = ins[0]
+        if x.ndim == 0 and np.size(axes) == 1 and int(np.asarray(axes).reshape(-1)[0]) in (0, -1):
+            return [x.reshape(1)]  # a scalar made a one-element vector (shape arithmetic's commonest step)
+        axes = [int(a) for a in np.asarray(axes).reshape(-1)]
         r = x.ndim + len(axes)
         new = sorted(axis_index(a, r) for a in axes)
         if len(set(new)) != len(new):
