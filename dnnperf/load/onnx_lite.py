@@ -51,7 +51,8 @@ def _from_files():
         path = os.path.join(where, found[0])
         ext = _load("onnx.onnx_cpp2py_export", path,
                     importlib.machinery.ExtensionFileLoader("onnx.onnx_cpp2py_export", path))
-    sys.meta_path.insert(0, _Parent())
+    if "onnx" not in sys.modules:  # (a build whose generated module imports the package has run it already)
+        sys.meta_path.insert(0, _Parent())
     return pb2, ext.defs
 
 
