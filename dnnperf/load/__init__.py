@@ -311,9 +311,6 @@ def constants_of(nodes: list[Node], known: set[str]) -> frozenset:
     return frozenset(constants)
 
 
-_TENSOR = 4  # AttributeProto.TENSOR
-
-
 def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset, gname: str | None,
                  depth: int, attrs_of=plain_attrs, bodies: dict | None = None,
                  scope: frozenset = frozenset()) -> tuple[list[Node], list[str]]:
@@ -344,9 +341,9 @@ def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset
         else:
             seen_names[name] = 0
         subs: dict[str, Graph] = {}
-        a = n.attribute[0] if op == "Constant" and len(n.attribute) == 1 else None
-        if a is not None and a.type == _TENSOR and a.name == "value":
-            attrs = {"value": tuple(a.t.dims)}  # plain_attrs' answer, without its loop
+        t = n.const if op == "Constant" else None
+        if t is not None:
+            attrs = {"value": tuple(t.dims)}  # plain_attrs' answer, without its loop
         elif n.attribute:
             attrs: dict[str, Any] = attrs_of(n)
             if len(attrs) < len(n.attribute):  # graph-valued (or exotic) attributes left out

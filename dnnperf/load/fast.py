@@ -28,7 +28,6 @@ _BOOL_OUT = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqua
 # second input's; ConstantOfShape: its value attribute's; CastLike is left to ONNX)
 _SAME_DTYPE = frozenset(RULES) - {"Where", "ConstantOfShape", "CastLike", "Cast", "Dropout", "BatchNormalization"}
 _WINDOWED = frozenset({"Conv", "MaxPool", "AveragePool", "LpPool"})
-_TENSOR = 4  # AttributeProto.TENSOR
 # every op this path has a rule for: a graph with any other op goes to ONNX before any work is done
 # (shufflenet_v2's last node, a ReduceMean, used to be found after 12 ms of rules spent for nothing)
 _COVERED = (frozenset({"Constant", "Shape", "Cast", "BatchNormalization", "Dropout", "Where", "ConstantOfShape", "Split"})
@@ -84,12 +83,11 @@ def python_shapes(model, opset: int, ordered: list, weights: dict, shape_weights
 
 def _node(n, res: Resolver, types: dict, opset: int) -> bool:
     op = n.op_type
-    if op == "Constant":  # one tensor-valued attribute (read here, never decoded into a dict)
-        a = n.attribute[0] if len(n.attribute) == 1 else None
+    if op == "Constant":  # one tensor-valued attribute (read by ``views``, never decoded into a dict)
+        t = n.const
         outs = [o for o in n.output if o]
-        if a is None or a.name != "value" or a.type != _TENSOR or len(outs) != 1:
+        if t is None or len(outs) != 1:
             return False
-        t = a.t
         types[outs[0]] = (tuple(t.dims), DTYPE_NAMES.get(t.data_type, "float32"))
         return True
     if n.attribute and len(res.attrs(n)) < len(n.attribute):

@@ -76,6 +76,9 @@ def tensor_value(t) -> np.ndarray | None:
 
 def constant_value(node) -> np.ndarray | None:
     """The small value a Constant node holds (None when large or not numeric)."""
+    t = getattr(node, "const", None)  # a view's: its value tensor, read once
+    if t is not None:
+        return tensor_value(t)
     for a in node.attribute[:]:
         name = a.name
         if name == "value":
@@ -101,9 +104,14 @@ def single_values(nodes, known: dict) -> dict:
     for node in nodes:
         if node.op_type != "Constant" or not node.output or node.output[0] in known:
             continue
-        a = node.attribute[0] if len(node.attribute) == 1 else None  # (decode only what can be one number)
-        if a is not None and (a.name == "value_float" or (a.name == "value" and a.t.data_type in (1, 10, 11, 6, 7)
-                                                          and all(d == 1 for d in a.t.dims))):
+        t = getattr(node, "const", None)  # a view's value tensor (decode only what can be one number)
+        if t is not None:
+            one = t.data_type in (1, 10, 11, 6, 7) and all(d == 1 for d in t.dims)
+        else:
+            a = node.attribute[0] if len(node.attribute) == 1 else None
+            one = a is not None and (a.name == "value_float" or (a.name == "value" and a.t.data_type in (1, 10, 11, 6, 7)
+                                                                 and all(d == 1 for d in a.t.dims)))
+        if one:
             v = constant_value(node)
             if v is not None:
                 out[node.output[0]] = v

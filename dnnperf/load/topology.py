@@ -8,7 +8,7 @@ import heapq
 from dnnperf.errors import DnnperfError
 
 SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
-_GRAPH, _GRAPHS = 5, 10  # AttributeProto types
+_TENSOR, _GRAPH, _GRAPHS = 4, 5, 10  # AttributeProto types
 
 
 def node_subgraphs(n):
@@ -26,11 +26,12 @@ class NodeView:
     protobuf runtime costs about a microsecond per element, and the loader walks every node several
     times). It answers to the same field names as the proto (``op_type``, ``domain``, ``name``,
     ``input``, ``output``, ``attribute``), so every loader step takes either; ``proto`` is the node
-    itself, for ONNX's own functions. Made by ``views``; after ONNX's inference the loader points
-    ``attribute`` and ``proto`` at the same node of the inferred copy (whose control-flow bodies carry
-    the shapes inference found)."""
+    itself, for ONNX's own functions; ``const`` the TensorProto of a Constant whose one attribute is its
+    ``value`` tensor (None for any other node: the loader reads that tensor several times). Made by
+    ``views``; after ONNX's inference the loader points ``attribute`` and ``proto`` at the same node of
+    the inferred copy (whose control-flow bodies carry the shapes inference found)."""
 
-    __slots__ = ("op_type", "domain", "name", "input", "output", "attribute", "proto")
+    __slots__ = ("op_type", "domain", "name", "input", "output", "attribute", "proto", "const")
 
 
 def views(nodes) -> list[NodeView]:
@@ -41,13 +42,18 @@ def views(nodes) -> list[NodeView]:
     new = NodeView.__new__
     for n in nodes:
         v = new(NodeView)
-        v.op_type = n.op_type
+        v.op_type = op = n.op_type
         v.domain = n.domain
         v.name = n.name
         v.input = tuple(n.input[:])
         v.output = tuple(n.output[:])
-        v.attribute = n.attribute
+        v.attribute = attrs = n.attribute
         v.proto = n
+        v.const = None
+        if op == "Constant" and len(attrs) == 1:
+            a = attrs[0]
+            if a.type == _TENSOR and a.name == "value":
+                v.const = a.t
         append(v)
     return out
 
