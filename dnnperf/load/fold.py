@@ -506,9 +506,10 @@ _REDUCE = {"ReduceMin": np.min, "ReduceMax": np.max, "ReduceProd": np.prod, "Red
 
 
 def _numpy_more(op: str, ins: list, ai) -> list | None:
-    """Less common shape-arithmetic ops in numpy, as ONNX's reference evaluator computes them (which
-    ``run_node`` otherwise builds a one-node model for; ``tests/test_load_fast.py`` compares the two);
-    None for a case left to that evaluator."""
+    """Less common shape-arithmetic ops in numpy, as ONNX defines them (``run_node`` otherwise builds a
+    one-node model for ONNX's reference evaluator, which imports the whole package;
+    ``tests/test_load_fast.py`` checks these against ONNX's node-test outputs); None for a case left to
+    that evaluator."""
     x = ins[0] if ins else None
     if x is None:
         return None
