@@ -36,6 +36,11 @@ NEVER_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "
                           "Bernoulli", "If", "Loop", "Scan"})
 
 
+# op -> the input that holds a target shape (or Tile's repeat counts): a 1-D tensor for ONNX, whose
+# inference and ONNX Runtime refuse any other rank (numpy would read a [2, 2] target as four sizes)
+SHAPE_VECTOR_INPUT = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0, "Tile": 1}
+
+
 def value_inputs(node) -> list:
     """The inputs whose values an op's output depends on: all of them, but CastLike's target, read
     for its element type alone (an unoptimised dynamo export builds every bias-free convolution's

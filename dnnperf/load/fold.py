@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnperf.ir import DTYPE_CODES, op_key
+from dnnperf.ir import DTYPE_CODES, SHAPE_VECTOR_INPUT, op_key
 from dnnperf.load.read import MAX_VALUE_ELEMS, plain_attrs, static, type_shape
 from dnnperf.load import sequences
 from dnnperf.load.sequences import SEQ_OPS
@@ -374,10 +374,6 @@ def _np_name(v) -> str:
             np.dtype(np.bool_): "bool"}.get(np.asarray(v).dtype, "float32")
 
 
-# op -> the input that holds a target shape (a 1-D tensor for ONNX)
-_SHAPE_VECTOR = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0, "Tile": 1}
-
-
 def run_node(node, ins, opset_imports, attrs: dict | None = None):
     """Evaluate one small node with numpy (common shape ops) or ONNX's reference evaluator.
     ``attrs``: ``plain_attrs(node)`` when the caller has it already."""
@@ -385,7 +381,7 @@ def run_node(node, ins, opset_imports, attrs: dict | None = None):
     if attrs is None:
         attrs = plain_attrs(node)
     ai = attrs.get
-    k = _SHAPE_VECTOR.get(op)
+    k = SHAPE_VECTOR_INPUT.get(op)
     if k is not None and len(ins) > k and ins[k] is not None and np.ndim(ins[k]) != 1:
         raise ValueError(f"{op}'s shape input is not 1-D")  # numpy would read a [2, 2] target as four sizes
 

@@ -35,9 +35,7 @@ def _conv(ctx: Ctx, x_idx: int = 0, w_idx: int = 1, bias_idx: int | None = 2, ex
     auto, pads = str(ctx.attr("auto_pad", "NOTSET") or "NOTSET"), ctx.attr("pads")
     if auto != "NOTSET" and pads and (auto != "VALID" or any(pads)):
         raise Contradiction(f"auto_pad {auto} and explicit pads {list(pads)}: one of the two says the padding")
-    kernel = ctx.attr("kernel_shape")
-    if kernel and list(kernel) != list(w[2:]):
-        raise Contradiction(f"kernel_shape {list(kernel)} but the weights {list(w)} hold {' x '.join(map(str, w[2:]))} windows")
+    _kernel_fits(ctx, w)
     if bias_idx is not None and ctx.has_input(bias_idx) and tuple(ctx.in_shape(bias_idx)) != (cout,):
         raise Contradiction(f"bias {list(ctx.in_shape(bias_idx))} is not one value per output channel ({cout})")
     window = prod(w[2:])
@@ -104,6 +102,14 @@ def _dilated_taps(ctx: Ctx, ins, outs, kernel, strides, dil) -> float:
     return min(1.0, share)
 
 
+def _kernel_fits(ctx: Ctx, w) -> None:
+    """A convolution's (or transposed one's) kernel_shape, where given, is its weights' window (ONNX
+    Runtime refuses any other when it runs the node)."""
+    kernel = ctx.attr("kernel_shape")
+    if kernel and list(kernel) != list(w[2:]):
+        raise Contradiction(f"kernel_shape {list(kernel)} but the weights {list(w)} hold {' x '.join(map(str, w[2:]))} windows")
+
+
 def _same_type(ctx: Ctx, n: int) -> None:
     """A Conv's or ConvTranspose's input, weights and bias share one element type (ONNX's T)."""
     types = [ctx.dtype(i) for i in range(n) if ctx.has_input(i)]
@@ -151,9 +157,7 @@ def conv_transpose(ctx: Ctx):
     cout_g = w[1]
     if len(x) >= 2 and len(w) >= 2 and w[0] != cin:
         raise Contradiction(f"input has {cin} channels but the weights {list(w)} expect {w[0]}")
-    kernel = ctx.attr("kernel_shape")
-    if kernel and list(kernel) != list(w[2:]):  # ONNX Runtime refuses it when it runs the node
-        raise Contradiction(f"kernel_shape {list(kernel)} but the weights {list(w)} hold {' x '.join(map(str, w[2:]))} windows")
+    _kernel_fits(ctx, w)
     if ctx.has_input(2) and len(y) >= 2 and tuple(ctx.in_shape(2)) != (y[1],):
         raise Contradiction(f"bias {list(ctx.in_shape(2))} is not one value per output channel ({y[1]})")
     window = prod(w[2:])

@@ -6,6 +6,7 @@ Data movement ops (Concat, Transpose, Gather, Pad...) read and write every byte 
 
 from __future__ import annotations
 
+from dnnperf.ir import SHAPE_VECTOR_INPUT
 from dnnperf.ops import Contradiction, Ctx, broadcast_conflict, register, register_check
 from dnnperf.workload import Workload
 
@@ -206,6 +207,12 @@ def _gather_nd_rank(ctx: Ctx) -> None:
                             f"{b} batch dims")
 
 
+def _gather_nd_fits(ctx: Ctx) -> None:
+    """GatherND's (and GatherElements') checks: index vectors within the data's rank, indices in range."""
+    _gather_nd_rank(ctx)
+    _indices_in_range(ctx)
+
+
 def gather(ctx: Ctx):
     """Gather reads only the rows it picks (an embedding lookup does not stream the whole table). ONNX
     Runtime copies what each index picks (everything after the gathered axis) with one call: picking
@@ -234,8 +241,7 @@ def reads_what_it_keeps(ctx: Ctx):
     time by ONNX Runtime, 0.8 ns an output element on a 2-core EPYC VM against 0.1-0.15 for one that
     keeps whole rows ('Slice.strided')."""
     if ctx.node.op_type != "Slice":
-        _gather_nd_rank(ctx)
-        _indices_in_range(ctx)
+        _gather_nd_fits(ctx)
     return _picked(ctx, kernel="Slice.strided" if ctx.node.op_type == "Slice" and _steps_last_axis(ctx) else "")
 
 
@@ -284,13 +290,9 @@ def _picked(ctx: Ctx, weights_only_data: bool = False, kernel: str = "", loop_it
                     bytes_written=out, parallel_work=ctx.out_numel(0), kernel=kernel, loop_items=loop_items)
 
 
-# ops that read a shape (or repeat counts) from an input: it is a 1-D tensor (ONNX's inference and
-# ONNX Runtime refuse any other rank; numpy would read a [2, 2] target as four sizes)
-_SHAPE_VECTOR = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0, "Tile": 1}
-
-
 def _shape_vector(ctx: Ctx) -> None:
-    i = _SHAPE_VECTOR.get(ctx.node.op_type)
+    """An op's target shape (``ir.SHAPE_VECTOR_INPUT``) is a 1-D tensor."""
+    i = SHAPE_VECTOR_INPUT.get(ctx.node.op_type)
     if i is None or ctx.node.domain not in ("", "ai.onnx") or not ctx.has_input(i):
         return
     t = ctx.graph.tensors.get(ctx.node.inputs[i])
@@ -327,9 +329,14 @@ def expand(ctx: Ctx):
 
 def view(ctx: Ctx):
     """A relabelled buffer: nothing moves, but the element count must survive the relabelling."""
+    _reshape_fits(ctx)
+    return Workload(family="view", dtype=ctx.dtype(0), launches=0)
+
+
+def _reshape_fits(ctx: Ctx) -> None:
+    """A view's checks: a 1-D target shape (Reshape), the element count kept."""
     _shape_vector(ctx)
     _same_count(ctx)
-    return Workload(family="view", dtype=ctx.dtype(0), launches=0)
 
 
 def _same_count(ctx: Ctx) -> None:
@@ -393,11 +400,10 @@ register({op: reads_what_it_keeps for op in ("GatherElements", "GatherND")})
 register({"Slice": _slice})
 register_check({"Slice": _slice_steps})
 register_check({op: _indices_in_range for op in ("Gather", "GatherElements")})
-register_check({"GatherND": lambda ctx: (_gather_nd_rank(ctx), _indices_in_range(ctx))})
+register_check({"GatherND": _gather_nd_fits})
 register_check({"Expand": _check_expand, "Concat": _concat_fits, "ScatterND": _scatter_nd_fits})
 register_check({op: _same_count for op in ("Flatten", "Squeeze", "Unsqueeze", "Identity")})
-register_check({"Reshape": lambda ctx: (_shape_vector(ctx), _same_count(ctx)), "ConstantOfShape": _shape_vector,
-                "Tile": _shape_vector})
+register_check({"Reshape": _reshape_fits, "ConstantOfShape": _shape_vector, "Tile": _shape_vector})
 register({op: view for op in VIEWS})
 register({op: shape_only for op in SHAPE_ONLY})
 register({op: fill for op in FILL})
