@@ -65,3 +65,18 @@ def test_a_linear_classifier_and_feature_extractor_get_their_outputs(tmp_path):
     assert t["picked"].shape == (5, 2)
     lin = _layer(insp, "LinearClassifier").workload
     assert (lin.macs, lin.other_ops) == (5 * 12, 5 * 3)  # and one post-transform op per score
+    # its parameters are attributes, read whole for every inference: 12 coefficients + 3 intercepts
+    # of 4 bytes are its weights (they were 0 B), once for the batch
+    assert lin.weight_bytes == (12 + 3) * 4
+
+
+def test_an_svms_support_vectors_are_its_weights(tmp_path):
+    # 3 support vectors of 4 features (12 floats), 2 classes: (2 - 1) x 3 dual coefficients and one rho,
+    # all read for every inference; 4 bytes each: (12 + 3 + 1) x 4 = 64 B
+    svm = helper.make_node("SVMClassifier", ["X"], ["label", "scores"], domain="ai.onnx.ml", name="svm",
+                           classlabels_ints=[0, 1], vectors_per_class=[2, 1], support_vectors=[0.5] * 12,
+                           coefficients=[1.0] * 3, rho=[0.1], kernel_type="RBF", kernel_params=[0.1, 0.0, 3.0])
+    outs = [helper.make_tensor_value_info("label", T.INT64, None), helper.make_tensor_value_info("scores", T.FLOAT, None)]
+    insp = inspect_model(save(model([svm], [_anonymous_batch("X", 4)], outs, extra_opsets=ML), tmp_path))
+    w = _layer(insp, "SVMClassifier").workload
+    assert w.weight_bytes == (12 + 3 + 1) * 4

@@ -14,11 +14,15 @@ Costs (family ``host``; ops as in ``dnnperf.ops.extra``, a comparison or multipl
   op per score for the post-transform.
 - SVMs: a kernel against every support vector (C multiply-adds each, plus 4 for the kernel
   function) and the per-class sums; a linear SVM without support vectors is the product above.
+- Weights: the linear models' and SVMs' parameters live in attributes, not initializers, and are
+  read whole for every inference: their bytes (4 per float) are the layer's weights. A tree
+  ensemble's node tables are not: a sample reads only the nodes on its paths.
 - The rest (scalers, encoders, feature extraction, ZipMap): 4 ops per element read.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from math import ceil, log2, prod
 
 from dnnperf.ops import Ctx, register, register_shapes
@@ -135,11 +139,23 @@ def tree_ensemble(ctx: Ctx):
     return _ml_host(ctx, other=n * (4 * _tree_levels(a) + trees * max(1, outputs)))
 
 
+def _parameters(a: dict, names: tuple) -> int:
+    """Bytes of the float parameters a model keeps in its attributes and reads whole for every
+    inference (4 bytes each: the spec types them float): its weights, although no initializer
+    holds them."""
+    return 4 * sum(len(a.get(k) or ()) for k in names)
+
+
+_LINEAR_PARAMETERS = ("coefficients", "intercepts")
+_SVM_PARAMETERS = ("support_vectors", "coefficients", "rho", "prob_a", "prob_b")
+
+
 def linear_model(ctx: Ctx):
     x = ctx.in_shape(0)
     n, c = _rows(x), _cols(x)
     coef = len(ctx.node.attrs.get("coefficients") or ())
-    return _ml_host(ctx, other=n * max(1, coef // max(1, c)), macs=n * max(coef, c))  # (+ a post-transform per score)
+    w = _ml_host(ctx, other=n * max(1, coef // max(1, c)), macs=n * max(coef, c))  # (+ a post-transform per score)
+    return replace(w, weight_bytes=w.weight_bytes + _parameters(ctx.node.attrs, _LINEAR_PARAMETERS))
 
 
 def svm(ctx: Ctx):
@@ -149,8 +165,10 @@ def svm(ctx: Ctx):
     sv = len(a.get("support_vectors") or ())
     if sv:  # a kernel per support vector, then the per-class sums over the support vectors
         n_sv = sv // max(1, c)
-        return _ml_host(ctx, macs=n * (sv + len(a.get("coefficients") or ())), other=n * 4 * n_sv)
-    return _ml_host(ctx, macs=n * max(c, len(a.get("coefficients") or ())))
+        w = _ml_host(ctx, macs=n * (sv + len(a.get("coefficients") or ())), other=n * 4 * n_sv)
+    else:
+        w = _ml_host(ctx, macs=n * max(c, len(a.get("coefficients") or ())))
+    return replace(w, weight_bytes=w.weight_bytes + _parameters(a, _SVM_PARAMETERS))
 
 
 def per_element_read(ctx: Ctx):
