@@ -130,7 +130,8 @@ def test_validate_names_a_profile_that_does_not_describe_this_machine(tmp_path, 
     shipped = validate(path, load_profile("cpu-avx2"), ShapeOverrides(), runs=3, strict=False, drift=False)
     assert any("cpu-avx2 was not calibrated on any machine" in n and repr(cpu_name()) in n for n in shipped["notes"])
     here = validate(path, load_profile(local_profile[1]), ShapeOverrides(), runs=3, strict=False, drift=False)
-    assert not any("calibrated on" in n for n in here["notes"])
+    # (a calibration whose threads held more than one cache says so in a note of its own: not this one)
+    assert not any("not on this one" in n for n in here["notes"])
 
 
 def test_validate_runs_one_step_of_a_decoder_with_phase(tmp_path, local_profile):
