@@ -169,6 +169,19 @@ def _t(s: float) -> str:
     return t(s)
 
 
+def starvation_end(rows: list[dict]) -> int | None:
+    """The batch from which idle lanes cost less than 10% of the latency (``parallelism_share``) at
+    it and at every larger batch swept, whatever order the rows come in; None when the largest does
+    not. (A launch-bound batch 1 hides idle lanes that a bigger batch shows: starvation has not
+    ended there.)"""
+    first = None
+    for r in sorted(rows, key=lambda r: -r["batch"]):
+        if r["parallelism_share"] >= 0.10:
+            break
+        first = r["batch"]
+    return first
+
+
 def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: list[int],
           precisions: list[str | None], fusion: str = "none", runtime: str = "eager", overlap_input: bool = False) -> dict:
     from dnnperf.documents import coverage_dict
@@ -190,13 +203,8 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
                 "top_cause": rep.top_cause, "parallelism_share": _r(rep.score.losses["parallelism"] / lat),
                 "coverage": coverage_dict(insp, rep)["scored_share"],
             })
-    stop = {}
-    for prec in precisions:
-        pts = [r for r in rows if r["precision"] == (prec or "model")]
-        # starvation has stopped when idle lanes cost less than 10% of the latency: at the smallest such
-        # batch, whatever order the batches were given in
-        first = min((r["batch"] for r in pts if r["parallelism_share"] < 0.10), default=None)
-        stop[prec or "model"] = first
+    stop = {prec or "model": starvation_end([r for r in rows if r["precision"] == (prec or "model")])
+            for prec in precisions}
     return {"schema_version": "dnnperf-sweep/1", "model": os.path.basename(src.path), "hardware": hw.name,
             "rows": rows, "starvation_ends_at_batch": stop, "notes": notes}
 

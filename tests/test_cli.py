@@ -178,6 +178,21 @@ def test_sweep_json_and_starvation_end():
     assert d["starvation_ends_at_batch"]["fp32"] == min(b for b, x in share.items() if x < 0.10)
 
 
+def test_sweep_starvation_ends_only_where_it_stays_ended():
+    """scikit-learn's random forest on a T4 (skl2onnx: TreeEnsembleClassifier, Cast, ZipMap) swept
+    at batch 1, 64, 4096: idle lanes 2%, 17%, 48% of the latency (launch-bound at batch 1, starved
+    at 4096, where parallelism was the top cause), and the sweep said starvation ended at batch 1.
+    It ends at the smallest batch from which every larger batch swept stays under 10%."""
+    from dnnperf.gate import starvation_end
+
+    rows = [{"batch": 1, "parallelism_share": 0.02}, {"batch": 64, "parallelism_share": 0.17},
+            {"batch": 4096, "parallelism_share": 0.48}]
+    assert starvation_end(rows) is None
+    rows = [{"batch": b, "parallelism_share": x} for b, x in ((64, 0.05), (1, 0.02), (16, 0.3), (256, 0.01))]
+    assert starvation_end(rows) == 64  # batch 1's 2% does not count: batch 16 is starved again
+    assert starvation_end([{"batch": 8, "parallelism_share": 0.1}]) is None
+
+
 def _widened(tmp_path, cout):
     # large enough that the device, not the host's launch cost, sets the time
     m = conv_model(64, cout, 56, 56, 3, pads=[1, 1, 1, 1], relu=True)

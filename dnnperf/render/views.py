@@ -269,7 +269,7 @@ def _sweep(doc) -> list:
     return [Tab(f"{d['model']} on {d['hardware']}: batch sweep",
                 ["precision", "batch", "latency", "throughput/s", "lanes busy", "TOP/s", "% of peak", "top cause"], rows,
                 left=(0, 7)),
-            Lines([f"starvation (idle lanes) drops below 10% of the latency at: {stops}"])]
+            Lines([f"starvation (idle lanes) stays below 10% of the latency from: {stops}"])]
 
 
 def _llm_sweep(doc) -> list:
