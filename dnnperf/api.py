@@ -17,6 +17,7 @@ from dnnperf.inspection import Inspection, Row, engine_quantized, inspect_graph,
 from dnnperf.layers import build_layers
 from dnnperf.ir import ShapeOverrides
 from dnnperf.load import load_graph
+from dnnperf.ops.ml import unpriced_notes as ml_unpriced_notes
 from dnnperf.overrides_check import checked
 from dnnperf.rules import prices_far_reads
 from dnnperf.workload import FREE_FAMILIES
@@ -121,6 +122,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     uncal = _uncalibrated_kernels_note(hw, sc)
     if uncal:
         notes.append(uncal)
+    notes.extend(ml_unpriced_notes(hw, [c.layer for c in sc.layers]))
     twice = _exposure_twice_note(hw, sc)
     if twice:
         notes.append(twice)

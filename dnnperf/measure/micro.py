@@ -173,6 +173,37 @@ def _model(nodes, inputs, outputs, inits=(), opset=17, contrib=False):
     return m
 
 
+def _forest(trees: int, levels: int, rows: int, rng):
+    """``trees`` balanced trees of ``levels`` levels (2^(levels-1) - 1 branches above 2^(levels-1)
+    leaves, node ids breadth first) over 16 features, each branch a random feature and threshold."""
+    from onnx import helper
+
+    per = 2 ** levels - 1
+    branches = 2 ** (levels - 1) - 1
+    attrs: dict = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_values", "nodes_modes",
+                                   "nodes_truenodeids", "nodes_falsenodeids", "target_treeids", "target_nodeids",
+                                   "target_ids", "target_weights")}
+    for t in range(trees):
+        for i in range(per):
+            leaf = i >= branches
+            attrs["nodes_treeids"].append(t)
+            attrs["nodes_nodeids"].append(i)
+            attrs["nodes_featureids"].append(0 if leaf else int(rng.integers(0, 16)))
+            attrs["nodes_values"].append(0.0 if leaf else float(rng.standard_normal()))
+            attrs["nodes_modes"].append("LEAF" if leaf else "BRANCH_LEQ")
+            attrs["nodes_truenodeids"].append(0 if leaf else 2 * i + 1)
+            attrs["nodes_falsenodeids"].append(0 if leaf else 2 * i + 2)
+            if leaf:
+                for k, v in (("target_treeids", t), ("target_nodeids", i), ("target_ids", 0),
+                             ("target_weights", float(rng.standard_normal()))):
+                    attrs[k].append(v)
+    node = helper.make_node("TreeEnsembleRegressor", ["x"], ["y"], domain="ai.onnx.ml", n_targets=1, **attrs)
+    g = helper.make_graph([node], "calib", [_vi("x", [rows, 16])], [_vi("y", [rows, 1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    m.ir_version = 8
+    return m
+
+
 def _vi(name, shape, dtype=1):
     from onnx import helper
 
@@ -544,6 +575,10 @@ def micro_models(quick: bool) -> list[Micro]:
         y = _vi("y", None, 7 if key == "ArgMax" else 1)  # ArgMax writes int64 indices
         x = x56 if shape == m56 else rng.standard_normal(shape).astype(np.float32)
         out.append(Micro(f"loop_{key}", _model([node], [_vi("x", list(shape))], [y], consts), {"x": x}, "loop", key))
+    # a forest as gradient boosting exports it (ai.onnx.ml TreeEnsembleRegressor): TREE_FOREST[0] balanced
+    # trees of TREE_FOREST[1] levels over 16 features, TREE_FOREST[2] rows; each row walks every tree
+    out.append(Micro("loop_TreeEnsemble.level", _forest(*TREE_FOREST, rng), {
+        "x": rng.standard_normal((TREE_FOREST[2], 16)).astype(np.float32)}, "loop", "TreeEnsemble.level"))
     for mode in ("nearest", "linear", "cubic"):
         out.append(Micro(f"loop_Resize.{mode}", _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode=mode)],
                                                        [_vi("x", [1, ch, side, side])], [_vi("y", None)],
@@ -756,6 +791,7 @@ SOFTMAX_AXIS_SHAPE = (1, 16, 4, 2100)
 SCATTER_SHAPE = (1000, 64, 5000)  # table rows, row width, updated rows
 QCONCAT = (8, 32, 28)  # QLinearConcat: pieces, channels each, side
 QPOOL = (128, 56)  # QLinearAveragePool 2 x 2 / 2: channels, input side
+TREE_FOREST = (64, 8, 512)  # trees, levels (a leaf the last), rows: 262,144 levels walked
 # a permutation ONNX Runtime's CPU Transpose copies element by element (ops.movement.element_loop): no
 # single axis moved, the last axis moved (301,056 elements)
 TRANSPOSE_LOOP = ((16, 32, 49, 12), (2, 0, 3, 1))
@@ -783,6 +819,9 @@ def loop_elements(key: str = "Resize") -> int:
         return QPOOL[0] * (QPOOL[1] // 2) ** 2
     if key in ELEMENT_LOOPS:
         return ELEMENT_LOOPS[key]
+    if key == "TreeEnsemble.level":
+        trees, levels, rows = TREE_FOREST
+        return trees * levels * rows
     ch, side, f = LOOP_UPSAMPLE
     return ch * (side * f) ** 2
 

@@ -9,7 +9,11 @@ Costs (family ``host``; ops as in ``dnnperf.ops.extra``, a comparison or multipl
 
 - Tree ensembles: every sample walks each tree from the root to a leaf; a tree of n nodes is taken
   as balanced, ceil(log2(n + 1)) levels, at 4 ops a level (load the feature, compare, pick the child,
-  follow it); then one addition per tree and output (the leaf's weight into the sum).
+  follow it); then one addition per tree and output (the leaf's weight into the sum). Those ops are
+  not what sets the time: each level waits for the one before (the next node's address comes from
+  this comparison), so ONNX Runtime takes several nanoseconds a level where the ops alone say well
+  under one. A calibrated CPU profile times a level (``loop_ns`` 'TreeEnsemble.level'); without that
+  figure the estimate is the ops' and a note says it is an assumption.
 - LinearClassifier / LinearRegressor: the product X x coefficients, N x C x E multiply-adds, and one
   op per score for the post-transform.
 - SVMs: a kernel against every support vector (C multiply-adds each, plus 4 for the kernel
@@ -17,7 +21,9 @@ Costs (family ``host``; ops as in ``dnnperf.ops.extra``, a comparison or multipl
 - Weights: the linear models' and SVMs' parameters live in attributes, not initializers, and are
   read whole for every inference: their bytes (4 per float) are the layer's weights. A tree
   ensemble's node tables are not: a sample reads only the nodes on its paths.
-- The rest (scalers, encoders, feature extraction, ZipMap): 4 ops per element read.
+- The rest (scalers, encoders, feature extraction, ZipMap): 4 ops per element read, each element
+  an independent item of work. ZipMap builds a map per row (an allocation an entry: ~20 ns under
+  ONNX Runtime), far more than that: ``unpriced_notes`` says so where a model has one.
 """
 
 from __future__ import annotations
@@ -112,8 +118,9 @@ def _feature_vectorizer_shape(a: dict, ins: list, n_out: int) -> list:
     return [] if x is None or not dims else [((_rows(x), int(sum(dims))), _F32)]
 
 
-def _ml_host(ctx: Ctx, other: int, macs: int = 0):
-    return ctx.workload("host", macs=macs, other=other, dtype=_F32 if ctx.dtype(0) == "string" else None)
+def _ml_host(ctx: Ctx, other: int, macs: int = 0, parallel: int | None = None, **kw):
+    return ctx.workload("host", macs=macs, other=other, dtype=_F32 if ctx.dtype(0) == "string" else None,
+                        parallel=parallel, **kw)
 
 
 def _tree_levels(a: dict) -> int:
@@ -136,7 +143,11 @@ def tree_ensemble(ctx: Ctx):
     n = _rows(ctx.in_shape(0))
     trees = len(set(a.get("nodes_treeids") or ())) or len(a.get("tree_roots") or ()) or 1
     outputs = max((ctx.out_numel(i) for i, o in enumerate(ctx.node.outputs) if o), default=0) // max(1, n)
-    return _ml_host(ctx, other=n * (4 * _tree_levels(a) + trees * max(1, outputs)))
+    levels = _tree_levels(a)
+    # each level is a step of a dependent chain (the next node's address comes from this one's
+    # comparison): a calibrated CPU times the step itself (loop_ns 'TreeEnsemble.level')
+    return _ml_host(ctx, other=n * (4 * levels + trees * max(1, outputs)), kernel="TreeEnsemble.level",
+                    loop_items=n * levels)
 
 
 def _parameters(a: dict, names: tuple) -> int:
@@ -173,7 +184,9 @@ def svm(ctx: Ctx):
 
 def per_element_read(ctx: Ctx):
     n = sum(ctx.in_numel(i) for i, name in enumerate(ctx.node.inputs) if name)
-    return _ml_host(ctx, other=4 * max(n, 1))
+    # every element is handled on its own: as many independent items as elements read (ZipMap's
+    # output, a sequence of N maps, counts as one tensor and would make the op one serial item)
+    return _ml_host(ctx, other=4 * max(n, 1), parallel=max(ctx.in_numel(0), 1))
 
 
 _PER_ELEMENT = ("ArrayFeatureExtractor", "Binarizer", "CastMap", "CategoryMapper", "DictVectorizer",
@@ -206,3 +219,22 @@ register_shapes({
     "ai.onnx.ml:OneHotEncoder": _one_hot_shape,
     "ai.onnx.ml:FeatureVectorizer": _feature_vectorizer_shape,
 })
+
+
+def unpriced_notes(hw, layers) -> list[str]:
+    """What the op counts above leave out, said where a model has it: a forest's levels on a profile
+    without a calibrated figure for them (``loop_ns`` 'TreeEnsemble.level'), and ZipMap's maps."""
+    notes = []
+    trees = [l.name for l in layers if l.workload.kernel == "TreeEnsemble.level" and l.workload.kernel not in hw.loop_ns]
+    if trees:
+        notes.append(f"{len(trees)} tree ensemble(s) ({', '.join(trees[:3])}{', ...' if len(trees) > 3 else ''}) "
+                     f"costed at {hw.name}'s op rate, an assumption: each level of a row's walk down a tree waits "
+                     "for the one before (ONNX Runtime takes 2-5 ns a level on an x86 core), so at large batches "
+                     "they can take 10-100x the estimate; on a CPU, dnnperf calibrate times a level")
+    zipmaps = [l.name for l in layers if l.op_type == "ZipMap"]
+    if zipmaps:
+        notes.append(f"{len(zipmaps)} ZipMap(s) ({', '.join(zipmaps[:3])}{', ...' if len(zipmaps) > 3 else ''}) "
+                     "costed at their op rate, an assumption: ZipMap builds a map for every row (ONNX Runtime "
+                     "takes ~20 ns an entry on an x86 core, hundreds of times what its op count says); converters can return the "
+                     "scores as a tensor instead (skl2onnx: options={'zipmap': False})")
+    return notes
