@@ -163,12 +163,13 @@ class Micro:
     nbytes: float = 0.0  # bytes it must move (inputs read + output written)
 
 
-def _model(nodes, inputs, outputs, inits=(), opset=17, contrib=False):
+def _model(nodes, inputs, outputs, inits=(), opset=17, contrib=False, ml=False):
     from onnx import helper
 
     g = helper.make_graph(nodes, "calib", inputs, outputs, list(inits))
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]
-                          + ([helper.make_opsetid("com.microsoft", 1)] if contrib else []))
+                          + ([helper.make_opsetid("com.microsoft", 1)] if contrib else [])
+                          + ([helper.make_opsetid("ai.onnx.ml", 3)] if ml else []))
     m.ir_version = 8
     return m
 
@@ -198,10 +199,7 @@ def _forest(trees: int, levels: int, rows: int, rng):
                              ("target_weights", float(rng.standard_normal()))):
                     attrs[k].append(v)
     node = helper.make_node("TreeEnsembleRegressor", ["x"], ["y"], domain="ai.onnx.ml", n_targets=1, **attrs)
-    g = helper.make_graph([node], "calib", [_vi("x", [rows, 16])], [_vi("y", [rows, 1])])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
-    m.ir_version = 8
-    return m
+    return _model([node], [_vi("x", [rows, 16])], [_vi("y", [rows, 1])], ml=True)
 
 
 def _vi(name, shape, dtype=1):
@@ -579,6 +577,15 @@ def micro_models(quick: bool) -> list[Micro]:
     # trees of TREE_FOREST[1] levels over 16 features, TREE_FOREST[2] rows; each row walks every tree
     out.append(Micro("loop_TreeEnsemble.level", _forest(*TREE_FOREST, rng), {
         "x": rng.standard_normal((TREE_FOREST[2], 16)).astype(np.float32)}, "loop", "TreeEnsemble.level"))
+    # an RBF support-vector regressor (scikit-learn's SVR exports one): SVM_SHAPE's support vectors of
+    # its features, its rows; each row's kernel against each vector, a term a feature
+    n_sv, feats, rows = SVM_SHAPE
+    svr = helper.make_node("SVMRegressor", ["x"], ["y"], domain="ai.onnx.ml", kernel_type="RBF",
+                           kernel_params=[0.05, 0.0, 3.0], n_supports=n_sv, rho=[0.1],
+                           coefficients=[float(v) for v in rng.standard_normal(n_sv)],
+                           support_vectors=[float(v) for v in rng.standard_normal(n_sv * feats)])
+    out.append(Micro("loop_SVM.term", _model([svr], [_vi("x", [rows, feats])], [_vi("y", [rows, 1])], ml=True),
+                     {"x": rng.standard_normal((rows, feats)).astype(np.float32)}, "loop", "SVM.term"))
     for mode in ("nearest", "linear", "cubic"):
         out.append(Micro(f"loop_Resize.{mode}", _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode=mode)],
                                                        [_vi("x", [1, ch, side, side])], [_vi("y", None)],
@@ -792,6 +799,7 @@ SCATTER_SHAPE = (1000, 64, 5000)  # table rows, row width, updated rows
 QCONCAT = (8, 32, 28)  # QLinearConcat: pieces, channels each, side
 QPOOL = (128, 56)  # QLinearAveragePool 2 x 2 / 2: channels, input side
 TREE_FOREST = (64, 8, 512)  # trees, levels (a leaf the last), rows: 262,144 levels walked
+SVM_SHAPE = (256, 32, 256)  # support vectors, features, rows: 2,097,152 terms
 # a permutation ONNX Runtime's CPU Transpose copies element by element (ops.movement.element_loop): no
 # single axis moved, the last axis moved (301,056 elements)
 TRANSPOSE_LOOP = ((16, 32, 49, 12), (2, 0, 3, 1))
@@ -822,6 +830,8 @@ def loop_elements(key: str = "Resize") -> int:
     if key == "TreeEnsemble.level":
         trees, levels, rows = TREE_FOREST
         return trees * levels * rows
+    if key == "SVM.term":
+        return int(np.prod(SVM_SHAPE))
     ch, side, f = LOOP_UPSAMPLE
     return ch * (side * f) ** 2
 

@@ -18,6 +18,8 @@ Costs (family ``host``; ops as in ``dnnperf.ops.extra``, a comparison or multipl
   op per score for the post-transform.
 - SVMs: a kernel against every support vector (C multiply-adds each, plus 4 for the kernel
   function) and the per-class sums; a linear SVM without support vectors is the product above.
+  ONNX Runtime evaluates the kernels' terms in a scalar loop (~0.5 ns a term on a 2-core x86 VM,
+  tens of times the vector rate): a calibrated CPU times a term (``loop_ns`` 'SVM.term').
 - Weights: the linear models' and SVMs' parameters live in attributes, not initializers, and are
   read whole for every inference: their bytes (4 per float) are the layer's weights. A tree
   ensemble's node tables are not: a sample reads only the nodes on its paths.
@@ -176,7 +178,10 @@ def svm(ctx: Ctx):
     sv = len(a.get("support_vectors") or ())
     if sv:  # a kernel per support vector, then the per-class sums over the support vectors
         n_sv = sv // max(1, c)
-        w = _ml_host(ctx, macs=n * (sv + len(a.get("coefficients") or ())), other=n * 4 * n_sv)
+        # each kernel's C terms are a scalar loop in ONNX Runtime: a calibrated CPU times a term
+        # (loop_ns 'SVM.term')
+        w = _ml_host(ctx, macs=n * (sv + len(a.get("coefficients") or ())), other=n * 4 * n_sv, kernel="SVM.term",
+                     loop_items=n * sv)
     else:
         w = _ml_host(ctx, macs=n * max(c, len(a.get("coefficients") or ())))
     return replace(w, weight_bytes=w.weight_bytes + _parameters(a, _SVM_PARAMETERS))
@@ -231,6 +236,12 @@ def unpriced_notes(hw, layers) -> list[str]:
                      f"costed at {hw.name}'s op rate, an assumption: each level of a row's walk down a tree waits "
                      "for the one before (ONNX Runtime takes 2-5 ns a level on an x86 core), so at large batches "
                      "they can take 10-100x the estimate; on a CPU, dnnperf calibrate times a level")
+    svms = [l.name for l in layers if l.workload.kernel == "SVM.term" and l.workload.kernel not in hw.loop_ns]
+    if svms:
+        notes.append(f"{len(svms)} SVM(s) with support vectors ({', '.join(svms[:3])}{', ...' if len(svms) > 3 else ''})"
+                     f" costed at {hw.name}'s op rate, an assumption: ONNX Runtime evaluates their kernels in a "
+                     "scalar loop (~0.5 ns a term on an x86 core), so at large batches they can take 10-100x the "
+                     "estimate; on a CPU, dnnperf calibrate times a term")
     zipmaps = [l.name for l in layers if l.op_type == "ZipMap"]
     if zipmaps:
         notes.append(f"{len(zipmaps)} ZipMap(s) ({', '.join(zipmaps[:3])}{', ...' if len(zipmaps) > 3 else ''}) "
