@@ -306,6 +306,32 @@ def test_if_on_a_bool_initializer_costs_the_branch_it_takes(tmp_path):
     assert not any(u["kind"] == "bound" for u in insp.unsupported)
 
 
+def test_an_if_inside_a_taken_branch_costs_the_branch_it_takes(tmp_path):
+    """silero-vad's exported LSTM: an If on the state's shape whose taken branch holds Ifs whose
+    conditions the branch itself computes from shapes (Not(Size(Shape(h)) == 0)). The outer If was
+    resolved and costed, but the inner conditions' values were left behind with the loader, so each
+    inner If costed its dearer branch, whose shapes nobody resolves: the whole If unscored. Here the
+    inner If takes its then-branch, a 2x4x4 MatMul; its else-branch's Unsqueeze reads an axis only a
+    run-time value gives."""
+    inner_then = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["i1"])], "ithen", [], [vi("i1", None)])
+    inner_else = helper.make_graph([helper.make_node("Unsqueeze", ["x", "ax"], ["i2"])], "ielse", [], [vi("i2", None)])
+    branch = helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Size", ["s"], ["n"]),
+         helper.make_node("Equal", ["n", "zero"], ["e"]), helper.make_node("Not", ["e"], ["ne"]),
+         helper.make_node("If", ["ne"], ["b"], name="inner", then_branch=inner_then, else_branch=inner_else)],
+        "then", [], [vi("b", None)])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["o"])], "else", [], [vi("o", None)])
+    m = model([helper.make_node("Shape", ["x"], ["xs"]), helper.make_node("Size", ["xs"], ["rank"]),
+               helper.make_node("Equal", ["rank", "two"], ["c"]),
+               helper.make_node("If", ["c"], ["y"], name="outer", then_branch=branch, else_branch=other)],
+              [vi("x", [2, 4]), vi("ax", [1], T.INT64)], [vi("y", None)],
+              [weight("w", [4, 4]), ints("zero", 0), ints("two", 2)])
+    insp = one(tmp_path, m)
+    assert insp.coverage()["complete"], insp.unsupported
+    assert layer(insp, "If").workload.macs == 2 * 4 * 4
+    assert "dearer branch" not in layer(insp, "If").workload.note
+
+
 def test_model_local_function_is_inlined(tmp_path):
     f = helper.make_function("local", "Mm", ["a", "b"], ["c"], [helper.make_node("MatMul", ["a", "b"], ["c"])],
                              [helper.make_opsetid("", 17)])

@@ -181,7 +181,9 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
                     res.values[init.name] = v
     res.values.update(single_values(ordered, res.values))  # is an Add of one a no-op? (dnnperf.layout)
     fed = user_values(overrides, g, init_info, types, res, path)
-    bodies: dict[tuple, dict] = {}  # (a node's outputs, subgraph label) -> the shapes resolved in it
+    # (a node's outputs, subgraph label) -> the shapes resolved in it; (outputs, label, "values") -> a
+    # taken If branch's small values
+    bodies: dict[tuple, dict] = {}
     sliced: list[str] = []  # Slices at run-time offsets, costed at their input's size
     if res is not fast_res:  # the Python path leaves nothing open and declines control flow
         after = {vi.name: type_shape(vi.type)[0] for vi in g.input}
@@ -351,7 +353,8 @@ def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset
                     inner_scope = scope | {o for m in ordered for o in m.output if o}
                 for label, sg in node_subgraphs(n):
                     known = (bodies or {}).get((outs, label))
-                    subs[label] = _subgraph(sg, tensors, opset, path, depth + 1, inits, known, bodies, inner_scope)
+                    subs[label] = _subgraph(sg, tensors, opset, path, depth + 1, inits, known, bodies, inner_scope,
+                                            (bodies or {}).get((outs, label, "values")))
         else:
             attrs = {}
         append(Node(name, op, domain, ins, outs, attrs, subs))
@@ -365,10 +368,11 @@ def _build_nodes(ordered, tensors: dict, opset: int, path: str, inits: frozenset
 
 
 def _subgraph(g, outer_tensors, opset, path, depth: int, outer_inits: frozenset, known: dict | None = None,
-              bodies: dict | None = None, scope: frozenset = frozenset()) -> Graph:
+              bodies: dict | None = None, scope: frozenset = frozenset(), values: dict | None = None) -> Graph:
     """A control-flow body with the shapes ONNX inference recorded in its value_info, overridden by
     those ``gaps`` resolved with the enclosing graph's values; weights of the enclosing graphs stay
-    weights inside it."""
+    weights inside it. ``values``: the small values a taken If branch computed (the conditions of the
+    Ifs inside it)."""
     if depth > MAX_DEPTH:
         raise DnnperfError(f"'{path}' nests control-flow subgraphs more than {MAX_DEPTH} deep — refusing to analyse it")
     tensors: dict[str, Tensor] = {}
@@ -391,4 +395,5 @@ def _subgraph(g, outer_tensors, opset, path, depth: int, outer_inits: frozenset,
     nodes, unresolved = _build_nodes(ordered, merged, opset, path, all_inits, g.name, depth, bodies=bodies,
                                      scope=frozenset(scope))
     return Graph(g.name, nodes, merged, all_inits, tuple(i.name for i in g.input),
-                 tuple(o.name for o in g.output), opset, unresolved=unresolved, is_body=True)
+                 tuple(o.name for o in g.output), opset, values=dict(values or {}), unresolved=unresolved,
+                 is_body=True)

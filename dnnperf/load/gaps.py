@@ -321,6 +321,9 @@ def taken_branch(node, res, bodies: dict, sliced: list | None = None) -> bool:
     sub = _inner(res, body)
     _settle_body(body, sub, bodies, sliced)
     bodies[(tuple(node.output), label)] = _resolved(body, sub)
+    # and the small values it computed, for the If's inside it (a branch runs once: they hold)
+    bodies[(tuple(node.output), label, "values")] = {
+        o: v for bn in body.node for o in bn.output if o and (v := sub.values.get(o)) is not None}
     for outer, inner in zip(node.output, body.output):
         t = sub.types.get(inner.name)
         if not outer or t is None or static(t[0]) is None:
