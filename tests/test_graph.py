@@ -104,6 +104,18 @@ def test_unresolved_dims_error_names_symbol_and_flag(tmp_path):
     assert g.tensors["y"].shape == (3, 4, 8)
 
 
+def test_unnamed_dims_error_writes_the_flag_with_the_inputs_known_dims(tmp_path):
+    """silero-vad's inputs are [?, ?] and [2, ?, 128] with no dim names: the hint was the generic
+    '--input-shape NAME=1x3x224x224'. It now names each input with the dims the file gives (the batch
+    taken as 1) and N where it gives none."""
+    m = model([helper.make_node("Add", ["x", "s"], ["y"])], [vi("x", [None, None]), vi("s", [2, None, 128])],
+              [vi("y", None)])
+    with pytest.raises(DnnperfError) as e:
+        load_graph(save(m, tmp_path))
+    msg = str(e.value)
+    assert msg.endswith("fix with --input-shape x=1xN --input-shape s=2xNx128"), msg
+
+
 def test_dim_for_unknown_symbol_is_rejected(tmp_path):
     m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["batch", 8])], [vi("y", None)])
     with pytest.raises(DnnperfError, match="no symbolic input dimension 'nope'"):

@@ -163,7 +163,12 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
     if missing:
         parts = [f"{n}[{i}]='{s}'" for n, i, s in missing]
         syms = sorted({s for _, _, s in missing if s != "?"})
-        hint = " ".join(f"--dim {s}=N" for s in syms) or "--input-shape NAME=1x3x224x224"
+        # an input whose dims have no name: its shape as far as it is known, N where it is not
+        anonymous = [n for n in dict.fromkeys(n for n, _, s in missing if s == "?")]
+        shapes_known = {vi.name: vi.type.tensor_type.shape.dim for vi in real_inputs if vi.name in anonymous}
+        hint = " ".join([f"--dim {s}=N" for s in syms] + [
+            "--input-shape {}={}".format(n, "x".join(str(d.dim_value) if d.HasField("dim_value") else "N"
+                                                     for d in shapes_known[n])) for n in anonymous])
         raise DnnperfError(
             f"unresolved dynamic input dims in '{path}': {', '.join(parts)} — fix with {hint}"
             + (" (or --batch N for the batch dim)" if any(i == axes.get(n, 0) for n, i, _ in missing) else "")
