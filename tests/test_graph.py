@@ -5,6 +5,8 @@ import os
 import numpy as np
 import onnx
 import pytest
+from onnx import TensorProto as T
+from onnx import helper
 
 from dnnperf.api import inspect_model
 from dnnperf.errors import DnnperfError
@@ -12,7 +14,6 @@ from dnnperf.ir import ShapeOverrides
 from dnnperf.load import load_graph
 from dnnperf.load.weights import strip_file
 from helpers import SAMPLES, conv_model, model, save, spy_opens, vi
-from onnx import helper
 
 
 def test_strip_round_trip_analyses_identically(tmp_path):
@@ -114,6 +115,36 @@ def test_unnamed_dims_error_writes_the_flag_with_the_inputs_known_dims(tmp_path)
         load_graph(save(m, tmp_path))
     msg = str(e.value)
     assert msg.endswith("fix with --input-shape x=1xN --input-shape s=2xNx128"), msg
+
+
+def test_a_negative_input_dim_is_a_dynamic_one(tmp_path):
+    """Paddle2ONNX writes -1 for a dynamic dim (RapidOCR's PP-OCR classifier: x [-1, 3, ?, ?]), and
+    ONNX Runtime runs such files; dnnperf called them malformed and stopped. A -1 is an unnamed dim:
+    the batch one assumed 1 with a note, any other asked for (and given with --input-shape)."""
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [-1, 3, -1, 8])], [vi("y", None)])
+    with pytest.raises(DnnperfError) as e:
+        load_graph(save(m, tmp_path))
+    assert str(e.value).endswith("x[2]='?' — fix with --input-shape x=1x3xNx8"), str(e.value)
+    g = load_graph(save(m, tmp_path), ShapeOverrides(input_shapes=(("x", (2, 3, 5, 8)),)))
+    assert g.tensors["y"].shape == (2, 3, 5, 8)
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [-1, 8])], [vi("y", None)])
+    insp = inspect_model(save(m, tmp_path))
+    assert insp.graph.tensors["y"].shape == (1, 8)
+    assert any("x[0]='?' unresolved: assumed 1" in w for w in insp.warnings)
+    # its '?' dims are two dims, not one size given twice: --input-shape x=6x3x48x192 was refused as
+    # "makes '?' 48 but ... makes it 192; the model declares both with the same size"
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [-1, 3, "?", "?"])], [vi("y", None)])
+    with pytest.raises(DnnperfError) as e:
+        load_graph(save(m, tmp_path))
+    assert str(e.value).endswith("x[2]='?', x[3]='?' — fix with --input-shape x=1x3xNxN"), str(e.value)
+    g = load_graph(save(m, tmp_path), ShapeOverrides(input_shapes=(("x", (6, 3, 48, 192)),)))
+    assert g.tensors["y"].shape == (6, 3, 48, 192)
+    # a weight with a negative dim is still malformed
+    bad = model([helper.make_node("Add", ["x", "w"], ["y"])], [vi("x", [2, 8])], [vi("y", None)])
+    bad.graph.initializer.append(helper.make_tensor("w", T.FLOAT, [8], [0.0] * 8))
+    bad.graph.initializer[0].dims[0] = -8
+    with pytest.raises(DnnperfError, match="negative dimension"):
+        load_graph(save(bad, tmp_path))
 
 
 def test_dim_for_unknown_symbol_is_rejected(tmp_path):

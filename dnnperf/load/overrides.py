@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import ShapeOverrides, Tensor
-from dnnperf.load.read import static, type_shape
+from dnnperf.load.read import ANONYMOUS_DIM_NAMES, static, type_shape
 
 
 # where an op reads its parameters: an input consumed only there is a weight fed at run time
@@ -137,21 +137,23 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
         bax = axes.get(vi.name, 0)
         for i, d in enumerate(shp.dim):
             # a batch axis left symbolic, named or anonymous (skl2onnx writes None as a dim with neither
-            # a value nor a name), is assumed 1 with a note
+            # a value nor a name, Paddle2ONNX -1), is assumed 1 with a note
+            anonymous = (d.dim_param in ANONYMOUS_DIM_NAMES if d.HasField("dim_param")
+                         else not d.HasField("dim_value") or d.dim_value < 0)
             if i == bax and (ov.batch is not None or (d.HasField("dim_param") and d.dim_param not in dim_map)
-                             or not (d.HasField("dim_param") or d.HasField("dim_value"))):
+                             or anonymous):
                 if ov.batch is None:
                     assumed.append(f"{vi.name}[{bax}]='{d.dim_param or '?'}'")
-                if d.HasField("dim_param"):
+                if d.HasField("dim_param") and not anonymous:
                     batch_values.setdefault(d.dim_param, ov.batch if ov.batch is not None else 1)
                 d.Clear()
                 d.dim_value = ov.batch if ov.batch is not None else 1
-            elif d.HasField("dim_param") and d.dim_param in dim_map:
+            elif not anonymous and d.HasField("dim_param") and d.dim_param in dim_map:
                 v = dim_map[d.dim_param]
                 d.Clear()
                 d.dim_value = v
-            elif not d.HasField("dim_value"):
-                missing.append((vi.name, i, d.dim_param or "?"))
+            elif anonymous or not d.HasField("dim_value"):
+                missing.append((vi.name, i, "?" if anonymous else d.dim_param))
     seq_assumed = _sequence_dims(real_inputs, dim_map, batch_values)
     if shapeless:  # an input no node reads needs no shape (the graph's nodes walked only in this rare case)
         consumed = {i for n in g.node for i in n.input}
@@ -162,12 +164,13 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
             f"give it with --input-shape {shapeless[0]}=1x3x224x224 (its real dims)")
     if missing:
         parts = [f"{n}[{i}]='{s}'" for n, i, s in missing]
-        syms = sorted({s for _, _, s in missing if s != "?"})
-        # an input whose dims have no name: its shape as far as it is known, N where it is not
+        # an input with a dim that has no name: its shape as far as it is known, N where it is not (the
+        # names of its other open dims need no --dim then)
         anonymous = [n for n in dict.fromkeys(n for n, _, s in missing if s == "?")]
+        syms = sorted({s for n, _, s in missing if s != "?" and n not in anonymous})
         shapes_known = {vi.name: vi.type.tensor_type.shape.dim for vi in real_inputs if vi.name in anonymous}
         hint = " ".join([f"--dim {s}=N" for s in syms] + [
-            "--input-shape {}={}".format(n, "x".join(str(d.dim_value) if d.HasField("dim_value") else "N"
+            "--input-shape {}={}".format(n, "x".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value >= 0 else "N"
                                                      for d in shapes_known[n])) for n in anonymous])
         raise DnnperfError(
             f"unresolved dynamic input dims in '{path}': {', '.join(parts)} — fix with {hint}"

@@ -247,8 +247,15 @@ class CorruptName(DnnperfError):
         self.what = what
 
 
+# dim names that name no size: each such dim is a dimension of its own (Paddle2ONNX writes '?' for
+# every dynamic dim of an input: [-1, 3, '?', '?'] is an image of any height and width)
+ANONYMOUS_DIM_NAMES = frozenset({"?"})
+
+
 def type_shape(tp) -> tuple[tuple | None, str]:
-    """(dims or None, dtype) of a TypeProto; a dim is int, str (symbol) or None (unknown)."""
+    """(dims or None, dtype) of a TypeProto; a dim is int, str (symbol) or None (unknown: no value and
+    no name, a negative value or the name '?', which exporters such as Paddle2ONNX write for a dynamic
+    dim: two '?' dims are not one size)."""
     if not tp.HasField("tensor_type"):
         which = tp.WhichOneof("value")
         if which == "optional_type":  # an optional holds its element (or nothing): cost it as the element
@@ -264,15 +271,17 @@ def type_shape(tp) -> tuple[tuple | None, str]:
     dims = []
     for d in tt.shape.dim[:]:  # a slice is built in C; iterating the field is not
         v = d.dim_value
-        if v:
+        if v > 0:
             dims.append(v)
+        elif v < 0:
+            dims.append(None)
         elif d.HasField("dim_value"):
             dims.append(0)
         else:
             sym = d.dim_param
             if sym.__class__ is bytes:  # the protobuf runtime hands back names that are not UTF-8 as bytes
                 raise CorruptName("a dimension name")
-            dims.append(sym or None)
+            dims.append(None if not sym or sym in ANONYMOUS_DIM_NAMES else sym)
     return tuple(dims), dtype
 
 
