@@ -120,7 +120,8 @@ def test_unnamed_dims_error_writes_the_flag_with_the_inputs_known_dims(tmp_path)
 def test_a_negative_input_dim_is_a_dynamic_one(tmp_path):
     """Paddle2ONNX writes -1 for a dynamic dim (RapidOCR's PP-OCR classifier: x [-1, 3, ?, ?]), and
     ONNX Runtime runs such files; dnnperf called them malformed and stopped. A -1 is an unnamed dim:
-    the batch one assumed 1 with a note, any other asked for (and given with --input-shape)."""
+    the batch one assumed 1 with a note, any other asked for (and given with --input-shape). Any
+    other negative size stays malformed (tests/test_hostile.py)."""
     m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [-1, 3, -1, 8])], [vi("y", None)])
     with pytest.raises(DnnperfError) as e:
         load_graph(save(m, tmp_path))

@@ -139,7 +139,7 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
             # a batch axis left symbolic, named or anonymous (skl2onnx writes None as a dim with neither
             # a value nor a name, Paddle2ONNX -1), is assumed 1 with a note
             anonymous = (d.dim_param in ANONYMOUS_DIM_NAMES if d.HasField("dim_param")
-                         else not d.HasField("dim_value") or d.dim_value < 0)
+                         else not d.HasField("dim_value") or d.dim_value == -1)
             if i == bax and (ov.batch is not None or (d.HasField("dim_param") and d.dim_param not in dim_map)
                              or anonymous):
                 if ov.batch is None:
@@ -170,7 +170,7 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
         syms = sorted({s for n, _, s in missing if s != "?" and n not in anonymous})
         shapes_known = {vi.name: vi.type.tensor_type.shape.dim for vi in real_inputs if vi.name in anonymous}
         hint = " ".join([f"--dim {s}=N" for s in syms] + [
-            "--input-shape {}={}".format(n, "x".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value >= 0 else "N"
+            "--input-shape {}={}".format(n, "x".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value != -1 else "N"
                                                      for d in shapes_known[n])) for n in anonymous])
         raise DnnperfError(
             f"unresolved dynamic input dims in '{path}': {', '.join(parts)} — fix with {hint}"

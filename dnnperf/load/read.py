@@ -254,7 +254,7 @@ ANONYMOUS_DIM_NAMES = frozenset({"?"})
 
 def type_shape(tp) -> tuple[tuple | None, str]:
     """(dims or None, dtype) of a TypeProto; a dim is int, str (symbol) or None (unknown: no value and
-    no name, a negative value or the name '?', which exporters such as Paddle2ONNX write for a dynamic
+    no name, the value -1 or the name '?', which exporters such as Paddle2ONNX write for a dynamic
     dim: two '?' dims are not one size)."""
     if not tp.HasField("tensor_type"):
         which = tp.WhichOneof("value")
@@ -273,8 +273,10 @@ def type_shape(tp) -> tuple[tuple | None, str]:
         v = d.dim_value
         if v > 0:
             dims.append(v)
-        elif v < 0:
+        elif v == -1:
             dims.append(None)
+        elif v:  # any other negative value: malformed, refused by check_dims
+            dims.append(v)
         elif d.HasField("dim_value"):
             dims.append(0)
         else:
