@@ -623,3 +623,26 @@ def test_a_dropout_whose_training_flag_comes_at_run_time_is_an_upper_bound(tmp_p
     assert bound["kind"] == "bound" and "--value train=0 for inference" in bound["reason"]
     off = inspect_model(path, ShapeOverrides(values=(("train", (0.0,)),))).rows[0].workload
     assert off.family == "view" and off.launches == 0
+
+
+def test_onnx_runtimes_quantized_lstm_costs_as_its_float_lstm(tmp_path):
+    """DynamicQuantizeLSTM (ONNX Runtime's quantizer turns an LSTM into it: ddddocr's captcha model)
+    had no cost: the LSTM and the 9 nodes after it unscored. By hand, 25 steps, batch 1, 64 features,
+    hidden 32, both directions: 2 x 25 x 1 x 128 x (64 + 32) = 614,400 MACs, as the float LSTM of the
+    same sizes; its weights are int8 and stored [dirs, I, 4H] / [dirs, H, 4H]: 2 x (64 + 32) x 128 bytes."""
+    q = helper.make_node("DynamicQuantizeLSTM", ["x", "w", "r", "", "", "", "", "", "ws", "wz", "rs", "rz"],
+                         ["y", "yh", "yc"], domain="com.microsoft", hidden_size=32, direction="bidirectional")
+    inits = [weight("w", [2, 64, 128], T.INT8), weight("r", [2, 32, 128], T.INT8), weight("ws", [2]),
+             weight("wz", [2], T.INT8), weight("rs", [2]), weight("rz", [2], T.INT8)]
+    m = model([q], [vi("x", [25, 1, 64])], [vi("y", None), vi("yh", None), vi("yc", None)], inits,
+              extra_opsets=[("com.microsoft", 1)])
+    insp = one(tmp_path, m)
+    assert insp.coverage()["complete"], insp.unsupported
+    w = layer(insp, "DynamicQuantizeLSTM").workload
+    assert w.macs == 2 * 25 * 1 * 128 * (64 + 32) and w.dtype == "int8" and w.operands == "u8s8"
+    assert w.weight_bytes == 2 * (64 + 32) * 128 + 2 * 4 + 2 + 2 * 4 + 2
+    t = insp.graph.tensors
+    assert (t["y"].shape, t["yh"].shape, t["yc"].shape) == ((25, 2, 1, 32), (2, 1, 32), (2, 1, 32))
+    f = helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=32, direction="bidirectional")
+    flt = model([f], [vi("x", [25, 1, 64])], [vi("y", None)], [weight("w", [2, 128, 64]), weight("r", [2, 128, 32])])
+    assert layer(one(tmp_path, flt, path=save(flt, tmp_path, "f.onnx")), "LSTM").workload.macs == w.macs

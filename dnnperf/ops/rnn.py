@@ -8,8 +8,11 @@ batch the input projection of all steps into one product, but the recurrent one 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dnnperf.ir import DTYPE_BITS
-from dnnperf.ops import Contradiction, Ctx, register
+from dnnperf.ops import Contradiction, Ctx, register, register_shapes
+from dnnperf.ops.matrix import known, with_operands
 from dnnperf.workload import Gemm
 
 _GATES = {"LSTM": (4, 10), "GRU": (3, 9), "RNN": (1, 2)}
@@ -38,4 +41,35 @@ def recurrent(ctx: Ctx):
                         parallel=dirs * b * gh, launches=s, step_reads=step_reads)
 
 
-register({"LSTM": recurrent, "GRU": recurrent, "RNN": recurrent})
+def dynamic_quantize_lstm(ctx: Ctx):
+    """ONNX Runtime's DynamicQuantizeLSTM (its quantizer's LSTM: X float [S, B, I], W int8 [dirs, I, 4H]
+    and R [dirs, H, 4H], stored transposed against LSTM's, with scales and zero points): an LSTM whose
+    products are integer, each step's input and state quantised on the fly (5 ops an element, as
+    DynamicQuantizeLinear)."""
+    s, b, i = ctx.in_shape(0)
+    dirs, wi, gh = ctx.in_shape(1)
+    hidden = int(ctx.attr("hidden_size", gh // 4) or gh // 4)
+    if wi != i or gh != 4 * hidden:
+        raise Contradiction(f"input of {i} features but the weights {[dirs, wi, gh]} take {wi}" if wi != i
+                            else f"weights {[dirs, wi, gh]} are not 4 gates of {hidden}")
+    rec = ctx.in_shape(2) if ctx.has_input(2) else (dirs, hidden, gh)
+    w = ctx.workload("rnn", macs=dirs * s * b * gh * (i + hidden),
+                     other=dirs * s * b * (hidden * _GATES["LSTM"][1] + 5 * (i + hidden)),
+                     gemm=Gemm(b, gh, i + hidden, dirs * s), parallel=dirs * b * gh, launches=s,
+                     step_reads=ctx.numel(rec) * DTYPE_BITS.get(ctx.dtype(2 if ctx.has_input(2) else 1), 8) // 8)
+    return with_operands(ctx, replace(w, dtype=ctx.dtype(1)), 0, 1, data="uint8")
+
+
+def _dynamic_quantize_lstm_shape(attrs, ins, n_out):
+    """Y [S, dirs, B, H], Y_h and Y_c [dirs, B, H], in X's type."""
+    x, w = ins[0], ins[1] if len(ins) > 1 else None
+    if not (known(x) and known(w)) or len(x[0]) != 3 or len(w[0]) != 3:
+        return []
+    (s, b, _), dirs = x[0], w[0][0]
+    h = int(attrs.get("hidden_size") or w[0][2] // 4)
+    return [((s, dirs, b, h), x[1]), ((dirs, b, h), x[1]), ((dirs, b, h), x[1])][:n_out]
+
+
+register({"LSTM": recurrent, "GRU": recurrent, "RNN": recurrent,
+          "com.microsoft:DynamicQuantizeLSTM": dynamic_quantize_lstm})
+register_shapes({"com.microsoft:DynamicQuantizeLSTM": _dynamic_quantize_lstm_shape})
