@@ -247,10 +247,12 @@ def test_if_with_a_condition_known_at_load_time(tmp_path):
     onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), path)
     insp = inspect_model(path)
     assert not insp.unscored()
-    if_row = next(r for r in insp.rows if r.node.op_type == "If")
-    assert if_row.workload.macs == 0 and if_row.workload.other_ops == 4
+    # the branch it takes stands in the If's place, node by node: its Add, not the MatMul
+    assert [r.node.op_type for r in insp.rows if r.node.op_type in ("If", "Add", "MatMul")] == ["Add"]
+    add = next(r for r in insp.rows if r.node.op_type == "Add")
+    assert add.workload.macs == 0 and add.workload.other_ops == 4
     relu = next(r for r in insp.rows if r.node.op_type == "Relu")
-    assert relu.output_shape == (4,)
+    assert relu.output_shape == (4,) and relu.node.inputs == ("y",) and add.node.outputs == ("y",)
 
 
 def test_scan_bodies_resolve_with_outer_scope_values(tmp_path):

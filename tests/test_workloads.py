@@ -289,9 +289,11 @@ def test_if_costs_the_dearer_branch(tmp_path):
     insp = one(tmp_path, m)
     assert layer(insp, "If").workload.macs == 2 * 4 * 4
     assert "--value c=1 or --value c=0" in layer(insp, "If").workload.note  # the condition is a model input
-    # given, the branch it picks is costed: then (a Relu, no MACs) or else (the 2x4x4 MatMul)
-    assert layer(one(tmp_path, m, values=(("c", (1.0,)),)), "If").workload.macs == 0
-    assert layer(one(tmp_path, m, values=(("c", (0.0,)),)), "If").workload.macs == 2 * 4 * 4
+    # given, the branch it picks stands in its place: then (a Relu, no MACs) or else (the 2x4x4 MatMul)
+    then = one(tmp_path, m, values=(("c", (1.0,)),))
+    assert [r.node.op_type for r in then.rows] == ["Relu"] and then.rows[0].node.outputs == ("y",)
+    other = one(tmp_path, m, values=(("c", (0.0,)),))
+    assert [r.node.op_type for r in other.rows] == ["MatMul"] and layer(other, "MatMul").workload.macs == 2 * 4 * 4
 
 
 def test_if_on_a_bool_initializer_costs_the_branch_it_takes(tmp_path):
@@ -302,7 +304,7 @@ def test_if_on_a_bool_initializer_costs_the_branch_it_takes(tmp_path):
     m = model([helper.make_node("If", ["c"], ["y"], then_branch=cheap, else_branch=dear)],
               [vi("x", [2, 4])], [vi("y", None)], [onnx_bool("c"), weight("w", [4, 4])])
     insp = one(tmp_path, m)
-    assert layer(insp, "If").workload.macs == 0
+    assert [r.node.op_type for r in insp.rows] == ["Relu"]  # the branch it takes, in its place
     assert not any(u["kind"] == "bound" for u in insp.unsupported)
 
 
@@ -328,8 +330,10 @@ def test_an_if_inside_a_taken_branch_costs_the_branch_it_takes(tmp_path):
               [weight("w", [4, 4]), ints("zero", 0), ints("two", 2)])
     insp = one(tmp_path, m)
     assert insp.coverage()["complete"], insp.unsupported
-    assert layer(insp, "If").workload.macs == 2 * 4 * 4
-    assert "dearer branch" not in layer(insp, "If").workload.note
+    # both Ifs are decided at load time: the inner one's taken branch stands in the outer's place
+    assert [r.node.op_type for r in insp.rows if r.node.op_type in ("If", "MatMul", "Unsqueeze")] == ["MatMul"]
+    assert layer(insp, "MatMul").workload.macs == 2 * 4 * 4 and layer(insp, "MatMul").node.outputs == ("y",)
+    assert any(w.startswith("2 If node(s) whose condition is known at load time") for w in insp.warnings)
 
 
 def test_model_local_function_is_inlined(tmp_path):
@@ -646,3 +650,16 @@ def test_onnx_runtimes_quantized_lstm_costs_as_its_float_lstm(tmp_path):
     f = helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=32, direction="bidirectional")
     flt = model([f], [vi("x", [25, 1, 64])], [vi("y", None)], [weight("w", [2, 128, 64]), weight("r", [2, 128, 32])])
     assert layer(one(tmp_path, flt, path=save(flt, tmp_path, "f.onnx")), "LSTM").workload.macs == w.macs
+
+
+def test_a_taken_branch_that_passes_an_outer_value_through_stays_one_if(tmp_path):
+    """A branch whose output is a value from outside it (no node of its own makes it) cannot stand in
+    the If's place (there is nothing to rename): the If stays, costed as its taken branch (a Relu's 8
+    ops here is the other branch, not taken)."""
+    through = helper.make_graph([], "then", [], [vi("x", [2, 4])])
+    relu = helper.make_graph([helper.make_node("Relu", ["x"], ["r"])], "else", [], [vi("r", [2, 4])])
+    m = model([helper.make_node("If", ["c"], ["y"], then_branch=through, else_branch=relu)],
+              [vi("x", [2, 4])], [vi("y", None)], [onnx_bool("c")])
+    insp = one(tmp_path, m)
+    assert [r.node.op_type for r in insp.rows] == ["If"] and insp.coverage()["complete"]
+    assert layer(insp, "If").workload.other_ops == 0

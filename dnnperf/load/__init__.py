@@ -11,6 +11,7 @@ This package is the only place that imports ``onnx`` (measurement aside). Its jo
                carried back, control-flow bodies with outer values, bounds of data-dependent sizes
     declared   the outputs of ops no rule knows (a custom domain's), from the file's value_info
     pinned     small integer inputs whose value the declared output shapes force
+    inline     Ifs decided at load time replaced by the nodes of the branch they take
     hostshape  shape arithmetic: folded at load time, or redone on the host (symbolic input dims)
     stated     element types and attributes the file states, against the operator schemas
     weights    weightless skeletons (``dnnperf strip``)
@@ -219,6 +220,10 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
 
     subnormal = masks.scan(ordered, res, types)
     nodes, unresolved = _build_nodes(ordered, tensors, opset, path, init_names, None, 0, res.attrs, bodies)
+    if bodies:  # Ifs decided at load time: their taken branches stand in for them, node by node
+        from dnnperf.load.inline import inline
+
+        nodes, init_names = inline(nodes, tensors, res, unresolved, init_names, notes)
     notes += unknown_attributes(nodes, opset) + mixed_types(nodes, tensors, opset)
     host_shape, host_removed = hostshape.shape_arithmetic(nodes, res, init_names, dynamic)
     # values computed from a --value input are run-time work, never constants nor host arithmetic
