@@ -90,14 +90,15 @@ EPILOGUE_ACTIVATIONS = ("Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Sigmoi
 # 0.6-2.6 and SpaceToDepth 0.25-0.33; ArgMax / ArgMin 0.24-0.48 an input element; an Expand that
 # broadcasts a last axis of one element 23-25 an input element; PRelu 2.0-2.8 an element, whatever its
 # slope's shape; a tree ensemble 2.1-4.5 ns a level of a row's walk down one tree, 10 to 200 trees of 3
-# to 12 levels, 4,096 rows; an SVM's kernels 0.5 ns a term, one support vector's one feature for one row):
+# to 12 levels, 4,096 rows; an SVM's kernels 0.5 ns a term, one support vector's one feature for one row;
+# an LRN 12 ns an element, AlexNet's and GoogLeNet's at 0.2 to 0.6 M elements):
 # what a profile's loop_ns may name (Workload.kernel), per step of the layer's work
 # (Workload.loop_items, else Workload.parallel_work: outputs, a scatter's updates, a Gather's blocks), and
 # what calibrate times. BROADCAST_SPANS is the one figure added to a kernel's time instead of replacing it
 LOOP_KERNELS = ("Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements", "QLinearConcat",
                 "QLinearAveragePool", "Transpose.elements", "Slice.strided", "Gather.blocks", "CumSum.last",
                 "DepthToSpace", "SpaceToDepth", "ArgMax", "Expand.fill", "PRelu", "TreeEnsemble.level", "SVM.term",
-                "Broadcast.span")
+                "LRN", "Broadcast.span")
 # a binary op whose inputs broadcast is run by ONNX Runtime as one call of its vector loop per span (the
 # innermost run of axes over which neither input changes between broadcast and not: a bias of 96 added
 # to [4096, 96] is 4,096 spans of 96): each span costs a fixed time on top of the stream (2-core EPYC VM,

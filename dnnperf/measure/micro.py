@@ -586,6 +586,10 @@ def micro_models(quick: bool) -> list[Micro]:
                            support_vectors=[float(v) for v in rng.standard_normal(n_sv * feats)])
     out.append(Micro("loop_SVM.term", _model([svr], [_vi("x", [rows, feats])], [_vi("y", [rows, 1])], ml=True),
                      {"x": rng.standard_normal((rows, feats)).astype(np.float32)}, "loop", "SVM.term"))
+    # an LRN across 5 channels, as AlexNet and GoogLeNet have them, on LRN_SHAPE
+    out.append(Micro("loop_LRN", _model([helper.make_node("LRN", ["x"], ["y"], size=5, alpha=1e-4, beta=0.75, bias=1.0)],
+                                        [_vi("x", list(LRN_SHAPE))], [_vi("y", None)]),
+                     {"x": rng.standard_normal(LRN_SHAPE).astype(np.float32)}, "loop", "LRN"))
     for mode in ("nearest", "linear", "cubic"):
         out.append(Micro(f"loop_Resize.{mode}", _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode=mode)],
                                                        [_vi("x", [1, ch, side, side])], [_vi("y", None)],
@@ -800,6 +804,7 @@ QCONCAT = (8, 32, 28)  # QLinearConcat: pieces, channels each, side
 QPOOL = (128, 56)  # QLinearAveragePool 2 x 2 / 2: channels, input side
 TREE_FOREST = (64, 8, 512)  # trees, levels (a leaf the last), rows: 262,144 levels walked
 SVM_SHAPE = (256, 32, 256)  # support vectors, features, rows: 2,097,152 terms
+LRN_SHAPE = (1, 32, 28, 28)  # 25,088 elements
 # a permutation ONNX Runtime's CPU Transpose copies element by element (ops.movement.element_loop): no
 # single axis moved, the last axis moved (301,056 elements)
 TRANSPOSE_LOOP = ((16, 32, 49, 12), (2, 0, 3, 1))
@@ -832,6 +837,8 @@ def loop_elements(key: str = "Resize") -> int:
         return trees * levels * rows
     if key == "SVM.term":
         return int(np.prod(SVM_SHAPE))
+    if key == "LRN":
+        return int(np.prod(LRN_SHAPE))
     ch, side, f = LOOP_UPSAMPLE
     return ch * (side * f) ** 2
 
