@@ -31,15 +31,7 @@ def _layer(insp, op):
 def test_a_tree_ensemble_from_skl2onnx_is_scored_per_sample(tmp_path):
     # two trees of 3 nodes (a root and two leaves): ceil(log2(4)) = 2 levels each, 4 ops a level,
     # plus one addition per tree into the single target: 1 x (4 x (2 + 2) + 2 x 1) = 18 ops a sample
-    node = helper.make_node(
-        "TreeEnsembleRegressor", ["X"], ["Y"], domain="ai.onnx.ml", name="trees", n_targets=1,
-        nodes_treeids=[0, 0, 0, 1, 1, 1], nodes_nodeids=[0, 1, 2, 0, 1, 2],
-        nodes_featureids=[0, 0, 0, 3, 0, 0], nodes_values=[0.5, 0, 0, 1.5, 0, 0],
-        nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"] * 2, nodes_truenodeids=[1, 0, 0, 1, 0, 0],
-        nodes_falsenodeids=[2, 0, 0, 2, 0, 0], target_treeids=[0, 0, 1, 1], target_nodeids=[1, 2, 1, 2],
-        target_ids=[0, 0, 0, 0], target_weights=[1.0, 2.0, 3.0, 4.0])
-    path = save(model([node], [_anonymous_batch("X", 4)], [helper.make_tensor_value_info("Y", T.FLOAT, None)],
-                      extra_opsets=ML), tmp_path)
+    path = _forest_model(tmp_path)
     insp = inspect_model(path)
     assert insp.coverage()["complete"], insp.warnings
     assert any("X[0]='?' unresolved: assumed 1" in n for n in insp.warnings), insp.warnings

@@ -226,26 +226,31 @@ register_shapes({
 })
 
 
+# loop kernels of this domain a calibrated CPU times: what each waits on, and the step calibrate times
+_LOOPS = (("TreeEnsemble.level", "tree ensemble(s)", "each level of a row's walk down a tree waits for the one before "
+           "(ONNX Runtime takes 2-5 ns a level on an x86 core)", "a level"),
+          ("SVM.term", "SVM(s) with support vectors", "ONNX Runtime evaluates their kernels in a scalar loop (~0.5 ns "
+           "a term on an x86 core)", "a term"))
+
+
+def _named(names: list[str]) -> str:
+    return f"{len(names)} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+
+
 def unpriced_notes(hw, layers) -> list[str]:
-    """What the op counts above leave out, said where a model has it: a forest's levels on a profile
-    without a calibrated figure for them (``loop_ns`` 'TreeEnsemble.level'), and ZipMap's maps."""
+    """What the op counts above leave out, said where a model has it: a forest's levels and an SVM's
+    terms on a profile without a calibrated figure for them (``loop_ns``), and ZipMap's maps."""
     notes = []
-    trees = [l.name for l in layers if l.workload.kernel == "TreeEnsemble.level" and l.workload.kernel not in hw.loop_ns]
-    if trees:
-        notes.append(f"{len(trees)} tree ensemble(s) ({', '.join(trees[:3])}{', ...' if len(trees) > 3 else ''}) "
-                     f"costed at {hw.name}'s op rate, an assumption: each level of a row's walk down a tree waits "
-                     "for the one before (ONNX Runtime takes 2-5 ns a level on an x86 core), so at large batches "
-                     "they can take 10-100x the estimate; on a CPU, dnnperf calibrate times a level")
-    svms = [l.name for l in layers if l.workload.kernel == "SVM.term" and l.workload.kernel not in hw.loop_ns]
-    if svms:
-        notes.append(f"{len(svms)} SVM(s) with support vectors ({', '.join(svms[:3])}{', ...' if len(svms) > 3 else ''})"
-                     f" costed at {hw.name}'s op rate, an assumption: ONNX Runtime evaluates their kernels in a "
-                     "scalar loop (~0.5 ns a term on an x86 core), so at large batches they can take 10-100x the "
-                     "estimate; on a CPU, dnnperf calibrate times a term")
+    for kernel, what, why, step in _LOOPS:
+        found = [l.name for l in layers if l.workload.kernel == kernel and kernel not in hw.loop_ns]
+        if found:
+            n, named = _named(found).split(" ", 1)
+            notes.append(f"{n} {what} {named} costed at {hw.name}'s op rate, an assumption: {why}, so at large "
+                         f"batches they can take 10-100x the estimate; on a CPU, dnnperf calibrate times {step}")
     zipmaps = [l.name for l in layers if l.op_type == "ZipMap"]
     if zipmaps:
-        notes.append(f"{len(zipmaps)} ZipMap(s) ({', '.join(zipmaps[:3])}{', ...' if len(zipmaps) > 3 else ''}) "
-                     "costed at their op rate, an assumption: ZipMap builds a map for every row (ONNX Runtime "
-                     "takes ~20 ns an entry on an x86 core, hundreds of times what its op count says); converters can return the "
-                     "scores as a tensor instead (skl2onnx: options={'zipmap': False})")
+        n, named = _named(zipmaps).split(" ", 1)
+        notes.append(f"{n} ZipMap(s) {named} costed at their op rate, an assumption: ZipMap builds a map for every "
+                     "row (ONNX Runtime takes ~20 ns an entry on an x86 core, hundreds of times what its op count "
+                     "says); converters can return the scores as a tensor instead (skl2onnx: options={'zipmap': False})")
     return notes
