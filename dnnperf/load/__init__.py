@@ -227,7 +227,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     notes += unknown_attributes(nodes, opset) + mixed_types(nodes, tensors, opset)
     host_shape, host_removed = hostshape.shape_arithmetic(nodes, res, init_names, dynamic)
     # values computed from a --value input are run-time work, never constants nor host arithmetic
-    fed_values = _downstream(ordered, fed)
+    fed_values = _downstream(nodes, fed)  # (the IR's nodes: a branch inlined above included)
     host_shape -= fed_values
     graph_inputs = tuple(i.name for i in g.input if i.name not in init_names)
     known = init_names | (set(res.values) - fed_values)
@@ -284,14 +284,14 @@ def _onnx_inference(model, path: str, opset: int, stored: list, ordered: list):
     return inferred, Resolver(inferred, opset, ordered)
 
 
-def _downstream(ordered, names: set[str]) -> set[str]:
+def _downstream(nodes: list[Node], names: set[str]) -> set[str]:
     """Every tensor computed from ``names``: inputs at run time, so never folded constants."""
     out = set(names)
     if not names:
         return out
-    for n in ordered:
-        if any(i in out for i in n.input if i):
-            out.update(o for o in n.output if o)
+    for n in nodes:
+        if any(i in out for i in n.inputs if i):
+            out.update(o for o in n.outputs if o)
     return out
 
 

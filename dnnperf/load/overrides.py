@@ -166,11 +166,11 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
         parts = [f"{n}[{i}]='{s}'" for n, i, s in missing]
         # an input with a dim that has no name: its shape as far as it is known, N where it is not (the
         # names of its other open dims need no --dim then)
-        anonymous = [n for n in dict.fromkeys(n for n, _, s in missing if s == "?")]
-        syms = sorted({s for n, _, s in missing if s != "?" and n not in anonymous})
+        unnamed = list(dict.fromkeys(n for n, _, s in missing if s == "?"))
+        syms = sorted({s for n, _, s in missing if s != "?" and n not in unnamed})
         given = {vi.name: "x".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value != -1 else "N"
-                                   for d in vi.type.tensor_type.shape.dim) for vi in real_inputs if vi.name in anonymous}
-        hint = " ".join([f"--dim {s}=N" for s in syms] + [f"--input-shape {n}={given[n]}" for n in anonymous])
+                                   for d in vi.type.tensor_type.shape.dim) for vi in real_inputs if vi.name in unnamed}
+        hint = " ".join([f"--dim {s}=N" for s in syms] + [f"--input-shape {n}={given[n]}" for n in unnamed])
         raise DnnperfError(
             f"unresolved dynamic input dims in '{path}': {', '.join(parts)} — fix with {hint}"
             + (" (or --batch N for the batch dim)" if any(i == axes.get(n, 0) for n, i, _ in missing) else "")

@@ -239,9 +239,11 @@ def _named(names: list[str]) -> str:
 
 def unpriced_notes(hw, layers) -> list[str]:
     """What the op counts above leave out, said where a model has it: a forest's levels and an SVM's
-    terms on a profile without a calibrated figure for them (``loop_ns``), and ZipMap's maps."""
+    terms on a profile that was not calibrated (``loop_ns``), and ZipMap's maps."""
     notes = []
     for kernel, what, why, step in _LOOPS:
+        if hw.bandwidth_curve:  # a calibrated CPU: dnnperf.api names every loop figure its calibration lacks
+            break
         found = [l.name for l in layers if l.workload.kernel == kernel and kernel not in hw.loop_ns]
         if found:
             n, named = _named(found).split(" ", 1)
