@@ -663,3 +663,19 @@ def test_a_taken_branch_that_passes_an_outer_value_through_stays_one_if(tmp_path
     insp = one(tmp_path, m)
     assert [r.node.op_type for r in insp.rows] == ["If"] and insp.coverage()["complete"]
     assert layer(insp, "If").workload.other_ops == 0
+
+
+def test_a_prelu_before_opset_7_takes_one_slope_per_channel(tmp_path):
+    """PRelu-6 applies a slope of C values along axis 1 whatever the rank (ONNX's own backend tests,
+    pytorch-converted/test_PReLU_1d_multiparam: x [2, 3, 4], slope [3]); dnnperf read it with today's
+    numpy broadcasting and called the file self-contradictory (PARTIAL, 0 of 1 nodes). From opset 7
+    the same shapes do contradict each other."""
+    def prelu(opset):
+        return model([helper.make_node("PRelu", ["x", "s"], ["y"])], [vi("x", [2, 3, 4])], [vi("y", None)],
+                     [weight("s", [3])], opset=opset)
+
+    old = one(tmp_path, prelu(6), path=save(prelu(6), tmp_path, "p6.onnx"))
+    assert old.coverage()["complete"], old.unsupported
+    assert layer(old, "PRelu").output_shape == (2, 3, 4)
+    new = one(tmp_path, prelu(9), path=save(prelu(9), tmp_path, "p9.onnx"))
+    assert [u["kind"] for u in new.unsupported] == ["contradiction"]

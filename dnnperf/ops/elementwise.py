@@ -80,6 +80,8 @@ def _slope_fits(ctx: Ctx) -> None:
     to the input's or 1): a --dim that changed the channels left 16 slopes on 12 channels, costed."""
     if len(ctx.node.inputs) > 1 and ctx.has_input(1):
         x, s = tuple(ctx.in_shape(0)), tuple(ctx.in_shape(1))
+        if ctx.graph.opset < 7 and len(x) > 1 and s in ((x[1],), (1,)):
+            return  # PRelu-6: one slope per channel (axis 1) or one for all, whatever the rank
         if not broadcasts_to(s, x):
             raise Contradiction(f"its slope {list(s)} does not broadcast to the input {list(x)}")
 
