@@ -115,18 +115,18 @@ def _bigger_batch(c: LayerCost, x: Ctx):
         # a systolic array's rows fill at R rows a block (128, 256): further than a GPU's waves
         factors = (2, 4, 8, 16, 32) + ((64, 128, 256) if _arrays(c, x) else ())
         return _plan_what_if(c, x, [(f"batch {b} -> {b * f}", f, w.with_batch(f)) for f in factors])
-    need = rules.lanes_needed_batch(w.parallel_work, b, x.hw.lanes)
-    target = max(b * 8, 8) if need > b * 8 else need
-    per = max(w.parallel_work // b, 1)
-    occ_t = rules.occupancy(per * target, x.hw.lanes)
     lost = c.losses.get("launch_overhead", 0.0)
     if c.cause == "launch_overhead" and lost > 0:
         # launches cost the same at any batch: a bigger one shares them (its work is taken to grow
         # with the batch, so the figure is an upper bound per sample)
-        f = max(b * 8, 8) // b
+        f = 8
         each = (c.time_s - lost) + lost / f
         return (f"batch {b} -> {b * f}: {f}x the samples share this layer's {fmt_time(lost)} of fixed "
                 f"per-launch time, at most {fmt_time(each)} per sample instead of {fmt_time(c.time_s)}", None)
+    need = rules.lanes_needed_batch(w.parallel_work, b, x.hw.lanes)
+    target = max(b * 8, 8) if need > b * 8 else need
+    per = max(w.parallel_work // b, 1)
+    occ_t = rules.occupancy(per * target, x.hw.lanes)
     return (f"batch {b} -> {target} raises lane occupancy from {_lane_occupancy(c, x):.1%} to {occ_t:.1%}"
             + (f"; all {x.hw.lanes:,} lanes busy from batch {need}" if need != target else ""), None)
 

@@ -41,6 +41,14 @@ NEVER_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "
 SHAPE_VECTOR_INPUT = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0, "Tile": 1}
 
 
+def taken_branch_label(cond) -> str | None:
+    """The attribute naming the branch an If takes on ``cond``, a value known at load time (a numpy
+    array of one element); None when it is not known."""
+    if cond is None or cond.size != 1:
+        return None
+    return "then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"
+
+
 def value_inputs(node) -> list:
     """The inputs whose values an op's output depends on: all of them, but CastLike's target, read
     for its element type alone (an unoptimised dynamo export builds every bias-free convolution's

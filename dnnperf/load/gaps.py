@@ -20,6 +20,7 @@ Nothing here guesses: each rule fills a shape only where one size is possible.
 
 from __future__ import annotations
 
+from dnnperf.ir import taken_branch_label
 from dnnperf.load import sequences
 from dnnperf.load.read import static, type_shape
 from dnnperf.load.shapes import axis_index
@@ -311,10 +312,9 @@ def taken_branch(node, res, bodies: dict, sliced: list | None = None) -> bool:
     branch it takes with the enclosing graph's values; its outputs' shapes and small values become
     the If's (so the shape arithmetic after it folds too). The cost function then costs that branch
     alone. Returns whether the condition was known."""
-    cond = res.value(node.input[0]) if node.input and node.input[0] else None
-    if cond is None or cond.size != 1:
+    label = taken_branch_label(res.value(node.input[0]) if node.input and node.input[0] else None)
+    if label is None:
         return False
-    label = "then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"
     body = next((a.g for a in node.attribute if a.name == label), None)
     if body is None or len(body.output) != len(node.output):
         return False

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dnnperf.ir import Graph, Node
+from dnnperf.ir import Graph, Node, taken_branch_label
 
 
 def inline(nodes: list[Node], tensors: dict, res, unresolved: list[str], inits: frozenset,
@@ -65,10 +65,8 @@ def inline_taken_branches(nodes: list[Node], tensors: dict, values: dict, unreso
 def _taken(node: Node, values: dict) -> Graph | None:
     if node.op_type != "If" or node.domain not in ("", "ai.onnx") or not node.inputs:
         return None
-    cond = values.get(node.inputs[0])
-    if cond is None or cond.size != 1:
-        return None
-    return node.subgraphs.get("then_branch" if bool(cond.reshape(-1)[0]) else "else_branch")
+    label = taken_branch_label(values.get(node.inputs[0]))
+    return None if label is None else node.subgraphs.get(label)
 
 
 def _branch_nodes(node: Node, body: Graph, values: dict) -> tuple[list[Node], int] | None:

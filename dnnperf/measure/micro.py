@@ -805,6 +805,8 @@ QPOOL = (128, 56)  # QLinearAveragePool 2 x 2 / 2: channels, input side
 TREE_FOREST = (64, 8, 512)  # trees, levels (a leaf the last), rows: 262,144 levels walked
 SVM_SHAPE = (256, 32, 256)  # support vectors, features, rows: 2,097,152 terms
 LRN_SHAPE = (1, 32, 28, 28)  # 25,088 elements
+# loops whose steps per run are the product of their shape's figures (trees x levels x rows, ...)
+SHAPED_LOOPS = {"TreeEnsemble.level": TREE_FOREST, "SVM.term": SVM_SHAPE, "LRN": LRN_SHAPE}
 # a permutation ONNX Runtime's CPU Transpose copies element by element (ops.movement.element_loop): no
 # single axis moved, the last axis moved (301,056 elements)
 TRANSPOSE_LOOP = ((16, 32, 49, 12), (2, 0, 3, 1))
@@ -832,13 +834,8 @@ def loop_elements(key: str = "Resize") -> int:
         return QPOOL[0] * (QPOOL[1] // 2) ** 2
     if key in ELEMENT_LOOPS:
         return ELEMENT_LOOPS[key]
-    if key == "TreeEnsemble.level":
-        trees, levels, rows = TREE_FOREST
-        return trees * levels * rows
-    if key == "SVM.term":
-        return int(np.prod(SVM_SHAPE))
-    if key == "LRN":
-        return int(np.prod(LRN_SHAPE))
+    if key in SHAPED_LOOPS:
+        return int(np.prod(SHAPED_LOOPS[key]))
     ch, side, f = LOOP_UPSAMPLE
     return ch * (side * f) ** 2
 

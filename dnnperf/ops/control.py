@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from dnnperf.ir import taken_branch_label
 from dnnperf.ops import Ctx, Unsupported, cost_node, register
 from dnnperf.workload import Workload
 
@@ -41,9 +42,9 @@ def _noted(w: Workload, note: str) -> Workload:
 
 
 def if_(ctx: Ctx):
-    cond = ctx.value(0)
-    if cond is not None and cond.size == 1:  # known at load time (folded from shapes): that branch
-        taken = ctx.node.subgraphs.get("then_branch" if bool(cond.reshape(-1)[0]) else "else_branch")
+    label = taken_branch_label(ctx.value(0))
+    if label is not None:  # known at load time (folded from shapes): that branch
+        taken = ctx.node.subgraphs.get(label)
         if taken is not None:
             return _body(taken, "If branch taken")
     branches = [_body(g, f"If branch {k}") for k, g in sorted(ctx.node.subgraphs.items())]

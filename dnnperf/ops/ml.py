@@ -234,7 +234,7 @@ _LOOPS = (("TreeEnsemble.level", "tree ensemble(s)", "each level of a row's walk
 
 
 def _named(names: list[str]) -> str:
-    return f"{len(names)} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+    return f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
 
 
 def unpriced_notes(hw, layers) -> list[str]:
@@ -246,13 +246,11 @@ def unpriced_notes(hw, layers) -> list[str]:
             break
         found = [l.name for l in layers if l.workload.kernel == kernel and kernel not in hw.loop_ns]
         if found:
-            n, named = _named(found).split(" ", 1)
-            notes.append(f"{n} {what} {named} costed at {hw.name}'s op rate, an assumption: {why}, so at large "
+            notes.append(f"{len(found)} {what} {_named(found)} costed at {hw.name}'s op rate, an assumption: {why}, so at large "
                          f"batches they can take 10-100x the estimate; on a CPU, dnnperf calibrate times {step}")
     zipmaps = [l.name for l in layers if l.op_type == "ZipMap"]
     if zipmaps:
-        n, named = _named(zipmaps).split(" ", 1)
-        notes.append(f"{n} ZipMap(s) {named} costed at their op rate, an assumption: ZipMap builds a map for every "
+        notes.append(f"{len(zipmaps)} ZipMap(s) {_named(zipmaps)} costed at their op rate, an assumption: ZipMap builds a map for every "
                      "row (ONNX Runtime takes ~20 ns an entry on an x86 core, hundreds of times what its op count "
                      "says); converters can return the scores as a tensor instead (skl2onnx: options={'zipmap': False})")
     return notes

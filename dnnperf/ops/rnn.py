@@ -32,12 +32,16 @@ def recurrent(ctx: Ctx):
     if wi != i or gh != gates * hidden:
         raise Contradiction(f"input of {i} features but the weights {list(w)} take {wi} (and {gates} gates of "
                             f"{hidden})" if wi != i else f"weights {list(w)} are not {gates} gates of {hidden}")
-    macs = dirs * s * b * gh * (i + h)
-    other = dirs * s * b * h * per_unit
     # every step multiplies the recurrent weights R (input 2: dirs x gates*H x H) again: read once per step
     rec = ctx.in_shape(2) if ctx.has_input(2) else (dirs, gh, h)  # R is required; a malformed model without it
     step_reads = ctx.numel(rec) * DTYPE_BITS.get(ctx.dtype(2 if len(ctx.node.inputs) > 2 else 1), 32) // 8
-    return ctx.workload("rnn", macs=macs, other=other, gemm=Gemm(b, gh, i + h, dirs * s),
+    return _steps(ctx, s, b, i, h, dirs, gh, dirs * s * b * h * per_unit, step_reads)
+
+
+def _steps(ctx: Ctx, s: int, b: int, i: int, h: int, dirs: int, gh: int, other: int, step_reads: int):
+    """A recurrent layer of ``s`` steps over ``dirs`` directions: each step's product of the batch's
+    input and state (``i + h``) with ``gh`` gate columns, waiting for the step before."""
+    return ctx.workload("rnn", macs=dirs * s * b * gh * (i + h), other=other, gemm=Gemm(b, gh, i + h, dirs * s),
                         parallel=dirs * b * gh, launches=s, step_reads=step_reads)
 
 
@@ -53,10 +57,8 @@ def dynamic_quantize_lstm(ctx: Ctx):
         raise Contradiction(f"input of {i} features but the weights {[dirs, wi, gh]} take {wi}" if wi != i
                             else f"weights {[dirs, wi, gh]} are not 4 gates of {hidden}")
     rec = ctx.in_shape(2) if ctx.has_input(2) else (dirs, hidden, gh)
-    w = ctx.workload("rnn", macs=dirs * s * b * gh * (i + hidden),
-                     other=dirs * s * b * (hidden * _GATES["LSTM"][1] + 5 * (i + hidden)),
-                     gemm=Gemm(b, gh, i + hidden, dirs * s), parallel=dirs * b * gh, launches=s,
-                     step_reads=ctx.numel(rec) * DTYPE_BITS.get(ctx.dtype(2 if ctx.has_input(2) else 1), 8) // 8)
+    w = _steps(ctx, s, b, i, hidden, dirs, gh, dirs * s * b * (hidden * _GATES["LSTM"][1] + 5 * (i + hidden)),
+               ctx.numel(rec) * DTYPE_BITS.get(ctx.dtype(2 if ctx.has_input(2) else 1), 8) // 8)
     return with_operands(ctx, replace(w, dtype=ctx.dtype(1)), 0, 1, data="uint8")
 
 
