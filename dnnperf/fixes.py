@@ -123,6 +123,8 @@ def _bigger_batch(c: LayerCost, x: Ctx):
         each = (c.time_s - lost) + lost / f
         return (f"batch {b} -> {b * f}: {f}x the samples share this layer's {fmt_time(lost)} of fixed "
                 f"per-launch time, at most {fmt_time(each)} per sample instead of {fmt_time(c.time_s)}", None)
+    if w.parts:  # a loop's occupancy is its body kernels' mean: no one output count to scale
+        return None
     need = rules.lanes_needed_batch(w.parallel_work, b, x.hw.lanes)
     target = max(b * 8, 8) if need > b * 8 else need
     per = max(w.parallel_work // b, 1)
@@ -420,7 +422,7 @@ def _nas(c: LayerCost, x: Ctx):
 def _replace_slow(c: LayerCost, x: Ctx):
     # only an op the profile says has no fast kernel (a misaligned convolution or a calibrated
     # family's low efficiency is a different problem, with its own fixes)
-    if c.layer.op_type not in x.hw.unoptimized_ops and c.layer.workload.family != "control":
+    if c.layer.op_type not in x.hw.unoptimized_ops:
         return None
     return (f"{c.layer.op_type} has no fast kernel here ({x.hw.unoptimized_efficiency:.0%} of peak, no overlap): "
             f"{fmt_time(c.losses['unoptimized'] + c.losses['overlap'])} lost", c.losses["unoptimized"])
@@ -450,8 +452,22 @@ def _fewer_launches(c: LayerCost, x: Ctx):
         return (f"shape arithmetic redone every inference because the model's input dims are symbolic "
                 f"({fmt_time(c.t_launch)} on the host): {STATIC_DIMS_TEXT}", c.t_launch)
     lost = c.losses["launch_overhead"]
-    n = c.layer.workload.launches
-    each = f"{n} launch{'es' if n != 1 else ''} x {sig(x.hw.kernel_us(c.layer.workload.family)):g} us"
+    w = c.layer.workload
+    n = w.launches
+    each = f"{n} launch{'es' if n != 1 else ''} x {sig(x.hw.kernel_us(w.family)):g} us"
+    if w.parts:  # a loop: its body's kernels dispatched again at every iteration
+        fixed = x.hw.kernel_fixed_us.get("control", 0.0) if x.hw.kind == "cpu" else 0.0
+        each = f"{n} launch{'es' if n != 1 else ''} of its body's kernels" + (
+            f" and {w.iterations} iteration{'s' if w.iterations != 1 else ''} x {sig(fixed):g} us" if fixed else "")
+        if w.iterations > 1:
+            recurrent = any(pw.is_matrix for _, pw, _ in w.parts)
+            how = ("a recurrent cell exported as ONNX's LSTM / GRU / RNN op runs its steps inside one kernel, and a "
+                   "short fixed count unrolled lets a runtime fuse them") if recurrent else (
+                  "iterations that do not depend on each other (a distance to every row of a table) written as one "
+                  "broadcast op over all of them run as a few kernels")
+            return (f"{each}: {fmt_time(lost)} of this layer's {fmt_time(c.time_s)}, against "
+                    f"{fmt_time(c.time_s - lost)} of work; the body's kernels are dispatched again at every one of "
+                    f"its {w.iterations} iterations: {how}", lost)
     if x.hw.kind == "gpu":  # the host queues kernels ahead; each device kernel also starts and has a floor
         k = max(c.kernels, n)
         return (f"{each} of host time, and {k} device kernel{'s' if k != 1 else ''} that each take a start and a "

@@ -54,7 +54,8 @@ SCHEMA = {
     "kernel_fixed_us": ("map", False, "CPU runtimes: op family -> fixed time in microseconds of one kernel of that "
                                       "family beyond launch_overhead_us, whatever its size (the thread pool's fork "
                                       "and join, kernel set-up; calibrated on chains of tiny ops; rnn: per time "
-                                      "step inside one recurrent op, which is dispatched once), default 0"),
+                                      "step inside one recurrent op, which is dispatched once; control: per "
+                                      "iteration of a Loop or Scan body, besides its nodes' own), default 0"),
     "subnormal_ns": ("map", False, "CPUs: {softmax: ns, matmul: ns} each subnormal float32 probability costs the "
                                    "Softmax that writes it and the MatMul that multiplies it (per 32 output columns) "
                                    "(x86 without flush-to-zero: microcode assists; calibrated), default 0"),

@@ -45,7 +45,8 @@ from dnnperf.efficiency import (broadcast_span_time, depthwise_block_fill, epilo
                                 subnormal_time, thread_split)
 from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
-from dnnperf.vocab import BROADCAST_SPANS, FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, RUNTIME_KERNELS, Cause
+from dnnperf.vocab import (BROADCAST_SPANS, CPU_VIEW_KERNELS, FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, RUNTIME_KERNELS,
+                           Cause)
 from dnnperf.workload import DTYPE_OF_PRECISION, PRECISION_OF_DTYPE, Workload
 
 CAUSES = tuple(c.value for c in Cause)
@@ -184,7 +185,7 @@ def with_precision(w: Workload, precision: str) -> Workload:
                     w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals, w.bias,
                     (w.step_reads * new_bits) // old_bits, w.kernel, w.taps,
                     w.operands if PRECISION_OF_DTYPE.get(new_dtype) == "int8" else "", w.loop_items,
-                    (w.rereads * new_bits) // old_bits)
+                    (w.rereads * new_bits) // old_bits, w.parts, w.iterations)
 
 
 # -- the loss steps ------------------------------------------------------------------------------
@@ -802,6 +803,8 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
         return LayerCost(layer, "-", prec, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, losses, "compute")
     if w.family in HOST_SHAPE_FAMILIES:
         return _host_shape(layer, hw, prec, losses)
+    if w.parts:
+        return _control(layer, hw, precision, prec, losses, weights_resident, runtime, footprint, weight_reach, arena)
     s = LayerState(layer, w, hw, prec, weights_resident, runtime=runtime,
                    footprint=footprint or w.weight_bytes + w.act_bytes_read + w.bytes_written,
                    weight_reach=weight_reach, arena=arena)
@@ -885,6 +888,50 @@ def _engine_padded(cost: LayerCost, s: LayerState, precision: str | None, weight
                    cause=classify(losses, ideal, _starves(w)), padded_from=w.conv[0])
 
 
+def _control(layer: Layer, hw: HardwareProfile, precision: str | None, prec: str, losses: dict, *context) -> LayerCost:
+    """An If, Loop or Scan runs its body's nodes as the kernels they are, one after the other, as many
+    times as it runs them (``Workload.parts``): the sum of each part scored on its own, in the
+    network's context (``context``: weight residency, runtime, footprint, reach, arena). A CPU
+    runtime's loop also pays a fixed cost per iteration (``kernel_fixed_us`` "control", calibrated on a
+    Scan of one tiny Add: ONNX Runtime slices the inputs and runs the body's executor each time,
+    0.6-0.9 us on a 2-core EPYC VM, about three dispatches), a launch overhead. The layer's unit is the
+    one its costliest part runs on; occupancy and tile fit are the parts' time-weighted means."""
+    parts = layer.workload.parts
+    if layer.workload.iterations > 1:  # from the second run on, a body reads the weights it read one run before
+        weights_resident, runtime, footprint, _, _ = context
+        body_weights = sum(pw.weight_bytes for _, pw, _ in parts)
+        body_arena = sum(pw.bytes_written for _, pw, _ in parts)
+        context = (weights_resident or weights_fit(hw, body_weights), runtime, footprint, body_weights + body_arena,
+                   body_arena)
+    t = t_ideal = t_compute = t_memory = t_launch = t_device = 0.0
+    kernels, occ, tile, by_unit = 0, 0.0, 0.0, {}
+    for op, pw, n in parts:
+        if precision:
+            pw = with_precision(pw, precision)
+        if hw.kind == "cpu" and pw.family == "view" and op in CPU_VIEW_KERNELS:
+            pw = replace(pw, launches=1)  # ONNX Runtime dispatches it (dnnperf.layers)
+        c = score_layer(Layer(layer.name, op, layer.nodes, pw, None), hw, precision, *context)
+        t += n * c.time_s
+        t_ideal += n * c.t_ideal
+        t_compute += n * c.t_compute
+        t_memory += n * c.t_memory
+        t_launch += n * c.t_launch
+        t_device += n * c.t_device
+        kernels += n * c.kernels
+        occ += n * c.time_s * c.occupancy
+        tile += n * c.time_s * c.tile_efficiency
+        by_unit[c.unit] = by_unit.get(c.unit, 0.0) + n * c.time_s
+        for k, v in c.losses.items():
+            losses[k] += n * v
+    if hw.kind == "cpu":
+        per_iteration = rules.launch_time(layer.workload.iterations, hw.kernel_fixed_us.get("control", 0.0))
+        t, t_launch, losses["launch_overhead"] = t + per_iteration, t_launch + per_iteration, \
+            losses["launch_overhead"] + per_iteration
+    unit = max(by_unit, key=lambda u: (by_unit[u], u)) if by_unit else "-"
+    return LayerCost(layer, unit, prec, tile / t if t else 1.0, occ / t if t else 1.0, t_ideal, t_compute, t_memory,
+                     t_launch, t, losses, classify(losses, t_ideal, False), t_device=t_device, kernels=kernels)
+
+
 def _host_shape(layer: Layer, hw: HardwareProfile, prec: str, losses: dict) -> LayerCost:
     """Shape arithmetic the runtime redoes every inference: a CPU runtime executes it op by op on the
     cores that run the model (host_op_us per op, else the dispatch cost); an accelerator's host runs
@@ -964,6 +1011,24 @@ def _score_all(layers: list[Layer], hw: HardwareProfile, precision, resident: bo
     return out
 
 
+def weights_fit(hw: HardwareProfile, nbytes: int) -> bool:
+    """Whether ``nbytes`` of weights stay on chip between two reads: a GPU's L2 as far as its library
+    leaves room; an eighth of a CPU's cache (the activations and other data share it)."""
+    if not hw.onchip_mb:
+        return False
+    if hw.kind == "gpu":
+        from dnnperf import gpu
+
+        return nbytes <= hw.onchip_mb * 1e6 * gpu.library_of(hw).l2_usable_fraction
+    return nbytes <= hw.onchip_mb * 1e6 / 8
+
+
+def _distinct_weights(w: Workload) -> int:
+    """Weight bytes a layer holds: a control-flow layer's body parts once each, however often it runs
+    them."""
+    return sum(pw.weight_bytes for _, pw, _ in w.parts) if w.parts else w.weight_bytes
+
+
 def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_bytes: int, arena: int = 0,
           repeated: int = 0) -> Score:
     """Score every layer and total the network. ``arena``: the activation bytes live at once at the
@@ -976,11 +1041,9 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
     board = hw
     if hw.kind == "gpu":
         hw, _ = gpu.board_share(hw, settings.batch)
-    distinct = max(sum(l.workload.weight_bytes for l in layers) - repeated, 0)  # each weight once
-    if hw.kind == "gpu":
-        resident = bool(hw.onchip_mb) and distinct <= hw.onchip_mb * 1e6 * gpu.library_of(hw).l2_usable_fraction
-    else:
-        resident = bool(hw.onchip_mb) and distinct <= hw.onchip_mb * 1e6 / 8
+    # each weight once (a loop body's once, not once per run)
+    distinct = max(sum(_distinct_weights(l.workload) for l in layers) - repeated, 0)
+    resident = weights_fit(hw, distinct)
     # what one inference reads and writes: every weight once, every activation it writes
     footprint = distinct + sum(l.workload.bytes_written for l in layers)
     reach = distinct + arena if arena else 0

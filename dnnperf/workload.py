@@ -52,6 +52,10 @@ class Workload:
     operands: str = ""  # an integer product's data x weight element types ('u8s8', vocab.INT8_OPERANDS)
     loop_items: int = 0  # a loop kernel's steps when they are not its parallel_work (a Gather's picked blocks)
     rereads: int = 0  # a broadcasting binary op: bytes its kernel reads again from cache (an operand read at every span)
+    # control flow (If, Loop, Scan): the body's nodes, each (op type, its workload, how many times it runs),
+    # scored each as the kernel it is (scoring._control), and the times a Loop or Scan body starts
+    parts: tuple = ()
+    iterations: int = 0
 
     @property
     def ops(self) -> int:
@@ -80,6 +84,8 @@ class Workload:
         """The same work repeated ``factor`` times (loop bodies, scan steps)."""
         return replace(
             self,
+            parts=tuple((op, w, n * factor) for op, w, n in self.parts),
+            iterations=self.iterations * factor,
             macs=self.macs * factor,
             other_ops=self.other_ops * factor,
             act_bytes_read=self.act_bytes_read * factor,

@@ -535,7 +535,7 @@ def test_the_fixed_kernel_cost_by_hand():
 def test_every_fixed_cost_chain_is_what_it_claims():
     """Each chain is FIXED_CHAIN kernels of its family in dnnperf's own costing (a chain read as
     another family would set the wrong figure; the recurrent one is one LSTM of FIXED_CHAIN steps,
-    a step being one of its kernels), and the time taken off a chain before an efficiency is read is
+    a step being one of its kernels; the control one a Scan of FIXED_CHAIN runs of one Add), and the time taken off a chain before an efficiency is read is
     that many fixed costs."""
     from dnnperf.measure.calibrate import inspect_micro, micro_costs
     from dnnperf.measure.micro import FIXED_CHAIN, FIXED_FAMILIES, _fixed_chain
@@ -547,6 +547,13 @@ def test_every_fixed_cost_chain_is_what_it_claims():
         rows = [r for r in inspect_micro(mb.model).rows if r.workload is not None and r.workload.launches]
         # FIXED_CHAIN kernels of the family: as many nodes, or one recurrent op of as many steps
         assert {r.workload.family for r in rows} == {fam} and sum(r.workload.launches for r in rows) == FIXED_CHAIN, fam
+        if fam == "control":  # one Scan running its body of one Add FIXED_CHAIN times
+            assert len(rows) == 1 and rows[0].workload.iterations == FIXED_CHAIN
+            assert [(op, pw.family, n) for op, pw, n in rows[0].workload.parts] == [("Add", "elementwise", FIXED_CHAIN)]
+            # each iteration pays the loop's fixed time and its Add the elementwise one
+            hw3 = profile_from_dict({**base, "kernel_fixed_us": {"control": 2.0, "elementwise": 0.5}}, "x")
+            assert micro_costs(mb.model, hw3)[1] == pytest.approx(FIXED_CHAIN * 2.5e-6)
+            continue
         assert len(rows) == (1 if fam == "rnn" else FIXED_CHAIN), fam
         hw2 = profile_from_dict({**base, "kernel_fixed_us": {fam: 2.0}}, "x")
         assert micro_costs(mb.model, hw2)[1] == pytest.approx(FIXED_CHAIN * 2.0e-6), fam

@@ -254,10 +254,16 @@ def _figures(table, threads: int | None, times: dict, reorders: list, kernels, i
 
     bare = profile_from_dict(profile, "calibration")
     # the recurrent family's entry is one op of FIXED_CHAIN steps: no dispatch between its "kernels"
-    profile["kernel_fixed_us"] = {
+    fixed = profile["kernel_fixed_us"] = {
         mb.key: _sig(fixed_us(times[mb.name], times["dispatch_1"], predict_micro(mb.model, bare),
                               0.0 if mb.key == "rnn" else dispatch_us, FIXED_CHAIN))
-        for mb in table if mb.role == "fixed"}
+        for mb in table if mb.role == "fixed" and mb.key != "control"}
+    # a loop's per iteration: what its FIXED_CHAIN runs of one Add took beyond their Adds (each a dispatch
+    # and the elementwise family's fixed time)
+    for mb in (mb for mb in table if mb.role == "fixed" and mb.key == "control"):
+        adds = FIXED_CHAIN * fixed.get("elementwise", 0.0) * 1e-6
+        fixed["control"] = _sig(fixed_us(times[mb.name], times["dispatch_1"], predict_micro(mb.model, bare) + adds,
+                                         dispatch_us, FIXED_CHAIN))
     # the peak is the fastest rate a dense kernel reached: the runtime's blocked convolution kernel can
     # outrun the GEMMs it is read from (reference VM: the 64 -> 64 3 x 3 convolution at 56 x 56 at 222
     # GFLOP/s in the node profiler, the 1024^3 GEMM at 182 and the 197 x 768 x 3072 one at 194). Read
@@ -529,8 +535,7 @@ def micro_costs(m, hw, fusion: str = "none", image: bool = False) -> tuple[float
     insp = inspect_micro(m)
     sc = analyze(insp, hw, Settings(fusion=fusion), with_fixes=False).score
     roof = sum(c.time_s - c.t_launch for c in sc.layers) + hw.launch_overhead_us * 1e-6
-    fixed = sum(c.layer.workload.launches * hw.kernel_fixed_us.get(c.layer.workload.family, 0.0)
-                for c in sc.layers) * 1e-6
+    fixed = sum(_fixed_us(c.layer.workload, hw) for c in sc.layers) * 1e-6
     cold_s = 0.0
     if image:
         layers = [c.layer for c in sc.layers]
@@ -538,6 +543,14 @@ def micro_costs(m, hw, fusion: str = "none", image: bool = False) -> tuple[float
         cold_s = sum(rules.cold_start_time(cold[la.name], la.workload.act_bytes_read + la.workload.bytes_written,
                                            sc.weight_reach, hw) for la in layers if la.name in cold)
     return roof, fixed, cold_s
+
+
+def _fixed_us(w, hw) -> float:
+    """The fixed kernel time (us) the estimate charges ``w``: its launches at its family's figure; a
+    control-flow layer's body parts theirs, and each iteration the loop's."""
+    if w.parts:
+        return sum(n * _fixed_us(pw, hw) for _, pw, n in w.parts) + w.iterations * hw.kernel_fixed_us.get("control", 0.0)
+    return w.launches * hw.kernel_fixed_us.get(w.family, 0.0)
 
 
 def predict_micro(m, hw, fusion: str = "none") -> float:

@@ -790,10 +790,12 @@ def _pool(name: str, ch: int, side: int, role: str, key: str = "") -> Micro:
 # (each reads the one before), so small that their arithmetic is negligible. ONNX Runtime's threaded
 # kernels (its blocked-layout convolutions and pooling, LayerNormalization) pay a fork and join of
 # the thread pool and their set-up whatever their size: on a 2-core VM a 16-channel 7 x 7 1 x 1
-# convolution took 2.7 us against 0.3 us for a tiny Relu
+# convolution took 2.7 us against 0.3 us for a tiny Relu. "control": a Scan of FIXED_CHAIN runs of a body
+# of one Add as the elementwise chain's (its fixed time per iteration: slicing the scanned input, running
+# the body's executor, stacking the output)
 FIXED_CHAIN = 24
 FIXED_FAMILIES = ("conv", "depthwise_conv", "grouped_conv", "pool", "norm", "matmul", "elementwise", "softmax",
-                  "movement", "rnn")
+                  "movement", "rnn", "control")
 
 
 # Resize's loop (vocab.LOOP_KERNELS) timed on (channels, side, factor): 64 x 56 x 56 upsampled 2x
@@ -881,6 +883,13 @@ def _fixed_chain(family: str) -> Micro:
         model = _model([helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=8)], [_vi("x", [FIXED_CHAIN, 1, 8])],
                        [_vi("y", None)], [_w("w", [1, 32, 8], rng=rng, scale=0.3), _w("r", [1, 32, 8], rng=rng, scale=0.3)])
         return Micro("fixed_rnn", model, {"x": x}, "fixed", "rnn")
+    if family == "control":
+        x = rng.standard_normal((FIXED_CHAIN, 1, 16, 7, 7)).astype(np.float32)
+        body = helper.make_graph([helper.make_node("Add", ["xi", "w"], ["yi"])], "body", [_vi("xi", [1, 16, 7, 7])],
+                                 [_vi("yi", [1, 16, 7, 7])])
+        model = _model([helper.make_node("Scan", ["x"], ["y"], body=body, num_scan_inputs=1)],
+                       [_vi("x", list(x.shape))], [_vi("y", None)], [_w("w", [1, 16, 7, 7], rng=rng)])
+        return Micro("fixed_control", model, {"x": x}, "fixed", "control")
     nodes, inits = [], []
     for i in range(FIXED_CHAIN):
         x, y = ("x" if i == 0 else f"t{i - 1}"), ("y" if i == FIXED_CHAIN - 1 else f"t{i}")

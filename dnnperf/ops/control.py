@@ -1,4 +1,6 @@
-"""Control flow: the cost of If/Loop/Scan is the cost of the subgraphs they run.
+"""Control flow: the cost of If/Loop/Scan is the cost of the subgraphs they run, each body node costed
+as the kernel it is (``Workload.parts``, scored one by one) and each run of a Loop or Scan body counted
+(``Workload.iterations``: a CPU runtime's fixed cost per iteration, ``kernel_fixed_us`` "control").
 
 If: the branch taken when the condition folds at load time, else the dearer branch. Loop: body x
 trip count when the trip count is a constant or a scan output's length is known (one value per
@@ -21,7 +23,7 @@ def _body(graph, label: str) -> Workload:
     unknown trip count, an If's dearer branch, an output at its upper bound) in the note, so the
     enclosing node is flagged too."""
     total = Workload(family="control", launches=0)
-    notes = []
+    notes, parts, inner = [], [], 0
     for n in graph.nodes:
         try:
             w = cost_node(graph, n)
@@ -30,10 +32,22 @@ def _body(graph, label: str) -> Workload:
         if w.note:
             notes.append(f"{label} node '{n.name}' ({n.op_type}): {w.note}")
         total = total + w
+        if w.parts:  # a nested If, Loop or Scan: its own parts, as many times as it runs them
+            parts += w.parts
+            inner += w.iterations
+        else:
+            parts.append((n.op_type, w, 1))
     return Workload(family="control", dtype=total.dtype, macs=total.macs, other_ops=total.other_ops,
                     act_bytes_read=total.act_bytes_read, weight_bytes=total.weight_bytes,
                     bytes_written=total.bytes_written, parallel_work=total.parallel_work,
-                    gemm=total.gemm, launches=total.launches, note="; ".join(notes))
+                    gemm=total.gemm, launches=total.launches, note="; ".join(notes), parts=tuple(parts),
+                    iterations=inner)
+
+
+def _runs(w: Workload, trips: int) -> Workload:
+    """A Loop or Scan body (``_body``) run ``trips`` times: each run is one iteration more, besides the
+    iterations of the loops nested in it."""
+    return replace(w, iterations=w.iterations + 1).scaled(trips)
 
 
 def _noted(w: Workload, note: str) -> Workload:
@@ -66,16 +80,16 @@ def loop(ctx: Ctx):
     if m is not None and m.size == 1 and 0 <= int(m.reshape(-1)[0]) < 2**31:
         trips = int(m.reshape(-1)[0])
         if trips > 1 and _may_stop_early(ctx, body):
-            return _noted(w.scaled(trips), f"costed at its maximum trip count {trips} (an upper bound): its "
+            return _noted(_runs(w, trips), f"costed at its maximum trip count {trips} (an upper bound): its "
                                            "condition, computed at run time, may end it earlier")
-        return w.scaled(trips)
+        return _runs(w, trips)
     # a scan output stacks one value per iteration that ran: its length is the trip count
     n_state = len(ctx.node.inputs) - 2
     for o in ctx.node.outputs[n_state:]:
         t = ctx.graph.tensors.get(o) if o else None
         if t is not None and t.shape:
-            return w.scaled(t.shape[0])
-    return _noted(w, "unknown trip count: costed as ONE iteration (a lower bound)" + _trip_hint(ctx))
+            return _runs(w, t.shape[0])
+    return _noted(_runs(w, 1), "unknown trip count: costed as ONE iteration (a lower bound)" + _trip_hint(ctx))
 
 
 def _may_stop_early(ctx, body) -> bool:
@@ -129,8 +143,7 @@ def scan(ctx: Ctx):
     ax = int(axes[0])
     if not -len(first) <= ax < len(first):
         raise Unsupported(f"Scan input axis {ax} is out of range for a rank-{len(first)} input")
-    steps = first[ax]
-    return w.scaled(steps)
+    return _runs(w, first[ax])
 
 
 def sequence_map(ctx: Ctx):
@@ -140,7 +153,7 @@ def sequence_map(ctx: Ctx):
     if body is None:
         raise Unsupported("SequenceMap without body")
     w = _body(body, "SequenceMap body")
-    return _noted(w, "unknown trip count (sequence length): costed as ONE iteration (a lower bound)")
+    return _noted(_runs(w, 1), "unknown trip count (sequence length): costed as ONE iteration (a lower bound)")
 
 
 register({"If": if_, "Loop": loop, "Scan": scan, "SequenceMap": sequence_map})
