@@ -273,13 +273,14 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     (``RUNTIME_KERNELS``), the pass a fused activation makes over a blocked convolution's output
     (``epilogue_ns``), convolutions reading fewer channels than one block (``conv.rgb``: a network's first
     layer, a squeeze-excite's expansion; ``conv.rgb_k1`` for 1 x 1 ones where the calibration could time
-    one), layout conversions (``layout.reorder``) and loops over outputs (``loop_ns``) at their pace; a profile
+    one), layout conversions (``layout.reorder``), loops over outputs (``loop_ns``) and the ops timed for a
+    figure of their own (``vocab.OWN_OP_FIGURES``, and those priced with one: ``OP_PRICED_AS``) at their pace; a profile
     calibrated before one of them was timed has no figure for it, and its layers take a general figure
     instead: say so."""
     from collections import Counter
 
     from dnnperf.efficiency import epilogue_activations, narrow_k1_timed, reads_image
-    from dnnperf.vocab import BROADCAST_SPANS, LOOP_KERNELS, RUNTIME_KERNEL_PRICED_AS, RUNTIME_KERNELS
+    from dnnperf.vocab import BROADCAST_SPANS, LOOP_KERNELS, OP_PRICED_AS, OWN_OP_FIGURES, RUNTIME_KERNELS
 
     if not hw.bandwidth_curve:
         return None
@@ -287,8 +288,10 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     for c in sc.layers:
         op = c.layer.op_type
         if op in RUNTIME_KERNELS and op not in hw.op_efficiency:  # (a kernel timed later: its twin's figure)
-            alias = RUNTIME_KERNEL_PRICED_AS.get(op)
+            alias = OP_PRICED_AS.get(op)
             missing[f"{op}, priced with its {alias} figure" if alias in hw.op_efficiency else op] += 1
+        elif (op in OWN_OP_FIGURES or op in OP_PRICED_AS) and OP_PRICED_AS.get(op, op) not in hw.op_efficiency:
+            missing[op] += 1
         for act in epilogue_activations(c.layer, hw):
             if act not in hw.epilogue_ns:
                 missing[f"{act} pass after a convolution"] += 1

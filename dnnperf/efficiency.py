@@ -22,7 +22,7 @@ from dnnperf import rules
 from dnnperf.hardware import HardwareProfile
 from dnnperf.ir import DTYPE_BITS
 from dnnperf.qdq import MATRIX_OPS as QDQ_MATRIX_OPS
-from dnnperf.vocab import BROADCAST_SPANS, EPILOGUE_ACTIVATIONS, RUNTIME_KERNEL_PRICED_AS
+from dnnperf.vocab import BROADCAST_SPANS, EPILOGUE_ACTIVATIONS, OP_PRICED_AS
 from dnnperf.workload import PRECISION_OF_DTYPE, Workload
 
 if TYPE_CHECKING:
@@ -137,10 +137,11 @@ def _pointwise_blocks(g, hw: HardwareProfile) -> float:
 
 
 def _op_or(layer: Layer, hw: HardwareProfile, eff: float) -> float:
-    """An op-type figure (e.g. Pow) replaces the family's for a single op; a fused group keeps it."""
+    """An op-type figure (e.g. Pow) replaces the family's for a single op; a fused group keeps it. An
+    op that runs the same loop as a timed one takes its figure (``vocab.OP_PRICED_AS``)."""
     if "+" not in layer.op_type and layer.op_type in hw.op_efficiency:  # one op, or one kernel the runtime makes
         return hw.op_efficiency[layer.op_type]
-    alias = RUNTIME_KERNEL_PRICED_AS.get(layer.op_type)
+    alias = OP_PRICED_AS.get(layer.op_type)
     return hw.op_efficiency[alias] if alias in hw.op_efficiency else eff
 
 

@@ -77,6 +77,14 @@ RUNTIME_KERNEL_NAMES = {"FastGelu": ("FastGelu", "GPT2Gelu")}
 # the calibrated kernel a profile timed before this one existed prices it (one pass, one transcendental
 # per element: the tanh GELU as the erf one)
 RUNTIME_KERNEL_PRICED_AS = {"FastGelu": "Gelu"}
+# ONNX Runtime's CPU reductions without a vector fast path: ReduceSumSquare, ReduceL1, ReduceLogSum and
+# ReduceProd go through the same generic loop as ReduceL2 and take what it takes an element (0.15-0.5 ns on a
+# 2-core EPYC VM over rows of 20 to 2,000, against 0.03-0.09 for ReduceSum / Mean / Max / Min): priced with
+# its calibrated figure (op_efficiency ReduceL2)
+OP_PRICED_AS = {**RUNTIME_KERNEL_PRICED_AS, "ReduceSumSquare": "ReduceL2", "ReduceL1": "ReduceL2",
+                "ReduceLogSum": "ReduceL2", "ReduceProd": "ReduceL2"}
+# ops outside the elementwise op table (measure.micro.OP_MICRO) that calibrate times for an op_efficiency of their own
+OWN_OP_FIGURES = ("ReduceL2", "Where")
 # the activations ONNX Runtime's CPU convolutions and GEMMs fuse (dnnperf.fusion.CPU_CONV_ACTIVATIONS)
 # that are applied in a pass of their own over the finished output (Relu is applied in the kernel's
 # loop): what a profile's epilogue_ns may name, and what calibrate times
@@ -91,14 +99,15 @@ EPILOGUE_ACTIVATIONS = ("Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Sigmoi
 # broadcasts a last axis of one element 23-25 an input element; PRelu 2.0-2.8 an element, whatever its
 # slope's shape; a tree ensemble 2.1-4.5 ns a level of a row's walk down one tree, 10 to 200 trees of 3
 # to 12 levels, 4,096 rows; an SVM's kernels 0.5 ns a term, one support vector's one feature for one row;
-# an LRN 12 ns an element, AlexNet's and GoogLeNet's at 0.2 to 0.6 M elements):
+# an LRN 12 ns an element, AlexNet's and GoogLeNet's at 0.2 to 0.6 M elements; a ReduceLogSumExp 2.0-2.4 ns
+# an input element, an exponential each, over rows of 20 to 2,000):
 # what a profile's loop_ns may name (Workload.kernel), per step of the layer's work
 # (Workload.loop_items, else Workload.parallel_work: outputs, a scatter's updates, a Gather's blocks), and
 # what calibrate times. BROADCAST_SPANS is the one figure added to a kernel's time instead of replacing it
 LOOP_KERNELS = ("Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements", "QLinearConcat",
                 "QLinearAveragePool", "Transpose.elements", "Slice.strided", "Gather.blocks", "CumSum.last",
                 "DepthToSpace", "SpaceToDepth", "ArgMax", "Expand.fill", "PRelu", "TreeEnsemble.level", "SVM.term",
-                "LRN", "Broadcast.span")
+                "LRN", "ReduceLogSumExp", "Broadcast.span")
 # a binary op whose inputs broadcast is run by ONNX Runtime as one call of its vector loop per span (the
 # innermost run of axes over which neither input changes between broadcast and not: a bias of 96 added
 # to [4096, 96] is 4,096 spans of 96): each span costs a fixed time on top of the stream (2-core EPYC VM,

@@ -568,7 +568,8 @@ def micro_models(quick: bool) -> list[Micro]:
              "SpaceToDepth": (helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2), m56, []),
              "ArgMax": (helper.make_node("ArgMax", ["x"], ["y"], axis=1), m56, []),
              "Expand.fill": (helper.make_node("Expand", ["x", "s"], ["y"]), (runs, 1), [_ints("s", [runs, run])]),
-             "PRelu": (helper.make_node("PRelu", ["x", "slope"], ["y"]), m56, [_w("slope", [64, 1, 1])])}
+             "PRelu": (helper.make_node("PRelu", ["x", "slope"], ["y"]), m56, [_w("slope", [64, 1, 1])]),
+             "ReduceLogSumExp": (helper.make_node("ReduceLogSumExp", ["x"], ["y"], axes=[1]), m56, [])}
     for key, (node, shape, consts) in loops.items():
         y = _vi("y", None, 7 if key == "ArgMax" else 1)  # ArgMax writes int64 indices
         x = x56 if shape == m56 else rng.standard_normal(shape).astype(np.float32)
@@ -817,11 +818,12 @@ EXPAND_FILL = (9408, 32)  # runs, run length
 # the element loops' steps per run (their loop_items, else outputs): that Transpose; on a 64 x 56 x 56 map
 # a Slice taking every other column, a Gather of 28 columns (blocks of one), a running sum along the rows,
 # 2 x 2 pixel shuffles both ways, an ArgMax over the channels (its inputs, as a segmentation head's over
-# its classes); that Expand (its inputs); a PRelu with a slope per channel
+# its classes); that Expand (its inputs); a PRelu with a slope per channel; a ReduceLogSumExp over the
+# channels (its inputs)
 ELEMENT_LOOPS = {"Transpose.elements": int(np.prod(TRANSPOSE_LOOP[0])), "Slice.strided": 64 * 56 * 28,
                  "Gather.blocks": 64 * 56 * 28, "CumSum.last": 64 * 56 * 56, "DepthToSpace": 64 * 56 * 56,
                  "SpaceToDepth": 64 * 56 * 56, "ArgMax": 64 * 56 * 56, "Expand.fill": EXPAND_FILL[0],
-                 "PRelu": 64 * 56 * 56}
+                 "PRelu": 64 * 56 * 56, "ReduceLogSumExp": 64 * 56 * 56}
 
 
 def loop_elements(key: str = "Resize") -> int:

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from dnnperf.ir import taken_branch_label
 from dnnperf.ops import Ctx, Unsupported, cost_node, register
-from dnnperf.workload import Workload
+from dnnperf.workload import FREE_FAMILIES, Workload
 
 
 def _body(graph, label: str) -> Workload:
@@ -31,6 +31,7 @@ def _body(graph, label: str) -> Workload:
             raise Unsupported(f"{label} node '{n.name}': {exc}") from None
         if w.note:
             notes.append(f"{label} node '{n.name}' ({n.op_type}): {w.note}")
+        w = _output_copy(graph, n, w)
         total = total + w
         if w.parts:  # a nested If, Loop or Scan: its own parts, as many times as it runs them
             parts += w.parts
@@ -42,6 +43,21 @@ def _body(graph, label: str) -> Workload:
                     bytes_written=total.bytes_written, parallel_work=total.parallel_work,
                     gemm=total.gemm, launches=total.launches, note="; ".join(notes), parts=tuple(parts),
                     iterations=inner)
+
+
+def _output_copy(graph, node, w: Workload) -> Workload:
+    """An Identity that writes one of a body's outputs is a copy: a runtime cannot remove it as it
+    removes one in the main graph (the body hands each run's outputs over in buffers of their own).
+    ONNX Runtime copies the 40 KB state of skl2onnx's k-nearest-neighbours Scan at every one of its
+    iterations (a [512, 20] batch)."""
+    if node.op_type != "Identity" or w.family not in FREE_FAMILIES or not node.outputs \
+            or node.outputs[0] not in graph.outputs:
+        return w
+    t = graph.tensors.get(node.outputs[0])
+    if t is None or not t.nbytes:
+        return w
+    return Workload("movement", dtype=t.dtype, act_bytes_read=t.nbytes, bytes_written=t.nbytes,
+                    parallel_work=t.numel or 1)
 
 
 def _runs(w: Workload, trips: int) -> Workload:

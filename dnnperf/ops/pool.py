@@ -26,8 +26,11 @@ def global_pool(ctx: Ctx):
 
 
 def reduce(ctx: Ctx):
+    """One op an input element. ONNX Runtime's ReduceLogSumExp evaluates an exponential for each in a
+    scalar loop (2.0-2.4 ns an element on a 2-core EPYC VM, 30x a ReduceSum): loop kernel 'ReduceLogSumExp'."""
     n = ctx.in_numel(0)
-    return ctx.workload("reduce", other=n, parallel=n)
+    kernel = "ReduceLogSumExp" if ctx.node.op_type == "ReduceLogSumExp" else ""
+    return ctx.workload("reduce", other=n, parallel=n, kernel=kernel)
 
 
 def argmax(ctx: Ctx):
