@@ -177,6 +177,27 @@ def test_validate_tiny_model(tmp_path, local_profile):
         sum(r["measured_s"] for r in d["layers"]) + sum(d["kernels_unmatched"].values()), rel=1e-3)
 
 
+def test_string_inputs_are_fed_strings(tmp_path):
+    """A category encoder's string input was fed random floats, which ONNX Runtime refused ("Unexpected
+    input data type"): validate could not run skl2onnx's ordinal or one-hot encoders at all. It gets
+    short words, in the declared shape, and the model runs."""
+    import onnxruntime as ort
+    from onnx import TensorProto as T
+    from onnx import helper
+
+    from dnnperf.measure.ort import feeds_for
+    from helpers import model, vi
+
+    enc = helper.make_node("LabelEncoder", ["s"], ["y"], domain="ai.onnx.ml", keys_strings=["a", "b"],
+                           values_int64s=[1, 2], default_int64=0)
+    m = model([enc], [vi("s", [4, 3], T.STRING)], [vi("y", [4, 3], T.INT64)], extra_opsets=(("ai.onnx.ml", 2),))
+    path = save(m, tmp_path)
+    feeds = feeds_for(load_graph(path, ShapeOverrides()))
+    assert feeds["s"].shape == (4, 3) and all(isinstance(v, str) and v for v in feeds["s"].ravel())
+    (y,) = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert y.shape == (4, 3) and set(y.ravel()) <= {0, 1, 2}
+
+
 def test_validate_runs_the_values_it_estimated_and_states_its_assumptions(tmp_path, local_profile):
     from dnnperf.measure.ort import feeds_for
     from helpers import counted_loop_model

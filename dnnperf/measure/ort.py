@@ -267,6 +267,9 @@ def feeds_for(graph) -> dict:
             feeds[name] = rng.standard_normal(t.shape).astype(np.float16)
         elif t.dtype == "bool":
             feeds[name] = np.ones(t.shape, dtype=bool)
+        elif t.dtype == "string":  # words of a text or a category's labels: short lowercase ones
+            words = np.array(["a", "b", "c", "the", "quick", "brown", "fox", "x", "y", "z"], dtype=object)
+            feeds[name] = rng.choice(words, size=t.shape)
         else:
             feeds[name] = rng.standard_normal(t.shape).astype(np.float32)
     return feeds
