@@ -53,14 +53,26 @@ def weight_inputs_note(names: list[str]) -> str:
 
 def batch_axes(model, weights: set[str], nodes) -> dict[str, int]:
     """Which dim of each model input is its batch: 0, except for inputs fed straight into a recurrent
-    op with layout 0 (sequence-first: [seq, batch, features]), whose batch is dim 1. ``nodes``: the
-    main graph's nodes (NodeProtos or their views)."""
+    op with layout 0 (sequence-first: [seq, batch, features]), whose batch is dim 1, and for a sequence
+    of rank 3 or more a Scan steps through along dim 0 (a recurrent cell written as a Scan, time-major
+    as its ONNX ops are): dim 1, the batch of each step's slice. ``nodes``: the main graph's nodes
+    (NodeProtos or their views)."""
     axes = {}
     inputs = {i.name for i in model.graph.input if i.name not in weights}
+    ranks = {i.name: len(type_shape(i.type)[0] or ()) for i in model.graph.input if i.name in inputs}
     for n in nodes:
-        if n.op_type in ("LSTM", "GRU", "RNN") and n.domain in ("", "ai.onnx") and n.input and n.input[0] in inputs:
+        if n.domain not in ("", "ai.onnx") or not n.input:
+            continue
+        if n.op_type in ("LSTM", "GRU", "RNN") and n.input[0] in inputs:
             layout = next((a.i for a in n.attribute if a.name == "layout"), 0)
             axes[n.input[0]] = 0 if layout else 1
+        elif n.op_type == "Scan":
+            n_scan = next((a.i for a in n.attribute if a.name == "num_scan_inputs"), 0)
+            along = next((list(a.ints) for a in n.attribute if a.name == "scan_input_axes"), [])
+            scanned = n.input[len(n.input) - n_scan:] if 0 < n_scan <= len(n.input) else []
+            for k, name in enumerate(scanned):
+                if name in inputs and ranks.get(name, 0) >= 3 and (along[k] if k < len(along) else 0) == 0:
+                    axes[name] = 1
     return axes
 
 
