@@ -4,12 +4,9 @@ way a runtime fuses them (``dnnperf.fusion``), with the precision what-if applie
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from dnnperf.errors import DnnperfError
 from dnnperf.inspection import Inspection, Row
-from dnnperf.scoring import Layer, with_precision
-from dnnperf.vocab import CPU_VIEW_KERNELS
+from dnnperf.scoring import Layer, cpu_dispatched, with_precision
 from dnnperf.workload import Workload
 
 RESHAPES = frozenset({"Reshape", "Flatten"})
@@ -52,9 +49,8 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
 
     def make(row: Row) -> Layer:
         w = row.workload if row.node.name not in absorbed else Workload("view", row.workload.dtype, launches=0)
-        if not chains and w is row.workload and w.family == "view" and row.node.op_type in CPU_VIEW_KERNELS \
-                and row.node.name not in merged:
-            w = replace(w, launches=1)  # ONNX Runtime dispatches it as any other node (scoring: one dispatch)
+        if not chains and w is row.workload and row.node.name not in merged:
+            w = cpu_dispatched(row.node.op_type, w)  # ONNX Runtime dispatches a view as any other node
         if precision:
             w = with_precision(w, precision)
         c = cands.get(row.node.name)

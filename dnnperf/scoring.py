@@ -894,12 +894,12 @@ def _control(layer: Layer, hw: HardwareProfile, precision: str | None, prec: str
     network's context (``context``: weight residency, runtime, footprint, reach, arena). A CPU
     runtime's loop also pays a fixed cost per iteration (``kernel_fixed_us`` "control", calibrated on a
     Scan of one tiny Add: ONNX Runtime slices the inputs and runs the body's executor each time,
-    0.6-0.9 us on a 2-core EPYC VM, about three dispatches), a launch overhead. The layer's unit is the
+    0.31 us on a 2-core EPYC VM, under one and a half dispatches), a launch overhead. The layer's unit is the
     one its costliest part runs on; occupancy and tile fit are the parts' time-weighted means."""
     parts = layer.workload.parts
     if layer.workload.iterations > 1:  # from the second run on, a body reads the weights it read one run before
         weights_resident, runtime, footprint, _, _ = context
-        body_weights = sum(pw.weight_bytes for _, pw, _ in parts)
+        body_weights = _distinct_weights(layer.workload)
         body_arena = sum(pw.bytes_written for _, pw, _ in parts)
         context = (weights_resident or weights_fit(hw, body_weights), runtime, footprint, body_weights + body_arena,
                    body_arena)
@@ -908,8 +908,8 @@ def _control(layer: Layer, hw: HardwareProfile, precision: str | None, prec: str
     for op, pw, n in parts:
         if precision:
             pw = with_precision(pw, precision)
-        if hw.kind == "cpu" and pw.family == "view" and op in CPU_VIEW_KERNELS:
-            pw = replace(pw, launches=1)  # ONNX Runtime dispatches it (dnnperf.layers)
+        if hw.kind == "cpu":
+            pw = cpu_dispatched(op, pw)
         c = score_layer(Layer(layer.name, op, layer.nodes, pw, None), hw, precision, *context)
         t += n * c.time_s
         t_ideal += n * c.t_ideal
@@ -1009,6 +1009,12 @@ def _score_all(layers: list[Layer], hw: HardwareProfile, precision, resident: bo
             c.layer, c.losses, c.fixes = l, dict(hit.losses), []
         out.append(c)
     return out
+
+
+def cpu_dispatched(op_type: str, w: Workload) -> Workload:
+    """A view ONNX Runtime's CPU provider dispatches as any other node (``vocab.CPU_VIEW_KERNELS``: a
+    Reshape, a Transpose of size-1 axes): one launch, its dispatch only."""
+    return replace(w, launches=1) if w.family == "view" and op_type in CPU_VIEW_KERNELS else w
 
 
 def weights_fit(hw: HardwareProfile, nbytes: int) -> bool:
