@@ -9,7 +9,8 @@ fast kernel: 289 us against 93-125 us measured (ONNX Runtime, 2-core VM).
 
 Only a branch that can stand in the graph as it is: every node's outputs resolved, no control flow
 left inside it (nested Ifs that are known are inlined first), and each of its outputs made by one of
-its own nodes (renamed to the If's output). Anything else stays a control-flow node, costed as before.
+its own nodes (renamed to the If's output). Anything else stays a control-flow node: its branch's nodes
+are still scored each as its kernel (``scoring._control``), but as one layer, fused with nothing around it.
 """
 
 from __future__ import annotations
