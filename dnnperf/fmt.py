@@ -5,15 +5,18 @@ from __future__ import annotations
 
 
 def t(s: float | None) -> str:
+    # each unit from 0.9995 of it: 999.7 us reads "1 ms", never "1e+03 us" (three digits round up)
     if s is None:
         return "-"
     if s == 0:
         return "0"
-    if s >= 1:
+    if s >= 999.5:
+        return f"{s:,.0f} s"
+    if s >= 0.9995:
         return f"{s:.3g} s"
-    if s >= 1e-3:
+    if s >= 0.9995e-3:
         return f"{s * 1e3:.3g} ms"
-    if s >= 1e-6:
+    if s >= 0.9995e-6:
         return f"{s * 1e6:.3g} us"
     return f"{s * 1e9:.3g} ns"
 
@@ -21,8 +24,8 @@ def t(s: float | None) -> str:
 def b(n: float | None) -> str:
     if n is None:
         return "-"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= scale:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= 0.9995 * scale:  # 999.7 MB reads "1 GB", never "1e+03 MB"
             return f"{n / scale:.3g} {unit}"
     return f"{int(n)} B"
 
@@ -31,7 +34,7 @@ def count(n: float | None) -> str:
     if n is None:
         return "-"
     for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= scale:
+        if n >= 0.99995 * scale:  # 999.96 K reads "1 M", never "1e+03 K"
             return f"{n / scale:.4g} {unit}"
     return f"{int(n)}"
 

@@ -204,6 +204,17 @@ def test_counts_keep_a_space_before_their_unit():
     assert counted(12_850_000, "MACs") == "12.85 MMACs" and counted(4.089e9, "MACs") == "4.089 GMACs"
 
 
+def test_a_figure_just_under_a_unit_boundary_takes_the_larger_unit():
+    """A fix text said "92.1 us -> 1e+03 us" for 999.7 us (rounding to three digits came after the unit
+    was picked); sizes and counts had the same flaw. Expected strings by hand."""
+    from dnnperf.fmt import b, count, t
+
+    assert t(999.7e-6) == "1 ms" and t(999.7e-9) == "1 us" and t(0.9997) == "1 s" and t(961.9e-6) == "962 us"
+    assert t(4321.0) == "4,321 s" and t(12.34e-3) == "12.3 ms"
+    assert b(999.7e6) == "1 GB" and b(999.7e3) == "1 MB" and b(1.6e12) == "1.6 TB" and b(999) == "999 B"
+    assert count(999_960) == "1 M" and count(4_089_000_000) == "4.089 G" and count(999) == "999"
+
+
 def test_every_command_with_shape_flags_has_all_of_them():
     """--dim, --input-shape and --value mean the same thing everywhere: a command that takes one takes
     all three (compare, sweep, plot, report, baseline, lut, shapes, diff and validate lacked some); one
