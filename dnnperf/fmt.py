@@ -39,6 +39,12 @@ def count(n: float | None) -> str:
     return f"{int(n)}"
 
 
+def rate(x: float) -> str:
+    """A per-second figure (throughput, tokens/s): four digits below 10,000, a prefixed count above
+    ("7.613 M", where ``:.4g`` printed "7.613e+06")."""
+    return f"{x:.4g}" if x < 9999.5 else count(x)
+
+
 def counted(n: float | None, unit: str) -> str:
     """``count`` with its unit: "12.85 MMACs", "500 MACs" (never "500MACs")."""
     c = count(n)

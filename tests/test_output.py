@@ -215,6 +215,24 @@ def test_a_figure_just_under_a_unit_boundary_takes_the_larger_unit():
     assert count(999_960) == "1 M" and count(4_089_000_000) == "4.089 G" and count(999) == "999"
 
 
+def test_a_throughput_above_ten_thousand_reads_as_a_prefixed_count(tmp_path):
+    """A small model's throughput printed "7.613e+06/s"; per-second figures are four digits below
+    10,000 and a prefixed count above. Expected strings by hand; the table's header line uses it."""
+    from dnnperf.fmt import rate
+
+    assert rate(881.34) == "881.3" and rate(9999.4) == "9999" and rate(7_613_000) == "7.613 M" and rate(12_345) == "12.35 K"
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])])
+    path = tmp_path / "tiny.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    r = invoke("analyze", str(path), "--hw", "v100", "-q")
+    assert r.exit_code == 0 and "e+0" not in r.stdout and " K/s" in r.stdout
+
+
 def test_every_command_with_shape_flags_has_all_of_them():
     """--dim, --input-shape and --value mean the same thing everywhere: a command that takes one takes
     all three (compare, sweep, plot, report, baseline, lut, shapes, diff and validate lacked some); one

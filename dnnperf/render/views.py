@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dnnperf.fmt import b, count, counted, pct, peak_basis, shape, t
+from dnnperf.fmt import b, count, counted, pct, peak_basis, rate, shape, t
 
 
 @dataclass
@@ -67,7 +67,7 @@ def report_blocks(d: dict, top: int = 10) -> list:
     lines += [
         f"{d['model']['name']} on {hw['title']}  (batch {st['batch']}, precision {st['precision']}, fusion {st['fusion']}"
         + (f", runtime {st['runtime']})" if hw.get("kind") == "gpu" else ")"),
-        f"estimated latency {t(tot['latency_s'])}   throughput {tot['throughput_per_s']:.4g}/s   "
+        f"estimated latency {t(tot['latency_s'])}   throughput {rate(tot['throughput_per_s'])}/s   "
         f"{counted(tot['macs'], 'MACs')}  {b(tot['bytes'])} moved  {tot['launches']} launches"
         + (f" ({tot['kernels']} device kernels)" if tot.get("kernels", tot["launches"]) != tot["launches"] else ""),
         f"quoted {hw['peak_tops']:g} TOP/s {hw['peak_precision']}; this model reaches {tot['achieved_tops']:.3g} TOP/s "
@@ -116,17 +116,17 @@ def _llm_block(m: dict) -> Lines:
     if "prefill" in m:
         p = m["prefill"]
         out.append(f"prefill {p['prompt']} tokens x batch {m['batch']}: time to first token {t(p['ttft_s'])}, "
-                   f"{p['tokens_per_s']:.4g} prompt tokens/s, {p['achieved_tops']:.3g} TOP/s, {p['bound']}-bound")
+                   f"{rate(p['tokens_per_s'])} prompt tokens/s, {p['achieved_tops']:.3g} TOP/s, {p['bound']}-bound")
     if "decode" in m:
         q = m["decode"]
         out.append(f"decode at context {q['context']} x batch {m['batch']}: {t(q['latency_s'])} per output token = "
-                   f"{q['tokens_per_s_per_sequence']:.4g} tokens/s per sequence, {q['tokens_per_s']:.4g} tokens/s in total, "
+                   f"{rate(q['tokens_per_s_per_sequence'])} tokens/s per sequence, {rate(q['tokens_per_s'])} tokens/s in total, "
                    f"{q['achieved_tops']:.3g} TOP/s, {q['bound']}-bound")
     if "end_to_end" in m:
         e = m["end_to_end"]
         out.append(f"request of {e['prompt']} prompt + {e['generate']} output tokens: {t(e['seconds'])} end to end "
                    f"({t(e['mean_time_per_output_token_s'])} per output token on average, "
-                   f"{e['output_tokens_per_s']:.4g} output tokens/s in total)")
+                   f"{rate(e['output_tokens_per_s'])} output tokens/s in total)")
     mem, kv = m["memory"], m["kv_cache"]
     cap = f" of {b(mem['device_bytes'])}" if mem.get("device_bytes") else ""
     out.append(f"memory: weights {b(mem['weights_bytes'])} + KV cache {b(kv['bytes'])} ({kv['tokens']} tokens x batch "
@@ -237,7 +237,7 @@ def _totals(doc) -> list:
 
 def _compare(doc) -> list:
     d = doc.data
-    rows = [[r["hardware"], t(r["latency_s"]), f"{r['throughput_per_s']:.4g}",
+    rows = [[r["hardware"], t(r["latency_s"]), rate(r['throughput_per_s']),
              f"{r['achieved_tops']:.3g} / {r.get('peak_basis_tops', r['peak_tops']):g}", pct(r["fraction_of_peak"]),
              pct(r["mean_occupancy"]),
              "unpriced" if r["cost_per_million_usd"] is None else f"{r['cost_per_million_usd']:.3g}",
@@ -262,7 +262,7 @@ def _compare(doc) -> list:
 def _sweep(doc) -> list:
     d = doc.data
     rows = [[r["precision"] if r.get("runs_as", r["precision"]) == r["precision"] else f"{r['precision']} ({r['runs_as']})",
-             str(r["batch"]), t(r["latency_s"]), f"{r['throughput_per_s']:.4g}", pct(r["mean_occupancy"]),
+             str(r["batch"]), t(r["latency_s"]), rate(r['throughput_per_s']), pct(r["mean_occupancy"]),
              f"{r['achieved_tops']:.3g}", pct(r["fraction_of_peak"]), r["top_cause"]] for r in d["rows"]]
     stops = "; ".join(f"{p}: {'batch ' + str(x) if x else 'not within the swept range'}"
                       for p, x in d["starvation_ends_at_batch"].items())
@@ -274,15 +274,15 @@ def _sweep(doc) -> list:
 
 def _llm_sweep(doc) -> list:
     d = doc.data
-    rows = [[str(r["batch"]), str(r["context"]), t(r["latency_s"]), f"{r['tokens_per_s']:.4g}",
-             f"{r['tokens_per_s_per_sequence']:.4g}", f"{r['achieved_tops']:.3g}", r["bound"], b(r["kv_cache_bytes"]),
+    rows = [[str(r["batch"]), str(r["context"]), t(r["latency_s"]), rate(r['tokens_per_s']),
+             rate(r['tokens_per_s_per_sequence']), f"{r['achieved_tops']:.3g}", r["bound"], b(r["kv_cache_bytes"]),
              b(r["needed_bytes"]), {True: "yes", False: "NO", None: "-"}[r["fits"]]] for r in d["rows"]]
     s = d["summary"]
     lines = [f"decode turns compute-bound at batch {s['compute_bound_from_batch']}" if s["compute_bound_from_batch"]
              else "memory- or overhead-bound over the whole swept range",
              f"memory holds up to batch {s['fits_up_to_batch']}" if s["fits_up_to_batch"] is not None
              else "the device's memory size is not in the profile",
-             f"best total throughput that fits: {s['best_tokens_per_s']:.4g} tokens/s at batch {s['best_batch']}"
+             f"best total throughput that fits: {rate(s['best_tokens_per_s'])} tokens/s at batch {s['best_batch']}"
              if s["best_batch"] else "no swept batch fits in memory"]
     return [Tab(f"{d['model']} on {d['hardware']}: {d['phase']} sweep (tokens/s: per step x batch)",
                 ["batch", "context", "step", "tokens/s", "per sequence", "TOP/s", "bound", "KV cache", "needs", "fits"],
