@@ -16,6 +16,7 @@ module would import that test from the other.
 from __future__ import annotations
 
 import math
+from math import prod
 from typing import TYPE_CHECKING
 
 from dnnperf import rules
@@ -425,8 +426,15 @@ def serial_pieces_share(w: Workload) -> float:
     total = sum(w.pieces)
     if not total:
         return 0.0
-    limit = PARALLEL_COPY_CYCLES / (1.0 + 2 * 11 / 64 * DTYPE_BITS.get(w.dtype, 32) / 8)
-    return sum(p for p in w.pieces if p < limit) / total
+    return sum(p for p in w.pieces if one_thread(p, w.dtype)) / total
+
+
+def one_thread(elements: int, dtype: str) -> bool:
+    """Whether ONNX Runtime's thread pool runs a loop over ``elements`` (a copy, an elementwise op's
+    spans) on the calling thread alone: it splits a loop only when Eigen's cost model puts it at
+    PARALLEL_COPY_CYCLES or more (one cycle per element, 11/64 per byte read and per byte written;
+    88,000 float32 elements)."""
+    return elements * (1.0 + 2 * 11 / 64 * DTYPE_BITS.get(dtype, 32) / 8) < PARALLEL_COPY_CYCLES
 
 
 def serial_curve(w: Workload, hw: HardwareProfile):
@@ -475,11 +483,18 @@ def broadcast_span_time(layer: Layer, hw: HardwareProfile, paced: float) -> floa
     pace the layer streams its own bytes: the 768-wide bias add took what an Add of two [512, 768]
     tensors takes (26 against 27 us), not the two thirds its bytes say. Out of cache the stream from
     memory hides those reads. A fused group has no such loop (its anchor's kernel applies the op); a
-    profile without the figure (calibrated before it, or not calibrated) prices none of it."""
+    profile without the figure (calibrated before it, or not calibrated) prices none of it.
+
+    The figure is timed on 393,216 elements, which the runtime splits over all its threads; an op too
+    small to be split (``one_thread``) makes every call on one thread: the spans cost the profile's
+    threads times the figure. A [4096, 20] minus a [20] row on the 2-core VM: 48 us an op (a chain of
+    16) where the threads' figure said 33; [512, 20]: 6.7 us against 4.4."""
     w = layer.workload
     if w.kernel != BROADCAST_SPANS or "+" in layer.op_type or BROADCAST_SPANS not in hw.loop_ns:
         return 0.0
     t = w.loop_items * hw.loop_ns[BROADCAST_SPANS] * 1e-9
+    if hw.compute_units > 1 and layer.output_shape and one_thread(prod(layer.output_shape), w.dtype):
+        t *= hw.compute_units
     moved = w.act_bytes_read + w.weight_bytes + w.bytes_written
     if w.rereads and moved and w.act_bytes_read + w.bytes_written <= (hw.onchip_mb or 0) * 1e6:
         t += paced * w.rereads / moved

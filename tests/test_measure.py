@@ -1261,6 +1261,45 @@ def test_a_broadcasting_add_pays_its_spans_on_a_calibrated_cpu(tmp_path):
     assert broadcast_span_ns({"span_16": 25e-6, "span_768": 26e-6}) is None  # no cost measured: no figure
 
 
+def test_a_broadcast_too_small_to_split_makes_its_spans_on_one_thread(tmp_path):
+    """ONNX Runtime splits a broadcasting op's spans over its threads only when Eigen's cost model puts
+    the loop at 210,000 cycles or more: (1 + 2 x 11/64 x 4) = 2.375 cycles a float32 element, so up to
+    210,000 / 2.375 = 88,421 elements it runs on the calling thread, every span on it. The span figure
+    is timed split over the profile's threads (393,216 elements): a [512, 20] minus a [20] row (10,240
+    elements) pays 512 spans x 2.85 ns x the profile's threads; a [8192, 20] one (163,840 elements,
+    split) 8,192 x 2.85 ns whatever the threads. (2-core EPYC VM, chains of 16: [512, 20] 6.7 us an op
+    and [4096, 20] 48 us, where the split figure said 4.4 and 33.)"""
+    from onnx import helper as h
+
+    from dnnperf.efficiency import one_thread
+    from helpers import model as mk
+    from helpers import numpy_scalar, vi
+
+    assert one_thread(88_421, "float32") and not one_thread(88_422, "float32")
+    assert one_thread(124_444, "float16") and not one_thread(124_445, "float16")  # 1.6875 cycles an element
+
+    def sub(rows):
+        m = mk([h.make_node("Sub", ["x", "r"], ["y"])], [vi("x", [rows, 20])], [vi("y", None)],
+               [numpy_scalar("r", np.ones(20))])
+        return inspect_model(save(m, tmp_path, f"sub{rows}.onnx"))
+
+    base = _cpu_avx2()
+    curve = {**base, "memory": {**base["memory"], "bandwidth_curve": {1: 50, 10: 40}}}
+    for threads in (2, 64):
+        par = {**curve["parallelism"], "compute_units": threads}
+        without = profile_from_dict({**curve, "parallelism": par}, "x")
+        timed = profile_from_dict({**curve, "parallelism": par, "loop_ns": {"Broadcast.span": 2.85}}, "x")
+        for rows, per_span in ((512, 2.85e-9 * threads), (8192, 2.85e-9)):
+            insp = sub(rows)
+            w = insp.rows[0].workload
+            assert (w.kernel, w.loop_items) == ("Broadcast.span", rows)
+            l0 = analyze(insp, without, Settings()).score.layers[0]
+            t1 = analyze(insp, timed, Settings()).score.layers[0].time_s
+            paced = l0.time_s - l0.t_launch
+            moved = w.act_bytes_read + w.weight_bytes + w.bytes_written
+            assert t1 - l0.time_s == pytest.approx(rows * per_span + paced * w.rereads / moved, rel=1e-6)
+
+
 def test_prelu_takes_its_calibrated_time_per_element(tmp_path):
     """ONNX Runtime's PRelu loops over its outputs at ~2 ns an element whatever its slope's shape (2-core
     EPYC VM, 393,216 elements: slope per channel 397 us, per element 787, scalar 787; dnnperf said 24-155
