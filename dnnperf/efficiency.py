@@ -16,7 +16,6 @@ module would import that test from the other.
 from __future__ import annotations
 
 import math
-from math import prod
 from typing import TYPE_CHECKING
 
 from dnnperf import rules
@@ -493,7 +492,7 @@ def broadcast_span_time(layer: Layer, hw: HardwareProfile, paced: float) -> floa
     if w.kernel != BROADCAST_SPANS or "+" in layer.op_type or BROADCAST_SPANS not in hw.loop_ns:
         return 0.0
     t = w.loop_items * hw.loop_ns[BROADCAST_SPANS] * 1e-9
-    if hw.compute_units > 1 and layer.output_shape and one_thread(prod(layer.output_shape), w.dtype):
+    if hw.compute_units > 1 and w.parallel_work and one_thread(w.parallel_work, w.dtype):  # its output elements
         t *= hw.compute_units
     moved = w.act_bytes_read + w.weight_bytes + w.bytes_written
     if w.rereads and moved and w.act_bytes_read + w.bytes_written <= (hw.onchip_mb or 0) * 1e6:
