@@ -157,6 +157,9 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     room = _memory_note(hw, sc)
     if room:
         notes.append(room)
+    waits = _host_waits_note(hw, sc)
+    if waits:
+        notes.append(waits)
     alt = {settings.fusion: sc.totals["latency_s"]}
     if what_if or with_fixes:  # the other fusion setting, scored for the report and the fusion fix
         other = "typical" if settings.fusion == "none" else "none"
@@ -186,6 +189,29 @@ def _engine_wider_note(sc: Score) -> str | None:
     return (f"{len(wider)} of {len(matrix)} matrix layers run in fp16, not {p}: a TensorRT engine built for {p} "
             f"also allows fp16 (as `trtexec --{p} --fp16` and NVIDIA's published {p} builds) and times both "
             f"kernels for every layer; on {sc.hw.name} these are faster in fp16")
+
+
+def _host_waits_note(hw: HardwareProfile, sc: Score) -> str | None:
+    """On a GPU, the times the host must read a device result before it can queue more work
+    (``Workload.host_waits``: NonZero / Unique / NonMaxSuppression output sizes, a Loop condition its
+    body computes, an If condition known only at run time), and how they are priced."""
+    if hw.kind != "gpu":
+        return None
+    held = [c for c in sc.layers if c.layer.workload.host_waits]
+    if not held:
+        return None
+    n = sum(c.layer.workload.host_waits for c in held)
+    ops = sorted({c.layer.op_type for c in held})
+    where = f"{n} time(s) the host reads a result back from the device before it can queue more work ({', '.join(ops[:4])}" \
+            f"{', ...' if len(ops) > 4 else ''}: an output size, a loop or branch condition)"
+    if sc.settings.runtime == "eager":
+        return (f"{where}: at each the host waits for the device to finish what it queued, then pays one call to copy "
+                f"the value ({hw.launch_overhead_us:g} us, the profile's launch figure), and the device idles until the "
+                "next kernel is queued; priced on the stream")
+    if sc.settings.runtime == "graph":
+        return (f"{where}: a captured CUDA graph cannot hold such a read, so the runtime splits the graph there or "
+                "runs that part eagerly; not priced (the estimate assumes one uninterrupted replay)")
+    return f"{where}: the engine resolves them inside, at synchronisations of its own; not priced"
 
 
 def _stem_note(hw: HardwareProfile, sc: Score) -> str | None:

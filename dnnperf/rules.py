@@ -306,7 +306,7 @@ def launch_time(launches: int, overhead_us: float) -> float:
     return launches * overhead_us * 1e-6
 
 
-def stream_timeline(device_s: list[float], host_s: list[float]) -> list[float]:
+def stream_timeline(device_s: list[float], host_s: list[float], waits: list[tuple[float, float]] | None = None) -> list[float]:
     """How much each kernel adds to an asynchronous device's timeline (a CUDA stream) when a host
     enqueues the kernels in order, kernel i costing the host ``host_s[i]`` and the device
     ``device_s[i]``: the host runs ahead, so kernel i starts at the later of the previous kernel's end
@@ -314,14 +314,25 @@ def stream_timeline(device_s: list[float], host_s: list[float]) -> list[float]:
     a backlog behind which the host's next launches are hidden; the device idles only when the host
     falls behind. The increments add up to the time the last kernel ends (at least the host's total,
     at least the device's). Example: device 10, 1, 1, 1, 1 us, host 5 us each: 15, 1, 1, 4, 5 us
-    (26 us; one max(device, host) per kernel would say 30)."""
+    (26 us; one max(device, host) per kernel would say 30).
+
+    ``waits[i]``: (before, after) host seconds of reading a result back from the device before kernel
+    i is queued or once it has run (0: none). At a wait the host stops until the device has finished
+    everything queued so far, then pays the read: its backlog is gone, and the next kernel starts only
+    once the host has queued it. Example: device 10, 10 us, host 5 us each, a 5 us read after the first:
+    15, 20 us (35: the second kernel waits for the read and its own launch; without the read 15, 10)."""
     out = []
     host = end = 0.0
-    for d, h in zip(device_s, host_s):
+    for i, (d, h) in enumerate(zip(device_s, host_s)):
+        before, after = waits[i] if waits else (0.0, 0.0)
+        if before:
+            host = max(host, end) + before
         host += h
         start = max(end, host)
         out.append((start - end) + d)  # exactly d when the device is the bottleneck
         end = start + d
+        if after:
+            host = max(host, end) + after
     return out
 
 

@@ -185,7 +185,7 @@ def with_precision(w: Workload, precision: str) -> Workload:
                     w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals, w.bias,
                     (w.step_reads * new_bits) // old_bits, w.kernel, w.taps,
                     w.operands if PRECISION_OF_DTYPE.get(new_dtype) == "int8" else "", w.loop_items,
-                    (w.rereads * new_bits) // old_bits, w.parts, w.iterations)
+                    (w.rereads * new_bits) // old_bits, w.parts, w.iterations, w.host_waits)
 
 
 # -- the loss steps ------------------------------------------------------------------------------
@@ -1055,7 +1055,7 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
     reach = distinct + arena if arena else 0
     costs = _score_all(layers, hw, settings.precision, resident, settings.runtime, footprint, reach, arena)
     if hw.kind == "gpu":
-        _queue_on_stream(costs)
+        _queue_on_stream(costs, rules.launch_time(1, hw.launch_overhead_us) if settings.runtime == "eager" else 0.0)
     compute_total = sum(c.time_s for c in costs)
     t_in = rules.transfer_time(input_bytes, hw.host_link_gbs)
     losses = {k: sum(c.losses[k] for c in costs) for k in LOSS_KEYS}
@@ -1133,7 +1133,7 @@ def _retime(c: LayerCost, t: float) -> bool:
     return True
 
 
-def _queue_on_stream(costs: list[LayerCost]) -> None:
+def _queue_on_stream(costs: list[LayerCost], read_s: float = 0.0) -> None:
     """A GPU runs the layers' kernels from a stream the host fills ahead of it (``rules.stream_timeline``):
     each layer's time becomes what it adds to the device's timeline, and its launch-overhead loss the
     part of that spent waiting for the host (none when a backlog hides the launch). Scoring a layer
@@ -1145,18 +1145,31 @@ def _queue_on_stream(costs: list[LayerCost]) -> None:
     enters the stream kernel by kernel: its first kernel runs once the host has queued it, not once the
     host has queued them all (an LSTM of 50 steps started after all 50 launches: its host time was
     charged on top of its device time). Its kernels share its device time and host cost equally (at most
-    ``_SPLIT_KERNELS`` of them, which the timeline converges to well before)."""
+    ``_SPLIT_KERNELS`` of them, which the timeline converges to well before).
+
+    ``read_s``: the host's cost of reading a value back from the device (one copy call; 0 for a
+    runtime with no host cost per kernel). A layer with ``Workload.host_waits`` makes the host wait for
+    the device that many times (``rules.stream_timeline``'s waits), spread evenly over its kernels
+    (split into as many, up to ``_SPLIT_WAITS``): after a device kernel whose output size it must learn
+    (NonZero) or a loop body that computes its own condition; before a host-side layer that reads the
+    device's results (NonMaxSuppression, Unique)."""
     live = [c for c in costs if c.time_s > 0]
-    device, host, owner = [], [], []
+    device, host, owner, waits = [], [], [], []
     for i, c in enumerate(live):
-        n = min(max(1, c.kernels), _SPLIT_KERNELS) if c.unit != "host" and c.t_launch > 0 else 1
-        d = (0.0 if c.unit == "host" else c.t_device) / n
+        reads = c.layer.workload.host_waits if read_s > 0 else 0
+        on_host = c.unit == "host"
+        n = min(max(1, c.kernels, reads), _SPLIT_WAITS if reads else _SPLIT_KERNELS) \
+            if not on_host and c.t_launch > 0 else 1
+        d = (0.0 if on_host else c.t_device) / n
         h = c.t_launch / n
         device.extend([d] * n)
         host.extend([h] * n)
         owner.extend([i] * n)
+        for j in range(n):  # piece j carries the waits that fall in it
+            k = (j + 1) * reads // n - j * reads // n
+            waits.append((k * read_s, 0.0) if on_host else (0.0, k * read_s))
     steps = [0.0] * len(live)
-    for i, t in zip(owner, rules.stream_timeline(device, host)):
+    for i, t in zip(owner, rules.stream_timeline(device, host, waits if any(a or b for a, b in waits) else None)):
         steps[i] += t
     for c, t in zip(live, steps):
         if _retime(c, t):
@@ -1164,6 +1177,7 @@ def _queue_on_stream(costs: list[LayerCost]) -> None:
 
 
 _SPLIT_KERNELS = 64
+_SPLIT_WAITS = 4096
 
 
 def unscored_floor(rows, tensors: dict, hw: HardwareProfile) -> float:

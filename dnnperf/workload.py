@@ -56,6 +56,10 @@ class Workload:
     # scored each as the kernel it is (scoring._control), and the times a Loop or Scan body starts
     parts: tuple = ()
     iterations: int = 0
+    # times the host must read a result back from the device before it can go on queueing work: an
+    # output size known only once computed (NonZero, Unique, NonMaxSuppression), a Loop condition the
+    # body computes (each iteration), an If condition known only at run time (scoring._queue_on_stream)
+    host_waits: int = 0
 
     @property
     def ops(self) -> int:
@@ -86,6 +90,7 @@ class Workload:
             self,
             parts=tuple((op, w, n * factor) for op, w, n in self.parts),
             iterations=self.iterations * factor,
+            host_waits=self.host_waits * factor,
             macs=self.macs * factor,
             other_ops=self.other_ops * factor,
             act_bytes_read=self.act_bytes_read * factor,
@@ -149,6 +154,7 @@ class Workload:
             launches=self.launches + other.launches,
             row=self.row or other.row,
             subnormals=self.subnormals + other.subnormals,
+            host_waits=self.host_waits + other.host_waits,
         )
 
 

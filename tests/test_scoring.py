@@ -754,13 +754,13 @@ def test_precision_what_if_keeps_every_workload_field():
                                                   "weight_bytes", "bytes_written", "parallel_work", "gemm",
                                                   "launches", "note", "conv", "row", "pieces", "subnormals", "bias",
                                                   "step_reads", "kernel", "taps", "operands", "loop_items",
-                                                  "rereads", "parts", "iterations"]
+                                                  "rereads", "parts", "iterations", "host_waits"]
     part = Workload("matmul", "float32", 5)
     w = Workload("conv", "float32", 10, 3, 400, 800, 200, 50, Gemm(2, 3, 4, 1), 2, "n", (1, 3, 3, 1, 1, False), 7,
-                 (5, 6), 9, True, 64, "Resize.linear", 0.5, "", 11, 96, (("MatMul", part, 3),), 4)
+                 (5, 6), 9, True, 64, "Resize.linear", 0.5, "", 11, 96, (("MatMul", part, 3),), 4, 6)
     h = with_precision(w, "fp16")
     # a loop's body parts stay as they are (scoring applies the precision to each when it scores them)
-    assert h.parts == (("MatMul", part, 3),) and h.iterations == 4
+    assert h.parts == (("MatMul", part, 3),) and h.iterations == 4 and h.host_waits == 6
     assert (h.dtype, h.act_bytes_read, h.weight_bytes, h.bytes_written) == ("float16", 200, 400, 100)
     assert h.step_reads == 32  # the recurrent weights read again each step are weights too
     assert h.rereads == 48  # a broadcast operand read again is bytes too
@@ -1141,6 +1141,74 @@ def test_each_iteration_of_a_loop_pays_the_calibrated_fixed_time(tmp_path):
     (a,), (b,) = ([c for c in s.layers if c.layer.op_type == "Loop"] for s in (plain, looped))
     assert b.time_s - a.time_s == pytest.approx(15 * 2e-6, rel=1e-9)
     assert b.losses["launch_overhead"] - a.losses["launch_overhead"] == pytest.approx(15 * 2e-6, rel=1e-9)
+
+
+def test_the_host_waits_for_the_device_where_it_must_read_a_result_back():
+    """rules.stream_timeline with a read: device 10, 10 us, host 5 us each, a 5 us read after the first
+    kernel: the first ends at 15 us; the host waits for it (15), reads (20), queues the second (25),
+    which ends at 35: increments 15 and 20 (without the read 15 and 10). A read before a kernel waits
+    for everything queued so far: device 10, 0 us, host 5, 5 us, a 5 us read before the second: the
+    host reaches 15 (end of the first) + 5 + 5 = 25: increments 15 and 10."""
+    from dnnperf.rules import stream_timeline
+
+    us = 1e-6
+    got = stream_timeline([10 * us, 10 * us], [5 * us, 5 * us], [(0.0, 5 * us), (0.0, 0.0)])
+    assert got == pytest.approx([15 * us, 20 * us])
+    assert stream_timeline([10 * us, 10 * us], [5 * us, 5 * us]) == pytest.approx([15 * us, 10 * us])
+    assert stream_timeline([10 * us, 0.0], [5 * us, 5 * us], [(0.0, 0.0), (5 * us, 0.0)]) == pytest.approx([15 * us, 10 * us])
+
+
+def test_reads_back_to_the_host_are_counted_and_priced_on_an_eager_gpu(tmp_path):
+    """The times a runtime must read a device result before it queues more (Workload.host_waits): a
+    NonZero's output size (1), a Loop whose body computes its condition (1 per iteration: 5), a Loop
+    that passes its condition through (0), an If whose condition is known only at run time (1). On a
+    T4, eager: the Relu after a NonZero starts once the host has waited for the NonZero, read the count
+    (one call at the 5 us launch figure) and queued the Relu: its time is the NonZero's end + 5 + its own
+    5 us launch, less nothing queued ahead (by hand from the layers' device and host times); under
+    --runtime graph nothing is priced and a note says so."""
+    from dnnperf.hardware import load_profile
+
+    big = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["nz"]),
+                             helper.make_node("Cast", ["nz"], ["f"], to=T.FLOAT), helper.make_node("Relu", ["f"], ["y"])],
+                            "g", [vi("x", [1, 64, 56, 56])], [vi("y", None)])
+    insp = inspect_model(save(helper.make_model(big, opset_imports=[helper.make_opsetid("", 17)]), tmp_path, "nz.onnx"))
+    assert [r.workload.host_waits for r in insp.rows] == [0, 1, 0, 0]
+
+    def loop(cond_node):
+        body = helper.make_graph([cond_node, helper.make_node("Add", ["s_in", "one"], ["s_out"])], "body",
+                                 [vi("i", [], T.INT64), vi("c_in", [], T.BOOL), vi("s_in", [1, 8])],
+                                 [vi("c_out", [], T.BOOL), vi("s_out", [1, 8])], [weight("one", [1, 8])])
+        m = model([helper.make_node("Loop", ["n", "c", "s0"], ["s"], body=body)], [vi("s0", [1, 8])], [vi("s", None)],
+                  [helper.make_tensor("n", T.INT64, [], [5]), helper.make_tensor("c", T.BOOL, [], [True])])
+        return inspect_model(save(m, tmp_path, "loop.onnx")).rows[0].workload
+
+    passed = loop(helper.make_node("Identity", ["c_in"], ["c_out"]))
+    computed = loop(helper.make_node("Greater", ["i", "i"], ["c_out"]))
+    assert (passed.iterations, passed.host_waits) == (5, 0) and (computed.iterations, computed.host_waits) == (5, 5)
+    branch = [helper.make_graph([helper.make_node(op, ["x"], ["o"])], op, [], [vi("o", [1, 8])]) for op in ("Relu", "Neg")]
+    iff = model([helper.make_node("If", ["flag"], ["y"], then_branch=branch[0], else_branch=branch[1])],
+                [vi("flag", [], T.BOOL), vi("x", [1, 8])], [vi("y", None)])
+    assert inspect_model(save(iff, tmp_path, "if.onnx")).rows[0].workload.host_waits == 1
+
+    t4 = load_profile("t4")
+    rep = analyze(insp, t4, Settings())
+    relu, nz, cast, relu2 = rep.score.layers
+    # each layer is one kernel here; by hand along the stream: the NonZero ends at e2, the host is at
+    # max(h1 + h2, e2) + read + the Cast's launch, the Cast starts there, the Relu after it
+    h = [c.t_launch for c in rep.score.layers]
+    d = [c.t_device for c in rep.score.layers]
+    assert all(x == pytest.approx(5e-6) for x in h)
+    e1 = h[0] + d[0]
+    e2 = max(e1, h[0] + h[1]) + d[1]
+    host = max(h[0] + h[1], e2) + 5e-6 + h[2]
+    e3 = max(e2, host) + d[2]
+    e4 = max(e3, host + h[3]) + d[3]
+    assert sum(c.time_s for c in rep.score.layers) == pytest.approx(e4, rel=1e-9)  # (the input's transfer aside)
+    assert cast.time_s == pytest.approx(e3 - e2, rel=1e-9)
+    assert any("1 time(s) the host reads a result back" in n and "priced on the stream" in n for n in rep.notes)
+    graph = analyze(insp, t4, Settings(runtime="graph"))
+    assert any("not priced" in n and "1 time(s) the host reads" in n for n in graph.notes)
+    assert not any("host reads" in n for n in analyze(insp, load_profile("cpu-avx2"), Settings()).notes)
 
 
 def test_a_loops_fixes_name_its_iterations_and_what_removes_them(tmp_path):

@@ -42,7 +42,7 @@ def _body(graph, label: str) -> Workload:
                     act_bytes_read=total.act_bytes_read, weight_bytes=total.weight_bytes,
                     bytes_written=total.bytes_written, parallel_work=total.parallel_work,
                     gemm=total.gemm, launches=total.launches, note="; ".join(notes), parts=tuple(parts),
-                    iterations=inner)
+                    iterations=inner, host_waits=total.host_waits)
 
 
 def _output_copy(graph, node, w: Workload) -> Workload:
@@ -60,10 +60,11 @@ def _output_copy(graph, node, w: Workload) -> Workload:
                     parallel_work=t.numel or 1)
 
 
-def _runs(w: Workload, trips: int) -> Workload:
+def _runs(w: Workload, trips: int, decides: bool = False) -> Workload:
     """A Loop or Scan body (``_body``) run ``trips`` times: each run is one iteration more, besides the
-    iterations of the loops nested in it."""
-    return replace(w, iterations=w.iterations + 1).scaled(trips)
+    iterations of the loops nested in it; ``decides``: the body computes the Loop's next condition,
+    which the runtime reads back after every run (``Workload.host_waits``)."""
+    return replace(w, iterations=w.iterations + 1, host_waits=w.host_waits + int(decides)).scaled(trips)
 
 
 def _noted(w: Workload, note: str) -> Workload:
@@ -81,6 +82,7 @@ def if_(ctx: Ctx):
     if not branches:
         raise Unsupported("If without branches")
     best = max(branches, key=lambda w: (w.ops, w.bytes_total))
+    best = replace(best, host_waits=best.host_waits + 1)  # the runtime reads the condition to pick the branch
     cond_name = ctx.node.inputs[0] if ctx.node.inputs else ""
     hint = (f"; give it with --value {cond_name}=1 or --value {cond_name}=0"
             if cond_name in ctx.graph.inputs and not ctx.graph.is_body else "")
@@ -92,31 +94,38 @@ def loop(ctx: Ctx):
     if body is None:
         raise Unsupported("Loop without body")
     w = _body(body, "Loop body")
+    decides = _body_decides(body)
     m = ctx.value(0)
     if m is not None and m.size == 1 and 0 <= int(m.reshape(-1)[0]) < 2**31:
         trips = int(m.reshape(-1)[0])
         if trips > 1 and _may_stop_early(ctx, body):
-            return _noted(_runs(w, trips), f"costed at its maximum trip count {trips} (an upper bound): its "
-                                           "condition, computed at run time, may end it earlier")
-        return _runs(w, trips)
+            return _noted(_runs(w, trips, decides),
+                          f"costed at its maximum trip count {trips} (an upper bound): its "
+                          "condition, computed at run time, may end it earlier")
+        return _runs(w, trips, decides)
     # a scan output stacks one value per iteration that ran: its length is the trip count
     n_state = len(ctx.node.inputs) - 2
     for o in ctx.node.outputs[n_state:]:
         t = ctx.graph.tensors.get(o) if o else None
         if t is not None and t.shape:
-            return _runs(w, t.shape[0])
-    return _noted(_runs(w, 1), "unknown trip count: costed as ONE iteration (a lower bound)" + _trip_hint(ctx))
+            return _runs(w, t.shape[0], decides)
+    return _noted(_runs(w, 1, decides), "unknown trip count: costed as ONE iteration (a lower bound)" + _trip_hint(ctx))
 
 
 def _may_stop_early(ctx, body) -> bool:
     """Whether a Loop's condition can end it before its trip count: its starting condition is not a
-    constant true, or the body computes the next one (a `for i in range(n)` export passes the condition
-    through, or writes a constant true)."""
+    constant true, or the body computes the next one (``_body_decides``)."""
     cond = ctx.node.inputs[1] if len(ctx.node.inputs) > 1 else ""
     if cond:
         v = ctx.value(1)
         if v is None or v.size != 1 or not bool(v.reshape(-1)[0]):
             return True
+    return _body_decides(body)
+
+
+def _body_decides(body) -> bool:
+    """Whether a Loop's body computes its next condition (a `while`), rather than passing its own
+    condition input through or writing a constant true (a `for i in range(n)` export)."""
     if len(body.inputs) < 2 or not body.outputs:
         return False
     out = body.outputs[0]

@@ -182,25 +182,28 @@ def nms(ctx: Ctx):
     pairs = b * c * n * max(n - 1, 0) // 2
     sort = int(b * c * n * max(log2(n), 1)) if n > 1 else b * c
     w = ctx.workload("host", other=12 * pairs + sort, parallel=max(1, b * c * n))
-    return _with_note(w, "data-dependent output: costed at its upper bound (every box kept)")
+    return _with_note(w, "data-dependent output: costed at its upper bound (every box kept)", waits=1)
 
 
 def unique(ctx: Ctx):
     """Unique: a sort of the input (n log n comparisons) and one pass; outputs at their upper bound."""
     n = ctx.in_numel(0)
     w = ctx.workload("host", other=int(n * max(log2(n), 1)) + n if n > 1 else 1)
-    return _with_note(w, "data-dependent output: costed at its upper bound (every element unique)")
+    return _with_note(w, "data-dependent output: costed at its upper bound (every element unique)", waits=1)
 
 
 def nonzero(ctx: Ctx):
     """NonZero: one pass over the input; its output (the indices) is costed at its upper bound."""
-    return _with_note(ctx.workload("movement"), "data-dependent output: costed at its upper bound (every element non-zero)")
+    return _with_note(ctx.workload("movement"), "data-dependent output: costed at its upper bound (every element non-zero)",
+                      waits=1)
 
 
-def _with_note(w, note: str):
+def _with_note(w, note: str, waits: int = 0):
+    """``w`` with ``note``; ``waits``: an output whose size the host learns only by reading it back
+    (``Workload.host_waits``)."""
     from dataclasses import replace
 
-    return replace(w, note=note)
+    return replace(w, note=note, host_waits=waits)
 
 
 def host_per_input(k: int):
