@@ -590,6 +590,10 @@ def model_fixes(report, alternatives=()) -> list[dict]:
         if sc.settings.runtime == "eager":
             how = "capture a CUDA graph or use a fusing runtime" if hw.kind == "gpu" else \
                 "fuse them (a fusing runtime, --fusion typical)"
+            reads = sum(c.layer.workload.host_waits for c in sc.layers) if hw.kind == "gpu" else 0
+            if reads:  # a captured graph cannot hold a read back to the host (api._host_waits_note)
+                how += (f" (a graph holds only the kernels between the model's {reads} read(s) back to the host: "
+                        "capture the network up to them, or move the data-dependent ops out of the model)")
             if hw.kind == "gpu":  # the host runs ahead of the device: only part of its time shows
                 host_total = sc.totals["launches"] * hw.launch_overhead_us * 1e-6
                 text = (f"{sc.totals['launches']} kernel launches x {hw.launch_overhead_us:g} us of host time "

@@ -1206,6 +1206,13 @@ def test_reads_back_to_the_host_are_counted_and_priced_on_an_eager_gpu(tmp_path)
     assert sum(c.time_s for c in rep.score.layers) == pytest.approx(e4, rel=1e-9)  # (the input's transfer aside)
     assert cast.time_s == pytest.approx(e3 - e2, rel=1e-9)
     assert any("1 time(s) the host reads a result back" in n and "priced on the stream" in n for n in rep.notes)
+    # the same four ops on 16 values are launch-bound: the graph the fix proposes holds only what lies
+    # between the reads
+    small = helper.make_graph(list(big.node), "g", [vi("x", [1, 16])], [vi("y", None)])
+    tiny = analyze(inspect_model(save(helper.make_model(small, opset_imports=[helper.make_opsetid("", 17)]), tmp_path,
+                                      "nz16.onnx")), t4, Settings())
+    fewer = [f["text"] for f in tiny.model_fixes if f["id"] == "fewer_launches"]
+    assert fewer and "between the model's 1 read(s) back to the host" in fewer[0], fewer
     graph = analyze(insp, t4, Settings(runtime="graph"))
     assert any("not priced" in n and "1 time(s) the host reads" in n for n in graph.notes)
     assert not any("host reads" in n for n in analyze(insp, load_profile("cpu-avx2"), Settings()).notes)
