@@ -692,6 +692,9 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
             continue
         if hw.price_per_hour is not None and (other.price_per_hour is None or other.price_per_hour >= hw.price_per_hour):
             continue
+        if hw.price_per_hour is None and _draws_more(other, hw):
+            continue
+        other = _same_host(other, hw)
         # cheap lower bound first: its launches plus all ops at its fastest unit
         best_rate = max(max(u.peak_tops.values()) for u in other.units) * 1e12
         if t["launches"] * other.launch_overhead_us * 1e-6 + t["ops"] / best_rate > lat * 1.10:
@@ -714,7 +717,33 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
         text += f" at {other.price_per_hour / hw.price_per_hour:.0%} of the price per hour"
     else:
         text += f" with {other.headline_tops:g} instead of {hw.headline_tops:g} quoted TOP/s"
+        a, b = hw.gpu.get("tdp_w"), other.gpu.get("tdp_w")
+        if a and b:
+            text += f", {float(b):g} W instead of {float(a):g} W"
     return text, None
+
+
+def _same_host(other, hw):
+    """``other`` as the user would run it: a discrete GPU swapped into the same server keeps the host and
+    the framework, so its per-kernel host cost is ``hw``'s (the h200 profile's 20 us is eager PyTorch's;
+    a K80 at its own 7 us looked faster for launching, not for computing). A GPU on a system-on-chip has
+    its own host CPU and keeps its own figure."""
+    from dataclasses import replace
+
+    from dnnperf import gpu
+
+    if hw.kind != "gpu" or other.kind != "gpu" or other.launch_overhead_us == hw.launch_overhead_us \
+            or gpu.library_of(hw).integrated or gpu.library_of(other).integrated:
+        return other
+    return replace(other, launch_overhead_us=hw.launch_overhead_us)
+
+
+def _draws_more(other, hw) -> bool:
+    """Whether ``other`` draws more power than ``hw`` by their stated board power (``gpu.tdp_w``):
+    without prices, a device drawing more is no downgrade, however few TOP/s it quotes (a 150 W K80 die
+    for a 15 W Jetson module). Unknown for either: not ruled out."""
+    a, b = hw.gpu.get("tdp_w"), other.gpu.get("tdp_w")
+    return bool(a and b and float(b) > float(a))
 
 
 def _entry(cat, fid, cause, text, saving):

@@ -62,6 +62,30 @@ def test_small_model_on_v100_gets_the_downgrade_advice(tmp_path):
     assert rep.score.totals["mean_occupancy"] < 0.5
 
 
+def test_a_downgrade_draws_no_more_power_and_keeps_the_users_host(tmp_path):
+    """Without prices, a device drawing more power is no downgrade: a 15 W Jetson module was told a
+    150 W K80 die ran its small CNN faster. A discrete GPU swapped in keeps the server and framework,
+    so it is scored with the current profile's host cost per kernel: the h200 profile's 20 us (eager
+    PyTorch) against the K80's own 7 us made the K80 look fast for launching. Expected: the K80's
+    estimate with 20 us a launch (its own profile, one field changed), and the board powers stated."""
+    from dataclasses import replace
+
+    from dnnperf.fmt import t as fmt_time
+    from dnnperf.scoring import score
+
+    insp = inspect_model(small_cnn(tmp_path), ShapeOverrides(batch=1))
+    k80, jetson, h200 = load_profile("k80"), load_profile("jetson-orin-nano"), load_profile("h200")
+    assert (jetson.gpu["tdp_w"], k80.gpu["tdp_w"], h200.gpu["tdp_w"]) == (15, 150, 700)
+    rep = analyze(insp, jetson, Settings(precision="int8"), alternatives=(k80,))
+    assert not [f for f in rep.model_fixes if f["id"] == "downgrade_hardware"]
+    rep = analyze(insp, h200, Settings(), alternatives=(k80,))
+    down = [f["text"] for f in rep.model_fixes if f["id"] == "downgrade_hardware"]
+    own = score([c.layer for c in rep.score.layers], replace(k80, launch_overhead_us=20.0), rep.score.settings,
+                insp.input_bytes, rep.score.arena, rep.score.repeated).totals["latency_s"]
+    # (a launch-bound network: on the same host the K80 is as fast, within the advice's 10%)
+    assert down and f"k80 is estimated at {fmt_time(own)}" in down[0] and "150 W instead of 700 W" in down[0], down
+
+
 def test_large_batch_does_not_get_the_downgrade_advice(tmp_path):
     p = small_cnn(tmp_path)
     rep = analyze(inspect_model(p, ShapeOverrides(batch=512)), load_profile("v100"), Settings())
