@@ -354,6 +354,7 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
                 subnormals=total.subnormals + w.subnormals, taps=total.taps,  # the anchor's MACs: its taps
                 operands=total.operands,  # ... and its integer kernel
                 kernel=total.kernel,  # ... and the runtime kernel it names (a 3-D convolution's)
+                loop_items=total.loop_items,  # ... and that kernel's steps (a MatMulNBits' weights)
                 host_waits=total.host_waits + w.host_waits,
             )
         if kernels.get(g[0][0].node.name) in NORM_KERNELS:  # a layer norm spelled as nodes: the norm op it becomes

@@ -45,8 +45,8 @@ from dnnperf.efficiency import (broadcast_span_time, depthwise_block_fill, epilo
                                 subnormal_time, thread_split)
 from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
-from dnnperf.vocab import (BROADCAST_SPANS, CPU_VIEW_KERNELS, FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, RUNTIME_KERNELS,
-                           Cause)
+from dnnperf.vocab import (BROADCAST_SPANS, CPU_VIEW_KERNELS, FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, NBITS_KERNELS,
+                           RUNTIME_KERNELS, Cause)
 from dnnperf.workload import DTYPE_OF_PRECISION, PRECISION_OF_DTYPE, Workload
 
 CAUSES = tuple(c.value for c in Cause)
@@ -352,9 +352,17 @@ def _paced(s: LayerState) -> float:
     past the cache keeps its in-cache pace and waits for DRAM on top of it. A kernel the runtime runs as
     one loop over its outputs (``loop_ns``: Resize) takes its calibrated time per output element."""
     w = s.w
-    loop = s.hw.loop_ns.get(w.kernel) if w.kernel and w.kernel != BROADCAST_SPANS and "+" not in s.layer.op_type \
-        else None
+    loop = s.hw.loop_ns.get(w.kernel) if w.kernel and w.kernel != BROADCAST_SPANS \
+        and ("+" not in s.layer.op_type or w.kernel in NBITS_KERNELS) else None
     items = w.loop_items or w.parallel_work
+    if loop and items and w.kernel in NBITS_KERNELS:
+        # ONNX Runtime's 4-bit product: its calibrated time per weight holds the unpacking, the products of
+        # a decoder's one row and the packed weights' stream from memory (timed past the cache), in place
+        # of the float32 roofline and its exposed traffic (which put the byte-product path at 1.25-1.97x
+        # its measured time); many rows (a prefill) are bound by the product's own math at the family's
+        # pace instead
+        math = s.t_compute * (2 * w.macs) / max(w.ops, 1)
+        return max(items * loop * 1e-9, math / family_efficiency(s.layer, s.hw))
     if loop and items:
         # ONNX Runtime's Resize computes each output element's source and weights in a loop, 0.58
         # (nearest) and 0.82 ns (linear) per element on a 2-core EPYC VM from 0.17 to 1.4 M outputs:

@@ -107,7 +107,13 @@ EPILOGUE_ACTIVATIONS = ("Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Sigmoi
 LOOP_KERNELS = ("Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements", "QLinearConcat",
                 "QLinearAveragePool", "Transpose.elements", "Slice.strided", "Gather.blocks", "CumSum.last",
                 "DepthToSpace", "SpaceToDepth", "ArgMax", "Expand.fill", "PRelu", "TreeEnsemble.level", "SVM.term",
-                "LRN", "ReduceLogSumExp", "Broadcast.span")
+                "LRN", "ReduceLogSumExp", "Broadcast.span", "MatMulNBits.fp32", "MatMulNBits.int8")
+# ONNX Runtime's CPU MatMulNBits (4-bit weights in blocks): its kernel unpacks and scales every weight on
+# each call, in float32 (accuracy_level 0-3) or after quantising the input to 8 bits (accuracy_level 4: byte
+# dot products), at a calibrated time per weight (K x N; a 2-core EPYC VM, one row, 2048 x 2048: 0.048 ns
+# in float32, 2.2x the float32 peak's estimate, 0.016 in int8); a bias added by the same kernel (a fused
+# MatMulNBits+Add) keeps the figure
+NBITS_KERNELS = ("MatMulNBits.fp32", "MatMulNBits.int8")
 # a binary op whose inputs broadcast is run by ONNX Runtime as one call of its vector loop per span (the
 # innermost run of axes over which neither input changes between broadcast and not: a bias of 96 added
 # to [4096, 96] is 4,096 spans of 96): each span costs a fixed time on top of the stream (2-core EPYC VM,

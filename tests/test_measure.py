@@ -49,7 +49,7 @@ def test_calibration_writes_a_valid_profile(local_profile):
                                "QLinearConcat", "QLinearAveragePool", "Transpose.elements", "Slice.strided",
                                "Gather.blocks", "CumSum.last", "DepthToSpace", "SpaceToDepth", "ArgMax",
                                "Expand.fill", "PRelu", "TreeEnsemble.level", "SVM.term", "LRN", "ReduceLogSumExp",
-                               "Broadcast.span"}
+                               "Broadcast.span", "MatMulNBits.fp32", "MatMulNBits.int8"}
     assert min(hw.loop_ns.values()) > 0
     # the ops slower per byte than an Add, the elementwise family's micro-benchmark, have figures of their own
     assert {"Sigmoid", "Max", "Min", "Floor", "LeakyRelu", "HardSwish", "Reciprocal", "Softsign"} <= set(hw.op_efficiency)
@@ -1298,6 +1298,53 @@ def test_a_broadcast_too_small_to_split_makes_its_spans_on_one_thread(tmp_path):
             paced = l0.time_s - l0.t_launch
             moved = w.act_bytes_read + w.weight_bytes + w.bytes_written
             assert t1 - l0.time_s == pytest.approx(rows * per_span + paced * w.rereads / moved, rel=1e-6)
+
+
+def test_matmul_nbits_takes_its_calibrated_time_per_weight(tmp_path):
+    """ONNX Runtime's CPU MatMulNBits unpacks and scales every 4-bit weight on each call: in float32
+    below accuracy_level 4, with byte products at 4 (a 2-core EPYC VM, one row: K = N = 2048 in 200 us
+    and 66 us where the float32 peak's estimate said 85; the 1024 / 4096 squares 2.2x slow alike in
+    float32). Its layer takes at least K x N x the calibrated ns a weight (``loop_ns``
+    'MatMulNBits.fp32' / '.int8'); a bias Add fused to it keeps the figure; a profile without the
+    figure says so. By hand: 2048 x 2048 x 0.05 ns = 209.7 us; x 0.016 ns = 67.1 us; calibrate times
+    one row through 4 products of 4096 x 4096 (67,108,864 weights, 42 MB packed: past the cache)."""
+    from onnx import TensorProto as TP
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    from dnnperf.measure.micro import loop_elements
+    from helpers import model as mk
+    from helpers import vi
+
+    assert loop_elements("MatMulNBits.fp32") == loop_elements("MatMulNBits.int8") == 4 * 4096 * 4096
+
+    def nbits(level, bias, bits=4):
+        attrs = dict(K=2048, N=2048, bits=bits, block_size=32)
+        if level is not None:
+            attrs["accuracy_level"] = level
+        nodes = [h.make_node("MatMulNBits", ["x", "qw", "sc"], ["m"], domain="com.microsoft", **attrs)]
+        nodes += [h.make_node("Add", ["m", "b"], ["y"])] if bias else [h.make_node("Relu", ["m"], ["y"])]
+        inits = [numpy_helper.from_array(np.zeros((2048, 64, 16), np.uint8), "qw"),
+                 numpy_helper.from_array(np.ones(2048 * 64, np.float32), "sc"),
+                 numpy_helper.from_array(np.ones(2048, np.float32), "b")]
+        m = mk(nodes, [vi("x", [1, 2048])], [vi("y", None)], inits, opset=17)
+        m.opset_import.append(h.make_opsetid("com.microsoft", 1))
+        return inspect_model(save(m, tmp_path, f"nb{level}{bias}{bits}.onnx"))
+
+    base = _cpu_avx2()
+    curve = {**base, "memory": {**base["memory"], "bandwidth_curve": {1: 50, 10: 40}}}
+    timed = profile_from_dict({**curve, "loop_ns": {"MatMulNBits.fp32": 0.05, "MatMulNBits.int8": 0.016}}, "x")
+    for level, key, ns in ((None, "MatMulNBits.fp32", 0.05), (0, "MatMulNBits.fp32", 0.05), (4, "MatMulNBits.int8", 0.016)):
+        insp = nbits(level, False)
+        w = insp.rows[0].workload
+        assert (w.kernel, w.loop_items) == (key, 2048 * 2048)
+        got = analyze(insp, timed, Settings()).score.layers[0]
+        assert got.time_s - got.t_launch == pytest.approx(2048 * 2048 * ns * 1e-9, rel=1e-6)
+    fused = analyze(nbits(None, True), timed, Settings(fusion="typical")).score.layers[0]
+    assert "+" in fused.layer.op_type and fused.time_s - fused.t_launch == pytest.approx(209.7152e-6, rel=1e-6)
+    assert nbits(4, False, bits=8).rows[0].workload.kernel == ""  # 8-bit weights: not the calibrated kernel
+    bare = analyze(nbits(4, False), profile_from_dict(curve, "x"), Settings())
+    assert any("MatMulNBits.int8 (a loop over its outputs) (1 layer)" in n for n in bare.notes), bare.notes
 
 
 def test_prelu_takes_its_calibrated_time_per_element(tmp_path):

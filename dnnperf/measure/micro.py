@@ -591,6 +591,20 @@ def micro_models(quick: bool) -> list[Micro]:
     out.append(Micro("loop_LRN", _model([helper.make_node("LRN", ["x"], ["y"], size=5, alpha=1e-4, beta=0.75, bias=1.0)],
                                         [_vi("x", list(LRN_SHAPE))], [_vi("y", None)]),
                      {"x": rng.standard_normal(LRN_SHAPE).astype(np.float32)}, "loop", "LRN"))
+    # ONNX Runtime's MatMulNBits on one row (a decoder's step): 4-bit weights in blocks of 32, a chain of
+    # NBITS_GEMV[0] products of K x N, their packed weights (42 MB) past the cache as a model's are,
+    # unpacked and scaled in float32 (accuracy_level 0) or multiplied as bytes (4)
+    layers, k_n, n_n = NBITS_GEMV
+    for key, level in (("MatMulNBits.fp32", 0), ("MatMulNBits.int8", 4)):
+        nodes, inits = [], []
+        for i in range(layers):
+            nodes.append(helper.make_node("MatMulNBits", ["x" if i == 0 else f"h{i}", f"qw{i}", f"sc{i}"],
+                                          ["y" if i == layers - 1 else f"h{i + 1}"], domain="com.microsoft", K=k_n,
+                                          N=n_n, bits=4, block_size=32, accuracy_level=level))
+            inits += [_w(f"qw{i}", [n_n, k_n // 32, 16], np.uint8, rng),
+                      _w(f"sc{i}", [n_n * (k_n // 32)], np.float32, rng, scale=0.01)]
+        out.append(Micro(f"loop_{key}", _model(nodes, [_vi("x", [1, k_n])], [_vi("y", None)], inits, contrib=True),
+                         {"x": rng.standard_normal((1, k_n)).astype(np.float32)}, "loop", key))
     for mode in ("nearest", "linear", "cubic"):
         out.append(Micro(f"loop_Resize.{mode}", _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode=mode)],
                                                        [_vi("x", [1, ch, side, side])], [_vi("y", None)],
@@ -808,8 +822,10 @@ QPOOL = (128, 56)  # QLinearAveragePool 2 x 2 / 2: channels, input side
 TREE_FOREST = (64, 8, 512)  # trees, levels (a leaf the last), rows: 262,144 levels walked
 SVM_SHAPE = (256, 32, 256)  # support vectors, features, rows: 2,097,152 terms
 LRN_SHAPE = (1, 32, 28, 28)  # 25,088 elements
+NBITS_GEMV = (4, 4096, 4096)  # MatMulNBits on one row: products chained, K, N (67,108,864 weights)
 # loops whose steps per run are the product of their shape's figures (trees x levels x rows, ...)
-SHAPED_LOOPS = {"TreeEnsemble.level": TREE_FOREST, "SVM.term": SVM_SHAPE, "LRN": LRN_SHAPE}
+SHAPED_LOOPS = {"TreeEnsemble.level": TREE_FOREST, "SVM.term": SVM_SHAPE, "LRN": LRN_SHAPE,
+                "MatMulNBits.fp32": NBITS_GEMV, "MatMulNBits.int8": NBITS_GEMV}
 # a permutation ONNX Runtime's CPU Transpose copies element by element (ops.movement.element_loop): no
 # single axis moved, the last axis moved (301,056 elements)
 TRANSPOSE_LOOP = ((16, 32, 49, 12), (2, 0, 3, 1))

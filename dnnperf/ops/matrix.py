@@ -236,7 +236,12 @@ def matmul_nbits(ctx: Ctx):
     m = 1
     for d in a[:-1]:
         m *= d
-    return ctx.workload("matmul", macs=m * n * k, other=2 * n * k, gemm=Gemm(m, n, k, 1))
+    # the CPU kernel's path for 4-bit weights, as calibrated (vocab.NBITS_KERNELS): int8 products at
+    # accuracy_level 4, float32 below; other widths keep the roofline
+    kernel = "" if int(ctx.attr("bits", 4)) != 4 else \
+        "MatMulNBits.int8" if int(ctx.attr("accuracy_level", 0)) == 4 else "MatMulNBits.fp32"
+    return ctx.workload("matmul", macs=m * n * k, other=2 * n * k, gemm=Gemm(m, n, k, 1), kernel=kernel,
+                        loop_items=n * k if kernel else 0)
 
 
 def _matmul_nbits_shape(attrs, ins, n_out):
