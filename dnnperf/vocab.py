@@ -110,8 +110,9 @@ LOOP_KERNELS = ("Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis
                 "LRN", "ReduceLogSumExp", "Broadcast.span", "MatMulNBits.fp32", "MatMulNBits.int8")
 # ONNX Runtime's CPU MatMulNBits (4-bit weights in blocks): its kernel unpacks and scales every weight on
 # each call, in float32 (accuracy_level 0-3) or after quantising the input to 8 bits (accuracy_level 4: byte
-# dot products), at a calibrated time per weight (K x N; a 2-core EPYC VM, one row, 2048 x 2048: 0.048 ns
-# in float32, 2.2x the float32 peak's estimate, 0.016 in int8); a bias added by the same kernel (a fused
+# dot products), at a calibrated time per weight (K x N; a 2-core EPYC VM, one row, 4096 x 4096 products
+# past the cache: 0.047-0.051 ns in float32, twice the float32 peak's estimate; 0.017-0.018 in int8;
+# 0.036 / 0.010 for 2048 x 2048 ones held in the cache); a bias added by the same kernel (a fused
 # MatMulNBits+Add) keeps the figure
 NBITS_KERNELS = ("MatMulNBits.fp32", "MatMulNBits.int8")
 # a binary op whose inputs broadcast is run by ONNX Runtime as one call of its vector loop per span (the
