@@ -1308,7 +1308,6 @@ def test_matmul_nbits_takes_its_calibrated_time_per_weight(tmp_path):
     'MatMulNBits.fp32' / '.int8'); a bias Add fused to it keeps the figure; a profile without the
     figure says so. By hand: 2048 x 2048 x 0.05 ns = 209.7 us; x 0.016 ns = 67.1 us; calibrate times
     one row through 4 products of 4096 x 4096 (67,108,864 weights, 42 MB packed: past the cache)."""
-    from onnx import TensorProto as TP
     from onnx import helper as h
     from onnx import numpy_helper
 
