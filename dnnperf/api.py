@@ -306,7 +306,7 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     from collections import Counter
 
     from dnnperf.efficiency import epilogue_activations, narrow_k1_timed, reads_image
-    from dnnperf.vocab import BROADCAST_SPANS, LOOP_KERNELS, OP_PRICED_AS, OWN_OP_FIGURES, RUNTIME_KERNELS
+    from dnnperf.vocab import BROADCAST_SPANS, LOOP_KERNELS, NBITS_KERNELS, OP_PRICED_AS, OWN_OP_FIGURES, RUNTIME_KERNELS
 
     if not hw.bandwidth_curve:
         return None
@@ -332,6 +332,7 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
             missing["layout conversion (timed only at a one-node model's edges)"] += 1
         if w.kernel in LOOP_KERNELS and w.kernel not in hw.loop_ns:
             missing["broadcasting binary op (its spans' fixed time)" if w.kernel == BROADCAST_SPANS
+                    else f"{w.kernel} (its time per weight)" if w.kernel in NBITS_KERNELS
                     else f"{w.kernel} (a loop over its outputs)"] += 1
     if not missing:
         return None

@@ -1343,7 +1343,7 @@ def test_matmul_nbits_takes_its_calibrated_time_per_weight(tmp_path):
     assert "+" in fused.layer.op_type and fused.time_s - fused.t_launch == pytest.approx(209.7152e-6, rel=1e-6)
     assert nbits(4, False, bits=8).rows[0].workload.kernel == ""  # 8-bit weights: not the calibrated kernel
     bare = analyze(nbits(4, False), profile_from_dict(curve, "x"), Settings())
-    assert any("MatMulNBits.int8 (a loop over its outputs) (1 layer)" in n for n in bare.notes), bare.notes
+    assert any("MatMulNBits.int8 (its time per weight) (1 layer)" in n for n in bare.notes), bare.notes
 
 
 def test_prelu_takes_its_calibrated_time_per_element(tmp_path):
