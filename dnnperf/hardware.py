@@ -71,10 +71,15 @@ SCHEMA = {
                               "'QLinearAveragePool', 'Transpose.elements' (a permutation copied element by element), "
                               "'Slice.strided', 'Gather.blocks', 'CumSum.last', 'DepthToSpace', 'SpaceToDepth', "
                               "'ArgMax' (an ArgMax or ArgMin, per input element), 'Expand.fill' (per input element of an "
-                              "Expand broadcasting a last axis of one), 'PRelu'; calibrated); the layer takes that or "
-                              "its roofline time, "
+                              "Expand broadcasting a last axis of one), 'PRelu', 'LRN', 'ReduceLogSumExp' (per input "
+                              "element), 'TreeEnsemble.level' (per level of a row's walk down a tree), 'SVM.term' (per "
+                              "support vector and feature of a row); calibrated); the layer takes that or its roofline "
+                              "time, "
                               "whichever is longer; default: the roofline at the family's efficiency. "
-                              "'Broadcast.span': ns per span of a broadcasting binary op's loop, added to its time"),
+                              "'Broadcast.span': ns per span of a broadcasting binary op's loop, added to its time. "
+                              "'MatMulNBits.fp32' / 'MatMulNBits.int8': ns per weight (K x N) of ONNX Runtime's 4-bit "
+                              "MatMulNBits below accuracy_level 4 / at 4, in place of its roofline and traffic (a product "
+                              "of many rows: its math, if longer)"),
     "host_link_gbs": ("num|null", False, "host -> device link for inputs in GB/s; null when inputs are already in "
                                          "memory (the default, noted as assumed)"),
     "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope); default 1, "
