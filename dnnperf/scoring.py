@@ -1162,9 +1162,11 @@ def _queue_on_stream(costs: list[LayerCost], read_s: float = 0.0) -> None:
     (NonZero) or a loop body that computes its own condition; before a host-side layer that reads the
     device's results (NonMaxSuppression, Unique)."""
     live = [c for c in costs if c.time_s > 0]
-    device, host, owner, waits = [], [], [], []
+    device, host, owner = [], [], []
+    # (before, after) host reads per kernel, built only for a network that has any
+    waits = [] if read_s > 0 and any(c.layer.workload.host_waits for c in live) else None
     for i, c in enumerate(live):
-        reads = c.layer.workload.host_waits if read_s > 0 else 0
+        reads = c.layer.workload.host_waits if waits is not None else 0
         on_host = c.unit == "host"
         n = min(max(1, c.kernels, reads), _SPLIT_WAITS if reads else _SPLIT_KERNELS) \
             if not on_host and c.t_launch > 0 else 1
@@ -1173,11 +1175,12 @@ def _queue_on_stream(costs: list[LayerCost], read_s: float = 0.0) -> None:
         device.extend([d] * n)
         host.extend([h] * n)
         owner.extend([i] * n)
-        for j in range(n):  # piece j carries the waits that fall in it
-            k = (j + 1) * reads // n - j * reads // n
-            waits.append((k * read_s, 0.0) if on_host else (0.0, k * read_s))
+        if waits is not None:
+            for j in range(n):  # piece j carries the reads that fall in it
+                k = (j + 1) * reads // n - j * reads // n
+                waits.append((k * read_s, 0.0) if on_host else (0.0, k * read_s))
     steps = [0.0] * len(live)
-    for i, t in zip(owner, rules.stream_timeline(device, host, waits if any(a or b for a, b in waits) else None)):
+    for i, t in zip(owner, rules.stream_timeline(device, host, waits)):
         steps[i] += t
     for c, t in zip(live, steps):
         if _retime(c, t):

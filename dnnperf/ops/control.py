@@ -98,7 +98,7 @@ def loop(ctx: Ctx):
     m = ctx.value(0)
     if m is not None and m.size == 1 and 0 <= int(m.reshape(-1)[0]) < 2**31:
         trips = int(m.reshape(-1)[0])
-        if trips > 1 and _may_stop_early(ctx, body):
+        if trips > 1 and _may_stop_early(ctx, decides):
             return _noted(_runs(w, trips, decides),
                           f"costed at its maximum trip count {trips} (an upper bound): its "
                           "condition, computed at run time, may end it earlier")
@@ -112,15 +112,15 @@ def loop(ctx: Ctx):
     return _noted(_runs(w, 1, decides), "unknown trip count: costed as ONE iteration (a lower bound)" + _trip_hint(ctx))
 
 
-def _may_stop_early(ctx, body) -> bool:
+def _may_stop_early(ctx, decides: bool) -> bool:
     """Whether a Loop's condition can end it before its trip count: its starting condition is not a
-    constant true, or the body computes the next one (``_body_decides``)."""
+    constant true, or the body computes the next one (``decides``: ``_body_decides``)."""
     cond = ctx.node.inputs[1] if len(ctx.node.inputs) > 1 else ""
     if cond:
         v = ctx.value(1)
         if v is None or v.size != 1 or not bool(v.reshape(-1)[0]):
             return True
-    return _body_decides(body)
+    return decides
 
 
 def _body_decides(body) -> bool:
