@@ -672,7 +672,7 @@ def _model_precision(report, hw) -> str | None:
 def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
     """When the model starves a big device, the cheapest of ``alternatives`` of the same kind that is
     estimated within 10% of its latency (by price when both have one, else by quoted peak)."""
-    from dnnperf.scoring import score
+    from dnnperf.scoring import distinct_weights, score
 
     sc = report.score
     hw = sc.hw
@@ -681,6 +681,8 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
     if lat <= 0 or (t["mean_occupancy"] >= 0.5 and t["fraction_of_peak"] >= 0.05):
         return None  # (nothing scored and no input to move: no time to compare against)
     layers = [c.layer for c in sc.layers]
+    # the weights the model holds, each once (the memory a candidate must have before it is worth scoring)
+    held = max(sum(distinct_weights(l.workload) for l in layers) - sc.repeated, 0)
     best = None
     if callable(alternatives):  # only a device of the same kind quoting fewer TOP/s is a candidate
         alternatives = alternatives(hw.kind, hw.headline_tops)
@@ -694,6 +696,8 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
             continue
         if hw.price_per_hour is None and _draws_more(other, hw):
             continue
+        if other.dram_gb and held > other.dram_gb * 1e9:
+            continue  # its memory cannot hold the weights (a 70B decoder's 141 GB for a 24 GB L4)
         other = _same_host(other, hw)
         # cheap lower bound first: its launches plus all ops at its fastest unit
         best_rate = max(max(u.peak_tops.values()) for u in other.units) * 1e12

@@ -907,7 +907,7 @@ def _control(layer: Layer, hw: HardwareProfile, precision: str | None, prec: str
     parts = layer.workload.parts
     if layer.workload.iterations > 1:  # from the second run on, a body reads the weights it read one run before
         weights_resident, runtime, footprint, _, _ = context
-        body_weights = _distinct_weights(layer.workload)
+        body_weights = distinct_weights(layer.workload)
         body_arena = sum(pw.bytes_written for _, pw, _ in parts)
         context = (weights_resident or weights_fit(hw, body_weights), runtime, footprint, body_weights + body_arena,
                    body_arena)
@@ -1037,7 +1037,7 @@ def weights_fit(hw: HardwareProfile, nbytes: int) -> bool:
     return nbytes <= hw.onchip_mb * 1e6 / 8
 
 
-def _distinct_weights(w: Workload) -> int:
+def distinct_weights(w: Workload) -> int:
     """Weight bytes a layer holds: a control-flow layer's body parts once each, however often it runs
     them."""
     return sum(pw.weight_bytes for _, pw, _ in w.parts) if w.parts else w.weight_bytes
@@ -1056,7 +1056,7 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
     if hw.kind == "gpu":
         hw, _ = gpu.board_share(hw, settings.batch)
     # each weight once (a loop body's once, not once per run)
-    distinct = max(sum(_distinct_weights(l.workload) for l in layers) - repeated, 0)
+    distinct = max(sum(distinct_weights(l.workload) for l in layers) - repeated, 0)
     resident = weights_fit(hw, distinct)
     # what one inference reads and writes: every weight once, every activation it writes
     footprint = distinct + sum(l.workload.bytes_written for l in layers)

@@ -86,6 +86,22 @@ def test_a_downgrade_draws_no_more_power_and_keeps_the_users_host(tmp_path):
     assert down and f"k80 is estimated at {fmt_time(own)}" in down[0] and "150 W instead of 700 W" in down[0], down
 
 
+def test_a_downgrade_must_hold_the_weights(tmp_path):
+    """A candidate whose memory cannot hold the model's weights is never the advice (it was scored:
+    an 80-layer 70B decoder on an h200 scored ten smaller GPUs, none able to hold its 141 GB). The
+    same K80 that the test above finds within 10% of an h200, with a memory of 1 KB: the small CNN's
+    four 1 x 1 convolutions hold 16 x 3 + 3 x 16 x 16 float32 weights (3,264 B)."""
+    from dataclasses import replace
+
+    insp = inspect_model(small_cnn(tmp_path), ShapeOverrides(batch=1))
+    assert sum(r.workload.weight_bytes for r in insp.costed()) == 3_264
+    k80, h200 = load_profile("k80"), load_profile("h200")
+    rep = analyze(insp, h200, Settings(), alternatives=(k80,))
+    assert [f for f in rep.model_fixes if f["id"] == "downgrade_hardware"]
+    rep = analyze(insp, h200, Settings(), alternatives=(replace(k80, dram_gb=1e-6),))
+    assert not [f for f in rep.model_fixes if f["id"] == "downgrade_hardware"]
+
+
 def test_large_batch_does_not_get_the_downgrade_advice(tmp_path):
     p = small_cnn(tmp_path)
     rep = analyze(inspect_model(p, ShapeOverrides(batch=512)), load_profile("v100"), Settings())
