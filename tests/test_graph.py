@@ -117,6 +117,40 @@ def test_unnamed_dims_error_writes_the_flag_with_the_inputs_known_dims(tmp_path)
     assert msg.endswith("fix with --input-shape x=1xN --input-shape s=2xNx128"), msg
 
 
+def test_a_long_list_of_open_dims_names_four_and_counts_the_rest(tmp_path):
+    """A decoder with a KV cache has two cache inputs a layer: an 80-layer one left 'past' open in 160
+    of them, and the error line named all 160 (10 KB, one line); the batch note named its 161 batch
+    dims. Past six, both now name the first four and count the rest. Eight inputs [batch, past, 4]
+    summed: the error names k0..k3 and '4 more (8 dims)'; given --dim past=3, the note names four batch
+    dims and '4 more (8 inputs)'; six are all named."""
+    ins = [f"k{i}" for i in range(8)]
+    nodes = [helper.make_node("Sum", ins, ["y"])]
+    m = model(nodes, [vi(n, ["batch", "past", 4]) for n in ins], [vi("y", None)])
+    with pytest.raises(DnnperfError) as e:
+        load_graph(save(m, tmp_path))
+    msg = str(e.value)
+    assert ("k0[1]='past', k1[1]='past', k2[1]='past', k3[1]='past' and 4 more (8 dims) — fix with --dim past=N"
+            in msg), msg
+    assert "k4[1]" not in msg
+    insp = inspect_model(save(m, tmp_path), ShapeOverrides(dims=(("past", 3),)))
+    assert insp.graph.tensors["y"].shape == (1, 3, 4)
+    note = [w for w in insp.warnings if "unresolved: assumed 1" in w]
+    assert note == ["batch dim k0[0]='batch', k1[0]='batch', k2[0]='batch', k3[0]='batch' and 4 more (8 inputs) "
+                    "unresolved: assumed 1 (pass --batch N)"], insp.warnings
+    # inputs whose open dims have no names: one --input-shape each, four written out
+    m = model(nodes, [vi(n, [1, None, 4]) for n in ins], [vi("y", None)])
+    with pytest.raises(DnnperfError) as e:
+        load_graph(save(m, tmp_path))
+    assert str(e.value).endswith("and 4 more (8 dims) — fix with --input-shape k0=1xNx4 --input-shape k1=1xNx4 "
+                                 "--input-shape k2=1xNx4 --input-shape k3=1xNx4 (and one --input-shape for each "
+                                 "of the 4 other inputs)"), str(e.value)
+    m = model([helper.make_node("Sum", ins[:6], ["y"])], [vi(n, ["batch", "past", 4]) for n in ins[:6]],
+              [vi("y", None)])
+    with pytest.raises(DnnperfError) as e:
+        load_graph(save(m, tmp_path))
+    assert "k4[1]='past', k5[1]='past' — fix with --dim past=N" in str(e.value), str(e.value)
+
+
 def test_a_negative_input_dim_is_a_dynamic_one(tmp_path):
     """Paddle2ONNX writes -1 for a dynamic dim (RapidOCR's PP-OCR classifier: x [-1, 3, ?, ?]), and
     ONNX Runtime runs such files; dnnperf called them malformed and stopped. A -1 is an unnamed dim:

@@ -76,6 +76,17 @@ def batch_axes(model, weights: set[str], nodes) -> dict[str, int]:
     return axes
 
 
+_LISTED = 4  # entries a one-line message names before it counts the rest, when there are over 6
+
+
+def _first(items: list[str], what: str) -> str:
+    """``items`` joined; past six, the first ``_LISTED`` named and the rest counted (a decoder's 160
+    cache inputs made a 10 KB error line): "a, b, c, d and 157 more (161 dims)"."""
+    if len(items) <= 6:
+        return ", ".join(items)
+    return f"{', '.join(items[:_LISTED])} and {len(items) - _LISTED} more ({len(items)} {what})"
+
+
 def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
                     axes: dict[str, int] | None = None) -> list[str]:
     """Write the user's dims into the graph inputs; return notes; fail listing anything still symbolic.
@@ -175,21 +186,24 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
             f"input {', '.join(repr(n) for n in shapeless)} of '{path}' has no shape in the file (not even a rank) — "
             f"give it with --input-shape {shapeless[0]}=1x3x224x224 (its real dims)")
     if missing:
-        parts = [f"{n}[{i}]='{s}'" for n, i, s in missing]
+        parts = _first([f"{n}[{i}]='{s}'" for n, i, s in missing], "dims")
         # an input with a dim that has no name: its shape as far as it is known, N where it is not (the
         # names of its other open dims need no --dim then)
         unnamed = list(dict.fromkeys(n for n, _, s in missing if s == "?"))
         syms = sorted({s for n, _, s in missing if s != "?" and n not in unnamed})
         given = {vi.name: "x".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value != -1 else "N"
                                    for d in vi.type.tensor_type.shape.dim) for vi in real_inputs if vi.name in unnamed}
-        hint = " ".join([f"--dim {s}=N" for s in syms] + [f"--input-shape {n}={given[n]}" for n in unnamed])
+        shown = unnamed if len(unnamed) <= 6 else unnamed[:_LISTED]
+        hint = " ".join([f"--dim {s}=N" for s in syms] + [f"--input-shape {n}={given[n]}" for n in shown])
+        if len(unnamed) > len(shown):
+            hint += f" (and one --input-shape for each of the {len(unnamed) - _LISTED} other inputs)"
         raise DnnperfError(
-            f"unresolved dynamic input dims in '{path}': {', '.join(parts)} — fix with {hint}"
+            f"unresolved dynamic input dims in '{path}': {parts} — fix with {hint}"
             + (" (or --batch N for the batch dim)" if any(i == axes.get(n, 0) for n, i, _ in missing) else "")
             + ("; a decoder with a KV cache: --phase prefill --prompt N or --phase decode --context N sets them"
                if any("past" in n.lower() for n, _, _ in missing) else "")
         )
-    notes = [f"batch dim {', '.join(assumed)} unresolved: assumed 1 (pass --batch N)"] if assumed else []
+    notes = [f"batch dim {_first(assumed, 'inputs')} unresolved: assumed 1 (pass --batch N)"] if assumed else []
     if shared:
         notes.append("input dims declared with the same name as one an --input-shape sets take its size: "
                      + ", ".join(f"{sym}={bound[sym][0]} (from {bound[sym][1]})" for sym in shared))
