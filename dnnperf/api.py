@@ -274,24 +274,43 @@ def _cpu_qdq_note(insp: Inspection, hw: HardwareProfile, sc: Score) -> str | Non
             "model in 4.9 ms; estimated 7.2 ms) — time it with dnnperf validate")
 
 
-def _memory_note(hw: HardwareProfile, sc: Score) -> str | None:
-    """A layer whose input and output alone outgrow the device's memory (a --batch or --dim far past
-    what the device holds): the estimate then times a run that cannot happen, and says so. A lower
-    bound only (weights and every other live tensor come on top); None when it fits or the profile
-    gives no memory size."""
-    from dnnperf.fmt import b as fmt_bytes
+def memory_shortfall(hw: HardwareProfile, sc: Score) -> tuple | None:
+    """(weight bytes, each once; the layer moving the most activation bytes; those bytes) when the two
+    together outgrow ``hw``'s memory, else None (also when the profile gives no memory size)."""
+    from dnnperf.scoring import distinct_weights
 
     cap = (hw.dram_gb or 0) * 1e9
     if not cap or not sc.layers:
         return None
+    weights = max(sum(distinct_weights(c.layer.workload) for c in sc.layers) - sc.repeated, 0)
     big = max(sc.layers, key=lambda c: c.layer.workload.act_bytes_read + c.layer.workload.bytes_written)
-    w = big.layer.workload
-    need = w.act_bytes_read + w.bytes_written
-    if need <= cap:
+    act = big.layer.workload.act_bytes_read + big.layer.workload.bytes_written
+    return (weights, big, act) if weights + act > cap else None
+
+
+def _memory_note(hw: HardwareProfile, sc: Score) -> str | None:
+    """A run the device's memory cannot hold: the weights, each once, stay in it for the whole run, and
+    the largest layer's input and output must be there with them (a --batch or --dim far past what the
+    device holds; a 70B decoder's 140 GB of weights on an 80 GB GPU). The estimate then times a run that
+    cannot happen, and says so. A lower bound only (every other live tensor comes on top); None when it
+    fits or the profile gives no memory size."""
+    from dnnperf.fmt import b as fmt_bytes
+
+    short = memory_shortfall(hw, sc)
+    if short is None:
         return None
-    return (f"does not fit {hw.name}'s {hw.dram_gb:g} GB: layer '{big.name}' alone reads {fmt_bytes(w.act_bytes_read)} "
-            f"and writes {fmt_bytes(w.bytes_written)} (batch {sc.settings.batch}), so this estimate times a run the device "
-            "cannot hold — lower --batch or the --dim sizes, or split the input")
+    weights, big, act = short
+    w = big.layer.workload
+    if act > hw.dram_gb * 1e9 or act >= weights:
+        return (f"does not fit {hw.name}'s {hw.dram_gb:g} GB: layer '{big.name}' alone reads {fmt_bytes(w.act_bytes_read)} "
+                f"and writes {fmt_bytes(w.bytes_written)} (batch {sc.settings.batch})"
+                + (f", next to {fmt_bytes(weights)} of weights" if weights else "")
+                + ", so this estimate times a run the device cannot hold — lower --batch or the --dim sizes, or split "
+                "the input")
+    return (f"does not fit {hw.name}'s {hw.dram_gb:g} GB: the weights hold {fmt_bytes(weights)} (each once, at "
+            f"the precision scored), and layer '{big.name}' moves {fmt_bytes(act)} next to them, so this estimate times "
+            "a run the device cannot hold — quantise the weights (-p int8 / fp8 / int4), split the model over several "
+            "devices, or pick one with more memory")
 
 
 def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from dnnperf.scoring import Settings
-from dnnperf.api import Inspection, analyze, checked, inspect_graph, ranked
+from dnnperf.api import Inspection, analyze, checked, inspect_graph, memory_shortfall, ranked
 from dnnperf.documents import report_dict
 from dnnperf.errors import DnnperfError
 from dnnperf.fmt import sig as _r
@@ -64,8 +64,10 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
         t = rep.score.totals
         top = ranked(rep, 1)
         b = used.batch or 1
+        # a target whose memory cannot hold the run meets no requirement (its note says so)
+        fits = None if not hw.dram_gb else memory_shortfall(hw, rep.score) is None
         meets = (max_latency_s is None or t["latency_s"] <= max_latency_s) and (
-            min_throughput is None or t["throughput_per_s"] >= min_throughput)
+            min_throughput is None or t["throughput_per_s"] >= min_throughput) and fits is not False
         rows.append({
             "hardware": hw.name, "title": hw.title, "latency_s": _r(t["latency_s"]),
             "throughput_per_s": _r(t["throughput_per_s"]), "achieved_tops": _r(t["achieved_tops"]),
@@ -74,7 +76,7 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
             "top_layer": top[0].name if top else None, "top_layer_cause": top[0].cause if top else None,
             "price_per_hour": hw.price_per_hour, "cost_per_million_usd": _r(cost_per_million(hw, t["latency_s"], b)),
             "precision": rep.score.settings.precision or "model", "coverage": report_dict(rep)["totals"]["coverage"],
-            "meets_requirement": meets,
+            "meets_requirement": meets, "fits_memory": fits,
         })
     if not rows:
         raise DnnperfError(f"no target runs the requested precision: {'; '.join(s['reason'] for s in skipped)}")
@@ -121,9 +123,10 @@ def recommend(rows: list[dict], max_latency_s: float | None = None, min_throughp
     miss, targets that meet it but carry no price (cost cannot rank them: listed, never dropped),
     and smaller near-equivalents when the chosen one is starved. Nothing meets it: the closest."""
     ok = [r for r in rows if r["meets_requirement"]]
-    miss = [{"hardware": r["hardware"], "latency_s": r["latency_s"], "top_cause": r["top_cause"]}
-            for r in rows if not r["meets_requirement"]]
+    miss = [{"hardware": r["hardware"], "latency_s": r["latency_s"], "top_cause": r["top_cause"],
+             "fits_memory": r.get("fits_memory")} for r in rows if not r["meets_requirement"]]
     if not ok:
+        rows = [r for r in rows if r.get("fits_memory") is not False] or rows  # the closest that can run it
         if max_latency_s is not None:
             best = min(rows, key=lambda r: (r["latency_s"], r["hardware"]))
             gap = f"{_x(best['latency_s'] / max_latency_s)} the {_t(max_latency_s)} allowed"
@@ -132,8 +135,10 @@ def recommend(rows: list[dict], max_latency_s: float | None = None, min_throughp
             gap = f"{_x(best['throughput_per_s'] / min_throughput)} the {min_throughput:g}/s required"
         closest = {"hardware": best["hardware"], "latency_s": best["latency_s"],
                    "throughput_per_s": best["throughput_per_s"], "top_cause": best["top_cause"]}
+        why = (f"limited by {best['top_cause']}" if best.get("fits_memory") is not False else
+               "but no target's memory holds the run — quantise the weights or split the model")
         return {"chosen": None, "misses": miss, "closest": closest,
-                "note": f"closest: {best['hardware']} at {_t(best['latency_s'])} ({gap}), limited by {best['top_cause']}"}
+                "note": f"closest: {best['hardware']} at {_t(best['latency_s'])} ({gap}), {why}"}
     priced = [r for r in ok if r["cost_per_million_usd"] is not None]
     unpriced = [r for r in ok if r["cost_per_million_usd"] is None]
     if priced:

@@ -775,6 +775,39 @@ def test_a_batch_the_device_cannot_hold_is_marked(tmp_path):
     assert not any("does not fit" in w for w in json.loads(r1.stdout)["warnings"])
 
 
+def test_weights_the_device_cannot_hold_are_marked_and_meet_no_requirement(tmp_path):
+    """The note above counted a layer's activations only: a 70B decoder's 139 GB of fp16 weights were
+    timed on an 80 GB H100, an A100 and a 24 GB L4 without a word, and `compare --max-latency`
+    recommended the H100. A [1, 1024] x [1024, 1024] float32 product holds 1024 x 1024 x 4 B =
+    4.19 MB of weights and moves 4 KB + 4 KB: on a copy of the v100 profile with 1 MB of memory
+    (dram_gb 0.001) the note names the weights, the row says it does not fit and meets no
+    requirement, and the recommendation is the v100 (16 GB) although the copy is as fast."""
+    from dnnperf.hardware import load_profile
+
+    m = model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", [1, 1024])], [vi("y", None)],
+              [weight("w", [1024, 1024])])
+    p = save(m, tmp_path)
+    d = yaml.safe_load(open(load_profile("v100").path))
+    d.update(name="tiny-v100")
+    d["memory"]["dram_gb"] = 0.001
+    prof = tmp_path / "tiny.yaml"
+    prof.write_text(yaml.safe_dump(d))
+    r = invoke("analyze", p, "--hw", prof, "-f", "json")
+    assert r.exit_code == 0, r.output
+    note = next(w for w in json.loads(r.stdout)["warnings"] if w.startswith("does not fit"))
+    assert "tiny-v100's 0.001 GB: the weights hold 4.19 MB" in note and "8.19 KB" in note, note
+    r = invoke("compare", p, "--hw", f"v100,{prof}", "--max-latency", "1s", "-f", "json")
+    assert r.exit_code == 0, r.output
+    c = json.loads(r.stdout)
+    fits = {row["hardware"]: (row["fits_memory"], row["meets_requirement"]) for row in c["rows"]}
+    assert fits == {"v100": (True, True), "tiny-v100": (False, False)}, fits
+    assert c["recommendation"]["chosen"] == "v100"
+    assert [m["hardware"] for m in c["recommendation"]["misses"]] == ["tiny-v100"]
+    r = invoke("compare", p, "--hw", str(prof), "--max-latency", "1s")
+    assert r.exit_code == 1 and "misses: tiny-v100" in r.stdout and "its memory cannot hold the run" in r.stdout, r.output
+    assert "no target's memory holds the run" in r.stdout
+
+
 def test_an_empty_sequence_keeps_its_batch():
     """gpt2 with --dim sequence_length=0: input_ids is 1 x 0 (no bytes), and the report's batch was
     read off the inputs' bytes, so it said "batch None"; the batch is still 1."""

@@ -254,7 +254,8 @@ def _compare(doc) -> list:
         else:
             lines.append(f"no target meets the requirement. {rec.get('note', '')}".rstrip())
         for m in rec["misses"]:
-            lines.append(f"misses: {m['hardware']} {t(m['latency_s'])} (limited by {m['top_cause']})")
+            why = "its memory cannot hold the run" if m.get("fits_memory") is False else f"limited by {m['top_cause']}"
+            lines.append(f"misses: {m['hardware']} {t(m['latency_s'])} ({why})")
         blocks.append(Lines(lines))
     return blocks
 
