@@ -38,6 +38,24 @@ def _library(hw):
     return library_summary(hw)
 
 
+def ranked_groups(order: list, top: int | None = None) -> list[dict]:
+    """The ranking (``order``: every ranked LayerCost) with alike layers as one entry: the same op,
+    output shape, time, time lost, cause and first fix (a decoder's 80 equal blocks, BERT's 12 equal
+    products) are one group, in the place of its first layer, which names it; ``alike`` lists the
+    others. The first ``top`` groups (every group without one)."""
+    groups: dict[tuple, dict] = {}
+    for c in order:
+        key = (c.layer.op_type, c.layer.output_shape, _r(c.time_s), _r(c.lost_s), c.cause,
+               c.fixes[0]["text"] if c.fixes else None)
+        g = groups.get(key)
+        if g is None:
+            groups[key] = {"layer": c.name, "alike": []}
+        else:
+            g["alike"].append(c.name)
+    out = list(groups.values())
+    return out if top is None else out[:top]
+
+
 def report_dict(report: Report, top: int | None = None) -> dict:
     """The JSON contract (schema/report.schema.json). Numbers stay numbers, in SI units."""
     sc = report.score
@@ -80,7 +98,8 @@ def report_dict(report: Report, top: int | None = None) -> dict:
             "cause": c.cause,
             "fixes": c.fixes,
         })
-    rank = [c.name for c in ranked(report, top)]
+    order = ranked(report)
+    rank = [c.name for c in (order if top is None else order[:top])]
     t = sc.totals
     cov = coverage_dict(insp, report)
     return {
@@ -114,6 +133,7 @@ def report_dict(report: Report, top: int | None = None) -> dict:
         "coverage": cov,
         "model_fixes": report.model_fixes,
         "ranking": rank,
+        "ranked_groups": ranked_groups(order, top),
         "layers": layers,
         "unsupported_ops": _unsupported_summary(insp.unsupported),
         "warnings": list(insp.warnings) + list(report.notes),

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from dnnperf.cli import app
 from dnnperf.render import format_names, formats_for
-from helpers import SAMPLES, conv_model, save
+from helpers import SAMPLES, chain_1x1, conv_model, save
 
 runner = CliRunner()
 SQUEEZE = os.path.join(SAMPLES, "squeezenet1_1.onnx")
@@ -179,7 +179,7 @@ def test_names_are_escaped_in_every_format(tmp_path, name):
     assert "<img" not in md
     for line in md.splitlines():
         if line.startswith("| 1 |"):
-            assert line.count(" | ") == 8, line  # the newline / pipe did not break the row
+            assert line.count(" | ") == 9, line  # (10 columns) the newline / pipe did not break the row
     table = invoke("analyze", p, "--hw", "v100").stdout
     if name.startswith("[bold]"):
         assert "[bold]red[/bold]" in table  # shown, not interpreted as markup
@@ -189,6 +189,30 @@ def test_names_are_escaped_in_every_format(tmp_path, name):
     assert name in {r["name"] for r in rows}
     html = invoke("report", p, "--hw", "v100", "-o", tmp_path / "r.html")
     assert html.exit_code == 0 and "<img src" not in (tmp_path / "r.html").read_text()
+
+
+def test_alike_layers_rank_once_with_their_number(tmp_path):
+    """BERT's top 10 was ten copies of one product (its 12 layers' equal MatMuls), an 80-layer decoder's
+    the same: alike layers (same op, shape, time, loss, cause and fix) now rank once with their number,
+    and the next distinct bottlenecks follow. Six equal 1 x 1 convolutions 64 -> 64 over 14 x 14: on a
+    TPU (no host stream) one entry of six; on a V100 the first waits alone for the host's first launch,
+    the other five are one entry. ``ranking`` still names every layer; the table, Markdown and HTML
+    show the groups."""
+    p = save(chain_1x1(64, 14, 14, 6), tmp_path)
+    d = json.loads(invoke("analyze", p, "--hw", "tpu-v4", "-f", "json").stdout)
+    assert d["ranked_groups"] == [{"layer": "pw0", "alike": ["pw1", "pw2", "pw3", "pw4", "pw5"]}]
+    assert sorted(d["ranking"]) == ["pw0", "pw1", "pw2", "pw3", "pw4", "pw5"]
+    d = json.loads(invoke("analyze", p, "--hw", "v100", "-f", "json").stdout)
+    assert d["ranked_groups"] == [{"layer": "pw0", "alike": []}, {"layer": "pw1", "alike": ["pw2", "pw3", "pw4", "pw5"]}]
+    by = {layer["name"]: layer for layer in d["layers"]}
+    assert len({(by[n]["latency_s"], by[n]["lost_s"], by[n]["cause"]) for n in ("pw1", "pw2", "pw3", "pw4", "pw5")}) == 1
+    table = invoke("analyze", p, "--hw", "tpu-v4").stdout
+    rows = [line.split() for line in table.splitlines() if line.lstrip().startswith(("1 ", "2 "))]
+    assert rows and rows[0][:4] == ["1", "pw0", "6", "Conv"] and len(rows) == 1, table
+    md = invoke("analyze", p, "--hw", "tpu-v4", "-f", "md").stdout
+    assert "| 1 | pw0 | 6 | Conv |" in md and "| 2 |" not in md, md
+    assert invoke("report", p, "--hw", "v100", "-o", tmp_path / "r.html").exit_code == 0
+    assert "and 4 alike" in (tmp_path / "r.html").read_text()
 
 
 def test_unknown_format_is_one_line():

@@ -7,7 +7,7 @@ from html import escape
 from dnnperf import __version__
 from dnnperf import fmt as u
 from dnnperf.render import svg
-from dnnperf.render.views import coverage_line, listed_ops
+from dnnperf.render.views import coverage_line, listed_ops, ranked_entries
 
 EXTENSIONS = (".html", ".htm")
 
@@ -70,11 +70,13 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
     by = {l["name"]: l for l in main["layers"]}
     partial = coverage_line(main)
     rows = []
-    for i, n in enumerate(main["ranking"][:top], 1):
+    entries = ranked_entries(main, top)
+    for i, (n, count) in enumerate(entries, 1):
         l = by[n]
+        alike = f" <span class='diff'>and {count - 1} alike</span>" if count > 1 else ""
         fixes = "".join(f"<div class='fix'>{escape(f['text'])} <span class='diff'>[{escape(f['id'])}, "
                         f"{escape(f['difficulty'])}]</span></div>" for f in l["fixes"][:2]) or "-"
-        rows.append(f"<tr><td class='num'>{i}</td><td><code>{escape(n)}</code><div class='diff'>{escape(l['op_type'])} "
+        rows.append(f"<tr><td class='num'>{i}</td><td><code>{escape(n)}</code>{alike}<div class='diff'>{escape(l['op_type'])} "
                     f"{u.shape(l['output_shape'])}</div></td><td class='num'>{u.t(l['latency_s'])}</td>"
                     f"<td class='num'>{u.t(l['lost_s'])}</td><td class='num'>{u.pct(l['occupancy'])}</td>"
                     f"<td class='num'>{u.pct(l['tile_efficiency'])}</td><td>{_cause(l['cause'])}</td><td>{fixes}</td></tr>")
@@ -96,7 +98,7 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
         "<h2>Where the time goes</h2>",
         f"<figure>{charts[1]}<figcaption>From the time at the quoted peak to the estimate, one step per cause."
         "</figcaption></figure>",
-        f"<h2>Top {min(top, len(main['ranking']))} bottlenecks</h2>",
+        f"<h2>Top {len(entries)} bottlenecks</h2>",
         "<table><thead><tr><th class='num'>#</th><th>layer</th><th class='num'>time</th><th class='num'>lost</th>"
         "<th class='num'>lanes</th><th class='num'>tile</th><th>cause</th><th>fix</th></tr></thead><tbody>"
         + "".join(rows) + "</tbody></table>",

@@ -92,18 +92,29 @@ def report_blocks(d: dict, top: int = 10) -> list:
         blocks.append(_llm_block(d["llm"]))
     by = {layer["name"]: layer for layer in d["layers"]}
     rows = []
-    for i, name in enumerate(d["ranking"][:top], 1):
+    for i, (name, n) in enumerate(ranked_entries(d, top), 1):
         layer = by[name]
         fix = layer["fixes"][0]["text"] if layer["fixes"] else "-"
-        rows.append([str(i), _short(name), layer["op_type"], t(layer["latency_s"]), t(layer["lost_s"]),
+        rows.append([str(i), _short(name), str(n), layer["op_type"], t(layer["latency_s"]), t(layer["lost_s"]),
                      pct(layer["occupancy"]), pct(layer["tile_efficiency"]), layer["cause"], fix])
-    blocks.append(Tab(f"Top {top} bottlenecks (ranked by time lost against the quoted peak)",
-                      ["#", "layer", "op", "time", "lost", "occ", "tile", "cause", "fix"], rows, left=(1, 2, 7, 8)))
+    blocks.append(Tab(f"Top {top} bottlenecks (ranked by time lost against the quoted peak; n: alike layers, each "
+                      "with these figures)",
+                      ["#", "layer", "n", "op", "time", "lost", "occ", "tile", "cause", "fix"], rows, left=(1, 3, 8, 9)))
     if d.get("model_fixes"):
         blocks.append(Lines([f"{f['id']} [{f['difficulty']}]: {f['text']}" for f in d["model_fixes"]],
                             title="Model-level fixes"))
     blocks += _listed_ops(d, "NOT scored ({n} nodes)")
     return blocks
+
+
+def ranked_entries(d: dict, top: int) -> list[tuple[str, int]]:
+    """(layer name, how many alike layers it stands for) for the first ``top`` entries of a report's
+    ranking: its ``ranked_groups`` (alike layers once), or its plain ``ranking`` in a document that has
+    none (a report written by an older version)."""
+    groups = d.get("ranked_groups")
+    if groups is None:
+        return [(name, 1) for name in d["ranking"][:top]]
+    return [(g["layer"], 1 + len(g["alike"])) for g in groups[:top]]
 
 
 def _llm_block(m: dict) -> Lines:
