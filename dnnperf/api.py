@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from dnnperf.scoring import Layer, Score, Settings, effective_precision, precision_of, score, tf32_by_default, top_cause
+from dnnperf.capacity import memory_note
 from dnnperf.hardware import HardwareProfile
 from dnnperf.inspection import Inspection, Row, engine_quantized, inspect_graph, recomputed, recomputed_note
 from dnnperf.layers import build_layers
@@ -154,7 +155,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
             notes.append(f"QDQ under TensorRT: {more} more op(s) between Q/DQ pairs (adds, pooling, concatenation, "
                          f"data movement) run quantized and {freed} more Q/DQ node(s) fold into them, as the "
                          "engine's explicit quantization fuses them")
-    room = _memory_note(hw, sc)
+    room = memory_note(hw, sc)
     if room:
         notes.append(room)
     waits = _host_waits_note(hw, sc)
@@ -272,45 +273,6 @@ def _cpu_qdq_note(insp: Inspection, hw: HardwareProfile, sc: Score) -> str | Non
             "(QLinearConv) beat its float ones only with VNNI instructions (AVX512-VNNI, AVX-VNNI); without them "
             "this estimate is optimistic (a 2-core AVX2 VM ran SqueezeNet 1.1's QDQ export in 10-13 ms, its float "
             "model in 4.9 ms; estimated 7.2 ms) — time it with dnnperf validate")
-
-
-def memory_shortfall(hw: HardwareProfile, sc: Score) -> tuple | None:
-    """(weight bytes, each once; the layer moving the most activation bytes; those bytes) when the two
-    together outgrow ``hw``'s memory, else None (also when the profile gives no memory size)."""
-    from dnnperf.scoring import distinct_weights
-
-    cap = (hw.dram_gb or 0) * 1e9
-    if not cap or not sc.layers:
-        return None
-    weights = max(sum(distinct_weights(c.layer.workload) for c in sc.layers) - sc.repeated, 0)
-    big = max(sc.layers, key=lambda c: c.layer.workload.act_bytes_read + c.layer.workload.bytes_written)
-    act = big.layer.workload.act_bytes_read + big.layer.workload.bytes_written
-    return (weights, big, act) if weights + act > cap else None
-
-
-def _memory_note(hw: HardwareProfile, sc: Score) -> str | None:
-    """A run the device's memory cannot hold: the weights, each once, stay in it for the whole run, and
-    the largest layer's input and output must be there with them (a --batch or --dim far past what the
-    device holds; a 70B decoder's 140 GB of weights on an 80 GB GPU). The estimate then times a run that
-    cannot happen, and says so. A lower bound only (every other live tensor comes on top); None when it
-    fits or the profile gives no memory size."""
-    from dnnperf.fmt import b as fmt_bytes
-
-    short = memory_shortfall(hw, sc)
-    if short is None:
-        return None
-    weights, big, act = short
-    w = big.layer.workload
-    if act > hw.dram_gb * 1e9 or act >= weights:
-        return (f"does not fit {hw.name}'s {hw.dram_gb:g} GB: layer '{big.name}' alone reads {fmt_bytes(w.act_bytes_read)} "
-                f"and writes {fmt_bytes(w.bytes_written)} (batch {sc.settings.batch})"
-                + (f", next to {fmt_bytes(weights)} of weights" if weights else "")
-                + ", so this estimate times a run the device cannot hold — lower --batch or the --dim sizes, or split "
-                "the input")
-    return (f"does not fit {hw.name}'s {hw.dram_gb:g} GB: the weights hold {fmt_bytes(weights)} (each once, at "
-            f"the precision scored), and layer '{big.name}' moves {fmt_bytes(act)} next to them, so this estimate times "
-            "a run the device cannot hold — quantise the weights (-p int8 / fp8 / int4), split the model over several "
-            "devices, or pick one with more memory")
 
 
 def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:

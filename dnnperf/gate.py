@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import os
 from dnnperf.scoring import Settings
-from dnnperf.api import Inspection, analyze, checked, inspect_graph, memory_shortfall, ranked
+from dnnperf.api import Inspection, analyze, checked, inspect_graph, ranked
+from dnnperf.capacity import memory_shortfall
 from dnnperf.documents import report_dict
 from dnnperf.errors import DnnperfError
 from dnnperf.fmt import sig as _r

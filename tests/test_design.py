@@ -10,7 +10,7 @@ from onnx import helper
 from typer.testing import CliRunner
 
 from dnnperf.cli import app
-from helpers import conv_model, model, save, vi
+from helpers import conv_model, model, save, vi, weight
 
 runner = CliRunner()
 
@@ -138,6 +138,23 @@ def test_shapes_on_a_256_systolic_array(tmp_path):
     assert best["macs_change"] == pytest.approx(0.12, abs=0.001)
     assert abs(best["time_change"]) < 0.01
     assert best["tile_efficiency"] == pytest.approx(112 / 256, rel=1e-3)
+
+
+def test_shapes_lists_alike_layers_once(tmp_path):
+    """A transformer's equal products filled `shapes` with one row each (BERT: twelve rows of the same
+    768 -> 832 advice). Three 1 x 1 convolutions 256 -> 100 (int8) at 56 x 56 from the same input, on
+    TPU v1 (each the case of the test above): the JSON keeps a layer each, the table one row, n = 3,
+    with the advice 100 -> 112."""
+    nodes = [helper.make_node("Conv", ["x", f"w{i}"], [f"c{i}"], name=f"conv{i}") for i in range(3)]
+    nodes.append(helper.make_node("Sum", ["c0", "c1", "c2"], ["y"], name="sum"))
+    m = model(nodes, [vi("x", [1, 256, 56, 56], T.INT8)], [vi("y", None)],
+              [weight(f"w{i}", [100, 256, 1, 1], T.INT8) for i in range(3)])
+    p = save(m, tmp_path)
+    d = json.loads(runner.invoke(app, ["shapes", p, "--hw", "tpu-v1", "-f", "json"]).stdout)
+    assert sorted(layer["layer"] for layer in d["layers"]) == ["conv0", "conv1", "conv2"]
+    table = runner.invoke(app, ["shapes", p, "--hw", "tpu-v1"]).stdout
+    rows = [line.split() for line in table.splitlines() if line.startswith("conv")]
+    assert len(rows) == 1 and rows[0][1:3] == ["3", "Conv"] and "100 -> 112" in table, table
 
 
 def test_shapes_alignment_on_v100(tmp_path):

@@ -364,10 +364,17 @@ def _cell(v) -> str:
 def _shapes(doc) -> list:
     d = doc.data
     top = doc.options.get("top", 20)
-    rows = [[_short(r["layer"]), r["op_type"], t(r["latency_s"]), pct(r["tile_efficiency"]), r["text"]]
-            for r in d["layers"][:top]]
-    return [Tab(f"{d['model']} on {d['hardware']}: widths that fit the hardware better",
-                ["layer", "op", "time", "tile fit", "nearby widths (this layer only)"], rows, left=(0, 1, 4))]
+    groups: dict[tuple, list] = {}  # alike layers (a transformer's equal products) once, with their number
+    for r in d["layers"]:
+        key = (r["op_type"], r["latency_s"], r["tile_efficiency"], r["text"])
+        if key in groups:
+            groups[key][1] += 1
+        else:
+            groups[key] = [r, 1]
+    rows = [[_short(r["layer"]), str(n), r["op_type"], t(r["latency_s"]), pct(r["tile_efficiency"]), r["text"]]
+            for r, n in list(groups.values())[:top]]
+    return [Tab(f"{d['model']} on {d['hardware']}: widths that fit the hardware better (n: alike layers)",
+                ["layer", "n", "op", "time", "tile fit", "nearby widths (this layer only)"], rows, left=(0, 2, 5))]
 
 
 def _shapes_rows(doc):
