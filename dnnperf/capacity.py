@@ -43,5 +43,5 @@ def memory_note(hw: HardwareProfile, sc: Score) -> str | None:
                 "the input")
     return (f"does not fit {hw.name}'s {hw.dram_gb:g} GB: the weights hold {fmt_bytes(weights)} (each once, at "
             f"the precision scored), and layer '{big.name}' moves {fmt_bytes(act)} next to them, so this estimate times "
-            "a run the device cannot hold — quantise the weights (-p int8 / fp8 / int4), split the model over several "
-            "devices, or pick one with more memory")
+            "a run the device cannot hold — quantise the weights to fewer bits, split the model over several devices, or "
+            "pick one with more memory")

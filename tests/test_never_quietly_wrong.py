@@ -805,6 +805,7 @@ def test_weights_the_device_cannot_hold_are_marked_and_meet_no_requirement(tmp_p
     assert [m["hardware"] for m in c["recommendation"]["misses"]] == ["tiny-v100"]
     r = invoke("compare", p, "--hw", str(prof), "--max-latency", "1s")
     assert r.exit_code == 1 and "misses: tiny-v100" in r.stdout and "its memory cannot hold the run" in r.stdout, r.output
+    assert "(does not fit)" in r.stdout
     assert "no target's memory holds the run" in r.stdout
 
 

@@ -252,7 +252,8 @@ def _compare(doc) -> list:
              f"{r['achieved_tops']:.3g} / {r.get('peak_basis_tops', r['peak_tops']):g}", pct(r["fraction_of_peak"]),
              pct(r["mean_occupancy"]),
              "unpriced" if r["cost_per_million_usd"] is None else f"{r['cost_per_million_usd']:.3g}",
-             r["top_cause"] + ("" if r["meets_requirement"] else " (misses)"), _short(r["top_layer"] or "-", 40)]
+             r["top_cause"] + (" (does not fit)" if r.get("fits_memory") is False else
+                               "" if r["meets_requirement"] else " (misses)"), _short(r["top_layer"] or "-", 40)]
             for r in d["rows"]]
     blocks: list = [Tab(f"{d['model']} across {len(rows)} targets (batch {d['settings']['batch']})",
                         ["hardware", "latency", "throughput/s", "achieved TOP/s", "% of peak", "lanes busy", "$/1M inf",
