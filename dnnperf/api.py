@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from dnnperf.scoring import Layer, Score, Settings, effective_precision, precision_of, score, tf32_by_default, top_cause
-from dnnperf.capacity import memory_note
+from dnnperf.capacity import held_inputs, memory_note
 from dnnperf.hardware import HardwareProfile
 from dnnperf.inspection import Inspection, Row, engine_quantized, inspect_graph, recomputed, recomputed_note
 from dnnperf.layers import build_layers
@@ -155,7 +155,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
             notes.append(f"QDQ under TensorRT: {more} more op(s) between Q/DQ pairs (adds, pooling, concatenation, "
                          f"data movement) run quantized and {freed} more Q/DQ node(s) fold into them, as the "
                          "engine's explicit quantization fuses them")
-    room = memory_note(hw, sc)
+    room = memory_note(hw, sc, held_inputs(insp.graph))
     if room:
         notes.append(room)
     waits = _host_waits_note(hw, sc)

@@ -10,38 +10,59 @@ from dnnperf.hardware import HardwareProfile
 from dnnperf.scoring import Score, distinct_weights
 
 
-def memory_shortfall(hw: HardwareProfile, sc: Score) -> tuple | None:
-    """(weight bytes, each once; the layer moving the most activation bytes; those bytes) when the two
-    together outgrow ``hw``'s memory, else None (also when the profile gives no memory size)."""
+def held_inputs(graph) -> int:
+    """Bytes of all the graph's inputs, there when a run starts: the ones the host sends and the ones
+    already in device memory (a decoder's KV cache, which the report's input transfer leaves out)."""
+    total = 0
+    for name in graph.inputs:
+        t = graph.tensors.get(name)
+        if t is not None and t.shape is not None:
+            total += t.nbytes or 0
+    return total
+
+
+def memory_shortfall(hw: HardwareProfile, sc: Score, inputs: int) -> tuple | None:
+    """(weight bytes, each once; the layer moving the most activation bytes; the activation bytes held
+    next to the weights: that layer's input and output, or all of the model's inputs when they are
+    more, a decoder's KV cache among them; whether the inputs were more) when the weights and those
+    bytes together outgrow ``hw``'s memory, else None (also when the profile gives no memory size).
+    ``inputs``: ``held_inputs`` of the scored graph."""
     cap = (hw.dram_gb or 0) * 1e9
     if not cap or not sc.layers:
         return None
     weights = max(sum(distinct_weights(c.layer.workload) for c in sc.layers) - sc.repeated, 0)
     big = max(sc.layers, key=lambda c: c.layer.workload.act_bytes_read + c.layer.workload.bytes_written)
     act = big.layer.workload.act_bytes_read + big.layer.workload.bytes_written
-    return (weights, big, act) if weights + act > cap else None
+    by_inputs = inputs > act
+    held = inputs if by_inputs else act
+    return (weights, big, held, by_inputs) if weights + held > cap else None
 
 
-def memory_note(hw: HardwareProfile, sc: Score) -> str | None:
-    """A run the device's memory cannot hold: the weights, each once, stay in it for the whole run, and
-    the largest layer's input and output must be there with them (a --batch or --dim far past what the
-    device holds; a 70B decoder's 140 GB of weights on an 80 GB GPU). The estimate then times a run that
-    cannot happen, and says so. A lower bound only (every other live tensor comes on top); None when it
-    fits or the profile gives no memory size."""
+def memory_note(hw: HardwareProfile, sc: Score, inputs: int) -> str | None:
+    """A run the device's memory cannot hold (``memory_shortfall``: a --batch or --dim far past what the
+    device holds; a 70B decoder's 140 GB of weights on an 80 GB GPU; a cache of 100,000 tokens). The
+    estimate then times a run that cannot happen, and says so. A lower bound only (every other live
+    tensor comes on top); None when it fits or the profile gives no memory size."""
     from dnnperf.fmt import b as fmt_bytes
 
-    short = memory_shortfall(hw, sc)
+    short = memory_shortfall(hw, sc, inputs)
     if short is None:
         return None
-    weights, big, act = short
+    weights, big, held, by_inputs = short
+    head = f"does not fit {hw.name}'s {hw.dram_gb:g} GB: "
+    tail = ", so this estimate times a run the device cannot hold — "
     w = big.layer.workload
-    if act > hw.dram_gb * 1e9 or act >= weights:
-        return (f"does not fit {hw.name}'s {hw.dram_gb:g} GB: layer '{big.name}' alone reads {fmt_bytes(w.act_bytes_read)} "
-                f"and writes {fmt_bytes(w.bytes_written)} (batch {sc.settings.batch})"
-                + (f", next to {fmt_bytes(weights)} of weights" if weights else "")
-                + ", so this estimate times a run the device cannot hold — lower --batch or the --dim sizes, or split "
-                "the input")
-    return (f"does not fit {hw.name}'s {hw.dram_gb:g} GB: the weights hold {fmt_bytes(weights)} (each once, at "
-            f"the precision scored), and layer '{big.name}' moves {fmt_bytes(act)} next to them, so this estimate times "
-            "a run the device cannot hold — quantise the weights to fewer bits, split the model over several devices, or "
-            "pick one with more memory")
+    if held >= weights:  # the activations' part: a batch or a size too large
+        if by_inputs:
+            return (head + f"the model's inputs hold {fmt_bytes(held)} (batch {sc.settings.batch}; a decoder's KV cache "
+                    "among them)" + (f", next to {fmt_bytes(weights)} of weights" if weights else "") + tail
+                    + "lower --batch or the --dim sizes (the context), or pick a device with more memory")
+        return (head + f"layer '{big.name}' alone reads {fmt_bytes(w.act_bytes_read)} and writes "
+                f"{fmt_bytes(w.bytes_written)} (batch {sc.settings.batch})"
+                + (f", next to {fmt_bytes(weights)} of weights" if weights else "") + tail
+                + "lower --batch or the --dim sizes, or split the input")
+    beside = (f"the model's inputs hold {fmt_bytes(held)} (a decoder's KV cache among them)" if by_inputs else
+              f"layer '{big.name}' moves {fmt_bytes(held)}")
+    return (head + f"the weights hold {fmt_bytes(weights)} (each once, at the precision scored), and {beside} next to "
+            "them" + tail + "quantise the weights to fewer bits, split the model over several devices, or pick one with "
+            "more memory")

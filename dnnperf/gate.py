@@ -14,7 +14,7 @@ import json
 import os
 from dnnperf.scoring import Settings
 from dnnperf.api import Inspection, analyze, checked, inspect_graph, ranked
-from dnnperf.capacity import memory_shortfall
+from dnnperf.capacity import held_inputs, memory_shortfall
 from dnnperf.documents import report_dict
 from dnnperf.errors import DnnperfError
 from dnnperf.fmt import sig as _r
@@ -52,6 +52,7 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
     rows = []
     skipped = []
     notes: list[str] = []
+    held = held_inputs(insp.graph)
     for hw in profiles:
         try:
             rep = analyze(insp, hw, settings, alternatives=tuple(profiles))
@@ -66,7 +67,7 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
         top = ranked(rep, 1)
         b = used.batch or 1
         # a target whose memory cannot hold the run meets no requirement (its note says so)
-        fits = None if not hw.dram_gb else memory_shortfall(hw, rep.score) is None
+        fits = None if not hw.dram_gb else memory_shortfall(hw, rep.score, held) is None
         meets = (max_latency_s is None or t["latency_s"] <= max_latency_s) and (
             min_throughput is None or t["throughput_per_s"] >= min_throughput) and fits is not False
         rows.append({

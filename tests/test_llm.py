@@ -134,6 +134,40 @@ def test_memory_that_does_not_fit_is_refused_with_what_is_missing(models):
     assert "does not fit t4's 16 GB" in r.output and "missing" in r.output
 
 
+@pytest.mark.parametrize("style", ["plain", "genai"])
+def test_compare_counts_the_cache_a_step_holds(tmp_path, style):
+    """`analyze --phase` refuses a request whose weights and KV cache outgrow the device; `compare
+    --phase` scored it and said it fit, as its check saw one layer's share of the cache. The tiny
+    decoder with 8 layers, at batch 64 and context 8,000, holds 64 x 8,000 x 2,048 B = 1.05 GB of cache
+    (8 layers x K, V x 2 KV heads x 32 x 2 B a token); a layer reads its 131 MB and writes as much (the
+    plain export's repeat of the 2 KV heads to 8 writes 4x: 524 MB), next to ~12 MB of weights. On a
+    copy of the h100 profile with 0.8 GB of memory the row does not fit, its note counts the inputs (the
+    cache, and the token ids and mask: 64 x 8,001 x 8 B at most more), and `analyze --phase` refuses it
+    as well."""
+    import re
+    from dataclasses import replace
+
+    import yaml
+
+    p = tmp_path / "m.onnx"
+    p.write_bytes(skeleton_bytes(replace(TINY, layers=8), style, 16))
+    d = yaml.safe_load(open(load_profile("h100").path))
+    d.update(name="small-h100")
+    d["memory"]["dram_gb"] = 0.8
+    prof = tmp_path / "small.yaml"
+    prof.write_text(yaml.safe_dump(d))
+    args = (p, "--phase", "decode", "--context", "8000", "--batch", "64")
+    r = cli("compare", *args, "--hw", prof, "-f", "json")
+    assert r.exit_code == 0, r.output
+    c = json.loads(r.stdout)
+    assert [row["fits_memory"] for row in c["rows"]] == [False]
+    note = next(w for w in c["warnings"] if w.startswith("does not fit small-h100's 0.8 GB: the model's inputs hold"))
+    held = float(re.search(r"inputs hold ([0-9.]+) GB", note).group(1))
+    assert 1.048 <= held <= 1.049 + 0.0083, note
+    r = cli("analyze", *args, "--hw", prof)
+    assert r.exit_code == 2 and "does not fit small-h100's 0.8 GB" in r.output
+
+
 def test_weight_quantisation_fix_by_hand(models):
     rep, d = analyze_phases(models["7b"], load_profile("h100"), Settings(runtime="graph"),
                             PhaseRequest("decode", context=512))
