@@ -1,8 +1,10 @@
-"""Whether a run fits the device's memory: the weights, each once, stay in it for the whole run, and the
-largest layer's input and output must be there with them. A lower bound of what a run holds (every
-other live tensor comes on top), used for the report's "does not fit" note and by ``compare``, whose
-rows that cannot hold the run meet no requirement. (A decoder's requests, weights plus KV cache, are
-checked in ``dnnperf.llm.phases``.)"""
+"""Whether a run fits the device's memory: the weights, each once, stay in it for the whole run, and
+next to them the largest layer's input and output, or all of the model's inputs when they are more (a
+decoder's KV cache, which lives in device memory between steps). A lower bound of what a run holds
+(every other live tensor comes on top), used for the report's "does not fit" note, by ``compare``,
+whose rows that cannot hold the run meet no requirement, and by the downgrade advice (weights only).
+``analyze --phase`` refuses a request whose weights and whole KV cache do not fit
+(``dnnperf.llm.phases``)."""
 
 from __future__ import annotations
 
