@@ -209,6 +209,7 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
                 "achieved_tops": _r(t["achieved_tops"]), "fraction_of_peak": _r(t["fraction_of_peak"]),
                 "top_cause": rep.top_cause, "parallelism_share": _r(rep.score.losses["parallelism"] / lat),
                 "coverage": coverage_dict(insp, rep)["scored_share"],
+                "fits_memory": None if not hw.dram_gb else memory_shortfall(hw, rep.score, held_inputs(insp.graph)) is None,
             })
     stop = {prec or "model": starvation_end([r for r in rows if r["precision"] == (prec or "model")])
             for prec in precisions}

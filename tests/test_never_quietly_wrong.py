@@ -773,6 +773,11 @@ def test_a_batch_the_device_cannot_hold_is_marked(tmp_path):
     assert "does not fit" in r.stderr
     r1 = invoke("analyze", p, "--hw", "v100", "-b", "1", "-f", "json")
     assert not any("does not fit" in w for w in json.loads(r1.stdout)["warnings"])
+    # a sweep marks the rows the device cannot hold
+    r = invoke("sweep", p, "--hw", "v100", "--batch", "1,20000", "-f", "json")
+    assert [row["fits_memory"] for row in json.loads(r.stdout)["rows"]] == [True, False], r.output
+    table = invoke("sweep", p, "--hw", "v100", "--batch", "1,20000").stdout
+    assert [line.split()[1] for line in table.splitlines() if "(does not fit)" in line] == ["20000"], table
 
 
 def test_weights_the_device_cannot_hold_are_marked_and_meet_no_requirement(tmp_path):

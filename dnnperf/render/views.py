@@ -276,7 +276,8 @@ def _sweep(doc) -> list:
     d = doc.data
     rows = [[r["precision"] if r.get("runs_as", r["precision"]) == r["precision"] else f"{r['precision']} ({r['runs_as']})",
              str(r["batch"]), t(r["latency_s"]), rate(r['throughput_per_s']), pct(r["mean_occupancy"]),
-             f"{r['achieved_tops']:.3g}", pct(r["fraction_of_peak"]), r["top_cause"]] for r in d["rows"]]
+             f"{r['achieved_tops']:.3g}", pct(r["fraction_of_peak"]),
+             r["top_cause"] + (" (does not fit)" if r.get("fits_memory") is False else "")] for r in d["rows"]]
     stops = "; ".join(f"{p}: {'batch ' + str(x) if x else 'not within the swept range'}"
                       for p, x in d["starvation_ends_at_batch"].items())
     return [Tab(f"{d['model']} on {d['hardware']}: batch sweep",
