@@ -27,9 +27,10 @@ def memory_shortfall(hw: HardwareProfile, sc: Score, inputs: int) -> tuple | Non
     """(weight bytes, each once; the layer moving the most activation bytes; the activation bytes held
     next to the weights: that layer's input and output, or all of the model's inputs when they are
     more, a decoder's KV cache among them; whether the inputs were more) when the weights and those
-    bytes together outgrow ``hw``'s memory, else None (also when the profile gives no memory size).
+    bytes together outgrow ``hw``'s memory (``die_memory``: on a multi-die board, each die holds the
+    weights and its share of the batch), else None (also when the profile gives no memory size).
     ``inputs``: ``held_inputs`` of the scored graph."""
-    cap = (hw.dram_gb or 0) * 1e9
+    cap = die_memory(hw)
     if not cap or not sc.layers:
         return None
     weights = max(sum(distinct_weights(c.layer.workload) for c in sc.layers) - sc.repeated, 0)
@@ -37,7 +38,35 @@ def memory_shortfall(hw: HardwareProfile, sc: Score, inputs: int) -> tuple | Non
     act = big.layer.workload.act_bytes_read + big.layer.workload.bytes_written
     by_inputs = inputs > act
     held = inputs if by_inputs else act
-    return (weights, big, held, by_inputs) if weights + held > cap else None
+    per_die = held // _dies_used(hw, sc.settings.batch)  # a batch split data-parallel over a board's dies
+    return (weights, big, held, by_inputs) if weights + per_die > cap else None
+
+
+def die_memory(hw: HardwareProfile) -> float:
+    """Bytes of memory one device holds: a multi-die board's (``gpu.dies``: a K80) is split between its
+    dies, each of which a framework sees as its own GPU holding its own copy of the weights; 0 when the
+    profile gives no memory size."""
+    return (hw.dram_gb or 0) * 1e9 / _dies(hw)
+
+
+def _dies(hw: HardwareProfile) -> int:
+    if hw.kind != "gpu":
+        return 1
+    from dnnperf import gpu
+
+    return max(1, gpu.library_of(hw).dies)
+
+
+def _dies_used(hw: HardwareProfile, batch: int | None) -> int:
+    return max(1, min(_dies(hw), int(batch or 1)))
+
+
+def _memory_words(hw: HardwareProfile) -> str:
+    """'k80's 12 GB', or "k80-board's 12 GB a die (24 GB in all)"."""
+    n = _dies(hw)
+    if n == 1:
+        return f"{hw.name}'s {hw.dram_gb:g} GB"
+    return f"{hw.name}'s {hw.dram_gb / n:g} GB a die ({hw.dram_gb:g} GB in all)"
 
 
 def memory_note(hw: HardwareProfile, sc: Score, inputs: int) -> str | None:
@@ -51,10 +80,10 @@ def memory_note(hw: HardwareProfile, sc: Score, inputs: int) -> str | None:
     if short is None:
         return None
     weights, big, held, by_inputs = short
-    head = f"does not fit {hw.name}'s {hw.dram_gb:g} GB: "
+    head = f"does not fit {_memory_words(hw)}: "
     tail = ", so this estimate times a run the device cannot hold — "
     w = big.layer.workload
-    if held >= weights:  # the activations' part: a batch or a size too large
+    if held >= weights:  # the activations' part: a batch or a size too large (the figures: the whole batch's)
         if by_inputs:
             return (head + f"the model's inputs hold {fmt_bytes(held)} (batch {sc.settings.batch}; a decoder's KV cache "
                     "among them)" + (f", next to {fmt_bytes(weights)} of weights" if weights else "") + tail

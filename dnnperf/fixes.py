@@ -672,6 +672,7 @@ def _model_precision(report, hw) -> str | None:
 def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
     """When the model starves a big device, the cheapest of ``alternatives`` of the same kind that is
     estimated within 10% of its latency (by price when both have one, else by quoted peak)."""
+    from dnnperf.capacity import die_memory
     from dnnperf.scoring import distinct_weights, score
 
     sc = report.score
@@ -696,7 +697,7 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
             continue
         if hw.price_per_hour is None and _draws_more(other, hw):
             continue
-        if other.dram_gb and held > other.dram_gb * 1e9:
+        if other.dram_gb and held > die_memory(other):
             continue  # its memory cannot hold the weights (a 70B decoder's 141 GB for a 24 GB L4)
         other = _same_host(other, hw)
         # cheap lower bound first: its launches plus all ops at its fastest unit

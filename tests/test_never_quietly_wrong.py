@@ -814,6 +814,23 @@ def test_weights_the_device_cannot_hold_are_marked_and_meet_no_requirement(tmp_p
     assert "no target's memory holds the run" in r.stdout
 
 
+def test_each_die_of_a_board_holds_the_weights(tmp_path):
+    """A two-die board (k80-board: 24 GB, 12 GB a die) runs a batch data-parallel, each die a GPU of its
+    own with a copy of the weights: a [1, 60000] x [60000, 60000] float32 product's 14.4 GB of weights
+    (60,000^2 x 4 B, a weightless skeleton) fit neither die, though the board's total would hold them;
+    a single-die 80 GB a100 holds them."""
+    init = onnx.TensorProto(name="w", data_type=onnx.TensorProto.FLOAT, dims=[60000, 60000])
+    init.data_location = onnx.TensorProto.EXTERNAL
+    e = init.external_data.add()
+    e.key, e.value = "location", "weights.bin"
+    m = model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", [1, 60000])], [vi("y", None)], [init])
+    p = save(m, tmp_path)
+    notes = json.loads(invoke("analyze", p, "--hw", "k80-board", "-f", "json").stdout)["warnings"]
+    assert any(n.startswith("does not fit k80-board's 12 GB a die (24 GB in all): the weights hold 14.4 GB") for n in notes), notes
+    notes = json.loads(invoke("analyze", p, "--hw", "a100", "-f", "json").stdout)["warnings"]
+    assert not any("does not fit" in n for n in notes), notes
+
+
 def test_an_empty_sequence_keeps_its_batch():
     """gpt2 with --dim sequence_length=0: input_ids is 1 x 0 (no bytes), and the report's batch was
     read off the inputs' bytes, so it said "batch None"; the batch is still 1."""
