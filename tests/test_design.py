@@ -10,7 +10,7 @@ from onnx import helper
 from typer.testing import CliRunner
 
 from dnnperf.cli import app
-from helpers import conv_model, model, save, vi, weight
+from helpers import chain_1x1, conv_model, model, save, vi, weight
 
 runner = CliRunner()
 
@@ -175,6 +175,19 @@ def test_diff_names_the_changed_layer(tmp_path):
     assert conv["matched_by"] == "name" and conv["delta_s"] > 0
     assert conv["macs_b"] == 4 * conv["macs_a"]
     assert sum(r["delta_s"] for r in d["layers"]) == pytest.approx(d["delta_s"] - d["input_transfer_delta_s"], rel=1e-3)
+
+
+def test_diff_lists_alike_layers_once(tmp_path):
+    """Six equal 1 x 1 convolutions 64 -> 64 against six 72 -> 72 (14 x 14), matched by name, on a TPU
+    (where the six are alike in each model: the test of the report's groups): the JSON keeps a row per
+    layer, the table one row, n = 6."""
+    a = save(chain_1x1(64, 14, 14, 6), tmp_path, "a.onnx")
+    b = save(chain_1x1(72, 14, 14, 6), tmp_path, "b.onnx")
+    d = json.loads(runner.invoke(app, ["diff", a, b, "--hw", "tpu-v4", "-f", "json"]).stdout)
+    assert sorted(r["layer_a"] for r in d["layers"]) == [f"pw{i}" for i in range(6)]
+    table = runner.invoke(app, ["diff", a, b, "--hw", "tpu-v4"]).stdout
+    rows = [line.split() for line in table.splitlines() if line.startswith("pw")]
+    assert len(rows) == 1 and rows[0][1:3] == ["6", "Conv"], table
 
 
 def test_fix_text_and_shapes_agree_on_the_same_width_change(tmp_path):

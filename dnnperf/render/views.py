@@ -366,15 +366,9 @@ def _cell(v) -> str:
 def _shapes(doc) -> list:
     d = doc.data
     top = doc.options.get("top", 20)
-    groups: dict[tuple, list] = {}  # alike layers (a transformer's equal products) once, with their number
-    for r in d["layers"]:
-        key = (r["op_type"], r["latency_s"], r["tile_efficiency"], r["text"])
-        if key in groups:
-            groups[key][1] += 1
-        else:
-            groups[key] = [r, 1]
+    alike = _alike(d["layers"], lambda r: (r["op_type"], r["latency_s"], r["tile_efficiency"], r["text"]), top)
     rows = [[_short(r["layer"]), str(n), r["op_type"], t(r["latency_s"]), pct(r["tile_efficiency"]), r["text"]]
-            for r, n in list(groups.values())[:top]]
+            for r, n in alike]
     return [Tab(f"{d['model']} on {d['hardware']}: widths that fit the hardware better (n: alike layers)",
                 ["layer", "n", "op", "time", "tile fit", "nearby widths (this layer only)"], rows, left=(0, 2, 5))]
 
@@ -389,14 +383,29 @@ def _shapes_rows(doc):
     return cols, rows
 
 
+def _alike(rows: list, key, top: int) -> list[tuple]:
+    """(the first row, how many rows share its ``key``) for the first ``top`` distinct keys, in order:
+    a table's alike layers (a transformer's equal products) once, with their number."""
+    groups: dict = {}
+    for r in rows:
+        k = key(r)
+        if k in groups:
+            groups[k][1] += 1
+        else:
+            groups[k] = [r, 1]
+    return [tuple(g) for g in list(groups.values())[:top]]
+
+
 def _diff(doc) -> list:
     d = doc.data
     top = doc.options.get("top", 20)
-    rows = [[_short(r["layer_a"] or r["layer_b"], 44), r["op_type"], t(r["a_s"]), t(r["b_s"]),
+    alike = _alike(d["layers"], lambda r: (r["op_type"], r["a_s"], r["b_s"], r["matched_by"], r["cause_b"]), top)
+    rows = [[_short(r["layer_a"] or r["layer_b"], 44), str(n), r["op_type"], t(r["a_s"]), t(r["b_s"]),
              ("+" if r["delta_s"] >= 0 else "-") + t(abs(r["delta_s"])), r["matched_by"], r["cause_b"] or "-"]
-            for r in d["layers"][:top]]
-    return [Tab(f"{d['a']} -> {d['b']} on {d['hardware']}: {t(d['a_latency_s'])} -> {t(d['b_latency_s'])}",
-                ["layer (A / B)", "op", "A", "B", "delta", "matched by", "cause B"], rows, left=(0, 1, 5, 6))]
+            for r, n in alike]
+    return [Tab(f"{d['a']} -> {d['b']} on {d['hardware']}: {t(d['a_latency_s'])} -> {t(d['b_latency_s'])} "
+                "(n: alike layers, each with these figures)",
+                ["layer (A / B)", "n", "op", "A", "B", "delta", "matched by", "cause B"], rows, left=(0, 2, 6, 7))]
 
 
 def _validate(doc) -> list:
