@@ -14,7 +14,7 @@ import json
 import os
 from dnnperf.scoring import Settings
 from dnnperf.api import Inspection, analyze, checked, inspect_graph, ranked
-from dnnperf.capacity import held_inputs, memory_shortfall
+from dnnperf.capacity import held_inputs, memory_note, memory_shortfall
 from dnnperf.documents import report_dict
 from dnnperf.errors import DnnperfError
 from dnnperf.fmt import sig as _r
@@ -256,10 +256,13 @@ def _recorded_shapes(ov: ShapeOverrides) -> dict:
 
 
 def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, settings: Settings,
-           ov: ShapeOverrides, phase: dict | None = None) -> dict:
+           ov: ShapeOverrides, phase: dict | None = None, notes: list | None = None) -> dict:
     from dnnperf import __version__
 
     rep = analyze(insp, hw, settings, with_fixes=False, what_if=False)
+    room = memory_note(hw, rep.score, held_inputs(insp.graph))
+    if room and notes is not None:  # recorded all the same: `check` fails on it until it fits
+        notes.append(f"{model_key(model_path)} on {spec}: {room}")
     d = report_dict(rep)
     cov = d["coverage"]
     return {
@@ -281,16 +284,17 @@ def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, se
 
 
 def make_baseline(items: list[tuple[str, Inspection, str, Settings, ShapeOverrides]],
-                  baseline_path: str | None = None, phase: dict | None = None) -> dict:
+                  baseline_path: str | None = None, phase: dict | None = None, notes: list | None = None) -> dict:
     """``items``: (model path, inspection, profile spec as the user wrote it, settings, the shape flags
     it was inspected with: --dim, --input-shape, --value; ``check`` repeats them). ``phase``: the
     decoder step the inspections are of ({"phase", "prompt", "context"}, ``phase_inspection``).
     A shipped profile is stored by name, a custom one by its path relative to the baseline file,
-    with a hash of its content; never an absolute path."""
+    with a hash of its content; never an absolute path. ``notes`` receives a line for each entry whose
+    run the device's memory cannot hold (``dnnperf.capacity``)."""
     entries = []
     for model_path, insp, spec, settings, ov in items:
         hw = load_profile(spec)
-        entries.append(_entry(model_path, insp, profile_spec_for(spec, baseline_path), hw, settings, ov, phase))
+        entries.append(_entry(model_path, insp, profile_spec_for(spec, baseline_path), hw, settings, ov, phase, notes))
     entries.sort(key=lambda e: (e["model"], e["hardware"]))
     return {"schema_version": BASELINE_SCHEMA, "entries": entries}
 
@@ -440,8 +444,8 @@ def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, basel
     """Compare fresh estimates against the baseline. ``inspect_fn(path, shape overrides) -> Inspection``.
 
     An entry fails when it is slower beyond both tolerances, when its profile file changed since the
-    baseline (the reference moved), when more than ``max_unscored`` nodes are not scored, or when its
-    coverage dropped. Entries for models not given (or profiles not in ``hw_filter``) are skipped
+    baseline (the reference moved), when more than ``max_unscored`` nodes are not scored, when its
+    coverage dropped, or when the device's memory cannot hold the run (``dnnperf.capacity``). Entries for models not given (or profiles not in ``hw_filter``) are skipped
     and listed."""
     by_key = {}
     for m in models:
@@ -489,6 +493,9 @@ def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, basel
         if recorded_hash and recorded_hash != now_hash:
             problems.append(f"profile '{e['hardware']}' changed since the baseline (sha256 {recorded_hash} -> {now_hash}): "
                             "the reference moved; re-record with `check --update`")
+        room = memory_note(hw, rep.score, held_inputs(insp.graph))
+        if room:  # a run the device cannot hold fails the gate, whatever its time
+            problems.append(room)
         unscored = [r.node.name for r in insp.unscored()]
         if len(unscored) > max_unscored:
             problems.append(f"{len(unscored)} node(s) NOT scored (allowed: {max_unscored}): {', '.join(unscored[:8])}"

@@ -773,6 +773,16 @@ def test_a_batch_the_device_cannot_hold_is_marked(tmp_path):
     assert "does not fit" in r.stderr
     r1 = invoke("analyze", p, "--hw", "v100", "-b", "1", "-f", "json")
     assert not any("does not fit" in w for w in json.loads(r1.stdout)["warnings"])
+    # the CI gate: baseline says so when it records such a run, and check fails on it (exit 1) though
+    # its time did not move
+    base = tmp_path / "base.json"
+    r = invoke("baseline", p, "--hw", "v100", "-b", "20000", "-o", base)
+    assert r.exit_code == 0 and "m.onnx on v100: does not fit v100's 16 GB" in r.stderr, r.output
+    r = invoke("check", p, "--baseline", base)
+    assert r.exit_code == 1 and "does not fit v100's 16 GB" in r.stdout and "+0.0%" in r.stdout, r.output
+    base1 = tmp_path / "base1.json"
+    assert invoke("baseline", p, "--hw", "v100", "-b", "1", "-o", base1).exit_code == 0
+    assert invoke("check", p, "--baseline", base1).exit_code == 0
     # a sweep marks the rows the device cannot hold
     r = invoke("sweep", p, "--hw", "v100", "--batch", "1,20000", "-f", "json")
     assert [row["fits_memory"] for row in json.loads(r.stdout)["rows"]] == [True, False], r.output

@@ -50,8 +50,10 @@ def baseline(
             if tick:
                 tick()
     items = [(m, i, s, st, ov) for m, i in zip(models, insps) for s in specs]
-    data = make_baseline(items, output, None if phase is None else {"phase": phase, "prompt": prompt, "context": context})
-    notes = [w for i in insps for w in i.warnings] + [f"wrote {output}: {len(data['entries'])} entries"]
+    room: list[str] = []
+    data = make_baseline(items, output, None if phase is None else {"phase": phase, "prompt": prompt, "context": context},
+                         room)
+    notes = [w for i in insps for w in i.warnings] + room + [f"wrote {output}: {len(data['entries'])} entries"]
     return Document("baseline", data, notes=tuple(notes))
 
 
