@@ -822,6 +822,11 @@ def test_weights_the_device_cannot_hold_are_marked_and_meet_no_requirement(tmp_p
     assert r.exit_code == 1 and "misses: tiny-v100" in r.stdout and "its memory cannot hold the run" in r.stdout, r.output
     assert "(does not fit)" in r.stdout
     assert "no target's memory holds the run" in r.stdout
+    # the HTML report's comparison table marks it too
+    assert invoke("report", p, "--hw", f"v100,{prof}", "-o", tmp_path / "r.html").exit_code == 0
+    html = (tmp_path / "r.html").read_text()
+    across = html[html.index("Across targets"):]
+    assert across.count("(does not fit)") == 1 and across.index("tiny-v100") < across.index("(does not fit)")
 
 
 def test_each_die_of_a_board_holds_the_weights(tmp_path):

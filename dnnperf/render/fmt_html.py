@@ -53,6 +53,12 @@ def _cause(c: str) -> str:
     return f"<span class='cause' style='background:{col};color:{fg}'>{escape(c)}</span>"
 
 
+def _no_fit(d: dict) -> str:
+    """' (does not fit)' for a compared target whose report says its memory cannot hold the run
+    (``dnnperf.capacity``'s note, which heads with those words), else ''."""
+    return " (does not fit)" if any(w.startswith("does not fit") for w in d.get("warnings", [])) else ""
+
+
 def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
     charts = (svg.roofline(main), svg.waterfall(main))
     t = main["totals"]
@@ -112,7 +118,7 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
             f"<tr><td>{escape(c['hardware']['name'])}</td><td class='num'>{u.t(c['totals']['latency_s'])}</td>"
             f"<td class='num'>{u.rate(c['totals']['throughput_per_s'])}</td><td class='num'>{c['totals']['achieved_tops']:.3g} / "
             f"{c['totals'].get('peak_tops', c['hardware']['peak_tops']):g}</td><td class='num'>{u.pct(c['totals']['fraction_of_peak'])}</td>"
-            f"<td>{_cause(c['totals']['top_cause'])}</td></tr>"
+            f"<td>{_cause(c['totals']['top_cause'])}{_no_fit(c)}</td></tr>"
             for c in sorted(comparison, key=lambda c: (c["totals"]["latency_s"], c["hardware"]["name"])))
         parts.append("<h2>Across targets</h2><table><thead><tr><th>hardware</th><th class='num'>latency</th>"
                      "<th class='num'>throughput/s</th><th class='num'>TOP/s achieved / quoted</th>"
