@@ -445,8 +445,8 @@ def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, basel
 
     An entry fails when it is slower beyond both tolerances, when its profile file changed since the
     baseline (the reference moved), when more than ``max_unscored`` nodes are not scored, when its
-    coverage dropped, or when the device's memory cannot hold the run (``dnnperf.capacity``). Entries for models not given (or profiles not in ``hw_filter``) are skipped
-    and listed."""
+    coverage dropped, or when the device's memory cannot hold the run (``dnnperf.capacity``). Entries
+    for models not given (or profiles not in ``hw_filter``) are skipped and listed."""
     by_key = {}
     for m in models:
         k = model_key(m)
