@@ -2,7 +2,8 @@
 next to them the largest layer's input and output, or all of the model's inputs when they are more (a
 decoder's KV cache, which lives in device memory between steps). A lower bound of what a run holds
 (every other live tensor comes on top), used for the report's "does not fit" note, by ``compare``,
-whose rows that cannot hold the run meet no requirement, and by the downgrade advice (weights only).
+whose rows that cannot hold the run meet no requirement, by ``baseline`` / ``check``, and by the downgrade
+advice, which never names a device that cannot hold the run.
 ``analyze --phase`` refuses a request whose weights and whole KV cache do not fit
 (``dnnperf.llm.phases``)."""
 

@@ -672,7 +672,7 @@ def _model_precision(report, hw) -> str | None:
 def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
     """When the model starves a big device, the cheapest of ``alternatives`` of the same kind that is
     estimated within 10% of its latency (by price when both have one, else by quoted peak)."""
-    from dnnperf.capacity import die_memory
+    from dnnperf.capacity import die_memory, held_inputs, memory_shortfall
     from dnnperf.scoring import distinct_weights, score
 
     sc = report.score
@@ -684,6 +684,7 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
     layers = [c.layer for c in sc.layers]
     # the weights the model holds, each once (the memory a candidate must have before it is worth scoring)
     held = max(sum(distinct_weights(l.workload) for l in layers) - sc.repeated, 0)
+    inputs = held_inputs(report.inspection.graph)
     best = None
     if callable(alternatives):  # only a device of the same kind quoting fewer TOP/s is a candidate
         alternatives = alternatives(hw.kind, hw.headline_tops)
@@ -705,9 +706,12 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
         if t["launches"] * other.launch_overhead_us * 1e-6 + t["ops"] / best_rate > lat * 1.10:
             continue
         # same kind of device: the same layers (and fusion) apply; only the scoring changes
-        l2 = score(layers, other, sc.settings, report.inspection.input_bytes, sc.arena, sc.repeated).totals["latency_s"]
+        sc2 = score(layers, other, sc.settings, report.inspection.input_bytes, sc.arena, sc.repeated)
+        l2 = sc2.totals["latency_s"]
         if l2 > lat * 1.10:
             continue
+        if memory_shortfall(other, sc2, inputs) is not None:
+            continue  # the weights fit, the batch's activations (or a decoder's cache) next to them do not
         key = (other.price_per_hour if hw.price_per_hour is not None else other.headline_tops, name)
         if best is None or key < best[0]:
             best = (key, other, l2)

@@ -88,8 +88,8 @@ def test_a_downgrade_draws_no_more_power_and_keeps_the_users_host(tmp_path):
 
 def test_a_downgrade_must_hold_the_weights(tmp_path):
     """A candidate whose memory cannot hold the model's weights is never the advice (it was scored:
-    an 80-layer 70B decoder on an h200 scored ten smaller GPUs, none able to hold its 141 GB). The
-    same K80 that the test above finds within 10% of an h200, with a memory of 1 KB: the small CNN's
+    an 80-layer 70B decoder on an h200 scored ten smaller GPUs, none able to hold its 141 GB), nor one
+    that holds the weights but not the activations next to them. The same K80 that the test above finds within 10% of an h200, with a memory of 1 KB: the small CNN's
     four 1 x 1 convolutions hold 16 x 3 + 3 x 16 x 16 float32 weights (3,264 B)."""
     from dataclasses import replace
 
@@ -100,6 +100,12 @@ def test_a_downgrade_must_hold_the_weights(tmp_path):
     assert [f for f in rep.model_fixes if f["id"] == "downgrade_hardware"]
     rep = analyze(insp, h200, Settings(), alternatives=(replace(k80, dram_gb=1e-6),))
     assert not [f for f in rep.model_fixes if f["id"] == "downgrade_hardware"]
+    # the weights fit in 50 KB, not a layer's 16 x 32 x 32 float32 input and output next to them (2 x 65,536 B);
+    # in 1 MB both do
+    rep = analyze(insp, h200, Settings(), alternatives=(replace(k80, dram_gb=5e-5),))
+    assert not [f for f in rep.model_fixes if f["id"] == "downgrade_hardware"]
+    rep = analyze(insp, h200, Settings(), alternatives=(replace(k80, dram_gb=1e-3),))
+    assert [f for f in rep.model_fixes if f["id"] == "downgrade_hardware"]
 
 
 def test_large_batch_does_not_get_the_downgrade_advice(tmp_path):
