@@ -64,6 +64,7 @@ class Report:
     alt_latency_s: dict = field(default_factory=dict)  # fusion what-if: {"none": s, "typical": s}
     model_fixes: list = field(default_factory=list)
     notes: list = field(default_factory=list)  # assumptions made for this hardware (precision mappings)
+    memory: str | None = None  # the note when the device's memory cannot hold the run (dnnperf.capacity), else None
 
     @property
     def hw(self) -> HardwareProfile:
@@ -155,9 +156,9 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
             notes.append(f"QDQ under TensorRT: {more} more op(s) between Q/DQ pairs (adds, pooling, concatenation, "
                          f"data movement) run quantized and {freed} more Q/DQ node(s) fold into them, as the "
                          "engine's explicit quantization fuses them")
-    room = memory_note(hw, sc, held_inputs(insp.graph))
-    if room:
-        notes.append(room)
+    memory = memory_note(hw, sc, held_inputs(insp.graph))
+    if memory:
+        notes.append(memory)
     waits = _host_waits_note(hw, sc)
     if waits:
         notes.append(waits)
@@ -165,7 +166,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     if what_if or with_fixes:  # the other fusion setting, scored for the report and the fusion fix
         other = "typical" if settings.fusion == "none" else "none"
         alt[other] = _score(insp, hw, replace(settings, fusion=other)).totals["latency_s"]
-    report = Report(insp, sc, alt_latency_s=alt, notes=notes)
+    report = Report(insp, sc, alt_latency_s=alt, notes=notes, memory=memory)
     if with_fixes:
         from dnnperf.fixes import attach_fixes
 

@@ -10,7 +10,7 @@ advice, which never names a device that cannot hold the run.
 from __future__ import annotations
 
 from dnnperf.hardware import HardwareProfile
-from dnnperf.scoring import Score, distinct_weights
+from dnnperf.scoring import Score, held_weights
 
 
 def held_inputs(graph) -> int:
@@ -34,7 +34,7 @@ def memory_shortfall(hw: HardwareProfile, sc: Score, inputs: int) -> tuple | Non
     cap = die_memory(hw)
     if not cap or not sc.layers:
         return None
-    weights = max(sum(distinct_weights(c.layer.workload) for c in sc.layers) - sc.repeated, 0)
+    weights = held_weights([c.layer for c in sc.layers], sc.repeated)
     big = max(sc.layers, key=lambda c: c.layer.workload.act_bytes_read + c.layer.workload.bytes_written)
     act = big.layer.workload.act_bytes_read + big.layer.workload.bytes_written
     by_inputs = inputs > act

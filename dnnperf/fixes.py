@@ -673,7 +673,7 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
     """When the model starves a big device, the cheapest of ``alternatives`` of the same kind that is
     estimated within 10% of its latency (by price when both have one, else by quoted peak)."""
     from dnnperf.capacity import die_memory, held_inputs, memory_shortfall
-    from dnnperf.scoring import distinct_weights, score
+    from dnnperf.scoring import held_weights, score
 
     sc = report.score
     hw = sc.hw
@@ -683,7 +683,7 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
         return None  # (nothing scored and no input to move: no time to compare against)
     layers = [c.layer for c in sc.layers]
     # the weights the model holds, each once (the memory a candidate must have before it is worth scoring)
-    held = max(sum(distinct_weights(l.workload) for l in layers) - sc.repeated, 0)
+    held = held_weights(layers, sc.repeated)
     inputs = held_inputs(report.inspection.graph)
     best = None
     if callable(alternatives):  # only a device of the same kind quoting fewer TOP/s is a candidate

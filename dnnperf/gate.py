@@ -14,7 +14,6 @@ import json
 import os
 from dnnperf.scoring import Settings
 from dnnperf.api import Inspection, analyze, checked, inspect_graph, ranked
-from dnnperf.capacity import held_inputs, memory_note, memory_shortfall
 from dnnperf.documents import report_dict
 from dnnperf.errors import DnnperfError
 from dnnperf.fmt import sig as _r
@@ -52,7 +51,6 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
     rows = []
     skipped = []
     notes: list[str] = []
-    held = held_inputs(insp.graph)
     for hw in profiles:
         try:
             rep = analyze(insp, hw, settings, alternatives=tuple(profiles))
@@ -67,7 +65,7 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
         top = ranked(rep, 1)
         b = used.batch or 1
         # a target whose memory cannot hold the run meets no requirement (its note says so)
-        fits = None if not hw.dram_gb else memory_shortfall(hw, rep.score, held) is None
+        fits = None if not hw.dram_gb else rep.memory is None
         meets = (max_latency_s is None or t["latency_s"] <= max_latency_s) and (
             min_throughput is None or t["throughput_per_s"] >= min_throughput) and fits is not False
         rows.append({
@@ -209,7 +207,7 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
                 "achieved_tops": _r(t["achieved_tops"]), "fraction_of_peak": _r(t["fraction_of_peak"]),
                 "top_cause": rep.top_cause, "parallelism_share": _r(rep.score.losses["parallelism"] / lat),
                 "coverage": coverage_dict(insp, rep)["scored_share"],
-                "fits_memory": None if not hw.dram_gb else memory_shortfall(hw, rep.score, held_inputs(insp.graph)) is None,
+                "fits_memory": None if not hw.dram_gb else rep.memory is None,
             })
     stop = {prec or "model": starvation_end([r for r in rows if r["precision"] == (prec or "model")])
             for prec in precisions}
@@ -260,9 +258,8 @@ def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, se
     from dnnperf import __version__
 
     rep = analyze(insp, hw, settings, with_fixes=False, what_if=False)
-    room = memory_note(hw, rep.score, held_inputs(insp.graph))
-    if room and notes is not None:  # recorded all the same: `check` fails on it until it fits
-        notes.append(f"{model_key(model_path)} on {spec}: {room}")
+    if rep.memory and notes is not None:  # recorded all the same: `check` fails on it until it fits
+        notes.append(f"{model_key(model_path)} on {spec}: {rep.memory}")
     d = report_dict(rep)
     cov = d["coverage"]
     return {
@@ -493,9 +490,8 @@ def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, basel
         if recorded_hash and recorded_hash != now_hash:
             problems.append(f"profile '{e['hardware']}' changed since the baseline (sha256 {recorded_hash} -> {now_hash}): "
                             "the reference moved; re-record with `check --update`")
-        room = memory_note(hw, rep.score, held_inputs(insp.graph))
-        if room:  # a run the device cannot hold fails the gate, whatever its time
-            problems.append(room)
+        if rep.memory:  # a run the device cannot hold fails the gate, whatever its time
+            problems.append(rep.memory)
         unscored = [r.node.name for r in insp.unscored()]
         if len(unscored) > max_unscored:
             problems.append(f"{len(unscored)} node(s) NOT scored (allowed: {max_unscored}): {', '.join(unscored[:8])}"

@@ -1043,6 +1043,12 @@ def distinct_weights(w: Workload) -> int:
     return sum(pw.weight_bytes for _, pw, _ in w.parts) if w.parts else w.weight_bytes
 
 
+def held_weights(layers: list[Layer], repeated: int = 0) -> int:
+    """Weight bytes a network holds, each once: a loop body's once, not once per run, and ``repeated``
+    (weights several layers share, ``dnnperf.reuse.repeated_weight_bytes``) taken off."""
+    return max(sum(distinct_weights(l.workload) for l in layers) - repeated, 0)
+
+
 def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_bytes: int, arena: int = 0,
           repeated: int = 0) -> Score:
     """Score every layer and total the network. ``arena``: the activation bytes live at once at the
@@ -1056,7 +1062,7 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
     if hw.kind == "gpu":
         hw, _ = gpu.board_share(hw, settings.batch)
     # each weight once (a loop body's once, not once per run)
-    distinct = max(sum(distinct_weights(l.workload) for l in layers) - repeated, 0)
+    distinct = held_weights(layers, repeated)
     resident = weights_fit(hw, distinct)
     # what one inference reads and writes: every weight once, every activation it writes
     footprint = distinct + sum(l.workload.bytes_written for l in layers)
