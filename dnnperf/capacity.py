@@ -39,7 +39,7 @@ def memory_shortfall(hw: HardwareProfile, sc: Score, inputs: int) -> tuple | Non
     act = big.layer.workload.act_bytes_read + big.layer.workload.bytes_written
     by_inputs = inputs > act
     held = inputs if by_inputs else act
-    per_die = held // _dies_used(hw, sc.settings.batch)  # a batch split data-parallel over a board's dies
+    per_die = held // dies_used(hw, sc.settings.batch)  # a batch split data-parallel over a board's dies
     return (weights, big, held, by_inputs) if weights + per_die > cap else None
 
 
@@ -47,10 +47,10 @@ def die_memory(hw: HardwareProfile) -> float:
     """Bytes of memory one device holds: a multi-die board's (``gpu.dies``: a K80) is split between its
     dies, each of which a framework sees as its own GPU holding its own copy of the weights; 0 when the
     profile gives no memory size."""
-    return (hw.dram_gb or 0) * 1e9 / _dies(hw)
+    return (hw.dram_gb or 0) * 1e9 / board_dies(hw)
 
 
-def _dies(hw: HardwareProfile) -> int:
+def board_dies(hw: HardwareProfile) -> int:
     if hw.kind != "gpu":
         return 1
     from dnnperf import gpu
@@ -58,13 +58,13 @@ def _dies(hw: HardwareProfile) -> int:
     return max(1, gpu.library_of(hw).dies)
 
 
-def _dies_used(hw: HardwareProfile, batch: int | None) -> int:
-    return max(1, min(_dies(hw), int(batch or 1)))
+def dies_used(hw: HardwareProfile, batch: int | None) -> int:
+    return max(1, min(board_dies(hw), int(batch or 1)))
 
 
-def _memory_words(hw: HardwareProfile) -> str:
+def memory_words(hw: HardwareProfile) -> str:
     """'k80's 12 GB', or "k80-board's 12 GB a die (24 GB in all)"."""
-    n = _dies(hw)
+    n = board_dies(hw)
     if n == 1:
         return f"{hw.name}'s {hw.dram_gb:g} GB"
     return f"{hw.name}'s {hw.dram_gb / n:g} GB a die ({hw.dram_gb:g} GB in all)"
@@ -81,7 +81,7 @@ def memory_note(hw: HardwareProfile, sc: Score, inputs: int) -> str | None:
     if short is None:
         return None
     weights, big, held, by_inputs = short
-    head = f"does not fit {_memory_words(hw)}: "
+    head = f"does not fit {memory_words(hw)}: "
     tail = ", so this estimate times a run the device cannot hold — "
     w = big.layer.workload
     if held >= weights:  # the activations' part: a batch or a size too large (the figures: the whole batch's)

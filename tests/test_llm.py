@@ -134,6 +134,29 @@ def test_memory_that_does_not_fit_is_refused_with_what_is_missing(models):
     assert "does not fit t4's 16 GB" in r.output and "missing" in r.output
 
 
+
+def test_each_die_of_a_board_holds_the_weights_and_its_share_of_the_cache(models, tmp_path):
+    """`analyze --phase` checked a multi-die board's total memory (k80-board: 24 GB) while every die,
+    a GPU of its own to the framework, holds its own copy of the weights (12 GB a die): Llama-2-7B's
+    13.2 GB of fp16 weights were said to fit."""
+    r = cli("analyze", models["7b"], "--hw", "k80-board", "--phase", "decode", "--context", "1023")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "does not fit k80-board's 12 GB a die (24 GB in all)" in r.output
+    # 4-bit weights at batch 8: each of the two dies holds the weights and 4 sequences' cache,
+    # 4 x 1,024 tokens x 512 KiB = 2.15 GB; the whole cache (4.29 GB) is the board's
+    from dnnperf.llm.skeleton import PRESETS, skeleton_bytes
+
+    p = tmp_path / "7b_int4.onnx"
+    p.write_bytes(skeleton_bytes(PRESETS["llama-2-7b"], "genai", 4))
+    rep, d = analyze_phases(str(p), load_profile("k80-board"), Settings(batch=8), PhaseRequest("decode", 1, 1023, 1))
+    mem = d["memory"]
+    assert mem["dies"] == 2 and mem["device_bytes"] == 12e9 and mem["fits"] is True
+    assert mem["needed_bytes"] - mem["weights_bytes"] == 4 * 1024 * 524_288
+    assert d["kv_cache"]["bytes"] == 8 * 1024 * 524_288
+    # the same request on one die (k80: 12 GB) holds the whole batch's cache
+    rep, d1 = analyze_phases(str(p), load_profile("k80"), Settings(batch=8), PhaseRequest("decode", 1, 1023, 1))
+    assert d1["memory"]["needed_bytes"] - d1["memory"]["weights_bytes"] == 8 * 1024 * 524_288
+
 @pytest.mark.parametrize("style", ["plain", "genai"])
 def test_compare_counts_the_cache_a_step_holds(tmp_path, style):
     """`analyze --phase` refuses a request whose weights and KV cache outgrow the device; `compare

@@ -13,6 +13,7 @@ device, computed from the phase's own report (no new measurements), and the assu
 
 from __future__ import annotations
 
+from dnnperf.capacity import board_dies, die_memory
 from dnnperf.ir import DTYPE_BITS
 
 _MATRIX = ("MatMul", "Gemm", "com.microsoft:MatMulNBits", "MatMulNBits", "FusedMatMul")
@@ -51,8 +52,9 @@ def llm_fixes(report, d: dict, dec, hw) -> list[dict]:
     if phase == "decode":
         ops1 = tot["ops"] / batch  # ops per sequence per step
         cs = dec.bytes_per_token * (d["decode"]["context"] + 1)  # cache bytes one sequence reads per step
-        cap = (hw.dram_gb or 0) * 1e9
-        max_b = int((cap - weights) // cs) if cap and cs and cap > weights else None
+        # each die of a multi-die board holds the weights and the cache of its share of the batch
+        cap, dies = die_memory(hw), board_dies(hw)
+        max_b = int((cap - weights) // cs) * dies if cap and cs and cap > weights else None
         if ops1 > ridge * cs and ridge > 0:
             b_star = ridge * weights / (ops1 - ridge * cs)
             where = f"decode stays memory-bound up to batch ~{b_star:.0f} (the ridge point, {ridge:.0f} ops/byte)"

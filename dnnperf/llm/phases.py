@@ -269,10 +269,15 @@ def _bound(report) -> str:
     return max(("memory", "compute", "overhead"), key=lambda k: (t[k], k == "memory"))
 
 
-def _fits(hw, weights: int, cache: int) -> dict:
-    cap = (hw.dram_gb or 0) * 1e9
-    need = weights + cache
-    return {"weights_bytes": weights, "cache_bytes": cache, "needed_bytes": need,
+def _fits(hw, weights: int, cache: int, batch: int) -> dict:
+    """The weights and the KV cache against the memory of one device; on a multi-die board
+    (``capacity.die_memory``) each die used holds the weights and its share of the batch's cache."""
+    from dnnperf.capacity import dies_used, die_memory
+
+    cap = die_memory(hw)
+    dies = dies_used(hw, batch)
+    need = weights + -(-cache // dies)
+    return {"weights_bytes": weights, "cache_bytes": cache, "needed_bytes": need, "dies": dies,
             "device_bytes": cap or None, "fits": (need <= cap) if cap else None,
             "missing_bytes": max(0, need - cap) if cap else None}
 
@@ -325,12 +330,16 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     cache_bytes = per_tok * peak_ctx * batch
     out["kv_cache"] = {"bytes_per_token": per_tok, "tokens": peak_ctx, "bytes": cache_bytes,
                        "dtype": dec.cache_dtype}
-    out["memory"] = _fits(hw, weights, cache_bytes)
+    out["memory"] = _fits(hw, weights, cache_bytes, batch)
     mem = out["memory"]
     if strict_memory and mem["fits"] is False:
+        from dnnperf.capacity import dies_used, memory_words
+
+        n = dies_used(hw, batch)
+        share = f", {n} dies sharing it: {(mem['needed_bytes'] - weights) / 1e9:.2f} GB each" if n > 1 else ""
         raise DnnperfError(
-            f"does not fit {hw.name}'s {hw.dram_gb:g} GB: weights {weights / 1e9:.2f} GB + KV cache "
-            f"{cache_bytes / 1e9:.2f} GB (batch {batch} x {peak_ctx} tokens x {per_tok / 1e6:.3g} MB) = "
+            f"does not fit {memory_words(hw)}: weights {weights / 1e9:.2f} GB + KV cache "
+            f"{cache_bytes / 1e9:.2f} GB (batch {batch} x {peak_ctx} tokens x {per_tok / 1e6:.3g} MB{share}) = "
             f"{mem['needed_bytes'] / 1e9:.2f} GB, {mem['missing_bytes'] / 1e9:.2f} GB missing — lower --batch or the "
             "context, quantise the weights (-p int8) or the cache, or pick a device with more memory")
     if with_fixes:

@@ -140,8 +140,10 @@ def _llm_block(m: dict) -> Lines:
                    f"{rate(e['output_tokens_per_s'])} output tokens/s in total)")
     mem, kv = m["memory"], m["kv_cache"]
     cap = f" of {b(mem['device_bytes'])}" if mem.get("device_bytes") else ""
-    out.append(f"memory: weights {b(mem['weights_bytes'])} + KV cache {b(kv['bytes'])} ({kv['tokens']} tokens x batch "
-               f"{m['batch']}) = {b(mem['needed_bytes'])}{cap}"
+    n = mem.get("dies", 1)
+    share = f", a die's share of {n}: {b(mem['needed_bytes'] - mem['weights_bytes'])}" if n > 1 else ""
+    out.append(f"memory{' of each die' if n > 1 else ''}: weights {b(mem['weights_bytes'])} + KV cache {b(kv['bytes'])} "
+               f"({kv['tokens']} tokens x batch {m['batch']}{share}) = {b(mem['needed_bytes'])}{cap}"
                + ("" if mem.get("fits") is not False else f" — does NOT fit ({b(mem['missing_bytes'])} missing)"))
     for f in m.get("fixes", []):
         out.append(f"fix {f['id']} [{f['difficulty']}]: {f['text']}"
