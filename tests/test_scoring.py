@@ -1285,3 +1285,34 @@ def test_batch_of_a_sequence_a_scan_steps_through_is_its_second_dim(tmp_path):
     m2 = model([helper.make_node("Scan", ["Q"], ["S"], body=rows, num_scan_inputs=1)], [vi("Q", [4, 16])],
                [vi("S", None)])
     assert inspect_model(save(m2, tmp_path, "rows.onnx"), ShapeOverrides(batch=8)).graph.tensors["Q"].shape == (8, 16)
+
+
+def test_a_scatter_whose_indices_outweigh_its_data_is_told_to_move_only_the_data(tmp_path):
+    """`x[:, :, 1:, 1:] += y` exports as a ScatterND with one row of 4 int64 per element written
+    (MViTv2's top bottleneck); the memory-bound fix read '0.0 ops/byte against a ridge point'. By
+    hand: data 2 x 512 x 512 x 4 B = 2,097,152 B read and as much written, updates 2 x 511 x 511 x 4
+    = 2,088,968 B, indices 2 x 511 x 511 x 4 x 8 = 16,711,744 B: 73% of the 22,995,016 B it moves.
+    A scatter of whole rows (indices [2, 1] into [4, 65536]) gets no such fix."""
+    import numpy as np
+    import onnx
+
+    from dnnperf.fixes import Ctx, _raise_intensity
+    from helpers import ints
+
+    grid = np.stack(np.meshgrid(np.arange(1), np.arange(2), np.arange(1, 512), np.arange(1, 512), indexing="ij"), -1)
+    assert grid.shape == (1, 2, 511, 511, 4)
+    box = onnx.numpy_helper.from_array(grid.astype(np.int64), "idx")
+    m = model([helper.make_node("ScatterND", ["x", "idx", "u"], ["y"], name="s")],
+              [vi("x", [1, 2, 512, 512]), vi("u", [1, 2, 511, 511])], [vi("y", None)], [box])
+    rep = analyze(inspect_model(save(m, tmp_path, "box.onnx")), load_profile("v100"), Settings())
+    c = next(c for c in rep.score.layers if c.layer.op_type == "ScatterND")
+    assert c.layer.workload.bytes_total == 22_995_016
+    text, saving = _raise_intensity(c, Ctx(rep))
+    assert "indices (16.7 MB of int64, a row of 4 per element) are 73% of the 23 MB" in text
+    assert saving == pytest.approx(c.time_s * 16_711_744 / 22_995_016)
+    assert c.fixes[0]["text"] == text
+    rows = model([helper.make_node("ScatterND", ["x", "idx", "u"], ["y"], name="s")],
+                 [vi("x", [4, 65536]), vi("u", [2, 65536])], [vi("y", None)], [ints("idx", [[0], [2]])])
+    rep = analyze(inspect_model(save(rows, tmp_path, "rows.onnx")), load_profile("v100"), Settings())
+    c = next(c for c in rep.score.layers if c.layer.op_type == "ScatterND")
+    assert all("indices" not in f["text"] for f in c.fixes)
