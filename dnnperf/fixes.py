@@ -466,8 +466,9 @@ def _cooling(c: LayerCost, x: Ctx):
         return (f"under its {x.hw.gpu['tdp_w']:g} W board power this layer's kernels hold {c.clock:.0%} of the "
                 f"boost clock, which costs it {fmt_time(c.losses['thermal'])}: a higher power limit or better "
                 "cooling raises it; plan with the sustained clock", c.losses["thermal"])
-    return (f"sustained clock at {c.clock:.0%} of boost costs this layer "
-            f"{fmt_time(c.losses['thermal'])}", c.losses["thermal"])
+    return (f"the profile's sustained clock, {c.clock:.0%} of the clock its quoted peak assumes, costs this layer "
+            f"{fmt_time(c.losses['thermal'])}: plan with it; better cooling raises it where heat sets it (phones, "
+            "fanless boards), not where a power or wide-vector limit does (AVX-512 on server CPUs)", c.losses["thermal"])
 
 
 def _use_all_units(c: LayerCost, x: Ctx):

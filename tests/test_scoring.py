@@ -564,6 +564,27 @@ def test_the_cooling_fix_states_the_clock_the_estimate_used(tmp_path):
     assert again.time_s == pytest.approx(c.time_s, rel=1e-9)
 
 
+
+def test_the_clock_fix_of_a_given_sustained_clock_names_what_sets_it(tmp_path):
+    """cpu-avx512 states a sustained clock of 0.74 (AVX-512 lowers a Xeon's all-core clock): the fix read
+    'sustained clock at 74% of boost' (its peak is quoted at the base clock) and, filed under cooling,
+    implied a fan would help. The layer's time at that clock against a copy of the profile at 1.0 is the
+    loss it names."""
+    from dataclasses import replace as dc_replace
+
+    from dnnperf.fixes import Ctx, _cooling
+
+    m = conv_model(256, 256, 56, 56, 3, pads=[1, 1, 1, 1])
+    rep = run(tmp_path, m, "cpu-avx512")
+    c = conv_layer(rep)
+    assert c.clock == pytest.approx(0.74)
+    text, saving = _cooling(c, Ctx(rep))
+    assert "sustained clock, 74% of the clock its quoted peak assumes" in text and "boost" not in text
+    assert "not where a power or wide-vector limit does" in text
+    full = dc_replace(load_profile("cpu-avx512"), sustained_clock_fraction=1.0)
+    again = conv_layer(analyze(inspect_model(save(m, tmp_path, "m.onnx")), full, Settings()))
+    assert saving == pytest.approx(c.time_s - again.time_s, rel=1e-6)
+
 def test_tensorrt_pads_a_stems_channels_for_the_tensor_cores(tmp_path):
     """TensorRT reformats an RGB stem's input to whole channel vectors when that is faster: under the
     tensorrt runtime an A100 fp16 stem (3 channels, 7 x 7 stride 2, batch 8) takes the time of the same
