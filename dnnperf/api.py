@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from dnnperf.scoring import Layer, Score, Settings, effective_precision, precision_of, score, tf32_by_default, top_cause
-from dnnperf.capacity import held_inputs, memory_note
+from dnnperf.capacity import MemoryFigures, held_inputs, memory_figures, memory_note
 from dnnperf.hardware import HardwareProfile
 from dnnperf.inspection import Inspection, Row, engine_quantized, inspect_graph, recomputed, recomputed_note
 from dnnperf.layers import build_layers
@@ -65,6 +65,7 @@ class Report:
     model_fixes: list = field(default_factory=list)
     notes: list = field(default_factory=list)  # assumptions made for this hardware (precision mappings)
     memory: str | None = None  # the note when the device's memory cannot hold the run (dnnperf.capacity), else None
+    memory_figures: MemoryFigures | None = None  # what the run holds against the device's memory
 
     @property
     def hw(self) -> HardwareProfile:
@@ -156,7 +157,9 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
             notes.append(f"QDQ under TensorRT: {more} more op(s) between Q/DQ pairs (adds, pooling, concatenation, "
                          f"data movement) run quantized and {freed} more Q/DQ node(s) fold into them, as the "
                          "engine's explicit quantization fuses them")
-    memory = memory_note(hw, sc, held_inputs(insp.graph))
+    inputs = held_inputs(insp.graph)
+    figs = memory_figures(hw, sc, inputs)
+    memory = memory_note(hw, sc, inputs, figs)
     if memory:
         notes.append(memory)
     waits = _host_waits_note(hw, sc)
@@ -166,7 +169,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     if what_if or with_fixes:  # the other fusion setting, scored for the report and the fusion fix
         other = "typical" if settings.fusion == "none" else "none"
         alt[other] = _score(insp, hw, replace(settings, fusion=other)).totals["latency_s"]
-    report = Report(insp, sc, alt_latency_s=alt, notes=notes, memory=memory)
+    report = Report(insp, sc, alt_latency_s=alt, notes=notes, memory=memory, memory_figures=figs)
     if with_fixes:
         from dnnperf.fixes import attach_fixes
 

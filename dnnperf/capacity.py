@@ -9,8 +9,10 @@ advice, which never names a device that cannot hold the run.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dnnperf.hardware import HardwareProfile
-from dnnperf.scoring import Score, held_weights
+from dnnperf.scoring import LayerCost, Score, held_weights
 
 
 def held_inputs(graph) -> int:
@@ -24,23 +26,53 @@ def held_inputs(graph) -> int:
     return total
 
 
-def memory_shortfall(hw: HardwareProfile, sc: Score, inputs: int) -> tuple | None:
-    """(weight bytes, each once; the layer moving the most activation bytes; the activation bytes held
-    next to the weights: that layer's input and output, or all of the model's inputs when they are
-    more, a decoder's KV cache among them; whether the inputs were more) when the weights and those
-    bytes together outgrow ``hw``'s memory (``die_memory``: on a multi-die board, each die holds the
-    weights and its share of the batch), else None (also when the profile gives no memory size).
-    ``inputs``: ``held_inputs`` of the scored graph."""
-    cap = die_memory(hw)
-    if not cap or not sc.layers:
+@dataclass(frozen=True)
+class MemoryFigures:
+    """What a run holds against what one device has (``memory_figures``); bytes throughout."""
+
+    weights: int  # each weight once, at the precision scored
+    activations: int  # held next to the weights: the largest layer's input and output, or the model's inputs
+    by_inputs: bool  # whether the model's inputs (a decoder's KV cache among them) were the larger
+    layer: LayerCost  # the layer moving the most activation bytes
+    dies: int  # dies the batch is split over (a multi-die board); each holds the weights and its share
+    needed: int  # the weights and a die's share of the activations
+    device: int | None  # one die's memory; None when the profile gives no size
+
+    @property
+    def fits(self) -> bool | None:
+        return None if not self.device else self.needed <= self.device
+
+    def as_dict(self) -> dict:
+        return {"weights_bytes": self.weights, "activation_bytes": self.activations,
+                "activations_of": "model inputs" if self.by_inputs else f"layer {self.layer.name}",
+                "dies": self.dies, "needed_bytes": self.needed, "device_bytes": self.device, "fits": self.fits}
+
+
+def memory_figures(hw: HardwareProfile, sc: Score, inputs: int) -> MemoryFigures | None:
+    """The weights (each once, at the precision scored), the activation bytes held next to them (the
+    layer moving the most activation bytes, its input and output, or all of the model's inputs when
+    they are more, a decoder's KV cache among them) and a die's share of those (a batch split
+    data-parallel over a multi-die board, ``die_memory``), against one die's memory. A lower bound:
+    every other live tensor comes on top. None for a graph without scored layers. ``inputs``:
+    ``held_inputs`` of the scored graph."""
+    if not sc.layers:
         return None
     weights = held_weights([c.layer for c in sc.layers], sc.repeated)
     big = max(sc.layers, key=lambda c: c.layer.workload.act_bytes_read + c.layer.workload.bytes_written)
     act = big.layer.workload.act_bytes_read + big.layer.workload.bytes_written
     by_inputs = inputs > act
     held = inputs if by_inputs else act
-    per_die = held // dies_used(hw, sc.settings.batch)  # a batch split data-parallel over a board's dies
-    return (weights, big, held, by_inputs) if weights + per_die > cap else None
+    dies = dies_used(hw, sc.settings.batch)
+    cap = die_memory(hw)
+    return MemoryFigures(weights, held, by_inputs, big, dies, weights + held // dies, int(cap) if cap else None)
+
+
+def memory_shortfall(hw: HardwareProfile, sc: Score, inputs: int,
+                     figs: MemoryFigures | None = None) -> MemoryFigures | None:
+    """``memory_figures`` when they say the run does not fit ``hw``'s memory, else None (also when the
+    profile gives no memory size)."""
+    figs = memory_figures(hw, sc, inputs) if figs is None else figs
+    return figs if figs is not None and figs.fits is False else None
 
 
 def die_memory(hw: HardwareProfile) -> float:
@@ -70,17 +102,17 @@ def memory_words(hw: HardwareProfile) -> str:
     return f"{hw.name}'s {hw.dram_gb / n:g} GB a die ({hw.dram_gb:g} GB in all)"
 
 
-def memory_note(hw: HardwareProfile, sc: Score, inputs: int) -> str | None:
+def memory_note(hw: HardwareProfile, sc: Score, inputs: int, figs: MemoryFigures | None = None) -> str | None:
     """A run the device's memory cannot hold (``memory_shortfall``: a --batch or --dim far past what the
     device holds; a 70B decoder's 140 GB of weights on an 80 GB GPU; a cache of 100,000 tokens). The
     estimate then times a run that cannot happen, and says so. A lower bound only (every other live
     tensor comes on top); None when it fits or the profile gives no memory size."""
     from dnnperf.fmt import b as fmt_bytes
 
-    short = memory_shortfall(hw, sc, inputs)
+    short = memory_shortfall(hw, sc, inputs, figs)
     if short is None:
         return None
-    weights, big, held, by_inputs = short
+    weights, big, held, by_inputs = short.weights, short.layer, short.activations, short.by_inputs
     head = f"does not fit {memory_words(hw)}: "
     tail = ", so this estimate times a run the device cannot hold — "
     w = big.layer.workload

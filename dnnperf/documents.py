@@ -131,6 +131,7 @@ def report_dict(report: Report, top: int | None = None) -> dict:
             "coverage": cov["scored_share"],
         },
         "coverage": cov,
+        "memory": report.memory_figures.as_dict() if report.memory_figures is not None else None,
         "model_fixes": report.model_fixes,
         "ranking": rank,
         "ranked_groups": ranked_groups(order, top),

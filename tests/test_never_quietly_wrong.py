@@ -809,8 +809,16 @@ def test_weights_the_device_cannot_hold_are_marked_and_meet_no_requirement(tmp_p
     prof.write_text(yaml.safe_dump(d))
     r = invoke("analyze", p, "--hw", prof, "-f", "json")
     assert r.exit_code == 0, r.output
-    note = next(w for w in json.loads(r.stdout)["warnings"] if w.startswith("does not fit"))
+    d = json.loads(r.stdout)
+    note = next(w for w in d["warnings"] if w.startswith("does not fit"))
     assert "tiny-v100's 0.001 GB: the weights hold 4.19 MB" in note and "8.19 KB" in note, note
+    # the same check for scripts, in the report's own fields: 4,194,304 B of weights, the product's
+    # 4,096 B read and 4,096 B written next to them (more than the 4,096 B of the model's input)
+    assert d["memory"] == {"weights_bytes": 4_194_304, "activation_bytes": 8_192,
+                           "activations_of": f"layer {d['ranking'][0]}", "dies": 1, "needed_bytes": 4_202_496,
+                           "device_bytes": 1_000_000, "fits": False}
+    d = json.loads(invoke("analyze", p, "--hw", "v100", "-f", "json").stdout)
+    assert d["memory"]["device_bytes"] == 16_000_000_000 and d["memory"]["fits"] is True
     r = invoke("compare", p, "--hw", f"v100,{prof}", "--max-latency", "1s", "-f", "json")
     assert r.exit_code == 0, r.output
     c = json.loads(r.stdout)
@@ -840,8 +848,14 @@ def test_each_die_of_a_board_holds_the_weights(tmp_path):
     e.key, e.value = "location", "weights.bin"
     m = model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", [1, 60000])], [vi("y", None)], [init])
     p = save(m, tmp_path)
-    notes = json.loads(invoke("analyze", p, "--hw", "k80-board", "-f", "json").stdout)["warnings"]
+    d = json.loads(invoke("analyze", p, "--hw", "k80-board", "-f", "json").stdout)
+    notes = d["warnings"]
     assert any(n.startswith("does not fit k80-board's 12 GB a die (24 GB in all): the weights hold 14.4 GB") for n in notes), notes
+    assert (d["memory"]["weights_bytes"], d["memory"]["device_bytes"], d["memory"]["fits"]) == (
+        14_400_000_000, 12_000_000_000, False)
+    # at batch 2 both dies run, each with the weights and one sample's 240,000 B in and 240,000 B out
+    m2 = json.loads(invoke("analyze", p, "--hw", "k80-board", "--batch", "2", "-f", "json").stdout)["memory"]
+    assert (m2["dies"], m2["activation_bytes"], m2["needed_bytes"]) == (2, 960_000, 14_400_000_000 + 480_000)
     notes = json.loads(invoke("analyze", p, "--hw", "a100", "-f", "json").stdout)["warnings"]
     assert not any("does not fit" in n for n in notes), notes
 

@@ -55,8 +55,8 @@ def _cause(c: str) -> str:
 
 def _no_fit(d: dict) -> str:
     """' (does not fit)' for a compared target whose report says its memory cannot hold the run
-    (``dnnperf.capacity``'s note, which heads with those words), else ''."""
-    return " (does not fit)" if any(w.startswith("does not fit") for w in d.get("warnings", [])) else ""
+    (the report's ``memory`` section, ``dnnperf.capacity``), else ''."""
+    return " (does not fit)" if (d.get("memory") or {}).get("fits") is False else ""
 
 
 def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
