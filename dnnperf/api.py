@@ -158,7 +158,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
                          f"data movement) run quantized and {freed} more Q/DQ node(s) fold into them, as the "
                          "engine's explicit quantization fuses them")
     inputs = held_inputs(insp.graph)
-    figs = memory_figures(hw, sc, inputs)
+    figs = memory_figures(hw, sc, inputs, _live_bytes(insp, sc))
     memory = memory_note(hw, sc, inputs, figs)
     if memory:
         notes.append(memory)
@@ -404,6 +404,15 @@ def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
             layers = [replace(la, cold_bytes=cold[la.name]) if la.name in cold else la for la in layers]
         return score(layers, hw, settings, insp.input_bytes, arena_bytes(insp, layers), repeated)
     return score(layers, hw, settings, insp.input_bytes, repeated=repeated)
+
+
+def _live_bytes(insp: Inspection, sc) -> int:
+    """The model's own activation bytes live at once at the peak of one inference, its inputs and
+    outputs left out (``dnnperf.reuse.arena_bytes``; the memory check counts the inputs apart: a
+    decoder's KV cache, which a serving runtime updates in place, is held once)."""
+    from dnnperf.reuse import arena_bytes
+
+    return arena_bytes(insp, [c.layer for c in sc.layers], internal=True)
 
 
 def ranked(report: Report, top: int | None = None) -> list:

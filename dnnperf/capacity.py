@@ -1,7 +1,8 @@
 """Whether a run fits the device's memory: the weights, each once, stay in it for the whole run, and
-next to them the largest layer's input and output, or all of the model's inputs when they are more (a
-decoder's KV cache, which lives in device memory between steps). A lower bound of what a run holds
-(every other live tensor comes on top), used for the report's "does not fit" note, by ``compare``,
+next to them the activations live at once at the peak of an inference, all of the model's inputs
+(a decoder's KV cache, which lives in device memory between steps) or the largest layer's input and
+output, whichever is the most. A lower bound of what a run holds (a runtime's workspaces and allocator
+slack come on top), in the report's ``memory`` section and "does not fit" note, used by ``compare``,
 whose rows that cannot hold the run meet no requirement, by ``baseline`` / ``check``, and by the downgrade
 advice, which never names a device that cannot hold the run.
 ``analyze --phase`` refuses a request whose weights and whole KV cache do not fit
@@ -32,7 +33,8 @@ class MemoryFigures:
 
     weights: int  # each weight once, at the precision scored
     activations: int  # held next to the weights: the largest layer's input and output, or the model's inputs
-    by_inputs: bool  # whether the model's inputs (a decoder's KV cache among them) were the larger
+    of: str  # whose they are: "inputs" (a decoder's KV cache among them), "live" (the peak of one
+    # inference's live activations, dnnperf.reuse.arena_bytes) or "layer" (the next field's input and output)
     layer: LayerCost  # the layer moving the most activation bytes
     dies: int  # dies the batch is split over (a multi-die board); each holds the weights and its share
     needed: int  # the weights and a die's share of the activations
@@ -44,34 +46,34 @@ class MemoryFigures:
 
     def as_dict(self) -> dict:
         return {"weights_bytes": self.weights, "activation_bytes": self.activations,
-                "activations_of": "model inputs" if self.by_inputs else f"layer {self.layer.name}",
+                "activations_of": {"inputs": "model inputs", "live": "live at the peak"}.get(self.of, f"layer {self.layer.name}"),
                 "dies": self.dies, "needed_bytes": self.needed, "device_bytes": self.device, "fits": self.fits}
 
 
-def memory_figures(hw: HardwareProfile, sc: Score, inputs: int) -> MemoryFigures | None:
+def memory_figures(hw: HardwareProfile, sc: Score, inputs: int, live: int = 0) -> MemoryFigures | None:
     """The weights (each once, at the precision scored), the activation bytes held next to them (the
-    layer moving the most activation bytes, its input and output, or all of the model's inputs when
-    they are more, a decoder's KV cache among them) and a die's share of those (a batch split
-    data-parallel over a multi-die board, ``die_memory``), against one die's memory. A lower bound:
-    every other live tensor comes on top. None for a graph without scored layers. ``inputs``:
-    ``held_inputs`` of the scored graph."""
+    most of: the activations live at once at the peak of an inference, ``live``; all of the model's
+    inputs, a decoder's KV cache among them, which stay in device memory; the input and output of the
+    layer moving the most activation bytes) and a die's share of those (a batch split data-parallel
+    over a multi-die board, ``die_memory``), against one die's memory. A lower bound: a runtime's
+    workspaces and allocator slack come on top. None for a graph without scored layers. ``inputs``:
+    ``held_inputs`` of the scored graph; ``live``: ``dnnperf.reuse.arena_bytes`` (0: not known)."""
     if not sc.layers:
         return None
     weights = held_weights([c.layer for c in sc.layers], sc.repeated)
     big = max(sc.layers, key=lambda c: c.layer.workload.act_bytes_read + c.layer.workload.bytes_written)
     act = big.layer.workload.act_bytes_read + big.layer.workload.bytes_written
-    by_inputs = inputs > act
-    held = inputs if by_inputs else act
+    held, of = max((inputs, "inputs"), (live, "live"), (act, "layer"), key=lambda h: (h[0], h[1] == "layer"))
     dies = dies_used(hw, sc.settings.batch)
     cap = die_memory(hw)
-    return MemoryFigures(weights, held, by_inputs, big, dies, weights + held // dies, int(cap) if cap else None)
+    return MemoryFigures(weights, held, of, big, dies, weights + held // dies, int(cap) if cap else None)
 
 
-def memory_shortfall(hw: HardwareProfile, sc: Score, inputs: int,
+def memory_shortfall(hw: HardwareProfile, sc: Score, inputs: int, live: int = 0,
                      figs: MemoryFigures | None = None) -> MemoryFigures | None:
     """``memory_figures`` when they say the run does not fit ``hw``'s memory, else None (also when the
     profile gives no memory size)."""
-    figs = memory_figures(hw, sc, inputs) if figs is None else figs
+    figs = memory_figures(hw, sc, inputs, live) if figs is None else figs
     return figs if figs is not None and figs.fits is False else None
 
 
@@ -109,24 +111,30 @@ def memory_note(hw: HardwareProfile, sc: Score, inputs: int, figs: MemoryFigures
     tensor comes on top); None when it fits or the profile gives no memory size."""
     from dnnperf.fmt import b as fmt_bytes
 
-    short = memory_shortfall(hw, sc, inputs, figs)
+    short = memory_shortfall(hw, sc, inputs, figs=figs)
     if short is None:
         return None
-    weights, big, held, by_inputs = short.weights, short.layer, short.activations, short.by_inputs
+    weights, big, held, of = short.weights, short.layer, short.activations, short.of
     head = f"does not fit {memory_words(hw)}: "
     tail = ", so this estimate times a run the device cannot hold — "
     w = big.layer.workload
     if held >= weights:  # the activations' part: a batch or a size too large (the figures: the whole batch's)
-        if by_inputs:
+        weights_too = f", next to {fmt_bytes(weights)} of weights" if weights else ""
+        if of == "inputs":
             return (head + f"the model's inputs hold {fmt_bytes(held)} (batch {sc.settings.batch}; a decoder's KV cache "
-                    "among them)" + (f", next to {fmt_bytes(weights)} of weights" if weights else "") + tail
+                    "among them)" + weights_too + tail
                     + "lower --batch or the --dim sizes (the context), or pick a device with more memory")
+        if of == "live":
+            return (head + f"the activations live at once at the peak of an inference hold {fmt_bytes(held)} (batch "
+                    f"{sc.settings.batch}; layer '{big.name}' alone reads {fmt_bytes(w.act_bytes_read)} and writes "
+                    f"{fmt_bytes(w.bytes_written)})" + weights_too + tail + "lower --batch or the --dim sizes, or split "
+                    "the input")
         return (head + f"layer '{big.name}' alone reads {fmt_bytes(w.act_bytes_read)} and writes "
-                f"{fmt_bytes(w.bytes_written)} (batch {sc.settings.batch})"
-                + (f", next to {fmt_bytes(weights)} of weights" if weights else "") + tail
+                f"{fmt_bytes(w.bytes_written)} (batch {sc.settings.batch})" + weights_too + tail
                 + "lower --batch or the --dim sizes, or split the input")
-    beside = (f"the model's inputs hold {fmt_bytes(held)} (a decoder's KV cache among them)" if by_inputs else
-              f"layer '{big.name}' moves {fmt_bytes(held)}")
+    beside = {"inputs": f"the model's inputs hold {fmt_bytes(held)} (a decoder's KV cache among them)",
+              "live": f"the activations live at once at the peak of an inference hold {fmt_bytes(held)}"}.get(
+        of, f"layer '{big.name}' moves {fmt_bytes(held)}")
     return (head + f"the weights hold {fmt_bytes(weights)} (each once, at the precision scored), and {beside} next to "
             "them" + tail + "quantise the weights to fewer bits, split the model over several devices, or pick one with "
             "more memory")

@@ -719,6 +719,7 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
     # the weights the model holds, each once (the memory a candidate must have before it is worth scoring)
     held = held_weights(layers, sc.repeated)
     inputs = held_inputs(report.inspection.graph)
+    live = report.memory_figures.activations if report.memory_figures is not None else 0  # the same on any device
     best = None
     if callable(alternatives):  # only a device of the same kind quoting fewer TOP/s is a candidate
         alternatives = alternatives(hw.kind, hw.headline_tops)
@@ -744,7 +745,7 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
         l2 = sc2.totals["latency_s"]
         if l2 > lat * 1.10:
             continue
-        if memory_shortfall(other, sc2, inputs) is not None:
+        if memory_shortfall(other, sc2, inputs, live) is not None:
             continue  # the weights fit, the batch's activations (or a decoder's cache) next to them do not
         key = (other.price_per_hour if hw.price_per_hour is not None else other.headline_tops, name)
         if best is None or key < best[0]:

@@ -89,13 +89,15 @@ def repeated_weight_bytes(insp, layers) -> int:
     return repeated
 
 
-def arena_bytes(insp, layers) -> int:
+def arena_bytes(insp, layers, internal: bool = False) -> int:
     """The activation bytes live at once at the peak of one inference: what a runtime that reuses
     its buffers (ONNX Runtime's planned arena) touches per inference besides the weights. A tensor
     counts from the node that writes it until the layer that reads it last has finished (a fused
     layer holds its input and its output at once), when it leaves its layer (a fused layer's inner
     tensors are never stored) or is a graph output; the model's inputs count until their last
-    reader. Views and shape values (free layers) add nothing."""
+    reader. Views and shape values (free layers) add nothing. ``internal``: the model's inputs and
+    outputs left out (the buffers a caller holds, or a serving runtime updates in place: a decoder's
+    KV cache), a graph output counting only while a layer still reads it."""
     from dnnperf.vocab import FREE_FAMILIES
 
     g = insp.graph
@@ -120,8 +122,8 @@ def arena_bytes(insp, layers) -> int:
                 last[x] = max(last.get(x, -1), done)
                 readers.setdefault(x, set()).add(id(mine))
     outputs = set(g.outputs)
-    live = {x: g.tensors[x].nbytes for x in g.inputs
-            if x not in constants and x in g.tensors and g.tensors[x].shape is not None}
+    live = {} if internal else {x: g.tensors[x].nbytes for x in g.inputs
+                                if x not in constants and x in g.tensors and g.tensors[x].shape is not None}
     frees: dict[int, list[str]] = {}
     for x in live:
         frees.setdefault(last.get(x, -1), []).append(x)
@@ -133,10 +135,11 @@ def arena_bytes(insp, layers) -> int:
                 t = g.tensors.get(o) if o else None
                 if t is None or t.shape is None or o in constants or o in live:
                     continue
-                if o in outputs or readers.get(o, set()) - {id(mine)}:
+                kept = o in outputs and not internal
+                if kept or readers.get(o, set()) - {id(mine)}:
                     now += t.nbytes
                     live[o] = t.nbytes
-                    frees.setdefault(len(rows) if o in outputs else last.get(o, i), []).append(o)
+                    frees.setdefault(len(rows) if kept else last.get(o, i), []).append(o)
         peak = max(peak, now)
         for x in frees.pop(i, ()):
             now -= live.pop(x, 0)

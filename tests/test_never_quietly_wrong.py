@@ -837,6 +837,32 @@ def test_weights_the_device_cannot_hold_are_marked_and_meet_no_requirement(tmp_p
     assert across.count("(does not fit)") == 1 and across.index("tiny-v100") < across.index("(does not fit)")
 
 
+
+def test_activations_held_across_layers_count_against_memory(tmp_path):
+    """The check held the largest layer's input and output next to the weights, though a network holds
+    every tensor a later layer still reads (skip connections, DenseNet's concatenations: 31% more at
+    DenseNet-121's peak). A chain of four Relus over 1,000 x 1,000 float32 (4 MB a tensor) whose first
+    two outputs are added back at the end: while the fourth Relu runs, a, b (both still read), its input
+    c and its output d are live: 16 MB; the largest layer, an Add, reads 8 MB and writes 4 MB; the
+    model's input 4 MB. On a copy of the v100 profile with 14 MB the run does not fit."""
+    from dnnperf.hardware import load_profile
+
+    nodes = [helper.make_node("Relu", [i], [o], name=f"r{k}") for k, (i, o) in enumerate(
+        (("x", "a"), ("a", "b"), ("b", "c"), ("c", "d")), 1)]
+    nodes += [helper.make_node("Add", ["a", "d"], ["y1"], name="add1"), helper.make_node("Add", ["b", "y1"], ["y"], name="add2")]
+    p = save(model(nodes, [vi("x", [1, 1, 1000, 1000])], [vi("y", None)]), tmp_path)
+    d = yaml.safe_load(open(load_profile("v100").path))
+    d.update(name="v100-14mb")
+    d["memory"]["dram_gb"] = 0.014
+    prof = tmp_path / "small.yaml"
+    prof.write_text(yaml.safe_dump(d))
+    rep = json.loads(invoke("analyze", p, "--hw", prof, "-f", "json").stdout)
+    assert rep["memory"] == {"weights_bytes": 0, "activation_bytes": 16_000_000, "activations_of": "live at the peak",
+                             "dies": 1, "needed_bytes": 16_000_000, "device_bytes": 14_000_000, "fits": False}
+    note = next(w for w in rep["warnings"] if w.startswith("does not fit"))
+    assert "the activations live at once at the peak of an inference hold 16 MB (batch 1; layer 'add1' alone reads 8 MB " \
+           "and writes 4 MB)" in note, note
+
 def test_each_die_of_a_board_holds_the_weights(tmp_path):
     """A two-die board (k80-board: 24 GB, 12 GB a die) runs a batch data-parallel, each die a GPU of its
     own with a copy of the weights: a [1, 60000] x [60000, 60000] float32 product's 14.4 GB of weights
