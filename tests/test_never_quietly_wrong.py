@@ -862,6 +862,11 @@ def test_activations_held_across_layers_count_against_memory(tmp_path):
     note = next(w for w in rep["warnings"] if w.startswith("does not fit"))
     assert "the activations live at once at the peak of an inference hold 16 MB (batch 1; layer 'add1' alone reads 8 MB " \
            "and writes 4 MB)" in note, note
+    # the table says it in its header, fitting or not
+    out = invoke("analyze", p, "--hw", prof).stdout
+    assert "memory held, at least: weights 0 B + activations 16 MB (live at the peak) = 16 MB of 14 MB — does NOT fit" in out
+    out = invoke("analyze", p, "--hw", "v100").stdout
+    assert "memory held, at least: weights 0 B + activations 16 MB (live at the peak) = 16 MB of 16 GB\n" in out
 
 def test_each_die_of_a_board_holds_the_weights(tmp_path):
     """A two-die board (k80-board: 24 GB, 12 GB a die) runs a batch data-parallel, each die a GPU of its

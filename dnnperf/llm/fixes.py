@@ -54,7 +54,8 @@ def llm_fixes(report, d: dict, dec, hw) -> list[dict]:
         cs = dec.bytes_per_token * (d["decode"]["context"] + 1)  # cache bytes one sequence reads per step
         # each die of a multi-die board holds the weights and the cache of its share of the batch
         cap, dies = die_memory(hw), board_dies(hw)
-        max_b = int((cap - weights) // cs) * dies if cap and cs and cap > weights else None
+        held = d["memory"]["weights_bytes"]  # each weight once (``weights``: what a step reads)
+        max_b = int((cap - held) // cs) * dies if cap and cs and cap > held else None
         if ops1 > ridge * cs and ridge > 0:
             b_star = ridge * weights / (ops1 - ridge * cs)
             where = f"decode stays memory-bound up to batch ~{b_star:.0f} (the ridge point, {ridge:.0f} ops/byte)"

@@ -269,6 +269,13 @@ def _bound(report) -> str:
     return max(("memory", "compute", "overhead"), key=lambda k: (t[k], k == "memory"))
 
 
+def _held_weights(report) -> int:
+    """The weights a device holds, each once (a rotary table every layer reads is one table); the
+    report's ``weight_bytes`` total counts what the step reads."""
+    figs = report.memory_figures
+    return figs.weights if figs is not None else report.score.totals["weight_bytes"]
+
+
 def _fits(hw, weights: int, cache: int, batch: int) -> dict:
     """The weights and the KV cache against the memory of one device; on a multi-die board
     (``capacity.die_memory``) each die used holds the weights and its share of the batch's cache."""
@@ -303,7 +310,7 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
         out["prefill"] = {"prompt": req.prompt, "latency_s": t, "ttft_s": t, "tokens_per_s": batch * req.prompt / t,
                           "bound": _bound(pre), "achieved_tops": pre.score.totals["achieved_tops"]}
         main = pre
-        weights = pre.score.totals["weight_bytes"]
+        weights = _held_weights(pre)
     if req.phase in ("decode", "both"):
         c0 = req.prompt if req.phase == "both" else ctx
         dec_rep = _run(path, dec, base, hw, settings, 1, c0, with_fixes)
@@ -313,7 +320,7 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
                          "achieved_tops": dec_rep.score.totals["achieved_tops"],
                          "bytes_per_step": dec_rep.score.totals["bytes"]}
         main = dec_rep
-        weights = dec_rep.score.totals["weight_bytes"]
+        weights = _held_weights(dec_rep)
         if req.phase == "both":
             m = req.generate
             if m > 1:

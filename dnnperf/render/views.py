@@ -55,6 +55,18 @@ def coverage_line(d: dict) -> str | None:
             f"{', '.join(cov.get('unscored_op_types', [])[:5])}{lost}{share}; the figures below leave them out")
 
 
+def memory_line(m: dict | None) -> str | None:
+    """The report's memory section in one line (None without one or without a device size)."""
+    if not m or not m.get("device_bytes"):
+        return None
+    whose = {"model inputs": "the model's inputs", "live at the peak": "live at the peak"}.get(
+        m["activations_of"], "the largest layer's input and output")
+    share = f", a die's share of {m['dies']}" if m["dies"] > 1 else ""
+    verdict = "" if m["fits"] else " — does NOT fit"
+    return (f"memory held, at least: weights {b(m['weights_bytes'])} + activations {b(m['activation_bytes'])} ({whose}"
+            f"{share}) = {b(m['needed_bytes'])} of {b(m['device_bytes'])}{' a die' if m['dies'] > 1 else ''}{verdict}")
+
+
 def report_blocks(d: dict, top: int = 10) -> list:
     tot = d["totals"]
     hw = d["hardware"]
@@ -87,6 +99,9 @@ def report_blocks(d: dict, top: int = 10) -> list:
     wf = tot.get("fusion_whatif_latency_s", {})
     if len(wf) == 2:
         lines.append("fusion what-if: " + ", ".join(f"{k} {t(v)}" for k, v in wf.items()))
+    mem = memory_line(d.get("memory")) if not d.get("llm") else None  # (a decoder's request: its own line below)
+    if mem:
+        lines.append(mem)
     blocks: list = [Lines(lines, title="dnnperf", panel=True)]
     if d.get("llm"):
         blocks.append(_llm_block(d["llm"]))
