@@ -867,6 +867,8 @@ def test_activations_held_across_layers_count_against_memory(tmp_path):
     assert "memory held, at least: weights 0 B + activations 16 MB (live at the peak) = 16 MB of 14 MB — does NOT fit" in out
     out = invoke("analyze", p, "--hw", "v100").stdout
     assert "memory held, at least: weights 0 B + activations 16 MB (live at the peak) = 16 MB of 16 GB\n" in out
+    assert invoke("report", p, "--hw", prof, "-o", tmp_path / "r.html").exit_code == 0
+    assert "<span>memory: does NOT fit</span><b>16 MB of 14 MB</b>" in (tmp_path / "r.html").read_text()
 
 def test_each_die_of_a_board_holds_the_weights(tmp_path):
     """A two-die board (k80-board: 24 GB, 12 GB a die) runs a batch data-parallel, each die a GPU of its

@@ -73,6 +73,10 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
         ("work", u.counted(t['macs'], "MACs")),
         ("top cause", t["top_cause"]),
     ]
+    mem = main.get("memory")
+    if mem and mem.get("device_bytes") and not main.get("llm"):  # a decoder's request: its own figures
+        cards.append(("memory held, at least" if mem["fits"] else "memory: does NOT fit",
+                      f"{u.b(mem['needed_bytes'])} of {u.b(mem['device_bytes'])}{' a die' if mem['dies'] > 1 else ''}"))
     by = {l["name"]: l for l in main["layers"]}
     partial = coverage_line(main)
     rows = []
