@@ -326,10 +326,26 @@ def diff(rep_a, rep_b) -> dict:
     for r in rows:
         for k in ("a_s", "b_s", "delta_s"):
             r[k] = sig(r[k])
+    matched = {k: sum(1 for r in rows if r["matched_by"] == how)
+               for k, how in (("by_name", "name"), ("by_position", "position"), ("only_in_a", "only in A"),
+                              ("only_in_b", "only in B"))}
     return {"schema_version": "dnnperf-diff/1", "a": rep_a.inspection.model_name, "b": rep_b.inspection.model_name,
             "hardware": rep_a.hw.name, "a_latency_s": sig(ta), "b_latency_s": sig(tb),
             "delta_s": sig(tb - ta), "input_transfer_delta_s":
-            sig(rep_b.score.input_transfer_s - rep_a.score.input_transfer_s), "layers": rows}
+            sig(rep_b.score.input_transfer_s - rep_a.score.input_transfer_s), "matched": matched, "layers": rows}
 
 
-__all__ = ["read_space", "lut_space", "lut_from_report", "shape_advice", "diff", "KEY_DOC"]
+def diff_note(d: dict) -> str | None:
+    """A note when most of the layers were paired by position, not by name: the two graphs differ in
+    structure or naming (two different networks, two exporters), and a positional pair compares the
+    k-th convolution of one with the k-th of the other, which may be unrelated layers."""
+    m = d["matched"]
+    paired = m["by_name"] + m["by_position"]
+    if not paired or m["by_name"] * 2 >= paired:
+        return None
+    return (f"only {m['by_name']} of {paired} matched layer pairs share a name ({m['by_position']} paired by position "
+            "among layers of the same op type): the two graphs differ in structure or naming, so a pair may be two "
+            "unrelated layers — the totals compare; the rows may not")
+
+
+__all__ = ["read_space", "lut_space", "lut_from_report", "shape_advice", "diff", "diff_note", "KEY_DOC"]

@@ -190,6 +190,25 @@ def test_diff_lists_alike_layers_once(tmp_path):
     assert len(rows) == 1 and rows[0][1:3] == ["6", "Conv"], table
 
 
+
+def test_diff_says_when_most_pairs_are_matched_by_position(tmp_path):
+    """Two graphs whose layers share no name (another network, another exporter's naming) were
+    compared row by row without a word, the k-th convolution of one against the k-th of the other:
+    the document counts how each pair was made and a note says the rows may pair unrelated layers.
+    Six 1 x 1 convolutions renamed in B: 0 of 6 pairs by name; against itself, 6 of 6 and no note."""
+    a = save(chain_1x1(64, 14, 14, 6), tmp_path, "a.onnx")
+    m = chain_1x1(64, 14, 14, 6)
+    for n in m.graph.node:
+        n.name = "other_" + n.name
+    b = save(m, tmp_path, "b.onnx")
+    r = runner.invoke(app, ["diff", a, b, "--hw", "v100", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["matched"] == {"by_name": 0, "by_position": 6, "only_in_a": 0, "only_in_b": 0}
+    assert "only 0 of 6 matched layer pairs share a name (6 paired by position" in r.stderr
+    r = runner.invoke(app, ["diff", a, a, "--hw", "v100", "-f", "json"])
+    assert json.loads(r.stdout)["matched"]["by_name"] == 6 and "share a name" not in r.stderr
+
 def test_fix_text_and_shapes_agree_on_the_same_width_change(tmp_path):
     """fit_the_tile's "100 -> 104" and `dnnperf shapes` price the same change identically."""
     import json

@@ -107,6 +107,7 @@ def diff(
     """Layer-by-layer comparison of two variants (matched by name, then by position)."""
     from dnnperf.api import analyze, inspect_model
     from dnnperf.design import diff as run_diff
+    from dnnperf.design import diff_note
     from dnnperf.hardware import load_profile
 
     positive(top, "--top")
@@ -115,4 +116,5 @@ def diff(
     st = settings(batch, precision, fusion, runtime, overlap_input)
     ia, ib = inspect_model(model_a, ov), inspect_model(model_b, ov)
     d = run_diff(analyze(ia, profile, st, with_fixes=False, what_if=False), analyze(ib, profile, st, with_fixes=False, what_if=False))
-    return Document("diff", d, {"top": top}, notes=tuple(ia.warnings) + tuple(ib.warnings))
+    note = diff_note(d)
+    return Document("diff", d, {"top": top}, notes=tuple(ia.warnings) + tuple(ib.warnings) + ((note,) if note else ()))
