@@ -412,7 +412,17 @@ def _live_bytes(insp: Inspection, sc) -> int:
     decoder's KV cache, which a serving runtime updates in place, is held once)."""
     from dnnperf.reuse import arena_bytes
 
-    return arena_bytes(insp, [c.layer for c in sc.layers], internal=True)
+    size = None
+    if sc.settings.precision:  # a precision what-if: its tensors at that precision, as its layers' bytes
+        from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
+        from dnnperf.workload import DTYPE_OF_PRECISION
+
+        bits = DTYPE_BITS.get(DTYPE_OF_PRECISION[sc.settings.precision], 32)
+
+        def size(t):
+            old = DTYPE_BITS.get(t.dtype, 32)
+            return t.nbytes if t.dtype in INDEX_DTYPES or not old else t.nbytes * bits // old
+    return arena_bytes(insp, [c.layer for c in sc.layers], internal=True, size=size)
 
 
 def ranked(report: Report, top: int | None = None) -> list:

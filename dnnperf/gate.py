@@ -193,6 +193,7 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
 
     rows = []
     notes: list[str] = []
+    held: dict[str, list] = {}  # precision -> [(batch, MemoryFigures)]
     for prec in precisions:
         for b in batches:
             insp = src.inspect(ShapeOverrides(batch=b, input_shapes=ov.input_shapes, dims=ov.dims, values=ov.values))
@@ -209,10 +210,32 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
                 "coverage": coverage_dict(insp, rep)["scored_share"],
                 "fits_memory": None if not hw.dram_gb else rep.memory is None,
             })
+            if rep.memory_figures is not None:
+                held.setdefault(prec or "model", []).append((b, rep.memory_figures))
     stop = {prec or "model": starvation_end([r for r in rows if r["precision"] == (prec or "model")])
             for prec in precisions}
+    limit = {prec or "model": batch_memory_limit(hw, held.get(prec or "model", [])) for prec in precisions}
     return {"schema_version": "dnnperf-sweep/1", "model": os.path.basename(src.path), "hardware": hw.name,
-            "rows": rows, "starvation_ends_at_batch": stop, "notes": notes}
+            "rows": rows, "starvation_ends_at_batch": stop, "memory_holds_batch": limit, "notes": notes}
+
+
+def batch_memory_limit(hw: HardwareProfile, held: list) -> int | None:
+    """The largest batch whose weights and activations (``capacity.memory_figures``, a lower bound of
+    what a run holds, so this is an upper bound on the batch) fit the device, each die of a board
+    holding the weights and its share of the batch. Read off two swept batches whose activations
+    grow in proportion to the batch (within 1%); None without a memory size, with fewer than two
+    batches, or when the activations do not scale with the batch (an input without a batch axis)."""
+    from dnnperf.capacity import board_dies
+
+    pts = sorted({b: f for b, f in held}.items())
+    if len(pts) < 2 or not pts[-1][1].device:
+        return None
+    (b1, f1), (b2, f2) = pts[0], pts[-1]
+    per = f2.activations / b2
+    if per <= 0 or abs(f1.activations / b1 - per) > 0.01 * per:
+        return None
+    room = f2.device - f2.weights
+    return max(0, int(board_dies(hw) * room // per)) if room > 0 else 0
 
 
 # --------------------------------------------------------------------------------------------

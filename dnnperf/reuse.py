@@ -89,7 +89,7 @@ def repeated_weight_bytes(insp, layers) -> int:
     return repeated
 
 
-def arena_bytes(insp, layers, internal: bool = False) -> int:
+def arena_bytes(insp, layers, internal: bool = False, size=None) -> int:
     """The activation bytes live at once at the peak of one inference: what a runtime that reuses
     its buffers (ONNX Runtime's planned arena) touches per inference besides the weights. A tensor
     counts from the node that writes it until the layer that reads it last has finished (a fused
@@ -97,7 +97,8 @@ def arena_bytes(insp, layers, internal: bool = False) -> int:
     tensors are never stored) or is a graph output; the model's inputs count until their last
     reader. Views and shape values (free layers) add nothing. ``internal``: the model's inputs and
     outputs left out (the buffers a caller holds, or a serving runtime updates in place: a decoder's
-    KV cache), a graph output counting only while a layer still reads it."""
+    KV cache), a graph output counting only while a layer still reads it. ``size``: a tensor's bytes
+    (default ``Tensor.nbytes``; a precision what-if's, ``dnnperf.api``)."""
     from dnnperf.vocab import FREE_FAMILIES
 
     g = insp.graph
@@ -137,8 +138,9 @@ def arena_bytes(insp, layers, internal: bool = False) -> int:
                     continue
                 kept = o in outputs and not internal
                 if kept or readers.get(o, set()) - {id(mine)}:
-                    now += t.nbytes
-                    live[o] = t.nbytes
+                    n = t.nbytes if size is None else size(t)
+                    now += n
+                    live[o] = n
                     frees.setdefault(len(rows) if kept else last.get(o, i), []).append(o)
         peak = max(peak, now)
         for x in frees.pop(i, ()):

@@ -12,7 +12,7 @@ from onnx import helper
 from typer.testing import CliRunner
 
 from dnnperf.cli import app
-from helpers import SAMPLES, model, save, vi, weight
+from helpers import SAMPLES, conv_model, model, save, vi, weight
 
 runner = CliRunner()
 RESNET = os.path.join(SAMPLES, "resnet50.onnx")
@@ -869,6 +869,32 @@ def test_activations_held_across_layers_count_against_memory(tmp_path):
     assert "memory held, at least: weights 0 B + activations 16 MB (live at the peak) = 16 MB of 16 GB\n" in out
     assert invoke("report", p, "--hw", prof, "-o", tmp_path / "r.html").exit_code == 0
     assert "<span>memory: does NOT fit</span><b>16 MB of 14 MB</b>" in (tmp_path / "r.html").read_text()
+
+
+def test_a_batch_sweep_names_the_largest_batch_memory_holds(tmp_path):
+    """`sweep` marked each row that does not fit but never said where the limit lies. A 3 x 3
+    convolution 16 -> 32 channels over 56 x 56 (padded), float32: 16 x 32 x 9 x 4 = 18,432 B of weights,
+    and per sample 16 x 56 x 56 x 4 = 200,704 B read and 32 x 56 x 56 x 4 = 401,408 B written. On a copy
+    of the v100 profile with 10 MB: (10,000,000 - 18,432) // 602,112 = batch 16; in fp16 the weights and
+    activations halve: (10,000,000 - 9,216) // 301,056 = batch 33."""
+    from dnnperf.hardware import load_profile
+
+    p = save(conv_model(16, 32, 56, 56, 3, pads=[1, 1, 1, 1]), tmp_path)
+    d = yaml.safe_load(open(load_profile("v100").path))
+    d.update(name="v100-10mb")
+    d["memory"]["dram_gb"] = 0.01
+    prof = tmp_path / "small.yaml"
+    prof.write_text(yaml.safe_dump(d))
+    r = invoke("sweep", p, "--hw", prof, "--batch", "1,16,17", "-p", "fp32,fp16", "-f", "json")
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)
+    assert s["memory_holds_batch"] == {"fp32": 16, "fp16": 33}
+    assert [row["fits_memory"] for row in s["rows"] if row["precision"] == "fp32"] == [True, True, False]
+    out = invoke("sweep", p, "--hw", prof, "--batch", "1,16,17").stdout
+    assert "memory holds at most batch: model: 16 (" in out
+    # one batch swept: no second point to read the growth off
+    assert json.loads(invoke("sweep", p, "--hw", prof, "--batch", "4", "-f", "json").stdout)["memory_holds_batch"] == {
+        "model": None}
 
 def test_each_die_of_a_board_holds_the_weights(tmp_path):
     """A two-die board (k80-board: 24 GB, 12 GB a die) runs a batch data-parallel, each die a GPU of its

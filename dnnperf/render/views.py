@@ -297,10 +297,13 @@ def _sweep(doc) -> list:
              r["top_cause"] + (" (does not fit)" if r.get("fits_memory") is False else "")] for r in d["rows"]]
     stops = "; ".join(f"{p}: {'batch ' + str(x) if x else 'not within the swept range'}"
                       for p, x in d["starvation_ends_at_batch"].items())
+    limits = "; ".join(f"{p}: {x:,}" for p, x in d.get("memory_holds_batch", {}).items() if x is not None)
     return [Tab(f"{d['model']} on {d['hardware']}: batch sweep",
                 ["precision", "batch", "latency", "throughput/s", "lanes busy", "TOP/s", "% of peak", "top cause"], rows,
                 left=(0, 7)),
-            Lines([f"starvation (idle lanes) stays below 10% of the latency from: {stops}"])]
+            Lines([f"starvation (idle lanes) stays below 10% of the latency from: {stops}"]
+                  + ([f"memory holds at most batch: {limits} (the weights and the activations held next to them; "
+                      "a runtime's workspaces come on top)"] if limits else []))]
 
 
 def _llm_sweep(doc) -> list:
