@@ -402,7 +402,8 @@ def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
 
             cold = cold_start_bytes(insp, layers, lambda la: la.workload.family == "conv" and reads_image(la.workload, hw))
             layers = [replace(la, cold_bytes=cold[la.name]) if la.name in cold else la for la in layers]
-        return score(layers, hw, settings, insp.input_bytes, arena_bytes(insp, layers), repeated)
+        return score(layers, hw, settings, insp.input_bytes, arena_bytes(insp, layers, size=tensor_size(settings.precision)),
+                     repeated)
     return score(layers, hw, settings, insp.input_bytes, repeated=repeated)
 
 
@@ -412,17 +413,23 @@ def _live_bytes(insp: Inspection, sc) -> int:
     decoder's KV cache, which a serving runtime updates in place, is held once)."""
     from dnnperf.reuse import arena_bytes
 
-    size = None
-    if sc.settings.precision:  # a precision what-if: its tensors at that precision, as its layers' bytes
-        from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
-        from dnnperf.workload import DTYPE_OF_PRECISION
+    return arena_bytes(insp, [c.layer for c in sc.layers], internal=True, size=tensor_size(sc.settings.precision))
 
-        bits = DTYPE_BITS.get(DTYPE_OF_PRECISION[sc.settings.precision], 32)
 
-        def size(t):
-            old = DTYPE_BITS.get(t.dtype, 32)
-            return t.nbytes if t.dtype in INDEX_DTYPES or not old else t.nbytes * bits // old
-    return arena_bytes(insp, [c.layer for c in sc.layers], internal=True, size=size)
+def tensor_size(precision: str | None):
+    """A tensor's bytes under a precision what-if (float and int8 tensors at that precision, as
+    ``scoring.with_precision`` scales a layer's bytes); None (their own) without one."""
+    if not precision:
+        return None
+    from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
+    from dnnperf.workload import DTYPE_OF_PRECISION
+
+    bits = DTYPE_BITS.get(DTYPE_OF_PRECISION[precision], 32)
+
+    def size(t):
+        old = DTYPE_BITS.get(t.dtype, 32)
+        return t.nbytes if t.dtype in INDEX_DTYPES or not old else t.nbytes * bits // old
+    return size
 
 
 def ranked(report: Report, top: int | None = None) -> list:

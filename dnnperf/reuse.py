@@ -89,6 +89,10 @@ def repeated_weight_bytes(insp, layers) -> int:
     return repeated
 
 
+def _own_bytes(t) -> int:
+    return t.nbytes
+
+
 def arena_bytes(insp, layers, internal: bool = False, size=None) -> int:
     """The activation bytes live at once at the peak of one inference: what a runtime that reuses
     its buffers (ONNX Runtime's planned arena) touches per inference besides the weights. A tensor
@@ -123,7 +127,9 @@ def arena_bytes(insp, layers, internal: bool = False, size=None) -> int:
                 last[x] = max(last.get(x, -1), done)
                 readers.setdefault(x, set()).add(id(mine))
     outputs = set(g.outputs)
-    live = {} if internal else {x: g.tensors[x].nbytes for x in g.inputs
+    if size is None:
+        size = _own_bytes
+    live = {} if internal else {x: size(g.tensors[x]) for x in g.inputs
                                 if x not in constants and x in g.tensors and g.tensors[x].shape is not None}
     frees: dict[int, list[str]] = {}
     for x in live:
@@ -138,7 +144,7 @@ def arena_bytes(insp, layers, internal: bool = False, size=None) -> int:
                     continue
                 kept = o in outputs and not internal
                 if kept or readers.get(o, set()) - {id(mine)}:
-                    n = t.nbytes if size is None else size(t)
+                    n = size(t)
                     now += n
                     live[o] = n
                     frees.setdefault(len(rows) if kept else last.get(o, i), []).append(o)

@@ -255,6 +255,10 @@ def test_a_small_network_reads_its_classifier_from_the_cache(tmp_path):
             bps = 20e9
         assert sc.layers[0].t_memory == pytest.approx(act / bandwidth_for(act, hw) + wb / bps, rel=1e-9)
     assert sc.weight_reach > 4e6  # the large one: from DRAM
+    # an int8 what-if: the weights and the activation buffers both at one byte an element (the buffers
+    # were counted at the model's four while its weights were at one)
+    sc = analyze(inspect_model(p), hw, Settings(precision="int8"), with_fixes=False).score
+    assert sc.arena == 4096 + 1024 and sc.weight_reach == 4096 * 1024 + 4096 + 1024
     # a shipped profile (no curve) knows no reach
     assert analyze(inspect_model(p), load_profile("cpu-avx2"), Settings(), with_fixes=False).score.weight_reach == 0
 
