@@ -157,7 +157,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
             notes.append(f"QDQ under TensorRT: {more} more op(s) between Q/DQ pairs (adds, pooling, concatenation, "
                          f"data movement) run quantized and {freed} more Q/DQ node(s) fold into them, as the "
                          "engine's explicit quantization fuses them")
-    inputs = held_inputs(insp.graph)
+    inputs = held_inputs(insp.graph, tensor_size(sc.settings.precision))
     figs = memory_figures(hw, sc, inputs, _live_bytes(insp, sc))
     memory = memory_note(hw, sc, inputs, figs)
     if memory:

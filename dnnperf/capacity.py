@@ -16,14 +16,15 @@ from dnnperf.hardware import HardwareProfile
 from dnnperf.scoring import LayerCost, Score, held_weights
 
 
-def held_inputs(graph) -> int:
+def held_inputs(graph, size=None) -> int:
     """Bytes of all the graph's inputs, there when a run starts: the ones the host sends and the ones
-    already in device memory (a decoder's KV cache, which the report's input transfer leaves out)."""
+    already in device memory (a decoder's KV cache, which the report's input transfer leaves out).
+    ``size``: a tensor's bytes (default its own; a precision what-if's, ``dnnperf.api.tensor_size``)."""
     total = 0
     for name in graph.inputs:
         t = graph.tensors.get(name)
         if t is not None and t.shape is not None:
-            total += t.nbytes or 0
+            total += (t.nbytes if size is None else size(t)) or 0
     return total
 
 

@@ -706,7 +706,7 @@ def _model_precision(report, hw) -> str | None:
 def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
     """When the model starves a big device, the cheapest of ``alternatives`` of the same kind that is
     estimated within 10% of its latency (by price when both have one, else by quoted peak)."""
-    from dnnperf.capacity import die_memory, held_inputs, memory_shortfall
+    from dnnperf.capacity import die_memory, memory_shortfall
     from dnnperf.scoring import held_weights, score
 
     sc = report.score
@@ -718,8 +718,8 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
     layers = [c.layer for c in sc.layers]
     # the weights the model holds, each once (the memory a candidate must have before it is worth scoring)
     held = held_weights(layers, sc.repeated)
-    inputs = held_inputs(report.inspection.graph)
-    live = report.memory_figures.activations if report.memory_figures is not None else 0  # the same on any device
+    # the activations the run holds next to its weights: the same on any device of the kind
+    held_act = report.memory_figures.activations if report.memory_figures is not None else 0
     best = None
     if callable(alternatives):  # only a device of the same kind quoting fewer TOP/s is a candidate
         alternatives = alternatives(hw.kind, hw.headline_tops)
@@ -745,7 +745,7 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
         l2 = sc2.totals["latency_s"]
         if l2 > lat * 1.10:
             continue
-        if memory_shortfall(other, sc2, inputs, live) is not None:
+        if memory_shortfall(other, sc2, held_act, held_act) is not None:
             continue  # the weights fit, the batch's activations (or a decoder's cache) next to them do not
         key = (other.price_per_hour if hw.price_per_hour is not None else other.headline_tops, name)
         if best is None or key < best[0]:

@@ -819,6 +819,17 @@ def test_weights_the_device_cannot_hold_are_marked_and_meet_no_requirement(tmp_p
                            "device_bytes": 1_000_000, "fits": False}
     d = json.loads(invoke("analyze", p, "--hw", "v100", "-f", "json").stdout)
     assert d["memory"]["device_bytes"] == 16_000_000_000 and d["memory"]["fits"] is True
+    # a precision what-if holds everything at that precision: 2 bytes an element in fp16
+    d = json.loads(invoke("analyze", p, "--hw", "v100", "-p", "fp16", "-f", "json").stdout)
+    assert (d["memory"]["weights_bytes"], d["memory"]["activation_bytes"]) == (2_097_152, 4_096)
+    # ... the model's inputs too (a table fed as an input, one row gathered: 1,000 x 1,000 x 4 B + the
+    # int64 index's 8 B, which stays 8 B)
+    m = model([helper.make_node("Gather", ["table", "i"], ["y"])], [vi("table", [1000, 1000]), vi("i", [1], onnx.TensorProto.INT64)],
+              [vi("y", None)])
+    g = save(m, tmp_path, "gather.onnx")
+    for prec, want in ((None, 4_000_008), ("fp16", 2_000_008)):
+        d = json.loads(invoke("analyze", g, "--hw", "v100", *(("-p", prec) if prec else ()), "-f", "json").stdout)
+        assert (d["memory"]["activations_of"], d["memory"]["activation_bytes"]) == ("model inputs", want), prec
     r = invoke("compare", p, "--hw", f"v100,{prof}", "--max-latency", "1s", "-f", "json")
     assert r.exit_code == 0, r.output
     c = json.loads(r.stdout)
