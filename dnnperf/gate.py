@@ -76,7 +76,7 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
             "top_layer": top[0].name if top else None, "top_layer_cause": top[0].cause if top else None,
             "price_per_hour": hw.price_per_hour, "cost_per_million_usd": _r(cost_per_million(hw, t["latency_s"], b)),
             "precision": rep.score.settings.precision or "model", "coverage": report_dict(rep)["totals"]["coverage"],
-            "meets_requirement": meets, "fits_memory": fits,
+            "meets_requirement": meets, "fits_memory": fits, "memory_needed_bytes": _needed(rep),
         })
     if not rows:
         raise DnnperfError(f"no target runs the requested precision: {'; '.join(s['reason'] for s in skipped)}")
@@ -208,7 +208,7 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
                 "achieved_tops": _r(t["achieved_tops"]), "fraction_of_peak": _r(t["fraction_of_peak"]),
                 "top_cause": rep.top_cause, "parallelism_share": _r(rep.score.losses["parallelism"] / lat),
                 "coverage": coverage_dict(insp, rep)["scored_share"],
-                "fits_memory": None if not hw.dram_gb else rep.memory is None,
+                "fits_memory": None if not hw.dram_gb else rep.memory is None, "memory_needed_bytes": _needed(rep),
             })
             if rep.memory_figures is not None:
                 held.setdefault(prec or "model", []).append((b, rep.memory_figures))
@@ -217,6 +217,11 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
     limit = {prec or "model": batch_memory_limit(hw, held.get(prec or "model", [])) for prec in precisions}
     return {"schema_version": "dnnperf-sweep/1", "model": os.path.basename(src.path), "hardware": hw.name,
             "rows": rows, "starvation_ends_at_batch": stop, "memory_holds_batch": limit, "notes": notes}
+
+
+def _needed(rep) -> int | None:
+    """Bytes one device (a die) holds at least for the run (``capacity.memory_figures``)."""
+    return rep.memory_figures.needed if rep.memory_figures is not None else None
 
 
 def batch_memory_limit(hw: HardwareProfile, held: list) -> int | None:

@@ -833,8 +833,8 @@ def test_weights_the_device_cannot_hold_are_marked_and_meet_no_requirement(tmp_p
     r = invoke("compare", p, "--hw", f"v100,{prof}", "--max-latency", "1s", "-f", "json")
     assert r.exit_code == 0, r.output
     c = json.loads(r.stdout)
-    fits = {row["hardware"]: (row["fits_memory"], row["meets_requirement"]) for row in c["rows"]}
-    assert fits == {"v100": (True, True), "tiny-v100": (False, False)}, fits
+    fits = {row["hardware"]: (row["fits_memory"], row["meets_requirement"], row["memory_needed_bytes"]) for row in c["rows"]}
+    assert fits == {"v100": (True, True, 4_202_496), "tiny-v100": (False, False, 4_202_496)}, fits
     assert c["recommendation"]["chosen"] == "v100"
     assert [m["hardware"] for m in c["recommendation"]["misses"]] == ["tiny-v100"]
     r = invoke("compare", p, "--hw", str(prof), "--max-latency", "1s")
@@ -901,6 +901,8 @@ def test_a_batch_sweep_names_the_largest_batch_memory_holds(tmp_path):
     s = json.loads(r.stdout)
     assert s["memory_holds_batch"] == {"fp32": 16, "fp16": 33}
     assert [row["fits_memory"] for row in s["rows"] if row["precision"] == "fp32"] == [True, True, False]
+    assert [row["memory_needed_bytes"] for row in s["rows"] if row["precision"] == "fp32"] == [
+        18_432 + b * 602_112 for b in (1, 16, 17)]
     out = invoke("sweep", p, "--hw", prof, "--batch", "1,16,17").stdout
     assert "memory holds at most batch: model: 16 (" in out
     # one batch swept: no second point to read the growth off
