@@ -14,7 +14,7 @@ import json
 import os
 from dnnperf.scoring import Settings
 from dnnperf.api import Inspection, analyze, checked, inspect_graph, ranked
-from dnnperf.documents import report_dict
+from dnnperf.documents import coverage_dict, report_dict
 from dnnperf.errors import DnnperfError
 from dnnperf.fmt import sig as _r
 from dnnperf.files import require_file
@@ -53,7 +53,7 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
     notes: list[str] = []
     for hw in profiles:
         try:
-            rep = analyze(insp, hw, settings, alternatives=tuple(profiles))
+            rep = analyze(insp, hw, settings, with_fixes=False, what_if=False)  # rows read no fix
         except DnnperfError as exc:
             if settings.precision is None or "has no" not in str(exc):
                 raise
@@ -75,7 +75,7 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
             "mean_occupancy": _r(t["mean_occupancy"]), "top_cause": rep.top_cause,
             "top_layer": top[0].name if top else None, "top_layer_cause": top[0].cause if top else None,
             "price_per_hour": hw.price_per_hour, "cost_per_million_usd": _r(cost_per_million(hw, t["latency_s"], b)),
-            "precision": rep.score.settings.precision or "model", "coverage": report_dict(rep)["totals"]["coverage"],
+            "precision": rep.score.settings.precision or "model", "coverage": coverage_dict(insp, rep)["scored_share"],
             "meets_requirement": meets, "fits_memory": fits, "memory_needed_bytes": _needed(rep),
         })
     if not rows:
