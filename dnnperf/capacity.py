@@ -33,7 +33,8 @@ class MemoryFigures:
     """What a run holds against what one device has (``memory_figures``); bytes throughout."""
 
     weights: int  # each weight once, at the precision scored
-    activations: int  # held next to the weights: the largest layer's input and output, or the model's inputs
+    activations: int  # held next to the weights: the most of the peak's live activations, the model's
+    # inputs and the largest layer's input and output
     of: str  # whose they are: "inputs" (a decoder's KV cache among them), "live" (the peak of one
     # inference's live activations, dnnperf.reuse.arena_bytes) or "layer" (the next field's input and output)
     layer: LayerCost  # the layer moving the most activation bytes
@@ -108,8 +109,8 @@ def memory_words(hw: HardwareProfile) -> str:
 def memory_note(hw: HardwareProfile, sc: Score, inputs: int, figs: MemoryFigures | None = None) -> str | None:
     """A run the device's memory cannot hold (``memory_shortfall``: a --batch or --dim far past what the
     device holds; a 70B decoder's 140 GB of weights on an 80 GB GPU; a cache of 100,000 tokens). The
-    estimate then times a run that cannot happen, and says so. A lower bound only (every other live
-    tensor comes on top); None when it fits or the profile gives no memory size."""
+    estimate then times a run that cannot happen, and says so. A lower bound only (a runtime's
+    workspaces come on top); None when it fits or the profile gives no memory size."""
     from dnnperf.fmt import b as fmt_bytes
 
     short = memory_shortfall(hw, sc, inputs, figs=figs)
