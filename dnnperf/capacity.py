@@ -41,6 +41,7 @@ class MemoryFigures:
     dies: int  # dies the batch is split over (a multi-die board); each holds the weights and its share
     needed: int  # the weights and a die's share of the activations
     device: int | None  # one die's memory; None when the profile gives no size
+    live: int = 0  # the activations live at once at the peak, the model's inputs and outputs left out
 
     @property
     def fits(self) -> bool | None:
@@ -68,7 +69,7 @@ def memory_figures(hw: HardwareProfile, sc: Score, inputs: int, live: int = 0) -
     held, of = max((inputs, "inputs"), (live, "live"), (act, "layer"), key=lambda h: (h[0], h[1] == "layer"))
     dies = dies_used(hw, sc.settings.batch)
     cap = die_memory(hw)
-    return MemoryFigures(weights, held, of, big, dies, weights + held // dies, int(cap) if cap else None)
+    return MemoryFigures(weights, held, of, big, dies, weights + held // dies, int(cap) if cap else None, live)
 
 
 def memory_shortfall(hw: HardwareProfile, sc: Score, inputs: int, live: int = 0,

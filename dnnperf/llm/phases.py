@@ -276,16 +276,24 @@ def _held_weights(report) -> int:
     return figs.weights if figs is not None else report.score.totals["weight_bytes"]
 
 
-def _fits(hw, weights: int, cache: int, batch: int) -> dict:
-    """The weights and the KV cache against the memory of one device; on a multi-die board
-    (``capacity.die_memory``) each die used holds the weights and its share of the batch's cache."""
+def _live(report) -> int:
+    """The activations a phase's step holds at once at its peak besides its inputs and outputs (the
+    cache): a plain export's attention scores at a long prompt, ``capacity.MemoryFigures.live``."""
+    figs = report.memory_figures
+    return figs.live if figs is not None else 0
+
+
+def _fits(hw, weights: int, cache: int, batch: int, activations: int = 0) -> dict:
+    """The weights, the KV cache and the activations held next to it against the memory of one device;
+    on a multi-die board (``capacity.die_memory``) each die used holds the weights and its share of
+    the batch's cache and activations."""
     from dnnperf.capacity import dies_used, die_memory
 
     cap = die_memory(hw)
     dies = dies_used(hw, batch)
-    need = weights + -(-cache // dies)
-    return {"weights_bytes": weights, "cache_bytes": cache, "needed_bytes": need, "dies": dies,
-            "device_bytes": cap or None, "fits": (need <= cap) if cap else None,
+    need = weights + -(-(cache + activations) // dies)
+    return {"weights_bytes": weights, "cache_bytes": cache, "activation_bytes": activations, "needed_bytes": need,
+            "dies": dies, "device_bytes": cap or None, "fits": (need <= cap) if cap else None,
             "missing_bytes": max(0, need - cap) if cap else None}
 
 
@@ -337,16 +345,27 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     cache_bytes = per_tok * peak_ctx * batch
     out["kv_cache"] = {"bytes_per_token": per_tok, "tokens": peak_ctx, "bytes": cache_bytes,
                        "dtype": dec.cache_dtype}
-    out["memory"] = _fits(hw, weights, cache_bytes, batch)
+    # next to the cache, each phase's step holds its own activations (a plain export's attention scores
+    # at a long prompt): the most held beyond the largest cache, over the phases run (a prefill holds
+    # its prompt's cache, a decode step the largest)
+    held = [cache_bytes]
+    if "prefill" in out:
+        held.append(per_tok * req.prompt * batch + _live(pre))
+    if "decode" in out:
+        held.append(cache_bytes + _live(dec_rep))
+    held = max(held)
+    out["memory"] = _fits(hw, weights, cache_bytes, batch, max(0, held - cache_bytes))
     mem = out["memory"]
     if strict_memory and mem["fits"] is False:
         from dnnperf.capacity import dies_used, memory_words
 
         n = dies_used(hw, batch)
         share = f", {n} dies sharing it: {(mem['needed_bytes'] - weights) / 1e9:.2f} GB each" if n > 1 else ""
+        act = mem["activation_bytes"]
         raise DnnperfError(
             f"does not fit {memory_words(hw)}: weights {weights / 1e9:.2f} GB + KV cache "
-            f"{cache_bytes / 1e9:.2f} GB (batch {batch} x {peak_ctx} tokens x {per_tok / 1e6:.3g} MB{share}) = "
+            f"{cache_bytes / 1e9:.2f} GB (batch {batch} x {peak_ctx} tokens x {per_tok / 1e6:.3g} MB{share})"
+            + (f" + activations {act / 1e9:.2f} GB" if act >= 5e6 else "") + " = "
             f"{mem['needed_bytes'] / 1e9:.2f} GB, {mem['missing_bytes'] / 1e9:.2f} GB missing — lower --batch or the "
             "context, quantise the weights (-p int8) or the cache, or pick a device with more memory")
     if with_fixes:

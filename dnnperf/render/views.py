@@ -156,9 +156,11 @@ def _llm_block(m: dict) -> Lines:
     mem, kv = m["memory"], m["kv_cache"]
     cap = f" of {b(mem['device_bytes'])}" if mem.get("device_bytes") else ""
     n = mem.get("dies", 1)
-    share = f", a die's share of {n}: {b(mem['needed_bytes'] - mem['weights_bytes'])}" if n > 1 else ""
+    share = f" (a die's share of {n}: {b(mem['needed_bytes'] - mem['weights_bytes'])})" if n > 1 else ""
+    act = mem.get("activation_bytes", 0)
     out.append(f"memory{' of each die' if n > 1 else ''}: weights {b(mem['weights_bytes'])} + KV cache {b(kv['bytes'])} "
-               f"({kv['tokens']} tokens x batch {m['batch']}{share}) = {b(mem['needed_bytes'])}{cap}"
+               f"({kv['tokens']} tokens x batch {m['batch']})" + (f" + activations {b(act)}" if act else "")
+               + f"{share} = {b(mem['needed_bytes'])}{cap}"
                + ("" if mem.get("fits") is not False else f" — does NOT fit ({b(mem['missing_bytes'])} missing)"))
     for f in m.get("fixes", []):
         out.append(f"fix {f['id']} [{f['difficulty']}]: {f['text']}"
