@@ -14,11 +14,13 @@ from dnnperf.errors import DnnperfError
 ModelArg = Annotated[str, typer.Argument(help="ONNX model file.")]
 
 
-def _report_dict(insp, profile, st):
+def _report_dict(insp, profile, st, full: bool = True):
+    """The JSON report; ``full=False`` for a target the HTML page only compares (its totals, top cause
+    and memory: no fixes nor fusion what-if)."""
     from dnnperf.api import analyze
     from dnnperf.documents import report_dict
 
-    return report_dict(analyze(insp, profile, st))
+    return report_dict(analyze(insp, profile, st, with_fixes=full, what_if=full))
 
 
 @command(app, "plot", kinds=("chart",), default_format="svg")
@@ -82,5 +84,5 @@ def report(
     profiles = load_profiles(list(hw or ["v100"]))
     insp = inspected(model, overrides(batch, input_shape, dim, value=value), phase, prompt, context)
     st = settings(batch, precision, fusion, runtime, overlap_input)
-    reports = [_report_dict(insp, p, st) for p in profiles]
+    reports = [_report_dict(insp, p, st, full=k == 0) for k, p in enumerate(profiles)]
     return Document("html_report", {"reports": reports}, {"top": top}, notes=tuple(insp.warnings))
