@@ -159,7 +159,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
                          "engine's explicit quantization fuses them")
     inputs = held_inputs(insp.graph, tensor_size(sc.settings.precision))
     figs = memory_figures(hw, sc, inputs, _live_bytes(insp, sc))
-    memory = memory_note(hw, sc, inputs, figs)
+    memory = memory_note(hw, sc, figs)
     if memory:
         notes.append(memory)
     waits = _host_waits_note(hw, sc)

@@ -10,7 +10,7 @@ advice, which never names a device that cannot hold the run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dnnperf.hardware import HardwareProfile
 from dnnperf.scoring import LayerCost, Score, held_weights
@@ -47,6 +47,14 @@ class MemoryFigures:
     def fits(self) -> bool | None:
         return None if not self.device else self.needed <= self.device
 
+    def on(self, hw: HardwareProfile, batch: int | None) -> "MemoryFigures":
+        """The same run held on another device of the kind (the same layers, so the same weights and
+        activations): its dies and memory (the downgrade advice's candidates)."""
+        dies = dies_used(hw, batch)
+        cap = die_memory(hw)
+        return replace(self, dies=dies, needed=self.weights + self.activations // dies,
+                       device=int(cap) if cap else None)
+
     def as_dict(self) -> dict:
         return {"weights_bytes": self.weights, "activation_bytes": self.activations,
                 "activations_of": {"inputs": "model inputs", "live": "live at the peak"}.get(self.of, f"layer {self.layer.name}"),
@@ -70,14 +78,6 @@ def memory_figures(hw: HardwareProfile, sc: Score, inputs: int, live: int = 0) -
     dies = dies_used(hw, sc.settings.batch)
     cap = die_memory(hw)
     return MemoryFigures(weights, held, of, big, dies, weights + held // dies, int(cap) if cap else None, live)
-
-
-def memory_shortfall(hw: HardwareProfile, sc: Score, inputs: int, live: int = 0,
-                     figs: MemoryFigures | None = None) -> MemoryFigures | None:
-    """``memory_figures`` when they say the run does not fit ``hw``'s memory, else None (also when the
-    profile gives no memory size)."""
-    figs = memory_figures(hw, sc, inputs, live) if figs is None else figs
-    return figs if figs is not None and figs.fits is False else None
 
 
 def die_memory(hw: HardwareProfile) -> float:
@@ -107,17 +107,16 @@ def memory_words(hw: HardwareProfile) -> str:
     return f"{hw.name}'s {hw.dram_gb / n:g} GB a die ({hw.dram_gb:g} GB in all)"
 
 
-def memory_note(hw: HardwareProfile, sc: Score, inputs: int, figs: MemoryFigures | None = None) -> str | None:
-    """A run the device's memory cannot hold (``memory_shortfall``: a --batch or --dim far past what the
-    device holds; a 70B decoder's 140 GB of weights on an 80 GB GPU; a cache of 100,000 tokens). The
-    estimate then times a run that cannot happen, and says so. A lower bound only (a runtime's
-    workspaces come on top); None when it fits or the profile gives no memory size."""
+def memory_note(hw: HardwareProfile, sc: Score, figs: MemoryFigures | None) -> str | None:
+    """A run the device's memory cannot hold (``memory_figures`` that do not fit: a --batch or --dim far
+    past what the device holds; a 70B decoder's 140 GB of weights on an 80 GB GPU; a cache of 100,000
+    tokens). The estimate then times a run that cannot happen, and says so. A lower bound only (a
+    runtime's workspaces come on top); None when it fits or the profile gives no memory size."""
     from dnnperf.fmt import b as fmt_bytes
 
-    short = memory_shortfall(hw, sc, inputs, figs=figs)
-    if short is None:
+    if figs is None or figs.fits is not False:
         return None
-    weights, big, held, of = short.weights, short.layer, short.activations, short.of
+    weights, big, held, of = figs.weights, figs.layer, figs.activations, figs.of
     head = f"does not fit {memory_words(hw)}: "
     tail = ", so this estimate times a run the device cannot hold — "
     w = big.layer.workload

@@ -706,8 +706,7 @@ def _model_precision(report, hw) -> str | None:
 def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
     """When the model starves a big device, the cheapest of ``alternatives`` of the same kind that is
     estimated within 10% of its latency (by price when both have one, else by quoted peak)."""
-    from dnnperf.capacity import die_memory, memory_shortfall
-    from dnnperf.scoring import held_weights, score
+    from dnnperf.scoring import score
 
     sc = report.score
     hw = sc.hw
@@ -716,10 +715,9 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
     if lat <= 0 or (t["mean_occupancy"] >= 0.5 and t["fraction_of_peak"] >= 0.05):
         return None  # (nothing scored and no input to move: no time to compare against)
     layers = [c.layer for c in sc.layers]
-    # the weights the model holds, each once (the memory a candidate must have before it is worth scoring)
-    held = held_weights(layers, sc.repeated)
-    # the activations the run holds next to its weights: the same on any device of the kind
-    held_act = report.memory_figures.activations if report.memory_figures is not None else 0
+    # what the run holds (the weights, each once, and the activations next to them) is the same on any
+    # device of the kind: a candidate that cannot hold it is not worth scoring
+    held = report.memory_figures
     best = None
     if callable(alternatives):  # only a device of the same kind quoting fewer TOP/s is a candidate
         alternatives = alternatives(hw.kind, hw.headline_tops)
@@ -733,20 +731,17 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
             continue
         if hw.price_per_hour is None and _draws_more(other, hw):
             continue
-        if other.dram_gb and held > die_memory(other):
-            continue  # its memory cannot hold the weights (a 70B decoder's 141 GB for a 24 GB L4)
+        if held is not None and held.on(other, sc.settings.batch).fits is False:
+            continue  # its memory cannot hold the run (a 70B decoder's 141 GB of weights for a 24 GB L4)
         other = _same_host(other, hw)
         # cheap lower bound first: its launches plus all ops at its fastest unit
         best_rate = max(max(u.peak_tops.values()) for u in other.units) * 1e12
         if t["launches"] * other.launch_overhead_us * 1e-6 + t["ops"] / best_rate > lat * 1.10:
             continue
         # same kind of device: the same layers (and fusion) apply; only the scoring changes
-        sc2 = score(layers, other, sc.settings, report.inspection.input_bytes, sc.arena, sc.repeated)
-        l2 = sc2.totals["latency_s"]
+        l2 = score(layers, other, sc.settings, report.inspection.input_bytes, sc.arena, sc.repeated).totals["latency_s"]
         if l2 > lat * 1.10:
             continue
-        if memory_shortfall(other, sc2, held_act, held_act) is not None:
-            continue  # the weights fit, the batch's activations (or a decoder's cache) next to them do not
         key = (other.price_per_hour if hw.price_per_hour is not None else other.headline_tops, name)
         if best is None or key < best[0]:
             best = (key, other, l2)
