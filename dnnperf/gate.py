@@ -65,7 +65,7 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
         top = ranked(rep, 1)
         b = used.batch or 1
         # a target whose memory cannot hold the run meets no requirement (its note says so)
-        fits = None if not hw.dram_gb else rep.memory is None
+        fits = _fits(rep)
         meets = (max_latency_s is None or t["latency_s"] <= max_latency_s) and (
             min_throughput is None or t["throughput_per_s"] >= min_throughput) and fits is not False
         rows.append({
@@ -208,7 +208,7 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
                 "achieved_tops": _r(t["achieved_tops"]), "fraction_of_peak": _r(t["fraction_of_peak"]),
                 "top_cause": rep.top_cause, "parallelism_share": _r(rep.score.losses["parallelism"] / lat),
                 "coverage": coverage_dict(insp, rep)["scored_share"],
-                "fits_memory": None if not hw.dram_gb else rep.memory is None, "memory_needed_bytes": _needed(rep),
+                "fits_memory": _fits(rep), "memory_needed_bytes": _needed(rep),
             })
             if rep.memory_figures is not None:
                 held.setdefault(prec or "model", []).append((b, rep.memory_figures))
@@ -217,6 +217,15 @@ def sweep(src: ModelSource, ov: ShapeOverrides, hw: HardwareProfile, batches: li
     limit = {prec or "model": batch_memory_limit(hw, held.get(prec or "model", [])) for prec in precisions}
     return {"schema_version": "dnnperf-sweep/1", "model": os.path.basename(src.path), "hardware": hw.name,
             "rows": rows, "starvation_ends_at_batch": stop, "memory_holds_batch": limit, "notes": notes}
+
+
+def _fits(rep) -> bool | None:
+    """Whether the device's memory holds the run (its record, ``capacity.memory_figures``); None when
+    the profile gives no memory size."""
+    figs = rep.memory_figures
+    if figs is None:  # no layer scored: nothing held
+        return None if not rep.hw.dram_gb else True
+    return figs.fits
 
 
 def _needed(rep) -> int | None:
