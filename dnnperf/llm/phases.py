@@ -357,9 +357,9 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     out["memory"] = _fits(hw, weights, cache_bytes, batch, max(0, held - cache_bytes))
     mem = out["memory"]
     if strict_memory and mem["fits"] is False:
-        from dnnperf.capacity import dies_used, memory_words
+        from dnnperf.capacity import memory_words
 
-        n = dies_used(hw, batch)
+        n = mem["dies"]
         share = f", {n} dies sharing it: {(mem['needed_bytes'] - weights) / 1e9:.2f} GB each" if n > 1 else ""
         act = mem["activation_bytes"]
         raise DnnperfError(
