@@ -158,7 +158,10 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
                          f"data movement) run quantized and {freed} more Q/DQ node(s) fold into them, as the "
                          "engine's explicit quantization fuses them")
     inputs = held_inputs(insp.graph, tensor_size(sc.settings.precision))
-    figs = memory_figures(hw, sc, inputs, _live_bytes(insp, sc))
+    from dnnperf.reuse import repeated_weight_bytes
+
+    figs = memory_figures(hw, sc, inputs, _live_bytes(insp, sc),
+                          repeated_weight_bytes(insp, [c.layer for c in sc.layers], held=True))
     memory = memory_note(hw, sc, figs)
     if memory:
         notes.append(memory)

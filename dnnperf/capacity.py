@@ -61,17 +61,23 @@ class MemoryFigures:
                 "dies": self.dies, "needed_bytes": self.needed, "device_bytes": self.device, "fits": self.fits}
 
 
-def memory_figures(hw: HardwareProfile, sc: Score, inputs: int, live: int = 0) -> MemoryFigures | None:
+def memory_figures(hw: HardwareProfile, sc: Score, inputs: int, live: int = 0,
+                   repeated: int | None = None) -> MemoryFigures | None:
     """The weights (each once, at the precision scored), the activation bytes held next to them (the
     most of: the activations live at once at the peak of an inference, ``live``; all of the model's
     inputs, a decoder's KV cache among them, which stay in device memory; the input and output of the
     layer moving the most activation bytes) and a die's share of those (a batch split data-parallel
     over a multi-die board, ``die_memory``), against one die's memory. A lower bound: a runtime's
     workspaces and allocator slack come on top. None for a graph without scored layers. ``inputs``:
-    ``held_inputs`` of the scored graph; ``live``: ``dnnperf.reuse.arena_bytes`` (0: not known)."""
+    ``held_inputs`` of the scored graph; ``live``: ``dnnperf.reuse.arena_bytes`` (0: not known). The
+    weights include what a run holds but does not read (``Workload.weights_unread``: an embedding
+    table's unpicked rows, the experts no token is routed to); ``repeated``: the weight bytes counted
+    twice among them (``dnnperf.reuse.repeated_weight_bytes(..., held=True)``; default the score's)."""
     if not sc.layers:
         return None
-    weights = held_weights([c.layer for c in sc.layers], sc.repeated)
+    layers = [c.layer for c in sc.layers]
+    weights = held_weights(layers, 0) + sum(la.workload.weights_unread for la in layers)
+    weights = max(weights - (sc.repeated if repeated is None else repeated), 0)
     big = max(sc.layers, key=lambda c: c.layer.workload.act_bytes_read + c.layer.workload.bytes_written)
     act = big.layer.workload.act_bytes_read + big.layer.workload.bytes_written
     held, of = max((inputs, "inputs"), (live, "live"), (act, "layer"), key=lambda h: (h[0], h[1] == "layer"))

@@ -356,6 +356,7 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
                 kernel=total.kernel,  # ... and the runtime kernel it names (a 3-D convolution's)
                 loop_items=total.loop_items,  # ... and that kernel's steps (a MatMulNBits' weights)
                 host_waits=total.host_waits + w.host_waits,
+                weights_unread=total.weights_unread + w.weights_unread,
             )
         if kernels.get(g[0][0].node.name) in NORM_KERNELS:  # a layer norm spelled as nodes: the norm op it becomes
             shape = parts[-1].output_shape
@@ -390,6 +391,7 @@ def merge_siblings(layers: list, groups: list[list[str]], kernel: str = "Split")
         ws = [p.workload for p in parts]
         total = replace(ws[0], act_bytes_read=sum(w.act_bytes_read for w in ws),
                         weight_bytes=sum(w.weight_bytes for w in ws), bytes_written=sum(w.bytes_written for w in ws),
+                        weights_unread=sum(w.weights_unread for w in ws),
                         parallel_work=sum(w.parallel_work for w in ws), other_ops=sum(w.other_ops for w in ws),
                         launches=1, pieces=(), kernel=kernel)  # the runtime's Split: a copy on one thread
         first = min(idx)

@@ -59,34 +59,61 @@ def reuse_reads(insp, layers) -> dict[str, tuple[tuple[int, int], ...]]:
     return {k: tuple(v.values()) for k, v in out.items()}
 
 
-def repeated_weight_bytes(insp, layers) -> int:
+def repeated_weight_bytes(insp, layers, held: bool = False) -> int:
     """The part of the layers' summed weight bytes that reads an initializer a layer before it has
     read already (layers sharing one set of weights: a model with tied weights, or calibrate's
     micro-benchmarks, whose copies of one node all read the same filters). A network touches such a
     weight once per inference, so it counts once in how far back a weight comes from (``score``'s
     reach and footprint). Each layer's share is its weight bytes in proportion to the initializer
-    bytes it reads that an earlier layer had read (its own precision and padding kept)."""
+    bytes it reads that an earlier layer had read (its own precision and padding kept). ``held``: the
+    same over the bytes each layer holds (``Workload.weights_unread`` too: an embedding table a Gather
+    picks rows from and a product reads whole is held once), for the memory check; there a weight
+    folded at load time from an initializer by a layout op (GPT-2's output product reads the embedding
+    table transposed) is that initializer: a runtime may hold both, but at least one."""
     g = insp.graph
     inits = g.initializers
     by_name = {row.node.name: row.node for row in insp.rows}
+    layout = {o: n.inputs[0] for n in g.nodes if n.op_type in _LAYOUT_OPS and n.inputs for o in n.outputs if o} \
+        if held else {}
     seen: set[str] = set()
     repeated = 0
     for layer in layers:
-        if not layer.workload.weight_bytes:
+        own = layer.workload.weight_bytes + (layer.workload.weights_unread if held else 0)
+        if not own:
             continue
         mine: dict[str, int] = {}
         for n in layer.nodes:
             node = by_name.get(n)
             for x in node.inputs if node is not None else ():
+                if layout and x not in inits and x in g.constants:
+                    x = _layout_root(x, layout, inits, g.tensors)
                 t = g.tensors.get(x) if x in inits else None
                 if t is not None and t.shape is not None:
                     mine[x] = t.nbytes
         total = sum(mine.values())
         again = sum(b for x, b in mine.items() if x in seen)
         if total and again:
-            repeated += round(layer.workload.weight_bytes * again / total)
+            repeated += round(own * again / total)
         seen.update(mine)
     return repeated
+
+
+# ops that rearrange a tensor's elements without changing them or their count
+_LAYOUT_OPS = frozenset({"Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+
+
+def _layout_root(x: str, layout: dict, inits, tensors) -> str:
+    """The initializer a folded constant rearranges (itself when it is not one, or changes bytes)."""
+    root = x
+    for _ in range(8):
+        if root in inits or root not in layout:
+            break
+        root = layout[root]
+    if root in inits and root != x:
+        a, b = tensors.get(root), tensors.get(x)
+        if a is not None and b is not None and a.nbytes == b.nbytes:
+            return root
+    return x
 
 
 def _own_bytes(t) -> int:

@@ -185,7 +185,8 @@ def with_precision(w: Workload, precision: str) -> Workload:
                     w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces, w.subnormals, w.bias,
                     (w.step_reads * new_bits) // old_bits, w.kernel, w.taps,
                     w.operands if PRECISION_OF_DTYPE.get(new_dtype) == "int8" else "", w.loop_items,
-                    (w.rereads * new_bits) // old_bits, w.parts, w.iterations, w.host_waits)
+                    (w.rereads * new_bits) // old_bits, w.parts, w.iterations, w.host_waits,
+                    (w.weights_unread * new_bits) // old_bits)
 
 
 # -- the loss steps ------------------------------------------------------------------------------

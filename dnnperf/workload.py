@@ -60,6 +60,10 @@ class Workload:
     # output size known only once computed (NonZero, Unique, NonMaxSuppression), a Loop condition the
     # body computes (each iteration), an If condition known only at run time (scoring._queue_on_stream)
     host_waits: int = 0
+    # weight bytes the layer holds in memory but one run does not read: an embedding table's rows no
+    # index picks, a mixture-of-experts layer's experts no token is routed to. Memory counts them
+    # (capacity.memory_figures); time and cache reuse do not
+    weights_unread: int = 0
 
     @property
     def ops(self) -> int:
@@ -155,6 +159,7 @@ class Workload:
             row=self.row or other.row,
             subnormals=self.subnormals + other.subnormals,
             host_waits=self.host_waits + other.host_waits,
+            weights_unread=self.weights_unread + other.weights_unread,
         )
 
 

@@ -849,6 +849,30 @@ def test_weights_the_device_cannot_hold_are_marked_and_meet_no_requirement(tmp_p
 
 
 
+def test_an_embedding_table_is_held_whole_though_a_step_reads_its_rows(tmp_path):
+    """The memory check summed the weight bytes each layer reads: an embedding Gather read 8 rows of
+    its table, so BERT-base was held at 343 MB of its 438 MB (the 94 MB word table missing) and
+    Llama-2-7B at 13.22 of 13.48 GB. A [1,000, 64] float32 table (256,000 B) gathered at 8 token ids,
+    then a [64, 10] product (2,560 B): 258,560 B held (the rows read, 8 x 64 x 4 = 2,048 B, were all
+    that counted: 4,608 B). With the product reading the same table transposed (tied weights, a
+    transpose folded at load time, as GPT-2's output layer reads its embedding table) it is held once:
+    256,000 B; and the time of a step still reads only the rows (the Gather moves 2,048 B)."""
+    ids = vi("ids", [1, 8], onnx.TensorProto.INT64)
+    m = model([helper.make_node("Gather", ["table", "ids"], ["e"]), helper.make_node("MatMul", ["e", "w"], ["y"])],
+              [ids], [vi("y", None)], [weight("table", [1000, 64]), weight("w", [64, 10])])
+    d = json.loads(invoke("analyze", save(m, tmp_path, "emb.onnx"), "--hw", "v100", "-f", "json").stdout)
+    assert d["memory"]["weights_bytes"] == 256_000 + 2_560
+    gather = next(la for la in d["layers"] if la["op_type"] == "Gather")
+    assert gather["weight_bytes"] == 2_048, gather
+    tied = model([helper.make_node("Gather", ["table", "ids"], ["e"]), helper.make_node("Transpose", ["table"], ["t"]),
+                  helper.make_node("MatMul", ["e", "t"], ["y"])], [ids], [vi("y", None)], [weight("table", [1000, 64])])
+    d = json.loads(invoke("analyze", save(tied, tmp_path, "tied.onnx"), "--hw", "v100", "-f", "json").stdout)
+    assert d["memory"]["weights_bytes"] == 256_000
+    # under a precision what-if the unread rows take its width too
+    d = json.loads(invoke("analyze", save(m, tmp_path, "emb.onnx"), "--hw", "v100", "-p", "fp16", "-f", "json").stdout)
+    assert d["memory"]["weights_bytes"] == (256_000 + 2_560) // 2
+
+
 def test_activations_held_across_layers_count_against_memory(tmp_path):
     """The check held the largest layer's input and output next to the weights, though a network holds
     every tensor a later layer still reads (skip connections, DenseNet's concatenations: 31% more at

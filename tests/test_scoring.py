@@ -775,16 +775,18 @@ def test_precision_what_if_keeps_every_workload_field():
                                                   "weight_bytes", "bytes_written", "parallel_work", "gemm",
                                                   "launches", "note", "conv", "row", "pieces", "subnormals", "bias",
                                                   "step_reads", "kernel", "taps", "operands", "loop_items",
-                                                  "rereads", "parts", "iterations", "host_waits"]
+                                                  "rereads", "parts", "iterations", "host_waits",
+                                                  "weights_unread"]
     part = Workload("matmul", "float32", 5)
     w = Workload("conv", "float32", 10, 3, 400, 800, 200, 50, Gemm(2, 3, 4, 1), 2, "n", (1, 3, 3, 1, 1, False), 7,
-                 (5, 6), 9, True, 64, "Resize.linear", 0.5, "", 11, 96, (("MatMul", part, 3),), 4, 6)
+                 (5, 6), 9, True, 64, "Resize.linear", 0.5, "", 11, 96, (("MatMul", part, 3),), 4, 6, 1000)
     h = with_precision(w, "fp16")
     # a loop's body parts stay as they are (scoring applies the precision to each when it scores them)
     assert h.parts == (("MatMul", part, 3),) and h.iterations == 4 and h.host_waits == 6
     assert (h.dtype, h.act_bytes_read, h.weight_bytes, h.bytes_written) == ("float16", 200, 400, 100)
     assert h.step_reads == 32  # the recurrent weights read again each step are weights too
     assert h.rereads == 48  # a broadcast operand read again is bytes too
+    assert h.weights_unread == 500  # a table's unread rows are held at the what-if's precision
     assert (h.family, h.macs, h.other_ops, h.parallel_work, h.gemm, h.launches, h.note, h.conv, h.row, h.pieces,
             h.subnormals, h.bias, h.kernel, h.taps, h.loop_items) == (
         w.family, w.macs, w.other_ops, w.parallel_work, w.gemm, w.launches, w.note, w.conv, w.row, w.pieces,

@@ -42,7 +42,7 @@ def _body(graph, label: str) -> Workload:
                     act_bytes_read=total.act_bytes_read, weight_bytes=total.weight_bytes,
                     bytes_written=total.bytes_written, parallel_work=total.parallel_work,
                     gemm=total.gemm, launches=total.launches, note="; ".join(notes), parts=tuple(parts),
-                    iterations=inner, host_waits=total.host_waits)
+                    iterations=inner, host_waits=total.host_waits, weights_unread=total.weights_unread)
 
 
 def _output_copy(graph, node, w: Workload) -> Workload:

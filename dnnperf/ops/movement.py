@@ -282,12 +282,16 @@ def _picked(ctx: Ctx, weights_only_data: bool = False, kernel: str = "", loop_it
     data = ctx.node.inputs[0]
     t = ctx.graph.tensors.get(data)
     data_bytes = (t.nbytes or 0) if t else 0
+    unread = 0
     if ctx.is_weight(data):
+        held = wgt
         wgt = min(wgt, out) if weights_only_data else wgt - data_bytes + min(data_bytes, out)
+        unread = held - wgt  # the table's rows no index picks: held in memory all the same
     else:
         act = act - data_bytes + min(data_bytes, out)
     return Workload(family="movement", dtype=ctx.compute_dtype(), act_bytes_read=act, weight_bytes=wgt,
-                    bytes_written=out, parallel_work=ctx.out_numel(0), kernel=kernel, loop_items=loop_items)
+                    bytes_written=out, parallel_work=ctx.out_numel(0), kernel=kernel, loop_items=loop_items,
+                    weights_unread=unread)
 
 
 def _shape_vector(ctx: Ctx) -> None:
