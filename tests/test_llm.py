@@ -412,3 +412,22 @@ def test_report_and_plot_take_a_decoder_step(models, tmp_path):
     svg = tmp_path / "p.svg"
     assert cli("plot", models["tiny"], "--hw", "a100", "--phase", "prefill", "--prompt", "32", "-o", svg, "-q").exit_code == 0
     assert svg.read_text().startswith("<svg") or "<svg" in svg.read_text()[:200]
+
+
+def test_continuous_batching_at_a_long_context_pays_for_each_sequence_cache(models):
+    """The fix said "batch 1 -> 31 serves ~31x the tokens per second at nearly the same time per
+    token" for Llama-2-7B at a 4,000-token context, where each sequence's cache (524,288 B a token x
+    4,001 = 2,097,676,288 B) outweighs a sixth of the weights. By hand: the weights held, 2 B x
+    6,738,415,616 + the two 4,096 x 64 rotary tables (1,048,576 B); memory holds (80 GB - 13.48 GB) //
+    2.10 GB = 31 sequences; a step reads 2 x (6,738,415,616 - 32,000 x 4,096) = 13.21 GB of weights
+    (the embedding table's unpicked rows stay put) and 31 x 2.10 = 65.0 GB of cache instead of 13.21 +
+    2.10: (13.21 + 65.03) / (13.21 + 2.10) = 5.1x the time per token, 31 / 5.11 = ~6x the tokens/s."""
+    r = cli("analyze", models["7b"], "--hw", "a100", "--phase", "decode", "--prompt", "4000", "-f", "json")
+    assert r.exit_code == 0, r.output
+    llm = json.loads(r.stdout)["llm"]
+    assert llm["memory"]["cache_bytes"] == 524_288 * 4_001
+    assert 0 <= llm["memory"]["weights_bytes"] - (2 * 6_738_415_616 + 1_048_576) < 100, llm["memory"]
+    text = next(f["text"] for f in llm["fixes"] if f["id"] == "bigger_batch")
+    assert "memory holds batch <= 31 at this context" in text, text
+    assert "batch 1 -> 31 serves ~6x the tokens per second at ~5.1x the time per token" in text, text
+    assert "reads 13.2 GB of weights and 65 GB of cache instead of 13.2 GB and 2.1 GB" in text, text

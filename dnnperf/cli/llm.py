@@ -16,7 +16,7 @@ _Int = Optional[int]
 def skeleton(
     output: Output = None,
     preset: Annotated[Optional[str], typer.Option("--preset", help="A published configuration: llama-2-7b, llama-2-13b, "
-                                                  "llama-2-70b, llama-3-8b, llama-3-70b, mistral-7b, tinyllama-1.1b, tiny.")] = None,
+                                                  "llama-2-70b, llama-3-8b, llama-3-70b, mistral-7b, tinyllama-1.1b, tiny, mixtral-8x7b, tiny-moe.")] = None,
     layers: Annotated[_Int, typer.Option("--layers", help="Decoder layers.")] = None,
     hidden: Annotated[_Int, typer.Option("--hidden", help="Hidden size.")] = None,
     heads: Annotated[_Int, typer.Option("--heads", help="Attention (query) heads.")] = None,
@@ -24,6 +24,10 @@ def skeleton(
     intermediate: Annotated[_Int, typer.Option("--intermediate", help="MLP intermediate size.")] = None,
     vocab: Annotated[_Int, typer.Option("--vocab", help="Vocabulary size.")] = None,
     max_positions: Annotated[_Int, typer.Option("--max-positions", help="Rotary table length.")] = None,
+    experts: Annotated[_Int, typer.Option("--experts", help="A mixture of experts in place of each MLP: experts a layer "
+                                          "holds (0: a dense MLP).")] = None,
+    experts_per_token: Annotated[_Int, typer.Option("--experts-per-token", help="Experts each token is routed to "
+                                                    "(default 2).")] = None,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help="fp16 (default), bf16 or fp32.")] = None,
     style: Annotated[str, typer.Option("--style", help="plain (transformers-style plain ops) or genai (ONNX Runtime "
                                        "GenAI: GroupQueryAttention, MatMulNBits).")] = "plain",
@@ -39,7 +43,8 @@ def skeleton(
     if output is None:
         raise DnnperfError("llm skeleton needs -o FILE.onnx")
     given = {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "intermediate": intermediate,
-             "vocab": vocab, "max_positions": max_positions, "dtype": dtype}
+             "vocab": vocab, "max_positions": max_positions, "dtype": dtype, "experts": experts,
+             "experts_per_token": experts_per_token}
     if preset is not None:
         if preset not in PRESETS:
             raise DnnperfError(f"unknown preset '{preset}' — one of {', '.join(PRESETS)}")
@@ -49,9 +54,12 @@ def skeleton(
         if missing:
             raise DnnperfError(f"pass --preset NAME or all of --{', --'.join(m.replace('_', '-') for m in missing)}")
         cfg = LlamaConfig(layers, hidden, heads, kv_heads or heads, intermediate, vocab,
-                          max_positions or 4096, dtype or "fp16", name="llama")
+                          max_positions or 4096, dtype or "fp16", name="llama", experts=experts or 0,
+                          experts_per_token=experts_per_token or 2)
     out = Out("llm skeleton", ("model",), "onnx", output, quiet, [])
     data = skeleton_bytes(cfg, style, weight_bits)
     note = (f"wrote {output}: {cfg.layers} layers, hidden {cfg.hidden}, {cfg.heads} heads ({cfg.kv_heads} KV), "
-            f"{cfg.params() / 1e9:.3g} B parameters as a weightless skeleton ({len(data):,} bytes)")
+            f"{cfg.params() / 1e9:.3g} B parameters" +
+            (f" ({cfg.experts} experts a layer, {cfg.experts_per_token} a token: {cfg.active_params() / 1e9:.3g} B "
+             "read per token)" if cfg.experts else "") + f" as a weightless skeleton ({len(data):,} bytes)")
     out.emit(Document("model", data, notes=(note,)))

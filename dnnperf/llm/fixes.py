@@ -1,9 +1,10 @@
 """The article's fixes made concrete for LLM serving: each one with its saving on this model and
 device, computed from the phase's own report (no new measurements), and the assumptions it makes.
 
-- bigger batch (continuous batching): decode reads every weight once per step whatever the batch;
-  the batch at which a step's arithmetic intensity reaches the device's ridge point is where it
-  stops being memory-bound.
+- bigger batch (continuous batching): decode reads every weight once per step whatever the batch
+  (a mixture of experts: the experts its tokens reach, more at a larger batch) and each sequence's
+  cache; the batch at which a step's arithmetic intensity reaches the device's ridge point is where
+  it stops being memory-bound.
 - weight-only quantisation (int8 / int4): fewer weight bytes per step.
 - KV-cache quantisation (fp8 / int8): fewer cache bytes per step.
 - grouped-query attention: fewer KV heads, fewer cache bytes (needs a model trained that way).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from dnnperf.capacity import board_dies, die_memory
 from dnnperf.ir import DTYPE_BITS
+from dnnperf.ops.experts import step_weights
 
 _MATRIX = ("MatMul", "Gemm", "com.microsoft:MatMulNBits", "MatMulNBits", "FusedMatMul")
 # speculative decoding: the assumptions it is priced with (stated in the fix)
@@ -56,21 +58,39 @@ def llm_fixes(report, d: dict, dec, hw) -> list[dict]:
         cap, dies = die_memory(hw), board_dies(hw)
         held = d["memory"]["weights_bytes"]  # each weight once (``weights``: what a step reads)
         max_b = int((cap - held) // cs) * dies if cap and cs and cap > held else None
+
+        def read_at(b: float) -> float:
+            """Weight bytes a step reads at batch ``b``: a mixture of experts reaches more experts."""
+            return step_weights([c.layer for c in report.score.layers], report.inspection.graph, b / batch)
+
         if ops1 > ridge * cs and ridge > 0:
             b_star = ridge * weights / (ops1 - ridge * cs)
+            for _ in range(4):  # the weights read grow with the batch (experts): settle the batch they allow
+                b_star = ridge * read_at(b_star) / (ops1 - ridge * cs)
             where = f"decode stays memory-bound up to batch ~{b_star:.0f} (the ridge point, {ridge:.0f} ops/byte)"
         else:
             b_star = None
             where = "the cache traffic alone keeps decode memory-bound at any batch"
         lim = f"; memory holds batch <= {max_b} at this context" if max_b is not None else ""
         if d["decode"]["bound"] in ("memory", "overhead"):
-            # a memory-bound step costs about the same at a larger batch until the ridge
+            # a memory-bound step costs what it reads: its weights (more experts at a larger batch) and
+            # each sequence's cache
             target = int(min(b_star or 64, max_b or 10**9, 256))
             if target > batch:
+                w_t = read_at(target)
+                slower = (w_t + target * cs) / (weights + batch * cs)
+                if slower < 1.1:
+                    gain = f"serves ~{target / batch:.0f}x the tokens per second at nearly the same time per token"
+                else:
+                    gain = (f"serves ~{target / batch / slower:.0f}x the tokens per second at ~{slower:.1f}x the time per "
+                            f"token (each step reads {nbytes(w_t)} of weights and {nbytes(target * cs)} of cache "
+                            f"instead of {nbytes(weights)} and {nbytes(batch * cs)}"
+                            + ("; a mixture of experts reaches more of its experts as the batch grows)"
+                               if w_t > 1.05 * weights else ")"))
                 fixes.append(_fix("bigger_batch", "Easy",
-                                  f"continuous batching: {where}{lim}; batch {batch} -> {target} serves ~{target / batch:.0f}x "
-                                  "the tokens per second at nearly the same time per token", 0.0,
-                                  "the step time stays memory-bound (weights read once per step) up to that batch"))
+                                  f"continuous batching: {where}{lim}; batch {batch} -> {target} {gain}", 0.0,
+                                  "the step time stays memory-bound (it costs the weights and cache it reads) up to "
+                                  "that batch"))
         wbits = _weight_bits(report)
         if wbits >= 16:
             for bits, name in ((8, "int8"), (4, "int4")):

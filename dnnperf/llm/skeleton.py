@@ -12,6 +12,11 @@ and dtype and no payload (marked as external data at a location that does not ex
            SkipSimplifiedLayerNormalization, GroupQueryAttention (rotary inside), weights as
            MatMulNBits (4-bit blocks of 32 by default), logits for every position.
 
+A mixture-of-experts configuration (``experts`` > 0, Mixtral's) replaces each layer's MLP by a router
+product and ONNX Runtime's fused com.microsoft ``MoE`` (16-bit experts, a fused SwiGLU: fc1 holds
+gate and up) or, with 4- or 8-bit genai weights, ``QMoE``, in both styles: a plain transformers
+export has no static-op form of its per-expert routing loop.
+
 Inputs: ``input_ids`` [batch, sequence_length] and, per layer, ``past_key_values.{i}.key`` / ``.value``
 [batch, kv_heads, past_sequence_length, head_dim]; outputs ``logits`` and ``present.{i}.key`` /
 ``.value`` [batch, kv_heads, total_sequence_length, head_dim].
@@ -41,6 +46,8 @@ class LlamaConfig:
     max_positions: int = 4096
     dtype: str = "fp16"
     name: str = "llama"
+    experts: int = 0  # a mixture of experts in place of each MLP: experts a layer holds (0: a dense MLP)
+    experts_per_token: int = 2  # ... and the experts each token is routed to
 
     @property
     def head_dim(self) -> int:
@@ -60,14 +67,27 @@ class LlamaConfig:
             raise DnnperfError(f"--heads {self.heads} is not a multiple of --kv-heads {self.kv_heads}")
         if self.head_dim % 2:
             raise DnnperfError(f"head dimension {self.head_dim} must be even (rotary embeddings rotate pairs)")
+        if not isinstance(self.experts, int) or self.experts < 0:
+            raise DnnperfError(f"--experts must be 0 (a dense MLP) or more, got {self.experts!r}")
+        if self.experts and not (isinstance(self.experts_per_token, int) and 1 <= self.experts_per_token <= self.experts):
+            raise DnnperfError(f"--experts-per-token must be between 1 and --experts ({self.experts}), "
+                               f"got {self.experts_per_token!r}")
         if self.dtype not in ("fp16", "bf16", "fp32"):
             raise DnnperfError(f"--dtype must be fp16, bf16 or fp32, got {self.dtype!r}")
 
     def params(self) -> int:
-        """Parameters: embeddings + per layer (q, k, v, o, gate, up, down, two norms) + final norm + LM head."""
+        """Parameters: embeddings + per layer (q, k, v, o, gate, up, down for each expert and a router
+        when there are experts, two norms) + final norm + LM head."""
         h, kv = self.hidden, self.kv_heads * self.head_dim
-        per_layer = h * h + 2 * h * kv + h * h + 3 * h * self.intermediate + 2 * h
+        mlp = 3 * h * self.intermediate * max(self.experts, 1) + h * self.experts
+        per_layer = h * h + 2 * h * kv + h * h + mlp + 2 * h
         return self.vocab * h + self.layers * per_layer + h + h * self.vocab
+
+    def active_params(self) -> int:
+        """Parameters one token's step reads: the experts it is routed to, not all of them."""
+        if not self.experts:
+            return self.params()
+        return self.params() - self.layers * 3 * self.hidden * self.intermediate * (self.experts - self.experts_per_token)
 
 
 # Published configurations (the models' config.json on their model cards)
@@ -80,6 +100,9 @@ PRESETS = {
     "mistral-7b": LlamaConfig(32, 4096, 32, 8, 14336, 32000, 32768, name="mistral-7b"),
     "tinyllama-1.1b": LlamaConfig(22, 2048, 32, 4, 5632, 32000, 2048, name="tinyllama-1.1b"),
     "tiny": LlamaConfig(2, 256, 8, 2, 688, 1024, 8192, name="tiny-llama"),
+    "mixtral-8x7b": LlamaConfig(32, 4096, 32, 8, 14336, 32000, 32768, name="mixtral-8x7b", experts=8,
+                                experts_per_token=2),
+    "tiny-moe": LlamaConfig(2, 256, 8, 2, 688, 1024, 8192, name="tiny-moe", experts=4, experts_per_token=2),
 }
 
 _ONNX_DTYPE = {"fp16": 10, "bf16": 16, "fp32": 1}
@@ -215,6 +238,9 @@ def build_model(cfg: LlamaConfig, style: str = "plain", weight_bits: int = 4):
             ctx = b.node("Reshape", [b.node("Transpose", [ctx], perm=[0, 2, 1, 3]), b.const(f"{p}.o_shape", [0, 0, h])])
             x = b.node("Add", [x, b.node("MatMul", [ctx, b.weight(f"{p}.self_attn.o_proj.weight", [nh * d, h])])])
             hn = _rms_plain(b, x, b.weight(f"{p}.post_attention_layernorm.weight", [h]))
+            if cfg.experts:
+                x = b.node("Add", [x, _experts(b, hn, p)])
+                continue
             gate = b.node("MatMul", [hn, b.weight(f"{p}.mlp.gate_proj.weight", [h, inter])])
             up = b.node("MatMul", [hn, b.weight(f"{p}.mlp.up_proj.weight", [h, inter])])
             act = b.node("Mul", [b.node("Mul", [gate, b.node("Sigmoid", [gate])]), up])
@@ -231,6 +257,9 @@ def build_model(cfg: LlamaConfig, style: str = "plain", weight_bits: int = 4):
                                  [o, x, b.weight(f"{p}.post_attention_layernorm.weight", [h])],
                                  [b.name("hn"), b.name("unused"), b.name("unused"), b.name("resid")],
                                  domain="com.microsoft", epsilon=1e-5)
+            if cfg.experts:
+                x = b.node("Add", [x, _experts(b, hn, p)])
+                continue
             gate = _nbits(b, hn, f"{p}.mlp.gate_proj", h, inter)
             up = _nbits(b, hn, f"{p}.mlp.up_proj", h, inter)
             act = b.node("Mul", [b.node("Mul", [gate, b.node("Sigmoid", [gate])]), up])
@@ -242,13 +271,36 @@ def build_model(cfg: LlamaConfig, style: str = "plain", weight_bits: int = 4):
     b.node("MatMul", [xn, b.weight("lm_head.weight", [h, cfg.vocab])], ["logits"])
     graph = helper.make_graph(b.nodes, cfg.name, inputs, outputs, initializer=b.inits)
     opsets = [helper.make_opsetid("", 17)]
-    if style == "genai":
+    if style == "genai" or cfg.experts:
         opsets.append(helper.make_opsetid("com.microsoft", 1))
     m = helper.make_model(graph, opset_imports=opsets, producer_name="dnnperf llm skeleton")
     m.ir_version = 8
     meta = m.metadata_props.add()
     meta.key, meta.value = "dnnperf.llm_config", repr(sorted(asdict(cfg).items()))
     return m
+
+
+def _experts(b: _Builder, x: str, p: str) -> str:
+    """A mixture-of-experts MLP: the router's logits ([tokens, experts]) and ONNX Runtime's fused
+    SwiGLU experts (fc1: gate and up interleaved, [E, 2 x inter, hidden]; fc2: [E, hidden, inter]);
+    ``QMoE`` with column-wise scales when the builder packs weights to 4 or 8 bits."""
+    from onnx import TensorProto
+
+    cfg = b.cfg
+    h, inter, e = cfg.hidden, cfg.intermediate, cfg.experts
+    logits = b.node("MatMul", [x, b.weight(f"{p}.block_sparse_moe.gate.weight", [h, e])])
+    probs = b.node("Reshape", [logits, b.const(f"{p}.router_shape", [-1, e])])
+    attrs = dict(k=cfg.experts_per_token, activation_type="swiglu", swiglu_fusion=1, normalize_routing_weights=1)
+    bits = getattr(b, "bits", 16) if b.style == "genai" else 16
+    if bits == 16:
+        fc1 = b.weight(f"{p}.experts.fc1.weight", [e, 2 * inter, h])
+        fc2 = b.weight(f"{p}.experts.fc2.weight", [e, h, inter])
+        return b.node("MoE", [x, probs, fc1, "", fc2], domain="com.microsoft", **attrs)
+    fc1 = b.weight(f"{p}.experts.fc1.qweight", [e, 2 * inter, h * bits // 8], TensorProto.UINT8)
+    s1 = b.weight(f"{p}.experts.fc1.scales", [e, 2 * inter])
+    fc2 = b.weight(f"{p}.experts.fc2.qweight", [e, h, inter * bits // 8], TensorProto.UINT8)
+    s2 = b.weight(f"{p}.experts.fc2.scales", [e, h])
+    return b.node("QMoE", [x, probs, fc1, s1, "", fc2, s2], domain="com.microsoft", expert_weight_bits=bits, **attrs)
 
 
 def _nbits(b: _Builder, x: str, name: str, k: int, n: int, block: int = 32) -> str:

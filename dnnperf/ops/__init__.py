@@ -272,7 +272,8 @@ def _shapes_known(graph: Graph, node: Node) -> bool:
 
 
 def _load() -> None:
-    from dnnperf.ops import attention, contrib, control, elementwise, extra, matrix, ml, movement, norm, pool, rnn  # noqa: F401
+    from dnnperf.ops import (attention, contrib, control, elementwise, experts, extra, matrix, ml, movement,  # noqa: F401
+                             norm, pool, rnn)
 
 
 _load()
