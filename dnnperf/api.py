@@ -20,6 +20,7 @@ from dnnperf.ir import ShapeOverrides
 from dnnperf.load import load_graph
 from dnnperf.ops.ml import unpriced_notes as ml_unpriced_notes
 from dnnperf.overrides_check import checked
+from dnnperf.reuse import repeated_weight_bytes
 from dnnperf.rules import prices_far_reads
 from dnnperf.workload import FREE_FAMILIES
 
@@ -158,8 +159,6 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
                          f"data movement) run quantized and {freed} more Q/DQ node(s) fold into them, as the "
                          "engine's explicit quantization fuses them")
     inputs = held_inputs(insp.graph, tensor_size(sc.settings.precision))
-    from dnnperf.reuse import repeated_weight_bytes
-
     figs = memory_figures(hw, sc, inputs, _live_bytes(insp, sc),
                           repeated_weight_bytes(insp, [c.layer for c in sc.layers], held=True))
     memory = memory_note(hw, sc, figs)
@@ -389,8 +388,6 @@ def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
         from dnnperf.layout import laid_out
 
         layers = laid_out(insp.graph, layers, hw.cpu_layout, built if settings.fusion == "typical" else None)
-    from dnnperf.reuse import repeated_weight_bytes
-
     repeated = repeated_weight_bytes(insp, layers)  # a weight several layers share is one weight on any device
     if prices_far_reads(hw):  # reads priced by how far back they were written
         from dataclasses import replace
