@@ -15,6 +15,7 @@ from dnnperf.fmt import sig
 from dnnperf.ir import Graph, Node, Tensor
 from dnnperf.hardware import PRECISIONS, HardwareProfile
 from dnnperf.ops import cost_node
+from dnnperf.vocab import EXPERTS_KERNEL
 from dnnperf.workload import DTYPE_OF_PRECISION
 
 SPACE_KEYS = {
@@ -241,8 +242,8 @@ def shape_advice(report, span: float = 0.125, per_layer: int = 3) -> list[dict]:
     out = []
     for c in report.score.layers:
         w = c.layer.workload
-        if not w.is_matrix or w.gemm is None or c.time_s <= 0 or w.macs == 0:
-            continue
+        if not w.is_matrix or w.gemm is None or c.time_s <= 0 or w.macs == 0 or w.kernel == EXPERTS_KERNEL:
+            continue  # (an MoE's product has no one width: vocab.EXPERTS_KERNEL)
         n = w.gemm.n
         lo, hi = max(1, int(n * (1 - span))), int(n * (1 + span))
         base_tpm = c.time_s / w.macs

@@ -20,7 +20,7 @@ from dnnperf import rules
 from dnnperf.efficiency import FILTER_SET_BLOCKS, thread_split
 from dnnperf.gpu import unit_words
 from dnnperf.scoring import LayerCost, effective_precision, padded_channels, rescore, with_precision
-from dnnperf.vocab import HOST_SHAPE_FAMILIES
+from dnnperf.vocab import EXPERTS_KERNEL, HOST_SHAPE_FAMILIES
 from dnnperf.fmt import b as fmt_bytes
 from dnnperf.fmt import sig
 from dnnperf.fmt import t as fmt_time
@@ -191,7 +191,7 @@ def _even_thread_split(c: LayerCost, x: Ctx):
 
 def _shallower_wider(c: LayerCost, x: Ctx):
     w = c.layer.workload
-    if _lane_occupancy(c, x) >= 1:
+    if _lane_occupancy(c, x) >= 1 or w.kernel == EXPERTS_KERNEL:  # an MoE's product has no one width
         return None
     if _planned(c, x):
         n = w.gemm.n

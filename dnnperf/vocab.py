@@ -120,6 +120,9 @@ NBITS_KERNELS = ("MatMulNBits.fp32", "MatMulNBits.int8")
 # to [4096, 96] is 4,096 spans of 96): each span costs a fixed time on top of the stream (2-core EPYC VM,
 # 393,216 elements: 16-wide spans 96 us, 48 50, 96 38, 192 29, 768 28; 2.85 ns a span)
 BROADCAST_SPANS = "Broadcast.span"
+# a mixture of experts (com.microsoft MoE / QMoE, dnnperf.ops.experts): its product's N is the sum of
+# one expert's matrices' widths, no width a designer sets, so no width what-if is made of it
+EXPERTS_KERNEL = "MoE"
 # the element types of an 8-bit integer product's data and weights (u: uint8, s: int8), which pick the
 # CPU kernel: ONNX Runtime on x86 multiplies uint8 data by int8 weights with the VNNI / AVX2 byte
 # dot-product instructions, and every other pairing on slower paths (a 2-core AVX-512 VNNI VM, 1024^3

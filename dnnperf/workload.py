@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from dnnperf.vocab import FREE_FAMILIES, MATRIX_FAMILIES  # noqa: F401  (re-exported: families live in vocab)
+from dnnperf.vocab import EXPERTS_KERNEL, FREE_FAMILIES, MATRIX_FAMILIES  # noqa: F401  (families live in vocab)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +109,7 @@ class Workload:
         ``gemm.n``. MACs, epilogue ops, weights, output bytes and parallel outputs scale with the
         width; the input does not. The one width what-if (fixes and ``dnnperf shapes`` use it)."""
         g = self.gemm
-        if g is None or g.n <= 0:
+        if g is None or g.n <= 0 or self.kernel == EXPERTS_KERNEL:  # no one width (vocab.EXPERTS_KERNEL)
             return self
         f = n2 / g.n
         return replace(self, gemm=replace(g, n=n2), macs=int(round(self.macs * f)),

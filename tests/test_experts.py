@@ -129,3 +129,19 @@ def test_mixtral_skeleton_matches_its_published_parameters_and_reads_its_active_
     # on an H100's 80 GB the fp16 weights alone do not fit: refused, one line
     r = cli("analyze", p, "--hw", "h100", "--phase", "decode")
     assert r.exit_code == 2 and "does not fit h100's 80 GB" in r.stderr, r.output
+
+
+def test_no_width_what_if_is_made_of_an_expert_layer(tmp_path):
+    """The product an MoE is scored as has N = one expert's matrices' widths summed (2 x 128 + 64 x 128
+    / 64 = 384): no width a designer sets. `shapes` proposed "384 -> 432" and the wider-layer fix
+    "output channels 384 -> 768"; neither is made of it (the router product keeps its own)."""
+    p = save(moe_model(64), tmp_path, "moe64.onnx")
+    r = cli("shapes", p, "--hw", "a100", "-f", "json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["layers"]
+    assert [row["op_type"] for row in rows] == ["MatMul"], rows
+    d = json.loads(cli("analyze", p, "--hw", "a100", "-f", "json").stdout)
+    moe = next(la for la in d["layers"] if la["op_type"] == "MoE")
+    assert not any("output channels" in f["text"] or f["id"] == "shallower_wider" for f in moe["fixes"]), moe["fixes"]
+    w = moe_row(p).workload
+    assert w.with_width(432) is w

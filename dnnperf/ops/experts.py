@@ -28,6 +28,7 @@ from dataclasses import replace
 from dnnperf.ir import DTYPE_BITS
 from dnnperf.ops import Contradiction, Ctx, Unsupported, register, register_shapes
 from dnnperf.ops.elementwise import OPS_PER_ELEMENT, same_as_first
+from dnnperf.vocab import EXPERTS_KERNEL
 from dnnperf.workload import Gemm
 
 # activation_type -> (ops per element of the expert's hidden layer, whether fc1 carries gate and up)
@@ -124,7 +125,7 @@ def _moe(ctx: Ctx, quantized: bool):
                      gemm=Gemm(per_row, (fc1 + fc2 + fc3) // hidden, hidden, max(1, round(reached))),
                      parallel=rows * hidden)
     return replace(w, act_bytes_read=act_read + between, weight_bytes=read, bytes_written=out + between,
-                   weights_unread=wgt - read, launches=KERNELS + gated + (1 if fc3 else 0),
+                   weights_unread=wgt - read, launches=KERNELS + gated + (1 if fc3 else 0), kernel=EXPERTS_KERNEL,
                    note=note if reached < experts - 0.05 else "")
 
 
