@@ -151,10 +151,11 @@ def _folded_products(graph: Graph, rows: list, warnings: list[str]) -> None:
 
 def _value_inputs(graph: Graph, node, producers: dict, limit: int = 64) -> list[str]:
     """Model inputs of at most ``limit`` elements that reach ``node``'s non-data inputs (its scales,
-    sizes, shape, repeats...) through small values: what ``--value`` would resolve."""
+    sizes, shape, repeats...; an If's condition, which picks the branch) through small values: what
+    ``--value`` would resolve."""
     found: list[str] = []
     seen: set[str] = set()
-    todo = [i for i in node.inputs[1:] if i]
+    todo = [i for i in (node.inputs[:1] if node.op_type == "If" else node.inputs[1:]) if i]
     while todo and len(seen) < 256:
         name = todo.pop()
         if name in seen:

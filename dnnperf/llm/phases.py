@@ -59,6 +59,9 @@ class Decoder:
     fixed_past: int | None = None  # a cache length baked into the export
     max_positions: int | None = None  # the rows of its rotary cos/sin table, when it has one
     position_table: str = ""  # that table's name
+    # a merged decoder's branch input (optimum's ``use_cache_branch``: one If holds the graph with the
+    # cache and the one without): set per step, 1 to read the cache, 0 for a prefill into an empty one
+    branch: str = ""
 
     @property
     def bytes_per_token(self) -> int:
@@ -74,10 +77,13 @@ class Decoder:
         return self.cache[0].dtype if self.cache else "-"
 
     def describe(self) -> dict:
-        return {"token_input": self.tokens, "cache_inputs": len(self.cache), "layers": self.layers,
-                "cache_dtype": self.cache_dtype, "kv_bytes_per_token": self.bytes_per_token,
-                "symbols": {"batch": self.batch_symbol, "sequence": self.seq_symbol, "past": self.past_symbol,
-                            "total": self.total_symbol}}
+        d = {"token_input": self.tokens, "cache_inputs": len(self.cache), "layers": self.layers,
+             "cache_dtype": self.cache_dtype, "kv_bytes_per_token": self.bytes_per_token,
+             "symbols": {"batch": self.batch_symbol, "sequence": self.seq_symbol, "past": self.past_symbol,
+                         "total": self.total_symbol}}
+        if self.branch:
+            d["branch_input"] = self.branch
+        return d
 
     def overrides(self, base: ShapeOverrides, seq: int, past: int) -> ShapeOverrides:
         """The user's overrides with the phase's sequence, past and total lengths set."""
@@ -92,7 +98,10 @@ class Decoder:
         if self.fixed_past is not None and self.fixed_past != past:
             raise DnnperfError(f"the model's cache length is fixed at {self.fixed_past} in the export; it cannot run "
                                f"with {past} cached tokens — re-export with a dynamic past sequence axis")
-        return replace(base, dims=tuple(sorted(dims.items())))
+        values = base.values
+        if self.branch and self.branch not in dict(values):  # the user's --value for it stands
+            values = values + ((self.branch, (1.0 if past > 0 else 0.0,)),)
+        return replace(base, dims=tuple(sorted(dims.items())), values=values)
 
 
 _PAST = re.compile(r"past|cache", re.I)
@@ -142,8 +151,19 @@ def find_decoder(path: str) -> Decoder:
         if d and len(d) == 2 and "mask" in n.lower() and isinstance(d[1], str) and d[1] not in (seq_sym, past_sym):
             total_sym = d[1]
     table, rows = _position_table(model)
+    branch = next((n for n, d, t in ins if t == "bool" and "use_cache" in n.lower() and _numel(d) == 1), "")
     return Decoder(tokens, batch_sym, seq_sym, past_sym, total_sym, tuple(cache),
-                   None if past_sym else int(past), rows, table)
+                   None if past_sym else int(past), rows, table, branch)
+
+
+def _numel(dims) -> int | None:
+    """Elements of an input of these dims (None when one is symbolic or unknown)."""
+    if dims is None or any(not isinstance(d, int) for d in dims):
+        return None
+    n = 1
+    for d in dims:
+        n *= d
+    return n
 
 
 def _position_table(model) -> tuple[str, int | None]:
@@ -368,6 +388,10 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
             + (f" + activations {act / 1e9:.2f} GB" if act >= 5e6 else "") + " = "
             f"{mem['needed_bytes'] / 1e9:.2f} GB, {mem['missing_bytes'] / 1e9:.2f} GB missing — lower --batch or the "
             "context, quantise the weights (-p int8) or the cache, or pick a device with more memory")
+    cov = main.inspection.coverage()
+    if not cov["complete"]:  # the phase's figures are the scored nodes' only: said first, where they are read
+        out["partial"] = (f"{cov['nodes_unscored']} of {cov['nodes_total']} nodes of the step are NOT scored: the "
+                          "figures below leave them out (the report's NOT scored list says why)")
     if with_fixes:
         from dnnperf.llm.fixes import llm_fixes
 

@@ -134,11 +134,13 @@ def ranked_entries(d: dict, top: int) -> list[tuple[str, int]]:
 
 def _llm_block(m: dict) -> Lines:
     """Serving figures of a decoder's phases (see dnnperf.llm.phases for the conventions)."""
-    out = []
+    out = [f"PARTIAL: {m['partial']}"] if m.get("partial") else []
     dec = m["decoder"]
     out.append(f"KV cache: {dec['cache_inputs']} inputs over {dec['layers']} layers, {dec['cache_dtype']}, "
                f"{b(dec['kv_bytes_per_token'])} per token per sequence; symbols set: "
-               + ", ".join(f"{k}={v}" for k, v in dec["symbols"].items() if v))
+               + ", ".join(f"{k}={v}" for k, v in dec["symbols"].items() if v)
+               + (f"; {dec['branch_input']} set to 1 for a step reading the cache, 0 for a prefill"
+                  if dec.get("branch_input") else ""))
     if "prefill" in m:
         p = m["prefill"]
         out.append(f"prefill {p['prompt']} tokens x batch {m['batch']}: time to first token {t(p['ttft_s'])}, "
