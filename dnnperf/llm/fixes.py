@@ -53,7 +53,8 @@ def llm_fixes(report, d: dict, dec, hw) -> list[dict]:
     ridge = hw.ridge_point(prec)
     if phase == "decode":
         ops1 = tot["ops"] / batch  # ops per sequence per step
-        cs = dec.bytes_per_token * (d["decode"]["context"] + 1)  # cache bytes one sequence reads per step
+        # cache bytes one sequence reads per step (an encoder-decoder's cross-attention caches too)
+        cs = dec.bytes_per_token * (d["decode"]["context"] + 1) + d["kv_cache"].get("cross_attention_bytes", 0) / batch
         # each die of a multi-die board holds the weights and the cache of its share of the batch
         cap, dies = die_memory(hw), board_dies(hw)
         held = d["memory"]["weights_bytes"]  # each weight once (``weights``: what a step reads)
@@ -73,12 +74,12 @@ def llm_fixes(report, d: dict, dec, hw) -> list[dict]:
             where = "the cache traffic alone keeps decode memory-bound at any batch"
         lim = f"; memory holds batch <= {max_b} at this context" if max_b is not None else ""
         if d["decode"]["bound"] in ("memory", "overhead"):
-            # a memory-bound step costs what it reads: its weights (more experts at a larger batch) and
-            # each sequence's cache
+            # a bigger step reads more: each sequence's cache and, in a mixture of experts, more experts;
+            # the bytes it adds come at the bandwidth kernels reach, on top of the step's own time
             target = int(min(b_star or 64, max_b or 10**9, 256))
             if target > batch:
                 w_t = read_at(target)
-                slower = (w_t + target * cs) / (weights + batch * cs)
+                slower = 1 + max(0.0, (w_t + target * cs) - (weights + batch * cs)) / bw / step
                 if slower < 1.1:
                     gain = f"serves ~{target / batch:.0f}x the tokens per second at nearly the same time per token"
                 else:
@@ -89,8 +90,8 @@ def llm_fixes(report, d: dict, dec, hw) -> list[dict]:
                                if w_t > 1.05 * weights else ")"))
                 fixes.append(_fix("bigger_batch", "Easy",
                                   f"continuous batching: {where}{lim}; batch {batch} -> {target} {gain}", 0.0,
-                                  "the step time stays memory-bound (it costs the weights and cache it reads) up to "
-                                  "that batch"))
+                                  "the step stays memory-bound up to that batch; the bytes it adds (cache, experts) "
+                                  "cost their time at the bandwidth kernels reach"))
         wbits = _weight_bits(report)
         if wbits >= 16:
             for bits, name in ((8, "int8"), (4, "int4")):

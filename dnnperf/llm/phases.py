@@ -32,6 +32,9 @@ class CacheInput:
     dtype: str
     seq_axis: int
     batch_axis: int
+    # False for an encoder-decoder's cross-attention cache (past_key_values.N.encoder.key: the encoder's
+    # keys and values, as long as its input, the same at every step): it does not grow with the context
+    grows: bool = True
 
     def bytes_per_token(self) -> int:
         """Bytes of one cache position of one sequence (all other axes' sizes x dtype)."""
@@ -65,19 +68,32 @@ class Decoder:
 
     @property
     def bytes_per_token(self) -> int:
-        return sum(c.bytes_per_token() for c in self.cache)
+        """Bytes one position of one sequence adds to the caches that grow (cross-attention ones do not)."""
+        return sum(c.bytes_per_token() for c in self.cache if c.grows)
 
     @property
     def layers(self) -> int:
-        keys = [c for c in self.cache if "key" in c.name.lower().replace("key_values", "") or len(c.dims) == 5]
-        return len(keys) or len(self.cache) // 2
+        grows = [c for c in self.cache if c.grows]
+        keys = [c for c in grows if "key" in c.name.lower().replace("key_values", "") or len(c.dims) == 5]
+        return len(keys) or len(grows) // 2
+
+    def fixed_bytes(self, insp) -> int:
+        """Bytes of the cross-attention caches (``CacheInput.grows`` False) in the step ``insp``: the
+        encoder's keys and values, held whatever the context (0 for a decoder-only model)."""
+        total = 0
+        for c in self.cache:
+            t = insp.graph.tensors.get(c.name) if not c.grows else None
+            if t is not None and t.shape is not None:
+                total += t.nbytes
+        return total
 
     @property
     def cache_dtype(self) -> str:
         return self.cache[0].dtype if self.cache else "-"
 
     def describe(self) -> dict:
-        d = {"token_input": self.tokens, "cache_inputs": len(self.cache), "layers": self.layers,
+        d = {"token_input": self.tokens, "cache_inputs": len(self.cache),
+             "cross_attention_inputs": sum(1 for c in self.cache if not c.grows), "layers": self.layers,
              "cache_dtype": self.cache_dtype, "kv_bytes_per_token": self.bytes_per_token,
              "symbols": {"batch": self.batch_symbol, "sequence": self.seq_symbol, "past": self.past_symbol,
                          "total": self.total_symbol}}
@@ -105,6 +121,8 @@ class Decoder:
 
 
 _PAST = re.compile(r"past|cache", re.I)
+# an encoder-decoder's cross-attention cache (optimum: past_key_values.N.encoder.key; "cross" in others)
+_CROSS = re.compile(r"encoder|cross", re.I)
 
 
 def find_decoder(path: str) -> Decoder:
@@ -133,7 +151,9 @@ def find_decoder(path: str) -> Decoder:
             sym = [i for i, d in enumerate(dims) if isinstance(d, str) and i != 0]
             if sym and seq_axis not in sym:
                 seq_axis = sym[0]
-            cache.append(CacheInput(name, tuple(dims), dtype, seq_axis, 0))
+            cache.append(CacheInput(name, tuple(dims), dtype, seq_axis, 0, not _CROSS.search(name)))
+    if cache and not any(c.grows for c in cache):  # named for the encoder alone: nothing to tell them apart by
+        cache = [replace(c, grows=True) for c in cache]
     if tokens is None or not cache:
         raise DnnperfError(f"'{path}' has no recognisable KV cache (inputs named past_key_values.N.key/value, "
                            "past_key_N, past_N...) — --phase needs a decoder exported with its cache "
@@ -143,7 +163,7 @@ def find_decoder(path: str) -> Decoder:
     tdims = next(d for n, d, t in ins if n == tokens) or ()
     batch_sym = tdims[0] if len(tdims) > 0 and isinstance(tdims[0], str) else None
     seq_sym = tdims[1] if len(tdims) > 1 and isinstance(tdims[1], str) else None
-    c0 = cache[0]
+    c0 = next(c for c in cache if c.grows)
     past = c0.dims[c0.seq_axis]
     past_sym = past if isinstance(past, str) else None
     total_sym = None
@@ -362,15 +382,18 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
                                  "decode_seconds": decode_total,
                                  "output_tokens_per_s": batch * m / e2e,
                                  "mean_time_per_output_token_s": decode_total / m}
-    cache_bytes = per_tok * peak_ctx * batch
+    fixed = dec.fixed_bytes(main.inspection)  # cross-attention caches: the same at every step
+    cache_bytes = per_tok * peak_ctx * batch + fixed
     out["kv_cache"] = {"bytes_per_token": per_tok, "tokens": peak_ctx, "bytes": cache_bytes,
                        "dtype": dec.cache_dtype}
+    if fixed:
+        out["kv_cache"]["cross_attention_bytes"] = fixed
     # next to the cache, each phase's step holds its own activations (a plain export's attention scores
     # at a long prompt): the most held beyond the largest cache, over the phases run (a prefill holds
     # its prompt's cache, a decode step the largest)
     held = [cache_bytes]
     if "prefill" in out:
-        held.append(per_tok * req.prompt * batch + _live(pre))
+        held.append(per_tok * req.prompt * batch + fixed + _live(pre))
     if "decode" in out:
         held.append(cache_bytes + _live(dec_rep))
     held = max(held)
@@ -384,7 +407,8 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
         act = mem["activation_bytes"]
         raise DnnperfError(
             f"does not fit {memory_words(hw)}: weights {weights / 1e9:.2f} GB + KV cache "
-            f"{cache_bytes / 1e9:.2f} GB (batch {batch} x {peak_ctx} tokens x {per_tok / 1e6:.3g} MB{share})"
+            f"{cache_bytes / 1e9:.2f} GB (batch {batch} x {peak_ctx} tokens x {per_tok / 1e6:.3g} MB"
+            + (f" + {fixed / 1e9:.2f} GB of cross-attention caches" if fixed else "") + f"{share})"
             + (f" + activations {act / 1e9:.2f} GB" if act >= 5e6 else "") + " = "
             f"{mem['needed_bytes'] / 1e9:.2f} GB, {mem['missing_bytes'] / 1e9:.2f} GB missing — lower --batch or the "
             "context, quantise the weights (-p int8) or the cache, or pick a device with more memory")

@@ -136,8 +136,10 @@ def _llm_block(m: dict) -> Lines:
     """Serving figures of a decoder's phases (see dnnperf.llm.phases for the conventions)."""
     out = [f"PARTIAL: {m['partial']}"] if m.get("partial") else []
     dec = m["decoder"]
-    out.append(f"KV cache: {dec['cache_inputs']} inputs over {dec['layers']} layers, {dec['cache_dtype']}, "
-               f"{b(dec['kv_bytes_per_token'])} per token per sequence; symbols set: "
+    cross = dec.get("cross_attention_inputs", 0)
+    out.append(f"KV cache: {dec['cache_inputs']} inputs over {dec['layers']} layers"
+               + (f" ({cross} of them cross-attention, as long as the encoder's input at every step)" if cross else "")
+               + f", {dec['cache_dtype']}, {b(dec['kv_bytes_per_token'])} per token per sequence; symbols set: "
                + ", ".join(f"{k}={v}" for k, v in dec["symbols"].items() if v)
                + (f"; {dec['branch_input']} set to 1 for a step reading the cache, 0 for a prefill"
                   if dec.get("branch_input") else ""))
@@ -160,8 +162,10 @@ def _llm_block(m: dict) -> Lines:
     n = mem.get("dies", 1)
     share = f" (a die's share of {n}: {b(mem['needed_bytes'] - mem['weights_bytes'])})" if n > 1 else ""
     act = mem.get("activation_bytes", 0)
+    cross = kv.get("cross_attention_bytes", 0)
     out.append(f"memory{' of each die' if n > 1 else ''}: weights {b(mem['weights_bytes'])} + KV cache {b(kv['bytes'])} "
-               f"({kv['tokens']} tokens x batch {m['batch']})" + (f" + activations {b(act)}" if act else "")
+               f"({kv['tokens']} tokens x batch {m['batch']}" + (f" + {b(cross)} cross-attention" if cross else "") + ")"
+               + (f" + activations {b(act)}" if act else "")
                + f"{share} = {b(mem['needed_bytes'])}{cap}"
                + ("" if mem.get("fits") is not False else f" — does NOT fit ({b(mem['missing_bytes'])} missing)"))
     for f in m.get("fixes", []):
