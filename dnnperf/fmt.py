@@ -45,6 +45,12 @@ def rate(x: float) -> str:
     return f"{x:.4g}" if x < 9999.5 else count(x)
 
 
+def tops(x: float) -> str:
+    """A TOP/s figure: three significant digits, whole numbers from 1,000 up ("1,210", where ``:.3g``
+    printed "1.21e+03" for a large model's prefill on an H100)."""
+    return f"{x:.3g}" if x < 999.5 else f"{x:,.0f}"
+
+
 def counted(n: float | None, unit: str) -> str:
     """``count`` with its unit: "12.85 MMACs", "500 MACs" (never "500MACs")."""
     c = count(n)

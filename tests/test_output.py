@@ -239,6 +239,23 @@ def test_a_figure_just_under_a_unit_boundary_takes_the_larger_unit():
     assert count(999_960) == "1 M" and count(4_089_000_000) == "4.089 G" and count(999) == "999"
 
 
+def test_a_rate_above_a_thousand_tops_reads_as_a_whole_number(tmp_path):
+    """The LLM block printed "1.21e+03 TOP/s" for Mixtral 8x7B prefilling 64 x 1,024 tokens at -p fp8
+    on an H100. TOP/s keep three digits and read whole from 1,000 up (by hand)."""
+    from dnnperf.fmt import tops
+
+    assert tops(1210.4) == "1,210" and tops(999.4) == "999" and tops(999.6) == "1,000" and tops(0.00724) == "0.00724"
+    assert tops(31.04) == "31" and tops(8.472) == "8.47"
+    from dnnperf.render.views import _llm_block
+
+    m = {"phase": "prefill", "batch": 64, "decoder": {"cache_inputs": 2, "layers": 1, "cache_dtype": "float16",
+         "kv_bytes_per_token": 512, "symbols": {}}, "prefill": {"prompt": 1024, "ttft_s": 1.4, "tokens_per_s": 46_650,
+         "achieved_tops": 1210.4, "bound": "compute"}, "kv_cache": {"bytes": 1, "tokens": 1}, "memory": {
+         "weights_bytes": 1, "needed_bytes": 2}}
+    line = next(x for x in _llm_block(m).lines if x.startswith("prefill"))
+    assert "1,210 TOP/s" in line and "e+0" not in line, line
+
+
 def test_a_throughput_above_ten_thousand_reads_as_a_prefixed_count(tmp_path):
     """A small model's throughput printed "7.613e+06/s"; per-second figures are four digits below
     10,000 and a prefixed count above. Expected strings by hand; the table's header line uses it."""

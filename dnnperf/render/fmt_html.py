@@ -67,7 +67,7 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
     cards = [
         ("estimated latency", u.t(t["latency_s"])),
         ("throughput", f"{u.rate(t['throughput_per_s'])} / s"),
-        ("achieved", f"{t['achieved_tops']:.3g} TOP/s"),
+        ("achieved", f"{u.tops(t['achieved_tops'])} TOP/s"),
         ("of quoted peak" if t.get("peak_tops", hw["peak_tops"]) == hw["peak_tops"] else f"of its {t['peak_precision']} peak",
          f"{u.pct(t['fraction_of_peak'])} of {t.get('peak_tops', hw['peak_tops']):g}"),
         ("work", u.counted(t['macs'], "MACs")),
@@ -120,7 +120,7 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
     if comparison:
         crow = "".join(
             f"<tr><td>{escape(c['hardware']['name'])}</td><td class='num'>{u.t(c['totals']['latency_s'])}</td>"
-            f"<td class='num'>{u.rate(c['totals']['throughput_per_s'])}</td><td class='num'>{c['totals']['achieved_tops']:.3g} / "
+            f"<td class='num'>{u.rate(c['totals']['throughput_per_s'])}</td><td class='num'>{u.tops(c['totals']['achieved_tops'])} / "
             f"{c['totals'].get('peak_tops', c['hardware']['peak_tops']):g}</td><td class='num'>{u.pct(c['totals']['fraction_of_peak'])}</td>"
             f"<td>{_cause(c['totals']['top_cause'])}{_no_fit(c)}</td></tr>"
             for c in sorted(comparison, key=lambda c: (c["totals"]["latency_s"], c["hardware"]["name"])))

@@ -171,7 +171,7 @@ def waterfall(d: dict, width: int = 900, height: int = 340) -> str:
                f"<text x='{x + bw * 0.35:.1f}' y='{mt + ph + 16}' text-anchor='middle' font-size='11'>estimated</text>")
     out.append(f"<text x='{ml + pw / 2}' y='{height - 12}' text-anchor='middle' fill='#111' font-size='13'>"
                f"quoted {d['hardware']['peak_tops']:g} TOP/s {d['hardware']['peak_precision']}: "
-               f"this model reaches {t['achieved_tops']:.3g} TOP/s ({t['fraction_of_peak']:.1%}"
+               f"this model reaches {u.tops(t['achieved_tops'])} TOP/s ({t['fraction_of_peak']:.1%}"
                f"{escape(u.peak_basis(t, d['hardware']))})</text>")
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dnnperf.fmt import b, count, counted, pct, peak_basis, rate, shape, t
+from dnnperf.fmt import b, count, counted, pct, peak_basis, rate, shape, t, tops
 
 
 @dataclass
@@ -82,7 +82,7 @@ def report_blocks(d: dict, top: int = 10) -> list:
         f"estimated latency {t(tot['latency_s'])}   throughput {rate(tot['throughput_per_s'])}/s   "
         f"{counted(tot['macs'], 'MACs')}  {b(tot['bytes'])} moved  {tot['launches']} launches"
         + (f" ({tot['kernels']} device kernels)" if tot.get("kernels", tot["launches"]) != tot["launches"] else ""),
-        f"quoted {hw['peak_tops']:g} TOP/s {hw['peak_precision']}; this model reaches {tot['achieved_tops']:.3g} TOP/s "
+        f"quoted {hw['peak_tops']:g} TOP/s {hw['peak_precision']}; this model reaches {tops(tot['achieved_tops'])} TOP/s "
         f"({pct(tot['fraction_of_peak'])}{peak_basis(tot, hw)}); top cause: {tot['top_cause']}",
     ]
     gap = lat - tot["ideal_s"]
@@ -146,12 +146,12 @@ def _llm_block(m: dict) -> Lines:
     if "prefill" in m:
         p = m["prefill"]
         out.append(f"prefill {p['prompt']} tokens x batch {m['batch']}: time to first token {t(p['ttft_s'])}, "
-                   f"{rate(p['tokens_per_s'])} prompt tokens/s, {p['achieved_tops']:.3g} TOP/s, {p['bound']}-bound")
+                   f"{rate(p['tokens_per_s'])} prompt tokens/s, {tops(p['achieved_tops'])} TOP/s, {p['bound']}-bound")
     if "decode" in m:
         q = m["decode"]
         out.append(f"decode at context {q['context']} x batch {m['batch']}: {t(q['latency_s'])} per output token = "
                    f"{rate(q['tokens_per_s_per_sequence'])} tokens/s per sequence, {rate(q['tokens_per_s'])} tokens/s in total, "
-                   f"{q['achieved_tops']:.3g} TOP/s, {q['bound']}-bound")
+                   f"{tops(q['achieved_tops'])} TOP/s, {q['bound']}-bound")
     if "end_to_end" in m:
         e = m["end_to_end"]
         out.append(f"request of {e['prompt']} prompt + {e['generate']} output tokens: {t(e['seconds'])} end to end "
@@ -265,7 +265,7 @@ def _inspection_rows(doc):
 
 
 def _totals(doc) -> list:
-    rows = [[r["model"], r["hardware"], t(r["latency_s"]), f"{r['achieved_tops']:.3g}", pct(r["fraction_of_peak"]),
+    rows = [[r["model"], r["hardware"], t(r["latency_s"]), f"{tops(r['achieved_tops'])}", pct(r["fraction_of_peak"]),
              pct(r.get("coverage")) if r.get("coverage", 1.0) < 1 else "100%", r["top_cause"]] for r in doc.data["rows"]]
     return [Tab("dnnperf totals", ["model", "hardware", "latency", "TOP/s", "% of peak", "scored", "top cause"], rows,
                 left=(0, 1, 6))]
@@ -274,7 +274,7 @@ def _totals(doc) -> list:
 def _compare(doc) -> list:
     d = doc.data
     rows = [[r["hardware"], t(r["latency_s"]), rate(r['throughput_per_s']),
-             f"{r['achieved_tops']:.3g} / {r.get('peak_basis_tops', r['peak_tops']):g}", pct(r["fraction_of_peak"]),
+             f"{tops(r['achieved_tops'])} / {r.get('peak_basis_tops', r['peak_tops']):g}", pct(r["fraction_of_peak"]),
              pct(r["mean_occupancy"]),
              "unpriced" if r["cost_per_million_usd"] is None else f"{r['cost_per_million_usd']:.3g}",
              r["top_cause"] + (" (does not fit)" if r.get("fits_memory") is False else
@@ -301,7 +301,7 @@ def _sweep(doc) -> list:
     d = doc.data
     rows = [[r["precision"] if r.get("runs_as", r["precision"]) == r["precision"] else f"{r['precision']} ({r['runs_as']})",
              str(r["batch"]), t(r["latency_s"]), rate(r['throughput_per_s']), pct(r["mean_occupancy"]),
-             f"{r['achieved_tops']:.3g}", pct(r["fraction_of_peak"]),
+             f"{tops(r['achieved_tops'])}", pct(r["fraction_of_peak"]),
              r["top_cause"] + (" (does not fit)" if r.get("fits_memory") is False else "")] for r in d["rows"]]
     stops = "; ".join(f"{p}: {'batch ' + str(x) if x else 'not within the swept range'}"
                       for p, x in d["starvation_ends_at_batch"].items())
@@ -317,7 +317,7 @@ def _sweep(doc) -> list:
 def _llm_sweep(doc) -> list:
     d = doc.data
     rows = [[str(r["batch"]), str(r["context"]), t(r["latency_s"]), rate(r['tokens_per_s']),
-             rate(r['tokens_per_s_per_sequence']), f"{r['achieved_tops']:.3g}", r["bound"], b(r["kv_cache_bytes"]),
+             rate(r['tokens_per_s_per_sequence']), f"{tops(r['achieved_tops'])}", r["bound"], b(r["kv_cache_bytes"]),
              b(r["needed_bytes"]), {True: "yes", False: "NO", None: "-"}[r["fits"]]] for r in d["rows"]]
     s = d["summary"]
     lines = [f"decode turns compute-bound at batch {s['compute_bound_from_batch']}" if s["compute_bound_from_batch"]
