@@ -556,3 +556,16 @@ def test_an_encoder_decoder_cross_attention_cache_does_not_grow_with_the_context
     assert llm["kv_cache"]["bytes"] == llm["memory"]["cache_bytes"] == 101 * 2_048 + 3_072_000
     r = cli("analyze", p, "--hw", "a100", "--phase", "decode", "--context", "100", "--dim", "encoder_sequence_length_out=1500")
     assert "8 inputs over 2 layers (4 of them cross-attention" in r.stdout and "+ 3.07 MB cross-attention" in r.stdout, r.stdout
+
+
+def test_a_precision_what_if_holds_the_cache_at_its_width(models):
+    """Under -p int8 the step's layers read the cache at 1 byte an element and the report's memory
+    section holds it so, but the LLM block kept it at the file's float16 (512 B a token) and offered
+    to quantise it. By hand: 2 layers x key and value x 2 KV heads x 32 x 1 B = 256 B a token; 101
+    tokens at context 100: 25,856 B; an 8-bit cache gets no KV-cache quantisation fix."""
+    r = cli("analyze", models["tiny"], "--hw", "a100", "--phase", "decode", "--context", "100", "-p", "int8", "-f", "json")
+    assert r.exit_code == 0, r.output
+    llm = json.loads(r.stdout)["llm"]
+    assert llm["kv_cache"] == {"bytes_per_token": 256, "tokens": 101, "bytes": 25_856, "dtype": "int8"}
+    assert llm["decoder"]["kv_bytes_per_token"] == 512  # the decoder as exported
+    assert not any(f["id"] == "kv_cache_quantization" for f in llm["fixes"])

@@ -54,7 +54,8 @@ def llm_fixes(report, d: dict, dec, hw) -> list[dict]:
     if phase == "decode":
         ops1 = tot["ops"] / batch  # ops per sequence per step
         # cache bytes one sequence reads per step (an encoder-decoder's cross-attention caches too)
-        cs = dec.bytes_per_token * (d["decode"]["context"] + 1) + d["kv_cache"].get("cross_attention_bytes", 0) / batch
+        kv = d["kv_cache"]  # (at the precision scored)
+        cs = kv["bytes_per_token"] * (d["decode"]["context"] + 1) + kv.get("cross_attention_bytes", 0) / batch
         # each die of a multi-die board holds the weights and the cache of its share of the batch
         cap, dies = die_memory(hw), board_dies(hw)
         held = d["memory"]["weights_bytes"]  # each weight once (``weights``: what a step reads)
@@ -101,7 +102,7 @@ def llm_fixes(report, d: dict, dec, hw) -> list[dict]:
                                   f"{nbytes(weights * bits / wbits)} per step, ~{tfmt(save)} less per token "
                                   f"({tfmt(step)} -> {tfmt(max(step - save, 0))})", save,
                                   "the step is memory-bound and dequantisation hides behind the loads"))
-        cbits = DTYPE_BITS.get(dec.cache_dtype, 16)
+        cbits = DTYPE_BITS.get(kv["dtype"], 16)
         if cbits > 8:
             save = batch * cs * (1 - 8 / cbits) / bw
             fixes.append(_fix("kv_cache_quantization", "Depends on library support",

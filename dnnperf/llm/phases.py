@@ -344,7 +344,15 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     batch = settings.batch or base.batch or 1
     dec, base, ctx = _prepared(path, req, base, batch)
     settings = replace(settings, batch=batch)
-    per_tok = dec.bytes_per_token
+    # the cache at the precision the step is scored in: a precision what-if (-p) holds and reads it at
+    # that width, as the report's memory section and the step's layers count it
+    cache_dtype, scale = dec.cache_dtype, 1.0
+    if settings.precision and DTYPE_BITS.get(dec.cache_dtype):
+        from dnnperf.workload import DTYPE_OF_PRECISION
+
+        cache_dtype = DTYPE_OF_PRECISION[settings.precision]
+        scale = DTYPE_BITS.get(cache_dtype, 32) / DTYPE_BITS[dec.cache_dtype]
+    per_tok = int(dec.bytes_per_token * scale)
     out: dict = {"phase": req.phase, "batch": batch, "decoder": dec.describe(),
                  "conventions": "prompt: tokens prefilled into an empty cache; context: tokens already cached when "
                                 "a decode step runs; KV bytes per token: one position of one sequence, all layers"}
@@ -382,10 +390,10 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
                                  "decode_seconds": decode_total,
                                  "output_tokens_per_s": batch * m / e2e,
                                  "mean_time_per_output_token_s": decode_total / m}
-    fixed = dec.fixed_bytes(main.inspection)  # cross-attention caches: the same at every step
+    fixed = int(dec.fixed_bytes(main.inspection) * scale)  # cross-attention caches: the same at every step
     cache_bytes = per_tok * peak_ctx * batch + fixed
     out["kv_cache"] = {"bytes_per_token": per_tok, "tokens": peak_ctx, "bytes": cache_bytes,
-                       "dtype": dec.cache_dtype}
+                       "dtype": cache_dtype}
     if fixed:
         out["kv_cache"]["cross_attention_bytes"] = fixed
     # next to the cache, each phase's step holds its own activations (a plain export's attention scores

@@ -139,7 +139,9 @@ def _llm_block(m: dict) -> Lines:
     cross = dec.get("cross_attention_inputs", 0)
     out.append(f"KV cache: {dec['cache_inputs']} inputs over {dec['layers']} layers"
                + (f" ({cross} of them cross-attention, as long as the encoder's input at every step)" if cross else "")
-               + f", {dec['cache_dtype']}, {b(dec['kv_bytes_per_token'])} per token per sequence; symbols set: "
+               + f", {dec['cache_dtype']}, {b(dec['kv_bytes_per_token'])} per token per sequence"
+               + (f" ({m['kv_cache']['dtype']} under the precision what-if: {b(m['kv_cache']['bytes_per_token'])})"
+                  if m["kv_cache"].get("dtype", dec["cache_dtype"]) != dec["cache_dtype"] else "") + "; symbols set: "
                + ", ".join(f"{k}={v}" for k, v in dec["symbols"].items() if v)
                + (f"; {dec['branch_input']} set to 1 for a step reading the cache, 0 for a prefill"
                   if dec.get("branch_input") else ""))
