@@ -493,6 +493,14 @@ def _gpu_unit(s: LayerState) -> float:
     s.stem = is_stem(w, hw, lib, s.precision)
     if s.stem:  # the library's own kernels for narrow inputs, the same in every float precision
         units = _stem_units(hw, lib)
+    elif conv and matrix and vec and s.precision in allowed and w.conv[0] >= vec and w.gemm is not None \
+            and w.gemm.n >= vec:
+        # channels that fill the tensor cores' vector on both sides keep a convolution on them however
+        # few its output pixels (a squeeze-excitation block's one pixel): the tile pads the rows. Picked
+        # by tile fit, one pixel went to the CUDA cores' fallback kernels, 3x slower than 49 pixels
+        tc = tuple(u for u in units if gpu.unit_class(u.name) == "tensor_cores" and s.precision in u.peak_tops
+                   and rules.aligned(w.gemm, u.alignment.get(s.precision)))
+        units = tc or units
     unit, run_prec, rate, _ = rules.pick_from(units, lib.stem_precision if s.stem else s.precision, matrix, w.gemm,
                                               check_alignment=conv)
     s.unit, s.unit_name, s.run_precision, s.rate = unit, unit.name, run_prec, rate
