@@ -129,6 +129,8 @@ def test_mixtral_skeleton_matches_its_published_parameters_and_reads_its_active_
     # on an H100's 80 GB the fp16 weights alone do not fit: refused, one line
     r = cli("analyze", p, "--hw", "h100", "--phase", "decode")
     assert r.exit_code == 2 and "does not fit h100's 80 GB" in r.stderr, r.output
+    # ... and says how many such devices its 93.5 GB would take split (not timed): ceil(93.5 / 80) = 2
+    assert "split over devices, it needs at least 2 of these" in r.stderr, r.stderr
 
 
 def test_no_width_what_if_is_made_of_an_expert_layer(tmp_path):

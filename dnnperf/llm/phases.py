@@ -240,7 +240,9 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
             + (f" + {fixed / 1e9:.2f} GB of cross-attention caches" if fixed else "") + f"{share})"
             + (f" + activations {act / 1e9:.2f} GB" if act >= 5e6 else "") + " = "
             f"{mem['needed_bytes'] / 1e9:.2f} GB, {mem['missing_bytes'] / 1e9:.2f} GB missing — lower --batch or the "
-            "context, quantise the weights (-p int8) or the cache, or pick a device with more memory")
+            "context, quantise the weights (-p int8) or the cache, or pick a device with more memory"
+            + (f" (split over devices, it needs at least {-(-mem['needed_bytes'] // mem['device_bytes']):.0f} of these: "
+               "tensor or pipeline parallelism, which dnnperf does not time)" if mem["device_bytes"] else ""))
     cov = main.inspection.coverage()
     if not cov["complete"]:  # the phase's figures are the scored nodes' only: said first, where they are read
         out["partial"] = (f"{cov['nodes_unscored']} of {cov['nodes_total']} nodes of the step are NOT scored: the "
