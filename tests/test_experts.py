@@ -147,3 +147,11 @@ def test_no_width_what_if_is_made_of_an_expert_layer(tmp_path):
     assert not any("output channels" in f["text"] or f["id"] == "shallower_wider" for f in moe["fixes"]), moe["fixes"]
     w = moe_row(p).workload
     assert w.with_width(432) is w
+
+
+def test_moe_presets_match_their_published_parameter_counts():
+    """The model cards: Mixtral 8x22B 141 B parameters, 39 B active; Phi-3.5-MoE 41.9 B, 6.6 B active
+    (Llama-style layers, the experts' gate/up/down, a router, no biases, untied embeddings)."""
+    big, phi = PRESETS["mixtral-8x22b"], PRESETS["phi-3.5-moe"]
+    assert round(big.params() / 1e9) == 141 and round(big.active_params() / 1e9) == 39
+    assert round(phi.params() / 1e9, 1) == 41.9 and round(phi.active_params() / 1e9, 1) == 6.6

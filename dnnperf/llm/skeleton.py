@@ -102,6 +102,10 @@ PRESETS = {
     "tiny": LlamaConfig(2, 256, 8, 2, 688, 1024, 8192, name="tiny-llama"),
     "mixtral-8x7b": LlamaConfig(32, 4096, 32, 8, 14336, 32000, 32768, name="mixtral-8x7b", experts=8,
                                 experts_per_token=2),
+    "mixtral-8x22b": LlamaConfig(56, 6144, 48, 8, 16384, 32768, 65536, name="mixtral-8x22b", experts=8,
+                                 experts_per_token=2),
+    "phi-3.5-moe": LlamaConfig(32, 4096, 32, 8, 6400, 32064, 131072, name="phi-3.5-moe", experts=16,
+                               experts_per_token=2),
     "tiny-moe": LlamaConfig(2, 256, 8, 2, 688, 1024, 8192, name="tiny-moe", experts=4, experts_per_token=2),
 }
 
