@@ -569,3 +569,16 @@ def test_a_precision_what_if_holds_the_cache_at_its_width(models):
     assert llm["kv_cache"] == {"bytes_per_token": 256, "tokens": 101, "bytes": 25_856, "dtype": "int8"}
     assert llm["decoder"]["kv_bytes_per_token"] == 512  # the decoder as exported
     assert not any(f["id"] == "kv_cache_quantization" for f in llm["fixes"])
+
+
+def test_the_html_report_of_a_step_carries_its_serving_figures(models, tmp_path):
+    """`report --phase decode` scored the step but left out what `analyze --phase` says of it: the time
+    per output token, tokens/s, the KV cache and its memory, the LLM fixes. Its page now has the same
+    block (the tiny decoder: 512 B a token x 101 tokens = 51.7 KB of cache at context 100)."""
+    out = tmp_path / "r.html"
+    r = cli("report", models["tiny"], "--hw", "a100,t4", "--phase", "decode", "--context", "100", "-o", out)
+    assert r.exit_code == 0, r.output
+    html = out.read_text()
+    assert "<h2>LLM phase: decode</h2>" in html
+    assert "per output token" in html and "KV cache 51.7 KB (101 tokens x batch 1)" in html
+    assert "fix weight_quantization" in html

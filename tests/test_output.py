@@ -246,13 +246,13 @@ def test_a_rate_above_a_thousand_tops_reads_as_a_whole_number(tmp_path):
 
     assert tops(1210.4) == "1,210" and tops(999.4) == "999" and tops(999.6) == "1,000" and tops(0.00724) == "0.00724"
     assert tops(31.04) == "31" and tops(8.472) == "8.47"
-    from dnnperf.render.views import _llm_block
+    from dnnperf.render.views import llm_block
 
     m = {"phase": "prefill", "batch": 64, "decoder": {"cache_inputs": 2, "layers": 1, "cache_dtype": "float16",
          "kv_bytes_per_token": 512, "symbols": {}}, "prefill": {"prompt": 1024, "ttft_s": 1.4, "tokens_per_s": 46_650,
          "achieved_tops": 1210.4, "bound": "compute"}, "kv_cache": {"bytes": 1, "tokens": 1}, "memory": {
          "weights_bytes": 1, "needed_bytes": 2}}
-    line = next(x for x in _llm_block(m).lines if x.startswith("prefill"))
+    line = next(x for x in llm_block(m).lines if x.startswith("prefill"))
     assert "1,210 TOP/s" in line and "e+0" not in line, line
 
 

@@ -82,7 +82,14 @@ def report(
 
     positive(top, "--top")
     profiles = load_profiles(list(hw or ["v100"]))
-    insp = inspected(model, overrides(batch, input_shape, dim, value=value), phase, prompt, context)
+    ov = overrides(batch, input_shape, dim, value=value)
+    insp = inspected(model, ov, phase, prompt, context)
     st = settings(batch, precision, fusion, runtime, overlap_input)
     reports = [_report_dict(insp, p, st, full=k == 0) for k, p in enumerate(profiles)]
+    if phase is not None:  # the step's serving figures on the main target, as `analyze --phase` prints them
+        from dnnperf.llm import rounded
+        from dnnperf.llm.phases import PhaseRequest, analyze_phases
+
+        _, llm = analyze_phases(model, profiles[0], st, PhaseRequest(phase, prompt, context), ov, strict_memory=False)
+        reports[0]["llm"] = rounded(llm)
     return Document("html_report", {"reports": reports}, {"top": top}, notes=tuple(insp.warnings))

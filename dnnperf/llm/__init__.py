@@ -15,18 +15,19 @@ def phase_report_dicts(path: str, overrides, specs: list[str], settings, request
     for hw in load_profiles(specs):
         rep, llm = analyze_phases(path, hw, settings, request, overrides)
         d = report_dict(rep, top)
-        d["llm"] = _rounded(llm)
+        d["llm"] = rounded(llm)
         out.append(d)
     return out
 
 
-def _rounded(v):
+def rounded(v):
+    """An ``llm`` section with every float rounded as the JSON documents round them (``fmt.sig``)."""
     from dnnperf.fmt import sig
 
     if isinstance(v, float):
         return sig(v)
     if isinstance(v, dict):
-        return {k: _rounded(x) for k, x in v.items()}
+        return {k: rounded(x) for k, x in v.items()}
     if isinstance(v, list):
-        return [_rounded(x) for x in v]
+        return [rounded(x) for x in v]
     return v

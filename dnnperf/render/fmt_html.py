@@ -7,7 +7,7 @@ from html import escape
 from dnnperf import __version__
 from dnnperf import fmt as u
 from dnnperf.render import svg
-from dnnperf.render.views import coverage_line, listed_ops, ranked_entries
+from dnnperf.render.views import coverage_line, listed_ops, llm_block, ranked_entries
 
 EXTENSIONS = (".html", ".htm")
 
@@ -113,6 +113,10 @@ def report(main: dict, comparison: list[dict] | None, top: int = 15) -> str:
         "<th class='num'>lanes</th><th class='num'>tile</th><th>cause</th><th>fix</th></tr></thead><tbody>"
         + "".join(rows) + "</tbody></table>",
     ]
+    if main.get("llm"):  # a decoder's step: its serving figures, cache and memory, the LLM fixes
+        block = llm_block(main["llm"])
+        parts.append(f"<h2>{escape(block.title)}</h2><ul>" + "".join(f"<li>{escape(x)}</li>" for x in block.lines)
+                     + "</ul>")
     if main.get("model_fixes"):
         parts.append("<h2>Model-level fixes</h2><ul>" + "".join(
             f"<li><b>{escape(f['id'])}</b> ({escape(f['difficulty'])}): {escape(f['text'])}</li>" for f in main["model_fixes"])

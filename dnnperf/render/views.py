@@ -104,7 +104,7 @@ def report_blocks(d: dict, top: int = 10) -> list:
         lines.append(mem)
     blocks: list = [Lines(lines, title="dnnperf", panel=True)]
     if d.get("llm"):
-        blocks.append(_llm_block(d["llm"]))
+        blocks.append(llm_block(d["llm"]))
     by = {layer["name"]: layer for layer in d["layers"]}
     rows = []
     for i, (name, n) in enumerate(ranked_entries(d, top), 1):
@@ -132,7 +132,7 @@ def ranked_entries(d: dict, top: int) -> list[tuple[str, int]]:
     return [(g["layer"], 1 + len(g["alike"])) for g in groups[:top]]
 
 
-def _llm_block(m: dict) -> Lines:
+def llm_block(m: dict) -> Lines:
     """Serving figures of a decoder's phases (see dnnperf.llm.phases for the conventions)."""
     out = [f"PARTIAL: {m['partial']}"] if m.get("partial") else []
     dec = m["decoder"]
