@@ -61,8 +61,7 @@ class MemoryFigures:
                 "dies": self.dies, "needed_bytes": self.needed, "device_bytes": self.device, "fits": self.fits}
 
 
-def memory_figures(hw: HardwareProfile, sc: Score, inputs: int, live: int = 0,
-                   repeated: int | None = None) -> MemoryFigures | None:
+def memory_figures(hw: HardwareProfile, sc: Score, inputs: int, live: int, repeated: int) -> MemoryFigures | None:
     """The weights (each once, at the precision scored), the activation bytes held next to them (the
     most of: the activations live at once at the peak of an inference, ``live``; all of the model's
     inputs, a decoder's KV cache among them, which stay in device memory; the input and output of the
@@ -72,12 +71,14 @@ def memory_figures(hw: HardwareProfile, sc: Score, inputs: int, live: int = 0,
     ``held_inputs`` of the scored graph; ``live``: ``dnnperf.reuse.arena_bytes`` (0: not known). The
     weights include what a run holds but does not read (``Workload.weights_unread``: an embedding
     table's unpicked rows, the experts no token is routed to); ``repeated``: the weight bytes counted
-    twice among them (``dnnperf.reuse.repeated_weight_bytes(..., held=True)``; default the score's)."""
+    twice among them (``dnnperf.reuse.repeated_weight_bytes(..., held=True)``, not the score's, which
+    counts read bytes)."""
     if not sc.layers:
         return None
     layers = [c.layer for c in sc.layers]
-    weights = held_weights(layers, 0) + sum(la.workload.weights_unread for la in layers)
-    weights = max(weights - (sc.repeated if repeated is None else repeated), 0)
+    # (the repeat taken off the sum of all, not of the read bytes alone: two Gathers of one table
+    # repeat more than either reads)
+    weights = max(held_weights(layers, 0) + sum(la.workload.weights_unread for la in layers) - repeated, 0)
     big = max(sc.layers, key=lambda c: c.layer.workload.act_bytes_read + c.layer.workload.bytes_written)
     act = big.layer.workload.act_bytes_read + big.layer.workload.bytes_written
     held, of = max((inputs, "inputs"), (live, "live"), (act, "layer"), key=lambda h: (h[0], h[1] == "layer"))
