@@ -69,14 +69,15 @@ class Decoder:
         keys = [c for c in grows if "key" in c.name.lower().replace("key_values", "") or len(c.dims) == 5]
         return len(keys) or len(grows) // 2
 
-    def fixed_bytes(self, insp) -> int:
+    def fixed_bytes(self, insp, size=None) -> int:
         """Bytes of the cross-attention caches (``CacheInput.grows`` False) in the step ``insp``: the
-        encoder's keys and values, held whatever the context (0 for a decoder-only model)."""
+        encoder's keys and values, held whatever the context (0 for a decoder-only model). ``size``: a
+        tensor's bytes (default its own; a precision what-if's, ``dnnperf.api.tensor_size``)."""
         total = 0
         for c in self.cache:
             t = insp.graph.tensors.get(c.name) if not c.grows else None
             if t is not None and t.shape is not None:
-                total += t.nbytes
+                total += t.nbytes if size is None else size(t)
         return total
 
     @property

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from dnnperf.errors import DnnperfError
-from dnnperf.ir import DTYPE_BITS, ShapeOverrides
+from dnnperf.ir import ShapeOverrides
 from dnnperf.llm.decoder import Decoder, find_decoder  # noqa: F401  (find_decoder re-exported: callers import it here)
 
 PHASES = ("prefill", "decode", "both")
@@ -165,15 +165,6 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     batch = settings.batch or base.batch or 1
     dec, base, ctx = _prepared(path, req, base, batch)
     settings = replace(settings, batch=batch)
-    # the cache at the precision the step is scored in: a precision what-if (-p) holds and reads it at
-    # that width, as the report's memory section and the step's layers count it
-    cache_dtype, scale = dec.cache_dtype, 1.0
-    if settings.precision and DTYPE_BITS.get(dec.cache_dtype):
-        from dnnperf.workload import DTYPE_OF_PRECISION
-
-        cache_dtype = DTYPE_OF_PRECISION[settings.precision]
-        scale = DTYPE_BITS.get(cache_dtype, 32) / DTYPE_BITS[dec.cache_dtype]
-    per_tok = int(dec.bytes_per_token * scale)
     out: dict = {"phase": req.phase, "batch": batch, "decoder": dec.describe(),
                  "conventions": "prompt: tokens prefilled into an empty cache; context: tokens already cached when "
                                 "a decode step runs; KV bytes per token: one position of one sequence, all layers"}
@@ -211,7 +202,18 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
                                  "decode_seconds": decode_total,
                                  "output_tokens_per_s": batch * m / e2e,
                                  "mean_time_per_output_token_s": decode_total / m}
-    fixed = int(dec.fixed_bytes(main.inspection) * scale)  # cross-attention caches: the same at every step
+    # the cache at the width the step is scored in: a precision what-if (-p) holds and reads it so, as
+    # the report's memory section and the step's layers count it (``api.tensor_size``)
+    from dnnperf.api import tensor_size
+
+    size = tensor_size(settings.precision)
+    per_tok, cache_dtype = dec.bytes_per_token, dec.cache_dtype
+    first = main.inspection.graph.tensors.get(dec.cache[0].name)
+    if size is not None and first is not None and first.nbytes:
+        from dnnperf.workload import DTYPE_OF_PRECISION
+
+        per_tok, cache_dtype = per_tok * size(first) // first.nbytes, DTYPE_OF_PRECISION[settings.precision]
+    fixed = dec.fixed_bytes(main.inspection, size)  # cross-attention caches: the same at every step
     cache_bytes = per_tok * peak_ctx * batch + fixed
     out["kv_cache"] = {"bytes_per_token": per_tok, "tokens": peak_ctx, "bytes": cache_bytes,
                        "dtype": cache_dtype}
