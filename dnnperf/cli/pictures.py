@@ -85,11 +85,13 @@ def report(
     ov = overrides(batch, input_shape, dim, value=value)
     insp = inspected(model, ov, phase, prompt, context)
     st = settings(batch, precision, fusion, runtime, overlap_input)
-    reports = [_report_dict(insp, p, st, full=k == 0) for k, p in enumerate(profiles)]
-    if phase is not None:  # the step's serving figures on the main target, as `analyze --phase` prints them
+    if phase is None:
+        reports = [_report_dict(insp, p, st, full=k == 0) for k, p in enumerate(profiles)]
+    else:  # the main target's step as `analyze --phase` scores it, with its serving figures
+        from dnnperf.documents import report_dict
         from dnnperf.llm import rounded
         from dnnperf.llm.phases import PhaseRequest, analyze_phases
 
-        _, llm = analyze_phases(model, profiles[0], st, PhaseRequest(phase, prompt, context), ov, strict_memory=False)
-        reports[0]["llm"] = rounded(llm)
+        rep, llm = analyze_phases(model, profiles[0], st, PhaseRequest(phase, prompt, context), ov, strict_memory=False)
+        reports = [dict(report_dict(rep), llm=rounded(llm))] + [_report_dict(insp, p, st, full=False) for p in profiles[1:]]
     return Document("html_report", {"reports": reports}, {"top": top}, notes=tuple(insp.warnings))
