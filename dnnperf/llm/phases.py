@@ -11,7 +11,8 @@ Conventions (stated in every result):
   N .. N + M - 1 (integrated with Simpson's rule over three contexts: decode time grows linearly
   with the context, so the rule is exact for it).
 - KV cache bytes per token: the cache inputs' bytes for one position of one sequence (all layers,
-  keys and values), at the cache inputs' dtype.
+  keys and values), at the cache inputs' dtype (at a precision what-if's width under -p, as the step's
+  layers read it).
 """
 
 from __future__ import annotations
