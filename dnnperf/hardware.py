@@ -82,6 +82,9 @@ SCHEMA = {
                               "of many rows: its math, if longer)"),
     "host_link_gbs": ("num|null", False, "host -> device link for inputs in GB/s; null when inputs are already in "
                                          "memory (the default, noted as assumed)"),
+    "interconnect": ("map", False, "{gbs: GB/s a collective between two of these devices reaches, one way (NVLink, "
+                                   "PCIe), latency_us: the start of one collective}: tensor-parallel LLM steps (--tp); "
+                                   "absent: host_link_gbs, and collective_latency_us from dnnperf/data/kind_defaults.yaml"),
     "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope); default 1, "
                                                "or for GPUs the generation default by board power per SM"),
     "gpu": ("map", False, "GPU library knowledge: {generation: volta|turing|ampere|ada|hopper|pascal|..., tdp_w: W, "
@@ -194,6 +197,7 @@ class HardwareProfile:
     launch_overhead_us: float
     host_link_gbs: float | None
     host_op_us: float | None = None
+    interconnect: dict = field(default_factory=dict)  # {gbs, latency_us}: tensor-parallel collectives (dnnperf.llm.parallel)
     kernel_fixed_us: dict[str, float] = field(default_factory=dict)
     subnormal_ns: dict[str, float] = field(default_factory=dict)
     epilogue_ns: dict[str, float] = field(default_factory=dict)
@@ -573,6 +577,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         launch_overhead_us=_num(launch, f"{where}.launch_overhead_us", allow_zero=True),
         host_link_gbs=None if host is None else _num(host, f"{where}.host_link_gbs"),
         host_op_us=None if d.get("host_op_us") is None else _num(d["host_op_us"], f"{where}.host_op_us", allow_zero=True),
+        interconnect=_interconnect(d.get("interconnect"), where),
         kernel_fixed_us=fixed,
         subnormal_ns=subnormal,
         epilogue_ns=epilogue,
@@ -637,6 +642,15 @@ def _validation(v, where: str) -> tuple[dict, ...]:
         r["rho"] = _num(rec["rho"], f"{w}.rho", positive=False, upper=1.0)
         out.append(r)
     return tuple(out)
+
+
+def _interconnect(d, where: str) -> dict:
+    """A profile's ``interconnect`` section: {gbs, latency_us}, each optional, each a positive number."""
+    if d is None:
+        return {}
+    ic = _map(d, f"{where}.interconnect")
+    _check_keys(ic, ("gbs", "latency_us"), f"{where}.interconnect")
+    return {k: _num(ic[k], f"{where}.interconnect.{k}") for k in ("gbs", "latency_us") if ic.get(k) is not None}
 
 
 @lru_cache(maxsize=1)

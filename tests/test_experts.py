@@ -129,8 +129,19 @@ def test_mixtral_skeleton_matches_its_published_parameters_and_reads_its_active_
     # on an H100's 80 GB the fp16 weights alone do not fit: refused, one line
     r = cli("analyze", p, "--hw", "h100", "--phase", "decode")
     assert r.exit_code == 2 and "does not fit h100's 80 GB" in r.stderr, r.output
-    # ... and says how many such devices its 93.5 GB would take split (not timed): ceil(93.5 / 80) = 2
-    assert "split over devices, it needs at least 2 of these" in r.stderr, r.stderr
+    # ... and names the tensor-parallel split that holds its 93.48 GB: 2 devices (the 8 KV heads divide by
+    # 2), 93.48 / 2 = 46.7 GB each
+    assert "--tp 2 would hold about 46.7 GB on each of 2 devices" in r.stderr, r.stderr
+    # which runs: each H100 holds the replicated embedding table, router and norms whole and half of every
+    # expert and attention weight (and of the output projection's columns): more than half the 93.4 GB,
+    # less than half plus the whole 32,000 x 4,096 fp16 embedding table
+    r = cli("analyze", p, "--hw", "h100", "--phase", "decode", "--tp", "2", "-f", "json")
+    assert r.exit_code == 0, r.output
+    tp = json.loads(r.stdout)["llm"]
+    held = tp["memory"]["weights_bytes"]
+    assert 46_702_792_704 < held < 46_702_792_704 + 2 * 32_000 * 4_096, held
+    assert tp["tensor_parallel"]["all_reduces_per_step"] == 2 * 32  # attention's output and the experts', each layer
+    assert tp["memory"]["fits"] is True
 
 
 def test_no_width_what_if_is_made_of_an_expert_layer(tmp_path):

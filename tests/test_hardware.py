@@ -204,7 +204,7 @@ def test_every_kind_has_its_defaults():
     from dnnperf.hardware import KINDS, kind_defaults
 
     for kind in KINDS:
-        assert set(kind_defaults()[kind]) == {"launch_overhead_us", "host_link_gbs"}, kind
+        assert set(kind_defaults()[kind]) == {"launch_overhead_us", "host_link_gbs", "collective_latency_us"}, kind
 
 
 def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):

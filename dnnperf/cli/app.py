@@ -71,6 +71,10 @@ Prompt = Annotated[int, typer.Option("--prompt", help="With --phase: prompt toke
 Context = Annotated[Optional[int], typer.Option(
     "--context", help="With --phase decode: tokens already in the KV cache (default: --prompt).")]
 Generate = Annotated[int, typer.Option("--generate", help="With --phase both: output tokens generated.")]
+TensorParallel = Annotated[int, typer.Option(
+    "--tp", help="With --phase: tensor-parallel devices the decoder is split over (heads and MLP columns, "
+                 "Megatron-style); figures are one device's plus the step's all-reduces over the profile's "
+                 "interconnect.")]
 Runtime = Annotated[str, typer.Option(
     "--runtime", help="GPU runtime the estimate describes: eager (a framework launching each kernel from the host; "
                       "default), graph (a captured CUDA graph), tensorrt (graph + TensorRT's fusions, no layout "

@@ -5,7 +5,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, Generate, HwList, InputShape, Out, Output,
+from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, Generate, HwList, InputShape, Out, Output, TensorParallel,
                              OverlapInput, Phase, Precision, Prompt, Quiet, Runtime, Top, Value, app, command,
                              overrides, positive, progress, settings)
 from dnnperf.documents import Document
@@ -43,6 +43,7 @@ def analyze(
     prompt: Prompt = 512,
     context: Context = None,
     generate: Generate = 128,
+    tp: TensorParallel = 1,
     totals_only: Annotated[bool, typer.Option("--totals-only", help="One row per model x profile (for many files).")] = False,
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Worker processes for many files (default: all cores).")] = None,
     fmt: Format = None,
@@ -61,15 +62,17 @@ def analyze(
     ov = overrides(batch, input_shape, dim, strict=len(models) == 1, value=value)
     load_profiles(specs)  # validate profiles before any work
     st = settings(batch, precision, fusion, runtime, overlap_input)
+    if tp != 1 and phase is None:
+        raise DnnperfError("--tp splits a decoder's step over devices: it needs --phase prefill, decode or both")
     if phase is not None:
         from dnnperf.llm import phase_report_dicts
         from dnnperf.llm.phases import PhaseRequest
 
         if len(models) != 1 or totals_only:
             raise DnnperfError("--phase analyses one decoder at a time (without --totals-only)")
-        req = PhaseRequest(phase, prompt, context, generate)
+        req = PhaseRequest(phase, prompt, context, generate, tp)
         dicts = phase_report_dicts(models[0], ov, specs, st, req, top)
-        notes = [n for d in dicts for n in d.get("notes", [])]
+        notes = [n for d in dicts for n in d.get("warnings", [])]
         if len(dicts) == 1:
             return Document("report", dicts[0], {"top": top}, notes=tuple(notes))
         return Document("reports", {"schema_version": "dnnperf-reports/1", "reports": dicts}, {"top": top}, tuple(notes))

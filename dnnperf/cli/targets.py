@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, OverlapInput,
+from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, OverlapInput, TensorParallel,
                              Phase, Precision, Prompt, Quiet, Runtime, Value, app, command, inspected, overrides, parse_list,
                              parse_time, precision_value, settings)
 from dnnperf.documents import Document
@@ -71,6 +71,7 @@ def sweep(
     phase: Phase = None,
     prompt: Prompt = 512,
     context: Context = None,
+    tp: TensorParallel = 1,
     fmt: Format = None,
     output: Output = None,
     quiet: Quiet = False,
@@ -84,6 +85,8 @@ def sweep(
     batches = parse_list(batch, "--batch")
     if any(b < 1 for b in batches):
         raise DnnperfError("--batch values must be >= 1")
+    if tp != 1 and phase is None:
+        raise DnnperfError("--tp splits a decoder's step over devices: it needs --phase prefill or decode")
     if phase is not None:
         from dnnperf.llm.phases import PhaseRequest, sweep_document
 
@@ -91,7 +94,7 @@ def sweep(
         if len(precs) != 1:
             raise DnnperfError("--phase sweeps one precision at a time")
         st = settings(None, None if precs[0] == "model" else precs[0], fusion, runtime, overlap_input)
-        d = sweep_document(model, load_profile(hw), st, PhaseRequest(phase, prompt, context), batches,
+        d = sweep_document(model, load_profile(hw), st, PhaseRequest(phase, prompt, context, tp=tp), batches,
                            overrides(None, input_shape, dim, value=value))
         return Document("llm_sweep", d)
     precs = [precision_value(p) for p in parse_list(precision, "--precision", str)]

@@ -32,10 +32,13 @@ class PhaseRequest:
     prompt: int = 512
     context: int | None = None  # decode: tokens in the cache (default: the prompt)
     generate: int = 128
+    tp: int = 1  # tensor-parallel devices (dnnperf.llm.parallel)
 
     def check(self) -> None:
         if self.phase not in PHASES:
             raise DnnperfError(f"--phase must be one of {', '.join(PHASES)}, got '{self.phase}'")
+        if self.tp < 1:
+            raise DnnperfError(f"--tp must be >= 1, got {self.tp}")
         for k in ("prompt", "generate"):
             if getattr(self, k) < 1:
                 raise DnnperfError(f"--{k} must be >= 1, got {getattr(self, k)}")
@@ -94,8 +97,11 @@ def _one_step(path: str, req: PhaseRequest, base: ShapeOverrides, refusal: str):
 def _prepared(path: str, req: PhaseRequest, base: ShapeOverrides, batch: int):
     """(the decoder, ``base`` at ``batch``, the cached tokens of a decode step) for a checked request that
     fits the model's rotary table."""
+    from dnnperf.llm.parallel import check_devices
+
     req.check()
     dec = find_decoder(path)
+    check_devices(req.tp, dec)
     ctx = req.context if req.context is not None else req.prompt
     _check_positions(dec, req, ctx)
     return dec, replace(base, batch=batch), ctx
@@ -115,11 +121,20 @@ def _inspect(path, dec: Decoder, base: ShapeOverrides, seq: int, past: int):
     return replace(insp, input_bytes=max(0, insp.input_bytes - resident))
 
 
-def _run(path, dec: Decoder, base: ShapeOverrides, hw, settings, seq: int, past: int, with_fixes: bool):
-    """One phase's report (``_inspect`` scored on ``hw``)."""
+def _run(path, dec: Decoder, base: ShapeOverrides, hw, settings, seq: int, past: int, with_fixes: bool, tp: int = 1):
+    """(one phase's report (``_inspect`` scored on ``hw``), its time in seconds, its collectives and
+    layers by role). Over ``tp`` devices the report is one device's share of the step
+    (``dnnperf.llm.parallel``) and the time adds the step's collectives."""
     from dnnperf.api import analyze
+    from dnnperf.llm import parallel
 
-    return analyze(_inspect(path, dec, base, seq, past), hw, settings, with_fixes=with_fixes)
+    insp, coll, counts = parallel.shard(_inspect(path, dec, base, seq, past), tp, [c.name for c in dec.cache])
+    rep = analyze(insp, hw, settings, with_fixes=with_fixes)
+    t = rep.score.totals["latency_s"]
+    if tp > 1:
+        gbs, latency, _ = parallel.link(hw)
+        t += coll.seconds(gbs, latency)
+    return rep, t, (coll, counts)
 
 
 def _bound(report) -> str:
@@ -174,16 +189,14 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
                    req.prompt if req.phase == "prefill" else 0)
     main = None
     if req.phase in ("prefill", "both"):
-        pre = _run(path, dec, base, hw, settings, req.prompt, 0, with_fixes and req.phase == "prefill")
-        t = pre.score.totals["latency_s"]
+        pre, t, split = _run(path, dec, base, hw, settings, req.prompt, 0, with_fixes and req.phase == "prefill", req.tp)
         out["prefill"] = {"prompt": req.prompt, "latency_s": t, "ttft_s": t, "tokens_per_s": batch * req.prompt / t,
                           "bound": _bound(pre), "achieved_tops": pre.score.totals["achieved_tops"]}
         main = pre
         weights = _held_weights(pre)
     if req.phase in ("decode", "both"):
         c0 = req.prompt if req.phase == "both" else ctx
-        dec_rep = _run(path, dec, base, hw, settings, 1, c0, with_fixes)
-        t = dec_rep.score.totals["latency_s"]
+        dec_rep, t, split = _run(path, dec, base, hw, settings, 1, c0, with_fixes, req.tp)
         out["decode"] = {"context": c0, "latency_s": t, "tokens_per_s_per_sequence": 1.0 / t,
                          "tokens_per_s": batch / t, "bound": _bound(dec_rep),
                          "achieved_tops": dec_rep.score.totals["achieved_tops"],
@@ -193,8 +206,8 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
         if req.phase == "both":
             m = req.generate
             if m > 1:
-                mid = _run(path, dec, base, hw, settings, 1, c0 + (m - 1) // 2, False).score.totals["latency_s"]
-                last = _run(path, dec, base, hw, settings, 1, c0 + m - 1, False).score.totals["latency_s"]
+                mid = _run(path, dec, base, hw, settings, 1, c0 + (m - 1) // 2, False, req.tp)[1]
+                last = _run(path, dec, base, hw, settings, 1, c0 + m - 1, False, req.tp)[1]
                 decode_total = m / 6.0 * (t + 4 * mid + last)
             else:
                 decode_total = t
@@ -229,23 +242,33 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     if "decode" in out:
         held.append(cache_bytes + _live(dec_rep))
     held = max(held)
-    out["memory"] = _fits(hw, weights, cache_bytes, batch, max(0, held - cache_bytes))
+    tp = req.tp
+    # over --tp devices each holds its share of the weights (the report is one device's) and 1/tp of the
+    # cache and of the activations beside it (split by heads; the replicated residual stream is small)
+    dev_cache, dev_held = -(-cache_bytes // tp), -(-held // tp)
+    out["memory"] = _fits(hw, weights, dev_cache, batch, max(0, dev_held - dev_cache))
     mem = out["memory"]
+    if tp > 1:
+        out["memory"]["tensor_parallel_devices"] = tp
+        out["tensor_parallel"] = tpf = _parallel_figures(hw, req, out, *split)
+        main.notes.append(f"tensor parallel over {tp} devices (--tp {tp}): the layers and totals above are one device's "
+                          f"share of the {tpf['phase']} step; its {tpf['all_reduces_per_step'] + tpf['all_gathers_per_step']} "
+                          f"collectives add {tpf['collective_seconds_per_step'] * 1e3:.3g} ms, which the LLM figures include")
     if strict_memory and mem["fits"] is False:
         from dnnperf.capacity import memory_words
 
         n = mem["dies"]
         share = f", {n} dies sharing it: {(mem['needed_bytes'] - weights) / 1e9:.2f} GB each" if n > 1 else ""
         act = mem["activation_bytes"]
+        each = f" on each of {tp} devices (--tp {tp})" if tp > 1 else ""
         raise DnnperfError(
-            f"does not fit {memory_words(hw)}: weights {weights / 1e9:.2f} GB + KV cache "
-            f"{cache_bytes / 1e9:.2f} GB (batch {batch} x {peak_ctx} tokens x {per_tok / 1e6:.3g} MB"
-            + (f" + {fixed / 1e9:.2f} GB of cross-attention caches" if fixed else "") + f"{share})"
-            + (f" + activations {act / 1e9:.2f} GB" if act >= 5e6 else "") + " = "
+            f"does not fit {memory_words(hw)}{each}: weights {weights / 1e9:.2f} GB + KV cache "
+            f"{dev_cache / 1e9:.2f} GB (batch {batch} x {peak_ctx} tokens x {per_tok / 1e6:.3g} MB"
+            + (f" + {fixed / 1e9:.2f} GB of cross-attention caches" if fixed else "") + (f", / {tp}" if tp > 1 else "")
+            + f"{share})" + (f" + activations {act / 1e9:.2f} GB" if act >= 5e6 else "") + " = "
             f"{mem['needed_bytes'] / 1e9:.2f} GB, {mem['missing_bytes'] / 1e9:.2f} GB missing — lower --batch or the "
             "context, quantise the weights (-p int8) or the cache, or pick a device with more memory"
-            + (f" (split over devices, it needs at least {-(-mem['needed_bytes'] // mem['device_bytes']):.0f} of these: "
-               "tensor or pipeline parallelism, which dnnperf does not time)" if mem["device_bytes"] else ""))
+            + (f" (or split the model over devices: {_devices_hint(dec, tp, mem)})" if mem["device_bytes"] else ""))
     cov = main.inspection.coverage()
     if not cov["complete"]:  # the phase's figures are the scored nodes' only: said first, where they are read
         out["partial"] = (f"{cov['nodes_unscored']} of {cov['nodes_total']} nodes of the step are NOT scored: the "
@@ -255,6 +278,36 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
 
         out["fixes"] = llm_fixes(main, out, dec, hw)
     return main, out
+
+
+def _devices_hint(dec, tp: int, mem: dict) -> str:
+    """The smallest tensor-parallel split that would hold the request, taking every byte as split (the
+    replicated norms and embedding are a small share), among the splits the KV heads allow."""
+    from dnnperf.llm.parallel import kv_heads
+
+    heads = [h for h in (kv_heads(c) for c in dec.cache if c.grows) if h]
+    whole = mem["needed_bytes"] * tp
+    for n in range(tp + 1, 4097):
+        if whole / n <= mem["device_bytes"] and all(h % n == 0 for h in heads):
+            return f"--tp {n} would hold about {whole / n / 1e9:.1f} GB on each of {n} devices"
+    return f"no tensor-parallel split of its {heads[0] if heads else '?'} key/value heads holds it"
+
+
+def _parallel_figures(hw, req: PhaseRequest, out: dict, coll, counts: dict) -> dict:
+    """The tensor-parallel section: the devices, the collectives of the main phase's step (decode's, or
+    the prefill's) and their time, the link assumed."""
+    from dnnperf.llm import parallel
+
+    ph = "decode" if "decode" in out else "prefill"
+    gbs, latency, assumed = parallel.link(hw)
+    t = coll.seconds(gbs, latency)
+    return {"devices": req.tp, "phase": ph, "all_reduces_per_step": len(coll.all_reduce),
+            "all_gathers_per_step": len(coll.all_gather),
+            "bytes_per_step": sum(coll.all_reduce) + sum(coll.all_gather), "collective_seconds_per_step": t,
+            "share_of_step": t / out[ph]["latency_s"], "link_gbs": gbs, "latency_us": latency,
+            "layers": {k: counts[k] for k in sorted(counts)}, "assumed": assumed,
+            "convention": "figures are one device's: its share of every split layer, every replicated layer whole; "
+                          "a step's time adds its collectives (ring all-reduce: 2 (n - 1) / n of the bytes a device)"}
 
 
 def sweep_phases(path: str, hw, settings, req: PhaseRequest, batches: list[int], base: ShapeOverrides = ShapeOverrides()):
@@ -298,7 +351,7 @@ def sweep_document(path: str, hw, settings, req: PhaseRequest, batches: list[int
         for k in ("latency_s", "tokens_per_s", "tokens_per_s_per_sequence", "achieved_tops"):
             r[k] = sig(r[k])
     return {"schema_version": "dnnperf-llm-sweep/1", "model": os.path.basename(path), "hardware": hw.name,
-            "phase": rows[0]["phase"] if rows else req.phase, "rows": rows,
+            "phase": rows[0]["phase"] if rows else req.phase, "tensor_parallel_devices": req.tp, "rows": rows,
             "summary": {"compute_bound_from_batch": compute_from, "fits_up_to_batch": fit_max,
                         "best_batch": best["batch"] if best else None,
                         "best_tokens_per_s": best["tokens_per_s"] if best else None}}

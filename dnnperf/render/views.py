@@ -159,13 +159,25 @@ def llm_block(m: dict) -> Lines:
         out.append(f"request of {e['prompt']} prompt + {e['generate']} output tokens: {t(e['seconds'])} end to end "
                    f"({t(e['mean_time_per_output_token_s'])} per output token on average, "
                    f"{rate(e['output_tokens_per_s'])} output tokens/s in total)")
+    tp = m.get("tensor_parallel")
+    if tp:
+        out.append(f"tensor parallel over {tp['devices']} devices: every figure above is one device's (its share of the "
+                   f"split layers, the replicated ones whole) with the step's collectives added: "
+                   f"{tp['all_reduces_per_step']} all-reduces" + (f" + {tp['all_gathers_per_step']} all-gather"
+                                                                  if tp["all_gathers_per_step"] else "")
+                   + f" of {b(tp['bytes_per_step'])} in all per {tp['phase']} step, {t(tp['collective_seconds_per_step'])} "
+                   f"({tp['share_of_step']:.0%} of it) at {tp['link_gbs']:g} GB/s and {tp['latency_us']:g} us each"
+                   + (f" (assumed: {tp['assumed']})" if tp.get("assumed") else ""))
     mem, kv = m["memory"], m["kv_cache"]
     cap = f" of {b(mem['device_bytes'])}" if mem.get("device_bytes") else ""
     n = mem.get("dies", 1)
     share = f" (a die's share of {n}: {b(mem['needed_bytes'] - mem['weights_bytes'])})" if n > 1 else ""
     act = mem.get("activation_bytes", 0)
     cross = kv.get("cross_attention_bytes", 0)
-    out.append(f"memory{' of each die' if n > 1 else ''}: weights {b(mem['weights_bytes'])} + KV cache {b(kv['bytes'])} "
+    devs = mem.get("tensor_parallel_devices", 1)
+    held = f"{b(kv['bytes'])} / {devs}" if devs > 1 else b(kv["bytes"])
+    out.append(f"memory{' of each die' if n > 1 else ' of each device' if devs > 1 else ''}: weights "
+               f"{b(mem['weights_bytes'])} + KV cache {held} "
                f"({kv['tokens']} tokens x batch {m['batch']}" + (f" + {b(cross)} cross-attention" if cross else "") + ")"
                + (f" + activations {b(act)}" if act else "")
                + f"{share} = {b(mem['needed_bytes'])}{cap}"
@@ -328,7 +340,9 @@ def _llm_sweep(doc) -> list:
              else "the device's memory size is not in the profile",
              f"best total throughput that fits: {rate(s['best_tokens_per_s'])} tokens/s at batch {s['best_batch']}"
              if s["best_batch"] else "no swept batch fits in memory"]
-    return [Tab(f"{d['model']} on {d['hardware']}: {d['phase']} sweep (tokens/s: per step x batch)",
+    n = d.get("tensor_parallel_devices", 1)
+    over = f" over {n} devices (--tp {n}: step, TOP/s and needs are one device's, the step with its collectives)" if n > 1 else ""
+    return [Tab(f"{d['model']} on {d['hardware']}{over}: {d['phase']} sweep (tokens/s: per step x batch)",
                 ["batch", "context", "step", "tokens/s", "per sequence", "TOP/s", "bound", "KV cache", "needs", "fits"],
                 rows, left=(6, 9)), Lines(lines)]
 

@@ -1,0 +1,189 @@
+"""Tensor parallelism (Megatron-style, as TensorRT-LLM, vLLM and NeMo serve a decoder over N GPUs):
+what one device of N runs of a decoder step, and what the devices exchange.
+
+The split follows the data, not names. A tensor is either replicated (every device holds all of it:
+the residual stream, the norms' outputs, token ids, masks, rotary tables) or split (each device holds
+1/N of it: one device's attention heads, its columns of the MLP). Walking the step in graph order:
+
+- a weight product whose activation input is replicated is column-parallel: each device multiplies by
+  1/N of the weight's columns (the product's N), its output is split (Q, K, V, the MLP's gate and up,
+  the vocabulary projection);
+- a weight product whose activation input is split is row-parallel: each device multiplies its 1/N of
+  the rows (the product's K) and the partial sums are added over the devices by one all-reduce of the
+  output, which is replicated after it (attention's output projection, the MLP's down projection);
+- a mixture-of-experts layer splits every expert's matrices the same way (its input replicated, its
+  output all-reduced);
+- any other node is split when one of its inputs is split (attention over the device's heads and its
+  share of the KV cache, the activations between the MLP's products), else replicated (norms, residual
+  Adds, the embedding lookup: every device does all of it);
+- the cache inputs are split by heads; a split graph output that is not a cache (the logits) is
+  gathered by one all-gather.
+
+One device's share of a layer: a column-parallel product at N/n columns (``Workload.with_width``), a
+row-parallel one at K/n, a split node at 1/n of its work and bytes, a replicated one whole. The
+collectives are costed as NCCL's ring algorithms do: an all-reduce of B bytes sends 2 (n - 1) / n x B
+per device, an all-gather (n - 1) / n x B, over the profile's ``interconnect.gbs`` (the bandwidth a
+collective reaches between two devices, one direction), plus ``interconnect.latency_us`` each (the
+start of one small collective; default ``dnnperf/data/kind_defaults.yaml``). A step's collectives run
+between its kernels on the same stream: their time adds to the step's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from dnnperf.errors import DnnperfError
+from dnnperf.vocab import EXPERTS_KERNEL
+from dnnperf.workload import Workload
+
+REPLICATED, COLUMN, ROW, SPLIT, EXPERTS = "replicated", "column", "row", "split", "experts"
+
+
+@dataclass(frozen=True)
+class Collectives:
+    """What the devices exchange in one step: (all-reduce bytes, ...), (all-gather bytes, ...)."""
+
+    devices: int
+    all_reduce: tuple[int, ...]
+    all_gather: tuple[int, ...]
+
+    def seconds(self, gbs: float, latency_us: float) -> float:
+        """Ring collectives over ``gbs`` GB/s a device, ``latency_us`` each."""
+        n = self.devices
+        sent = sum(2 * (n - 1) * b / n for b in self.all_reduce) + sum((n - 1) * b / n for b in self.all_gather)
+        return (len(self.all_reduce) + len(self.all_gather)) * latency_us * 1e-6 + sent / (gbs * 1e9)
+
+
+def kv_heads(cache) -> int | None:
+    """The key/value heads of a cache input ([batch, heads, tokens, head dim], or the legacy
+    [2, batch, heads, tokens, head dim]): the axis before its sequence axis."""
+    i = cache.seq_axis - 1
+    if i < 0 or i == cache.batch_axis:
+        return None
+    d = cache.dims[i]
+    return d if isinstance(d, int) else None
+
+
+def check_devices(n: int, dec) -> None:
+    """Refuse a split the model's key/value heads do not allow (each device holds whole heads)."""
+    if n < 1:
+        raise DnnperfError(f"--tp must be >= 1, got {n}")
+    if n == 1:
+        return
+    heads = {h for h in (kv_heads(c) for c in dec.cache if c.grows) if h is not None}
+    if not heads:
+        raise DnnperfError("--tp: the heads of the model's KV cache are not known (a cache input without a heads axis), "
+                           "so the step cannot be split by heads — analyse it on one device")
+    bad = sorted(h for h in heads if h % n)
+    if bad:
+        raise DnnperfError(f"--tp {n} does not divide the model's {bad[0]} key/value heads: each device holds whole heads "
+                           f"— pick a divisor of {bad[0]}")
+
+
+def roles(graph, rows, cache_names) -> dict[str, str]:
+    """node name -> how one device runs it (REPLICATED, COLUMN, ROW, SPLIT, EXPERTS), walking ``graph``
+    in order (see the module docstring)."""
+    split = set(cache_names)
+    consts = graph.constants or graph.initializers
+    work = {r.node.name: r.workload for r in rows}
+    out: dict[str, str] = {}
+    for node in graph.nodes:
+        w = work.get(node.name)
+        acts = [i for i in node.inputs if i and i not in consts]
+        in_split = any(i in split for i in acts)
+        if w is not None and w.kernel == EXPERTS_KERNEL:
+            role = EXPERTS
+        elif w is not None and w.is_matrix and w.weight_bytes > 0 and w.gemm is not None and w.gemm.count == 1 \
+                and any(i in consts for i in node.inputs if i):
+            role = ROW if in_split else COLUMN
+        elif node.op_type in ("Shape", "Size"):
+            role = REPLICATED  # a shape is known to every device
+        else:
+            role = SPLIT if in_split else REPLICATED
+        out[node.name] = role
+        if role in (COLUMN, SPLIT):
+            split.update(o for o in node.outputs if o)
+    return out
+
+
+def share(w: Workload, role: str, n: int) -> Workload:
+    """One device's part of a layer ``role`` over ``n`` devices."""
+    if n == 1 or role == REPLICATED:
+        return w
+    if role == COLUMN:
+        return w.with_width(-(-w.gemm.n // n))
+    g = w.gemm
+    if role == ROW:
+        k = -(-g.k // n)
+        f = k / g.k
+        return replace(w, gemm=replace(g, k=k), macs=int(round(w.macs * f)), weight_bytes=int(round(w.weight_bytes * f)),
+                       act_bytes_read=int(round(w.act_bytes_read * f)))
+    # SPLIT and EXPERTS: 1/n of the work, the bytes and the outputs to spread over lanes
+    return replace(w, macs=-(-w.macs // n), other_ops=-(-w.other_ops // n), act_bytes_read=-(-w.act_bytes_read // n),
+                   weight_bytes=-(-w.weight_bytes // n), bytes_written=-(-w.bytes_written // n),
+                   weights_unread=-(-w.weights_unread // n), parallel_work=max(1, -(-w.parallel_work // n)),
+                   gemm=None if g is None else replace(g, count=-(-g.count // n)) if g.count >= n
+                   else replace(g, n=-(-g.n // n)))
+
+
+def shard(insp, n: int, cache_names) -> tuple:
+    """(the inspection one device of ``n`` runs, the step's Collectives, {role: layers})."""
+    if n == 1:
+        return insp, Collectives(1, (), ()), {}
+    graph = insp.graph
+    role = roles(graph, insp.costed(), cache_names)
+    rows, reduce_, counts = [], [], {}
+    split_out = set(cache_names)
+    for r in insp.rows:
+        ro = role.get(r.node.name, REPLICATED)
+        if r.workload is not None:
+            counts[ro] = counts.get(ro, 0) + 1
+            r = replace(r, workload=share(r.workload, ro, n))
+        rows.append(r)
+        if ro in (ROW, EXPERTS):
+            reduce_.extend(graph.tensors[o].nbytes for o in r.node.outputs if o and o in graph.tensors
+                           and graph.tensors[o].shape is not None)
+        elif ro in (COLUMN, SPLIT):
+            split_out.update(o for o in r.node.outputs if o)
+    made = {o: node for node in graph.nodes for o in node.outputs if o}
+    gather = tuple(graph.tensors[o].nbytes for o in graph.outputs
+                   if o in split_out and _projected(o, made, role, graph.constants) and o in graph.tensors
+                   and graph.tensors[o].shape is not None)
+    return replace(insp, rows=rows), Collectives(n, tuple(reduce_), gather), counts
+
+
+def _projected(name: str, made: dict, role: dict, consts) -> bool:
+    """Whether a split graph output comes from a column-parallel product (the logits: gathered), through
+    single-input nodes (a Cast, a Reshape), rather than from the cache (each device keeps its heads)."""
+    for _ in range(8):
+        node = made.get(name)
+        if node is None:
+            return False
+        if role.get(node.name) == COLUMN:
+            return True
+        acts = [i for i in node.inputs if i and i not in consts]
+        if len(acts) != 1:
+            return False
+        name = acts[0]
+    return False
+
+
+def link(hw) -> tuple[float, float, str]:
+    """(GB/s, latency in us, the assumption made, if any) of the profile's device-to-device link."""
+    from dnnperf.hardware import kind_defaults
+
+    ic = getattr(hw, "interconnect", None) or {}
+    latency = ic.get("latency_us")
+    said = []
+    if latency is None:
+        latency = kind_defaults()[hw.kind]["collective_latency_us"]
+        said.append(f"{latency:g} us per collective (the {hw.kind} default)")
+    gbs = ic.get("gbs")
+    if gbs is None:
+        if not hw.host_link_gbs:
+            raise DnnperfError(f"--tp: profile '{hw.name}' gives no link between devices — add interconnect: "
+                               "{gbs: GB/s a collective reaches one way, latency_us: ...} to it (NVLink, or PCIe: "
+                               "host_link_gbs is used when given)")
+        gbs = hw.host_link_gbs
+        said.append(f"the host link's {gbs:g} GB/s between devices (no interconnect in the profile)")
+    return float(gbs), float(latency), "; ".join(said)

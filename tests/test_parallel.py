@@ -1,0 +1,99 @@
+"""Tensor-parallel decoder steps (``--tp``, dnnperf.llm.parallel) against hand calculation on the
+``tiny`` Llama skeleton: 2 layers, hidden 256, 8 query heads and 2 key/value heads of 32, MLP 688,
+vocabulary 1,024, float16."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from dnnperf.cli import app
+from dnnperf.llm.parallel import Collectives
+
+
+def cli(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    p = tmp_path_factory.mktemp("tp") / "tiny.onnx"
+    r = cli("llm", "skeleton", "--preset", "tiny", "-o", p)
+    assert r.exit_code == 0, r.output
+    return p
+
+
+def decode(path, *extra, hw="h100"):
+    r = cli("analyze", path, "--hw", hw, "--phase", "decode", "--context", "16", "-f", "json", *extra)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def test_a_two_way_split_holds_half_of_every_split_weight_and_the_replicated_ones_whole(tiny):
+    """Weights by hand: each layer's q, o (256 x 256), k, v (256 x 64), gate, up (256 x 688) and down
+    (688 x 256) = 692,224, two layers 1,384,448; the output projection 256 x 1,024 = 262,144; the
+    embedding table 262,144 and the five RMSNorm scales 1,280 are replicated. One of 2 devices:
+    (1,384,448 + 262,144) / 2 + 262,144 + 1,280 = 1,086,720 parameters = 2,173,440 B (both runs add the
+    same few hundred bytes of rotary rows folded at fixed dims). The cache: 2 layers x (K, V) x 2 heads x
+    32 x 2 B = 512 B a token, 17 tokens at context 16: 8,704 B, 4,352 B each."""
+    whole = decode(tiny)["llm"]
+    half = decode(tiny, "--tp", "2")["llm"]
+    assert 0 <= whole["memory"]["weights_bytes"] - 2 * 1_910_016 < 400
+    assert 0 <= half["memory"]["weights_bytes"] - 2_173_440 < 400
+    assert whole["memory"]["cache_bytes"] == 8_704 and half["memory"]["cache_bytes"] == 4_352
+    tp = half["tensor_parallel"]
+    # per layer q, k, v, gate and up are column-parallel, o and down row-parallel; the output projection too
+    assert tp["layers"]["column"] == 2 * 5 + 1 and tp["layers"]["row"] == 2 * 2
+
+
+def test_a_step_adds_its_all_reduces_at_the_link_bandwidth_and_their_start(tiny):
+    """One decoded token: each row-parallel product's output [1, 1, 256] fp16 = 512 B is all-reduced (2
+    a layer: 4), the logits [1, 1, 1,024] fp16 = 2,048 B gathered once. Ring over 2 devices: each sends
+    2 x 1/2 x 512 B per all-reduce and 1/2 x 2,048 B for the gather = 3,072 B at the H100 profile's
+    360 GB/s, plus 5 x 10 us (the gpu default start): 50 us + 8.53 ns. The phase's time per token is
+    one device's step plus that."""
+    d = decode(tiny, "--tp", "2")
+    tp = d["llm"]["tensor_parallel"]
+    assert (tp["all_reduces_per_step"], tp["all_gathers_per_step"], tp["bytes_per_step"]) == (4, 1, 4 * 512 + 2_048)
+    assert tp["collective_seconds_per_step"] == pytest.approx(50e-6 + 3_072 / 360e9, rel=1e-5)
+    assert d["llm"]["decode"]["latency_s"] == pytest.approx(d["totals"]["latency_s"] + 50e-6 + 3_072 / 360e9, rel=1e-5)
+    assert "10 us per collective (the gpu default)" in tp["assumed"]
+    # the ring's arithmetic on its own: 8 devices, one all-reduce of 1 MB at 100 GB/s and 5 us
+    assert Collectives(8, (10**6,), ()).seconds(100, 5) == pytest.approx(5e-6 + 2 * 7 / 8 * 1e6 / 100e9)
+
+
+def test_a_split_the_heads_do_not_allow_and_a_split_without_a_phase_are_refused(tiny):
+    for n in (3, 4):  # 2 key/value heads: only 1 or 2 devices hold whole heads
+        r = cli("analyze", tiny, "--hw", "h100", "--phase", "decode", "--tp", n)
+        assert r.exit_code == 2 and f"--tp {n} does not divide the model's 2 key/value heads" in r.stderr, r.output
+    r = cli("analyze", tiny, "--hw", "h100", "--tp", "2")
+    assert r.exit_code == 2 and "it needs --phase" in r.stderr, r.output
+    r = cli("sweep", tiny, "--hw", "h100", "--tp", "2")
+    assert r.exit_code == 2 and "it needs --phase" in r.stderr, r.output
+    r = cli("analyze", tiny, "--hw", "h100", "--phase", "decode", "--tp", "0")
+    assert r.exit_code == 2 and "--tp must be >= 1" in r.stderr, r.output
+
+
+def test_a_profile_without_a_link_between_devices_is_refused_and_a_pcie_card_uses_its_host_link(tiny, tmp_path):
+    r = cli("analyze", tiny, "--hw", "cpu-avx2", "--phase", "decode", "--tp", "2")
+    assert r.exit_code == 2 and "gives no link between devices" in r.stderr, r.output
+    tp = decode(tiny, "--tp", "2", hw="t4")["llm"]["tensor_parallel"]  # no interconnect: its PCIe link
+    assert tp["link_gbs"] == 15.75 and "the host link's 15.75 GB/s" in tp["assumed"]
+    bad = tmp_path / "bad.yaml"
+    text = open("profiles/h100.yaml", encoding="utf-8").read().replace("interconnect: {gbs: 360}",
+                                                                       "interconnect: {gbps: 360}")
+    bad.write_text(text.replace("name: h100", "name: bad"), encoding="utf-8")
+    r = cli("analyze", tiny, "--hw", bad, "--phase", "decode", "--tp", "2")
+    assert r.exit_code == 2 and "interconnect: unknown key 'gbps'" in r.stderr, r.output
+
+
+def test_the_table_and_the_sweep_say_the_figures_are_one_devices(tiny):
+    r = cli("analyze", tiny, "--hw", "h100", "--phase", "decode", "--context", "16", "--tp", "2")
+    assert r.exit_code == 0, r.output
+    assert "tensor parallel over 2 devices: every figure above is one device's" in r.stdout
+    assert "memory of each device: weights" in r.stdout and "KV cache 8.7 KB / 2" in r.stdout, r.stdout
+    assert "the layers and totals above are one device's share of the decode step" in r.stderr
+    r = cli("sweep", tiny, "--hw", "h100", "--phase", "decode", "--tp", "2", "-b", "1,4")
+    assert r.exit_code == 0 and "over 2 devices (--tp 2" in r.stdout, r.output
