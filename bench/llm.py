@@ -7,7 +7,10 @@
    ``dnnperf llm skeleton`` (ONNX Runtime GenAI style, 16-bit weights: fused attention and norms
    like the TensorRT-LLM engines measured) and analysed with ``--phase both --runtime tensorrt``;
    predicted / measured is printed per row with the median error and the rank correlation.
-2. Wall time of ``dnnperf analyze --phase decode`` on a 70B-class skeleton (80 layers, plain-op
+2. For every published first-token latency (``first_token_rows``: batch 1, Llama-2-7B on one GPU and
+   Llama-2-70B over 4 by tensor parallelism, ``--tp``), the prefill of the prompt with ``--runtime
+   tensorrt`` at the row's precision; predicted / measured per row, by tensor-parallel split.
+3. Wall time of ``dnnperf analyze --phase decode`` on a 70B-class skeleton (80 layers, plain-op
    export style: ~3,900 nodes), against ``onnx.load`` + ``onnx.shape_inference`` of the same file
    measured in the same run.
 """
@@ -54,6 +57,34 @@ def published(tmp: str) -> None:
           f"rank rho {spearman([p for p, _ in pairs], [m for _, m in pairs]):.3f}")
 
 
+def first_token(tmp: str) -> None:
+    with open(os.path.join(HERE, "data", "llm-published.json"), encoding="utf-8") as fh:
+        data = json.load(fh)
+    print(f"\n{'model':<11} {'hw':<5} {'prec':<5} {'tp':>2} {'prompt':>6}  {'measured':>9} {'predicted':>9}  {'pred/meas':>9}  "
+          "(first-token latency; collectives)")
+    pairs = []
+    for r in data["first_token_rows"]:
+        path = os.path.join(tmp, f"{r['model']}.onnx")
+        if not os.path.exists(path):
+            with open(path, "wb") as fh:
+                fh.write(skeleton_bytes(PRESETS[r["model"]], "genai", 16))
+        prec = None if r["precision"] == "fp16" else r["precision"]  # the skeleton's own 16-bit weights
+        _, d = analyze_phases(path, load_profile(r["hw"]), Settings(batch=r["batch"], runtime="tensorrt", precision=prec),
+                              PhaseRequest("prefill", r["prompt"], None, 1, r["tp"]), with_fixes=False)
+        pred = d["prefill"]["ttft_s"] * 1e3
+        coll = d.get("tensor_parallel", {}).get("collective_seconds_per_step", 0.0) * 1e3
+        pairs.append((pred, r["ttft_ms"], r["tp"]))
+        print(f"{r['model']:<11} {r['hw']:<5} {r['precision']:<5} {r['tp']:>2} {r['prompt']:>6}  {r['ttft_ms']:7.1f}ms "
+              f"{pred:7.1f}ms  {pred / r['ttft_ms']:8.2f}x  ({coll:.1f} ms)")
+    for label, sel in (("all", pairs), ("tp 1", [x for x in pairs if x[2] == 1]), ("tp > 1", [x for x in pairs if x[2] > 1])):
+        err = sorted(max(p / m, m / p) for p, m, _ in sel)
+        med = err[len(err) // 2] if len(err) % 2 else 0.5 * (err[len(err) // 2 - 1] + err[len(err) // 2])
+        ratio = sorted(p / m for p, m, _ in sel)
+        mr = ratio[len(ratio) // 2] if len(ratio) % 2 else 0.5 * (ratio[len(ratio) // 2 - 1] + ratio[len(ratio) // 2])
+        print(f"{label}: {len(sel)} rows, median pred/meas {mr:.2f}x, median error {med:.2f}x, within 1.5x "
+              f"{sum(e <= 1.5 for e in err) / len(err):.0%}, rank rho {spearman([p for p, _, _ in sel], [m for _, m, _ in sel]):.3f}")
+
+
 def speed(tmp: str) -> None:
     path = os.path.join(tmp, "llama-3-70b.onnx")
     with open(path, "wb") as fh:
@@ -76,4 +107,5 @@ def speed(tmp: str) -> None:
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         published(tmp)
+        first_token(tmp)
         speed(tmp)
