@@ -97,3 +97,18 @@ def test_the_table_and_the_sweep_say_the_figures_are_one_devices(tiny):
     assert "the layers and totals above are one device's share of the decode step" in r.stderr
     r = cli("sweep", tiny, "--hw", "h100", "--phase", "decode", "--tp", "2", "-b", "1,4")
     assert r.exit_code == 0 and "over 2 devices (--tp 2" in r.stdout, r.output
+
+
+def test_a_step_whose_products_are_out_of_reach_is_not_split_quietly(tmp_path):
+    """A merged decoder whose branch input has a name the phases do not set: its one If is unscored, no
+    product is seen taking a split input, so nothing would be all-reduced: refused rather than reported
+    as a step split for free. The branch the phases do set is split as the plain decoder is (4 all-reduces
+    and the logits' gather)."""
+    from test_llm import TINY, _merged
+
+    q = _merged(TINY, tmp_path / "flag.onnx", flag="flag")
+    r = cli("analyze", q, "--hw", "a100", "--phase", "decode", "--tp", "2")
+    assert r.exit_code == 2 and "no weight product in the step's graph takes a split input" in r.stderr, r.output
+    p = _merged(TINY, tmp_path / "merged.onnx")
+    tp = decode(p, "--tp", "2", hw="a100")["llm"]["tensor_parallel"]
+    assert (tp["all_reduces_per_step"], tp["all_gathers_per_step"]) == (4, 1)

@@ -145,6 +145,12 @@ def shard(insp, n: int, cache_names) -> tuple:
                            and graph.tensors[o].shape is not None)
         elif ro in (COLUMN, SPLIT):
             split_out.update(o for o in r.node.outputs if o)
+    if not counts.get(ROW) and not counts.get(EXPERTS):
+        # nothing to all-reduce: the products are out of reach (a control-flow body) or the graph is not a
+        # decoder of column- and row-parallel products; a "split" step then would be quietly wrong
+        raise DnnperfError(f"--tp {n}: no weight product in the step's graph takes a split input (the products that "
+                           "tensor parallelism all-reduces), so it cannot be split as Megatron-style serving splits a "
+                           "decoder — analyse it on one device")
     made = {o: node for node in graph.nodes for o in node.outputs if o}
     gather = tuple(graph.tensors[o].nbytes for o in graph.outputs
                    if o in split_out and _projected(o, made, role, graph.constants) and o in graph.tensors
