@@ -35,39 +35,48 @@ from dnnperf.published import spearman  # noqa: E402
 from dnnperf.scoring import Settings  # noqa: E402
 
 
-def published(tmp: str) -> None:
+def _data() -> dict:
     with open(os.path.join(HERE, "data", "llm-published.json"), encoding="utf-8") as fh:
-        data = json.load(fh)
+        return json.load(fh)
+
+
+def _skeleton(tmp: str, name: str) -> str:
+    """A preset's 16-bit GenAI-style skeleton in ``tmp``, written once."""
+    path = os.path.join(tmp, f"{name}.onnx")
+    if not os.path.exists(path):
+        with open(path, "wb") as fh:
+            fh.write(skeleton_bytes(PRESETS[name], "genai", 16))
+    return path
+
+
+def _median(xs) -> float:
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
+
+
+def published(tmp: str) -> None:
+    data = _data()
     print(f"{'model':<11} {'hw':<5} {'batch':>5}  {'measured':>9} {'predicted':>9}  {'pred/meas':>9}  (ttft, time per output token)")
     pairs = []
     for r in data["rows"]:
-        path = os.path.join(tmp, f"{r['model']}.onnx")
-        if not os.path.exists(path):
-            with open(path, "wb") as fh:
-                fh.write(skeleton_bytes(PRESETS[r["model"]], "genai", 16))
-        _, d = analyze_phases(path, load_profile(r["hw"]), Settings(batch=r["batch"], runtime="tensorrt"),
+        _, d = analyze_phases(_skeleton(tmp, r["model"]), load_profile(r["hw"]), Settings(batch=r["batch"], runtime="tensorrt"),
                               PhaseRequest("both", r["prompt"], None, r["generate"]), with_fixes=False)
         pred = d["end_to_end"]["seconds"] * 1e3
         pairs.append((pred, r["latency_ms"]))
         print(f"{r['model']:<11} {r['hw']:<5} {r['batch']:>5}  {r['latency_ms']:7.1f}ms {pred:7.1f}ms  {pred / r['latency_ms']:8.2f}x"
               f"  ({d['prefill']['ttft_s'] * 1e3:.1f} ms, {d['end_to_end']['mean_time_per_output_token_s'] * 1e3:.2f} ms)")
-    err = sorted(max(p / m, m / p) for p, m in pairs)
-    med = err[len(err) // 2] if len(err) % 2 else 0.5 * (err[len(err) // 2 - 1] + err[len(err) // 2])
-    print(f"{len(pairs)} rows: median error {med:.2f}x, within 1.5x {sum(e <= 1.5 for e in err) / len(err):.0%}, "
+    err = [max(p / m, m / p) for p, m in pairs]
+    print(f"{len(pairs)} rows: median error {_median(err):.2f}x, within 1.5x {sum(e <= 1.5 for e in err) / len(err):.0%}, "
           f"rank rho {spearman([p for p, _ in pairs], [m for _, m in pairs]):.3f}")
 
 
 def first_token(tmp: str) -> None:
-    with open(os.path.join(HERE, "data", "llm-published.json"), encoding="utf-8") as fh:
-        data = json.load(fh)
+    data = _data()
     print(f"\n{'model':<11} {'hw':<5} {'prec':<5} {'tp':>2} {'prompt':>6}  {'measured':>9} {'predicted':>9}  {'pred/meas':>9}  "
           "(first-token latency; collectives)")
     pairs = []
     for r in data["first_token_rows"]:
-        path = os.path.join(tmp, f"{r['model']}.onnx")
-        if not os.path.exists(path):
-            with open(path, "wb") as fh:
-                fh.write(skeleton_bytes(PRESETS[r["model"]], "genai", 16))
+        path = _skeleton(tmp, r["model"])
         prec = None if r["precision"] == "fp16" else r["precision"]  # the skeleton's own 16-bit weights
         _, d = analyze_phases(path, load_profile(r["hw"]), Settings(batch=r["batch"], runtime="tensorrt", precision=prec),
                               PhaseRequest("prefill", r["prompt"], None, 1, r["tp"]), with_fixes=False)
@@ -77,11 +86,9 @@ def first_token(tmp: str) -> None:
         print(f"{r['model']:<11} {r['hw']:<5} {r['precision']:<5} {r['tp']:>2} {r['prompt']:>6}  {r['ttft_ms']:7.1f}ms "
               f"{pred:7.1f}ms  {pred / r['ttft_ms']:8.2f}x  ({coll:.1f} ms)")
     for label, sel in (("all", pairs), ("tp 1", [x for x in pairs if x[2] == 1]), ("tp > 1", [x for x in pairs if x[2] > 1])):
-        err = sorted(max(p / m, m / p) for p, m, _ in sel)
-        med = err[len(err) // 2] if len(err) % 2 else 0.5 * (err[len(err) // 2 - 1] + err[len(err) // 2])
-        ratio = sorted(p / m for p, m, _ in sel)
-        mr = ratio[len(ratio) // 2] if len(ratio) % 2 else 0.5 * (ratio[len(ratio) // 2 - 1] + ratio[len(ratio) // 2])
-        print(f"{label}: {len(sel)} rows, median pred/meas {mr:.2f}x, median error {med:.2f}x, within 1.5x "
+        err = [max(p / m, m / p) for p, m, _ in sel]
+        print(f"{label}: {len(sel)} rows, median pred/meas {_median([p / m for p, m, _ in sel]):.2f}x, median error "
+              f"{_median(err):.2f}x, within 1.5x "
               f"{sum(e <= 1.5 for e in err) / len(err):.0%}, rank rho {spearman([p for p, _, _ in sel], [m for _, m, _ in sel]):.3f}")
 
 
