@@ -65,9 +65,8 @@ def kv_heads(cache) -> int | None:
 
 
 def check_devices(n: int, dec) -> None:
-    """Refuse a split the model's key/value heads do not allow (each device holds whole heads)."""
-    if n < 1:
-        raise DnnperfError(f"--tp must be >= 1, got {n}")
+    """Refuse a split the model's key/value heads do not allow (each device holds whole heads); ``n`` >= 1
+    (``PhaseRequest.check``)."""
     if n == 1:
         return
     heads = {h for h in (kv_heads(c) for c in dec.cache if c.grows) if h is not None}
@@ -178,7 +177,7 @@ def link(hw) -> tuple[float, float, str]:
     """(GB/s, latency in us, the assumption made, if any) of the profile's device-to-device link."""
     from dnnperf.hardware import kind_defaults
 
-    ic = getattr(hw, "interconnect", None) or {}
+    ic = hw.interconnect
     latency = ic.get("latency_us")
     said = []
     if latency is None:
