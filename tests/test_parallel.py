@@ -112,3 +112,15 @@ def test_a_step_whose_products_are_out_of_reach_is_not_split_quietly(tmp_path):
     p = _merged(TINY, tmp_path / "merged.onnx")
     tp = decode(p, "--tp", "2", hw="a100")["llm"]["tensor_parallel"]
     assert (tp["all_reduces_per_step"], tp["all_gathers_per_step"]) == (4, 1)
+
+
+def test_a_mixture_of_experts_splits_its_experts_and_runs_its_router_whole(tmp_path):
+    """tiny-moe (2 layers, 4 experts, top 2): per layer Q, K and V are column-parallel, the output
+    projection row-parallel, the MoE layer splits every expert and all-reduces its output; the router's
+    256 x 4 product (and the Reshape of its logits) runs whole on each device, as every device ranks
+    the experts of every token. Column: 2 x 3 + the vocabulary projection = 7; all-reduces 2 x 2."""
+    p = tmp_path / "moe.onnx"
+    assert cli("llm", "skeleton", "--preset", "tiny-moe", "-o", p).exit_code == 0
+    tp = decode(p, "--tp", "2", hw="a100")["llm"]["tensor_parallel"]
+    assert tp["layers"]["column"] == 7 and tp["layers"]["row"] == 2 and tp["layers"]["experts"] == 2, tp["layers"]
+    assert tp["all_reduces_per_step"] == 4

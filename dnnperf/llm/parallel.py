@@ -12,7 +12,7 @@ the residual stream, the norms' outputs, token ids, masks, rotary tables) or spl
   the rows (the product's K) and the partial sums are added over the devices by one all-reduce of the
   output, which is replicated after it (attention's output projection, the MLP's down projection);
 - a mixture-of-experts layer splits every expert's matrices the same way (its input replicated, its
-  output all-reduced);
+  output all-reduced); its router's product runs whole on every device;
 - any other node is split when one of its inputs is split (attention over the device's heads and its
   share of the KV cache, the activations between the MLP's products), else replicated (norms, residual
   Adds, the embedding lookup: every device does all of it);
@@ -86,12 +86,18 @@ def roles(graph, rows, cache_names) -> dict[str, str]:
     consts = graph.constants or graph.initializers
     work = {r.node.name: r.workload for r in rows}
     out: dict[str, str] = {}
+    made: dict[str, object] = {}
     for node in graph.nodes:
         w = work.get(node.name)
         acts = [i for i in node.inputs if i and i not in consts]
         in_split = any(i in split for i in acts)
         if w is not None and w.kernel == EXPERTS_KERNEL:
             role = EXPERTS
+            # the router's logits: every device ranks the experts for every token (a few columns, run whole)
+            chain = _chain_to_column(node.inputs[1] if len(node.inputs) > 1 else "", made, out, consts)
+            for m in chain:
+                out[m.name] = REPLICATED
+                split.difference_update(m.outputs)
         elif w is not None and w.is_matrix and w.weight_bytes > 0 and w.gemm is not None and w.gemm.count == 1 \
                 and any(i in consts for i in node.inputs if i):
             role = ROW if in_split else COLUMN
@@ -100,6 +106,7 @@ def roles(graph, rows, cache_names) -> dict[str, str]:
         else:
             role = SPLIT if in_split else REPLICATED
         out[node.name] = role
+        made.update((o, node) for o in node.outputs if o)
         if role in (COLUMN, SPLIT):
             split.update(o for o in node.outputs if o)
     return out
@@ -150,27 +157,30 @@ def shard(insp, n: int, cache_names) -> tuple:
         raise DnnperfError(f"--tp {n}: no weight product in the step's graph takes a split input (the products that "
                            "tensor parallelism all-reduces), so it cannot be split as Megatron-style serving splits a "
                            "decoder — analyse it on one device")
+    # a split graph output a column-parallel product makes (the logits) is gathered; the caches stay split
     made = {o: node for node in graph.nodes for o in node.outputs if o}
     gather = tuple(graph.tensors[o].nbytes for o in graph.outputs
-                   if o in split_out and _projected(o, made, role, graph.constants) and o in graph.tensors
+                   if o in split_out and _chain_to_column(o, made, role, graph.constants) and o in graph.tensors
                    and graph.tensors[o].shape is not None)
     return replace(insp, rows=rows), Collectives(n, tuple(reduce_), gather), counts
 
 
-def _projected(name: str, made: dict, role: dict, consts) -> bool:
-    """Whether a split graph output comes from a column-parallel product (the logits: gathered), through
-    single-input nodes (a Cast, a Reshape), rather than from the cache (each device keeps its heads)."""
+def _chain_to_column(name: str, made: dict, role: dict, consts) -> list:
+    """The nodes from a column-parallel product to tensor ``name`` through single-input nodes (a Cast, a
+    Reshape), the product first; empty when ``name`` does not come from one that way."""
+    chain = []
     for _ in range(8):
         node = made.get(name)
         if node is None:
-            return False
+            return []
+        chain.append(node)
         if role.get(node.name) == COLUMN:
-            return True
+            return chain[::-1]
         acts = [i for i in node.inputs if i and i not in consts]
         if len(acts) != 1:
-            return False
+            return []
         name = acts[0]
-    return False
+    return []
 
 
 def link(hw) -> tuple[float, float, str]:
