@@ -339,11 +339,12 @@ class Plan:
 
 
 def plan_gemm(m: int, n: int, k: int, count: int, sms: int, lib: GpuLibrary, unit: str, rate_per_s: float,
-              hz: float, precision: str, split_k: bool = True, acc_bytes: int = 4, gemv: bool = True,
+              hz: float, precision: str, split_k: bool = True, acc_bytes: int = 4, gemv: bool | str = True,
               tiles: tuple | None = None, step_cycles: float | None = None) -> Plan:
     """The tile (and split-K) a library would pick for ``count`` products of m x n x k on ``sms``
     SMs of total ``rate_per_s`` (ops/s at the clock ``hz``): the one that finishes first. ``gemv``:
-    whether the library has matrix-vector kernels for this call (BLAS products; not convolutions).
+    whether the library has matrix-vector kernels for this call (BLAS products; not convolutions), in
+    its ``gemv_precisions`` or, with "any", in every precision (attention reading a cache).
     ``tiles``: the tile shapes to choose from (default the library's GEMM tiles, or its ``gemm_tiles``
     for the unit and precision when both sides are wider than ``gemv_max``); ``step_cycles``: the
     latency of one step of the K loop (default the library's GEMM figure, ``k_step_cycles``)."""
@@ -366,7 +367,7 @@ _PLANS: dict = {}
 
 def _plan_gemm(m, n, k, count, sms, lib, unit, rate_per_s, hz, precision, split_k, acc_bytes, gemv, tiles,
                step_cycles) -> Plan:
-    if gemv and min(m, n) <= lib.gemv_max and precision in lib.gemv_precisions:
+    if gemv and min(m, n) <= lib.gemv_max and (gemv == "any" or precision in lib.gemv_precisions):
         # matrix-vector kernels: every SM streams a slice of the matrix and reduces K within the
         # block; no tile K loop to wait on, the memory step bounds them
         t = 2.0 * m * n * k * count / rate_per_s

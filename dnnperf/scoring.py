@@ -547,7 +547,9 @@ def _gpu_waves(s: LayerState) -> float:
                                s.rate, gpu.clock_hz(hw, s.lib), s.run_precision,
                                split_k=(s.run_precision in s.lib.split_k_precisions if s.algorithm == "gemm" else
                                         s.lib.conv_split_k and s.run_precision in s.lib.conv_split_k_precisions),
-                               gemv=s.algorithm == "gemm",
+                               # attention over a cache reads it with matrix-vector kernels in any precision
+                               # (decode's one query row: TensorRT-LLM's and FlashDecoding's kernels)
+                               gemv=("any" if w.family == "attention" else True) if s.algorithm == "gemm" else False,
                                tiles=None if s.algorithm == "gemm" else s.lib.conv_tiles.get(gpu.unit_class(s.unit_name)),
                                step_cycles=s.lib.conv_k_step_cycles if s.algorithm != "gemm" and not _pointwise(w) else None)
         t = steps * s.plan.seconds / getattr(s, "gain", 1.0) + 2 * w.other_ops / s.rate

@@ -109,6 +109,38 @@ def test_7b_decode_sits_at_the_memory_bound(models, hw, bw):
     assert d["decode"]["tokens_per_s"] == pytest.approx(1 / t)
 
 
+def test_a_fused_attention_op_writes_only_the_new_tokens_into_the_cache(models):
+    """tiny genai (8 heads, 2 key/value heads of 32, fp16), one decoded token at context 16: each
+    GroupQueryAttention reads the 16 cached positions and writes its output [1, 1, 256] = 512 B and, in
+    place, the new token's keys and values: 2 x 2 heads x 32 x 2 B = 256 B, not the whole present cache
+    (2 x 2 x 17 x 32 x 2 = 4,352 B) a copy into a fresh buffer would write. A prefill has no past: its
+    present cache is all new (2 x 2 x 64 x 32 x 2 = 16,384 B written at a 64-token prompt)."""
+    from dnnperf.llm.phases import _inspect, find_decoder
+
+    dec = find_decoder(models["tiny_genai"])
+    base = ShapeOverrides(batch=1)
+    for seq, past, written in ((1, 16, 512 + 256), (64, 0, 64 * 512 + 16_384)):
+        insp = _inspect(models["tiny_genai"], dec, base, seq, past)
+        gqa = [r.workload for r in insp.rows if r.node.op_type == "GroupQueryAttention"]
+        assert len(gqa) == 2 and all(w.bytes_written == written for w in gqa), [w.bytes_written for w in gqa]
+    # its product: a group's 4 query heads stack into the rows of one product per key/value head
+    g = gqa[0].gemm
+    assert (g.m, g.n, g.k, g.count) == (64 * 4, 64, 32, 1 * 2)
+
+
+def test_decode_attention_streams_the_cache_at_fp8_as_at_fp16(models):
+    """Llama-2-7B at batch 112 and context 1,100 on an H100 under -p fp8 (an fp8 KV cache): each decode
+    step's attention has one query row per head, which the decode kernels run as matrix-vector products
+    streaming the cache in any precision (the tensor cores' 16-row tiles used to pad it 16x, 414 us of
+    math a layer). Each layer reads 112 x 1,101 x 2 x 32 heads x 128 x 1 B = 1,010,171,904 B of cache:
+    at 75% of 3,350 GB/s, 402 us; the layer's time must stay within 5% of it."""
+    rep, d = analyze_phases(models["7b"], load_profile("h100"), Settings(runtime="tensorrt", precision="fp8", batch=112),
+                            PhaseRequest("decode", context=1100), with_fixes=False)
+    att = [c for c in rep.score.layers if c.layer.op_type == "GroupQueryAttention"]
+    bound = 112 * 1101 * 2 * 32 * 128 / (0.75 * 3350e9)
+    assert len(att) == 32 and all(bound <= c.time_s <= 1.05 * bound for c in att), (att[0].time_s, bound)
+
+
 def test_7b_prefill_is_compute_bound_at_a_long_prompt(models):
     rep, d = analyze_phases(models["7b"], load_profile("a100"), Settings(runtime="graph"),
                             PhaseRequest("prefill", prompt=2048))

@@ -109,16 +109,38 @@ def _prepared(path: str, req: PhaseRequest, base: ShapeOverrides, batch: int):
 
 def _inspect(path, dec: Decoder, base: ShapeOverrides, seq: int, past: int):
     """One step's inspection. The KV cache lives in device memory between steps: only the other inputs
-    (token ids, masks, positions) cross the host link."""
+    (token ids, masks, positions) cross the host link. A fused attention op (GroupQueryAttention,
+    MultiHeadAttention, Attention) that reads the cache writes its present cache in place: the new
+    tokens' keys and values only, as serving runtimes bind past and present to one buffer (ONNX Runtime
+    GenAI's shared past/present buffer, TensorRT-LLM's and vLLM's paged caches); a plain export's
+    Concat still copies the whole cache, as exported."""
     from dnnperf.api import inspect_model
 
     insp = inspect_model(path, dec.overrides(base, seq, past))
+    tensors = insp.graph.tensors
     resident = 0
     for c in dec.cache:
-        t = insp.graph.tensors.get(c.name)
+        t = tensors.get(c.name)
         if t is not None and t.shape is not None:
             resident += t.nbytes
-    return replace(insp, input_bytes=max(0, insp.input_bytes - resident))
+    caches, outputs = {c.name for c in dec.cache if c.grows}, set(insp.graph.outputs)
+    rows = insp.rows
+    if past and caches:
+        rows = [_in_place(r, caches, outputs, tensors, past / (past + seq)) for r in rows]
+    return replace(insp, rows=rows, input_bytes=max(0, insp.input_bytes - resident))
+
+
+def _in_place(row, caches: set, outputs: set, tensors: dict, old: float):
+    """``row`` with a fused attention op's present-cache outputs written for the new tokens only (``old``:
+    the share of each present tensor that is the past it already holds)."""
+    w = row.workload
+    if w is None or w.family != "attention" or not caches.intersection(row.node.inputs):
+        return row
+    kept = sum(tensors[o].nbytes for o in row.node.outputs[1:] if o in outputs and o in tensors
+               and tensors[o].shape is not None)
+    if not kept:
+        return row
+    return replace(row, workload=replace(w, bytes_written=max(0, w.bytes_written - int(kept * old))))
 
 
 def _run(path, dec: Decoder, base: ShapeOverrides, hw, settings, seq: int, past: int, with_fixes: bool, tp: int = 1):

@@ -96,7 +96,11 @@ def gqa_ms(ctx: Ctx):
     l = s
     if ctx.has_input(3):  # past_key (B, Hkv, P, head)
         l += ctx.in_shape(3)[2]
-    w = _attn(ctx, b, hq, s, l, head, head)
+    # the query heads that share a key/value head multiply the same keys and values: grouped-query kernels
+    # (TensorRT-LLM's XQA, FlashDecoding's GQA packing) stack a group's rows into one product per
+    # key/value head, S x group rows deep (a decoded token: group rows, not 1 padded to a tile)
+    group = hq // hkv if hkv > 0 and hq % hkv == 0 else 1
+    w = _attn(ctx, b, hq, s, l, head, head, proj_gemm=Gemm(s * group, l, head, b * hq // group))
     if int(ctx.attr("do_rotary", 0)):  # rotary on q and k inside the kernel: 3 ops per element
         rot = 3 * b * s * (hq + hkv) * head
         w = ctx.workload("attention", macs=w.macs, other=w.other_ops + rot, gemm=w.gemm, parallel=w.parallel_work)
