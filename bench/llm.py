@@ -10,7 +10,10 @@
 2. For every published first-token latency (``first_token_rows``: batch 1, Llama-2-7B on one GPU and
    Llama-2-70B over 4 by tensor parallelism, ``--tp``), the prefill of the prompt with ``--runtime
    tensorrt`` at the row's precision; predicted / measured per row, by tensor-parallel split.
-3. Wall time of ``dnnperf analyze --phase decode`` on a 70B-class skeleton (80 layers, plain-op
+3. For every published static-batch throughput (``throughput_rows``: output tokens per second per GPU,
+   Llama-2-7B at batch 48-768 on one GPU, Llama-2-70B over 2-4 H100s), the whole request (``--phase
+   both``) at the row's batch, prompt and output length; predicted / measured per row.
+4. Wall time of ``dnnperf analyze --phase decode`` on a 70B-class skeleton (80 layers, plain-op
    export style: ~3,900 nodes), against ``onnx.load`` + ``onnx.shape_inference`` of the same file
    measured in the same run.
 """
@@ -92,6 +95,29 @@ def first_token(tmp: str) -> None:
               f"{sum(e <= 1.5 for e in err) / len(err):.0%}, rank rho {spearman([p for p, _, _ in sel], [m for _, m, _ in sel]):.3f}")
 
 
+def throughput(tmp: str) -> None:
+    data = _data()
+    print(f"\n{'model':<11} {'hw':<5} {'prec':<5} {'tp':>2} {'batch':>5} {'in':>5} {'out':>5}  {'measured':>9} {'predicted':>9}  "
+          f"{'pred/meas':>9}  (output tokens/s per GPU; does the request fit?)")
+    pairs = []
+    for r in data["throughput_rows"]:
+        prec = None if r["precision"] == "fp16" else r["precision"]
+        _, d = analyze_phases(_skeleton(tmp, r["model"]), load_profile(r["hw"]),
+                              Settings(batch=r["batch"], runtime="tensorrt", precision=prec),
+                              PhaseRequest("both", r["prompt"], None, r["generate"], r["tp"]), with_fixes=False,
+                              strict_memory=False)
+        pred = d["end_to_end"]["output_tokens_per_s"] / r["tp"]
+        pairs.append((pred, r["tokens_per_s_per_gpu"], r["tp"]))
+        print(f"{r['model']:<11} {r['hw']:<5} {r['precision']:<5} {r['tp']:>2} {r['batch']:>5} {r['prompt']:>5} {r['generate']:>5}  "
+              f"{r['tokens_per_s_per_gpu']:9.0f} {pred:9.0f}  {pred / r['tokens_per_s_per_gpu']:8.2f}x  "
+              f"({'fits' if d['memory']['fits'] else 'does not fit'})")
+    for label, sel in (("all", pairs), ("tp 1", [x for x in pairs if x[2] == 1]), ("tp > 1", [x for x in pairs if x[2] > 1])):
+        err = [max(p / m, m / p) for p, m, _ in sel]
+        print(f"{label}: {len(sel)} rows, median pred/meas {_median([p / m for p, m, _ in sel]):.2f}x, median error "
+              f"{_median(err):.2f}x, within 1.5x {sum(e <= 1.5 for e in err) / len(err):.0%}, rank rho "
+              f"{spearman([p for p, _, _ in sel], [m for _, m, _ in sel]):.3f}")
+
+
 def speed(tmp: str) -> None:
     path = os.path.join(tmp, "llama-3-70b.onnx")
     with open(path, "wb") as fh:
@@ -115,4 +141,5 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         published(tmp)
         first_token(tmp)
+        throughput(tmp)
         speed(tmp)
