@@ -13,6 +13,9 @@ Conventions (stated in every result):
 - KV cache bytes per token: the cache inputs' bytes for one position of one sequence (all layers,
   keys and values), at the cache inputs' dtype (at a precision what-if's width under -p, as the step's
   layers read it).
+- The cache stays in device memory between steps; a fused attention op writes only the new tokens
+  into it (serving runtimes share the past and present buffers); a plain export's Concat copies it.
+- ``tp`` devices (``dnnperf.llm.parallel``): a step's figures are one device's share plus its collectives.
 """
 
 from __future__ import annotations
