@@ -97,6 +97,9 @@ def test_the_table_and_the_sweep_say_the_figures_are_one_devices(tiny):
     assert "the layers and totals above are one device's share of the decode step" in r.stderr
     r = cli("sweep", tiny, "--hw", "h100", "--phase", "decode", "--tp", "2", "-b", "1,4")
     assert r.exit_code == 0 and "over 2 devices (--tp 2" in r.stdout, r.output
+    r = cli("sweep", tiny, "--hw", "h100", "--phase", "decode", "--tp", "2", "-b", "1,4", "-f", "csv")
+    head, first = r.stdout.splitlines()[:2]
+    assert head.endswith(",tensor_parallel_devices") and first.endswith(",2"), r.stdout
 
 
 def test_a_step_whose_products_are_out_of_reach_is_not_split_quietly(tmp_path):

@@ -354,6 +354,7 @@ def sweep_phases(path: str, hw, settings, req: PhaseRequest, batches: list[int],
             "kv_cache_bytes": d["kv_cache"]["bytes"],
             "needed_bytes": d["memory"]["needed_bytes"],
             "fits": d["memory"]["fits"],
+            "tensor_parallel_devices": req.tp,  # needed_bytes, latency and TOP/s are one device's when > 1
         })
     return rows
 
