@@ -52,6 +52,26 @@ def _skeleton(tmp: str, name: str) -> str:
     return path
 
 
+def _profile(r: dict):
+    """The row's profile: a shipped one, or (``spec_profile``) the one written from the GPU's datasheet
+    alone in bench/data/spec-profiles/."""
+    if r.get("spec_profile"):
+        return load_profile(os.path.join(HERE, "data", "spec-profiles", f"{r['hw']}.yaml"))
+    return load_profile(r["hw"])
+
+
+def _groups(pairs: list) -> None:
+    """Summary lines over (predicted, measured, tensor-parallel devices, spec-sheet profile) rows."""
+    for label, sel in (("all", pairs), ("tp 1", [x for x in pairs if x[2] == 1]), ("tp > 1", [x for x in pairs if x[2] > 1]),
+                       ("spec-sheet profile (l40s)", [x for x in pairs if x[3]])):
+        if not sel:
+            continue
+        err = [max(p / m, m / p) for p, m, *_ in sel]
+        print(f"{label}: {len(sel)} rows, median pred/meas {_median([p / m for p, m, *_ in sel]):.2f}x, median error "
+              f"{_median(err):.2f}x, within 1.5x {sum(e <= 1.5 for e in err) / len(err):.0%}, rank rho "
+              f"{spearman([p for p, *_ in sel], [m for _, m, *_ in sel]):.3f}")
+
+
 def _median(xs) -> float:
     xs = sorted(xs)
     return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
@@ -62,7 +82,7 @@ def published(tmp: str) -> None:
     print(f"{'model':<11} {'hw':<5} {'batch':>5}  {'measured':>9} {'predicted':>9}  {'pred/meas':>9}  (ttft, time per output token)")
     pairs = []
     for r in data["rows"]:
-        _, d = analyze_phases(_skeleton(tmp, r["model"]), load_profile(r["hw"]), Settings(batch=r["batch"], runtime="tensorrt"),
+        _, d = analyze_phases(_skeleton(tmp, r["model"]), _profile(r), Settings(batch=r["batch"], runtime="tensorrt"),
                               PhaseRequest("both", r["prompt"], None, r["generate"]), with_fixes=False)
         pred = d["end_to_end"]["seconds"] * 1e3
         pairs.append((pred, r["latency_ms"]))
@@ -81,18 +101,14 @@ def first_token(tmp: str) -> None:
     for r in data["first_token_rows"]:
         path = _skeleton(tmp, r["model"])
         prec = None if r["precision"] == "fp16" else r["precision"]  # the skeleton's own 16-bit weights
-        _, d = analyze_phases(path, load_profile(r["hw"]), Settings(batch=r["batch"], runtime="tensorrt", precision=prec),
+        _, d = analyze_phases(path, _profile(r), Settings(batch=r["batch"], runtime="tensorrt", precision=prec),
                               PhaseRequest("prefill", r["prompt"], None, 1, r["tp"]), with_fixes=False)
         pred = d["prefill"]["ttft_s"] * 1e3
         coll = d.get("tensor_parallel", {}).get("collective_seconds_per_step", 0.0) * 1e3
-        pairs.append((pred, r["ttft_ms"], r["tp"]))
+        pairs.append((pred, r["ttft_ms"], r["tp"], bool(r.get("spec_profile"))))
         print(f"{r['model']:<11} {r['hw']:<5} {r['precision']:<5} {r['tp']:>2} {r['prompt']:>6}  {r['ttft_ms']:7.1f}ms "
               f"{pred:7.1f}ms  {pred / r['ttft_ms']:8.2f}x  ({coll:.1f} ms)")
-    for label, sel in (("all", pairs), ("tp 1", [x for x in pairs if x[2] == 1]), ("tp > 1", [x for x in pairs if x[2] > 1])):
-        err = [max(p / m, m / p) for p, m, _ in sel]
-        print(f"{label}: {len(sel)} rows, median pred/meas {_median([p / m for p, m, _ in sel]):.2f}x, median error "
-              f"{_median(err):.2f}x, within 1.5x "
-              f"{sum(e <= 1.5 for e in err) / len(err):.0%}, rank rho {spearman([p for p, _, _ in sel], [m for _, m, _ in sel]):.3f}")
+    _groups(pairs)
 
 
 def throughput(tmp: str) -> None:
@@ -102,20 +118,16 @@ def throughput(tmp: str) -> None:
     pairs = []
     for r in data["throughput_rows"]:
         prec = None if r["precision"] == "fp16" else r["precision"]
-        _, d = analyze_phases(_skeleton(tmp, r["model"]), load_profile(r["hw"]),
+        _, d = analyze_phases(_skeleton(tmp, r["model"]), _profile(r),
                               Settings(batch=r["batch"], runtime="tensorrt", precision=prec),
                               PhaseRequest("both", r["prompt"], None, r["generate"], r["tp"]), with_fixes=False,
                               strict_memory=False)
         pred = d["end_to_end"]["output_tokens_per_s"] / r["tp"]
-        pairs.append((pred, r["tokens_per_s_per_gpu"], r["tp"]))
+        pairs.append((pred, r["tokens_per_s_per_gpu"], r["tp"], bool(r.get("spec_profile"))))
         print(f"{r['model']:<11} {r['hw']:<5} {r['precision']:<5} {r['tp']:>2} {r['batch']:>5} {r['prompt']:>5} {r['generate']:>5}  "
               f"{r['tokens_per_s_per_gpu']:9.0f} {pred:9.0f}  {pred / r['tokens_per_s_per_gpu']:8.2f}x  "
               f"({'fits' if d['memory']['fits'] else 'does not fit'})")
-    for label, sel in (("all", pairs), ("tp 1", [x for x in pairs if x[2] == 1]), ("tp > 1", [x for x in pairs if x[2] > 1])):
-        err = [max(p / m, m / p) for p, m, _ in sel]
-        print(f"{label}: {len(sel)} rows, median pred/meas {_median([p / m for p, m, _ in sel]):.2f}x, median error "
-              f"{_median(err):.2f}x, within 1.5x {sum(e <= 1.5 for e in err) / len(err):.0%}, rank rho "
-              f"{spearman([p for p, _, _ in sel], [m for _, m, _ in sel]):.3f}")
+    _groups(pairs)
 
 
 def speed(tmp: str) -> None:
