@@ -127,3 +127,14 @@ def test_a_mixture_of_experts_splits_its_experts_and_runs_its_router_whole(tmp_p
     tp = decode(p, "--tp", "2", hw="a100")["llm"]["tensor_parallel"]
     assert tp["layers"]["column"] == 7 and tp["layers"]["row"] == 2 and tp["layers"]["experts"] == 2, tp["layers"]
     assert tp["all_reduces_per_step"] == 4
+
+
+def test_the_html_report_of_a_split_step_says_so_and_compares_no_whole_steps_beside_it(tiny, tmp_path):
+    out = tmp_path / "r.html"
+    r = cli("report", tiny, "--hw", "h100", "--phase", "decode", "--context", "16", "--tp", "2", "-o", out)
+    assert r.exit_code == 0, r.output
+    page = out.read_text(encoding="utf-8")
+    assert "tensor parallel over 2 devices: every figure above is one device" in page
+    assert "the layers and totals above are one device" in r.stderr  # the report's note, on stderr too
+    r = cli("report", tiny, "--hw", "h100,a100", "--phase", "decode", "--tp", "2", "-o", tmp_path / "r2.html")
+    assert r.exit_code == 2 and "one --hw" in r.stderr and not (tmp_path / "r2.html").exists(), r.output

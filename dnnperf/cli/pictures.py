@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 
 from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, OverlapInput,
-                             Phase, Precision, Prompt, Quiet, Runtime, Top, Value, app, command, inspected, overrides,
+                             Phase, TensorParallel, Precision, Prompt, Quiet, Runtime, Top, Value, app, command, inspected, overrides,
                              positive, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
@@ -72,16 +72,20 @@ def report(
     phase: Phase = None,
     prompt: Prompt = 512,
     context: Context = None,
+    tp: TensorParallel = 1,
     fmt: Format = None,
     quiet: Quiet = False,
 ):
     """One self-contained HTML file (no network, inline SVG/CSS): summary, roofline, loss waterfall,
     ranked bottlenecks with fixes, comparison across the requested profiles (first is the main one).
-    With --phase prefill or decode: a decoder's step."""
+    With --phase prefill or decode: a decoder's step (with --tp, one device's share of it)."""
     from dnnperf.hardware import load_profiles
 
     positive(top, "--top")
     profiles = load_profiles(list(hw or ["v100"]))
+    if tp != 1 and (phase is None or len(profiles) > 1):
+        raise DnnperfError("--tp splits a decoder's step over devices: it needs --phase prefill or decode and one --hw "
+                           "(the page's comparison rows would be whole steps)")
     ov = overrides(batch, input_shape, dim, value=value)
     insp = inspected(model, ov, phase, prompt, context)
     st = settings(batch, precision, fusion, runtime, overlap_input)
@@ -92,6 +96,8 @@ def report(
         from dnnperf.llm import rounded
         from dnnperf.llm.phases import PhaseRequest, analyze_phases
 
-        rep, llm = analyze_phases(model, profiles[0], st, PhaseRequest(phase, prompt, context), ov, strict_memory=False)
+        rep, llm = analyze_phases(model, profiles[0], st, PhaseRequest(phase, prompt, context, tp=tp), ov,
+                                  strict_memory=False)
         reports = [dict(report_dict(rep), llm=rounded(llm))] + [_report_dict(insp, p, st, full=False) for p in profiles[1:]]
-    return Document("html_report", {"reports": reports}, {"top": top}, notes=tuple(insp.warnings))
+    notes = tuple(insp.warnings) + tuple(reports[0].get("warnings", ())) if phase is not None else tuple(insp.warnings)
+    return Document("html_report", {"reports": reports}, {"top": top}, notes=tuple(dict.fromkeys(notes)))
