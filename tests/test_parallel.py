@@ -138,3 +138,21 @@ def test_the_html_report_of_a_split_step_says_so_and_compares_no_whole_steps_bes
     assert "the layers and totals above are one device" in r.stderr  # the report's note, on stderr too
     r = cli("report", tiny, "--hw", "h100,a100", "--phase", "decode", "--tp", "2", "-o", tmp_path / "r2.html")
     assert r.exit_code == 2 and "one --hw" in r.stderr and not (tmp_path / "r2.html").exists(), r.output
+
+
+def test_the_report_memory_section_holds_one_devices_share_of_the_cache(tiny):
+    """Batch 16 at context 512: the cache is 512 B x 513 tokens x 16 = 4,202,496 B, 2,101,248 B a device of 2.
+    The report's own memory section (read off the step's tensors: the cache and the activations live at
+    the peak, all split by heads but the few replicated ones) holds half the whole step's, give or take
+    those, and agrees with the LLM block."""
+    def run(*extra):
+        r = cli("analyze", tiny, "--hw", "h100", "--phase", "decode", "--context", "512", "--batch", "16", "-f", "json",
+                *extra)
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+
+    whole, half = run(), run("--tp", "2")
+    assert half["llm"]["memory"]["cache_bytes"] == 2_101_248
+    w, h = whole["memory"]["activation_bytes"], half["memory"]["activation_bytes"]
+    assert w / 2 <= h <= w / 2 + 8_192, (w, h)
+    assert h == half["llm"]["memory"]["activation_bytes"]

@@ -132,10 +132,12 @@ def share(w: Workload, role: str, n: int) -> Workload:
                    else replace(g, n=-(-g.n // n)))
 
 
-def shard(insp, n: int, cache_names) -> tuple:
-    """(the inspection one device of ``n`` runs, the step's Collectives, {role: layers})."""
+def shard(insp, n: int, cache) -> tuple:
+    """(the inspection one device of ``n`` runs, the step's Collectives, {role: layers}); ``cache``: the
+    decoder's cache inputs (``llm.decoder.CacheInput``), held 1/n a device, their heads split."""
     if n == 1:
         return insp, Collectives(1, (), ()), {}
+    cache_names = [c.name for c in cache]
     graph = insp.graph
     role = roles(graph, insp.costed(), cache_names)
     rows, reduce_, counts = [], [], {}
@@ -159,10 +161,37 @@ def shard(insp, n: int, cache_names) -> tuple:
                            "decoder — analyse it on one device")
     # a split graph output a column-parallel product makes (the logits) is gathered; the caches stay split
     made = {o: node for node in graph.nodes for o in node.outputs if o}
-    gather = tuple(graph.tensors[o].nbytes for o in graph.outputs
-                   if o in split_out and _chain_to_column(o, made, role, graph.constants) and o in graph.tensors
-                   and graph.tensors[o].shape is not None)
-    return replace(insp, rows=rows), Collectives(n, tuple(reduce_), gather), counts
+    gathered = [o for o in graph.outputs if o in split_out and _chain_to_column(o, made, role, graph.constants)
+                and o in graph.tensors and graph.tensors[o].shape is not None]
+    gather = tuple(graph.tensors[o].nbytes for o in gathered)
+    # what a device holds of each split tensor (the caches' heads, its share of every activation between a
+    # column- and a row-parallel product), for the memory figures the report reads off the graph's tensors
+    tensors = _split_tensors(graph.tensors, cache, split_out.difference(gathered), n)
+    return (replace(insp, rows=rows, graph=replace(graph, tensors=tensors)), Collectives(n, tuple(reduce_), gather),
+            counts)
+
+
+def _split_tensors(tensors: dict, cache, names: set, n: int) -> dict:
+    """``tensors`` with each of ``names`` at 1/n: a cache input along its heads (the axis before its
+    sequence axis), any other along its largest axis n divides (only its size is read); one that no
+    axis divides stays whole."""
+    from dnnperf.ir import Tensor
+
+    out = dict(tensors)
+    heads = {c.name: c.seq_axis - 1 for c in cache if c.seq_axis - 1 not in (-1, c.batch_axis)}
+    for name in names:
+        t = out.get(name)
+        if t is None or t.shape is None:
+            continue
+        i = heads.get(name)
+        if i is None or i >= len(t.shape) or t.shape[i] % n:
+            i = max((k for k, d in enumerate(t.shape) if d % n == 0 and d >= n), key=lambda k: t.shape[k], default=None)
+        if i is None:
+            continue
+        shape = list(t.shape)
+        shape[i] //= n
+        out[name] = Tensor(name, tuple(shape), t.dtype)
+    return out
 
 
 def _chain_to_column(name: str, made: dict, role: dict, consts) -> list:

@@ -153,7 +153,7 @@ def _run(path, dec: Decoder, base: ShapeOverrides, hw, settings, seq: int, past:
     from dnnperf.api import analyze
     from dnnperf.llm import parallel
 
-    insp, coll, counts = parallel.shard(_inspect(path, dec, base, seq, past), tp, [c.name for c in dec.cache])
+    insp, coll, counts = parallel.shard(_inspect(path, dec, base, seq, past), tp, dec.cache)
     rep = analyze(insp, hw, settings, with_fixes=with_fixes)
     t = rep.score.totals["latency_s"]
     if tp > 1:
@@ -261,17 +261,16 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     # next to the cache, each phase's step holds its own activations (a plain export's attention scores
     # at a long prompt): the most held beyond the largest cache, over the phases run (a prefill holds
     # its prompt's cache, a decode step the largest)
-    held = [cache_bytes]
-    if "prefill" in out:
-        held.append(per_tok * req.prompt * batch + fixed + _live(pre))
-    if "decode" in out:
-        held.append(cache_bytes + _live(dec_rep))
-    held = max(held)
+    # over --tp devices each holds its share of the weights and its live activations (the reports are one
+    # device's: its heads' attention scores) and 1/tp of the cache
     tp = req.tp
-    # over --tp devices each holds its share of the weights (the report is one device's) and 1/tp of the
-    # cache and of the activations beside it (split by heads; the replicated residual stream is small)
-    dev_cache, dev_held = -(-cache_bytes // tp), -(-held // tp)
-    out["memory"] = _fits(hw, weights, dev_cache, batch, max(0, dev_held - dev_cache))
+    dev_cache = -(-cache_bytes // tp)
+    held = [dev_cache]
+    if "prefill" in out:
+        held.append(-(-(per_tok * req.prompt * batch + fixed) // tp) + _live(pre))
+    if "decode" in out:
+        held.append(dev_cache + _live(dec_rep))
+    out["memory"] = _fits(hw, weights, dev_cache, batch, max(0, max(held) - dev_cache))
     mem = out["memory"]
     if tp > 1:
         out["memory"]["tensor_parallel_devices"] = tp
