@@ -45,12 +45,15 @@ def cost_per_million(hw: HardwareProfile, latency_s: float, batch: int) -> float
 
 
 def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Settings, sort: str = "latency",
-            max_latency_s: float | None = None, min_throughput: float | None = None) -> dict:
+            max_latency_s: float | None = None, min_throughput: float | None = None, split=None) -> dict:
     """One row per profile. A target that does not run the requested precision is left out and
-    listed under ``skipped`` with the reason (the others are still compared)."""
+    listed under ``skipped`` with the reason (the others are still compared). ``split``: (devices,
+    ``llm.parallel.Collectives``) when ``insp`` is one device's share of a tensor-parallel step: each
+    row's latency adds the step's collectives over that target's link, and its cost is the devices'."""
     rows = []
     skipped = []
     notes: list[str] = []
+    devices, coll = split or (1, None)
     for hw in profiles:
         try:
             rep = analyze(insp, hw, settings, with_fixes=False, what_if=False)  # rows read no fix
@@ -64,20 +67,32 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
         t = rep.score.totals
         top = ranked(rep, 1)
         b = used.batch or 1
+        latency, throughput = t["latency_s"], t["throughput_per_s"]
+        if coll is not None:  # one device's step, and what the devices exchange during it over this target's link
+            from dnnperf.llm.parallel import link
+
+            gbs, start_us, assumed = link(hw)
+            latency += coll.seconds(gbs, start_us)
+            throughput = b / latency
+            if assumed:
+                notes.append(f"{hw.name} (--tp {devices}): {assumed}")
         # a target whose memory cannot hold the run meets no requirement (its note says so)
         fits = _fits(rep)
-        meets = (max_latency_s is None or t["latency_s"] <= max_latency_s) and (
-            min_throughput is None or t["throughput_per_s"] >= min_throughput) and fits is not False
+        meets = (max_latency_s is None or latency <= max_latency_s) and (
+            min_throughput is None or throughput >= min_throughput) and fits is not False
+        cost = cost_per_million(hw, latency, b)
         rows.append({
-            "hardware": hw.name, "title": hw.title, "latency_s": _r(t["latency_s"]),
-            "throughput_per_s": _r(t["throughput_per_s"]), "achieved_tops": _r(t["achieved_tops"]),
+            "hardware": hw.name, "title": hw.title, "latency_s": _r(latency),
+            "throughput_per_s": _r(throughput), "achieved_tops": _r(t["achieved_tops"]),
             "peak_tops": hw.headline_tops, "peak_basis_tops": t["peak_tops"], "fraction_of_peak": _r(t["fraction_of_peak"]),
             "mean_occupancy": _r(t["mean_occupancy"]), "top_cause": rep.top_cause,
             "top_layer": top[0].name if top else None, "top_layer_cause": top[0].cause if top else None,
-            "price_per_hour": hw.price_per_hour, "cost_per_million_usd": _r(cost_per_million(hw, t["latency_s"], b)),
+            "price_per_hour": hw.price_per_hour, "cost_per_million_usd": _r(cost * devices) if cost is not None else None,
             "precision": rep.score.settings.precision or "model", "coverage": coverage_dict(insp, rep)["scored_share"],
             "meets_requirement": meets, "fits_memory": fits, "memory_needed_bytes": _needed(rep),
         })
+        if devices > 1:
+            rows[-1]["tensor_parallel_devices"] = devices  # memory and TOP/s are one device's; latency and cost the step's
     if not rows:
         raise DnnperfError(f"no target runs the requested precision: {'; '.join(s['reason'] for s in skipped)}")
     host = _host_cost_note(profiles, {r["hardware"] for r in rows}, settings)

@@ -156,3 +156,22 @@ def test_the_report_memory_section_holds_one_devices_share_of_the_cache(tiny):
     w, h = whole["memory"]["activation_bytes"], half["memory"]["activation_bytes"]
     assert w / 2 <= h <= w / 2 + 8_192, (w, h)
     assert h == half["llm"]["memory"]["activation_bytes"]
+
+
+def test_compare_splits_the_step_on_every_target_and_prices_all_its_devices(tiny):
+    """A compare row of a split step is the step `analyze --tp` reports on that target (one device's share plus
+    the collectives over that target's link), and its cost is the devices' together: 2 x the price of one
+    for the step's time."""
+    r = cli("compare", tiny, "--hw", "h100,a100", "--phase", "decode", "--context", "16", "--tp", "2", "-f", "json")
+    assert r.exit_code == 0, r.output
+    rows = {x["hardware"]: x for x in json.loads(r.stdout)["rows"]}
+    for hw in ("h100", "a100"):
+        alone = decode(tiny, "--tp", "2", hw=hw)["llm"]
+        row = rows[hw]
+        assert row["tensor_parallel_devices"] == 2
+        assert row["latency_s"] == pytest.approx(alone["decode"]["latency_s"], rel=1e-5)
+        assert row["price_per_hour"] == {"h100": 12.29, "a100": 4.10}[hw]  # the profiles' prices
+        assert row["cost_per_million_usd"] == pytest.approx(2 * row["price_per_hour"] / 3600 * row["latency_s"] * 1e6,
+                                                             rel=1e-4)
+    r = cli("compare", tiny, "--hw", "h100", "--tp", "2")
+    assert r.exit_code == 2 and "it needs --phase" in r.stderr, r.output

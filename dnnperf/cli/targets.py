@@ -32,6 +32,7 @@ def compare(
     phase: Phase = None,
     prompt: Prompt = 512,
     context: Context = None,
+    tp: TensorParallel = 1,
     fmt: Format = None,
     output: Output = None,
     quiet: Quiet = False,
@@ -39,7 +40,8 @@ def compare(
     """One row per hardware target (model parsed once): latency, throughput, achieved vs peak TOP/s,
     cost per million inferences, top cause and top bottleneck layer. With a requirement
     (--max-latency / --min-throughput), exits 1 when no target meets it. With --phase prefill or
-    decode, a decoder's one step (a row's latency is then the time to first token, or per output token)."""
+    decode, a decoder's one step (a row's latency is then the time to first token, or per output token);
+    with --tp N, that step split over N devices of each target (their collectives and their cost)."""
     from dnnperf.gate import compare as run_compare
     from dnnperf.hardware import load_profiles
 
@@ -47,8 +49,18 @@ def compare(
         raise DnnperfError(f"--min-throughput must be a positive number of inferences/s, got {min_throughput:g}")
     max_lat = parse_time(max_latency)
     profiles = load_profiles(list(hw or ["all"]))
-    insp = inspected(model, overrides(batch, input_shape, dim, value=value), phase, prompt, context)
-    d = run_compare(insp, profiles, settings(batch, precision, fusion, runtime, overlap_input), sort, max_lat, min_throughput)
+    split = None
+    if tp != 1:
+        if phase is None:
+            raise DnnperfError("--tp splits a decoder's step over devices: it needs --phase prefill or decode")
+        from dnnperf.llm.phases import PhaseRequest, split_phase_inspection
+
+        insp, split = split_phase_inspection(model, PhaseRequest(phase, prompt, context, tp=tp),
+                                             overrides(batch, input_shape, dim, value=value))
+    else:
+        insp = inspected(model, overrides(batch, input_shape, dim, value=value), phase, prompt, context)
+    d = run_compare(insp, profiles, settings(batch, precision, fusion, runtime, overlap_input), sort, max_lat, min_throughput,
+                    split)
     rec = d.get("recommendation")
     code = 1 if rec is not None and rec["chosen"] is None else 0
     notes = tuple(insp.warnings) + tuple(d.pop("notes")) + tuple(f"skipped {x['hardware']}: {x['reason']}" for x in d["skipped"])

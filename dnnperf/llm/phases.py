@@ -78,6 +78,17 @@ def phase_inspection(path: str, req: PhaseRequest, base: ShapeOverrides = ShapeO
     return _inspect(path, dec, base, seq, past)
 
 
+def split_phase_inspection(path: str, req: PhaseRequest, base: ShapeOverrides = ShapeOverrides()):
+    """(``phase_inspection``'s step as one device of ``req.tp`` runs it, (req.tp, the step's
+    ``Collectives``)) for `compare --phase --tp`, which adds each target's collective time itself."""
+    from dnnperf.llm import parallel
+
+    dec, base, seq, past = _one_step(path, req, base, "times a whole request (`dnnperf analyze --phase both`); "
+                                     "here one step is scored on every target")
+    insp, coll, _ = parallel.shard(_inspect(path, dec, base, seq, past), req.tp, dec.cache)
+    return insp, (req.tp, coll)
+
+
 def phase_overrides(path: str, req: PhaseRequest, base: ShapeOverrides = ShapeOverrides()) -> ShapeOverrides:
     """The overrides that run one step of a decoder (a decode step at --context cached tokens, or the
     prefill of --prompt tokens), for commands that run the model itself (`validate --phase`)."""

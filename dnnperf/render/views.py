@@ -294,7 +294,10 @@ def _compare(doc) -> list:
              r["top_cause"] + (" (does not fit)" if r.get("fits_memory") is False else
                                "" if r["meets_requirement"] else " (misses)"), _short(r["top_layer"] or "-", 40)]
             for r in d["rows"]]
-    blocks: list = [Tab(f"{d['model']} across {len(rows)} targets (batch {d['settings']['batch']})",
+    n = max((r.get("tensor_parallel_devices", 1) for r in d["rows"]), default=1)
+    split = (f", each target {n} devices (--tp {n}: latency and $ the step's with its collectives, TOP/s and memory one "
+             "device's)") if n > 1 else ""
+    blocks: list = [Tab(f"{d['model']} across {len(rows)} targets (batch {d['settings']['batch']}{split})",
                         ["hardware", "latency", "throughput/s", "achieved TOP/s", "% of peak", "lanes busy", "$/1M inf",
                          "top cause", "top bottleneck"], rows, left=(0, 7, 8))]
     rec = d.get("recommendation")
