@@ -45,15 +45,17 @@ def cost_per_million(hw: HardwareProfile, latency_s: float, batch: int) -> float
 
 
 def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Settings, sort: str = "latency",
-            max_latency_s: float | None = None, min_throughput: float | None = None, split=None) -> dict:
+            max_latency_s: float | None = None, min_throughput: float | None = None) -> dict:
     """One row per profile. A target that does not run the requested precision is left out and
-    listed under ``skipped`` with the reason (the others are still compared). ``split``: (devices,
-    ``llm.parallel.Collectives``) when ``insp`` is one device's share of a tensor-parallel step: each
-    row's latency adds the step's collectives over that target's link, and its cost is the devices'."""
+    listed under ``skipped`` with the reason (the others are still compared). When ``insp`` is one
+    device's share of a tensor-parallel step (``insp.collectives``), each row's latency adds the step's
+    collectives over that target's link, and its cost is all the devices'."""
+    from dnnperf.llm.parallel import collective_seconds
+
     rows = []
     skipped = []
     notes: list[str] = []
-    devices, coll = split or (1, None)
+    devices = insp.collectives.devices if insp.collectives is not None else 1
     for hw in profiles:
         try:
             rep = analyze(insp, hw, settings, with_fixes=False, what_if=False)  # rows read no fix
@@ -68,14 +70,12 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
         top = ranked(rep, 1)
         b = used.batch or 1
         latency, throughput = t["latency_s"], t["throughput_per_s"]
-        if coll is not None:  # one device's step, and what the devices exchange during it over this target's link
-            from dnnperf.llm.parallel import link
-
-            gbs, start_us, assumed = link(hw)
-            latency += coll.seconds(gbs, start_us)
+        extra, assumed = collective_seconds(insp, hw)  # a split step: what its devices exchange, over this target's link
+        if extra:
+            latency += extra
             throughput = b / latency
-            if assumed:
-                notes.append(f"{hw.name} (--tp {devices}): {assumed}")
+        if assumed:
+            notes.append(f"{hw.name} (--tp {devices}): {assumed}")
         # a target whose memory cannot hold the run meets no requirement (its note says so)
         fits = _fits(rep)
         meets = (max_latency_s is None or latency <= max_latency_s) and (
@@ -309,11 +309,15 @@ def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, se
            ov: ShapeOverrides, phase: dict | None = None, notes: list | None = None) -> dict:
     from dnnperf import __version__
 
+    from dnnperf.llm.parallel import collective_seconds
+
     rep = analyze(insp, hw, settings, with_fixes=False, what_if=False)
     if rep.memory and notes is not None:  # recorded all the same: `check` fails on it until it fits
         notes.append(f"{model_key(model_path)} on {spec}: {rep.memory}")
     d = report_dict(rep)
     cov = d["coverage"]
+    # a tensor-parallel step (one device's layers): its time adds the collectives over this target's link
+    latency = d["totals"]["latency_s"] + collective_seconds(insp, hw)[0]
     return {
         "model": model_key(model_path),
         "hardware": spec,
@@ -322,7 +326,7 @@ def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, se
         # a model whose input has no batch axis is recorded without one: check must not rewrite its first dim
         "settings": {**d["settings"], **_recorded_shapes(ov), **({"batch": None} if insp.no_batch_axis else {}),
                      **({"phase": phase} if phase else {})},
-        "latency_s": d["totals"]["latency_s"],
+        "latency_s": _r(latency),
         "macs": d["totals"]["macs"],
         "bytes": d["totals"]["bytes"],
         "coverage": {"nodes_total": cov["nodes_total"], "nodes_scored": cov["nodes_scored"],
@@ -428,8 +432,9 @@ def _settings_problem(s: dict) -> str | None:
     ph = s.get("phase")
     if ph is not None and not (isinstance(ph, dict) and ph.get("phase") in ("prefill", "decode")
                                and _count(ph.get("prompt")) and ph["prompt"] >= 1
-                               and (ph.get("context") is None or _count(ph["context"]))):
-        return "settings.phase must be {phase: prefill|decode, prompt: >= 1, context: >= 0 or null}"
+                               and (ph.get("context") is None or _count(ph["context"]))
+                               and _count(ph.get("tp", 1)) and ph.get("tp", 1) >= 1):
+        return "settings.phase must be {phase: prefill|decode, prompt: >= 1, context: >= 0 or null, tp: >= 1 (optional)}"
     return None
 
 
@@ -441,7 +446,7 @@ def entry_inspection(e: dict, path: str, ov: ShapeOverrides, inspect_fn) -> Insp
         return inspect_fn(path, ov)
     from dnnperf.llm.phases import PhaseRequest, phase_inspection
 
-    return phase_inspection(path, PhaseRequest(ph["phase"], ph["prompt"], ph.get("context")), ov)
+    return phase_inspection(path, PhaseRequest(ph["phase"], ph["prompt"], ph.get("context"), tp=ph.get("tp", 1)), ov)
 
 
 def _number(v) -> bool:
@@ -496,6 +501,8 @@ def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, basel
     baseline (the reference moved), when more than ``max_unscored`` nodes are not scored, when its
     coverage dropped, or when the device's memory cannot hold the run (``dnnperf.capacity``). Entries
     for models not given (or profiles not in ``hw_filter``) are skipped and listed."""
+    from dnnperf.llm.parallel import collective_seconds
+
     by_key = {}
     for m in models:
         k = model_key(m)
@@ -533,7 +540,7 @@ def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, basel
             insp = cache[key] = entry_inspection(e, path, ov, inspect_fn)
         rep = analyze(insp, hw, settings, with_fixes=False, what_if=False)
         d = report_dict(rep)
-        new = d["totals"]["latency_s"]
+        new = _r(d["totals"]["latency_s"] + collective_seconds(insp, hw)[0])  # (a split step's collectives, as recorded)
         old = e["latency_s"]
         status, change = classify_change(old, new, tolerance, abs_tolerance_s)
         problems = []

@@ -43,6 +43,9 @@ class Inspection:
     input_bytes: int
     batch: int | None
     no_batch_axis: str = ""  # the input whose first dim is not a batch (a detector's [3, H, W] image), if any
+    # one device's share of a tensor-parallel decoder step: what the devices exchange during it
+    # (``llm.parallel.Collectives``), whose time each target's link decides (``llm.parallel.collective_seconds``)
+    collectives: object = None
     # what the scoring passes derive from the graph and rows alone (fusion candidates): computed once
     derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 

@@ -175,3 +175,22 @@ def test_compare_splits_the_step_on_every_target_and_prices_all_its_devices(tiny
                                                              rel=1e-4)
     r = cli("compare", tiny, "--hw", "h100", "--tp", "2")
     assert r.exit_code == 2 and "it needs --phase" in r.stderr, r.output
+
+
+def test_a_baseline_of_a_split_step_records_it_and_check_repeats_it(tiny, tmp_path):
+    """`baseline --phase decode --tp 2` records the step `analyze --tp 2` times (one device's layers plus the
+    collectives) with its split in the recorded phase; `check` re-scores the same split step and passes; a
+    recorded split of 0 devices is a malformed baseline (exit 2)."""
+    out = tmp_path / "b.json"
+    r = cli("baseline", tiny, "--hw", "h100", "--phase", "decode", "--context", "16", "--tp", "2", "-o", out)
+    assert r.exit_code == 0, r.output
+    e = json.loads(out.read_text(encoding="utf-8"))["entries"][0]
+    assert e["settings"]["phase"] == {"phase": "decode", "prompt": 512, "context": 16, "tp": 2}
+    assert e["latency_s"] == pytest.approx(decode(tiny, "--tp", "2")["llm"]["decode"]["latency_s"], rel=1e-5)
+    r = cli("check", tiny, "--baseline", out)
+    assert r.exit_code == 0, r.output
+    bad = json.loads(out.read_text(encoding="utf-8"))
+    bad["entries"][0]["settings"]["phase"]["tp"] = 0
+    (tmp_path / "bad.json").write_text(json.dumps(bad), encoding="utf-8")
+    r = cli("check", tiny, "--baseline", tmp_path / "bad.json")
+    assert r.exit_code == 2 and "tp: >= 1" in r.stderr, r.output

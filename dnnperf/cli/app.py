@@ -94,16 +94,18 @@ def _assignment(s: str, flag: str, form: str) -> tuple[str, str]:
     return name, rest
 
 
-def inspected(model: str, ov, phase: str | None, prompt: int = 512, context: int | None = None):
-    """The model's inspection, or with --phase prefill|decode its decoder step (``phase_inspection``):
-    what compare, baseline, report and plot score."""
+def inspected(model: str, ov, phase: str | None, prompt: int = 512, context: int | None = None, tp: int = 1):
+    """The model's inspection, or with --phase prefill|decode its decoder step (``phase_inspection``; with
+    --tp N one device's share of it): what compare, baseline, report and plot score."""
     from dnnperf.api import inspect_model
 
     if phase is None:
+        if tp != 1:
+            raise DnnperfError("--tp splits a decoder's step over devices: it needs --phase prefill or decode")
         return inspect_model(model, ov)
     from dnnperf.llm.phases import PhaseRequest, phase_inspection
 
-    return phase_inspection(model, PhaseRequest(phase, prompt, context), ov)
+    return phase_inspection(model, PhaseRequest(phase, prompt, context, tp=tp), ov)
 
 
 def overrides(batch, input_shape, dim, strict: bool = True, value=None):

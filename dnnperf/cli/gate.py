@@ -6,7 +6,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, HwList, InputShape, Output, OverlapInput, Phase,
-                             Precision, Prompt, Quiet, Runtime, Value, app, command, inspected, overrides, parse_fraction,
+                             Precision, Prompt, Quiet, Runtime, TensorParallel, Value, app, command, inspected, overrides, parse_fraction,
                              parse_time, progress, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
@@ -29,12 +29,14 @@ def baseline(
     phase: Phase = None,
     prompt: Prompt = 512,
     context: Context = None,
+    tp: TensorParallel = 1,
     output: Output = "dnnperf-baseline.json",
     fmt: Format = None,
     quiet: Quiet = False,
 ):
     """Record estimated latency per model x profile x settings, with per-layer figures, for `check`.
-    With --phase prefill or decode: a decoder's step (time to first token, or per output token)."""
+    With --phase prefill or decode: a decoder's step (time to first token, or per output token); with
+    --tp N, that step split over N devices (one device's layers, the step's time with its collectives)."""
     from dnnperf.gate import make_baseline
     from dnnperf.hardware import expand_specs, load_profile
 
@@ -46,13 +48,13 @@ def baseline(
     insps = []
     with progress(len(models), "parsing models", quiet) as tick:
         for m in models:
-            insps.append(inspected(m, ov, phase, prompt, context))
+            insps.append(inspected(m, ov, phase, prompt, context, tp))
             if tick:
                 tick()
     items = [(m, i, s, st, ov) for m, i in zip(models, insps) for s in specs]
     room: list[str] = []
-    data = make_baseline(items, output, None if phase is None else {"phase": phase, "prompt": prompt, "context": context},
-                         room)
+    step = None if phase is None else {"phase": phase, "prompt": prompt, "context": context, **({"tp": tp} if tp > 1 else {})}
+    data = make_baseline(items, output, step, room)
     notes = [w for i in insps for w in i.warnings] + room + [f"wrote {output}: {len(data['entries'])} entries"]
     return Document("baseline", data, notes=tuple(notes))
 

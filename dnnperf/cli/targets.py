@@ -49,18 +49,8 @@ def compare(
         raise DnnperfError(f"--min-throughput must be a positive number of inferences/s, got {min_throughput:g}")
     max_lat = parse_time(max_latency)
     profiles = load_profiles(list(hw or ["all"]))
-    split = None
-    if tp != 1:
-        if phase is None:
-            raise DnnperfError("--tp splits a decoder's step over devices: it needs --phase prefill or decode")
-        from dnnperf.llm.phases import PhaseRequest, split_phase_inspection
-
-        insp, split = split_phase_inspection(model, PhaseRequest(phase, prompt, context, tp=tp),
-                                             overrides(batch, input_shape, dim, value=value))
-    else:
-        insp = inspected(model, overrides(batch, input_shape, dim, value=value), phase, prompt, context)
-    d = run_compare(insp, profiles, settings(batch, precision, fusion, runtime, overlap_input), sort, max_lat, min_throughput,
-                    split)
+    insp = inspected(model, overrides(batch, input_shape, dim, value=value), phase, prompt, context, tp)
+    d = run_compare(insp, profiles, settings(batch, precision, fusion, runtime, overlap_input), sort, max_lat, min_throughput)
     rec = d.get("recommendation")
     code = 1 if rec is not None and rec["chosen"] is None else 0
     notes = tuple(insp.warnings) + tuple(d.pop("notes")) + tuple(f"skipped {x['hardware']}: {x['reason']}" for x in d["skipped"])

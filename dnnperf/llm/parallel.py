@@ -167,8 +167,8 @@ def shard(insp, n: int, cache) -> tuple:
     # what a device holds of each split tensor (the caches' heads, its share of every activation between a
     # column- and a row-parallel product), for the memory figures the report reads off the graph's tensors
     tensors = _split_tensors(graph.tensors, cache, split_out.difference(gathered), n)
-    return (replace(insp, rows=rows, graph=replace(graph, tensors=tensors)), Collectives(n, tuple(reduce_), gather),
-            counts)
+    coll = Collectives(n, tuple(reduce_), gather)
+    return replace(insp, rows=rows, graph=replace(graph, tensors=tensors), collectives=coll), coll, counts
 
 
 def _split_tensors(tensors: dict, cache, names: set, n: int) -> dict:
@@ -210,6 +210,16 @@ def _chain_to_column(name: str, made: dict, role: dict, consts) -> list:
             return []
         name = acts[0]
     return []
+
+
+def collective_seconds(insp, hw) -> tuple[float, str]:
+    """(seconds the collectives of ``insp``'s split step take over ``hw``'s link, the assumption made
+    about that link); (0, "") for a step that is not split."""
+    coll = getattr(insp, "collectives", None)
+    if coll is None or coll.devices == 1:
+        return 0.0, ""
+    gbs, latency, assumed = link(hw)
+    return coll.seconds(gbs, latency), assumed
 
 
 def link(hw) -> tuple[float, float, str]:

@@ -72,21 +72,14 @@ def _check_positions(dec: Decoder, req: PhaseRequest, ctx: int) -> None:
 def phase_inspection(path: str, req: PhaseRequest, base: ShapeOverrides = ShapeOverrides()):
     """The inspection of one phase's step (a decode step at --context cached tokens, or the prefill of
     --prompt tokens), its KV cache resident on the device, for commands that score one step on many
-    profiles (`compare --phase`); ``both`` is a request of many steps, which they refuse."""
+    profiles (`compare --phase`, `baseline` / `check`); ``both`` is a request of many steps, which they
+    refuse. With ``req.tp`` > 1 one device's share, its ``collectives`` set (``dnnperf.llm.parallel``)."""
     dec, base, seq, past = _one_step(path, req, base, "times a whole request (`dnnperf analyze --phase both`); "
                                      "here one step is scored on every target")
-    return _inspect(path, dec, base, seq, past)
-
-
-def split_phase_inspection(path: str, req: PhaseRequest, base: ShapeOverrides = ShapeOverrides()):
-    """(``phase_inspection``'s step as one device of ``req.tp`` runs it, (req.tp, the step's
-    ``Collectives``)) for `compare --phase --tp`, which adds each target's collective time itself."""
     from dnnperf.llm import parallel
 
-    dec, base, seq, past = _one_step(path, req, base, "times a whole request (`dnnperf analyze --phase both`); "
-                                     "here one step is scored on every target")
-    insp, coll, _ = parallel.shard(_inspect(path, dec, base, seq, past), req.tp, dec.cache)
-    return insp, (req.tp, coll)
+    # over --tp devices: one device's share, carrying the collectives each target's link times
+    return parallel.shard(_inspect(path, dec, base, seq, past), req.tp, dec.cache)[0]
 
 
 def phase_overrides(path: str, req: PhaseRequest, base: ShapeOverrides = ShapeOverrides()) -> ShapeOverrides:
@@ -166,11 +159,7 @@ def _run(path, dec: Decoder, base: ShapeOverrides, hw, settings, seq: int, past:
 
     insp, coll, counts = parallel.shard(_inspect(path, dec, base, seq, past), tp, dec.cache)
     rep = analyze(insp, hw, settings, with_fixes=with_fixes)
-    t = rep.score.totals["latency_s"]
-    if tp > 1:
-        gbs, latency, _ = parallel.link(hw)
-        t += coll.seconds(gbs, latency)
-    return rep, t, (coll, counts)
+    return rep, rep.score.totals["latency_s"] + parallel.collective_seconds(insp, hw)[0], (coll, counts)
 
 
 def _bound(report) -> str:
