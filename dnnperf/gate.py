@@ -308,7 +308,6 @@ def _recorded_shapes(ov: ShapeOverrides) -> dict:
 def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, settings: Settings,
            ov: ShapeOverrides, phase: dict | None = None, notes: list | None = None) -> dict:
     from dnnperf import __version__
-
     from dnnperf.llm.parallel import collective_seconds
 
     rep = analyze(insp, hw, settings, with_fixes=False, what_if=False)
