@@ -215,7 +215,7 @@ def _chain_to_column(name: str, made: dict, role: dict, consts) -> list:
 def collective_seconds(insp, hw) -> tuple[float, str]:
     """(seconds the collectives of ``insp``'s split step take over ``hw``'s link, the assumption made
     about that link); (0, "") for a step that is not split."""
-    coll = getattr(insp, "collectives", None)
+    coll = insp.collectives
     if coll is None or coll.devices == 1:
         return 0.0, ""
     gbs, latency, assumed = link(hw)

@@ -151,15 +151,15 @@ def _in_place(row, caches: set, outputs: set, tensors: dict, old: float):
 
 
 def _run(path, dec: Decoder, base: ShapeOverrides, hw, settings, seq: int, past: int, with_fixes: bool, tp: int = 1):
-    """(one phase's report (``_inspect`` scored on ``hw``), its time in seconds, its collectives and
-    layers by role). Over ``tp`` devices the report is one device's share of the step
-    (``dnnperf.llm.parallel``) and the time adds the step's collectives."""
+    """(one phase's report (``_inspect`` scored on ``hw``), its time in seconds, its layers by role). Over
+    ``tp`` devices the report is one device's share of the step (``dnnperf.llm.parallel``; its inspection
+    carries the step's collectives) and the time adds them."""
     from dnnperf.api import analyze
     from dnnperf.llm import parallel
 
-    insp, coll, counts = parallel.shard(_inspect(path, dec, base, seq, past), tp, dec.cache)
+    insp, _, counts = parallel.shard(_inspect(path, dec, base, seq, past), tp, dec.cache)
     rep = analyze(insp, hw, settings, with_fixes=with_fixes)
-    return rep, rep.score.totals["latency_s"] + parallel.collective_seconds(insp, hw)[0], (coll, counts)
+    return rep, rep.score.totals["latency_s"] + parallel.collective_seconds(insp, hw)[0], counts
 
 
 def _bound(report) -> str:
@@ -214,14 +214,14 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
                    req.prompt if req.phase == "prefill" else 0)
     main = None
     if req.phase in ("prefill", "both"):
-        pre, t, split = _run(path, dec, base, hw, settings, req.prompt, 0, with_fixes and req.phase == "prefill", req.tp)
+        pre, t, roles = _run(path, dec, base, hw, settings, req.prompt, 0, with_fixes and req.phase == "prefill", req.tp)
         out["prefill"] = {"prompt": req.prompt, "latency_s": t, "ttft_s": t, "tokens_per_s": batch * req.prompt / t,
                           "bound": _bound(pre), "achieved_tops": pre.score.totals["achieved_tops"]}
         main = pre
         weights = _held_weights(pre)
     if req.phase in ("decode", "both"):
         c0 = req.prompt if req.phase == "both" else ctx
-        dec_rep, t, split = _run(path, dec, base, hw, settings, 1, c0, with_fixes, req.tp)
+        dec_rep, t, roles = _run(path, dec, base, hw, settings, 1, c0, with_fixes, req.tp)
         out["decode"] = {"context": c0, "latency_s": t, "tokens_per_s_per_sequence": 1.0 / t,
                          "tokens_per_s": batch / t, "bound": _bound(dec_rep),
                          "achieved_tops": dec_rep.score.totals["achieved_tops"],
@@ -274,7 +274,7 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     mem = out["memory"]
     if tp > 1:
         out["memory"]["tensor_parallel_devices"] = tp
-        out["tensor_parallel"] = tpf = _parallel_figures(hw, req, out, *split)
+        out["tensor_parallel"] = tpf = _parallel_figures(hw, req, out, main.inspection.collectives, roles)
         main.notes.append(f"tensor parallel over {tp} devices (--tp {tp}): the layers and totals above are one device's "
                           f"share of the {tpf['phase']} step; its {tpf['all_reduces_per_step'] + tpf['all_gathers_per_step']} "
                           f"collectives add {tpf['collective_seconds_per_step'] * 1e3:.3g} ms, which the LLM figures include")
