@@ -65,9 +65,12 @@ def test_a_step_adds_its_all_reduces_at_the_link_bandwidth_and_their_start(tiny)
 
 
 def test_a_split_the_heads_do_not_allow_and_a_split_without_a_phase_are_refused(tiny):
-    for n in (3, 4):  # 2 key/value heads: only 1 or 2 devices hold whole heads
-        r = cli("analyze", tiny, "--hw", "h100", "--phase", "decode", "--tp", n)
-        assert r.exit_code == 2 and f"--tp {n} does not divide the model's 2 key/value heads" in r.stderr, r.output
+    # 2 key/value heads: 1 or 2 devices split them, a multiple of 2 replicates each; 3 does neither
+    r = cli("analyze", tiny, "--hw", "h100", "--phase", "decode", "--tp", "3")
+    assert r.exit_code == 2 and "--tp 3 neither divides the model's 2 key/value heads nor is a multiple" in r.stderr, r.output
+    # 16 is a multiple of the 2 key/value heads, but 8 query heads (256 / 32) cannot be spread over 16 devices
+    r = cli("analyze", tiny, "--hw", "h100", "--phase", "decode", "--tp", "16")
+    assert r.exit_code == 2 and "--tp 16 does not divide the model's 8 query heads" in r.stderr, r.output
     r = cli("analyze", tiny, "--hw", "h100", "--tp", "2")
     assert r.exit_code == 2 and "it needs --phase" in r.stderr, r.output
     r = cli("sweep", tiny, "--hw", "h100", "--tp", "2")
@@ -194,3 +197,57 @@ def test_a_baseline_of_a_split_step_records_it_and_check_repeats_it(tiny, tmp_pa
     (tmp_path / "bad.json").write_text(json.dumps(bad), encoding="utf-8")
     r = cli("check", tiny, "--baseline", tmp_path / "bad.json")
     assert r.exit_code == 2 and "tp: >= 1" in r.stderr, r.output
+
+
+@pytest.fixture(scope="module")
+def mqa(tmp_path_factory):
+    """The tiny shape with one key/value head (multi-query attention): 8 query heads of 32."""
+    d = tmp_path_factory.mktemp("mqa")
+    out = {}
+    for style in ("plain", "genai"):
+        p = d / f"{style}.onnx"
+        r = cli("llm", "skeleton", "--layers", "2", "--hidden", "256", "--heads", "8", "--kv-heads", "1",
+                "--intermediate", "688", "--vocab", "1024", "--style", style, "--weight-bits", "16", "-o", p)
+        assert r.exit_code == 0, r.output
+        out[style] = p
+    return out
+
+
+def test_more_devices_than_key_value_heads_hold_the_one_head_each_and_split_the_rest(mqa):
+    """4 devices, 1 key/value head: each device computes, holds and reads the whole head (as vLLM and
+    TensorRT-LLM replicate it), and a quarter of everything else. Weights by hand, per layer: q and o
+    256 x 256 / 4 = 16,384 each, k and v 256 x 32 = 8,192 each (whole), gate, up and down 256 x 688 / 4 =
+    44,032 each: 181,248; two layers 362,496; the output projection 256 x 1,024 / 4 = 65,536; the
+    embedding 262,144 and five norm scales 1,280 whole: 691,456 parameters = 1,382,912 B. The cache:
+    2 layers x (K, V) x 1 head x 32 x 2 B = 256 B a token, 17 tokens: 4,352 B on every device."""
+    d = decode(mqa["plain"], "--tp", "4")
+    llm = d["llm"]
+    assert 0 <= llm["memory"]["weights_bytes"] - 1_382_912 < 400
+    assert llm["memory"]["cache_bytes"] == 4_352
+    assert llm["tensor_parallel"]["layers"]["column"] == 2 * 5 + 1 and llm["tensor_parallel"]["layers"]["row"] == 2 * 2
+    layers = {x["name"]: x for x in d["layers"]}
+    # the key projection of layer 0 whole on each device: 256 x 32 fp16 weights, one token's 32 keys written
+    k = layers["MatMul_28"]
+    assert (k["weight_bytes"], k["macs"], k["bytes_written"]) == (16_384, 8_192, 64)
+    # the repeat of the head for the query heads reads the whole head (17 x 32 x 2 B) and writes the device's
+    # 2 of the 8 query heads' copies (2 x 1,088 B)
+    rep = [x for x in d["layers"] if x["op_type"] == "Expand"]
+    assert rep and all((x["act_bytes_read"], x["bytes_written"]) == (1_088, 2_176) for x in rep), rep
+    # the scores: 2 query heads x 17 positions x 32 = 1,088 MACs a device
+    assert layers["MatMul_96"]["macs"] == 1_088
+
+
+def test_a_product_packing_queries_keys_and_values_computes_its_queries_quarter_and_the_whole_head(mqa):
+    """ONNX Runtime GenAI's layout: one product for q, k and v (256 x (256 + 2 x 32)) and a fused
+    GroupQueryAttention. On 4 devices the product makes 256 / 4 + 2 x 32 = 128 columns (256 x 128 x 2 B =
+    65,536 B of weights); the attention writes its 2 query heads' output (2 x 32 x 2 B = 128 B) and the new
+    token's key and value of the one head (2 x 32 x 2 B = 128 B), and reads the whole cache of the layer
+    (2 x 16 x 32 x 2 B = 2,048 B) with its quarter of the packed product's 640 B."""
+    d = decode(mqa["genai"], "--tp", "4")
+    layers = {x["name"]: x for x in d["layers"]}
+    qkv = layers["MatMul_18"]
+    assert (qkv["weight_bytes"], qkv["bytes_written"]) == (65_536, 256)
+    att = layers["GroupQueryAttention_20"]
+    # (+ 1: the 4 B of sequence lengths it reads, a replicated input, at its share like any split node's)
+    assert att["bytes_written"] == 256 and att["act_bytes_read"] == 2_048 + 640 // 4 + 1
+    assert d["llm"]["memory"]["cache_bytes"] == 4_352

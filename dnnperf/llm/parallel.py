@@ -17,7 +17,10 @@ the residual stream, the norms' outputs, token ids, masks, rotary tables) or spl
   share of the KV cache, the activations between the MLP's products), else replicated (norms, residual
   Adds, the embedding lookup: every device does all of it);
 - the cache inputs are split by heads; a split graph output that is not a cache (the logits) is
-  gathered by one all-gather.
+  gathered by one all-gather;
+- a model with fewer key/value heads than devices (n a multiple of them) keeps one whole head on each
+  device: its key and value projections, the cache and the nodes between them at 1/r (r the heads), the
+  rest at 1/n (``_replicated``).
 
 One device's share of a layer: a column-parallel product at N/n columns (``Workload.with_width``), a
 row-parallel one at K/n, a split node at 1/n of its work and bytes, a replicated one whole. The
@@ -64,8 +67,18 @@ def kv_heads(cache) -> int | None:
     return d if isinstance(d, int) else None
 
 
+def kv_ways(n: int, cache) -> int:
+    """Over how many devices the key/value heads are split: ``n`` when ``n`` divides them, else (``n`` a
+    multiple of them: the vLLM / TensorRT-LLM split of a grouped- or multi-query model over more devices than
+    it has KV heads) their count, each head then replicated on ``n`` / heads devices. ``check_devices``
+    refuses any other ``n``."""
+    heads = [h for h in (kv_heads(c) for c in cache if c.grows) if h is not None]
+    return min([n] + [h for h in heads if h < n])
+
+
 def check_devices(n: int, dec) -> None:
-    """Refuse a split the model's key/value heads do not allow (each device holds whole heads); ``n`` >= 1
+    """Refuse a split the model's key/value heads do not allow (each device holds whole heads: ``n``
+    divides them, or is a multiple of them and each head is replicated); ``n`` >= 1
     (``PhaseRequest.check``)."""
     if n == 1:
         return
@@ -73,10 +86,11 @@ def check_devices(n: int, dec) -> None:
     if not heads:
         raise DnnperfError("--tp: the heads of the model's KV cache are not known (a cache input without a heads axis), "
                            "so the step cannot be split by heads — analyse it on one device")
-    bad = sorted(h for h in heads if h % n)
+    bad = sorted(h for h in heads if h % n and n % h)
     if bad:
-        raise DnnperfError(f"--tp {n} does not divide the model's {bad[0]} key/value heads: each device holds whole heads "
-                           f"— pick a divisor of {bad[0]}")
+        raise DnnperfError(f"--tp {n} neither divides the model's {bad[0]} key/value heads nor is a multiple of them: "
+                           f"each device holds whole heads — pick a divisor of {bad[0]}, or a multiple of it (each "
+                           "head then held on several devices)")
 
 
 def roles(graph, rows, cache_names) -> dict[str, str]:
@@ -98,8 +112,9 @@ def roles(graph, rows, cache_names) -> dict[str, str]:
             for m in chain:
                 out[m.name] = REPLICATED
                 split.difference_update(m.outputs)
-        elif w is not None and w.is_matrix and w.weight_bytes > 0 and w.gemm is not None and w.gemm.count == 1 \
-                and any(i in consts for i in node.inputs if i):
+        elif w is not None and w.is_matrix and w.family != "attention" and w.weight_bytes > 0 and w.gemm is not None \
+                and w.gemm.count == 1 and any(i in consts for i in node.inputs if i):
+            # (a fused attention op reads constants too, its rotary tables: one key/value head makes it one product)
             role = ROW if in_split else COLUMN
         elif node.op_type in ("Shape", "Size"):
             role = REPLICATED  # a shape is known to every device
@@ -134,25 +149,29 @@ def share(w: Workload, role: str, n: int) -> Workload:
 
 def shard(insp, n: int, cache) -> tuple:
     """(the inspection one device of ``n`` runs, the step's Collectives, {role: layers}); ``cache``: the
-    decoder's cache inputs (``llm.decoder.CacheInput``), held 1/n a device, their heads split."""
+    decoder's cache inputs (``llm.decoder.CacheInput``), held 1/n a device, their heads split (over fewer
+    devices than ``n`` when the model has fewer key/value heads: ``_replicated``)."""
     if n == 1:
         return insp, Collectives(1, (), ()), {}
     cache_names = [c.name for c in cache]
     graph = insp.graph
     role = roles(graph, insp.costed(), cache_names)
+    r = kv_ways(n, cache)
+    ways = _replicated(graph, role, cache, n, r, {x.node.name: x.workload for x in insp.costed()}) if r < n else None
     rows, reduce_, counts = [], [], {}
     split_out = set(cache_names)
-    for r in insp.rows:
-        ro = role.get(r.node.name, REPLICATED)
-        if r.workload is not None:
+    for row in insp.rows:
+        ro = role.get(row.node.name, REPLICATED)
+        if row.workload is not None:
             counts[ro] = counts.get(ro, 0) + 1
-            r = replace(r, workload=share(r.workload, ro, n))
-        rows.append(r)
+            w = share(row.workload, ro, n) if ways is None else _share_replicated(row, ro, n, r, ways, graph)
+            row = replace(row, workload=w)
+        rows.append(row)
         if ro in (ROW, EXPERTS):
-            reduce_.extend(graph.tensors[o].nbytes for o in r.node.outputs if o and o in graph.tensors
+            reduce_.extend(graph.tensors[o].nbytes for o in row.node.outputs if o and o in graph.tensors
                            and graph.tensors[o].shape is not None)
         elif ro in (COLUMN, SPLIT):
-            split_out.update(o for o in r.node.outputs if o)
+            split_out.update(o for o in row.node.outputs if o)
     if not counts.get(ROW) and not counts.get(EXPERTS):
         # nothing to all-reduce: the products are out of reach (a control-flow body) or the graph is not a
         # decoder of column- and row-parallel products; a "split" step then would be quietly wrong
@@ -166,22 +185,184 @@ def shard(insp, n: int, cache) -> tuple:
     gather = tuple(graph.tensors[o].nbytes for o in gathered)
     # what a device holds of each split tensor (the caches' heads, its share of every activation between a
     # column- and a row-parallel product), for the memory figures the report reads off the graph's tensors
-    tensors = _split_tensors(graph.tensors, cache, split_out.difference(gathered), n)
+    held = {t: n if ways is None else ways.tensors.get(t, n) for t in split_out.difference(gathered)}
+    tensors = _split_tensors(graph.tensors, cache, held)
     coll = Collectives(n, tuple(reduce_), gather)
     return replace(insp, rows=rows, graph=replace(graph, tensors=tensors), collectives=coll), coll, counts
 
 
-def _split_tensors(tensors: dict, cache, names: set, n: int) -> dict:
-    """``tensors`` with each of ``names`` at 1/n: a cache input along its heads (the axis before its
-    sequence axis), any other along its largest axis n divides (only its size is read); one that no
-    axis divides stays whole."""
+@dataclass(frozen=True)
+class _Ways:
+    """Over how many devices each split tensor is spread (``tensors``; the key/value path's at the KV
+    heads' count, every other at n), and the key/value projections' output widths a device computes
+    (``widths``: node name -> the product's N on one device)."""
+
+    tensors: dict
+    widths: dict
+
+
+def _replicated(graph, role: dict, cache, n: int, r: int, work: dict) -> _Ways:
+    """The split of a step over ``n`` devices when the model has ``r`` < n key/value heads (as vLLM and
+    TensorRT-LLM serve it): each device computes, holds and reads one head's keys and values (the heads
+    replicated n / r times), and its n-th of the query heads. The key/value projections are the column
+    products that feed a cache (found walking back from a node that reads one: a Concat that extends it,
+    or a fused attention op's key and value inputs, packed into its query input when those are empty);
+    a product that packs the queries with them computes its n-th of the query columns and one head of
+    each of the others. Walking forward, a tensor made only from key/value tensors is spread r ways,
+    unless it is larger than those inputs (the repeat of a head for its query heads: n ways), and any
+    other split tensor n ways. Refuses query heads that ``n`` does not divide."""
+    caches = {c.name for c in cache}
+    made = {o: node for node in graph.nodes for o in node.outputs if o}
+    split = set(caches) | {o for node in graph.nodes if role.get(node.name) in (COLUMN, SPLIT) for o in node.outputs if o}
+    heads, dim = _head_shape(cache)
+    # the past as a node reads it: a cache input, or one taken apart or reordered on the way (GPT-2's [2, ...]
+    # past split into keys and values, a transposed or cast cache)
+    past = set(caches)
+    seeds = []
+    for node in graph.nodes:
+        if role.get(node.name) != SPLIT or not past.intersection(node.inputs):
+            continue
+        acts = [i for i in node.inputs if i in split]
+        if node.op_type == "Concat":
+            seeds.extend(i for i in acts if i not in past)
+        elif all(i in past for i in acts) and len(acts) == 1:
+            past.update(o for o in node.outputs if o)
+        else:  # a fused attention op: (query, key, value, past key, past value, ...)
+            kv = [i for i in node.inputs[1:3] if i and i not in past]
+            seeds.extend(kv or node.inputs[:1])
+    kv_width = 2 * heads * dim  # the keys' and values' columns of one token, every head
+    widths, packed = {}, set()
+    for t in seeds:
+        for node in _back_to(t, made, role, split, COLUMN):
+            g = getattr(work.get(node.name), "gemm", None)
+            if g is None:
+                continue
+            q = g.n - kv_width if g.n > kv_width else 0  # the queries' columns packed with them
+            widths[node.name] = -(-q // n) + -(-min(g.n, kv_width) // r)
+            if q:
+                packed.add(node.name)
+    tensors = {c: r for c in caches}
+    for node in graph.nodes:
+        ro = role.get(node.name)
+        outs = [o for o in node.outputs if o]
+        if ro == COLUMN:  # a key/value projection's output r ways; one packed with the queries, as the rest, n
+            w = r if node.name in widths and node.name not in packed else n
+        elif ro == SPLIT:
+            ins = [(tensors[i], i) for i in node.inputs if i in tensors]
+            w = max((k for k, _ in ins), default=n)
+            if w < n and outs and _numel(graph, outs[0]) > sum(_numel(graph, i) for _, i in ins):
+                w = n  # a key/value head repeated for its query heads: each device makes its own queries' copies
+        else:
+            continue
+        for o in outs:
+            tensors[o] = w
+        if past.intersection(node.inputs):  # the present caches a node extending a past one writes
+            for k, o in enumerate(node.outputs):
+                if o and o in graph.outputs and (node.op_type == "Concat" or k >= 1):
+                    tensors[o] = r
+    _check_query_heads(graph, role, made, split, tensors, n, r, dim, work)
+    return _Ways(tensors, widths)
+
+
+def _check_query_heads(graph, role, made, split, tensors, n, r, dim, work) -> None:
+    """Refuse a split whose ``n`` does not divide the query heads: the K of a row-parallel product that
+    reads attention's output (a split tensor made from key/value tensors upstream) over the head dim."""
+    for node in graph.nodes:
+        if role.get(node.name) != ROW:
+            continue
+        cone = _back_to(next((i for i in node.inputs if i in split), ""), made, role, split, None)
+        if not any(tensors.get(i) == r for m in cone for i in m.inputs):
+            continue
+        g = getattr(work.get(node.name), "gemm", None)
+        if g is not None and dim and g.k % dim == 0 and (g.k // dim) % n:
+            raise DnnperfError(f"--tp {n} does not divide the model's {g.k // dim} query heads: each device holds whole "
+                               f"heads — pick a divisor of {g.k // dim}")
+
+
+def _back_to(t: str, made: dict, role: dict, split: set, stop: str | None, limit: int = 64) -> list:
+    """The nodes walking back from tensor ``t`` through split nodes' split inputs: the ones of role
+    ``stop`` met on the way (not walked past), or (``stop`` None) every node walked."""
+    out, stack, seen = [], [t], set()
+    while stack and len(seen) < limit:
+        node = made.get(stack.pop())
+        if node is None or node.name in seen:
+            continue
+        seen.add(node.name)
+        ro = role.get(node.name)
+        if stop is not None and ro == stop:
+            out.append(node)
+            continue
+        if stop is None:
+            out.append(node)
+        if ro in (SPLIT, COLUMN) and (stop is not None or ro == SPLIT):
+            stack.extend(i for i in node.inputs if i in split)
+    return out
+
+
+def _head_shape(cache) -> tuple[int, int]:
+    """(key/value heads, head dim) of the caches: the axes next to the sequence axis."""
+    for c in cache:
+        h = kv_heads(c)
+        tail = c.dims[c.seq_axis + 1:]
+        if h and tail and all(isinstance(d, int) for d in tail):
+            dim = 1
+            for d in tail:
+                dim *= d
+            return h, dim
+    return 0, 0
+
+
+def _numel(graph, name: str) -> int:
+    t = graph.tensors.get(name)
+    if t is None or t.shape is None:
+        return 0
+    k = 1
+    for d in t.shape:
+        k *= d
+    return k
+
+
+def _share_replicated(row, ro: str, n: int, r: int, ways: _Ways, graph) -> Workload:
+    """One device's part of ``row`` when the key/value heads are spread over ``r`` < ``n`` devices
+    (``_replicated``): a key/value projection at the width a device computes, a split node at the share
+    of its output a device makes, each input read at the share of it a device holds."""
+    w = row.workload
+    node = row.node
+    if ro == COLUMN and node.name in ways.widths:
+        return w.with_width(ways.widths[node.name])
+    if ro != SPLIT:
+        return share(w, ro, n)
+    outs = [o for o in node.outputs if o]
+    k = ways.tensors.get(outs[0], n) if outs else n
+    out = share(w, SPLIT, k)
+    # each input at the share of it a device holds (a replicated one at the node's, as for any split node)
+    ins = [(b, ways.tensors.get(i, k)) for i in node.inputs if i for b in [graph.tensors[i].nbytes]
+           if i in graph.tensors and graph.tensors[i].shape is not None and i not in (graph.constants or ())]
+    total = sum(b for b, _ in ins)
+    if total and any(m != k for _, m in ins):
+        out = replace(out, act_bytes_read=int(round(w.act_bytes_read * sum(b / m for b, m in ins) / total)))
+    # and each output written at its own share: a fused attention op's output over the device's query heads,
+    # its present caches (what it writes of them: only the new tokens in a phase) at the key/value heads'
+    made = [(graph.tensors[o].nbytes, ways.tensors.get(o, k)) for o in outs
+            if o in graph.tensors and graph.tensors[o].shape is not None]
+    others = [m for _, m in made if m != k]
+    if others:
+        own = min(w.bytes_written, sum(b for b, m in made if m == k))
+        out = replace(out, bytes_written=int(round(own / k + (w.bytes_written - own) / min(others))))
+    return out
+
+
+def _split_tensors(tensors: dict, cache, held: dict) -> dict:
+    """``tensors`` with each of ``held`` (name -> devices it is spread over) at that share: a cache input
+    along its heads (the axis before its sequence axis), any other along its largest axis the count
+    divides (only its size is read); one that no axis divides stays whole."""
     from dnnperf.ir import Tensor
 
     out = dict(tensors)
     heads = {c.name: c.seq_axis - 1 for c in cache if c.seq_axis - 1 not in (-1, c.batch_axis)}
-    for name in names:
+    for name, n in held.items():
         t = out.get(name)
-        if t is None or t.shape is None:
+        if t is None or t.shape is None or n <= 1:
             continue
         i = heads.get(name)
         if i is None or i >= len(t.shape) or t.shape[i] % n:

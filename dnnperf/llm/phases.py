@@ -263,11 +263,14 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     # its prompt's cache, a decode step the largest)
     # over --tp devices each holds its share of the weights and its live activations (the reports are one
     # device's: its heads' attention scores) and 1/tp of the cache
+    from dnnperf.llm import parallel
+
     tp = req.tp
-    dev_cache = -(-cache_bytes // tp)
+    kv = parallel.kv_ways(tp, dec.cache)  # fewer than tp when each key/value head is held on several devices
+    dev_cache = -(-cache_bytes // kv)
     held = [dev_cache]
     if "prefill" in out:
-        held.append(-(-(per_tok * req.prompt * batch + fixed) // tp) + _live(pre))
+        held.append(-(-(per_tok * req.prompt * batch + fixed) // kv) + _live(pre))
     if "decode" in out:
         held.append(dev_cache + _live(dec_rep))
     out["memory"] = _fits(hw, weights, dev_cache, batch, max(0, max(held) - dev_cache))
@@ -305,15 +308,20 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
 
 
 def _devices_hint(dec, tp: int, mem: dict) -> str:
-    """The smallest tensor-parallel split that would hold the request, taking every byte as split (the
-    replicated norms and embedding are a small share), among the splits the KV heads allow."""
-    from dnnperf.llm.parallel import kv_heads
+    """The smallest tensor-parallel split that would hold the request among the splits the KV heads allow,
+    taking the weights and activations as split over the devices (the replicated norms and embedding are a
+    small share) and the cache over the key/value heads' share (``parallel.kv_ways``)."""
+    from dnnperf.llm.parallel import kv_heads, kv_ways
 
     heads = [h for h in (kv_heads(c) for c in dec.cache if c.grows) if h]
-    whole = mem["needed_bytes"] * tp
+    rest = (mem["weights_bytes"] + mem["activation_bytes"]) * tp
+    cache = mem["cache_bytes"] * kv_ways(tp, dec.cache)
     for n in range(tp + 1, 4097):
-        if whole / n <= mem["device_bytes"] and all(h % n == 0 for h in heads):
-            return f"--tp {n} would hold about {whole / n / 1e9:.1f} GB on each of {n} devices"
+        if not all(h % n == 0 or n % h == 0 for h in heads):
+            continue
+        each = rest / n + cache / kv_ways(n, dec.cache)
+        if each <= mem["device_bytes"]:
+            return f"--tp {n} would hold about {each / 1e9:.1f} GB on each of {n} devices"
     return f"no tensor-parallel split of its {heads[0] if heads else '?'} key/value heads holds it"
 
 
