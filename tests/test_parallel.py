@@ -251,3 +251,23 @@ def test_a_product_packing_queries_keys_and_values_computes_its_queries_quarter_
     # (+ 1: the 4 B of sequence lengths it reads, a replicated input, at its share like any split node's)
     assert att["bytes_written"] == 256 and att["act_bytes_read"] == 2_048 + 640 // 4 + 1
     assert d["llm"]["memory"]["cache_bytes"] == 4_352
+
+
+def test_a_multi_query_model_too_large_for_one_device_is_told_the_split_that_holds_it(tmp_path):
+    """40 layers of hidden 8,192, 64 query heads and 1 key/value head of 128, MLP 28,672, vocabulary 32,000:
+    per layer 2 x 8,192^2 + 2 x 8,192 x 128 + 3 x 8,192 x 28,672 = 840,957,952 parameters, 40 layers plus
+    the embedding and the output projection (2 x 32,000 x 8,192) and 81 norm scales of 8,192:
+    34,163,269,632 parameters, 68.3 GB in fp16: more than an A100 40GB. Over 2 devices each holds half
+    (34.2 GB) and the one key/value head whole (40 x 2 x 128 x 2 B = 20,480 B a token): the hint names
+    --tp 2 (the one head used to rule out every split)."""
+    p = tmp_path / "mqa.onnx"
+    r = cli("llm", "skeleton", "--layers", "40", "--hidden", "8192", "--heads", "64", "--kv-heads", "1",
+            "--intermediate", "28672", "--vocab", "32000", "-o", p)
+    assert r.exit_code == 0, r.output
+    r = cli("analyze", p, "--hw", "a100-40gb", "--phase", "decode", "--context", "1024")
+    assert r.exit_code == 2 and "weights 68.33 GB" in r.stderr, r.stderr
+    assert "--tp 2 would hold about 34.2 GB on each of 2 devices" in r.stderr, r.stderr
+    r = cli("analyze", p, "--hw", "a100-40gb", "--phase", "decode", "--context", "1024", "--tp", "2", "-f", "json")
+    assert r.exit_code == 0, r.output
+    mem = json.loads(r.stdout)["llm"]["memory"]
+    assert mem["cache_bytes"] == 20_480 * 1_025 and mem["fits"] is True
