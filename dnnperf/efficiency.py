@@ -8,7 +8,7 @@ other than Relu (``epilogue_pass``), the subnormal values of a -100 attention ma
 (``subnormal_time``), and how evenly the runtime's static split keeps the threads of a blocked
 convolution busy (``thread_split``). Each rule is a small function with its evidence in its docstring.
 
-Why one module of ~530 lines: every rule here reads the same calibrated tables and the same test of
+Why one module this long: every rule here reads the same calibrated tables and the same test of
 whether the CPU's blocked layout takes a convolution (``_unblocked``, ``reads_image``); apart, each
 module would import that test from the other.
 """

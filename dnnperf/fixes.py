@@ -5,7 +5,7 @@ numbers for this layer on this profile (what batch fills the lanes, which channe
 tile, what precision moves the layer onto the fast unit...). A fix without numbers falls back to
 the catalogue's summary.
 
-Why one module of ~600 lines: one concretiser per catalogue entry, each a few lines, kept next to
+Why one module this long: one concretiser per catalogue entry, each a few lines, kept next to
 the matching and ranking code they plug into.
 """
 

@@ -2,7 +2,7 @@
 
 All functions return plain data (dicts/lists); the CLI renders them.
 
-Why one module of ~510 lines: the three share the way a profile is named and recorded (a shipped
+Why one module this long: the three share the way a profile is named and recorded (a shipped
 name, or a YAML path relative to the baseline), the rounding of every figure they store, and the
 per-target rows compare and check both build; about half of it is the baseline's field-by-field
 validation, which belongs with the gate that reads it.

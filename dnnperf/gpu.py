@@ -14,7 +14,7 @@ on the same SM). When
 there are fewer tiles than SMs and K is long, GEMM libraries split K (split-K) and add the partial
 sums. The library picks the tile that finishes first.
 
-Why one module of ~450 lines: the tile, wave, split-K, K-loop and clock rules feed one plan per
+Why one module this long: the tile, wave, split-K, K-loop and clock rules feed one plan per
 product and must agree on its arithmetic; the library record they read is defined here beside them.
 """
 

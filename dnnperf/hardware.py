@@ -4,7 +4,7 @@ All hardware numbers live in YAML (``profiles/*.yaml``); this module only reads 
 YAML is read with ``yaml.safe_load`` only (no object tags), with an alias budget so that an
 alias bomb is rejected instead of expanding.
 
-Why one module of ~830 lines: the schema table, the validating parser of every section and the
+Why one module this long: the schema table, the validating parser of every section and the
 profile dataclass are one contract; splitting them would spread one schema over several files.
 """
 

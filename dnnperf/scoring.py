@@ -29,7 +29,7 @@ weights too when all of the model's weights fit in an eighth of it; otherwise we
 DRAM once per inference. Model time = sum of layers + host->device input transfer, unless the
 input is prefetched (overlapped).
 
-Why one module of ~1,070 lines: the step table and every step function must be read together (the
+Why one module this long: the step table and every step function must be read together (the
 losses of one step are the input of the next); the GPU steps share the same state object. Which
 calibrated figure a layer reads, and the CPU runtime's extra passes, live in ``dnnperf.efficiency``.
 """

@@ -7,7 +7,7 @@ document, writes it to stdout or atomically to ``-o`` (never over one of the com
 and prints notes to stderr unless ``-q``. Command modules import this one; nothing imports them
 back but the package's ``__init__``.
 
-Why one module of ~480 lines: the shared option declarations, the output plumbing and the decorator
+Why one module this long: the shared option declarations, the output plumbing and the decorator
 that applies both are one contract; split, a command would import its options from one place and
 their meaning from another.
 

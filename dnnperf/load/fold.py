@@ -5,7 +5,7 @@ what ONNX's shape inference leaves open when that path declines a graph.
 Folding refuses ops whose output size comes from input values (Range, Expand, Tile...) when that
 size is not small, so a hostile shape subgraph cannot allocate gigabytes.
 
-Why one module of ~530 lines: the resolver's walk (values on demand, per-node inference, the shape
+Why one module this long: the resolver's walk (values on demand, per-node inference, the shape
 rules' dispatch) and the evaluator it calls share the size guard every fold goes through.
 """
 

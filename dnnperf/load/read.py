@@ -8,7 +8,7 @@ current kernels every byte touched through a map brings its whole page-cache fol
 into the process's resident memory: gpt2 with its weights peaked 100 MB above the imports that
 way.) External-data locations are never opened.
 
-Why one module of ~520 lines: the wire-format payload skipper and the checks that run on its
+Why one module this long: the wire-format payload skipper and the checks that run on its
 output are one job (bytes -> checked ModelProto).
 """
 

@@ -1,6 +1,6 @@
 """Calibration: run the micro-benchmark table and turn its timings into a hardware profile.
 
-Why one module of ~490 lines: the figures come out of one ordered derivation (``_figures``: the peak,
+Why one module this long: the figures come out of one ordered derivation (``_figures``: the peak,
 then the profile at efficiency 1 the ratios are read against, the families and curves, the blocked
 layout, then the exposures solved on the model with those figures in), each step reading the ones
 before it; the protocol around it (``calibrate``) runs that derivation again on each half of its rounds

@@ -15,7 +15,7 @@ none), ``probe`` (not timed: a depthwise convolution or a pool whose layout conv
 absence, show the runtime's channel alignment), ``reorder`` (not timed: a chain whose conversions
 inside it give the pace of the runtime's layout conversions, key the tensor's pixels).
 
-Why one module of ~890 lines: it is a table; each entry's builder sits next to the constants that
+Why one module this long: it is a table; each entry's builder sits next to the constants that
 size it, and calibrate reads them all as one list.
 """
 

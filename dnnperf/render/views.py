@@ -5,7 +5,7 @@ draw; ``machine(doc)`` returns (columns, rows) of raw numbers for CSV. One view 
 formats never look inside a document themselves, so a new format is one module and a new kind is
 one view here.
 
-Why one module of ~470 lines: one view per document kind, side by side, so a new kind or a
+Why one module this long: one view per document kind, side by side, so a new kind or a
 changed field is seen against all the others; each view is a few lines.
 """
 
