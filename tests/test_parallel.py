@@ -271,3 +271,20 @@ def test_a_multi_query_model_too_large_for_one_device_is_told_the_split_that_hol
     assert r.exit_code == 0, r.output
     mem = json.loads(r.stdout)["llm"]["memory"]
     assert mem["cache_bytes"] == 20_480 * 1_025 and mem["fits"] is True
+
+
+def test_a_fused_attention_over_one_replicated_head_runs_the_devices_query_heads_as_rows(mqa):
+    """GroupQueryAttention stacks a key/value head's query heads as the rows of one product per head and
+    sequence: whole, 8 query rows x 2 sequences (Gemm(m=8, count=2) at decode). On 4 devices each runs
+    its one key/value head with 8 / 4 = 2 query heads: m = 2, still one product per sequence."""
+    from dnnperf.ir import ShapeOverrides
+    from dnnperf.llm import parallel, phases
+    from dnnperf.llm.decoder import find_decoder
+
+    dec = find_decoder(str(mqa["genai"]))
+    insp = phases._inspect(str(mqa["genai"]), dec, ShapeOverrides(batch=2), 1, 16)
+    whole = next(r.workload.gemm for r in insp.rows if r.node.op_type == "GroupQueryAttention")
+    assert (whole.m, whole.n, whole.count) == (8, 17, 2)
+    split = parallel.shard(insp, 4, dec.cache)[0]
+    g = next(r.workload.gemm for r in split.rows if r.node.op_type == "GroupQueryAttention")
+    assert (g.m, g.n, g.k, g.count) == (2, 17, 32, 2)

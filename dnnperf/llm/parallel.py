@@ -335,6 +335,12 @@ def _share_replicated(row, ro: str, n: int, r: int, ways: _Ways, graph) -> Workl
     outs = [o for o in node.outputs if o]
     k = ways.tensors.get(outs[0], n) if outs else n
     out = share(w, SPLIT, k)
+    g = w.gemm
+    if w.family == "attention" and g is not None and r < k:
+        # a fused attention op's products, one per key/value head (its query heads' rows stacked): a device
+        # runs its one head's with its k-th of the query heads as rows
+        c = -(-g.count // r)
+        out = replace(out, gemm=replace(g, count=c, m=-(-g.m * g.count // (c * k))))
     # each input at the share of it a device holds (a replicated one at the node's, as for any split node)
     ins = [(b, ways.tensors.get(i, k)) for i in node.inputs if i for b in [graph.tensors[i].nbytes]
            if i in graph.tensors and graph.tensors[i].shape is not None and i not in (graph.constants or ())]
