@@ -325,6 +325,7 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
         made = {o for o in g[0][0].node.outputs if o}
         inside = [i for r, _ in g for i in r.node.inputs if i]
         unwritten: set[str] = set()  # tensors made inside whose write the fused kernel skips
+        attention = False  # scores, softmax and the product with V as one kernel (``_joined_gemm``)
         for part, (row, shared) in zip(parts[1:], g[1:]):
             w = part.workload
             saved = intermediate_bytes(graph.tensors.get(shared), w)
@@ -343,13 +344,15 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
                        and i not in graph.outputs]
             unwritten.update(skipped)
             unwrit = sum(intermediate_bytes(graph.tensors.get(i), w) for i in skipped)
+            gemm = _joined_gemm(total.gemm, w.gemm)
+            attention = attention or (gemm is not total.gemm and gemm is not None)
             total = Workload(
                 family=total.family, dtype=total.dtype, macs=total.macs + w.macs,
                 other_ops=total.other_ops + w.other_ops,
                 act_bytes_read=total.act_bytes_read + w.act_bytes_read - saved - reread,
                 weight_bytes=total.weight_bytes + w.weight_bytes,
                 bytes_written=total.bytes_written + w.bytes_written - saved - unwrit + kept,
-                parallel_work=max(total.parallel_work, w.parallel_work), gemm=_joined_gemm(total.gemm, w.gemm),
+                parallel_work=max(total.parallel_work, w.parallel_work), gemm=gemm,
                 launches=total.launches, conv=total.conv, row=total.row or w.row,
                 subnormals=total.subnormals + w.subnormals, taps=total.taps,  # the anchor's MACs: its taps
                 operands=total.operands,  # ... and its integer kernel
@@ -358,6 +361,8 @@ def fuse(graph: Graph, rows, make_layer, cands: dict[str, tuple[str, str]],
                 host_waits=total.host_waits + w.host_waits,
                 weights_unread=total.weights_unread + w.weights_unread,
             )
+        if attention:  # a fused attention kernel (FlashAttention style): what an attention op is
+            total = replace(total, family="attention")
         if kernels.get(g[0][0].node.name) in NORM_KERNELS:  # a layer norm spelled as nodes: the norm op it becomes
             shape = parts[-1].output_shape
             total = replace(total, family="norm", row=int(shape[-1]) if shape else 0)

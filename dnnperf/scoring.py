@@ -548,8 +548,9 @@ def _gpu_waves(s: LayerState) -> float:
                                split_k=(s.run_precision in s.lib.split_k_precisions if s.algorithm == "gemm" else
                                         s.lib.conv_split_k and s.run_precision in s.lib.conv_split_k_precisions),
                                # attention over a cache reads it with matrix-vector kernels in any precision
-                               # (decode's one query row: TensorRT-LLM's and FlashDecoding's kernels)
-                               gemv=("any" if w.family == "attention" else True) if s.algorithm == "gemm" else False,
+                               # (decode's one query row: TensorRT-LLM's and FlashDecoding's kernels), fused or
+                               # spelled as products of two computed tensors (scores, then context)
+                               gemv=("any" if _reads_computed(w) else True) if s.algorithm == "gemm" else False,
                                tiles=None if s.algorithm == "gemm" else s.lib.conv_tiles.get(gpu.unit_class(s.unit_name)),
                                step_cycles=s.lib.conv_k_step_cycles if s.algorithm != "gemm" and not _pointwise(w) else None)
         t = steps * s.plan.seconds / getattr(s, "gain", 1.0) + 2 * w.other_ops / s.rate
@@ -557,6 +558,12 @@ def _gpu_waves(s: LayerState) -> float:
         s.tile_eff = s.plan.tile_eff
         return max(s.t, t)
     return _parallelism(s)
+
+
+def _reads_computed(w: Workload) -> bool:
+    """Attention, or a product of two computed tensors (no weight operand: attention's scores and
+    context spelled as MatMuls)."""
+    return w.family == "attention" or (w.family == "matmul" and w.weight_bytes == 0)
 
 
 def _pointwise(w: Workload) -> bool:

@@ -45,6 +45,13 @@ def test_presets_match_published_parameter_counts():
     assert PRESETS["llama-3-8b"].params() == 8_030_261_248
     assert PRESETS["llama-2-7b"].params() == 6_738_415_616
     assert round(PRESETS["llama-2-70b"].params() / 1e9, 2) == 68.98
+    # Llama 3.1 (model cards: 8.03 B, 70.6 B, 405 B): by hand, the 405B's layer holds 2 x 16,384^2 (q, o) +
+    # 2 x 16,384 x 1,024 (k, v: 8 heads of 128) + 3 x 16,384 x 53,248 (MLP) + 2 x 16,384 (norms) =
+    # 3,187,703,808 parameters; 126 of them, the embedding and the LM head (2 x 128,256 x 16,384) and the
+    # final norm: 405,853,388,800
+    assert PRESETS["llama-3.1-8b"].params() == 8_030_261_248
+    assert round(PRESETS["llama-3.1-70b"].params() / 1e9, 1) == 70.6
+    assert PRESETS["llama-3.1-405b"].params() == 405_853_388_800
 
 
 @pytest.mark.parametrize("key", ["tiny", "tiny_genai"])
@@ -614,3 +621,27 @@ def test_the_html_report_of_a_step_carries_its_serving_figures(models, tmp_path)
     assert "<h2>LLM phase: decode</h2>" in html
     assert "per output token" in html and "KV cache 51.7 KB (101 tokens x batch 1)" in html
     assert "fix weight_quantization" in html
+
+
+def test_decode_attention_spelled_as_products_streams_the_cache_in_any_precision(models):
+    """A plain export's decode step reads the cache with two products of computed tensors, one query row
+    each (scores: 8 heads x 1 x 4,097 x 32; context: 8 x 1 x 32 x 4,097 MACs: 1,048,832 each), as
+    matrix-vector kernels stream it: memory-bound in fp8 and int8 as in fp16 (each reads ~1 MB; its math
+    is microseconds below that at any tensor-core pace). It was costed as a tiled product whose K loop of
+    4,097 steps set the time: 16 us for the context product in fp8, 90 times its traffic. Fused
+    (`--fusion typical`), the scores, softmax and context are one attention kernel, never slower than
+    the products apart."""
+    base = ("analyze", models["tiny"], "--hw", "h100", "--phase", "decode", "--context", "4096", "-f", "json")
+    for p in ("fp8", "int8"):
+        r = cli(*base, "-p", p)
+        assert r.exit_code == 0, r.output
+        layers = {x["name"]: x for x in json.loads(r.stdout)["layers"]}
+        for name in ("MatMul_96", "MatMul_102"):  # layer 0's scores and context products
+            x = layers[name]
+            assert x["macs"] == 8 * 4_097 * 32 and x["compute_s"] <= x["memory_s"], (p, x)
+        r = cli(*base, "-p", p, "--fusion", "typical")
+        assert r.exit_code == 0, r.output
+        fused = [x for x in json.loads(r.stdout)["layers"] if x["op_type"] == "MatMul+Mul+Softmax+MatMul"]
+        assert len(fused) == 2 and all(x["family"] == "attention" and x["macs"] == 2 * 8 * 4_097 * 32 for x in fused)
+        apart = sum(layers[n]["latency_s"] for n in ("MatMul_96", "Mul_98", "Softmax_100", "MatMul_102"))
+        assert fused[0]["latency_s"] <= apart, (fused[0]["latency_s"], apart)

@@ -16,7 +16,8 @@ _Int = Optional[int]
 def skeleton(
     output: Output = None,
     preset: Annotated[Optional[str], typer.Option("--preset", help="A published configuration: llama-2-7b, llama-2-13b, "
-                                                  "llama-2-70b, llama-3-8b, llama-3-70b, mistral-7b, tinyllama-1.1b, tiny, mixtral-8x7b, "
+                                                  "llama-2-70b, llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, mistral-7b, "
+                                                  "tinyllama-1.1b, tiny, mixtral-8x7b, "
                                                   "mixtral-8x22b, phi-3.5-moe, tiny-moe.")] = None,
     layers: Annotated[_Int, typer.Option("--layers", help="Decoder layers.")] = None,
     hidden: Annotated[_Int, typer.Option("--hidden", help="Hidden size.")] = None,

@@ -97,6 +97,10 @@ PRESETS = {
     "llama-2-70b": LlamaConfig(80, 8192, 64, 8, 28672, 32000, 4096, name="llama-2-70b"),
     "llama-3-8b": LlamaConfig(32, 4096, 32, 8, 14336, 128256, 8192, name="llama-3-8b"),
     "llama-3-70b": LlamaConfig(80, 8192, 64, 8, 28672, 128256, 8192, name="llama-3-70b"),
+    # Llama 3.1: the Llama 3 shapes with a 131,072-position rope table, and the 405B
+    "llama-3.1-8b": LlamaConfig(32, 4096, 32, 8, 14336, 128256, 131072, name="llama-3.1-8b"),
+    "llama-3.1-70b": LlamaConfig(80, 8192, 64, 8, 28672, 128256, 131072, name="llama-3.1-70b"),
+    "llama-3.1-405b": LlamaConfig(126, 16384, 128, 8, 53248, 128256, 131072, name="llama-3.1-405b"),
     "mistral-7b": LlamaConfig(32, 4096, 32, 8, 14336, 32000, 32768, name="mistral-7b"),
     "tinyllama-1.1b": LlamaConfig(22, 2048, 32, 4, 5632, 32000, 2048, name="tinyllama-1.1b"),
     "tiny": LlamaConfig(2, 256, 8, 2, 688, 1024, 8192, name="tiny-llama"),
