@@ -246,7 +246,9 @@ def _unit_and_tile(s: LayerState) -> float:
         ops = 2 * w.macs * w.taps + w.other_ops
         s.t_ideal = min(s.t_ideal, ops / max(s.hw.headline_rate, rate))
         return ops / rate / eff
-    return w.ops / rate / eff
+    # the tile's padding wastes multiply-accumulates; an epilogue (a bias, the activation fused into the
+    # layer) works on the real outputs only, at the unit's rate
+    return (2 * w.macs / eff + w.other_ops) / rate
 
 
 def _parallelism(s: LayerState) -> float:

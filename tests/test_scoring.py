@@ -1339,3 +1339,25 @@ def test_a_scatter_whose_indices_outweigh_its_data_is_told_to_move_only_the_data
     rep = analyze(inspect_model(save(rows, tmp_path, "rows.onnx")), load_profile("v100"), Settings())
     c = next(c for c in rep.score.layers if c.layer.op_type == "ScatterND")
     assert all("indices" not in f["text"] for f in c.fixes)
+
+
+def test_an_epilogue_on_a_systolic_array_works_on_the_real_outputs_only(tmp_path):
+    """A 3 x 3 depthwise convolution with a bias over 1 x 32 x 56 x 56, then Clip (ReLU6), on a TPU v4
+    (fp32 at 92 TOP/s). Each group's product is 3,136 x 1 x 9 on the (1, 128, 128) weight-stationary
+    tile: fit (1 / 128) x (9 / 128). The padding wastes multiply-accumulates only: 2 x 903,168 MACs /
+    fit, plus the 100,352 bias adds on the real outputs = 3,288,434,688 ops, 35.74 us. The bias adds
+    were charged as padded work too (37.7 us), and fused with the Clip (2 ops an element, 200,704) the
+    layer came out 41.7 us, slower than the convolution and the Clip apart."""
+    m = model([helper.make_node("Conv", ["x", "w", "b"], ["c"], group=32, kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+               helper.make_node("Clip", ["c", "lo", "hi"], ["y"])],
+              [vi("x", [1, 32, 56, 56])], [vi("y", None)],
+              [weight("w", [32, 1, 3, 3]), weight("b", [32]), weight("lo", []), weight("hi", [])])
+    fit = (1 / 128) * (9 / 128)
+    apart = run(tmp_path, m, hw="tpu-v4").score.layers
+    conv = apart[0]
+    assert (conv.layer.workload.macs, conv.layer.workload.other_ops) == (903_168, 100_352)
+    assert conv.tile_efficiency == pytest.approx(fit)
+    assert conv.t_compute == pytest.approx((2 * 903_168 / fit + 100_352) / 92e12, rel=1e-6)
+    fused = run(tmp_path, m, hw="tpu-v4", name="f.onnx", fusion="typical").score.layers
+    assert len(fused) == 1 and fused[0].t_compute == pytest.approx((2 * 903_168 / fit + 301_056) / 92e12, rel=1e-6)
+    assert fused[0].time_s <= sum(c.time_s for c in apart)
