@@ -83,8 +83,11 @@ SCHEMA = {
     "host_link_gbs": ("num|null", False, "host -> device link for inputs in GB/s; null when inputs are already in "
                                          "memory (the default, noted as assumed)"),
     "interconnect": ("map", False, "{gbs: GB/s a collective between two of these devices reaches, one way (NVLink, "
-                                   "PCIe), latency_us: the start of one collective}: tensor-parallel LLM steps (--tp); "
-                                   "absent: host_link_gbs, and collective_latency_us from dnnperf/data/kind_defaults.yaml"),
+                                   "PCIe), latency_us: the start of one collective, devices: how many that link joins "
+                                   "(an 8-GPU NVLink board), network_gbs: GB/s a collective reaches per device between "
+                                   "such groups (the cluster network)}: tensor-parallel LLM steps (--tp); absent: "
+                                   "host_link_gbs for any number of devices, and collective_latency_us from "
+                                   "dnnperf/data/kind_defaults.yaml"),
     "sustained_clock_fraction": ("num", False, "fraction of boost clock held under load (thermal envelope); default 1, "
                                                "or for GPUs the generation default by board power per SM"),
     "gpu": ("map", False, "GPU library knowledge: {generation: volta|turing|ampere|ada|hopper|pascal|..., tdp_w: W, "
@@ -645,12 +648,21 @@ def _validation(v, where: str) -> tuple[dict, ...]:
 
 
 def _interconnect(d, where: str) -> dict:
-    """A profile's ``interconnect`` section: {gbs, latency_us}, each optional, each a positive number."""
+    """A profile's ``interconnect`` section: {gbs, latency_us, devices, network_gbs}, each optional, each a
+    positive number (``devices`` a whole one, at least 2)."""
     if d is None:
         return {}
     ic = _map(d, f"{where}.interconnect")
-    _check_keys(ic, ("gbs", "latency_us"), f"{where}.interconnect")
-    return {k: _num(ic[k], f"{where}.interconnect.{k}") for k in ("gbs", "latency_us") if ic.get(k) is not None}
+    keys = ("gbs", "latency_us", "devices", "network_gbs")
+    _check_keys(ic, keys, f"{where}.interconnect")
+    out = {k: _num(ic[k], f"{where}.interconnect.{k}") for k in keys if ic.get(k) is not None}
+    if "devices" in out:
+        n = out["devices"]
+        if n != int(n) or n < 2:
+            raise DnnperfError(f"{where}.interconnect.devices: expected a whole number of devices of at least 2 "
+                               f"(how many the link joins, e.g. 8 on an HGX board), got {ic['devices']!r}")
+        out["devices"] = int(n)
+    return out
 
 
 @lru_cache(maxsize=1)

@@ -85,8 +85,8 @@ def test_a_profile_without_a_link_between_devices_is_refused_and_a_pcie_card_use
     tp = decode(tiny, "--tp", "2", hw="t4")["llm"]["tensor_parallel"]  # no interconnect: its PCIe link
     assert tp["link_gbs"] == 15.75 and "the host link's 15.75 GB/s" in tp["assumed"]
     bad = tmp_path / "bad.yaml"
-    text = open("profiles/h100.yaml", encoding="utf-8").read().replace("interconnect: {gbs: 360}",
-                                                                       "interconnect: {gbps: 360}")
+    text = open("profiles/h100.yaml", encoding="utf-8").read().replace("interconnect: {gbs: 360,",
+                                                                       "interconnect: {gbps: 360,")
     bad.write_text(text.replace("name: h100", "name: bad"), encoding="utf-8")
     r = cli("analyze", tiny, "--hw", bad, "--phase", "decode", "--tp", "2")
     assert r.exit_code == 2 and "interconnect: unknown key 'gbps'" in r.stderr, r.output
@@ -288,3 +288,32 @@ def test_a_fused_attention_over_one_replicated_head_runs_the_devices_query_heads
     split = parallel.shard(insp, 4, dec.cache)[0]
     g = next(r.workload.gemm for r in split.rows if r.node.op_type == "GroupQueryAttention")
     assert (g.m, g.n, g.k, g.count) == (2, 17, 32, 2)
+
+
+def test_a_split_past_the_devices_a_link_joins_runs_its_collectives_over_the_network(tmp_path):
+    """The h100 profile's NVLink joins 8 devices (an HGX board; interconnect.devices) and its network
+    reaches 40 GB/s a device between boards. 2 layers of hidden 512 with 16 query heads (2 key/value heads
+    of 32, each replicated on 8 devices) over 16 devices: 4 all-reduces of 1 x 512 x 2 B and the logits'
+    1,024 x 2 B gathered, 2 x 15/16 x 4 x 1,024 + 15/16 x 2,048 = 9,600 B a device, over the network:
+    5 x 10 us + 9,600 B / 40 GB/s. Over 8 devices the same step stays on NVLink's 360 GB/s."""
+    p = tmp_path / "m.onnx"
+    r = cli("llm", "skeleton", "--layers", "2", "--hidden", "512", "--heads", "16", "--kv-heads", "2",
+            "--intermediate", "1024", "--vocab", "1024", "-o", p)
+    assert r.exit_code == 0, r.output
+    tp = decode(p, "--tp", "16")["llm"]["tensor_parallel"]
+    assert tp["link_gbs"] == 40 and tp["bytes_per_step"] == 4 * 1_024 + 2_048
+    assert tp["collective_seconds_per_step"] == pytest.approx(50e-6 + 9_600 / 40e9, rel=1e-5)
+    assert "16 devices span 2 groups of the 8 its link joins" in tp["assumed"]
+    assert decode(p, "--tp", "8")["llm"]["tensor_parallel"]["link_gbs"] == 360
+    # a profile whose link joins 8 devices and that names no network between them: refused past 8
+    text = open("profiles/h100.yaml", encoding="utf-8").read().replace(", network_gbs: 40}", "}")
+    one = tmp_path / "board.yaml"
+    one.write_text(text.replace("name: h100", "name: board"), encoding="utf-8")
+    r = cli("analyze", p, "--hw", one, "--phase", "decode", "--context", "16", "--tp", "16")
+    assert r.exit_code == 2 and "links 8 devices (interconnect.devices) and gives no network" in r.stderr, r.output
+    for bad, says in (("devices: 8", "devices: 1"), ("devices: 8", "devices: 2.5")):
+        f = tmp_path / "bad.yaml"
+        f.write_text(text.replace(bad, says).replace("name: h100", "name: bad"), encoding="utf-8")
+        r = cli("analyze", p, "--hw", f, "--phase", "decode", "--tp", "2")
+        assert r.exit_code == 2 and "interconnect.devices: expected a whole number of devices of at least 2" in r.stderr, \
+            r.output

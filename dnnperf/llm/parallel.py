@@ -405,12 +405,14 @@ def collective_seconds(insp, hw) -> tuple[float, str]:
     coll = insp.collectives
     if coll is None or coll.devices == 1:
         return 0.0, ""
-    gbs, latency, assumed = link(hw)
+    gbs, latency, assumed = link(hw, coll.devices)
     return coll.seconds(gbs, latency), assumed
 
 
-def link(hw) -> tuple[float, float, str]:
-    """(GB/s, latency in us, the assumption made, if any) of the profile's device-to-device link."""
+def link(hw, n: int = 2) -> tuple[float, float, str]:
+    """(GB/s, latency in us, the assumption made, if any) of the link a collective over ``n`` of ``hw``'s
+    devices runs on: the profile's ``interconnect`` (NVLink within a board), or past the devices that link
+    joins (``interconnect.devices``) its ``network_gbs``, the slowest hop of a ring that leaves the board."""
     from dnnperf.hardware import kind_defaults
 
     ic = hw.interconnect
@@ -419,6 +421,16 @@ def link(hw) -> tuple[float, float, str]:
     if latency is None:
         latency = kind_defaults()[hw.kind]["collective_latency_us"]
         said.append(f"{latency:g} us per collective (the {hw.kind} default)")
+    joined = ic.get("devices")
+    if joined is not None and n > joined:
+        gbs = ic.get("network_gbs")
+        if gbs is None:
+            raise DnnperfError(f"--tp {n}: profile '{hw.name}' links {joined} devices (interconnect.devices) and gives no "
+                               "network between such groups — add interconnect.network_gbs (GB/s a collective reaches "
+                               f"per device across the cluster network), or keep --tp at most {joined}")
+        said.append(f"{n} devices span {-(-n // joined)} groups of the {joined} its link joins: the collectives run at "
+                    f"the network's {gbs:g} GB/s")
+        return float(gbs), float(latency), "; ".join(said)
     gbs = ic.get("gbs")
     if gbs is None:
         if not hw.host_link_gbs:

@@ -295,7 +295,7 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
             + f"{share})" + (f" + activations {act / 1e9:.2f} GB" if act >= 5e6 else "") + " = "
             f"{mem['needed_bytes'] / 1e9:.2f} GB, {mem['missing_bytes'] / 1e9:.2f} GB missing — lower --batch or the "
             "context, quantise the weights (-p int8) or the cache, or pick a device with more memory"
-            + (f" (or split the model over devices: {_devices_hint(dec, tp, mem)})" if mem["device_bytes"] else ""))
+            + (f" (or split the model over devices: {_devices_hint(dec, tp, mem, hw)})" if mem["device_bytes"] else ""))
     cov = main.inspection.coverage()
     if not cov["complete"]:  # the phase's figures are the scored nodes' only: said first, where they are read
         out["partial"] = (f"{cov['nodes_unscored']} of {cov['nodes_total']} nodes of the step are NOT scored: the "
@@ -307,7 +307,7 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     return main, out
 
 
-def _devices_hint(dec, tp: int, mem: dict) -> str:
+def _devices_hint(dec, tp: int, mem: dict, hw=None) -> str:
     """The smallest tensor-parallel split that would hold the request among the splits the KV heads allow,
     taking the weights and activations as split over the devices (the replicated norms and embedding are a
     small share) and the cache over the key/value heads' share (``parallel.kv_ways``)."""
@@ -321,7 +321,10 @@ def _devices_hint(dec, tp: int, mem: dict) -> str:
             continue
         each = rest / n + cache / kv_ways(n, dec.cache)
         if each <= mem["device_bytes"]:
-            return f"--tp {n} would hold about {each / 1e9:.1f} GB on each of {n} devices"
+            joined = hw.interconnect.get("devices") if hw is not None else None
+            over = (f", more than the {joined} its link joins: the collectives would cross the network"
+                    if joined and n > joined else "")
+            return f"--tp {n} would hold about {each / 1e9:.1f} GB on each of {n} devices{over}"
     return f"no tensor-parallel split of its {heads[0] if heads else '?'} key/value heads holds it"
 
 
@@ -331,7 +334,7 @@ def _parallel_figures(hw, req: PhaseRequest, out: dict, coll, counts: dict) -> d
     from dnnperf.llm import parallel
 
     ph = "decode" if "decode" in out else "prefill"
-    gbs, latency, assumed = parallel.link(hw)
+    gbs, latency, assumed = parallel.link(hw, req.tp)
     t = coll.seconds(gbs, latency)
     return {"devices": req.tp, "phase": ph, "all_reduces_per_step": len(coll.all_reduce),
             "all_gathers_per_step": len(coll.all_gather),
