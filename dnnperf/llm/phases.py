@@ -262,7 +262,8 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     # at a long prompt): the most held beyond the largest cache, over the phases run (a prefill holds
     # its prompt's cache, a decode step the largest)
     # over --tp devices each holds its share of the weights and its live activations (the reports are one
-    # device's: its heads' attention scores) and 1/tp of the cache
+    # device's: its heads' attention scores) and 1/tp of the cache (1/heads of it when there are fewer
+    # key/value heads than devices: dnnperf.llm.replicated)
     from dnnperf.llm import parallel
 
     tp = req.tp
@@ -277,6 +278,7 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     mem = out["memory"]
     if tp > 1:
         out["memory"]["tensor_parallel_devices"] = tp
+        out["memory"]["cache_devices"] = kv  # the devices the cache is spread over (its heads, when fewer)
         out["tensor_parallel"] = tpf = _parallel_figures(hw, req, out, main.inspection.collectives, roles)
         main.notes.append(f"tensor parallel over {tp} devices (--tp {tp}): the layers and totals above are one device's "
                           f"share of the {tpf['phase']} step; its {tpf['all_reduces_per_step'] + tpf['all_gathers_per_step']} "
@@ -291,7 +293,7 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
         raise DnnperfError(
             f"does not fit {memory_words(hw)}{each}: weights {weights / 1e9:.2f} GB + KV cache "
             f"{dev_cache / 1e9:.2f} GB (batch {batch} x {peak_ctx} tokens x {per_tok / 1e6:.3g} MB"
-            + (f" + {fixed / 1e9:.2f} GB of cross-attention caches" if fixed else "") + (f", / {tp}" if tp > 1 else "")
+            + (f" + {fixed / 1e9:.2f} GB of cross-attention caches" if fixed else "") + (f", / {kv}" if kv > 1 else "")
             + f"{share})" + (f" + activations {act / 1e9:.2f} GB" if act >= 5e6 else "") + " = "
             f"{mem['needed_bytes'] / 1e9:.2f} GB, {mem['missing_bytes'] / 1e9:.2f} GB missing — lower --batch or the "
             "context, quantise the weights (-p int8) or the cache, or pick a device with more memory"

@@ -175,7 +175,8 @@ def llm_block(m: dict) -> Lines:
     act = mem.get("activation_bytes", 0)
     cross = kv.get("cross_attention_bytes", 0)
     devs = mem.get("tensor_parallel_devices", 1)
-    held = f"{b(kv['bytes'])} / {devs}" if devs > 1 else b(kv["bytes"])
+    spread = mem.get("cache_devices", devs)  # fewer than the devices when each key/value head is on several
+    held = f"{b(kv['bytes'])} / {spread}" if spread > 1 else b(kv["bytes"])
     out.append(f"memory{' of each die' if n > 1 else ' of each device' if devs > 1 else ''}: weights "
                f"{b(mem['weights_bytes'])} + KV cache {held} "
                f"({kv['tokens']} tokens x batch {m['batch']}" + (f" + {b(cross)} cross-attention" if cross else "") + ")"
