@@ -70,7 +70,7 @@ def compare(insp: Inspection, profiles: list[HardwareProfile], settings: Setting
         top = ranked(rep, 1)
         b = used.batch or 1
         latency, throughput = t["latency_s"], t["throughput_per_s"]
-        extra, assumed = collective_seconds(insp, hw)  # a split step: what its devices exchange, over this target's link
+        extra, assumed = collective_seconds(insp, hw, settings.precision)  # a split step: what its devices exchange, over this target's link
         if extra:
             latency += extra
             throughput = b / latency
@@ -316,7 +316,7 @@ def _entry(model_path: str, insp: Inspection, spec: str, hw: HardwareProfile, se
     d = report_dict(rep)
     cov = d["coverage"]
     # a tensor-parallel step (one device's layers): its time adds the collectives over this target's link
-    latency = d["totals"]["latency_s"] + collective_seconds(insp, hw)[0]
+    latency = d["totals"]["latency_s"] + collective_seconds(insp, hw, settings.precision)[0]
     return {
         "model": model_key(model_path),
         "hardware": spec,
@@ -539,7 +539,7 @@ def check(baseline: dict, models: list[str], tolerance: float, inspect_fn, basel
             insp = cache[key] = entry_inspection(e, path, ov, inspect_fn)
         rep = analyze(insp, hw, settings, with_fixes=False, what_if=False)
         d = report_dict(rep)
-        new = _r(d["totals"]["latency_s"] + collective_seconds(insp, hw)[0])  # (a split step's collectives, as recorded)
+        new = _r(d["totals"]["latency_s"] + collective_seconds(insp, hw, settings.precision)[0])  # (a split step's collectives, as recorded)
         old = e["latency_s"]
         status, change = classify_change(old, new, tolerance, abs_tolerance_s)
         problems = []

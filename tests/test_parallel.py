@@ -319,3 +319,27 @@ def test_a_split_past_the_devices_a_link_joins_runs_its_collectives_over_the_net
         r = cli("analyze", p, "--hw", f, "--phase", "decode", "--tp", "2")
         assert r.exit_code == 2 and "interconnect.devices: expected a whole number of devices of at least 2" in r.stderr, \
             r.output
+
+
+def test_the_collectives_move_activations_at_the_precision_what_ifs_width_never_below_16_bits(tiny, tmp_path):
+    """The tiny skeleton in fp16 exchanges 4 x 512 + 2,048 B a step (above). Exported in fp32 it exchanges
+    twice that; under -p fp16 the what-if's activations are 16-bit and so is the exchange; under -p int8
+    the quantised products' partial sums are still reduced in 16-bit floats (as TensorRT-LLM and vLLM
+    all-reduce them): the fp16 figure again; -p fp32 on the fp16 export doubles it."""
+    p = tmp_path / "fp32.onnx"
+    r = cli("llm", "skeleton", "--preset", "tiny", "--dtype", "fp32", "-o", p)
+    assert r.exit_code == 0, r.output
+    half = 4 * 512 + 2_048
+
+    def moved(path, *extra):
+        return decode(path, "--tp", "2", *extra)["llm"]["tensor_parallel"]["bytes_per_step"]
+
+    assert moved(tiny) == half and moved(p) == 2 * half
+    assert moved(p, "-p", "fp16") == half and moved(p, "-p", "int8") == half and moved(tiny, "-p", "int8") == half
+    assert moved(tiny, "-p", "fp32") == 2 * half
+    # compare prices the same exchange as analyze
+    d = decode(p, "--tp", "2", "-p", "fp16")
+    r = cli("compare", p, "--hw", "h100", "--phase", "decode", "--context", "16", "--tp", "2", "-p", "fp16", "-f", "json")
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)["rows"][0]
+    assert row["latency_s"] == pytest.approx(d["llm"]["decode"]["latency_s"], rel=1e-4)

@@ -44,11 +44,27 @@ REPLICATED, COLUMN, ROW, SPLIT, EXPERTS = "replicated", "column", "row", "split"
 
 @dataclass(frozen=True)
 class Collectives:
-    """What the devices exchange in one step: (all-reduce bytes, ...), (all-gather bytes, ...)."""
+    """What the devices exchange in one step: (all-reduce bytes, ...), (all-gather bytes, ...), at the
+    exported tensors' widths (``bits``: one per all-reduce, then one per all-gather)."""
 
     devices: int
     all_reduce: tuple[int, ...]
     all_gather: tuple[int, ...]
+    bits: tuple[int, ...] = ()
+
+    def at_precision(self, precision: str | None) -> "Collectives":
+        """The same exchange under a precision what-if (``-p``): the activations move at that width, but
+        never below 16 bits (a quantised product's partial sums are reduced in 16-bit floats, as
+        TensorRT-LLM and vLLM all-reduce them); the model's own widths for None."""
+        if precision is None or len(self.bits) != len(self.all_reduce) + len(self.all_gather):
+            return self
+        from dnnperf.ir import DTYPE_BITS
+        from dnnperf.workload import DTYPE_OF_PRECISION
+
+        new = max(16, DTYPE_BITS.get(DTYPE_OF_PRECISION.get(precision, ""), 16))
+        scaled = [b * new // old if old else b for b, old in zip(self.all_reduce + self.all_gather, self.bits)]
+        k = len(self.all_reduce)
+        return Collectives(self.devices, tuple(scaled[:k]), tuple(scaled[k:]), (new,) * len(scaled))
 
     def seconds(self, gbs: float, latency_us: float) -> float:
         """Ring collectives over ``gbs`` GB/s a device, ``latency_us`` each."""
@@ -172,7 +188,7 @@ def shard(insp, n: int, cache) -> tuple:
             row = replace(row, workload=w)
         rows.append(row)
         if ro in (ROW, EXPERTS):
-            reduce_.extend(graph.tensors[o].nbytes for o in row.node.outputs if o and o in graph.tensors
+            reduce_.extend(graph.tensors[o] for o in row.node.outputs if o and o in graph.tensors
                            and graph.tensors[o].shape is not None)
         elif ro in (COLUMN, SPLIT):
             split_out.update(o for o in row.node.outputs if o)
@@ -186,12 +202,15 @@ def shard(insp, n: int, cache) -> tuple:
     made = {o: node for node in graph.nodes for o in node.outputs if o}
     gathered = [o for o in graph.outputs if o in split_out and _chain_to_column(o, made, role, graph.constants)
                 and o in graph.tensors and graph.tensors[o].shape is not None]
-    gather = tuple(graph.tensors[o].nbytes for o in gathered)
+    gather = [graph.tensors[o] for o in gathered]
     # what a device holds of each split tensor (the caches' heads, its share of every activation between a
     # column- and a row-parallel product), for the memory figures the report reads off the graph's tensors
     held = {t: n if ways is None else ways.tensors.get(t, n) for t in split_out.difference(gathered)}
     tensors = _split_tensors(graph.tensors, cache, held)
-    coll = Collectives(n, tuple(reduce_), gather)
+    from dnnperf.ir import DTYPE_BITS
+
+    coll = Collectives(n, tuple(t.nbytes for t in reduce_), tuple(t.nbytes for t in gather),
+                       tuple(DTYPE_BITS.get(t.dtype, 16) for t in reduce_ + gather))
     return replace(insp, rows=rows, graph=replace(graph, tensors=tensors), collectives=coll), coll, counts
 
 
@@ -236,12 +255,14 @@ def _chain_to_column(name: str, made: dict, role: dict, consts) -> list:
     return []
 
 
-def collective_seconds(insp, hw) -> tuple[float, str]:
-    """(seconds the collectives of ``insp``'s split step take over ``hw``'s link, the assumption made
-    about that link); (0, "") for a step that is not split."""
+def collective_seconds(insp, hw, precision: str | None = None) -> tuple[float, str]:
+    """(seconds the collectives of ``insp``'s split step take over ``hw``'s link under the precision
+    what-if ``precision`` (``Collectives.at_precision``), the assumption made about that link); (0, "") for
+    a step that is not split."""
     coll = insp.collectives
     if coll is None or coll.devices == 1:
         return 0.0, ""
+    coll = coll.at_precision(precision)
     gbs, latency, assumed = link(hw, coll.devices)
     return coll.seconds(gbs, latency), assumed
 

@@ -159,7 +159,7 @@ def _run(path, dec: Decoder, base: ShapeOverrides, hw, settings, seq: int, past:
 
     insp, _, counts = parallel.shard(_inspect(path, dec, base, seq, past), tp, dec.cache)
     rep = analyze(insp, hw, settings, with_fixes=with_fixes)
-    return rep, rep.score.totals["latency_s"] + parallel.collective_seconds(insp, hw)[0], counts
+    return rep, rep.score.totals["latency_s"] + parallel.collective_seconds(insp, hw, settings.precision)[0], counts
 
 
 def _bound(report) -> str:
@@ -279,7 +279,8 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     if tp > 1:
         out["memory"]["tensor_parallel_devices"] = tp
         out["memory"]["cache_devices"] = kv  # the devices the cache is spread over (its heads, when fewer)
-        out["tensor_parallel"] = tpf = _parallel_figures(hw, req, out, main.inspection.collectives, roles)
+        out["tensor_parallel"] = tpf = _parallel_figures(hw, req, out,
+                                                         main.inspection.collectives.at_precision(settings.precision), roles)
         main.notes.append(f"tensor parallel over {tp} devices (--tp {tp}): the layers and totals above are one device's "
                           f"share of the {tpf['phase']} step; its {tpf['all_reduces_per_step'] + tpf['all_gathers_per_step']} "
                           f"collectives add {tpf['collective_seconds_per_step'] * 1e3:.3g} ms, which the LLM figures include")
