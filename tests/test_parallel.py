@@ -224,6 +224,9 @@ def test_more_devices_than_key_value_heads_hold_the_one_head_each_and_split_the_
     llm = d["llm"]
     assert 0 <= llm["memory"]["weights_bytes"] - 1_382_912 < 400
     assert llm["memory"]["cache_bytes"] == 4_352 and llm["memory"]["cache_devices"] == 1
+    # each sequence adds its whole 4,352 B of cache on every device: 80 GB less the weights held, / 4,352
+    batch = next(f["text"] for f in llm["fixes"] if f["id"] == "bigger_batch")
+    assert f"memory holds batch <= {(80_000_000_000 - llm['memory']['weights_bytes']) // 4_352} " in batch, batch
     assert llm["tensor_parallel"]["layers"]["column"] == 2 * 5 + 1 and llm["tensor_parallel"]["layers"]["row"] == 2 * 2
     r = cli("analyze", mqa["plain"], "--hw", "h100", "--phase", "decode", "--context", "16", "--tp", "4")
     assert r.exit_code == 0 and "memory of each device: weights 1.38 MB + KV cache 4.35 KB (17 tokens" in r.stdout, r.output

@@ -56,7 +56,9 @@ def llm_fixes(report, d: dict, dec, hw) -> list[dict]:
         # cache bytes one sequence reads per step (an encoder-decoder's cross-attention caches too)
         kv = d["kv_cache"]  # (at the precision scored)
         cs = kv["bytes_per_token"] * (d["decode"]["context"] + 1) + kv.get("cross_attention_bytes", 0) / batch
-        cs /= d.get("tensor_parallel", {}).get("devices", 1)  # over --tp devices, each holds and reads its heads' share
+        # over --tp devices each holds and reads its heads' share (the whole of one head when the model has
+        # fewer key/value heads than devices: memory.cache_devices)
+        cs /= d["memory"].get("cache_devices", 1)
         # each die of a multi-die board holds the weights and the cache of its share of the batch
         cap, dies = die_memory(hw), board_dies(hw)
         held = d["memory"]["weights_bytes"]  # each weight once (``weights``: what a step reads)
