@@ -230,6 +230,8 @@ def test_more_devices_than_key_value_heads_hold_the_one_head_each_and_split_the_
     assert llm["tensor_parallel"]["layers"]["column"] == 2 * 5 + 1 and llm["tensor_parallel"]["layers"]["row"] == 2 * 2
     r = cli("analyze", mqa["plain"], "--hw", "h100", "--phase", "decode", "--context", "16", "--tp", "4")
     assert r.exit_code == 0 and "memory of each device: weights 1.38 MB + KV cache 4.35 KB (17 tokens" in r.stdout, r.output
+    assert llm["tensor_parallel"]["key_value_head_copies"] == 4
+    assert "each key/value head is held, computed and read on 4 devices (fewer heads than devices)" in r.stdout
     layers = {x["name"]: x for x in d["layers"]}
     # the key projection of layer 0 whole on each device: 256 x 32 fp16 weights, one token's 32 keys written
     k = layers["MatMul_28"]

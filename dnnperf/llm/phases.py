@@ -280,7 +280,8 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
         out["memory"]["tensor_parallel_devices"] = tp
         out["memory"]["cache_devices"] = kv  # the devices the cache is spread over (its heads, when fewer)
         out["tensor_parallel"] = tpf = _parallel_figures(hw, req, out,
-                                                         main.inspection.collectives.at_precision(settings.precision), roles)
+                                                         main.inspection.collectives.at_precision(settings.precision), roles,
+                                                         kv)
         main.notes.append(f"tensor parallel over {tp} devices (--tp {tp}): the layers and totals above are one device's "
                           f"share of the {tpf['phase']} step; its {tpf['all_reduces_per_step'] + tpf['all_gathers_per_step']} "
                           f"collectives add {tpf['collective_seconds_per_step'] * 1e3:.3g} ms, which the LLM figures include")
@@ -331,15 +332,17 @@ def _devices_hint(dec, tp: int, mem: dict, hw=None) -> str:
     return f"no tensor-parallel split of its {heads[0] if heads else '?'} key/value heads holds it"
 
 
-def _parallel_figures(hw, req: PhaseRequest, out: dict, coll, counts: dict) -> dict:
+def _parallel_figures(hw, req: PhaseRequest, out: dict, coll, counts: dict, kv: int) -> dict:
     """The tensor-parallel section: the devices, the collectives of the main phase's step (decode's, or
-    the prefill's) and their time, the link assumed."""
+    the prefill's) and their time, the link assumed; ``kv``: the devices the cache is spread over."""
     from dnnperf.llm import parallel
 
     ph = "decode" if "decode" in out else "prefill"
     gbs, latency, assumed = parallel.link(hw, req.tp)
     t = coll.seconds(gbs, latency)
-    return {"devices": req.tp, "phase": ph, "all_reduces_per_step": len(coll.all_reduce),
+    # a model with fewer key/value heads than devices holds each head on tp / kv of them
+    copies = {"key_value_head_copies": req.tp // kv} if kv < req.tp else {}
+    return {"devices": req.tp, "phase": ph, **copies, "all_reduces_per_step": len(coll.all_reduce),
             "all_gathers_per_step": len(coll.all_gather),
             "bytes_per_step": sum(coll.all_reduce) + sum(coll.all_gather), "collective_seconds_per_step": t,
             "share_of_step": t / out[ph]["latency_s"], "link_gbs": gbs, "latency_us": latency,

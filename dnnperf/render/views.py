@@ -167,7 +167,9 @@ def llm_block(m: dict) -> Lines:
                                                                   if tp["all_gathers_per_step"] else "")
                    + f" of {b(tp['bytes_per_step'])} in all per {tp['phase']} step, {t(tp['collective_seconds_per_step'])} "
                    f"({tp['share_of_step']:.0%} of it) at {tp['link_gbs']:g} GB/s and {tp['latency_us']:g} us each"
-                   + (f" (assumed: {tp['assumed']})" if tp.get("assumed") else ""))
+                   + (f" (assumed: {tp['assumed']})" if tp.get("assumed") else "")
+                   + (f"; each key/value head is held, computed and read on {tp['key_value_head_copies']} devices "
+                      "(fewer heads than devices)" if tp.get("key_value_head_copies") else ""))
     mem, kv = m["memory"], m["kv_cache"]
     cap = f" of {b(mem['device_bytes'])}" if mem.get("device_bytes") else ""
     n = mem.get("dies", 1)
