@@ -348,3 +348,12 @@ def test_the_collectives_move_activations_at_the_precision_what_ifs_width_never_
     assert r.exit_code == 0, r.output
     row = json.loads(r.stdout)["rows"][0]
     assert row["latency_s"] == pytest.approx(d["llm"]["decode"]["latency_s"], rel=1e-4)
+
+
+def test_plot_draws_one_devices_layers_of_a_split_step(tiny, tmp_path):
+    out = tmp_path / "roofline.svg"
+    r = cli("plot", tiny, "--hw", "h100", "--phase", "decode", "--context", "16", "--tp", "2", "-o", out)
+    assert r.exit_code == 0 and out.read_text().startswith("<svg"), r.output
+    assert "--tp 2: the chart is one device's layers of the step" in r.stderr
+    r = cli("plot", tiny, "--hw", "h100", "--tp", "2", "-o", tmp_path / "x.svg")
+    assert r.exit_code == 2 and "it needs --phase" in r.stderr and not (tmp_path / "x.svg").exists()

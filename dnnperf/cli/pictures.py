@@ -40,19 +40,23 @@ def plot(
     phase: Phase = None,
     prompt: Prompt = 512,
     context: Context = None,
+    tp: TensorParallel = 1,
     fmt: Format = None,
     quiet: Quiet = False,
 ):
     """Log-log roofline of the profile with every layer (sized by time, coloured by cause), or the
     loss waterfall from the time at quoted peak to the estimate (.svg; .png needs dnnperf[plot]).
-    With --phase prefill or decode: a decoder's step."""
+    With --phase prefill or decode: a decoder's step (with --tp, one device's layers of it)."""
     from dnnperf.hardware import load_profile
 
     if chart not in ("roofline", "waterfall"):
         raise DnnperfError(f"--chart must be roofline or waterfall, got '{chart}'")
-    insp = inspected(model, overrides(batch, input_shape, dim, value=value), phase, prompt, context)
+    insp = inspected(model, overrides(batch, input_shape, dim, value=value), phase, prompt, context, tp)
     d = _report_dict(insp, load_profile(hw), settings(batch, precision, fusion, runtime, overlap_input))
-    return Document("chart", {"report": d, "chart": chart}, notes=tuple(insp.warnings))
+    notes = tuple(insp.warnings) + ((f"--tp {tp}: the chart is one device's layers of the step (their share of the split "
+                                     "layers, the replicated ones whole); the step's collectives are not drawn",)
+                                    if tp > 1 else ())
+    return Document("chart", {"report": d, "chart": chart}, notes=notes)
 
 
 @command(app, "report", kinds=("html_report",), default_format="html")
