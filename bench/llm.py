@@ -93,12 +93,12 @@ def published(tmp: str) -> None:
           f"rank rho {spearman([p for p, _ in pairs], [m for _, m in pairs]):.3f}")
 
 
-def first_token(tmp: str) -> None:
+def first_token(tmp: str, key: str = "first_token_rows") -> None:
     data = _data()
-    print(f"\n{'model':<11} {'hw':<5} {'prec':<5} {'tp':>2} {'prompt':>6}  {'measured':>9} {'predicted':>9}  {'pred/meas':>9}  "
+    print(f"\n{'model':<12} {'hw':<5} {'prec':<5} {'tp':>2} {'prompt':>6}  {'measured':>9} {'predicted':>9}  {'pred/meas':>9}  "
           "(first-token latency; collectives)")
-    pairs = []
-    for r in data["first_token_rows"]:
+    pairs, by = [], []
+    for r in data[key]:
         path = _skeleton(tmp, r["model"])
         prec = None if r["precision"] == "fp16" else r["precision"]  # the skeleton's own 16-bit weights
         _, d = analyze_phases(path, _profile(r), Settings(batch=r["batch"], runtime="tensorrt", precision=prec),
@@ -106,17 +106,19 @@ def first_token(tmp: str) -> None:
         pred = d["prefill"]["ttft_s"] * 1e3
         coll = d.get("tensor_parallel", {}).get("collective_seconds_per_step", 0.0) * 1e3
         pairs.append((pred, r["ttft_ms"], r["tp"], bool(r.get("spec_profile"))))
-        print(f"{r['model']:<11} {r['hw']:<5} {r['precision']:<5} {r['tp']:>2} {r['prompt']:>6}  {r['ttft_ms']:7.1f}ms "
+        print(f"{r['model']:<12} {r['hw']:<5} {r['precision']:<5} {r['tp']:>2} {r['prompt']:>6}  {r['ttft_ms']:7.1f}ms "
               f"{pred:7.1f}ms  {pred / r['ttft_ms']:8.2f}x  ({coll:.1f} ms)")
+        by.append((r, pred / r["ttft_ms"]))
     _groups(pairs)
+    return by
 
 
-def throughput(tmp: str) -> None:
+def throughput(tmp: str, key: str = "throughput_rows") -> None:
     data = _data()
-    print(f"\n{'model':<11} {'hw':<5} {'prec':<5} {'tp':>2} {'batch':>5} {'in':>5} {'out':>5}  {'measured':>9} {'predicted':>9}  "
+    print(f"\n{'model':<12} {'hw':<5} {'prec':<5} {'tp':>2} {'batch':>5} {'in':>5} {'out':>5}  {'measured':>9} {'predicted':>9}  "
           f"{'pred/meas':>9}  (output tokens/s per GPU; does the request fit?)")
-    pairs = []
-    for r in data["throughput_rows"]:
+    pairs, by = [], []
+    for r in data[key]:
         prec = None if r["precision"] == "fp16" else r["precision"]
         _, d = analyze_phases(_skeleton(tmp, r["model"]), _profile(r),
                               Settings(batch=r["batch"], runtime="tensorrt", precision=prec),
@@ -124,10 +126,21 @@ def throughput(tmp: str) -> None:
                               strict_memory=False)
         pred = d["end_to_end"]["output_tokens_per_s"] / r["tp"]
         pairs.append((pred, r["tokens_per_s_per_gpu"], r["tp"], bool(r.get("spec_profile"))))
-        print(f"{r['model']:<11} {r['hw']:<5} {r['precision']:<5} {r['tp']:>2} {r['batch']:>5} {r['prompt']:>5} {r['generate']:>5}  "
+        print(f"{r['model']:<12} {r['hw']:<5} {r['precision']:<5} {r['tp']:>2} {r['batch']:>5} {r['prompt']:>5} {r['generate']:>5}  "
               f"{r['tokens_per_s_per_gpu']:9.0f} {pred:9.0f}  {pred / r['tokens_per_s_per_gpu']:8.2f}x  "
               f"({'fits' if d['memory']['fits'] else 'does not fit'})")
+        by.append((r, pred / r["tokens_per_s_per_gpu"]))
     _groups(pairs)
+    return by
+
+
+def _by(rows: list, field: str) -> None:
+    """Median predicted / measured and median error per value of ``field`` over (row, ratio) pairs."""
+    for v in sorted({r[field] for r, _ in rows}):
+        q = [x for r, x in rows if r[field] == v]
+        err = [max(x, 1 / x) for x in q]
+        print(f"  {field} {v:<14} {len(q):>2} rows  median pred/meas {_median(q):.2f}x  median error {_median(err):.2f}x  "
+              f"within 1.5x {sum(e <= 1.5 for e in err) / len(err):.0%}")
 
 
 def speed(tmp: str) -> None:
@@ -154,4 +167,14 @@ if __name__ == "__main__":
         published(tmp)
         first_token(tmp)
         throughput(tmp)
+        # TensorRT-LLM 0.9.0's tables: other models (Mistral 7B, Mixtral 8x7B), an H200, a later release; added
+        # after the figures above were fixed, never tuned on
+        print("\nTensorRT-LLM 0.9.0, held out (never tuned on): first-token latency")
+        rows = first_token(tmp, "trtllm09_first_token_rows")
+        for field in ("model", "hw"):
+            _by(rows, field)
+        print("\nTensorRT-LLM 0.9.0, held out (never tuned on): static-batch throughput")
+        rows = throughput(tmp, "trtllm09_throughput_rows")
+        for field in ("model", "hw"):
+            _by(rows, field)
         speed(tmp)
