@@ -165,8 +165,9 @@ def share_replicated(row, ro: str, n: int, r: int, ways: Ways, graph) -> Workloa
         c = -(-g.count // r)
         out = replace(out, gemm=replace(g, count=c, m=-(-g.m * g.count // (c * k))))
     # each input at the share of it a device holds (a replicated one at the node's, as for any split node)
-    ins = [(b, ways.tensors.get(i, k)) for i in node.inputs if i for b in [graph.tensors[i].nbytes]
-           if i in graph.tensors and graph.tensors[i].shape is not None and i not in (graph.constants or ())]
+    consts = graph.constants or ()
+    known = [graph.tensors.get(i) for i in node.inputs if i and i not in consts]
+    ins = [(t.nbytes, ways.tensors.get(t.name, k)) for t in known if t is not None and t.shape is not None]
     total = sum(b for b, _ in ins)
     if total and any(m != k for _, m in ins):
         out = replace(out, act_bytes_read=int(round(w.act_bytes_read * sum(b / m for b, m in ins) / total)))
