@@ -94,14 +94,19 @@ def _assignment(s: str, flag: str, form: str) -> tuple[str, str]:
     return name, rest
 
 
+def tp_needs_phase(tp: int, phase: str | None, phases: str = "prefill or decode") -> None:
+    """Refuse --tp without --phase: it splits a decoder's step (``phases``: those the command takes)."""
+    if tp != 1 and phase is None:
+        raise DnnperfError(f"--tp splits a decoder's step over devices: it needs --phase {phases}")
+
+
 def inspected(model: str, ov, phase: str | None, prompt: int = 512, context: int | None = None, tp: int = 1):
     """The model's inspection, or with --phase prefill|decode its decoder step (``phase_inspection``; with
     --tp N one device's share of it): what compare, baseline, report and plot score."""
     from dnnperf.api import inspect_model
 
     if phase is None:
-        if tp != 1:
-            raise DnnperfError("--tp splits a decoder's step over devices: it needs --phase prefill or decode")
+        tp_needs_phase(tp, phase)
         return inspect_model(model, ov)
     from dnnperf.llm.phases import PhaseRequest, phase_inspection
 

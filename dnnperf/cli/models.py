@@ -7,7 +7,7 @@ import typer
 
 from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, Generate, HwList, InputShape, Out, Output, TensorParallel,
                              OverlapInput, Phase, Precision, Prompt, Quiet, Runtime, Top, Value, app, command,
-                             overrides, positive, progress, settings)
+                             overrides, positive, progress, settings, tp_needs_phase)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -62,8 +62,7 @@ def analyze(
     ov = overrides(batch, input_shape, dim, strict=len(models) == 1, value=value)
     load_profiles(specs)  # validate profiles before any work
     st = settings(batch, precision, fusion, runtime, overlap_input)
-    if tp != 1 and phase is None:
-        raise DnnperfError("--tp splits a decoder's step over devices: it needs --phase prefill, decode or both")
+    tp_needs_phase(tp, phase, "prefill, decode or both")
     if phase is not None:
         from dnnperf.llm import phase_report_dicts
         from dnnperf.llm.phases import PhaseRequest

@@ -7,7 +7,7 @@ import typer
 
 from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, OverlapInput,
                              Phase, TensorParallel, Precision, Prompt, Quiet, Runtime, Top, Value, app, command, inspected, overrides,
-                             positive, settings)
+                             positive, settings, tp_needs_phase)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
 
@@ -87,9 +87,9 @@ def report(
 
     positive(top, "--top")
     profiles = load_profiles(list(hw or ["v100"]))
-    if tp != 1 and (phase is None or len(profiles) > 1):
-        raise DnnperfError("--tp splits a decoder's step over devices: it needs --phase prefill or decode and one --hw "
-                           "(the page's comparison rows would be whole steps)")
+    tp_needs_phase(tp, phase)
+    if tp != 1 and len(profiles) > 1:
+        raise DnnperfError("--tp with --phase takes one --hw: the page's comparison rows would be whole steps")
     ov = overrides(batch, input_shape, dim, value=value)
     insp = inspected(model, ov, phase, prompt, context)
     st = settings(batch, precision, fusion, runtime, overlap_input)

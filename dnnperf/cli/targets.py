@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from dnnperf.cli.app import (Batch, Context, Dim, Format, Fusion, HwList, HwOne, InputShape, Output, OverlapInput, TensorParallel,
-                             Phase, Precision, Prompt, Quiet, Runtime, Value, app, command, inspected, overrides, parse_list,
+                             Phase, Precision, Prompt, Quiet, Runtime, Value, app, command, inspected, overrides, parse_list, tp_needs_phase,
                              parse_time, precision_value, settings)
 from dnnperf.documents import Document
 from dnnperf.errors import DnnperfError
@@ -87,8 +87,7 @@ def sweep(
     batches = parse_list(batch, "--batch")
     if any(b < 1 for b in batches):
         raise DnnperfError("--batch values must be >= 1")
-    if tp != 1 and phase is None:
-        raise DnnperfError("--tp splits a decoder's step over devices: it needs --phase prefill or decode")
+    tp_needs_phase(tp, phase)
     if phase is not None:
         from dnnperf.llm.phases import PhaseRequest, sweep_document
 

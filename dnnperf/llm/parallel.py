@@ -36,8 +36,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from dnnperf.errors import DnnperfError
+from dnnperf.ir import DTYPE_BITS, Tensor
 from dnnperf.vocab import EXPERTS_KERNEL
-from dnnperf.workload import Workload
+from dnnperf.workload import DTYPE_OF_PRECISION, Workload
 
 REPLICATED, COLUMN, ROW, SPLIT, EXPERTS = "replicated", "column", "row", "split", "experts"
 
@@ -58,9 +59,6 @@ class Collectives:
         TensorRT-LLM and vLLM all-reduce them); the model's own widths for None."""
         if precision is None or len(self.bits) != len(self.all_reduce) + len(self.all_gather):
             return self
-        from dnnperf.ir import DTYPE_BITS
-        from dnnperf.workload import DTYPE_OF_PRECISION
-
         new = max(16, DTYPE_BITS.get(DTYPE_OF_PRECISION.get(precision, ""), 16))
         scaled = [b * new // old if old else b for b, old in zip(self.all_reduce + self.all_gather, self.bits)]
         k = len(self.all_reduce)
@@ -83,13 +81,17 @@ def kv_heads(cache) -> int | None:
     return d if isinstance(d, int) else None
 
 
+def kv_head_counts(cache) -> set[int]:
+    """The key/value heads of the growing cache inputs whose heads axis is known."""
+    return {h for h in (kv_heads(c) for c in cache if c.grows) if h is not None}
+
+
 def kv_ways(n: int, cache) -> int:
     """Over how many devices the key/value heads are split: ``n`` when ``n`` divides them, else (``n`` a
     multiple of them: the vLLM / TensorRT-LLM split of a grouped- or multi-query model over more devices than
     it has KV heads) their count, each head then replicated on ``n`` / heads devices. ``check_devices``
     refuses any other ``n``."""
-    heads = [h for h in (kv_heads(c) for c in cache if c.grows) if h is not None]
-    return min([n] + [h for h in heads if h < n])
+    return min([n] + [h for h in kv_head_counts(cache) if h < n])
 
 
 def check_devices(n: int, dec) -> None:
@@ -98,7 +100,7 @@ def check_devices(n: int, dec) -> None:
     (``PhaseRequest.check``)."""
     if n == 1:
         return
-    heads = {h for h in (kv_heads(c) for c in dec.cache if c.grows) if h is not None}
+    heads = kv_head_counts(dec.cache)
     if not heads:
         raise DnnperfError("--tp: the heads of the model's KV cache are not known (a cache input without a heads axis), "
                            "so the step cannot be split by heads — analyse it on one device")
@@ -109,12 +111,11 @@ def check_devices(n: int, dec) -> None:
                            "head then held on several devices)")
 
 
-def roles(graph, rows, cache_names) -> dict[str, str]:
+def roles(graph, work: dict, cache_names) -> dict[str, str]:
     """node name -> how one device runs it (REPLICATED, COLUMN, ROW, SPLIT, EXPERTS), walking ``graph``
-    in order (see the module docstring)."""
+    in order (see the module docstring); ``work``: node name -> its workload."""
     split = set(cache_names)
     consts = graph.constants or graph.initializers
-    work = {r.node.name: r.workload for r in rows}
     out: dict[str, str] = {}
     made: dict[str, object] = {}
     for node in graph.nodes:
@@ -171,13 +172,14 @@ def shard(insp, n: int, cache) -> tuple:
         return insp, Collectives(1, (), ()), {}
     cache_names = [c.name for c in cache]
     graph = insp.graph
-    role = roles(graph, insp.costed(), cache_names)
+    work = {x.node.name: x.workload for x in insp.costed()}
+    role = roles(graph, work, cache_names)
     r = kv_ways(n, cache)
     ways = None
     if r < n:  # fewer key/value heads than devices: each head held whole on n / r of them
         from dnnperf.llm.replicated import share_replicated, ways_of
 
-        ways = ways_of(graph, role, cache, n, r, {x.node.name: x.workload for x in insp.costed()})
+        ways = ways_of(graph, role, cache, n, r, work)
     rows, reduce_, counts = [], [], {}
     split_out = set(cache_names)
     for row in insp.rows:
@@ -207,8 +209,6 @@ def shard(insp, n: int, cache) -> tuple:
     # column- and a row-parallel product), for the memory figures the report reads off the graph's tensors
     held = {t: n if ways is None else ways.tensors.get(t, n) for t in split_out.difference(gathered)}
     tensors = _split_tensors(graph.tensors, cache, held)
-    from dnnperf.ir import DTYPE_BITS
-
     coll = Collectives(n, tuple(t.nbytes for t in reduce_), tuple(t.nbytes for t in gather),
                        tuple(DTYPE_BITS.get(t.dtype, 16) for t in reduce_ + gather))
     return replace(insp, rows=rows, graph=replace(graph, tensors=tensors), collectives=coll), coll, counts
@@ -218,8 +218,6 @@ def _split_tensors(tensors: dict, cache, held: dict) -> dict:
     """``tensors`` with each of ``held`` (name -> devices it is spread over) at that share: a cache input
     along its heads (the axis before its sequence axis), any other along its largest axis the count
     divides (only its size is read); one that no axis divides stays whole."""
-    from dnnperf.ir import Tensor
-
     out = dict(tensors)
     heads = {c.name: c.seq_axis - 1 for c in cache if c.seq_axis - 1 not in (-1, c.batch_axis)}
     for name, n in held.items():

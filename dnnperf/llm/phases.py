@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import ShapeOverrides
+from dnnperf.llm import parallel
 from dnnperf.llm.decoder import Decoder, find_decoder  # noqa: F401  (find_decoder re-exported: callers import it here)
 
 PHASES = ("prefill", "decode", "both")
@@ -76,8 +77,6 @@ def phase_inspection(path: str, req: PhaseRequest, base: ShapeOverrides = ShapeO
     refuse. With ``req.tp`` > 1 one device's share, its ``collectives`` set (``dnnperf.llm.parallel``)."""
     dec, base, seq, past = _one_step(path, req, base, "times a whole request (`dnnperf analyze --phase both`); "
                                      "here one step is scored on every target")
-    from dnnperf.llm import parallel
-
     # over --tp devices: one device's share, carrying the collectives each target's link times
     return parallel.shard(_inspect(path, dec, base, seq, past), req.tp, dec.cache)[0]
 
@@ -104,11 +103,9 @@ def _one_step(path: str, req: PhaseRequest, base: ShapeOverrides, refusal: str):
 def _prepared(path: str, req: PhaseRequest, base: ShapeOverrides, batch: int):
     """(the decoder, ``base`` at ``batch``, the cached tokens of a decode step) for a checked request that
     fits the model's rotary table."""
-    from dnnperf.llm.parallel import check_devices
-
     req.check()
     dec = find_decoder(path)
-    check_devices(req.tp, dec)
+    parallel.check_devices(req.tp, dec)
     ctx = req.context if req.context is not None else req.prompt
     _check_positions(dec, req, ctx)
     return dec, replace(base, batch=batch), ctx
@@ -155,7 +152,6 @@ def _run(path, dec: Decoder, base: ShapeOverrides, hw, settings, seq: int, past:
     ``tp`` devices the report is one device's share of the step (``dnnperf.llm.parallel``; its inspection
     carries the step's collectives) and the time adds them."""
     from dnnperf.api import analyze
-    from dnnperf.llm import parallel
 
     insp, _, counts = parallel.shard(_inspect(path, dec, base, seq, past), tp, dec.cache)
     rep = analyze(insp, hw, settings, with_fixes=with_fixes)
@@ -264,8 +260,6 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     # over --tp devices each holds its share of the weights and its live activations (the reports are one
     # device's: its heads' attention scores) and 1/tp of the cache (1/heads of it when there are fewer
     # key/value heads than devices: dnnperf.llm.replicated)
-    from dnnperf.llm import parallel
-
     tp = req.tp
     kv = parallel.kv_ways(tp, dec.cache)  # fewer than tp when each key/value head is held on several devices
     dev_cache = -(-cache_bytes // kv)
@@ -311,21 +305,19 @@ def analyze_phases(path: str, hw, settings, req: PhaseRequest, base: ShapeOverri
     return main, out
 
 
-def _devices_hint(dec, tp: int, mem: dict, hw=None) -> str:
+def _devices_hint(dec, tp: int, mem: dict, hw) -> str:
     """The smallest tensor-parallel split that would hold the request among the splits the KV heads allow,
     taking the weights and activations as split over the devices (the replicated norms and embedding are a
     small share) and the cache over the key/value heads' share (``parallel.kv_ways``)."""
-    from dnnperf.llm.parallel import kv_heads, kv_ways
-
-    heads = [h for h in (kv_heads(c) for c in dec.cache if c.grows) if h]
+    heads = sorted(parallel.kv_head_counts(dec.cache))
     rest = (mem["weights_bytes"] + mem["activation_bytes"]) * tp
-    cache = mem["cache_bytes"] * kv_ways(tp, dec.cache)
+    cache = mem["cache_bytes"] * parallel.kv_ways(tp, dec.cache)
     for n in range(tp + 1, 4097):
         if not all(h % n == 0 or n % h == 0 for h in heads):
             continue
-        each = rest / n + cache / kv_ways(n, dec.cache)
+        each = rest / n + cache / parallel.kv_ways(n, dec.cache)
         if each <= mem["device_bytes"]:
-            joined = hw.interconnect.get("devices") if hw is not None else None
+            joined = hw.interconnect.get("devices")
             over = (f", more than the {joined} its link joins: the collectives would cross the network"
                     if joined and n > joined else "")
             return f"--tp {n} would hold about {each / 1e9:.1f} GB on each of {n} devices{over}"
@@ -335,8 +327,6 @@ def _devices_hint(dec, tp: int, mem: dict, hw=None) -> str:
 def _parallel_figures(hw, req: PhaseRequest, out: dict, coll, counts: dict, kv: int) -> dict:
     """The tensor-parallel section: the devices, the collectives of the main phase's step (decode's, or
     the prefill's) and their time, the link assumed; ``kv``: the devices the cache is spread over."""
-    from dnnperf.llm import parallel
-
     ph = "decode" if "decode" in out else "prefill"
     gbs, latency, assumed = parallel.link(hw, req.tp)
     t = coll.seconds(gbs, latency)
