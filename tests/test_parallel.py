@@ -357,3 +357,28 @@ def test_plot_draws_one_devices_layers_of_a_split_step(tiny, tmp_path):
     assert "--tp 2: the chart is one device's layers of the step" in r.stderr
     r = cli("plot", tiny, "--hw", "h100", "--tp", "2", "-o", tmp_path / "x.svg")
     assert r.exit_code == 2 and "it needs --phase" in r.stderr and not (tmp_path / "x.svg").exists()
+
+
+def test_replicated_heads_whose_projections_cannot_be_found_are_refused_not_guessed(tmp_path):
+    """A step that reads its one key/value head's cache without extending it by a Concat or a fused attention
+    op: the walk that finds the key/value projections (to hold them whole on each device) finds none, and a
+    split over more devices than heads is refused rather than costed with those products cut n ways."""
+    from onnx import TensorProto as T
+    from onnx import helper
+
+    from dnnperf.api import inspect_model
+    from dnnperf.errors import DnnperfError
+    from dnnperf.llm import parallel
+    from dnnperf.llm.decoder import CacheInput
+    from dnnperf.llm.replicated import ways_of
+    from helpers import model, save, vi, weight
+
+    m = model([helper.make_node("MatMul", ["x", "wk"], ["k"]), helper.make_node("Mul", ["past", "two"], ["y"])],
+              [vi("x", [1, 1, 256]), vi("past", [1, 1, 16, 32])], [vi("k", None), vi("y", None)],
+              [weight("wk", [256, 32]), helper.make_tensor("two", T.FLOAT, [], [2.0])])
+    insp = inspect_model(save(m, tmp_path))
+    cache = [CacheInput("past", (1, 1, 16, 32), "float32", seq_axis=2, batch_axis=0)]
+    work = {r.node.name: r.workload for r in insp.costed()}
+    role = parallel.roles(insp.graph, work, ["past"])
+    with pytest.raises(DnnperfError, match="no product that writes its KV cache"):
+        ways_of(insp.graph, role, cache, 4, 1, work)

@@ -64,6 +64,12 @@ def ways_of(graph, role: dict, cache, n: int, r: int, work: dict) -> Ways:
             widths[node.name] = -(-q // n) + -(-min(g.n, kv_width) // r)
             if q:
                 packed.add(node.name)
+    if not widths:
+        # no product writes the cache as this walk knows (a Concat with the past, a fused attention op): its
+        # key/value projections would be split n ways as if they held whole heads, quietly too small
+        raise DnnperfError(f"--tp {n}: the model's {r} key/value heads are fewer than the devices, and no product that "
+                           "writes its KV cache (through a Concat with the past or a fused attention op) was found to "
+                           f"hold them whole — pick a --tp that divides {r}")
     tensors = {c: r for c in caches}
     for node in graph.nodes:
         ro = role.get(node.name)
