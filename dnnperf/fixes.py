@@ -139,6 +139,14 @@ def _lane_occupancy(c: LayerCost, x: Ctx) -> float:
     return min(1.0, c.occupancy / thread_split(c.layer, x.hw))
 
 
+def _lane_work(c: LayerCost, x: Ctx, gemm=None, work: int | None = None) -> int:
+    """Lanes the layer's outputs occupy, a product's output sides padded to its unit's tile as the
+    scoring counts them (``rules.padded_work``); ``gemm`` / ``work``: another width's product."""
+    w = c.layer.workload
+    tile = next((u.tile.get(c.precision) for u in x.hw.units if u.name == c.unit), None) if w.is_matrix else None
+    return round(rules.padded_work(w.parallel_work if work is None else work, gemm or w.gemm, tile))
+
+
 def _bigger_batch(c: LayerCost, x: Ctx):
     w = c.layer.workload
     b = x.settings.batch or 1
@@ -158,9 +166,10 @@ def _bigger_batch(c: LayerCost, x: Ctx):
                 f"per-launch time, at most {fmt_time(each)} per sample instead of {fmt_time(c.time_s)}", None)
     if w.parts:  # a loop's occupancy is its body kernels' mean: no one output count to scale
         return None
-    need = rules.lanes_needed_batch(w.parallel_work, b, x.hw.lanes)
+    lanes = _lane_work(c, x)
+    need = rules.lanes_needed_batch(lanes, b, x.hw.lanes)
     target = max(b * 8, 8) if need > b * 8 else need
-    per = max(w.parallel_work // b, 1)
+    per = max(lanes // b, 1)
     occ_t = rules.occupancy(per * target, x.hw.lanes)
     return (f"batch {b} -> {target} raises lane occupancy from {_lane_occupancy(c, x):.1%} to {occ_t:.1%}"
             + (f"; all {x.hw.lanes:,} lanes busy from batch {need}" if need != target else ""), None)
@@ -196,8 +205,9 @@ def _shallower_wider(c: LayerCost, x: Ctx):
     if _planned(c, x):
         n = w.gemm.n
         return _plan_what_if(c, x, [(f"output channels {n} -> {2 * n}", 2, w.with_width(2 * n))], per_sample=False)
+    wide = _lane_work(c, x, replace(w.gemm, n=2 * w.gemm.n) if w.gemm is not None else None, 2 * w.parallel_work)
     return (f"{w.parallel_work:,} parallel outputs for {x.hw.lanes:,} lanes: a layer twice as wide keeps "
-            f"{rules.occupancy(2 * w.parallel_work, x.hw.lanes):.1%} of them busy at the same latency", None)
+            f"{rules.occupancy(wide, x.hw.lanes):.1%} of them busy at the same latency", None)
 
 
 def _planned(c: LayerCost, x: Ctx) -> bool:

@@ -44,6 +44,18 @@ def occupancy(parallel_work: int, lanes: int) -> float:
     return max(parallel_work, 1) / lanes
 
 
+def padded_work(parallel_work: int, gemm: Gemm | None, tile: tuple[int, int, int] | None) -> float:
+    """Lanes a product's outputs occupy once its output sides are padded to the unit's tile: a
+    padded lane is busy (on wasted work, which ``tile_efficiency`` charges), not idle. An 8 x 1
+    product on a 4-wide vector fills 8 x 4 lanes at a quarter of their work, the time of an 8 x 2
+    one: counting its 8 outputs as the only busy lanes charged the padding twice (once as idle
+    lanes, once as wasted work), and doubling N halved the time."""
+    if gemm is None or tile is None:
+        return parallel_work
+    fit = dim_fit(gemm.m, tile[0]) * dim_fit(gemm.n, tile[1])
+    return parallel_work / fit if fit > 0 else parallel_work
+
+
 def static_split_share(runs: tuple[tuple[int, float], ...], repeats: int, threads: int) -> float:
     """Share of ``threads`` busy on average when a kernel's units of work are cut, in order, into
     ``threads`` contiguous ranges of equal count (the first ``n % threads`` one unit longer) and each

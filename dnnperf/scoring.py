@@ -260,8 +260,13 @@ def _parallelism(s: LayerState) -> float:
         s.occupancy = rules.systolic_occupancy(s.w.gemm, s.unit.tile[s.run_precision], arrays)
         return s.t / s.occupancy
     s.split = thread_split(s.layer, s.hw)
-    s.occupancy = rules.occupancy(s.w.parallel_work, s.hw.lanes) * s.split
+    s.occupancy = rules.occupancy(rules.padded_work(s.w.parallel_work, s.w.gemm, _tile_of(s)), s.hw.lanes) * s.split
     return s.t / (s.occupancy * rules.work_per_item_fit(s.w.ops, s.w.parallel_work, s.hw.ops_per_item))
+
+
+def _tile_of(s: LayerState) -> tuple | None:
+    """The tile a product runs on (None for work that is not a product)."""
+    return s.unit.tile.get(s.run_precision) if s.unit is not None and s.w.is_matrix else None
 
 
 def _thermal(s: LayerState) -> float:

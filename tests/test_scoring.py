@@ -225,6 +225,33 @@ def test_a_thin_product_on_a_tpu_is_not_starved_twice(tmp_path):
     assert text.startswith("batch 1 -> 128 raises occupancy from 0.7% to 94.6% (weight blocks over 8 systolic arrays"), text
 
 
+def test_a_vector_tile_padding_is_charged_once(tmp_path):
+    """A Raspberry Pi 4 (4 cores x 4-wide fp32 NEON = 32 lanes, tile [1, 4, 1], 0.048 TOP/s, held at 0.8 of
+    its clock): an [8, 1,024] x [1,024, 1] product pads its one column to the 4-wide vector, so its 8
+    outputs fill 8 x 4 = 32 lanes doing a quarter of their work: 16,384 ops / (0.048e12 x 1/4) / 0.8 =
+    1.71 us. It was 6.83 us, the padding charged again as 24 idle lanes (occupancy 8 / 32), and the
+    [8, 1,024] x [1,024, 2] product, twice the work on the same lanes, took half the time (3.41 us)."""
+    for n in (1, 2):
+        m = model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", [8, 1024])], [vi("y", None)],
+                  [weight("w", [1024, n])])
+        c = run(tmp_path, m, hw="raspberry-pi-4", name=f"n{n}.onnx").score.layers[0]
+        assert c.tile_efficiency == pytest.approx(n / 4)
+        assert c.occupancy == pytest.approx(1.0)
+        assert c.t_compute == pytest.approx(2 * 8 * 1024 * n / (0.048e12 * n / 4) / 0.8, rel=1e-6)
+    # a batch of 2 rows pads to 2 x 4 = 8 of the 32 lanes, 4 a sample: a batch of 8 fills them (the fix
+    # counted 1 output a sample: "batch 2 -> 16 ... from 6.2% to 50.0%; all 32 lanes busy from batch 32")
+    m = model([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", [2, 1024])], [vi("y", None)],
+              [weight("w", [1024, 1])])
+    c = run(tmp_path, m, hw="raspberry-pi-4", name="rows2.onnx").score.layers[0]
+    assert c.occupancy == pytest.approx(8 / 32)
+    text = next(f["text"] for f in c.fixes if f["id"] == "bigger_batch")
+    assert text == "batch 2 -> 8 raises lane occupancy from 25.0% to 100.0%", text
+    # 8 rows of 4 outputs on a 4-wide vector fill only 32 of a 64-lane machine: starved, not padded
+    assert rules.padded_work(8, Gemm(8, 1, 1024), (1, 4, 1)) == pytest.approx(32)
+    assert rules.padded_work(8 * 6, Gemm(8, 6, 1024), (1, 4, 1)) == pytest.approx(64)
+    assert rules.padded_work(48, None, None) == 48
+
+
 def test_a_precision_no_unit_runs_is_upcast_to_the_fastest_fp32_unit(tmp_path):
     """An fp16 model on a TPU v4 (MXUs: bf16, int8, fp32 in 3 bf16 passes): XLA computes fp16 in fp32
     on the MXUs (92 TOP/s), not on the vector unit (8): a 4,096 x 4,096 x 4,096 fp16 product took
