@@ -196,14 +196,23 @@ def infer_generation(title: str, name: str) -> str | None:
     Ada Generation" is Ada although "rtx 50" reads as Blackwell), then the Turing workstation cards
     ("Quadro RTX 4000" / "5000" are Turing although "rtx 40" / "rtx 50" read as Ada / Blackwell), then the
     product-name hints. None when nothing matches (the defaults apply)."""
-    text = " " + " ".join(_title_tokens(title, name)) + " "  # "TITAN X (Pascal)", "V100-SXM2"
+    tokens = _title_tokens(title, name)  # "TITAN X (Pascal)", "V100-SXM2"
     for gen in GENERATIONS:
-        if f" {gen} " in text:
+        if gen in tokens:
             return gen
     for gen, hints in (("turing", ("quadro rtx",)), *_TITLE_HINTS):
-        if any(f" {h}" in text or f"{h} " in text or h in name.lower() for h in hints):
+        if any(_names(tokens, h) for h in hints):
             return gen
     return None
+
+
+def _names(tokens: list[str], hint: str) -> bool:
+    """Whether ``tokens`` hold ``hint``'s words in a row, its last word starting a token ("rtx 30" names
+    "RTX 3090", "a10" names "A10G"). A word's inner letters never match: "CDNA2" is not an A2."""
+    words = hint.split()
+    n = len(words)
+    return any(tokens[i:i + n - 1] == words[:-1] and tokens[i + n - 1].startswith(words[-1])
+               for i in range(len(tokens) - n + 1))
 
 
 # Ampere's GA10x chips (compute capability 8.6 / 8.7: GeForce RTX 30, RTX A2000-A6000, A2, A10, A16,

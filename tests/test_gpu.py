@@ -202,7 +202,10 @@ def test_profile_from_a_spec_sheet_gets_generation_defaults(tmp_path):
     ("GeForce GTX TITAN X", "maxwell"), ("NVIDIA TITAN X (Pascal)", "pascal"),
     # the architecture named outright, and Turing's Quadro RTX line, before the generic "rtx 40" / "rtx 50"
     ("NVIDIA RTX 5000 Ada Generation", "ada"), ("NVIDIA RTX 4000 SFF Ada", "ada"), ("NVIDIA Quadro RTX 4000", "turing"),
-    ("Quadro RTX 5000", "turing"), ("NVIDIA GeForce RTX 5090", "blackwell"), ("NVIDIA GeForce RTX 4090", "ada")])
+    ("Quadro RTX 5000", "turing"), ("NVIDIA GeForce RTX 5090", "blackwell"), ("NVIDIA GeForce RTX 4090", "ada"),
+    # a hint names a word's start, never letters inside it: CDNA2 is no A2, so an AMD board gets the
+    # defaults (it was given Ampere's cuBLAS knowledge, "named by its title")
+    ("AMD Instinct MI210 (CDNA2)", None), ("NVIDIA A2 16GB", "ampere"), ("NVIDIA A10G", "ampere")])
 def test_the_generation_a_spec_sheet_title_names(title, generation):
     """A spec-sheet profile without gpu.generation gets the library knowledge of the generation its
     title names (product names by architecture, per NVIDIA's product pages); none: the defaults."""

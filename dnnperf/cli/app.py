@@ -78,7 +78,8 @@ TensorParallel = Annotated[int, typer.Option(
 Runtime = Annotated[str, typer.Option(
     "--runtime", help="GPU runtime the estimate describes: eager (a framework launching each kernel from the host; "
                       "default), graph (a captured CUDA graph), tensorrt (graph + TensorRT's fusions, no layout "
-                      "reorders).")]
+                      "reorders; on a Jetson-class GPU each kernel still waits for its launch, so it can be slower "
+                      "than graph).")]
 HwList = Annotated[Optional[List[str]], typer.Option("--hw", help="Profile name or YAML path; comma lists and 'all' work.")]
 HwOne = Annotated[str, typer.Option("--hw", help="Profile name or YAML path.")]
 
