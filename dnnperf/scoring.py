@@ -860,7 +860,10 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
             before = s.t_ideal  # the algorithm does less work than the MAC count (Winograd): a lower ideal
         losses[cause] += t - before
         s.t = t
-    cost = LayerCost(layer, s.unit_name, s.run_precision or prec, s.tile_eff, s.occupancy, s.t_ideal, s.t_compute,
+    # work with no arithmetic (a copy, a concatenation, a gather) runs in no precision but its data's: a
+    # unit that lacks that precision upcasts math, not bytes (an fp16 cache's Concat was reported fp32)
+    ran = prec if not w.ops and not w.is_matrix else (s.run_precision or prec)
+    cost = LayerCost(layer, s.unit_name, ran, s.tile_eff, s.occupancy, s.t_ideal, s.t_compute,
                      s.t_memory, s.t_launch, s.t, losses, classify(losses, s.t_ideal, _starves(w)),
                      algorithm=s.algorithm,
                      plan=s.plan, t_device=s.t_device or (s.t - s.t_launch), kernels=s.kernels or w.launches,

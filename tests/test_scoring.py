@@ -252,6 +252,20 @@ def test_a_vector_tile_padding_is_charged_once(tmp_path):
     assert rules.padded_work(48, None, None) == 48
 
 
+def test_work_without_arithmetic_keeps_its_datas_precision(tmp_path):
+    """An fp16 cache's Concat on a CPU whose vector unit runs no fp16 (cpu-avx2: fp32 and int8) moves
+    fp16 bytes and does no math: it is reported fp16 (it was 'fp32', the precision math would be
+    upcast to); an fp16 Add, which computes, runs in fp32 between casts and says fp32."""
+    m = model([helper.make_node("Concat", ["a", "b"], ["c"], axis=2), helper.make_node("Add", ["c", "c"], ["y"])],
+              [vi("a", [1, 8, 64, 64], T.FLOAT16), vi("b", [1, 8, 1, 64], T.FLOAT16)], [vi("y", None, T.FLOAT16)])
+    rep = run(tmp_path, m, hw="cpu-avx2")
+    by = {c.layer.op_type: c for c in rep.score.layers}  # (and the casts ONNX Runtime puts around the Add)
+    cat, add = by["Concat"], by["Add"]
+    assert (cat.layer.op_type, cat.precision) == ("Concat", "fp16")
+    assert cat.layer.workload.bytes_written == 8 * 65 * 64 * 2
+    assert (add.layer.op_type, add.precision) == ("Add", "fp32")
+
+
 def test_a_precision_no_unit_runs_is_upcast_to_the_fastest_fp32_unit(tmp_path):
     """An fp16 model on a TPU v4 (MXUs: bf16, int8, fp32 in 3 bf16 passes): XLA computes fp16 in fp32
     on the MXUs (92 TOP/s), not on the vector unit (8): a 4,096 x 4,096 x 4,096 fp16 product took
