@@ -49,6 +49,30 @@ def taken_branch_label(cond) -> str | None:
     return "then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"
 
 
+# binary ops whose opset 1-6 versions broadcast the old way (Caffe2-era exports: a bias or a folded
+# batch norm's scale as Add / Mul with broadcast=1, axis=1): only when ``broadcast`` is 1, the second
+# operand's dims matched to the first's starting at ``axis`` (default: its trailing dims); the output
+# has the first operand's shape
+LEGACY_BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less"})
+
+
+def legacy_operand(op_type: str, attrs: dict, a: tuple, b: tuple, opset: int) -> tuple | None:
+    """The second operand's dims, padded with 1s so that numpy-style broadcasting against ``a``
+    means what the opset 1-6 op meant (B = [3] at axis 1 of [1, 3, 224, 224]: [1, 3, 1, 1]); None when
+    the op broadcasts the numpy way (opset 7 on, another op) or ``b`` does not fit ``a`` there."""
+    if opset >= 7 or op_type not in LEGACY_BROADCAST:
+        return None
+    a, b = tuple(a), tuple(b)
+    if not attrs.get("broadcast", 0):
+        return b if b == a else None
+    axis = attrs.get("axis", len(a) - len(b))
+    if axis < 0:
+        axis += len(a)
+    if axis < 0 or axis + len(b) > len(a) or any(d not in (1, a[axis + i]) for i, d in enumerate(b)):
+        return None
+    return (1,) * axis + b + (1,) * (len(a) - axis - len(b))
+
+
 def value_inputs(node) -> list:
     """The inputs whose values an op's output depends on: all of them, but CastLike's target, read
     for its element type alone (an unoptimised dynamo export builds every bias-free convolution's

@@ -541,6 +541,20 @@ def test_resize_scales_stored_as_an_initializer_decide_its_shape(tmp_path):
     assert inspect_model(sk).rows[0].output_shape == (1, 21, 256, 256)
 
 
+def test_resize_scales_in_a_typed_field_decide_its_shape(tmp_path):
+    """The same scales written the way helper.make_tensor and older exporters write them, in
+    float_data, not raw_data: the loader kept only raw bytes, so the value was dropped with the
+    weights' and the Resize (an opset-9 Upsample alike) was left unscored, its shape unknown."""
+    sc = helper.make_tensor("sc", T.FLOAT, [4], [1.0, 1.0, 16.0, 16.0])
+    assert not sc.raw_data and len(sc.float_data) == 4
+    for node, opset in ((helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="linear"), 17),
+                        (helper.make_node("Upsample", ["x", "sc"], ["y"], mode="linear"), 9)):
+        m = model([node], [vi("x", [1, 21, 16, 16])], [vi("y", None)], [sc], opset=opset)
+        row = inspect_model(save(m, tmp_path, f"{node.op_type}.onnx")).rows[0]
+        assert row.output_shape == (1, 21, 256, 256), node.op_type
+        assert row.workload.other_ops == 8 * 21 * 256 * 256
+
+
 def test_a_training_mode_batch_norm_has_per_channel_statistics(tmp_path):
     """A training-mode export (opset 13, TrainingMode.TRAINING) gives BatchNormalization five outputs:
     Y, the running mean and variance and the saved mean and variance, each of the latter [C]; ONNX's
@@ -679,3 +693,68 @@ def test_a_prelu_before_opset_7_takes_one_slope_per_channel(tmp_path):
     assert layer(old, "PRelu").output_shape == (2, 3, 4)
     new = one(tmp_path, prelu(9), path=save(prelu(9), tmp_path, "p9.onnx"))
     assert [u["kind"] for u in new.unsupported] == ["contradiction"]
+
+
+def test_the_retired_experimental_ops_pass_their_shapes_and_are_costed(tmp_path):
+    """ONNX's experimental ops of opsets 1-9, since removed from the standard (ONNX's inference no
+    longer knows them): the model zoo's tiny-yolov2 opens with an ImageScaler, which left every later
+    layer without a shape (nothing scored). By hand: ImageScaler 2 ops per element on 3 x 416 x 416,
+    the 3 x 3 convolution after it 16 x 416^2 x 27 MACs."""
+    nodes = [helper.make_node("ImageScaler", ["x"], ["s"], scale=1 / 255, bias=[0.0, 0.0, 0.0]),
+             helper.make_node("Conv", ["s", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
+    insp = one(tmp_path, model(nodes, [vi("x", [1, 3, 416, 416])], [vi("y", None)], [weight("w", [16, 3, 3, 3])],
+                               opset=8))
+    assert insp.coverage()["complete"], insp.warnings
+    scaler, conv = insp.rows
+    assert scaler.workload.other_ops == 2 * 3 * 416 * 416 and scaler.workload.macs == 0
+    assert conv.output_shape == (1, 16, 416, 416) and conv.workload.macs == 16 * 416 * 416 * 27
+    # the elementwise ones: ops per element of [1, 4, 5, 5] (100 elements)
+    for op, per in (("Affine", 2), ("Scale", 1), ("ScaledTanh", 3), ("ParametricSoftplus", 5)):
+        row = one(tmp_path, model([helper.make_node(op, ["x"], ["y"])], [vi("x", [1, 4, 5, 5])], [vi("y", None)],
+                                  opset=8), path=None).rows[0]
+        assert (row.output_shape, row.workload.other_ops) == ((1, 4, 5, 5), per * 100), op
+    # Crop: border = left, top, right, bottom; scale = the kept height and width from the left and top
+    for attrs, shape in (({"border": [1, 2, 3, 4]}, (1, 3, 20 - 2 - 4, 30 - 1 - 3)),
+                         ({"border": [1, 2, 0, 0], "scale": [10, 12]}, (1, 3, 10, 12))):
+        row = one(tmp_path, model([helper.make_node("Crop", ["x"], ["y"], **attrs)], [vi("x", [1, 3, 20, 30])],
+                                  [vi("y", None)], opset=8)).rows[0]
+        kept = 4 * shape[2] * shape[3] * 3
+        assert row.output_shape == shape
+        assert (row.workload.act_bytes_read, row.workload.bytes_written, row.workload.macs) == (kept, kept, 0)
+
+
+def _old(tmp_path, node, inits=(), opset=1, x=(1, 3, 224, 224)):
+    """One node of an opset-1..6 model (IR 3: its initializers are also graph inputs)."""
+    m = model([node], [vi("x", list(x))] + [vi(t.name, list(t.dims), t.data_type) for t in inits], [vi("y", None)],
+              list(inits), opset=opset)
+    m.ir_version = 3
+    return one(tmp_path, m)
+
+
+def test_the_first_opsets_semantics(tmp_path):
+    """Caffe2-era exports (opsets 1-6, the model zoo's oldest files) spell some ops differently, and
+    ONNX's own inference has no rule for several of them: Reshape-1 takes its target as an attribute,
+    Pad-1 calls its pads 'paddings', Concat-1's axis defaults to 1 (it was read as 0: a [2, 3, ...]
+    output, quietly wrong), and a binary op broadcasts only with broadcast=1, its second operand
+    matched from `axis` (a bias [3] at axis 1 of [1, 3, 224, 224]; numpy's rule called that a
+    contradiction or left the shape open). Each was unscored or wrong."""
+    cases = [(helper.make_node("Reshape", ["x"], ["y"], shape=[1, 3, 112, 448]), (), 4, (1, 3, 112, 448)),
+             (helper.make_node("Pad", ["x"], ["y"], paddings=[0, 0, 1, 1, 0, 0, 1, 1]), (), 1, (1, 3, 226, 226)),
+             (helper.make_node("Concat", ["x", "x"], ["y"]), (), 1, (1, 6, 224, 224)),
+             (helper.make_node("Sum", ["x", "x"], ["y"]), (), 1, (1, 3, 224, 224)),
+             (helper.make_node("Add", ["x", "b"], ["y"], broadcast=1, axis=1), (weight("b", [3]),), 1, (1, 3, 224, 224)),
+             (helper.make_node("Mul", ["x", "c"], ["y"], broadcast=1), (weight("c", [224]),), 6, (1, 3, 224, 224))]
+    for node, inits, opset, shape in cases:
+        insp = _old(tmp_path, node, inits, opset)
+        assert insp.coverage()["complete"], (node.op_type, insp.warnings)
+        assert insp.rows[-1].output_shape == shape, node.op_type
+    # the per-channel bias is one value in each of the 3 channels' loops of 224 x 224 (ONNX Runtime's
+    # broadcaster), as a [1, 3, 1, 1] bias is from opset 7 on; the [224] row vector is read in each of
+    # the 3 x 224 rows
+    w = _old(tmp_path, cases[4][0], cases[4][1], 1).rows[0].workload
+    assert (w.other_ops, w.loop_items) == (3 * 224 * 224, 3)
+    assert _old(tmp_path, cases[5][0], cases[5][1], 6).rows[0].workload.loop_items == 3 * 224
+    # a second operand that does not fit from its axis contradicts the first: listed, not costed
+    bad = _old(tmp_path, helper.make_node("Add", ["x", "d"], ["y"], broadcast=1, axis=1), (weight("d", [4]),), 6)
+    assert not bad.coverage()["complete"]
+    assert bad.rows[0].kind == "contradiction" and "[4] does not fit" in bad.rows[0].reason

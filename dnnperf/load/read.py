@@ -342,7 +342,9 @@ def is_shape_like(init) -> bool:
         n *= d
     if n > (MAX_VALUE_ELEMS if init.data_type in (6, 7) else MAX_FLOAT_VALUE_ELEMS):
         return False
-    return bool(init.raw_data) or len(init.int64_data) > 0 or len(init.int32_data) > 0 or n == 0
+    # the typed fields an exporter may use instead of raw_data (a Resize's scales in float_data)
+    return bool(init.raw_data) or len(init.int64_data) > 0 or len(init.int32_data) > 0 or len(init.float_data) > 0 \
+        or len(init.double_data) > 0 or n == 0
 
 
 def clear_payload(init) -> None:

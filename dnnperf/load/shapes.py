@@ -10,6 +10,8 @@ from typing import Callable
 
 import numpy as np
 
+from dnnperf.ir import LEGACY_BROADCAST, legacy_operand
+
 Dims = tuple[int, ...]
 
 
@@ -61,8 +63,12 @@ def _vector(dims, i: int) -> None:
 
 
 def _reshape(attrs, dims, vals, opset):
-    _vector(dims, 1)
-    x, shape = dims[0], _ints(vals[1])
+    if opset < 5:  # Reshape-1: the target shape is an attribute
+        x, shape = dims[0], attrs.get("shape")
+        shape = list(shape) if shape is not None else None
+    else:
+        _vector(dims, 1)
+        x, shape = dims[0], _ints(vals[1])
     if x is None or shape is None:
         return None
     out = [x[i] if s == 0 and not attrs.get("allowzero", 0) and i < len(x) else s for i, s in enumerate(shape)]
@@ -183,7 +189,7 @@ def _range(attrs, dims, vals, opset):
 def _concat(attrs, dims, vals, opset):
     if any(d is None for d in dims) or not dims:
         return None
-    ax = axis_index(attrs.get("axis", 0), len(dims[0]))
+    ax = axis_index(attrs.get("axis", 1 if opset < 4 else 0), len(dims[0]))  # Concat-1's default axis: 1
     out = list(dims[0])
     out[ax] = sum(d[ax] for d in dims)
     return [tuple(out)]
@@ -231,7 +237,8 @@ def _constant_of_shape(attrs, dims, vals, opset):
 
 def _pad(attrs, dims, vals, opset):
     x = dims[0]
-    pads = attrs.get("pads") if opset < 11 else _ints(vals[1] if len(vals) > 1 else None)
+    pads = (attrs.get("pads", attrs.get("paddings")) if opset < 11  # Pad-1 named them paddings
+            else _ints(vals[1] if len(vals) > 1 else None))
     if x is None or pads is None:
         return None
     axes = _ints(vals[3]) if len(vals) > 3 and vals[3] is not None else list(range(len(x)))
@@ -285,9 +292,19 @@ def _broadcast(attrs, dims, vals, opset):
     return [_bcast(*dims)] if dims and all(d is not None for d in dims) else None
 
 
-def _binary(attrs, dims, vals, opset):
-    """Add, Mul, comparisons...: exactly two inputs (one alone is a malformed node for ONNX's checks)."""
-    return [_bcast(*dims)] if len(dims) == 2 and all(d is not None for d in dims) else None
+def _binary(attrs, dims, vals, opset, op_type=""):
+    """Add, Mul, comparisons...: exactly two inputs (one alone is a malformed node for ONNX's checks);
+    before opset 7 with the old broadcast (``ir.legacy_operand``): the first input's shape."""
+    if len(dims) != 2 or any(d is None for d in dims):
+        return None
+    if opset < 7 and op_type in LEGACY_BROADCAST:
+        b = legacy_operand(op_type, attrs, dims[0], dims[1], opset)
+        return [tuple(dims[0])] if b is not None else None
+    return [_bcast(*dims)]
+
+
+def _legacy(op: str):
+    return lambda attrs, dims, vals, opset: _binary(attrs, dims, vals, opset, op)
 
 
 def _gather_nd(attrs, dims, vals, opset):
@@ -372,8 +389,8 @@ for _op in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "R
     RULES[_op] = (_reduce, (1,))
 for _op in ("Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
             "Xor", "Mod", "BitShift", "PRelu"):
-    RULES[_op] = (_binary, ())
-RULES["Max"] = RULES["Min"] = (_broadcast, ())
+    RULES[_op] = (_legacy(_op) if _op in LEGACY_BROADCAST else _binary, ())
+RULES["Max"] = RULES["Min"] = RULES["Sum"] = RULES["Mean"] = (_broadcast, ())
 
 
 def _batch_norm(attrs, dims, vals, opset):

@@ -273,7 +273,7 @@ def _shapes_known(graph: Graph, node: Node) -> bool:
 
 def _load() -> None:
     from dnnperf.ops import (attention, contrib, control, elementwise, experts, extra, matrix, ml, movement,  # noqa: F401
-                             norm, pool, rnn)
+                             norm, pool, retired, rnn)
 
 
 _load()

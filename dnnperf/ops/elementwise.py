@@ -6,7 +6,7 @@ each as a single hardware-supported instruction is assumed; composite activation
 
 from __future__ import annotations
 
-from dnnperf.ir import DTYPE_BITS
+from dnnperf.ir import DTYPE_BITS, LEGACY_BROADCAST, legacy_operand
 from dnnperf.ops import Contradiction, Ctx, broadcast_conflict, broadcasts_to, register, register_check, register_shapes
 from dnnperf.vocab import BROADCAST_SPANS
 
@@ -70,6 +70,11 @@ def _check_broadcast(ctx: Ctx) -> None:
         shapes.append(t.shape)
     if known is not None and all(x == known for x in shapes):
         return
+    if ctx.graph.opset < 7 and node.op_type in LEGACY_BROADCAST and len(shapes) == 2:
+        if legacy_operand(node.op_type, node.attrs, shapes[0], shapes[1], ctx.graph.opset) is None:
+            raise Contradiction(f"its second input {list(shapes[1])} does not fit the first {list(shapes[0])} "
+                                f"(broadcast={node.attrs.get('broadcast', 0)}, axis={node.attrs.get('axis')})")
+        return
     conflict = broadcast_conflict(shapes)
     if conflict:
         raise Contradiction(f"inputs {conflict}")
@@ -128,7 +133,9 @@ def _spans(ctx: Ctx) -> tuple[int, int]:
             or not all(node.inputs) or node.domain not in ("", "ai.onnx"):
         return 0, 0
     out = tuple(ctx.out_shape(0))
-    spans, vector = broadcast_spans([tuple(ctx.in_shape(0)), tuple(ctx.in_shape(1))], out)
+    a, b = tuple(ctx.in_shape(0)), tuple(ctx.in_shape(1))
+    b = legacy_operand(node.op_type, node.attrs, a, b, ctx.graph.opset) or b  # opset 1-6: aligned at axis
+    spans, vector = broadcast_spans([a, b], out)
     n = ctx.numel(out)
     again = 0
     for i in (0, 1):
