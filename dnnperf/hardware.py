@@ -452,7 +452,10 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     par = _map(d["parallelism"], f"{where}.parallelism")
     _check_keys(par, ("lanes", "compute_units", "ops_per_item", "notes"), f"{where}.parallelism")
     if "compute_units" not in par or ("lanes" not in par and kind != "gpu"):
-        raise DnnperfError(f"{where}.parallelism: needs 'lanes' and 'compute_units'")
+        how = {"cpu": " (cores; lanes = cores x fp32 vector width x FMA units: 64 AVX2 cores with 2 FMA units "
+                      "= 64 x 8 x 2 = 1024)",
+               "gpu": " (SMs or compute units; lanes default to SMs x the generation's resident threads)"}
+        raise DnnperfError(f"{where}.parallelism: needs 'lanes' and 'compute_units'{how.get(kind, '')}")
     units_n = _whole(par["compute_units"], f"{where}.parallelism.compute_units")
     assumed = []
     if "lanes" in par:

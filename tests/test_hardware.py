@@ -233,6 +233,10 @@ def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
         assert len(hw.assumed) == 5 and hw.assumed[0].startswith(f"parallelism.lanes {72 * per_sm}")
         # the library generation its title names, and no board power: the boost clock held under load
         assert hw.assumed[3] == f"gpu.generation {gen} (named by its title)" and hw.assumed[4].startswith("gpu.tdp_w (none")
+    # a CPU has no generation table to derive lanes from: the refusal says how to count them
+    with pytest.raises(DnnperfError, match=r"needs 'lanes' and 'compute_units' \(cores; lanes = cores x fp32 vector width"):
+        profile_from_dict({**base, "name": "x", "title": "A server CPU", "kind": "cpu",
+                           "units": [{"name": "simd", "serves": ["matrix", "vector"], "peak_tops": {"fp32": 5}}]}, "x")
     unnamed = profile_from_dict({**base, "name": "x", "title": "Some accelerator"}, "x")
     assert "gpu.generation (none recognised in its title: the table's default entry)" in unnamed.assumed
     # given figures are used as they are and not reported as assumed
