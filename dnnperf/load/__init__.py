@@ -135,6 +135,13 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     axes = batch_axes(model, weights, stored)
     before = {vi.name: type_shape(vi.type)[0] for vi in g.input}
     notes = apply_overrides(model, overrides, path, weights, axes)
+    if declared.input_bindings(before, {vi.name: type_shape(vi.type)[0] for vi in g.input}) is None:
+        # an override changed a size the file fixed (--batch 4 on an export of batch 1): the outputs'
+        # declared shapes are the old size's, and ONNX's inference keeps a declared shape over its own
+        # (torchvision's LR-ASPP ended in a Resize of 4 x 21 x 65 x 65 into 1 x 21 x 520 x 520)
+        for vi in g.output:
+            if vi.type.HasField("tensor_type") and vi.name not in before:
+                vi.type.tensor_type.ClearField("shape")
     notes += check_types(g, stored, opset, path, codes)  # unknown type codes, text or flags read as numbers: refused
     if fed:
         notes.append(weight_inputs_note(list(fed)))
