@@ -758,3 +758,11 @@ def test_the_first_opsets_semantics(tmp_path):
     bad = _old(tmp_path, helper.make_node("Add", ["x", "d"], ["y"], broadcast=1, axis=1), (weight("d", [4]),), 6)
     assert not bad.coverage()["complete"]
     assert bad.rows[0].kind == "contradiction" and "[4] does not fit" in bad.rows[0].reason
+
+
+def test_an_image_scaler_bias_per_channel(tmp_path):
+    """ImageScaler's bias is one value per channel: 2 values for 3 channels contradict the input."""
+    m = model([helper.make_node("ImageScaler", ["x"], ["y"], scale=1.0, bias=[0.0, 1.0])], [vi("x", [1, 3, 8, 8])],
+              [vi("y", None)], opset=8)
+    row = one(tmp_path, m).rows[0]
+    assert row.kind == "contradiction" and "2 values for 3 channels" in row.reason

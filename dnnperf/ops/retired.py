@@ -14,7 +14,7 @@ Counting conventions (ops per output element, as ``dnnperf.ops.elementwise``):
 
 from __future__ import annotations
 
-from dnnperf.ops import Ctx, register, register_shapes
+from dnnperf.ops import Contradiction, Ctx, register, register_check, register_shapes
 from dnnperf.ops.elementwise import _make, same_as_first
 from dnnperf.ops.movement import _picked
 
@@ -48,7 +48,22 @@ def crop(ctx: Ctx):
     return _picked(ctx)
 
 
+def _scaler_bias(ctx: Ctx) -> None:
+    """ImageScaler's bias holds one value per channel (axis 1 of its N x C x H x W input)."""
+    bias = ctx.attr("bias", None)
+    x = ctx.in_shape(0)
+    if bias is not None and len(x) > 1 and len(list(bias)) != x[1]:
+        raise Contradiction(f"its bias has {len(list(bias))} values for {x[1]} channels")
+
+
+def _scaler(ctx: Ctx):
+    _scaler_bias(ctx)
+    return _make(OPS_PER_ELEMENT["ImageScaler"])(ctx)
+
+
 register({op: _make(w) for op, w in OPS_PER_ELEMENT.items()})
+register({"ImageScaler": _scaler})
+register_check({"ImageScaler": _scaler_bias})
 register_shapes({op: same_as_first for op in OPS_PER_ELEMENT})
 register({"Crop": crop})
 register_shapes({"Crop": crop_shape})
