@@ -56,12 +56,15 @@ def _scaler_bias(ctx: Ctx) -> None:
         raise Contradiction(f"its bias has {len(list(bias))} values for {x[1]} channels")
 
 
+_SCALE = _make(OPS_PER_ELEMENT["ImageScaler"])
+
+
 def _scaler(ctx: Ctx):
     _scaler_bias(ctx)
-    return _make(OPS_PER_ELEMENT["ImageScaler"])(ctx)
+    return _SCALE(ctx)
 
 
-register({op: _make(w) for op, w in OPS_PER_ELEMENT.items()})
+register({op: _make(w) for op, w in OPS_PER_ELEMENT.items() if op != "ImageScaler"})
 register({"ImageScaler": _scaler})
 register_check({"ImageScaler": _scaler_bias})
 register_shapes({op: same_as_first for op in OPS_PER_ELEMENT})
