@@ -376,6 +376,10 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
             noted.setdefault((node.op_type, w.note), []).append(node.name)
             if "unknown trip count" in w.note or "upper bound" in w.note:
                 unsupported.append({"node": node.name, "op_type": key_of(node), "reason": w.note, "kind": "bound"})
+        elif graph.bounded and (node.name in graph.bounded or (node.outputs and node.outputs[0] in graph.bounded)):
+            # a Slice at run-time offsets (the loader's note says so): listed with the other bounds
+            unsupported.append({"node": node.name, "op_type": key_of(node), "kind": "bound",
+                                "reason": "offsets known only at run time: costed at its input's size (an upper bound)"})
         rows.append(Row(node, w, shape, dtype))
     for (op, note), names in noted.items():  # one line per op and note: a detector's 180 NonZero nodes
         who = names[0] if len(names) == 1 else \

@@ -168,6 +168,9 @@ class Graph:
     # dnnperf.load.masks)
     subnormal: dict[str, int] = field(default_factory=dict)
     is_body: bool = False  # a control-flow body (its inputs are the body's, not the model's)
+    # Slices at offsets known only at run time (node names, or the first output of an unnamed one):
+    # costed at their input's size, an upper bound (``dnnperf.load.gaps.bound_shapes``)
+    bounded: frozenset = frozenset()
 
 
 @dataclass(frozen=True)

@@ -261,6 +261,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         batch_axes=axes,
         symbolic_inputs=dynamic,
         subnormal=subnormal,
+        bounded=frozenset(sliced),
     )
 
 
