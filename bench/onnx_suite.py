@@ -45,9 +45,26 @@ def expected_shapes(case) -> tuple:
                  for vi, want in zip(case.model.graph.output, outs) if isinstance(want, np.ndarray))
 
 
+def given_values(case) -> tuple:
+    """(graph input, its values) for the case's small integer inputs and short float vectors (a Pad's
+    pads, a Slice's starts, a Resize's scales): what a user passes with --value."""
+    import numpy as np
+
+    if not case.data_sets:
+        return ()
+    out = []
+    for vi, arr in zip(case.model.graph.input, case.data_sets[0][0]):
+        if isinstance(arr, np.ndarray) and arr.size <= 64 and arr.dtype.kind in "iuf" \
+                and (arr.dtype.kind in "iu" or (arr.size <= 8 and arr.ndim <= 1)) and np.isfinite(arr).all() \
+                and arr.dtype.name in ("int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64"):
+            out.append((vi.name, tuple(float(v) for v in arr.reshape(-1))))
+    return tuple(out)
+
+
 def check_one(args) -> dict:
     name, data, tmp = args[:3]
     expected = args[3] if len(args) > 3 else ()
+    values = args[4] if len(args) > 4 else ()
     from dnnperf.api import inspect_model
     from dnnperf.errors import DnnperfError
 
@@ -64,6 +81,8 @@ def check_one(args) -> dict:
                 "s": time.perf_counter() - t}
     s = time.perf_counter() - t
     wrong = _wrong_shapes(data, tmp, name, expected) if expected else []
+    if expected and values:  # again with the inputs shapes follow from given, as a user would
+        wrong += [w for w in _wrong_shapes(data, tmp, name, expected, values) if w not in wrong]
     unscored = [(r.node.domain or "", r.node.op_type, r.kind, (r.reason or "")[:120]) for r in insp.unscored()]
     if unscored:
         return {"name": name, "status": "unscored", "unscored": unscored, "s": s, "wrong_shapes": wrong}
@@ -72,16 +91,17 @@ def check_one(args) -> dict:
     return {"name": name, "status": "ok", "s": s, "wrong_shapes": wrong}
 
 
-def _wrong_shapes(data: bytes, tmp: str, name: str, expected) -> list:
+def _wrong_shapes(data: bytes, tmp: str, name: str, expected, values=()) -> list:
     """The test case's model with its outputs' declared shapes removed (so that every shape comes from
     dnnperf's rules, folding or ONNX's inference, not from the file), inspected again: each resolved
     output whose shape is not the one the case's expected array has, as (output, resolved, expected,
     whether the node is costed at a stated bound: a data-dependent output). Outputs left open are not
-    counted here (they are listed as unscored)."""
+    counted here (they are listed as unscored). ``values``: inputs given with --value."""
     import onnx
 
     from dnnperf.api import inspect_model
     from dnnperf.errors import DnnperfError
+    from dnnperf.ir import ShapeOverrides
 
     m = onnx.load_from_string(data)
     for vi in m.graph.output:
@@ -91,7 +111,7 @@ def _wrong_shapes(data: bytes, tmp: str, name: str, expected) -> list:
     with open(path, "wb") as fh:
         fh.write(m.SerializeToString())
     try:
-        insp = inspect_model(path)
+        insp = inspect_model(path, ShapeOverrides(values=values, strict=False))
     except DnnperfError:
         return []
     tensors = insp.graph.tensors
@@ -116,7 +136,8 @@ def baseline_one(args) -> float:
 
 def run(jobs: int | None = None) -> tuple[list[dict], float, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        tasks = [(c.name, c.model.SerializeToString(), tmp, expected_shapes(c)) for c in cases() if c.model is not None]
+        tasks = [(c.name, c.model.SerializeToString(), tmp, expected_shapes(c), given_values(c)) for c in cases()
+                 if c.model is not None]
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             t = time.perf_counter()
             res = list(pool.map(check_one, tasks, chunksize=16))

@@ -766,3 +766,16 @@ def test_an_image_scaler_bias_per_channel(tmp_path):
               [vi("y", None)], opset=8)
     row = one(tmp_path, m).rows[0]
     assert row.kind == "contradiction" and "2 values for 3 channels" in row.reason
+
+
+def test_a_one_sided_stft_keeps_half_the_bins(tmp_path):
+    """STFT of a real signal [1, 128, 1], frames of 16 every 8 samples: 15 frames of 16 // 2 + 1 = 9 bins
+    (``onesided``, the default; ONNX's node test expects [1, 15, 9, 2]). ONNX's own inference gives 16
+    bins, and the FFT was costed at n = 30. By hand: 15 x (5 x 16 x log2 16 + 16) = 5,040 ops; two-sided,
+    16 bins of the same FFT."""
+    for onesided, bins in ((1, 9), (0, 16)):
+        nodes = [helper.make_node("STFT", ["x", "step", "", "len"], ["y"], onesided=onesided)]
+        inits = [helper.make_tensor("step", T.INT64, [], [8]), helper.make_tensor("len", T.INT64, [], [16])]
+        row = one(tmp_path, model(nodes, [vi("x", [1, 128, 1])], [vi("y", None)], inits)).rows[0]
+        assert row.output_shape == (1, 15, bins, 2)
+        assert row.workload.other_ops == 15 * (5 * 16 * 4 + 16)

@@ -393,6 +393,23 @@ for _op in ("Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "Less
 RULES["Max"] = RULES["Min"] = RULES["Sum"] = RULES["Mean"] = (_broadcast, ())
 
 
+def _stft(attrs, dims, vals, opset):
+    """STFT (signal [batch, length, 1 or 2], frame_step, window, frame_length): [batch, frames, bins, 2],
+    frames = (length - frame_length) // step + 1 and bins = frame_length // 2 + 1 for a real signal with
+    ``onesided`` (its default, 1), else frame_length. ONNX's own inference (onnx 1.23) gives frame_length
+    bins whatever ``onesided`` says; its node tests expect frame_length // 2 + 1."""
+    x = dims[0]
+    step = _ints(vals[1]) if len(vals) > 1 else None
+    length = _ints(vals[3]) if len(vals) > 3 and vals[3] is not None else None
+    if length is None and len(dims) > 2 and dims[2] is not None and len(dims[2]) == 1:
+        length = [dims[2][0]]  # the window's length
+    if x is None or len(x) != 3 or not step or not length or step[0] < 1 or not 1 <= length[0] <= x[1]:
+        return None
+    n = length[0]
+    bins = n // 2 + 1 if attrs.get("onesided", 1) and x[2] == 1 else n
+    return [(x[0], (x[1] - n) // step[0] + 1, bins, 2)]
+
+
 def _batch_norm(attrs, dims, vals, opset):
     """Y as X; in training mode the running mean and variance (and before opset 14 the saved mean
     and variance) are per channel, the scale's shape: ONNX's own inference leaves them open, and a
@@ -405,6 +422,7 @@ def _batch_norm(attrs, dims, vals, opset):
 
 
 RULES["BatchNormalization"] = (_batch_norm, ())
+RULES["STFT"] = (_stft, (1, 3))
 for _op in ("Erf", "Not", "Cast", "CastLike", "Softmax", "LogSoftmax", "Relu", "Sigmoid", "Tanh", "Sqrt", "Neg", "Abs",
             "Exp", "Log", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "CumSum", "Identity", "Dropout", "Clip",
             "LeakyRelu", "Elu", "Gelu", "HardSigmoid", "HardSwish", "Softplus", "IsNaN", "IsInf", "Sin", "Cos",

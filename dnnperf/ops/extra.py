@@ -92,7 +92,9 @@ def dft(ctx: Ctx):
 def stft(ctx: Ctx):
     out = ctx.out_shape()  # (batch, frames, bins, 2)
     frames, bins = out[1], out[2]
-    n = 2 * (bins - 1) if bins > 1 else 1
+    # a real signal's one-sided spectrum keeps n // 2 + 1 of the n bins the transform computes
+    onesided = ctx.attr("onesided", 1) and ctx.in_shape(0)[-1] == 1
+    n = (2 * (bins - 1) if bins > 1 else 1) if onesided else bins
     return ctx.workload("elementwise", other=int(out[0] * frames * (_fft_ops(n) + n)))
 
 
