@@ -779,3 +779,9 @@ def test_a_one_sided_stft_keeps_half_the_bins(tmp_path):
         row = one(tmp_path, model(nodes, [vi("x", [1, 128, 1])], [vi("y", None)], inits)).rows[0]
         assert row.output_shape == (1, 15, bins, 2)
         assert row.workload.other_ops == 15 * (5 * 16 * 4 + 16)
+    # in a graph ONNX's inference loads (an LRN has no Python rule), its shape is corrected and carried on
+    nodes = [helper.make_node("STFT", ["x", "step", "", "len"], ["y"]), helper.make_node("Abs", ["y"], ["a"]),
+             helper.make_node("LRN", ["z"], ["w"], size=3)]
+    insp = one(tmp_path, model(nodes, [vi("x", [1, 128, 1]), vi("z", [1, 3, 8, 8])], [vi("a", None), vi("w", None)],
+                               inits))
+    assert [r.output_shape for r in insp.rows[:2]] == [(1, 15, 9, 2)] * 2

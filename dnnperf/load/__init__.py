@@ -30,6 +30,7 @@ from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor, op_key, value_inputs
 from dnnperf.load import bounds, declared, fast, gaps, hostshape
 from dnnperf.load.fold import Resolver, single_values, tensor_value
+from dnnperf.load.onnx_fixes import onnx_wrong_shapes
 from dnnperf.load.overrides import apply_overrides, batch_axes, user_values, weight_inputs, weight_inputs_note
 from dnnperf.load.read import (FLOAT_TYPES, MAX_ELEMS, CorruptName, check_dims, check_domains, check_for_onnx_inference,
                                check_opset, clear_payload, has_payload, is_shape_like, parse_model, plain_attrs,
@@ -283,6 +284,15 @@ def _onnx_inference(model, path: str, opset: int, stored: list, ordered: list):
         raise DnnperfError(f"'{path}' nests subgraphs too deeply for shape inference") from None
     except Exception as exc:
         raise DnnperfError(f"ONNX shape inference rejected '{path}': {short(exc)}") from None
+    fixes = onnx_wrong_shapes(inferred, opset)
+    if fixes:  # declared, ONNX's inference keeps them and carries them downstream: a second pass
+        from onnx import helper
+
+        model.graph.value_info.extend(helper.make_tensor_value_info(name, elem, dims) for name, elem, dims in fixes)
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
+        except Exception as exc:
+            raise DnnperfError(f"ONNX shape inference rejected '{path}': {short(exc)}") from None
     inferred_nodes = inferred.graph.node
     if len(inferred_nodes) != len(stored):
         raise DnnperfError(f"ONNX shape inference changed the node count of '{path}' — please report this model")
