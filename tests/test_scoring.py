@@ -246,7 +246,8 @@ def test_a_vector_tile_padding_is_charged_once(tmp_path):
     assert c.occupancy == pytest.approx(8 / 32)
     text = next(f["text"] for f in c.fixes if f["id"] == "bigger_batch")
     assert text == "batch 2 -> 8 raises lane occupancy from 25.0% to 100.0%", text
-    # 8 rows of 4 outputs on a 4-wide vector fill only 32 of a 64-lane machine: starved, not padded
+    # the lanes a padded product fills: 8 x 1 on a 4-wide vector 8 x 4 = 32; 8 x 6 pads to 8 x 8 = 64; work
+    # that is not a product counts its own outputs
     assert rules.padded_work(8, Gemm(8, 1, 1024), (1, 4, 1)) == pytest.approx(32)
     assert rules.padded_work(8 * 6, Gemm(8, 6, 1024), (1, 4, 1)) == pytest.approx(64)
     assert rules.padded_work(48, None, None) == 48
