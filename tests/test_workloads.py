@@ -785,3 +785,30 @@ def test_a_one_sided_stft_keeps_half_the_bins(tmp_path):
     insp = one(tmp_path, model(nodes, [vi("x", [1, 128, 1]), vi("z", [1, 3, 8, 8])], [vi("a", None), vi("w", None)],
                                inits))
     assert [r.output_shape for r in insp.rows[:2]] == [(1, 15, 9, 2)] * 2
+
+
+def test_window_shapes_onnx_inference_gets_wrong(tmp_path):
+    """Shapes ONNX's own inference (onnx 1.23) gives otherwise than the ONNX spec and ONNX Runtime, found
+    by running random pooling and transposed-convolution nodes in ONNX Runtime: with ceil_mode a last
+    window that would start in the end padding is dropped (MaxPool k = [5, 1], strides 3 on 20 x 5:
+    [6, 2]; with its indices output the model took ONNX's [6, 3]); with VALID padding ceil_mode still
+    rounds up (k = [4, 2], strides [3, 2] on 12 x 3: [4, 2], where the Python rule said [3, 1]); a
+    ConvTranspose with SAME padding is input x stride, its output_padding inside the padding ([20, 15] at
+    strides [2, 3]: [40, 45], ONNX said [41, 45]), unless that padding would be negative (ONNX Runtime
+    then pads nothing: 2 x 11 + 0 + 1 = 23 rows where input x stride is 24)."""
+    def shape(node, x, inits=(), out=0):
+        m = model([node], [vi("x", list(x))], [vi(o, None) for o in node.output], list(inits), opset=19)
+        return one(tmp_path, m).graph.tensors[node.output[out]].shape
+
+    pool = dict(kernel_shape=[5, 1], strides=[3, 3], ceil_mode=1)
+    assert shape(helper.make_node("MaxPool", ["x"], ["y"], **pool), (2, 8, 20, 5)) == (2, 8, 6, 2)
+    for out in (0, 1):
+        assert shape(helper.make_node("MaxPool", ["x"], ["y", "i"], **pool), (2, 8, 20, 5), out=out) == (2, 8, 6, 2)
+    assert shape(helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[4, 2], strides=[3, 2], auto_pad="VALID",
+                                  ceil_mode=1), (1, 4, 12, 3)) == (1, 4, 4, 2)
+    assert shape(helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[3, 2], strides=[2, 3],
+                                  auto_pad="SAME_LOWER", output_padding=[1, 1]),
+                 (2, 3, 20, 15), [weight("w", [3, 1, 3, 2])]) == (2, 1, 40, 45)
+    assert shape(helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[1, 4], strides=[2, 3], group=4,
+                                  auto_pad="SAME_UPPER", output_padding=[0, 2]),
+                 (1, 4, 12, 4), [weight("w", [4, 1, 1, 4])]) == (1, 4, 23, 12)

@@ -198,12 +198,11 @@ def _windowed(op: str, a: dict, x: tuple, dims: list) -> tuple | None:
         ext = dil[i] * (kernel[i] - 1) + 1
         if auto in ("SAME_UPPER", "SAME_LOWER"):
             o = -(-spatial[i] // strides[i])
-        elif auto == "VALID":
-            o = (spatial[i] - ext) // strides[i] + 1
-        elif auto == "NOTSET":
-            span = spatial[i] + pads[i] + pads[i + r] - ext
+        elif auto in ("VALID", "NOTSET"):  # VALID: no padding, ceil_mode as with explicit pads (ONNX's
+            # inference and ONNX Runtime: MaxPool k = 4, stride 3 on 12 with ceil_mode gives 4)
+            span = spatial[i] - ext if auto == "VALID" else spatial[i] + pads[i] + pads[i + r] - ext
             o = (-(-span // strides[i]) if ceil_mode else span // strides[i]) + 1
-            if ceil_mode and (o - 1) * strides[i] >= spatial[i] + pads[i]:
+            if ceil_mode and (o - 1) * strides[i] >= spatial[i] + (pads[i] if auto == "NOTSET" else 0):
                 o -= 1  # the last window would start in the end padding
         else:
             return None
