@@ -95,16 +95,16 @@ def test_binary_op_with_one_input_is_left_to_onnx():
     ({"auto_pad": "VALID", "dilations": [2, 2]}, (1, 4, 10, 10), (4, 4, 3, 3), (1, 4, 6, 6)),
 ])
 def test_convolution_output_sizes_by_hand(attrs, x, w, expected):
-    assert fast._windowed("Conv", attrs, x, [x, w]) == expected
+    assert fast.windowed("Conv", attrs, x, [x, w]) == expected
 
 
 def test_ceil_mode_pooling_by_hand():
     # 3x3 stride 2 on 112, no pad: floor((112 - 3) / 2) + 1 = 55, ceil mode 56
     a = {"kernel_shape": [3, 3], "strides": [2, 2]}
-    assert fast._windowed("MaxPool", a, (1, 64, 112, 112), [None]) == (1, 64, 55, 55)
-    assert fast._windowed("MaxPool", {**a, "ceil_mode": 1}, (1, 64, 112, 112), [None]) == (1, 64, 56, 56)
+    assert fast.windowed("MaxPool", a, (1, 64, 112, 112), [None]) == (1, 64, 55, 55)
+    assert fast.windowed("MaxPool", {**a, "ceil_mode": 1}, (1, 64, 112, 112), [None]) == (1, 64, 56, 56)
     # ceil mode never starts a window in the end padding: 5 wide, k 2, s 2, pad 0/1 -> 3 (not 4)
-    assert fast._windowed("MaxPool", {"kernel_shape": [2], "strides": [2], "pads": [0, 1], "ceil_mode": 1},
+    assert fast.windowed("MaxPool", {"kernel_shape": [2], "strides": [2], "pads": [0, 1], "ceil_mode": 1},
                           (1, 1, 5), [None]) == (1, 1, 3)
 
 

@@ -111,7 +111,7 @@ def _node(n, res: Resolver, types: dict, opset: int) -> bool:
     if op in _WINDOWED:
         if len(outs) != 1:  # MaxPool's indices output: ONNX
             return False
-        shape = _windowed(op, res.attrs(n), x, [t[0] if t else None for t in ins])
+        shape = windowed(op, res.attrs(n), x, [t[0] if t else None for t in ins])
         if shape is None:
             return False
         types[outs[0]] = (shape, dtype)
@@ -168,7 +168,7 @@ def _node(n, res: Resolver, types: dict, opset: int) -> bool:
 _NO_ATTRS: dict = {}  # a node without attributes (the rules only read them)
 
 
-def _windowed(op: str, a: dict, x: tuple, dims: list) -> tuple | None:
+def windowed(op: str, a: dict, x: tuple, dims: list) -> tuple | None:
     """Output dims of a convolution or pooling window over N x C x spatial input ``x`` (ONNX's
     formulas: explicit pads, SAME_UPPER / SAME_LOWER / VALID auto_pad, dilations, ceil_mode)."""
     if len(x) < 3:

@@ -9,17 +9,17 @@ import itertools
 
 from dnnperf.load.fold import constant_value, tensor_value
 from dnnperf.load.read import plain_attrs, static, type_shape
-from dnnperf.load.fast import _windowed
+from dnnperf.load.fast import windowed
 from dnnperf.load.shapes import RULES
 
 def _pool(attrs, dims, vals, opset):
-    """A pooling window's outputs (``fast._windowed``): with ``ceil_mode`` a last window that would
+    """A pooling window's outputs (``fast.windowed``): with ``ceil_mode`` a last window that would
     start in the end padding is dropped, as the ONNX spec, ONNX Runtime and PyTorch do; ONNX's inference
     keeps it (MaxPool k = [5, 1], strides 3 on 20 x 5: [6, 3] where ONNX Runtime gives [6, 2])."""
     x = dims[0] if dims else None
     if x is None:
         return None
-    y = _windowed("MaxPool", attrs, tuple(x), dims)
+    y = windowed("MaxPool", attrs, tuple(x), dims)
     return [y, y] if y is not None else None  # MaxPool's indices: the same shape
 
 
