@@ -812,3 +812,21 @@ def test_window_shapes_onnx_inference_gets_wrong(tmp_path):
     assert shape(helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[1, 4], strides=[2, 3], group=4,
                                   auto_pad="SAME_UPPER", output_padding=[0, 2]),
                  (1, 4, 12, 4), [weight("w", [4, 1, 1, 4])]) == (1, 4, 23, 12)
+
+
+def test_a_backward_slice_clamps_as_onnx_says(tmp_path):
+    """Stepping backwards, ONNX clamps a Slice's start to [0, dim - 1] and its end to [-1, dim - 1], -1 meaning
+    before the first element (the spec's text, and ONNX Runtime): starts = ends = -10 with step -2 on one
+    element keep it (Python's slicing, which the rule used, keeps nothing); on [6, 5, 1, 3], starts [-10, 1,
+    -3], ends [-1, -10, -10], steps [3, -1, -2] over axes 0-2 keep [2, 2, 1, 3]."""
+    from dnnperf.load.shapes import slice_length
+
+    assert slice_length(-10, -10, -2, 1) == 1 and slice_length(0, -1, -1, 5) == 0 and slice_length(4, -10, -1, 5) == 5
+    assert slice_length(-1, -2**63, -1, 5) == 5 and slice_length(1, 2**63 - 1, 1, 5) == 4 and slice_length(0, 5, 2, 5) == 3
+
+    def ints(name, v):
+        return helper.make_tensor(name, T.INT64, [len(v)], v)
+
+    nodes = [helper.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"])]
+    inits = [ints("s", [-10, 1, -3]), ints("e", [-1, -10, -10]), ints("a", [0, 1, 2]), ints("st", [3, -1, -2])]
+    assert one(tmp_path, model(nodes, [vi("x", [6, 5, 1, 3])], [vi("y", None)], inits)).rows[0].output_shape == (2, 2, 1, 3)

@@ -109,8 +109,21 @@ def _slice(attrs, dims, vals, opset):
         if sp == 0:
             return None
         ax = axis_index(ax, len(x))
-        out[ax] = len(range(*slice(st, en, sp).indices(x[ax])))
+        out[ax] = slice_length(st, en, sp, x[ax])
     return [tuple(out)]
+
+
+def slice_length(start: int, end: int, step: int, dim: int) -> int:
+    """Elements a Slice keeps on an axis of ``dim``, clamped as ONNX's spec and ONNX Runtime clamp (stepping
+    backwards: start to [0, dim - 1], end to [-1, dim - 1]; Python's slice clamps a start before 0 to -1)."""
+    if dim <= 0:
+        return 0
+    start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
+    if step > 0:
+        start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        return max(0, -(-(end - start) // step))
+    start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+    return max(0, -(-(start - end) // -step))
 
 
 def _transpose(attrs, dims, vals, opset):
@@ -303,7 +316,7 @@ def _binary(attrs, dims, vals, opset, op_type=""):
     return [_bcast(*dims)]
 
 
-def _legacy(op: str):
+def _legacy(op: str):  # a binary op's rule that knows its name (opset 1-6 broadcasting)
     return lambda attrs, dims, vals, opset: _binary(attrs, dims, vals, opset, op)
 
 
@@ -394,10 +407,8 @@ RULES["Max"] = RULES["Min"] = RULES["Sum"] = RULES["Mean"] = (_broadcast, ())
 
 
 def _stft(attrs, dims, vals, opset):
-    """STFT (signal [batch, length, 1 or 2], frame_step, window, frame_length): [batch, frames, bins, 2],
-    frames = (length - frame_length) // step + 1 and bins = frame_length // 2 + 1 for a real signal with
-    ``onesided`` (its default, 1), else frame_length. ONNX's own inference (onnx 1.23) gives frame_length
-    bins whatever ``onesided`` says; its node tests expect frame_length // 2 + 1."""
+    """STFT (signal [batch, length, 1 or 2], frame_step, window, frame_length): [batch, frames, bins, 2], bins
+    = frame_length // 2 + 1 for a real signal with ``onesided`` (the default; ONNX's inference ignores it)."""
     x = dims[0]
     step = _ints(vals[1]) if len(vals) > 1 else None
     length = _ints(vals[3]) if len(vals) > 3 and vals[3] is not None else None
@@ -406,8 +417,7 @@ def _stft(attrs, dims, vals, opset):
     if x is None or len(x) != 3 or not step or not length or step[0] < 1 or not 1 <= length[0] <= x[1]:
         return None
     n = length[0]
-    bins = n // 2 + 1 if attrs.get("onesided", 1) and x[2] == 1 else n
-    return [(x[0], (x[1] - n) // step[0] + 1, bins, 2)]
+    return [(x[0], (x[1] - n) // step[0] + 1, n // 2 + 1 if attrs.get("onesided", 1) and x[2] == 1 else n, 2)]
 
 
 def _batch_norm(attrs, dims, vals, opset):
