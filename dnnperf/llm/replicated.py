@@ -143,12 +143,7 @@ def _head_shape(cache) -> tuple[int, int]:
 
 def _numel(graph, name: str) -> int:
     t = graph.tensors.get(name)
-    if t is None or t.shape is None:
-        return 0
-    k = 1
-    for d in t.shape:
-        k *= d
-    return k
+    return (t.numel or 0) if t is not None else 0
 
 
 def share_replicated(row, ro: str, n: int, r: int, ways: Ways, graph) -> Workload:

@@ -136,7 +136,8 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     axes = batch_axes(model, weights, stored)
     before = {vi.name: type_shape(vi.type)[0] for vi in g.input}
     notes = apply_overrides(model, overrides, path, weights, axes)
-    if declared.input_bindings(before, {vi.name: type_shape(vi.type)[0] for vi in g.input}) is None:
+    after = {vi.name: type_shape(vi.type)[0] for vi in g.input}
+    if declared.input_bindings(before, after) is None:
         # an override changed a size the file fixed (--batch 4 on an export of batch 1): the outputs'
         # declared shapes are the old size's, and ONNX's inference keeps a declared shape over its own
         # (torchvision's LR-ASPP ended in a Resize of 4 x 21 x 65 x 65 into 1 x 21 x 520 x 520)
@@ -195,7 +196,6 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     bodies: dict[tuple, dict] = {}
     sliced: list[str] = []  # Slices at run-time offsets, costed at their input's size
     if res is not fast_res:  # the Python path leaves nothing open and declines control flow
-        after = {vi.name: type_shape(vi.type)[0] for vi in g.input}
         filled = declared.declared_outputs(ordered, types, stated, declared.input_bindings(before, after),
                                            declared.has_rule)
         if filled:
@@ -275,24 +275,25 @@ def _onnx_inference(model, path: str, opset: int, stored: list, ordered: list):
     versions = {("" if imp.domain == "ai.onnx" else imp.domain): int(imp.version) for imp in model.opset_import}
     bodies = (sg.node for sg in walk_graphs(model.graph) if sg is not model.graph)
     check_for_onnx_inference(itertools.chain([stored], bodies), versions, path)
-    try:
-        # no data propagation: ONNX's would turn every 1-D tensor of static length n that reaches an
-        # elementwise op into n symbolic values (~225 bytes each; a 2^26-element Add needs ~15 GB);
-        # the shape arithmetic it is meant for is folded by gaps.settle below
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
-    except RecursionError:
-        raise DnnperfError(f"'{path}' nests subgraphs too deeply for shape inference") from None
-    except Exception as exc:
-        raise DnnperfError(f"ONNX shape inference rejected '{path}': {short(exc)}") from None
+
+    def infer():
+        try:
+            # no data propagation: ONNX's would turn every 1-D tensor of static length n that reaches an
+            # elementwise op into n symbolic values (~225 bytes each; a 2^26-element Add needs ~15 GB);
+            # the shape arithmetic it is meant for is folded by gaps.settle below
+            return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
+        except RecursionError:
+            raise DnnperfError(f"'{path}' nests subgraphs too deeply for shape inference") from None
+        except Exception as exc:
+            raise DnnperfError(f"ONNX shape inference rejected '{path}': {short(exc)}") from None
+
+    inferred = infer()
     fixes = onnx_wrong_shapes(inferred, opset)
     if fixes:  # declared, ONNX's inference keeps them and carries them downstream: a second pass
         from onnx import helper
 
         model.graph.value_info.extend(helper.make_tensor_value_info(name, elem, dims) for name, elem, dims in fixes)
-        try:
-            inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
-        except Exception as exc:
-            raise DnnperfError(f"ONNX shape inference rejected '{path}': {short(exc)}") from None
+        inferred = infer()
     inferred_nodes = inferred.graph.node
     if len(inferred_nodes) != len(stored):
         raise DnnperfError(f"ONNX shape inference changed the node count of '{path}' — please report this model")
