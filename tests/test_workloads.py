@@ -760,6 +760,31 @@ def test_the_first_opsets_semantics(tmp_path):
     assert bad.rows[0].kind == "contradiction" and "[4] does not fit" in bad.rows[0].reason
 
 
+def test_tile_1_and_upsample_1_pass_their_shapes(tmp_path):
+    """Tile-1 takes its count and axis as one-element float tensors, and the experimental Upsample-1 its
+    scales as height_scale / width_scale attributes: ONNX's inference has no rule for either, so both
+    were unscored (and Tile-1's scalar count called a contradiction). By hand: [1, 3, 224, 224] tiled 3
+    times on axis 1 is [1, 9, 224, 224]; upsampled by 2 x 3, [1, 3, 448, 672], bilinear 2 x 2^2 = 8 ops an
+    output element (as Resize's linear mode), nearest 1."""
+    f = T.FLOAT
+    tile = _old(tmp_path, helper.make_node("Tile", ["x", "t", "a"], ["y"]),
+                (helper.make_tensor("t", f, [], [3.0]), helper.make_tensor("a", f, [], [1.0])), 1)
+    assert tile.coverage()["complete"], tile.warnings
+    assert tile.rows[0].output_shape == (1, 9, 224, 224)
+    assert tile.rows[0].workload.bytes_written == 9 * 224 * 224 * 4
+    for mode, per in (("bilinear", 8), ("nearest", 1)):
+        up = _old(tmp_path, helper.make_node("Upsample", ["x"], ["y"], height_scale=2.0, width_scale=3.0, mode=mode))
+        assert up.coverage()["complete"], up.warnings
+        assert up.rows[0].output_shape == (1, 3, 448, 672)
+        assert up.rows[0].workload.other_ops == per * 3 * 448 * 672
+    # a count that is not whole, or from opset 6 on the scalar spelling: not resolved, listed
+    half = _old(tmp_path, helper.make_node("Tile", ["x", "t", "a"], ["y"]),
+                (helper.make_tensor("t", f, [], [2.5]), helper.make_tensor("a", f, [], [1.0])), 1)
+    assert not half.coverage()["complete"]
+    late = _old(tmp_path, helper.make_node("Tile", ["x", "t"], ["y"]), (helper.make_tensor("t", T.INT64, [], [3]),), 6)
+    assert not late.coverage()["complete"]
+
+
 def test_an_image_scaler_bias_per_channel(tmp_path):
     """ImageScaler's bias is one value per channel: 2 values for 3 channels contradict the input."""
     m = model([helper.make_node("ImageScaler", ["x"], ["y"], scale=1.0, bias=[0.0, 1.0])], [vi("x", [1, 3, 8, 8])],

@@ -56,6 +56,7 @@ def cumsum(ctx: Ctx):
 
 def resize(ctx: Ctx):
     mode = str(ctx.attr("mode", "nearest"))
+    mode = "linear" if mode == "bilinear" else mode  # Upsample-1's name for it
     nsp = max(len(ctx.out_shape(0)) - 2, 1)
     per = {"nearest": 1, "linear": 2 * 2**nsp, "cubic": 2 * 4**nsp}.get(mode, 1)
     return ctx.workload("resize", other=per * ctx.out_numel(0), kernel=f"Resize.{mode}")
