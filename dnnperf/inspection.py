@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 from dnnperf.fmt import counted
-from dnnperf.ir import Graph, Node
+from dnnperf.ir import FOLDABLE, VALUE_DTYPES, Graph, Node
 from dnnperf.ops import REGISTRY, Contradiction, Unsupported, cost_node, key_of
 from dnnperf.unbatched import unbatched_input
 from dnnperf.workload import Workload
@@ -154,8 +154,9 @@ def _folded_products(graph: Graph, rows: list, warnings: list[str]) -> None:
 
 def _value_inputs(graph: Graph, node, producers: dict, limit: int = 64) -> list[str]:
     """Model inputs of at most ``limit`` elements that reach ``node``'s non-data inputs (its scales,
-    sizes, shape, repeats...; an If's condition, which picks the branch) through small values: what
-    ``--value`` would resolve."""
+    sizes, shape, repeats...; an If's condition, which picks the branch) through small values the
+    loader folds (``ir.FOLDABLE``; not through a Shape or Size, whose value is their input's shape):
+    what ``--value`` would resolve. An input of a type ``--value`` does not take is not named."""
     found: list[str] = []
     seen: set[str] = set()
     todo = [i for i in (node.inputs[:1] if node.op_type == "If" else node.inputs[1:]) if i]
@@ -168,11 +169,12 @@ def _value_inputs(graph: Graph, node, producers: dict, limit: int = 64) -> list[
         if t is not None and t.numel is not None and t.numel > limit:
             continue  # a large tensor is data, not a size
         if name in graph.inputs and name not in graph.initializers:
-            if name not in found:
+            if name not in found and (t is None or t.dtype in VALUE_DTYPES):
                 found.append(name)
             continue
         p = producers.get(name)
-        if p is not None and not p.subgraphs:
+        if p is not None and not p.subgraphs and p.op_type in FOLDABLE and p.op_type not in ("Shape", "Size") \
+                and p.domain in ("", "ai.onnx"):
             todo.extend(i for i in p.inputs if i)
     return sorted(found)
 

@@ -36,6 +36,18 @@ NEVER_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "
                           "Bernoulli", "If", "Loop", "Scan"})
 
 
+# ops whose small integer outputs are evaluated at load time (shape arithmetic)
+FOLDABLE = frozenset({
+    "Shape", "Size", "Gather", "Concat", "Unsqueeze", "Squeeze", "Slice", "Cast", "Add", "Sub", "Mul",
+    "Div", "Identity", "Constant", "ConstantOfShape", "Range", "Reshape", "Equal", "Where", "ReduceProd",
+    "Expand", "Floor", "Ceil", "Sqrt", "Neg", "Abs", "Max", "Min", "Mod", "Not", "Less", "Greater",
+    "Tile", "Flatten", "Transpose", "Split", "ScatterND", "GatherElements", "ReduceSum", "ReduceMax",
+    "ReduceMin", "Pow", "Sign", "Clip", "NonZero", "Trilu", "CumSum", "And", "Or", "Xor",
+    "LessOrEqual", "GreaterOrEqual", "Round", "Reciprocal",
+})
+# the element types a folded value (and a value given with --value) may have
+VALUE_DTYPES = ("int64", "int32", "float32", "float16", "float64", "int8", "uint8", "bool", "int16")
+
 # op -> the input that holds a target shape (or Tile's repeat counts): a 1-D tensor for ONNX, whose
 # inference and ONNX Runtime refuse any other rank (numpy would read a [2, 2] target as four sizes)
 SHAPE_VECTOR_INPUT = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0, "Tile": 1}

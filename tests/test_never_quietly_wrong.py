@@ -107,6 +107,31 @@ def test_bounded_nodes_are_not_called_unscored(tmp_path):
     assert "NOT scored (1 nodes)" in table and "Costed at a stated bound (1 nodes, counted)" in table
 
 
+def test_value_hint_names_only_inputs_that_would_resolve_the_shape(tmp_path):
+    """A shape that follows from a model input's value through ops the loader folds (a Cast) names
+    the input to give with --value, and giving it resolves the shape; through an op it cannot fold (a
+    Sigmoid: the shape follows from data at run time), or for an input whose type --value refuses
+    (uint32), the hint named an input that could not help."""
+    T = onnx.TensorProto
+
+    def reshape_by(chain, dtype):
+        nodes = [helper.make_node(op, [src], [dst], **kw) for op, src, dst, kw in chain]
+        nodes.append(helper.make_node("Reshape", ["data", chain[-1][2]], ["y"], name="rs"))
+        m = model(nodes, [vi("data", [2, 6]), vi("s", [2], dtype)], [vi("y", None)])
+        p = save(m, tmp_path, f"{dtype}_{len(chain)}.onnx")
+        return p, invoke("analyze", p, "--hw", "v100").stdout
+
+    cast = [("Cast", "s", "t", {"to": T.INT64})]
+    p, out = reshape_by(cast, T.INT64)
+    assert "give it with --value s=V,..." in out, out
+    d = json.loads(invoke("analyze", p, "--hw", "v100", "--value", "s=3,4", "-f", "json", "-q").stdout)
+    assert d["coverage"]["complete"]
+    _, out = reshape_by([("Sigmoid", "s", "u", {}), ("Cast", "u", "t", {"to": T.INT64})], T.FLOAT)
+    assert "NOT scored" in out and "--value" not in out, out
+    _, out = reshape_by(cast, T.UINT32)
+    assert "NOT scored" in out and "--value" not in out, out
+
+
 def test_gate_fails_when_a_node_stops_being_scored(magic, tmp_path):
     orig, bad = magic
     base = tmp_path / "base.json"

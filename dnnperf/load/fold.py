@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnperf.ir import DTYPE_CODES, SHAPE_VECTOR_INPUT, op_key
+from dnnperf.ir import DTYPE_CODES, FOLDABLE, SHAPE_VECTOR_INPUT, VALUE_DTYPES, op_key
 from dnnperf.load.read import MAX_VALUE_ELEMS, plain_attrs, static, type_shape
 from dnnperf.load import sequences
 from dnnperf.load.sequences import SEQ_OPS
@@ -29,16 +29,6 @@ _TYPED_FIELDS = {1: ("float_data", np.float32), 11: ("double_data", np.float64),
                  10: ("int32_data", np.int32), 12: ("uint64_data", np.uint64), 13: ("uint64_data", np.uint64)}
 _NP_DTYPES = {6: np.int32, 7: np.int64, 1: np.float32, 11: np.float64, 9: np.bool_, 10: np.float16,
               2: np.uint8, 3: np.int8, 12: np.uint32, 13: np.uint64, 4: np.uint16, 5: np.int16}
-
-# ops whose small integer outputs are evaluated at load time (shape arithmetic)
-FOLDABLE = frozenset({
-    "Shape", "Size", "Gather", "Concat", "Unsqueeze", "Squeeze", "Slice", "Cast", "Add", "Sub", "Mul",
-    "Div", "Identity", "Constant", "ConstantOfShape", "Range", "Reshape", "Equal", "Where", "ReduceProd",
-    "Expand", "Floor", "Ceil", "Sqrt", "Neg", "Abs", "Max", "Min", "Mod", "Not", "Less", "Greater",
-    "Tile", "Flatten", "Transpose", "Split", "ScatterND", "GatherElements", "ReduceSum", "ReduceMax",
-    "ReduceMin", "Pow", "Sign", "Clip", "NonZero", "Trilu", "CumSum", "And", "Or", "Xor",
-    "LessOrEqual", "GreaterOrEqual", "Round", "Reciprocal",
-})
 
 
 def tensor_value(t) -> np.ndarray | None:
@@ -124,8 +114,7 @@ _FLOAT_DATA = frozenset({"float32", "float16", "float64"})
 _FLOAT_DATA_ELEMS = 16
 
 # by dtype name (the loader's types); _NP_DTYPES above is by ONNX data type number
-_NP_BY_NAME = {"int64": np.int64, "int32": np.int32, "float32": np.float32, "float16": np.float16, "float64": np.float64,
-              "int8": np.int8, "uint8": np.uint8, "bool": np.bool_, "int16": np.int16}
+_NP_BY_NAME = {name: np.dtype(name).type for name in VALUE_DTYPES}
 
 
 _NO_TYPE = (None, "")
