@@ -181,7 +181,7 @@ class Graph:
     subnormal: dict[str, int] = field(default_factory=dict)
     is_body: bool = False  # a control-flow body (its inputs are the body's, not the model's)
     # Slices at offsets known only at run time (node names, or the first output of an unnamed one):
-    # costed at their input's size, an upper bound (``dnnperf.load.gaps.bound_shapes``)
+    # costed at their input's size, an upper bound (``dnnperf.load.data_sized.bound_shapes``)
     bounded: frozenset = frozenset()
 
 

@@ -107,6 +107,30 @@ def test_bounded_nodes_are_not_called_unscored(tmp_path):
     assert "NOT scored (1 nodes)" in table and "Costed at a stated bound (1 nodes, counted)" in table
 
 
+def test_compress_is_exact_on_a_known_condition_and_bounded_on_a_run_time_one(tmp_path):
+    """Compress keeps the slices its 1-D condition selects. ONNX's inference leaves the count open,
+    so a Compress and every layer after it were unscored. A condition known at load time gives the
+    count (by hand: [1, 0, 1, 1] on the rows of a [4, 8] input: [3, 8]; without an axis, [0, 1] on the
+    32 flattened elements: [1]); one computed at run time is costed at its upper bound (every row
+    kept, [4, 8]), listed as such, with the read back it costs the host."""
+    T = onnx.TensorProto
+    cond = helper.make_tensor("c", T.BOOL, [4], [1, 0, 1, 1])
+    for nodes, inits, want in (
+            ([helper.make_node("Compress", ["x", "c"], ["s"], axis=0)], [cond], (3, 8)),
+            ([helper.make_node("Compress", ["x", "c2"], ["s"])], [helper.make_tensor("c2", T.BOOL, [2], [0, 1])], (1,))):
+        m = model(nodes + [helper.make_node("Relu", ["s"], ["y"])], [vi("x", [4, 8])], [vi("y", None)], inits)
+        d = json.loads(invoke("inspect", save(m, tmp_path), "-f", "json", "-q").stdout)
+        assert d["totals"]["unsupported"] == 0 and d["totals"]["bounded"] == 0, d["unsupported_ops"]
+        assert [tuple(r["output_shape"]) for r in d["layers"]] == [want, want], d["layers"]
+    m = model([helper.make_node("Greater", ["r", "z"], ["c"]), helper.make_node("Compress", ["x", "c"], ["s"], axis=0),
+               helper.make_node("Relu", ["s"], ["y"])], [vi("x", [4, 8]), vi("r", [4])], [vi("y", None)],
+              [weight("z", [])])
+    d = json.loads(invoke("analyze", save(m, tmp_path), "--hw", "v100", "-f", "json", "-q").stdout)
+    assert d["coverage"]["complete"] and [u["kind"] for u in d["unsupported_ops"]] == ["bound"]
+    layers = {r["op_type"]: r for r in d["layers"]}
+    assert tuple(layers["Relu"]["output_shape"]) == (4, 8)
+
+
 def test_value_hint_names_only_inputs_that_would_resolve_the_shape(tmp_path):
     """A shape that follows from a model input's value through ops the loader folds (a Cast) names
     the input to give with --value, and giving it resolves the shape; through an op it cannot fold (a

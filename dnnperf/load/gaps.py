@@ -1,7 +1,7 @@
 """Shapes ONNX's forward inference leaves open, filled from what else the model states.
 
-    bound_shapes     outputs whose size depends on the data (Unique, NonZero, NonMaxSuppression, a
-                     Slice at run-time offsets): their upper bound, stated where they are costed
+    bound_shapes     outputs whose size depends on the data: their upper bound, stated where they
+                     are costed (``dnnperf.load.data_sized``)
     backward_shapes  a shape declared downstream (a graph or body output) carried back through
                      elementwise ops, where broadcasting leaves exactly one possible input size
     body_shapes      Scan and Loop bodies resolved with the enclosing graph's values and the shapes
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dnnperf.ir import taken_branch_label
 from dnnperf.load import sequences
+from dnnperf.load.data_sized import bound_shapes
 from dnnperf.load.read import static, type_shape
 from dnnperf.load.shapes import axis_index
 
@@ -51,56 +52,6 @@ def any_open(types) -> bool:
             if d.__class__ is not int:
                 return True
     return False
-
-
-def bound_shapes(ordered, types, res, sliced: list | None = None) -> bool:
-    """Upper bounds for outputs whose size depends on the data (Unique, NonMaxSuppression, NonZero,
-    a Slice at run-time offsets: at most its input); the cost functions of the first three say that
-    they were costed at the bound, and the names of bounded Slices are appended to ``sliced``."""
-    changed = False
-    for n in ordered:
-        if n.op_type not in ("Unique", "NonMaxSuppression", "NonZero", "Slice") or n.domain not in _DEFAULT:
-            continue
-        if all(o and static(types.get(o, (None, ""))[0]) is not None for o in n.output if o):
-            continue
-        x = types.get(n.input[0]) if n.input else None
-        dims = static(x[0]) if x is not None else None
-        if dims is None:
-            continue
-        numel = 1
-        for d in dims:
-            numel *= d
-        if n.op_type == "Slice":
-            shapes = [(tuple(dims), x[1])]
-            if sliced is not None:
-                sliced.append(n.name or n.output[0])
-        elif n.op_type == "Unique":
-            axis = res.attrs(n).get("axis")
-            if axis is None:
-                shapes = [((numel,), x[1]), ((numel,), "int64"), ((numel,), "int64"), ((numel,), "int64")]
-            else:
-                try:
-                    a = axis_index(int(axis), len(dims))
-                except ValueError:  # a malformed axis: the outputs stay open (never wrapped round)
-                    continue
-                shapes = [(tuple(dims), x[1])] + [((dims[a],), "int64")] * 3
-        elif n.op_type == "NonZero":
-            shapes = [((len(dims), numel), "int64")]
-        else:
-            sc = types.get(n.input[1]) if len(n.input) > 1 else None
-            sdims = static(sc[0]) if sc is not None else None
-            if sdims is None or len(sdims) != 3:
-                continue
-            b, c, boxes = sdims
-            cap = res.value(n.input[2]) if len(n.input) > 2 and n.input[2] else None
-            if cap is not None and cap.size == 1:
-                boxes = min(boxes, max(0, int(cap.reshape(-1)[0])))
-            shapes = [((b * c * boxes, 3), "int64")]
-        for o, t in zip(n.output, shapes):
-            if o:
-                types[o] = t
-                changed = True
-    return changed
 
 
 def _forced(out: tuple, others: list[tuple]) -> bool:

@@ -6,6 +6,8 @@ Data movement ops (Concat, Transpose, Gather, Pad...) read and write every byte 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dnnperf.ir import SHAPE_VECTOR_INPUT
 from dnnperf.ops import Contradiction, Ctx, broadcast_conflict, register, register_check
 from dnnperf.workload import Workload
@@ -400,7 +402,18 @@ SHAPE_ONLY = ["Shape", "Size", "Constant", "Range"]
 FILL = ["ConstantOfShape", "EyeLike", "RandomNormal", "RandomUniform", "RandomNormalLike",
         "RandomUniformLike", "Multinomial", "Bernoulli"]
 
+def compress(ctx: Ctx):
+    """Compress copies the slices its condition keeps. A condition known only at run time leaves the
+    output at its upper bound (``load.data_sized``: every slice kept), and the host reads the
+    count back before the next kernel can be sized."""
+    w = movement(ctx)
+    if ctx.value(1) is not None:
+        return w
+    return replace(w, note="data-dependent output: costed at its upper bound (every slice kept)", host_waits=1)
+
+
 register({op: movement for op in MOVEMENT})
+register({"Compress": compress})
 register({"Gather": gather, "Concat": concat, "Expand": expand, "Transpose": transpose, "Dropout": dropout})
 register({op: reads_what_it_keeps for op in ("GatherElements", "GatherND")})
 register({"Slice": _slice})
