@@ -16,8 +16,8 @@ _DEFAULT = ("", "ai.onnx")
 
 def bound_shapes(ordered, types, res, sliced: list | None = None) -> bool:
     """Upper bounds for outputs whose size depends on the data (Unique, NonMaxSuppression, NonZero,
-    a Slice at run-time offsets: at most its input); the cost functions of the first three say that
-    they were costed at the bound, and the names of bounded Slices are appended to ``sliced``."""
+    Compress, a Slice at run-time offsets: at most its input); the cost functions of the first four say
+    that they were costed at the bound, and the names of bounded Slices are appended to ``sliced``."""
     changed = False
     for n in ordered:
         if n.op_type not in ("Unique", "NonMaxSuppression", "NonZero", "Slice", "Compress") or n.domain not in _DEFAULT:
