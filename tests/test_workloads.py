@@ -785,6 +785,42 @@ def test_tile_1_and_upsample_1_pass_their_shapes(tmp_path):
     assert not late.coverage()["complete"]
 
 
+def test_every_op_without_an_onnx_shape_function_has_a_rule():
+    """The installed onnx's schemas (every version) with no shape inference function: each has a rule
+    here (``load.shapes.RULES``, with ``load.uninferred``'s), a contrib-style rule next to its cost, or is
+    named in ``uninferred.WITHOUT_RULE`` with the reason. A new onnx that adds such an op fails here."""
+    import onnx.defs
+
+    from dnnperf.load.uninferred import RULES, WITHOUT_RULE
+    from dnnperf.ops import SHAPE_RULES
+
+    missing = sorted({s.name for s in onnx.defs.get_all_schemas_with_history()
+                      if s.domain == "" and not s.has_type_and_shape_inference_function
+                      and s.name not in RULES and s.name not in SHAPE_RULES and s.name not in WITHOUT_RULE})
+    assert missing == []
+
+
+def test_normalizations_onnx_infers_nothing_for_keep_the_shape(tmp_path):
+    """GroupNormalization (opset 18 and 21) and MeanVarianceNormalization are function ops ONNX's
+    inference gives no shape for: a diffusion UNet's first GroupNormalization left every later layer
+    unscored. Their output is their input's shape; so the 3 x 3 convolution after one, 8 -> 8 channels
+    on 16 x 16, costs 8 x 8 x 9 x 256 = 147,456 MACs. LpPool-1 (no shape function either): 3 x 3 windows
+    at stride 2 on 16 x 16 give 7 x 7."""
+    x = [vi("x", [1, 8, 16, 16])]
+    for opset, groups in ((18, 4), (21, 8)):
+        nodes = [helper.make_node("GroupNormalization", ["x", "s", "b"], ["g"], num_groups=4),
+                 helper.make_node("Conv", ["g", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                 helper.make_node("MeanVarianceNormalization", ["c"], ["y"])]
+        insp = one(tmp_path, model(nodes, x, [vi("y", None)], [weight("s", [groups]), weight("b", [groups]),
+                                                                weight("w", [8, 8, 3, 3])], opset=opset))
+        assert insp.coverage()["complete"], (opset, insp.warnings)
+        assert [r.output_shape for r in insp.rows] == [(1, 8, 16, 16)] * 3
+        assert insp.rows[1].workload.macs == 147_456
+    pool = _old(tmp_path, helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], p=2.0),
+                x=(1, 8, 16, 16))
+    assert pool.coverage()["complete"] and pool.rows[0].output_shape == (1, 8, 7, 7)
+
+
 def test_an_image_scaler_bias_per_channel(tmp_path):
     """ImageScaler's bias is one value per channel: 2 values for 3 channels contradict the input."""
     m = model([helper.make_node("ImageScaler", ["x"], ["y"], scale=1.0, bias=[0.0, 1.0])], [vi("x", [1, 3, 8, 8])],

@@ -19,8 +19,8 @@ from dnnperf.ir import DTYPE_CODES, FOLDABLE, SHAPE_VECTOR_INPUT, VALUE_DTYPES, 
 from dnnperf.load.read import MAX_VALUE_ELEMS, plain_attrs, static, type_shape
 from dnnperf.load import sequences
 from dnnperf.load.sequences import SEQ_OPS
-from dnnperf.load.shapes import RULES, axis_index
-from dnnperf.load import first_opsets  # noqa: F401  (Tile-1 and Upsample-1 join RULES)
+from dnnperf.load.shapes import axis_index
+from dnnperf.load.uninferred import RULES  # shapes.RULES with the ops ONNX's inference has no rule for
 
 # element type -> (the TensorProto field that holds it when there is no raw_data, that field's numpy type)
 _TYPED_FIELDS = {1: ("float_data", np.float32), 11: ("double_data", np.float64), 7: ("int64_data", np.int64),

@@ -302,7 +302,7 @@ def _shape_vector(ctx: Ctx) -> None:
     if i is None or ctx.node.domain not in ("", "ai.onnx") or not ctx.has_input(i):
         return
     if ctx.node.op_type == "Tile" and ctx.graph.opset < 6:
-        return  # Tile-1's ``tiles`` is a one-element count (``dnnperf.load.first_opsets``)
+        return  # Tile-1's ``tiles`` is a one-element count (``dnnperf.load.uninferred``)
     t = ctx.graph.tensors.get(ctx.node.inputs[i])
     if t is not None and t.shape is not None and len(t.shape) != 1:
         raise Contradiction(f"its shape input '{ctx.node.inputs[i]}' is {list(t.shape)}, not a 1-D tensor")
