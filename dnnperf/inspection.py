@@ -152,6 +152,11 @@ def _folded_products(graph: Graph, rows: list, warnings: list[str]) -> None:
                         "(counters that run the framework's modules include them)")
 
 
+# ops whose first input is a size too (the others' first input is the data they work on)
+_SIZED_BY_FIRST = frozenset({"ConstantOfShape", "Range", "BlackmanWindow", "HammingWindow", "HannWindow",
+                             "MelWeightMatrix"})
+
+
 def _value_inputs(graph: Graph, node, producers: dict, limit: int = 64) -> list[str]:
     """Model inputs of at most ``limit`` elements that reach ``node``'s non-data inputs (its scales,
     sizes, shape, repeats...; an If's condition, which picks the branch) through small values the
@@ -159,7 +164,8 @@ def _value_inputs(graph: Graph, node, producers: dict, limit: int = 64) -> list[
     what ``--value`` would resolve. An input of a type ``--value`` does not take is not named."""
     found: list[str] = []
     seen: set[str] = set()
-    todo = [i for i in (node.inputs[:1] if node.op_type == "If" else node.inputs[1:]) if i]
+    todo = [i for i in (node.inputs[:1] if node.op_type == "If" else node.inputs if node.op_type in _SIZED_BY_FIRST
+                        else node.inputs[1:]) if i]
     while todo and len(seen) < 256:
         name = todo.pop()
         if name in seen:

@@ -154,6 +154,12 @@ def test_value_hint_names_only_inputs_that_would_resolve_the_shape(tmp_path):
     assert "NOT scored" in out and "--value" not in out, out
     _, out = reshape_by(cast, T.UINT32)
     assert "NOT scored" in out and "--value" not in out, out
+    # a window's length is its first input (the hint looked past it, at the data inputs of other ops)
+    m = model([helper.make_node("HannWindow", ["n"], ["y"])], [vi("n", [], T.INT64)], [vi("y", None)])
+    p = save(m, tmp_path, "hann.onnx")
+    assert "give it with --value n=V,..." in invoke("analyze", p, "--hw", "v100").stdout
+    d = json.loads(invoke("inspect", p, "--value", "n=400", "-f", "json", "-q").stdout)
+    assert [tuple(r["output_shape"]) for r in d["layers"]] == [(400,)]
 
 
 def test_gate_fails_when_a_node_stops_being_scored(magic, tmp_path):
