@@ -131,6 +131,19 @@ def test_compress_is_exact_on_a_known_condition_and_bounded_on_a_run_time_one(tm
     assert tuple(layers["Relu"]["output_shape"]) == (4, 8)
 
 
+def test_string_normalizer_keeps_its_strings_or_is_bounded_by_them(tmp_path):
+    """ONNX's inference gives a StringNormalizer's 1-D output an unknown length (the stopwords may
+    drop strings), so it was unscored. Without stopwords it keeps every string ([5] -> [5]); with them
+    it is costed at that upper bound and listed as bounded."""
+    for stop, kinds in (([], []), (["a"], ["bound"])):
+        kw = {"stopwords": stop} if stop else {}
+        m = model([helper.make_node("StringNormalizer", ["s"], ["y"], case_change_action="LOWER", **kw)],
+                  [vi("s", [5], onnx.TensorProto.STRING)], [vi("y", None, onnx.TensorProto.STRING)], opset=10)
+        d = json.loads(invoke("inspect", save(m, tmp_path), "-f", "json", "-q").stdout)
+        assert [tuple(r["output_shape"]) for r in d["layers"]] == [(5,)], d
+        assert d["totals"]["unsupported"] == 0 and [u["kind"] for u in d["unsupported_ops"]] == kinds
+
+
 def test_value_hint_names_only_inputs_that_would_resolve_the_shape(tmp_path):
     """A shape that follows from a model input's value through ops the loader folds (a Cast) names
     the input to give with --value, and giving it resolves the shape; through an op it cannot fold (a

@@ -1,7 +1,8 @@
-"""Outputs whose size depends on the data (Unique, NonZero, NonMaxSuppression, Compress, a Slice at
-run-time offsets), filled with their upper bound where ONNX's inference leaves them open; the cost
-functions of the first four say they were costed at the bound, the loader notes the Slices. A
-Compress whose condition is known at load time gets the count it keeps, not a bound.
+"""Outputs whose size depends on the data (Unique, NonZero, NonMaxSuppression, Compress, a
+StringNormalizer's stopwords, a Slice at run-time offsets), filled with their upper bound where ONNX's
+inference leaves them open; the cost functions say they were costed at the bound, the loader notes
+the Slices. A Compress whose condition is known at load time gets the count it keeps, and a
+StringNormalizer without stopwords its input's shape: exact, not bounds.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dnnperf.load.read import static
 from dnnperf.load.shapes import axis_index
 
 _DEFAULT = ("", "ai.onnx")
+_SIZED_BY_DATA = frozenset({"Unique", "NonMaxSuppression", "NonZero", "Slice", "Compress", "StringNormalizer"})
 
 
 def bound_shapes(ordered, types, res, sliced: list | None = None) -> bool:
@@ -20,7 +22,7 @@ def bound_shapes(ordered, types, res, sliced: list | None = None) -> bool:
     that they were costed at the bound, and the names of bounded Slices are appended to ``sliced``."""
     changed = False
     for n in ordered:
-        if n.op_type not in ("Unique", "NonMaxSuppression", "NonZero", "Slice", "Compress") or n.domain not in _DEFAULT:
+        if n.op_type not in _SIZED_BY_DATA or n.domain not in _DEFAULT:
             continue
         if all(o and static(types.get(o, (None, ""))[0]) is not None for o in n.output if o):
             continue
@@ -47,6 +49,8 @@ def bound_shapes(ordered, types, res, sliced: list | None = None) -> bool:
                 shapes = [(tuple(dims), x[1])] + [((dims[a],), "int64")] * 3
         elif n.op_type == "NonZero":
             shapes = [((len(dims), numel), "int64")]
+        elif n.op_type == "StringNormalizer":  # as many strings (at most, with stopwords: its cost says so)
+            shapes = [(tuple(dims), x[1])]
         elif n.op_type == "Compress":
             kept = _compressed(n, dims, numel, types, res)
             if kept is None:

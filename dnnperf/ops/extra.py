@@ -229,6 +229,15 @@ def host_per_output(k: int):
     return cost
 
 
+def string_normalizer(ctx: Ctx):
+    """StringNormalizer: host work per string; with stopwords the strings it drops are known only at
+    run time, so the output is at its upper bound (``load.data_sized``: every string kept)."""
+    w = host_per_input(8)(ctx)
+    if ctx.attr("stopwords", None):
+        return _with_note(w, "data-dependent output: costed at its upper bound (no string a stopword)")
+    return w
+
+
 register({
     "NegativeLogLikelihoodLoss": nll_loss,
     "SoftmaxCrossEntropyLoss": softmax_ce_loss,
@@ -254,7 +263,7 @@ register({
     "NonZero": nonzero,
     "StringConcat": host_per_output(8),
     "StringSplit": host_per_input(8),
-    "StringNormalizer": host_per_input(8),
+    "StringNormalizer": string_normalizer,
     "RegexFullMatch": host_per_input(8),
     "TfIdfVectorizer": host_per_input(8),
     # training domain: one optimizer step over every parameter
