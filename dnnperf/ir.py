@@ -45,6 +45,9 @@ FOLDABLE = frozenset({
     "ReduceMin", "Pow", "Sign", "Clip", "NonZero", "Trilu", "CumSum", "And", "Or", "Xor",
     "LessOrEqual", "GreaterOrEqual", "Round", "Reciprocal",
 })
+# ops whose output is bool whatever their inputs' type
+BOOL_OUT = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not",
+                      "IsNaN", "IsInf"})
 # the element types a folded value (and a value given with --value) may have
 VALUE_DTYPES = ("int64", "int32", "float32", "float16", "float64", "int8", "uint8", "bool", "int16")
 

@@ -556,6 +556,30 @@ def test_a_bound_that_feeds_another_data_dependent_op_is_bounded_too(tmp_path):
     assert any("downstream of keep/NonZero_1" in w and "mm" in w for w in insp.warnings)
 
 
+def test_a_cast_in_a_taken_branch_has_the_type_it_casts_to(tmp_path):
+    """Inside the branch an If takes (its condition known at load time) a tensor ONNX's inference gives
+    no type took its first input's: a Cast of int64 indices to float stayed int64, the Mul after it was
+    priced in int64 and the report said ONNX Runtime would refuse the file (Mask R-CNN's box offsets)."""
+    import numpy as np
+    from onnx import TensorProto as T, numpy_helper
+
+    from dnnperf.api import inspect_model
+
+    branch = helper.make_graph([helper.make_node("Cast", ["idx"], ["f"], to=T.FLOAT),
+                                helper.make_node("Mul", ["f", "x"], ["o"]),
+                                helper.make_node("Less", ["o", "x"], ["lt"]),
+                                helper.make_node("Where", ["lt", "o", "x"], ["w"])], "scale", [], [vi("w", None)])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["o2"])], "same", [], [vi("o2", None)])
+    nodes = [helper.make_node("Size", ["idx"], ["n"]), helper.make_node("Equal", ["n", "zero"], ["none"]),
+             helper.make_node("If", ["none"], ["y"], then_branch=other, else_branch=branch, name="if")]
+    zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
+    m = model(nodes, [vi("x", [8]), vi("idx", [8], T.INT64)], [vi("y", None)], [zero])
+    insp = inspect_model(save(m, tmp_path))
+    t = insp.graph.tensors
+    assert [t[k].dtype for k in ("f", "o", "lt", "w")] == ["float32", "float32", "bool", "float32"]
+    assert not any("different element types" in w for w in insp.warnings), insp.warnings
+
+
 def test_a_body_reading_an_untyped_outer_tensor_is_not_called_malformed(tmp_path):
     """A --batch that contradicts the model leaves the tensors after the contradiction untyped; an If
     body that reads one of them was refused as 'malformed' (reading a name nobody produces) instead

@@ -16,22 +16,23 @@ tensor of every bundled model.
 
 from __future__ import annotations
 
-from dnnperf.ir import DTYPE_NAMES, op_key
+from dnnperf.ir import BOOL_OUT, DTYPE_NAMES, op_key
 from dnnperf.load.fold import Resolver, tensor_value
 from dnnperf.load.read import static, type_shape
-from dnnperf.load.shapes import RULES, split
+from dnnperf.load.shapes import split
+from dnnperf.load.uninferred import RULES, VERSIONED
 from dnnperf.ops import shape_rule
 
-_BOOL_OUT = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not",
-                       "IsNaN", "IsInf"})
 # ops of RULES whose output dtype is their first input's (comparisons: bool, above; Where: its
-# second input's; ConstantOfShape: its value attribute's; CastLike is left to ONNX)
-_SAME_DTYPE = frozenset(RULES) - {"Where", "ConstantOfShape", "CastLike", "Cast", "Dropout", "BatchNormalization"}
+# second input's; ConstantOfShape: its value attribute's; CastLike is left to ONNX), less the rules
+# for one old version of an op (``uninferred.VERSIONED``: a graph with a later one goes to ONNX at once)
+_SAME_DTYPE = frozenset(RULES) - {"Where", "ConstantOfShape", "CastLike", "Cast", "Dropout", "BatchNormalization"} \
+    - VERSIONED
 _WINDOWED = frozenset({"Conv", "MaxPool", "AveragePool", "LpPool"})
 # every op this path has a rule for: a graph with any other op goes to ONNX before any work is done
 # (shufflenet_v2's last node, a ReduceMean, used to be found after 12 ms of rules spent for nothing)
 _COVERED = (frozenset({"Constant", "Shape", "Cast", "BatchNormalization", "Dropout", "Where", "ConstantOfShape", "Split"})
-            | _WINDOWED | _SAME_DTYPE | _BOOL_OUT)
+            | _WINDOWED | _SAME_DTYPE | BOOL_OUT)
 
 
 def python_shapes(model, opset: int, ordered: list, weights: dict, shape_weights: list) -> Resolver | None:
@@ -145,7 +146,7 @@ def _node(n, res: Resolver, types: dict, opset: int) -> bool:
         dtype = DTYPE_NAMES.get(a.t.data_type) if a is not None else "float32"
         if dtype is None:
             return False
-    elif op not in _SAME_DTYPE and op not in _BOOL_OUT:
+    elif op not in _SAME_DTYPE and op not in BOOL_OUT:
         return False
     fn, value_inputs = RULES[op]
     if value_inputs or len(n.output) != 1:
@@ -161,7 +162,7 @@ def _node(n, res: Resolver, types: dict, opset: int) -> bool:
         if not out or out[0] is None:
             return False
         dims = tuple(map(int, out[0]))
-    types[outs[0]] = (dims, "bool" if op in _BOOL_OUT else dtype)
+    types[outs[0]] = (dims, "bool" if op in BOOL_OUT else dtype)
     return True
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnperf.ir import DTYPE_CODES, FOLDABLE, SHAPE_VECTOR_INPUT, VALUE_DTYPES, op_key
+from dnnperf.ir import BOOL_OUT, DTYPE_CODES, DTYPE_NAMES, FOLDABLE, SHAPE_VECTOR_INPUT, VALUE_DTYPES, op_key
 from dnnperf.load.read import MAX_VALUE_ELEMS, plain_attrs, static, type_shape
 from dnnperf.load import sequences
 from dnnperf.load.sequences import SEQ_OPS
@@ -331,12 +331,35 @@ class Resolver:
         if not out or out[0] is None:
             return False
         first = types.get(ins[0]) if ins and ins[0] else None
-        for o, d in zip(node.output, out):
+        for k, (o, d) in enumerate(zip(node.output, out)):
             if o and d is not None:
                 old = types.get(o)
-                dtype = old[1] if old is not None and old[1] else (first[1] if first else "float32")
+                dtype = old[1] if old is not None and old[1] else rule_dtype(node, k, types, first)
+                if not dtype:
+                    return k > 0  # an element type that cannot be told: the output stays open
                 types[o] = (tuple(map(int, d)), dtype)
         return True
+
+
+def rule_dtype(node, k: int, types: dict, first) -> str | None:
+    """The element type of ``node``'s ``k``-th output where neither the file nor ONNX's inference states
+    one (a control-flow body resolved here): a Cast's ``to``, a CastLike's target, bool for comparisons
+    and a Dropout's mask, a Where's branches', a ConstantOfShape's value; otherwise the first input's.
+    None when it cannot be told. (The first input's type for all of them, as before, gave a Cast to
+    float of int64 indices inside a Mask R-CNN branch the type int64.)"""
+    op = node.op_type
+    if op == "Cast":
+        to = next((a.i for a in node.attribute if a.name == "to"), None)
+        return DTYPE_NAMES.get(to) if to is not None else None
+    if op in ("CastLike", "Where"):
+        t = types.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+        return t[1] if t is not None and t[1] else None
+    if op in BOOL_OUT or (op == "Dropout" and k == 1):
+        return "bool"
+    if op == "ConstantOfShape":
+        value = next((a for a in node.attribute if a.name == "value"), None)
+        return DTYPE_NAMES.get(value.t.data_type) if value is not None else "float32"
+    return first[1] if first is not None and first[1] else None
 
 
 def fold_size_ok(op: str, ins: list, limit: int = MAX_VALUE_ELEMS) -> bool:

@@ -73,6 +73,9 @@ def _global_lp_pool_1(attrs, dims, vals, opset):
     return _global_pool(attrs, dims, vals, opset) if opset < 2 else None
 
 
+# the rules above that cover one old version of an op only (a later one defers to ONNX's inference)
+VERSIONED = frozenset({"Tile", "Upsample", "LpPool", "GlobalLpPool"})
+
 RULES["Tile"] = (_tile_1, (1, 2))
 RULES["Upsample"] = (_upsample_1, ())
 RULES["LpPool"] = (_lp_pool_1, ())
