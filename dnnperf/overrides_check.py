@@ -6,6 +6,7 @@ as that. Every command that loads with overrides goes through ``checked``."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from dnnperf.errors import DnnperfError
 from dnnperf.inspection import Inspection, Row, inspect_graph
@@ -19,7 +20,13 @@ _SHAPED_BY_CONSTANTS = frozenset({"Reshape", "Expand", "Tile", "ConstantOfShape"
 
 def checked(insp: Inspection, overrides: ShapeOverrides) -> Inspection:
     """``insp`` unless the shapes the user gave leave a node with contradicting shapes: then an
-    error naming the flags and the node (every command that loads with overrides goes through it)."""
+    error naming the flags and the node (every command that loads with overrides goes through it).
+    --batch 1 on a model whose input has no batch axis is what one run of it is: the model as the file
+    states it (its note says one run is one sample); any other --batch there is refused."""
+    if overrides.batch == 1 and (insp.no_batch_axis or any(r.kind == "contradiction" for r in insp.rows)):
+        plain = _unbatched(insp.path, overrides)
+        if plain is not None:
+            return checked(plain, replace(overrides, batch=None))
     if overrides.input_shapes or overrides.dims or overrides.batch:
         bad = next((r for r in insp.rows if r.kind == "contradiction"), None)
         if bad is not None:  # the flags are at fault only where the file does not contradict itself already
@@ -62,14 +69,21 @@ def _no_batch_axis(batch: int, name: str) -> DnnperfError:
                         "batch its first convolution reads) — analyse without --batch")
 
 
-def _refuse_batch_without_axis(path: str, overrides: ShapeOverrides) -> None:
-    """Where --batch left a node contradicting itself, the model read without it: when its input has no
-    batch axis (a detector's [3, H, W] image), --batch rewrote the channels, and that is the error."""
-    from dataclasses import replace
-
+def _unbatched(path: str, overrides: ShapeOverrides) -> Inspection | None:
+    """The model read without --batch when its input then has no batch axis (a detector's [3, H, W]
+    image, whose first dim --batch rewrote), else None."""
+    if not os.path.isfile(path):
+        return None
     try:
         plain = inspect_graph(load_graph(path, replace(overrides, batch=None)), path)
     except DnnperfError:
-        return
-    if plain.no_batch_axis:
+        return None
+    return plain if plain.no_batch_axis else None
+
+
+def _refuse_batch_without_axis(path: str, overrides: ShapeOverrides) -> None:
+    """Where --batch left a node contradicting itself, the model read without it: when its input has no
+    batch axis, --batch rewrote the channels, and that is the error."""
+    plain = _unbatched(path, overrides)
+    if plain is not None:
         raise _no_batch_axis(overrides.batch, plain.no_batch_axis)
