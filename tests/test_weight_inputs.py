@@ -4,6 +4,7 @@ model inputs. They are read only where an op takes its parameters; dnnperf treat
 
 from __future__ import annotations
 
+import onnx
 from onnx import helper
 
 from dnnperf.api import inspect_model
@@ -51,3 +52,37 @@ def test_an_input_also_read_as_data_stays_an_input(tmp_path):
     note = next(w for w in insp.warnings if "read only as parameters" in w)
     assert note.startswith("5 model input(s)")  # w, g, beta, mean, var
 
+
+
+def test_sparse_initializers_are_weights(tmp_path):
+    """A weight stored sparse (values and indices of a [4, 8] tensor: GraphProto.sparse_initializer) in
+    the main graph or in a branch was not read: the model, which ONNX Runtime runs, was refused as
+    malformed (a MatMul reading a tensor nobody produces). It is the dense [4, 8] weight the runtime
+    builds from it at load: 2 x 4 x 8 = 64 MACs, 4 x 8 x 4 B = 128 B read."""
+    import numpy as np
+    from onnx import TensorProto as T, numpy_helper
+
+    def sparse(name):
+        return helper.make_sparse_tensor(numpy_helper.from_array(np.array([1.0, 2.0], np.float32), name),
+                                         numpy_helper.from_array(np.array([0, 5], np.int64), name + "_i"), [4, 8])
+
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g", [vi("x", [2, 4])], [vi("y", [2, 8])],
+                          sparse_initializer=[sparse("w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    row = inspect_model(save(m, tmp_path)).rows[0]
+    assert (row.workload.macs, row.workload.weight_bytes) == (64, 128)
+    then = helper.make_graph([helper.make_node("MatMul", ["x", "wb"], ["o"])], "then", [], [vi("o", [2, 8])],
+                             sparse_initializer=[sparse("wb")])
+    other = helper.make_graph([helper.make_node("Identity", ["z"], ["o2"])], "else", [], [vi("o2", [2, 8])])
+    m = model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+              [vi("x", [2, 4]), vi("z", [2, 8]), vi("c", [], T.BOOL)], [vi("y", [2, 8])])
+    insp = inspect_model(save(m, tmp_path, "if.onnx"), ShapeOverrides(values=(("c", (1.0,)),)))
+    assert insp.coverage()["complete"] and sum(r.workload.macs for r in insp.rows) == 64
+    # strip writes it as a declared dense weight: its 8 B of values and 16 B of indices removed
+    from dnnperf.load.weights import skeleton_of
+
+    data, info = skeleton_of(save(m, tmp_path, "if.onnx"))
+    sk = onnx.load_from_string(data)
+    assert info["weight_bytes_removed"] == 8 + 16
+    assert not len(sk.graph.node[0].attribute[0].g.sparse_initializer)

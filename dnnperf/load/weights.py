@@ -8,7 +8,7 @@ read without complaint. Small integer initializers (shape constants) keep their 
 from __future__ import annotations
 
 from dnnperf.load.read import (STRIPPED_LOCATION, clear_payload, has_payload, is_shape_like, parse_model,
-                               read_model_bytes, tensor_nbytes)
+                               read_model_bytes, sparse_weights, tensor_nbytes)
 from dnnperf.load.topology import all_initializers, walk_graphs
 
 
@@ -22,7 +22,8 @@ def skeletonize_inplace(model) -> int:
 
 def _skeletonize(model) -> tuple[int, int, int]:
     """(payload bytes removed, weights that were in external files, their bytes by dims and dtype)."""
-    removed = external = external_bytes = 0
+    removed = sparse_weights(model)  # sparse weights: declared dense, without their values and indices
+    external = external_bytes = 0
     for init in all_initializers(model.graph):
         if not has_payload(init):
             if not any(e.key == "location" and e.value == STRIPPED_LOCATION for e in init.external_data):
