@@ -10,6 +10,7 @@ so they are read first (``declared_shapes``), their symbols bound to the sizes t
 from __future__ import annotations
 
 from dnnperf.ir import op_key
+from dnnperf.load import dim_expr
 from dnnperf.load.gaps import _DEFAULT
 from dnnperf.load.read import static, type_shape
 
@@ -79,7 +80,7 @@ def declared_outputs(ordered, types, declared: dict, bindings: dict | None, know
             if not o or (t is not None and static(t[0]) is not None) or o not in declared:
                 continue
             dims, dtype = declared[o]
-            dims = tuple(bindings.get(d, d) if d.__class__ is not int else d for d in dims)
+            dims = tuple(d if d.__class__ is int else bindings.get(d, dim_expr.value(d, bindings) or d) for d in dims)
             if static(dims) is None:
                 continue
             types[o] = (dims, dtype)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import ShapeOverrides, Tensor
+from dnnperf.load import dim_expr
 from dnnperf.load.read import ANONYMOUS_DIM_NAMES, static, type_shape
 
 
@@ -117,7 +118,10 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
     for vi in real_inputs:
         dims, _ = type_shape(vi.type)
         if dims is not None:
-            symbols_seen.update(d for d in dims if isinstance(d, str))
+            for d in dims:
+                if isinstance(d, str):  # a name, or arithmetic on names ("past_sequence_length + 1")
+                    symbols_seen.add(d)
+                    symbols_seen.update(dim_expr.names(d))
         elem = _sequence_elem_shape(vi.type)
         if elem is not None:
             symbols_seen.update(d.dim_param for d in elem.dim if d.HasField("dim_param"))
@@ -175,6 +179,13 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
                 v = dim_map[d.dim_param]
                 d.Clear()
                 d.dim_value = v
+            elif not anonymous and d.HasField("dim_param") and dim_expr.value(d.dim_param, dim_map) is not None:
+                v = dim_expr.value(d.dim_param, dim_map)
+                if v < 0:
+                    raise DnnperfError(f"input '{vi.name}' dim {i} is '{d.dim_param}', which the sizes given make "
+                                       f"{v} — give sizes that make it 0 or more")
+                d.Clear()
+                d.dim_value = v
             elif anonymous or not d.HasField("dim_value"):
                 missing.append((vi.name, i, "?" if anonymous else d.dim_param))
     seq_assumed = _sequence_dims(real_inputs, dim_map, batch_values)
@@ -190,7 +201,8 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
         # an input with a dim that has no name: its shape as far as it is known, N where it is not (the
         # names of its other open dims need no --dim then)
         unnamed = list(dict.fromkeys(n for n, _, s in missing if s == "?"))
-        syms = sorted({s for n, _, s in missing if s != "?" and n not in unnamed})
+        syms = sorted({x for n, _, s in missing if s != "?" and n not in unnamed for x in dim_expr.names(s)
+                       if x not in dim_map})
         given = {vi.name: "x".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value != -1 else "N"
                                    for d in vi.type.tensor_type.shape.dim) for vi in real_inputs if vi.name in unnamed}
         shown = unnamed if len(unnamed) <= 6 else unnamed[:_LISTED]

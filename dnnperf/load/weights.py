@@ -39,20 +39,22 @@ def _skeletonize(model) -> tuple[int, int, int]:
 
 
 def drop_metadata_inplace(model) -> None:
-    """Remove doc strings and per-node metadata (exporters put stack traces with local paths there)."""
-    model.doc_string = ""
+    """Remove doc strings and per-node metadata (exporters put stack traces with local paths there).
+    Cleared, not set to "": ONNX's fields are proto2 optionals, and an empty string set on each node
+    is still written (a skeleton grew by 2 bytes a node)."""
+    model.ClearField("doc_string")
     for g in walk_graphs(model.graph, max_depth=10_000):
-        g.doc_string = ""
+        g.ClearField("doc_string")
         for n in g.node:
-            n.doc_string = ""
+            n.ClearField("doc_string")
             del n.metadata_props[:]
         for coll in (g.input, g.output, g.value_info):
             for vi in coll:
-                vi.doc_string = ""
+                vi.ClearField("doc_string")
                 del vi.metadata_props[:]
     for f in model.functions:
         for n in f.node:
-            n.doc_string = ""
+            n.ClearField("doc_string")
             del n.metadata_props[:]
 
 
