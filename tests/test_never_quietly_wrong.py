@@ -1729,3 +1729,25 @@ def test_a_batch_override_does_not_keep_the_outputs_declared_batch(tmp_path):
     resize = four.rows[-1]
     assert (resize.node.op_type, resize.output_shape) == ("Resize", (4, 4, 16, 16))
     assert resize.workload.bytes_written == 4 * 4 * 16 * 16 * 4
+
+
+def test_a_range_of_run_time_length_is_listed_or_costed_as_the_kernel_it_is(tmp_path):
+    """Range was a free shape op whatever its limits: with a limit known only at run time its output
+    shape was unknown, yet the node counted as scored, and the layers after it were listed without the
+    input that decides them. Listed now, naming the input to give; given (--value n=10, still run-time
+    work: the runtime computes it each inference), a kernel writing 10 int64 = 80 B."""
+    import numpy as np
+    from onnx import TensorProto as T, numpy_helper
+
+    nodes = [helper.make_node("Range", ["zero", "n", "one"], ["r"], name="rng"),
+             helper.make_node("Cast", ["r"], ["f"], to=T.FLOAT), helper.make_node("Cos", ["f"], ["y"])]
+    m = model(nodes, [vi("n", [], T.INT64)], [vi("y", None)],
+              [numpy_helper.from_array(np.array(0, np.int64), "zero"), numpy_helper.from_array(np.array(1, np.int64), "one")])
+    p = save(m, tmp_path)
+    d = json.loads(invoke("inspect", p, "-f", "json", "-q").stdout)
+    rng = next(u for u in d["unsupported_ops"] if u["op_type"] == "Range")
+    assert rng["nodes"] == ["rng"] and "give it with --value n=V" in rng["reason"], d["unsupported_ops"]
+    d = json.loads(invoke("inspect", p, "--value", "n=10", "-f", "json", "-q").stdout)
+    assert d["totals"]["unsupported"] == 0
+    rng = {r["name"]: r for r in d["layers"]}["rng"]
+    assert rng["output_shape"] == [10] and rng["bytes_written"] == 80 and rng["family"] == "movement"

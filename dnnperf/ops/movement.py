@@ -383,6 +383,14 @@ def shape_only(ctx: Ctx):
     return Workload(family="shape", dtype="int64", launches=0)
 
 
+def range_(ctx: Ctx):
+    """Range: at run time (its limits computed then, not folded at load time) a kernel that writes its
+    elements; its length is its limits' value, so with them unknown the output shape is unknown and
+    the node is listed (with the input to give with --value), not counted as a free shape op."""
+    ctx.out_shape(0)
+    return fill(ctx)
+
+
 def fill(ctx: Ctx):
     """ConstantOfShape / EyeLike / RandomX materialise a tensor: bytes written only."""
     _shape_vector(ctx)
@@ -398,7 +406,7 @@ MOVEMENT = ["Split", "ScatterElements", "ScatterND",
             "SequenceLength", "CenterCropPad", "Col2Im", "ImageDecoder"]
 VIEWS = ["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Optional",
          "OptionalGetElement", "OptionalHasElement"]
-SHAPE_ONLY = ["Shape", "Size", "Constant", "Range"]
+SHAPE_ONLY = ["Shape", "Size", "Constant"]
 FILL = ["ConstantOfShape", "EyeLike", "RandomNormal", "RandomUniform", "RandomNormalLike",
         "RandomUniformLike", "Multinomial", "Bernoulli"]
 
@@ -426,3 +434,4 @@ register_check({"Reshape": _reshape_fits, "ConstantOfShape": _shape_vector, "Til
 register({op: view for op in VIEWS})
 register({op: shape_only for op in SHAPE_ONLY})
 register({op: fill for op in FILL})
+register({"Range": range_})
