@@ -34,9 +34,10 @@ from dnnperf.load.onnx_fixes import onnx_wrong_shapes
 from dnnperf.load.overrides import apply_overrides, batch_axes, user_values, weight_inputs, weight_inputs_note
 from dnnperf.load.read import (FLOAT_TYPES, MAX_ELEMS, CorruptName, check_dims, check_domains, check_for_onnx_inference,
                                check_opset, clear_payload, has_payload, is_shape_like, parse_model, plain_attrs,
-                               read_model, read_model_bytes, short, static, type_shape)
+                               read_model, read_model_bytes, short, sparse_weights, static, type_shape)
 from dnnperf.load.stated import check_types, mixed_types, unknown_attributes
-from dnnperf.load.topology import MAX_DEPTH, check_bodies, node_subgraphs, topo_order, views, walk_graphs
+from dnnperf.load.topology import (MAX_DEPTH, WITH_BODIES, check_bodies, node_subgraphs, topo_order, views,
+                                   walk_graphs)
 from dnnperf.load.weights import skeleton_of, skeletonize_inplace
 
 __all__ = ["load_graph", "resolve", "graph_from_model", "parse_model", "read_model", "read_model_bytes", "skeleton_of",
@@ -116,6 +117,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         except Exception as exc:
             raise DnnperfError(f"cannot inline the model-local functions of '{path}': {short(exc)}") from None
     g = model.graph
+    sparse_weights([g])
     init_info: dict[str, Tensor] = {}
     codes: dict[str, int] = {}  # initializer -> its element type code, as stored
     shape_inits = []  # initializers whose values may decide shapes (read.is_shape_like)
@@ -130,6 +132,8 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         elif has_payload(init):  # a model built in memory (read_model's have none): its payload dropped
             clear_payload(init)
     stored = views(g.node)
+    sparse_weights(sg for v in stored if v.op_type in WITH_BODIES or v.domain not in ("", "ai.onnx")
+                   for _, b in node_subgraphs(v) for sg in walk_graphs(b))
     fed = weight_inputs(model, set(init_info), stored)  # parameters an export left out: weights fed at run time
     init_info.update(fed)
     weights = set(init_info)

@@ -59,7 +59,6 @@ def read_model(path: str):
         raise DnnperfError(f"cannot read '{path}': {exc.strerror or exc}") from None
     model = parse_model(data, path)
     strip_payloads_inplace(model)
-    sparse_weights(model)
     return model
 
 
@@ -369,22 +368,14 @@ def strip_payloads_inplace(model) -> None:
             clear_payload(init)
 
 
-def sparse_weights(model) -> int:
-    """Each graph's sparse initializers (a tensor of ``dims`` stored as its non-zero values and their
-    indices; subgraphs' too) as the weights they are: an initializer of those dims and element type
-    without a payload, as every weight is read (their values are never needed). Left aside, a model
-    ONNX Runtime runs was called malformed (a node reading a tensor nobody produces). Returns the
-    bytes of the values and indices dropped."""
+def sparse_weights(graphs) -> int:
+    """The sparse initializers of each of ``graphs`` (a tensor of ``dims`` stored as its non-zero values
+    and their indices) as the weights they are: an initializer of those dims and element type without a
+    payload, as every weight is read (their values are never needed). Left aside, a model ONNX Runtime
+    runs was called malformed (a node reading a tensor nobody produces). Returns the bytes of the
+    values and indices dropped."""
     dropped = 0
-    todo = [model.graph]
-    while todo:
-        g = todo.pop()
-        for n in g.node:
-            for a in n.attribute:
-                if a.type == 5:  # GRAPH
-                    todo.append(a.g)
-                elif a.type == 10:  # GRAPHS
-                    todo.extend(a.graphs)
+    for g in graphs:
         if not len(g.sparse_initializer):
             continue
         for sp in g.sparse_initializer:

@@ -87,6 +87,8 @@ def check_bodies(nodes, path: str) -> None:
 
 
 _CONTROL = frozenset({"Loop", "Scan", "If"})
+# default-domain ops that carry graphs (other domains' ops may carry any: ORT's BeamSearch its decoder)
+WITH_BODIES = _CONTROL | {"SequenceMap"}
 
 
 def _check_arity(n, path: str) -> None:

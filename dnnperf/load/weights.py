@@ -22,7 +22,8 @@ def skeletonize_inplace(model) -> int:
 
 def _skeletonize(model) -> tuple[int, int, int]:
     """(payload bytes removed, weights that were in external files, their bytes by dims and dtype)."""
-    removed = sparse_weights(model)  # sparse weights: declared dense, without their values and indices
+    # sparse weights: declared dense, without their values and indices
+    removed = sparse_weights(walk_graphs(model.graph, max_depth=10_000))
     external = external_bytes = 0
     for init in all_initializers(model.graph):
         if not has_payload(init):
