@@ -80,7 +80,7 @@ def declared_outputs(ordered, types, declared: dict, bindings: dict | None, know
             if not o or (t is not None and static(t[0]) is not None) or o not in declared:
                 continue
             dims, dtype = declared[o]
-            dims = tuple(d if d.__class__ is int else bindings.get(d, dim_expr.value(d, bindings) or d) for d in dims)
+            dims = tuple(dim_expr.resolved(d, bindings) for d in dims)
             if static(dims) is None:
                 continue
             types[o] = (dims, dtype)

@@ -37,6 +37,8 @@ def _tree(param: str):
                 return None
         elif not isinstance(node, (ast.Name, ast.Load, ast.operator, ast.unaryop)):
             return None
+    if not any(isinstance(node, ast.Name) for node in ast.walk(tree)):
+        return None  # a number written as one ("-1", Paddle's unknown): not arithmetic on symbols
     return tree
 
 
@@ -46,6 +48,16 @@ def names(param: str) -> set[str]:
     if tree is None:
         return {param}
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+def resolved(param, given: dict):
+    """``param`` as ``given`` sizes it: its own entry, else its value as an expression, else itself."""
+    if param.__class__ is int:
+        return param
+    if param in given:
+        return given[param]
+    v = value(param, given)
+    return param if v is None else v
 
 
 def value(param: str, given: dict) -> int | None:

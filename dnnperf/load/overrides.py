@@ -201,8 +201,8 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
         # an input with a dim that has no name: its shape as far as it is known, N where it is not (the
         # names of its other open dims need no --dim then)
         unnamed = list(dict.fromkeys(n for n, _, s in missing if s == "?"))
-        syms = sorted({x for n, _, s in missing if s != "?" and n not in unnamed for x in dim_expr.names(s)
-                       if x not in dim_map})
+        syms = sorted({x for n, _, s in missing if s != "?" and n not in unnamed
+                       for x in ([y for y in dim_expr.names(s) if y not in dim_map] or [s])})
         given = {vi.name: "x".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value != -1 else "N"
                                    for d in vi.type.tensor_type.shape.dim) for vi in real_inputs if vi.name in unnamed}
         shown = unnamed if len(unnamed) <= 6 else unnamed[:_LISTED]
