@@ -23,7 +23,7 @@ from dnnperf.load.shapes import split
 from dnnperf.load.uninferred import RULES, VERSIONED
 from dnnperf.ops import shape_rule
 
-# ops of RULES whose output dtype is their first input's (comparisons: bool, above; Where: its
+# ops of RULES whose output dtype is their first input's (comparisons: bool, ir.BOOL_OUT; Where: its
 # second input's; ConstantOfShape: its value attribute's; CastLike is left to ONNX), less the rules
 # for one old version of an op (``uninferred.VERSIONED``: a graph with a later one goes to ONNX at once)
 _SAME_DTYPE = frozenset(RULES) - {"Where", "ConstantOfShape", "CastLike", "Cast", "Dropout", "BatchNormalization"} \

@@ -410,6 +410,7 @@ SHAPE_ONLY = ["Shape", "Size", "Constant"]
 FILL = ["ConstantOfShape", "EyeLike", "RandomNormal", "RandomUniform", "RandomNormalLike",
         "RandomUniformLike", "Multinomial", "Bernoulli"]
 
+
 def compress(ctx: Ctx):
     """Compress copies the slices its condition keeps. A condition known only at run time leaves the
     output at its upper bound (``load.data_sized``: every slice kept), and the host reads the
