@@ -645,3 +645,50 @@ def test_decode_attention_spelled_as_products_streams_the_cache_in_any_precision
         assert len(fused) == 2 and all(x["family"] == "attention" and x["macs"] == 2 * 8 * 4_097 * 32 for x in fused)
         apart = sum(layers[n]["latency_s"] for n in ("MatMul_96", "Mul_98", "Softmax_100", "MatMul_102"))
         assert fused[0]["latency_s"] <= apart, (fused[0]["latency_s"], apart)
+
+
+def _attention23_decoder(path, seq="sequence_length"):
+    """Two layers of ONNX's own Attention (opset 23) with a grouped cache (8 query heads, 2 key/value
+    heads of 32), fed embeddings [batch, sequence, 256] as a multimodal model's language half is."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto as T, helper, numpy_helper
+
+    heads, kv, hd, hidden = 8, 2, 32, 256
+    nodes, inits, outs = [], [], []
+    ins = [helper.make_tensor_value_info("inputs_embeds", T.FLOAT, ["batch", seq, hidden])]
+    cur = "inputs_embeds"
+    for n in range(2):
+        for p, width in (("q", heads * hd), ("k", kv * hd), ("v", kv * hd)):
+            inits.append(numpy_helper.from_array(np.zeros((hidden, width), np.float32), f"w{p}{n}"))
+            nodes.append(helper.make_node("MatMul", [cur, f"w{p}{n}"], [f"{p}{n}"]))
+        past = [f"past_key_values.{n}.key", f"past_key_values.{n}.value"]
+        ins += [helper.make_tensor_value_info(x, T.FLOAT, ["batch", kv, "past_sequence_length", hd]) for x in past]
+        nodes.append(helper.make_node("Attention", [f"q{n}", f"k{n}", f"v{n}", ""] + past,
+                                      [f"a{n}", f"present.{n}.key", f"present.{n}.value"], name=f"attn{n}",
+                                      q_num_heads=heads, kv_num_heads=kv, is_causal=1))
+        outs += [helper.make_tensor_value_info(f"present.{n}.{x}", T.FLOAT, None) for x in ("key", "value")]
+        inits.append(numpy_helper.from_array(np.zeros((heads * hd, hidden), np.float32), f"wo{n}"))
+        nodes += [helper.make_node("MatMul", [f"a{n}", f"wo{n}"], [f"o{n}"]),
+                  helper.make_node("Add", [cur, f"o{n}"], [f"r{n}"])]
+        cur = f"r{n}"
+    g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info(cur, T.FLOAT, None)] + outs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+    m.ir_version = 11
+    path.write_bytes(m.SerializeToString())
+    return str(path)
+
+
+def test_a_decoder_fed_embeddings_takes_the_phases(tmp_path):
+    """A decoder whose new tokens come in as embeddings (inputs_embeds [batch, sequence, hidden]) and whose
+    attention is ONNX's own Attention op with a cache was refused by --phase as having "no recognisable
+    KV cache" (it looked for token ids only). By hand, a decode step at 100 cached tokens: each layer's
+    attention reads 100 + 1 keys and values for 8 heads of 32, 8 x 32 x 101 x 2 = 51,712 MACs."""
+    p = _attention23_decoder(tmp_path / "embeds.onnx")
+    r = cli("analyze", p, "--hw", "a100", "--phase", "decode", "--context", "100", "-f", "json", "-q")
+    assert r.exit_code == 0, r.output
+    rows = {layer["name"]: layer for layer in json.loads(r.stdout)["layers"]}
+    assert rows["attn0"]["macs"] == rows["attn1"]["macs"] == 8 * 32 * 101 * 2
+    # with the sequence fixed in the file there is no length for the phase to set: said so, not "no cache"
+    r = cli("analyze", _attention23_decoder(tmp_path / "fixed.onnx", seq=1), "--hw", "a100", "--phase", "decode")
+    assert r.exit_code == 2 and "has a KV cache but no input of its new tokens" in r.stderr, r.stderr

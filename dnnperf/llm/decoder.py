@@ -133,6 +133,11 @@ def find_decoder(path: str) -> Decoder:
     tokens = next((n for n, d, t in ins if n in ("input_ids", "tokens", "input")), None)
     if tokens is None:
         tokens = next((n for n, d, t in ins if d is not None and len(d) == 2 and t in ("int64", "int32")), None)
+    if tokens is None:  # a decoder fed embeddings (inputs_embeds [batch, sequence, hidden]: a multimodal model's
+        # language half, optimum's exports with inputs_embeds): its sequence is the embeddings' second dim
+        embeds = [n for n, d, t in ins if d is not None and len(d) == 3 and t.startswith(("float", "bfloat"))
+                  and isinstance(d[1], str)]
+        tokens = next((n for n in embeds if "embed" in n.lower()), embeds[0] if len(embeds) == 1 else None)
     cache = []
     for name, dims, dtype in ins:
         if dims is None or not _PAST.search(name) or len(dims) not in (4, 5):
@@ -147,6 +152,10 @@ def find_decoder(path: str) -> Decoder:
             cache.append(CacheInput(name, tuple(dims), dtype, seq_axis, 0, not _CROSS.search(name)))
     if cache and not any(c.grows for c in cache):  # named for the encoder alone: nothing to tell them apart by
         cache = [replace(c, grows=True) for c in cache]
+    if cache and tokens is None:
+        raise DnnperfError(f"'{path}' has a KV cache but no input of its new tokens (input_ids [batch, sequence], "
+                           "or inputs_embeds [batch, sequence, hidden]) — --phase needs one; pass the step's "
+                           "sizes with --dim instead")
     if tokens is None or not cache:
         raise DnnperfError(f"'{path}' has no recognisable KV cache (inputs named past_key_values.N.key/value, "
                            "past_key_N, past_N...) — --phase needs a decoder exported with its cache "
