@@ -56,7 +56,8 @@ def given_values(case) -> tuple:
     for vi, arr in zip(case.model.graph.input, case.data_sets[0][0]):
         if isinstance(arr, np.ndarray) and arr.size <= 64 and arr.dtype.kind in "iuf" \
                 and (arr.dtype.kind in "iu" or (arr.size <= 8 and arr.ndim <= 1)) and np.isfinite(arr).all() \
-                and arr.dtype.name in ("int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64"):
+                and arr.dtype.name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+                                   "float32", "float64"):
             out.append((vi.name, tuple(float(v) for v in arr.reshape(-1))))
     return tuple(out)
 

@@ -49,7 +49,8 @@ FOLDABLE = frozenset({
 BOOL_OUT = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not",
                       "IsNaN", "IsInf"})
 # the element types a folded value (and a value given with --value) may have
-VALUE_DTYPES = ("int64", "int32", "float32", "float16", "float64", "int8", "uint8", "bool", "int16")
+VALUE_DTYPES = ("int64", "int32", "float32", "float16", "float64", "int8", "uint8", "bool", "int16", "uint16", "uint32",
+                "uint64")
 
 # op -> the input that holds a target shape (or Tile's repeat counts): a 1-D tensor for ONNX, whose
 # inference and ONNX Runtime refuse any other rank (numpy would read a [2, 2] target as four sizes)

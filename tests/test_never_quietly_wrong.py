@@ -148,7 +148,7 @@ def test_value_hint_names_only_inputs_that_would_resolve_the_shape(tmp_path):
     """A shape that follows from a model input's value through ops the loader folds (a Cast) names
     the input to give with --value, and giving it resolves the shape; through an op it cannot fold (a
     Sigmoid: the shape follows from data at run time), or for an input whose type --value refuses
-    (uint32), the hint named an input that could not help."""
+    (bfloat16), the hint named an input that could not help. Unsigned inputs take --value too."""
     T = onnx.TensorProto
 
     def reshape_by(chain, dtype):
@@ -165,8 +165,12 @@ def test_value_hint_names_only_inputs_that_would_resolve_the_shape(tmp_path):
     assert d["coverage"]["complete"]
     _, out = reshape_by([("Sigmoid", "s", "u", {}), ("Cast", "u", "t", {"to": T.INT64})], T.FLOAT)
     assert "NOT scored" in out and "--value" not in out, out
-    _, out = reshape_by(cast, T.UINT32)
+    _, out = reshape_by(cast, T.BFLOAT16)
     assert "NOT scored" in out and "--value" not in out, out
+    p, out = reshape_by(cast, T.UINT32)
+    assert "give it with --value s=V,..." in out, out
+    d = json.loads(invoke("analyze", p, "--hw", "v100", "--value", "s=4,3", "-f", "json", "-q").stdout)
+    assert d["coverage"]["complete"]
     # a window's length is its first input (the hint looked past it, at the data inputs of other ops)
     m = model([helper.make_node("HannWindow", ["n"], ["y"])], [vi("n", [], T.INT64)], [vi("y", None)])
     p = save(m, tmp_path, "hann.onnx")
