@@ -331,22 +331,36 @@ class Resolver:
         if not out or out[0] is None:
             return False
         first = types.get(ins[0]) if ins and ins[0] else None
-        for k, (o, d) in enumerate(zip(node.output, out)):
+        own = node.op_type in TYPED_BY_OP  # an output type the op sets, not its first input's
+        plain = first[1] if first is not None and first[1] else "float32"
+        k = 0
+        for o, d in zip(node.output, out):
             if o and d is not None:
                 old = types.get(o)
-                dtype = old[1] if old is not None and old[1] else rule_dtype(node, k, types, first)
-                if not dtype:
-                    return k > 0  # an element type that cannot be told: the output stays open
+                if old is not None and old[1]:
+                    dtype = old[1]
+                elif own:
+                    dtype = rule_dtype(node, k, types, first)
+                    if not dtype:
+                        return k > 0  # an element type that cannot be told: the output stays open
+                else:
+                    dtype = plain
                 types[o] = (tuple(map(int, d)), dtype)
+            k += 1
         return True
+
+
+# ops whose output's element type is not their first input's (``rule_dtype``)
+TYPED_BY_OP = BOOL_OUT | {"Cast", "CastLike", "Where", "ConstantOfShape", "Dropout"}
 
 
 def rule_dtype(node, k: int, types: dict, first) -> str | None:
     """The element type of ``node``'s ``k``-th output where neither the file nor ONNX's inference states
-    one (a control-flow body resolved here): a Cast's ``to``, a CastLike's target, bool for comparisons
-    and a Dropout's mask, a Where's branches', a ConstantOfShape's value; otherwise the first input's.
-    None when it cannot be told. (The first input's type for all of them, as before, gave a Cast to
-    float of int64 indices inside a Mask R-CNN branch the type int64.)"""
+    one (a control-flow body resolved here), for the ops of ``TYPED_BY_OP``: a Cast's ``to``, a
+    CastLike's target, bool for comparisons and a Dropout's mask, a Where's branches', a
+    ConstantOfShape's value (a Dropout's output: its input's). None when it cannot be told. (The first
+    input's type for all of them gave a Cast to float of int64 indices inside a Mask R-CNN branch the
+    type int64.)"""
     op = node.op_type
     if op == "Cast":
         to = next((a.i for a in node.attribute if a.name == "to"), None)
