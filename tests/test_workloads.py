@@ -821,6 +821,25 @@ def test_normalizations_onnx_infers_nothing_for_keep_the_shape(tmp_path):
     assert pool.coverage()["complete"] and pool.rows[0].output_shape == (1, 8, 7, 7)
 
 
+def test_split_1_reads_its_sizes_from_either_place(tmp_path):
+    """Split-1 takes its parts' sizes as an optional second input or as the ``split`` attribute. Given as the
+    input, the sizes were ignored and the axis cut in equal parts: [1, 3] of a [4, 3, 8] input came out as
+    two [2, 3, 8] halves, quietly wrong; in a graph ONNX's inference loads (an LRN beside it), Split-1 had no
+    rule at all. By hand: [1, 3, 8] and [3, 3, 8]; the attribute [1, 2] on axis 1: [4, 1, 8] and [4, 2, 8]."""
+    x = [vi("x", [4, 3, 8])]
+    sizes = helper.make_tensor("sz", T.INT64, [2], [1, 3])
+    for extra in ([], [helper.make_node("LRN", ["z"], ["w"], size=3)]):
+        ins = x + ([vi("z", [1, 3, 8, 8])] if extra else [])
+        outs = [vi("a", None), vi("b", None)] + ([vi("w", None)] if extra else [])
+        for node, inits, want in ((helper.make_node("Split", ["x", "sz"], ["a", "b"]), [sizes], [(1, 3, 8), (3, 3, 8)]),
+                                  (helper.make_node("Split", ["x"], ["a", "b"], axis=1, split=[1, 2]), [],
+                                   [(4, 1, 8), (4, 2, 8)])):
+            m = model([node] + extra, ins + [vi(i.name, list(i.dims), i.data_type) for i in inits], outs, inits, opset=1)
+            m.ir_version = 3  # its initializers are also graph inputs
+            t = one(tmp_path, m).graph.tensors
+            assert [t["a"].shape, t["b"].shape] == want, (extra, want)
+
+
 def test_an_image_scaler_bias_per_channel(tmp_path):
     """ImageScaler's bias is one value per channel: 2 values for 3 channels contradict the input."""
     m = model([helper.make_node("ImageScaler", ["x"], ["y"], scale=1.0, bias=[0.0, 1.0])], [vi("x", [1, 3, 8, 8])],

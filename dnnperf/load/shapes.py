@@ -217,14 +217,14 @@ def _gather(attrs, dims, vals, opset):
 
 
 def split(attrs: dict, x: Dims | None, sizes, n_out: int, opset: int) -> list[Dims] | None:
-    """Split's output dims (``sizes``: the folded ``split`` input, opset 13 on): the sizes given (by
-    input or, before opset 13, attribute); else ``num_outputs`` parts (opset 18 on; the last one
-    smaller when the axis does not divide, ONNX's rule), else equal parts, which must divide."""
+    """Split's output dims (``sizes``: the folded ``split`` input, opset 13 on and Split-1's optional one):
+    the sizes given (by input or, before opset 13, attribute); else ``num_outputs`` parts (opset 18 on;
+    the last one smaller when the axis does not divide, ONNX's rule), else equal parts, which must divide."""
     if x is None or n_out < 1:
         return None
     ax = axis_index(attrs.get("axis", 0), len(x))
     d = x[ax]
-    parts = _ints(sizes) if opset >= 13 else attrs.get("split")
+    parts = _ints(sizes) if opset >= 13 or (opset < 2 and sizes is not None) else attrs.get("split")
     if parts:
         if len(parts) != n_out or sum(parts) != d or min(parts) < 0:
             return None

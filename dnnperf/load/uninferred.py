@@ -10,9 +10,11 @@ layer unscored. Checked against the installed onnx's schema list by ``tests/test
 - Upsample-1 (opsets 1-6, experimental): an N x C x H x W input and the attributes ``height_scale`` and
   ``width_scale``; the output is N x C x floor(H x height_scale) x floor(W x width_scale).
 - LpPool-1 and GlobalLpPool-1: the pooling windows (``fast.windowed``) and N x C x 1 x ... x 1.
+- Split-1: the parts' sizes given as the optional second input or the ``split`` attribute (equal parts
+  without them would need the node's output count, which a rule is not given: left open, listed).
 
 Compress-9 has no shape function either: its output size depends on the data
-(``dnnperf.load.data_sized``). GRU-1 (opsets 1-2) and Split-1 (opset 1) keep none: listed unscored.
+(``dnnperf.load.data_sized``). GRU-1 (opsets 1-2) keeps none: listed unscored.
 Where a later version of the op has ONNX's rule, these return None (defer to it).
 Registered into ``dnnperf.load.shapes.RULES`` on import (``dnnperf.load.fold`` imports this module).
 """
@@ -23,11 +25,10 @@ import math
 
 import numpy as np
 
-from dnnperf.load.shapes import RULES, _global_pool, _same, axis_index
+from dnnperf.load.shapes import RULES, _global_pool, _same, axis_index, split
 
 # ops without ONNX's shape function that this module does not give one, with the reason
-WITHOUT_RULE = {"GRU": "GRU-1 (opsets 1-2): listed unscored", "Split": "Split-1 (opset 1): listed unscored",
-                "Compress": "data-dependent: dnnperf.load.data_sized"}
+WITHOUT_RULE = {"GRU": "GRU-1 (opsets 1-2): listed unscored", "Compress": "data-dependent: dnnperf.load.data_sized"}
 
 
 def _one(v) -> float | None:
@@ -69,15 +70,26 @@ def _lp_pool_1(attrs, dims, vals, opset):
     return [y] if y is not None else None
 
 
+def _split_1(attrs, dims, vals, opset):
+    if opset >= 2 or not dims or dims[0] is None:
+        return None
+    sizes = vals[1] if len(vals) > 1 and vals[1] is not None else attrs.get("split")
+    if sizes is None or not len(sizes):
+        return None
+    return split({**attrs, "split": [int(v) for v in np.asarray(sizes).reshape(-1)]}, tuple(dims[0]), None,
+                 int(np.asarray(sizes).size), opset)
+
+
 def _global_lp_pool_1(attrs, dims, vals, opset):
     return _global_pool(attrs, dims, vals, opset) if opset < 2 else None
 
 
 # the rules above that cover one old version of an op only (a later one defers to ONNX's inference)
-VERSIONED = frozenset({"Tile", "Upsample", "LpPool", "GlobalLpPool"})
+VERSIONED = frozenset({"Tile", "Upsample", "LpPool", "GlobalLpPool", "Split"})
 
 RULES["Tile"] = (_tile_1, (1, 2))
 RULES["Upsample"] = (_upsample_1, ())
 RULES["LpPool"] = (_lp_pool_1, ())
 RULES["GlobalLpPool"] = (_global_lp_pool_1, ())
+RULES["Split"] = (_split_1, (1,))
 RULES["GroupNormalization"] = RULES["MeanVarianceNormalization"] = (_same, ())
