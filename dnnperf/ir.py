@@ -19,6 +19,17 @@ DTYPE_NAMES = {
     24: "float8e8m0", 25: "uint2", 26: "int2",
 }
 DTYPE_CODES = {v: k for k, v in DTYPE_NAMES.items()}
+# Cast-1 (opsets 1-5) names its target type as a string, TensorProto's enum name ("FLOAT", "INT64")
+_TYPE_ENUM = {"FLOAT": 1, "UINT8": 2, "INT8": 3, "UINT16": 4, "INT16": 5, "INT32": 6, "INT64": 7, "STRING": 8,
+              "BOOL": 9, "FLOAT16": 10, "DOUBLE": 11, "UINT32": 12, "UINT64": 13, "COMPLEX64": 14, "COMPLEX128": 15,
+              "BFLOAT16": 16}
+
+
+def cast_target(to) -> str | None:
+    """The element type a Cast's ``to`` names: a type number (opset 6 on) or Cast-1's enum name."""
+    if isinstance(to, (str, bytes)):
+        to = _TYPE_ENUM.get((to.decode("utf-8", "replace") if isinstance(to, bytes) else to).upper())
+    return DTYPE_NAMES.get(to)
 DTYPE_BITS = {
     "sequence": 0, "map": 0,  # handles to a sequence / map: elements are counted where produced
     "float32": 32, "uint8": 8, "int8": 8, "uint16": 16, "int16": 16, "int32": 32, "int64": 64,

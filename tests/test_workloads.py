@@ -840,6 +840,27 @@ def test_split_1_reads_its_sizes_from_either_place(tmp_path):
             assert [t["a"].shape, t["b"].shape] == want, (extra, want)
 
 
+def test_cast_1_names_its_target_type(tmp_path):
+    """Cast-1 (opsets 1-5) names its target as a string ("INT64"), later Casts give its number: the
+    output stayed unresolved (and unscored, with every layer after it), and a folded Cast-1 made float32
+    values whatever it named. By hand: [2, 3] float32 -> int64, 6 elements of 8 bytes written = 48 B."""
+    import numpy as np
+
+    from dnnperf.load.fold import run_node
+
+    for extra in ([], [helper.make_node("LRN", ["z"], ["w"], size=3)]):  # the fast path, and ONNX's
+        ins = [vi("x", [2, 3])] + ([vi("z", [1, 3, 4, 4])] if extra else [])
+        m = model([helper.make_node("Cast", ["x"], ["y"], to="INT64")] + extra, ins,
+                  [vi("y", None, T.INT64)] + ([vi("w", None)] if extra else []), opset=1)
+        m.ir_version = 3
+        insp = one(tmp_path, m)
+        assert insp.coverage()["complete"], insp.warnings
+        assert (insp.rows[0].dtype, insp.rows[0].workload.bytes_written) == ("int64", 48)
+    out = run_node(helper.make_node("Cast", ["x"], ["y"], to="INT64"), [np.array([2.0, 3.0], np.float32)],
+                   [helper.make_opsetid("", 1)])[0]
+    assert out.dtype == np.int64 and out.tolist() == [2, 3]
+
+
 def test_an_image_scaler_bias_per_channel(tmp_path):
     """ImageScaler's bias is one value per channel: 2 values for 3 channels contradict the input."""
     m = model([helper.make_node("ImageScaler", ["x"], ["y"], scale=1.0, bias=[0.0, 1.0])], [vi("x", [1, 3, 8, 8])],

@@ -16,7 +16,7 @@ tensor of every bundled model.
 
 from __future__ import annotations
 
-from dnnperf.ir import BOOL_OUT, DTYPE_NAMES, op_key
+from dnnperf.ir import BOOL_OUT, DTYPE_NAMES, cast_target, op_key
 from dnnperf.load.fold import Resolver, tensor_value
 from dnnperf.load.read import static, type_shape
 from dnnperf.load.shapes import split
@@ -104,10 +104,10 @@ def _node(n, res: Resolver, types: dict, opset: int) -> bool:
         types[outs[0]] = ((len(x[slice(a.get("start", 0), a.get("end", len(x)))]),), "int64")
         return True
     if op == "Cast":
-        to = res.attrs(n).get("to")
-        if to not in DTYPE_NAMES:
+        to = cast_target(res.attrs(n).get("to"))
+        if to is None:
             return False
-        types[outs[0]] = (x, DTYPE_NAMES[to])
+        types[outs[0]] = (x, to)
         return True
     if op in _WINDOWED:
         if len(outs) != 1:  # MaxPool's indices output: ONNX

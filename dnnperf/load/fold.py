@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from dnnperf.ir import BOOL_OUT, DTYPE_CODES, DTYPE_NAMES, FOLDABLE, SHAPE_VECTOR_INPUT, VALUE_DTYPES, op_key
+from dnnperf.ir import (BOOL_OUT, DTYPE_CODES, DTYPE_NAMES, FOLDABLE, SHAPE_VECTOR_INPUT, VALUE_DTYPES, cast_target,
+                        op_key)
 from dnnperf.load.read import MAX_VALUE_ELEMS, plain_attrs, static, type_shape
 from dnnperf.load import sequences
 from dnnperf.load.sequences import SEQ_OPS
@@ -363,8 +364,8 @@ def rule_dtype(node, k: int, types: dict, first) -> str | None:
     type int64.)"""
     op = node.op_type
     if op == "Cast":
-        to = next((a.i for a in node.attribute if a.name == "to"), None)
-        return DTYPE_NAMES.get(to) if to is not None else None
+        to = next((a for a in node.attribute if a.name == "to"), None)
+        return cast_target(to.s if to.type == 3 else to.i) if to is not None else None  # 3: Cast-1's string
     if op in ("CastLike", "Where"):
         t = types.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
         return t[1] if t is not None and t[1] else None
@@ -447,7 +448,7 @@ def run_node(node, ins, opset_imports, attrs: dict | None = None):
     if op == "Div" and np.issubdtype(ins[0].dtype, np.floating):
         return [np.divide(ins[0], ins[1]).astype(ins[0].dtype)]
     if op == "Cast":
-        return [ins[0].astype(_NP_DTYPES.get(ai("to", 7), np.float32))]
+        return [ins[0].astype(_NP_DTYPES.get(DTYPE_CODES.get(cast_target(ai("to", 7))), np.float32))]
     if op == "Identity":
         return [ins[0]]
     if op == "Slice":
