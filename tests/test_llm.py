@@ -651,7 +651,6 @@ def _attention23_decoder(path, seq="sequence_length"):
     """Two layers of ONNX's own Attention (opset 23) with a grouped cache (8 query heads, 2 key/value
     heads of 32), fed embeddings [batch, sequence, 256] as a multimodal model's language half is."""
     import numpy as np
-    import onnx
     from onnx import TensorProto as T, helper, numpy_helper
 
     heads, kv, hd, hidden = 8, 2, 32, 256
