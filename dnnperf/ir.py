@@ -30,6 +30,8 @@ def cast_target(to) -> str | None:
     if isinstance(to, (str, bytes)):
         to = _TYPE_ENUM.get((to.decode("utf-8", "replace") if isinstance(to, bytes) else to).upper())
     return DTYPE_NAMES.get(to)
+
+
 DTYPE_BITS = {
     "sequence": 0, "map": 0,  # handles to a sequence / map: elements are counted where produced
     "float32": 32, "uint8": 8, "int8": 8, "uint16": 16, "int16": 16, "int32": 32, "int64": 64,
