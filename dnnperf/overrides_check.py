@@ -31,7 +31,7 @@ def checked(insp: Inspection, overrides: ShapeOverrides) -> Inspection:
         bad = next((r for r in insp.rows if r.kind == "contradiction"), None)
         if bad is not None:  # the flags are at fault only where the file does not contradict itself already
             bad = _not_in_the_file(insp)
-        if bad is not None and overrides.batch is not None:
+        if bad is not None and overrides.batch not in (None, 1):  # (--batch 1 was read without it above)
             _refuse_batch_without_axis(insp.path, overrides)  # --batch rewrote the channels: say that instead
         if bad is not None:
             flags = " ".join([f"--input-shape {n}={'x'.join(map(str, d))}" for n, d in overrides.input_shapes]

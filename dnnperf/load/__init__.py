@@ -141,7 +141,8 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     before = {vi.name: type_shape(vi.type)[0] for vi in g.input}
     notes = apply_overrides(model, overrides, path, weights, axes)
     after = {vi.name: type_shape(vi.type)[0] for vi in g.input}
-    if declared.input_bindings(before, after) is None:
+    bindings = declared.input_bindings(before, after)  # symbol -> the size the overrides gave it
+    if bindings is None:
         # an override changed a size the file fixed (--batch 4 on an export of batch 1): the outputs'
         # declared shapes are the old size's, and ONNX's inference keeps a declared shape over its own
         # (torchvision's LR-ASPP ended in a Resize of 4 x 21 x 65 x 65 into 1 x 21 x 520 x 520)
@@ -200,8 +201,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     bodies: dict[tuple, dict] = {}
     sliced: list[str] = []  # Slices at run-time offsets, costed at their input's size
     if res is not fast_res:  # the Python path leaves nothing open and declines control flow
-        filled = declared.declared_outputs(ordered, types, stated, declared.input_bindings(before, after),
-                                           declared.has_rule)
+        filled = declared.declared_outputs(ordered, types, stated, bindings, declared.has_rule)
         if filled:
             ops = sorted({op_key(n.domain, n.op_type) for n in filled})
             notes.append(f"the output shapes of {len(filled)} node(s) no shape rule covers ({', '.join(ops[:3])}"

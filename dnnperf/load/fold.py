@@ -448,7 +448,7 @@ def run_node(node, ins, opset_imports, attrs: dict | None = None):
     if op == "Div" and np.issubdtype(ins[0].dtype, np.floating):
         return [np.divide(ins[0], ins[1]).astype(ins[0].dtype)]
     if op == "Cast":
-        return [ins[0].astype(_NP_DTYPES.get(DTYPE_CODES.get(cast_target(ai("to", 7))), np.float32))]
+        return [ins[0].astype(_NP_BY_NAME.get(cast_target(ai("to", 7)), np.float32))]
     if op == "Identity":
         return [ins[0]]
     if op == "Slice":

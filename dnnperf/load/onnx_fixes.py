@@ -12,6 +12,7 @@ from dnnperf.load.read import plain_attrs, static, type_shape
 from dnnperf.load.fast import windowed
 from dnnperf.load.shapes import RULES
 
+
 def _pool(attrs, dims, vals, opset):
     """A pooling window's outputs (``fast.windowed``): with ``ceil_mode`` a last window that would
     start in the end padding is dropped, as the ONNX spec, ONNX Runtime and PyTorch do; ONNX's inference

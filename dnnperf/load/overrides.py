@@ -179,8 +179,7 @@ def apply_overrides(model, ov: ShapeOverrides, path: str, weights: set[str],
                 v = dim_map[d.dim_param]
                 d.Clear()
                 d.dim_value = v
-            elif not anonymous and d.HasField("dim_param") and dim_expr.value(d.dim_param, dim_map) is not None:
-                v = dim_expr.value(d.dim_param, dim_map)
+            elif not anonymous and d.HasField("dim_param") and (v := dim_expr.value(d.dim_param, dim_map)) is not None:
                 if v < 0:
                     raise DnnperfError(f"input '{vi.name}' dim {i} is '{d.dim_param}', which the sizes given make "
                                        f"{v} — give sizes that make it 0 or more")
