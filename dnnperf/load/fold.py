@@ -241,7 +241,11 @@ class Resolver:
             if rule is not None:
                 ins = [types.get(i) if i else None for i in node.input]
                 try:
-                    out = rule(self.attrs(node), ins, len(node.output))
+                    if getattr(rule, "takes_values", False):
+                        out = rule(self.attrs(node), ins, len(node.output),
+                                   [self.value(i) if i else None for i in node.input])
+                    else:
+                        out = rule(self.attrs(node), ins, len(node.output))
                 except (ArithmeticError, ValueError, TypeError, KeyError, IndexError):
                     out = []
                 for o, t in zip(node.output, out):

@@ -9,12 +9,12 @@ import itertools
 
 from dnnperf.load.fold import constant_value, tensor_value
 from dnnperf.load.read import plain_attrs, static, type_shape
-from dnnperf.load.fast import windowed
+from dnnperf.ops.windows import windowed
 from dnnperf.load.shapes import RULES
 
 
 def _pool(attrs, dims, vals, opset):
-    """A pooling window's outputs (``fast.windowed``): with ``ceil_mode`` a last window that would
+    """A pooling window's outputs (``dnnperf.ops.windows``): with ``ceil_mode`` a last window that would
     start in the end padding is dropped, as the ONNX spec, ONNX Runtime and PyTorch do; ONNX's inference
     keeps it (MaxPool k = [5, 1], strides 3 on 20 x 5: [6, 3] where ONNX Runtime gives [6, 2])."""
     x = dims[0] if dims else None

@@ -9,7 +9,7 @@ layer unscored. Checked against the installed onnx's schema list by ``tests/test
   input's (float) type. The output repeats the input ``tiles`` times along ``axis``.
 - Upsample-1 (opsets 1-6, experimental): an N x C x H x W input and the attributes ``height_scale`` and
   ``width_scale``; the output is N x C x floor(H x height_scale) x floor(W x width_scale).
-- LpPool-1 and GlobalLpPool-1: the pooling windows (``fast.windowed``) and N x C x 1 x ... x 1.
+- LpPool-1 and GlobalLpPool-1: the pooling windows (``dnnperf.ops.windows``) and N x C x 1 x ... x 1.
 - Split-1: the parts' sizes given as the optional second input or the ``split`` attribute (equal parts
   without them would need the node's output count, which a rule is not given: left open, listed).
 
@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from dnnperf.load.shapes import RULES, _global_pool, _same, axis_index, split
+from dnnperf.ops.windows import windowed
 
 # ops without ONNX's shape function that this module does not give one, with the reason
 WITHOUT_RULE = {"GRU": "GRU-1 (opsets 1-2): listed unscored", "Compress": "data-dependent: dnnperf.load.data_sized"}
@@ -64,8 +65,6 @@ def _upsample_1(attrs, dims, vals, opset):
 def _lp_pool_1(attrs, dims, vals, opset):
     if opset >= 2 or not dims or dims[0] is None:
         return None
-    from dnnperf.load.fast import windowed  # fast imports fold, which imports this module
-
     y = windowed("LpPool", attrs, tuple(dims[0]), dims)
     return [y] if y is not None else None
 

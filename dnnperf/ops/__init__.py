@@ -6,7 +6,8 @@ entry in ``REGISTRY`` maps an ONNX op type (``domain:op`` for non-default domain
 
 Ops outside the default domain (ONNX Runtime's com.microsoft fused ops) also need a shape rule,
 since ONNX's shape inference does not know them: ``SHAPE_RULES`` maps the same keys to
-``fn(attrs, input_types, n_outputs) -> [(dims, dtype) | None, ...]``, written next to each op's cost.
+``fn(attrs, input_types, n_outputs) -> [(dims, dtype) | None, ...]``, written next to each op's cost;
+a rule marked ``takes_values`` also gets each input's value known at load time (or None).
 """
 
 from __future__ import annotations
@@ -181,6 +182,13 @@ def register_shapes(table: dict[str, ShapeFn]) -> None:
         SHAPE_RULES[k] = fn
 
 
+def takes_values(fn: Callable) -> Callable:
+    """Mark a shape rule whose outputs depend on an input's value (a sequence length given as a tensor):
+    the loader passes a fourth argument, each input's value known at load time or None."""
+    fn.takes_values = True
+    return fn
+
+
 # op key -> a check that raises Contradiction for shapes that contradict each other, run also for
 # nodes folded at load time (a constant Expand to an incompatible shape is no less a contradiction)
 CHECKS: dict[str, Callable[[Ctx], None]] = {}
@@ -272,8 +280,8 @@ def _shapes_known(graph: Graph, node: Node) -> bool:
 
 
 def _load() -> None:
-    from dnnperf.ops import (attention, contrib, control, elementwise, experts, extra, matrix, ml, movement,  # noqa: F401
-                             norm, pool, retired, rnn)
+    from dnnperf.ops import (attention, contrib, contrib_decode, control, elementwise, experts, extra,  # noqa: F401
+                             matrix, ml, movement, norm, pool, retired, rnn)
 
 
 _load()

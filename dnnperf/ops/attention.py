@@ -5,7 +5,7 @@ Softmax is counted as 5 ops per score (max, subtract, exp, sum, divide); the 1/s
 
 from __future__ import annotations
 
-from dnnperf.ops import Contradiction, Ctx, Unsupported, register, register_shapes
+from dnnperf.ops import Contradiction, Ctx, Unsupported, register, register_shapes, takes_values
 from dnnperf.ops.elementwise import same_as_first
 from dnnperf.workload import Gemm
 
@@ -66,25 +66,44 @@ def qattention_ms(ctx: Ctx):
     return attention_ms(ctx, past_idx=8)
 
 
-def mha_ms(ctx: Ctx):
-    """com.microsoft MultiHeadAttention: query (B,S,D), key (B,L,D), value (B,L,Dv)."""
-    q = ctx.in_shape(0)
-    heads = int(ctx.attr("num_heads", 1))
-    if len(q) != 3:
-        raise Unsupported("packed MultiHeadAttention query layouts are not costed")
+def _mha_dims(q, k, v, heads: int):
+    """(batch, query length, key length, head size, value head size) of a MultiHeadAttention: query
+    (B, S, D) or packed Q/K/V (B, S, H, 3, d); key (B, L, D), (B, H, L, d) or packed K/V
+    (B, L, H, 2, d); value (B, L, Dv) or (B, H, L, dv). None where a layout is not one of these."""
+    if len(q) == 5:  # packed QKV: no key or value input
+        return (q[0], q[1], q[1], q[4], q[4]) if q[3] == 3 else None
+    if len(q) != 3 or k is None:
+        return None
     b, s, d = q
-    if ctx.has_input(1):
-        k = ctx.in_shape(1)
-        l = k[1] if len(k) == 3 else k[2]
-        v = ctx.in_shape(2)
-        dv = v[2] if len(v) == 3 else v[3] * heads
-    else:
-        raise Unsupported("MultiHeadAttention without key is not costed")
-    return _attn(ctx, b, heads, s, l, d // heads, dv // heads)
+    if len(k) == 5:  # packed KV
+        return (b, s, k[1], d // heads, k[4]) if k[3] == 2 else None
+    if v is None or len(k) not in (3, 4) or len(v) not in (3, 4):
+        return None
+    l = k[1] if len(k) == 3 else k[2]
+    dv = v[2] // heads if len(v) == 3 else v[3]
+    return b, s, l, d // heads, dv
+
+
+def mha_ms(ctx: Ctx):
+    """com.microsoft MultiHeadAttention (``_mha_dims``' layouts); past_key / past_value (B, H, P, d)
+    add P cached tokens to every query's keys."""
+    heads = int(ctx.attr("num_heads", 1))
+    k = ctx.in_shape(1) if ctx.has_input(1) else None
+    v = ctx.in_shape(2) if ctx.has_input(2) else None
+    dims = _mha_dims(ctx.in_shape(0), k, v, heads)
+    if dims is None:
+        raise Unsupported("MultiHeadAttention's query / key / value layouts are not one ONNX Runtime takes")
+    b, s, l, d, dv = dims
+    if ctx.has_input(6):  # past_key (B, H, P, d)
+        l += ctx.in_shape(6)[2]
+    return _attn(ctx, b, heads, s, l, d, dv)
 
 
 def gqa_ms(ctx: Ctx):
-    """com.microsoft GroupQueryAttention: query (B,S,D) with num_heads / kv_num_heads."""
+    """com.microsoft GroupQueryAttention: query (B,S,D) with num_heads / kv_num_heads. Each query
+    attends to total_sequence_length keys when that input's value is known (a past buffer longer
+    than that, ONNX Runtime's shared-buffer mode, is not read past it), else the past's and this
+    step's tokens."""
     q = ctx.in_shape(0)
     hq = int(ctx.attr("num_heads", 1))
     hkv = int(ctx.attr("kv_num_heads", hq))
@@ -94,7 +113,10 @@ def gqa_ms(ctx: Ctx):
     else:  # packed QKV
         head = dq // (hq + 2 * hkv)
     l = s
-    if ctx.has_input(3):  # past_key (B, Hkv, P, head)
+    total = _total_length(ctx.value(6))
+    if total is not None:
+        l = total
+    elif ctx.has_input(3):  # past_key (B, Hkv, P, head)
         l += ctx.in_shape(3)[2]
     # the query heads that share a key/value head multiply the same keys and values: grouped-query kernels
     # (TensorRT-LLM's XQA, FlashDecoding's GQA packing) stack a group's rows into one product per
@@ -105,6 +127,14 @@ def gqa_ms(ctx: Ctx):
         rot = 3 * b * s * (hq + hkv) * head
         w = ctx.workload("attention", macs=w.macs, other=w.other_ops + rot, gemm=w.gemm, parallel=w.parallel_work)
     return w
+
+
+def _total_length(v) -> int | None:
+    """GroupQueryAttention's total_sequence_length (a one-element int tensor) when known, else None."""
+    if v is None or getattr(v, "size", 0) != 1:
+        return None
+    n = int(v.reshape(-1)[0])
+    return n if n > 0 else None
 
 
 def rotary(ctx: Ctx):
@@ -126,38 +156,58 @@ register({
 # -- shape rules ----------------------------------------------------------------------------------
 
 
-def _attention_ms_shape(attrs, ins, n_out):
-    """Attention: input (B, S, Hin), weights (Hin, 3H) or qkv_hidden_sizes -> output (B, S, H_v)."""
+def _attention_ms_shape(attrs, ins, n_out, past_idx: int = 4):
+    """Attention: input (B, S, Hin), weights (Hin, 3H) or qkv_hidden_sizes -> output (B, S, H_v);
+    present (2, B, heads, P + S, head): the past (2, B, heads, P, head) grown by this step's tokens."""
     x, w = ins[0], ins[1] if len(ins) > 1 else None
     if x is None or w is None or x[0] is None or w[0] is None or len(x[0]) != 3:
         return []
     hid = w[0][1] // 3
     if attrs.get("qkv_hidden_sizes"):
         hid = list(attrs["qkv_hidden_sizes"])[2]
-    return [((x[0][0], x[0][1], hid), x[1])]
+    out = [((x[0][0], x[0][1], hid), x[1])]
+    heads = int(attrs.get("num_heads", 1))
+    past = ins[past_idx] if len(ins) > past_idx else None
+    if n_out > 1 and heads > 0:
+        p = past[0][3] if past is not None and past[0] is not None and len(past[0]) == 5 else 0
+        out.append(((2, x[0][0], heads, p + x[0][1], hid // heads), x[1]))
+    return out
 
 
 def _qattention_shape(attrs, ins, n_out):
-    """QAttention: as Attention, the output in the bias's float type."""
-    out = _attention_ms_shape(attrs, ins, n_out)
+    """QAttention: as Attention (its past is input 8), the outputs in the bias's float type."""
+    out = _attention_ms_shape(attrs, ins, n_out, past_idx=8)
     bias = ins[2] if len(ins) > 2 else None
-    return [(out[0][0], bias[1] if bias is not None and bias[1] else "float32")] if out else []
+    dtype = bias[1] if bias is not None and bias[1] else "float32"
+    return [(o[0], dtype) for o in out]
 
 
 def _mha_shape(attrs, ins, n_out):
+    """output (B, S, heads x value head); present key / value (B, heads, P + L, head): the past's
+    tokens and this step's keys."""
     q = ins[0]
-    if q is None or q[0] is None or len(q[0]) != 3:
+    if q is None or q[0] is None:
         return []
-    v = ins[2] if len(ins) > 2 else None
-    out_hidden = q[0][2]
-    if v is not None and v[0] is not None and len(v[0]) == 3:
-        out_hidden = v[0][2]
-    return [((q[0][0], q[0][1], out_hidden), q[1])]
+    heads = int(attrs.get("num_heads", 1))
+    k, v = (ins[i][0] if len(ins) > i and ins[i] is not None else None for i in (1, 2))
+    dims = _mha_dims(q[0], k, v, heads)
+    if dims is None or heads <= 0:
+        return []
+    b, s, l, d, dv = dims
+    out = [((b, s, heads * dv), q[1])]
+    if n_out > 1:
+        past = ins[6] if len(ins) > 6 and ins[6] is not None else None
+        p = past[0][2] if past is not None and past[0] is not None and len(past[0]) == 4 else 0
+        out += [((b, heads, p + l, d), q[1]), ((b, heads, p + l, dv), q[1])]
+    return out[:max(n_out, 1)]
 
 
-def _gqa_shape(attrs, ins, n_out):
-    """output (B, S, heads x head); present key/value (B, kv_heads, past + S, head): the cache grown
-    by this step's tokens (ONNX Runtime's shared-buffer mode keeps the past's length instead)."""
+@takes_values
+def _gqa_shape(attrs, ins, n_out, values=()):
+    """output (B, S, heads x head); present key/value (B, kv_heads, T, head): T = the larger of the
+    past's length and total_sequence_length when that input's value is known (ONNX Runtime's
+    shared-buffer mode passes a past as long as the longest sequence and gets it back), else the past
+    grown by this step's tokens."""
     q = ins[0]
     if q is None or q[0] is None or len(q[0]) != 3:
         return []
@@ -169,7 +219,9 @@ def _gqa_shape(attrs, ins, n_out):
     out = [((b, s, hq * head), q[1])]
     past = ins[3] if len(ins) > 3 else None
     if n_out > 1 and past is not None and past[0] is not None and len(past[0]) == 4:
-        pres = (past[0][0], past[0][1], past[0][2] + s, past[0][3])
+        total = _total_length(values[6]) if len(values) > 6 else None
+        t = past[0][2] + s if total is None else max(past[0][2], total)
+        pres = (past[0][0], past[0][1], t, past[0][3])
         out += [(pres, past[1]), (pres, past[1])]
     return out[:max(n_out, 1)]
 

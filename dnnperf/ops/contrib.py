@@ -18,6 +18,7 @@ from dnnperf.ops import Contradiction, Ctx, Unsupported, broadcast_conflict, reg
 from dnnperf.ops.elementwise import MS_OPS_PER_ELEMENT, OPS_PER_ELEMENT, same_as_first
 from dnnperf.ops.matrix import known, matmul, matmul_shape, with_operands
 from dnnperf.ops.norm import PER_ELEMENT as NORM_OPS
+from dnnperf.ops.windows import windowed
 from dnnperf.workload import Gemm, Workload
 
 DEQUANT, REQUANT = 2, 3
@@ -91,13 +92,16 @@ def _qavgpool(ctx: Ctx):
 
 
 def _qavgpool_shape(attrs, ins, n_out):
-    from dnnperf.ops.matrix import conv_out_shape
-
+    """The pooling window's outputs (ceil_mode included); ``channels_last``: N x spatial x C in and out."""
     x = ins[0] if ins else None
-    if not known(x) or len(x[0]) < 3 or not attrs.get("kernel_shape") or attrs.get("ceil_mode", 0) \
-            or attrs.get("channels_last", 0):
-        return []  # a rounded-up last window or an NHWC layout: left to the unscored list
-    return [(conv_out_shape(attrs, x[0], (x[0][1], x[0][1])), x[1])]
+    if not known(x) or len(x[0]) < 3:
+        return []
+    d = tuple(x[0])
+    last = bool(attrs.get("channels_last", 0))
+    y = windowed("AveragePool", attrs, (d[0], d[-1]) + d[1:-1] if last else d, [])
+    if y is None:
+        return []
+    return [((y[0],) + y[2:] + (y[1],) if last else y, x[1])]
 
 
 def _qconcat(ctx: Ctx):

@@ -12,6 +12,7 @@ from math import prod
 
 from dnnperf.ops import Contradiction, Ctx, Unsupported, broadcast_conflict, broadcasts_to, register, register_shapes
 from dnnperf.ops.elementwise import activation_ops
+from dnnperf.ops.windows import windowed
 from dnnperf.vocab import int8_operands
 from dnnperf.workload import Gemm, Workload
 
@@ -324,23 +325,9 @@ def einsum(ctx: Ctx):
 # -- shape rules for the com.microsoft ops (ONNX's inference does not know them) -----------------
 
 
-def conv_out_shape(attrs: dict, x: tuple, w: tuple) -> tuple:
-    """Output dims of a convolution from its input/weight dims and attributes."""
-    nsp = len(x) - 2
-    k = list(attrs.get("kernel_shape") or w[2:])
-    strides = list(attrs.get("strides") or [1] * nsp)
-    dil = list(attrs.get("dilations") or [1] * nsp)
-    pads = list(attrs.get("pads") or [0] * (2 * nsp))
-    auto = attrs.get("auto_pad", "NOTSET")
-    out = []
-    for i in range(nsp):
-        if auto in ("SAME_UPPER", "SAME_LOWER"):
-            out.append(-(-x[2 + i] // strides[i]))
-        elif auto == "VALID":
-            out.append((x[2 + i] - (k[i] - 1) * dil[i] - 1) // strides[i] + 1)
-        else:
-            out.append((x[2 + i] + pads[i] + pads[i + nsp] - (k[i] - 1) * dil[i] - 1) // strides[i] + 1)
-    return (x[0], w[0], *out)
+def conv_out_shape(attrs: dict, x: tuple, w: tuple) -> tuple | None:
+    """Output dims of a convolution from its input/weight dims and attributes (None when they give none)."""
+    return windowed("Conv", attrs, tuple(x), [x, w])
 
 
 def matmul_out_shape(a: tuple, b: tuple) -> tuple:
@@ -368,9 +355,8 @@ def known(t) -> bool:
 
 def _fused_conv_shape(attrs, ins, n_out):
     x, w = ins[0], ins[1] if len(ins) > 1 else None
-    if not (known(x) and known(w)):
-        return []
-    return [(conv_out_shape(attrs, x[0], w[0]), x[1])]
+    y = conv_out_shape(attrs, x[0], w[0]) if known(x) and known(w) else None
+    return [(y, x[1])] if y is not None else []
 
 
 def matmul_shape(attrs, ins, n_out):
@@ -398,9 +384,8 @@ def _fused_gemm_shape(attrs, ins, n_out):
 
 def _qlinear_conv_shape(attrs, ins, n_out):
     x, w = ins[0], ins[3] if len(ins) > 3 else None
-    if not (known(x) and known(w)):
-        return []
-    return [(conv_out_shape(attrs, x[0], w[0]), x[1])]
+    y = conv_out_shape(attrs, x[0], w[0]) if known(x) and known(w) else None
+    return [(y, x[1])] if y is not None else []
 
 
 def _matmul_to_float_shape(attrs, ins, n_out):

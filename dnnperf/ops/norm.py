@@ -125,7 +125,7 @@ def _skip_norm_shape(attrs, ins, n_out):
     x = ins[0] if ins else None
     if x is None or x[0] is None:
         return []
-    stat = (tuple(x[0][:-1]) + (1,), 1)
+    stat = (tuple(x[0][:-1]) + (1,), "float32")
     return [x, stat, stat, x][:max(n_out, 1)]
 
 
