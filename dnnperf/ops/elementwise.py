@@ -10,6 +10,10 @@ from dnnperf.ir import DTYPE_BITS, LEGACY_BROADCAST, legacy_operand
 from dnnperf.ops import Contradiction, Ctx, broadcast_conflict, broadcasts_to, register, register_check, register_shapes
 from dnnperf.vocab import BROADCAST_SPANS
 
+# GELU counted as its exported graph computes it: the exact form x * 0.5 * (1 + erf(x / sqrt 2)) is a
+# Div, an Erf, an Add and two Muls (5); the tanh approximation 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715
+# x^3))) a Pow, four Muls, two Adds and a Tanh (8). A fused GELU op costs what the nodes it replaces do.
+ERF_GELU, TANH_GELU = 5, 8
 OPS_PER_ELEMENT = {
     # arithmetic / logic
     "Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Pow": 1, "Mod": 1, "Max": 1, "Min": 1, "Mean": 1, "Sum": 1,
@@ -22,12 +26,12 @@ OPS_PER_ELEMENT = {
     "Atan": 1, "Sinh": 1, "Cosh": 1, "Asinh": 1, "Acosh": 1, "Atanh": 1,
     # activations
     "Relu": 1, "LeakyRelu": 2, "Sigmoid": 3, "HardSigmoid": 3, "HardSwish": 4, "Clip": 2, "Elu": 3,
-    "Selu": 4, "Celu": 4, "Softplus": 3, "Softsign": 3, "ThresholdedRelu": 1, "Mish": 6, "Gelu": 8,
+    "Selu": 4, "Celu": 4, "Softplus": 3, "Softsign": 3, "ThresholdedRelu": 1, "Mish": 6, "Gelu": ERF_GELU,
     "Shrink": 2, "Swish": 4,
     # quantisation
     "QuantizeLinear": 3, "DequantizeLinear": 2, "DynamicQuantizeLinear": 5,
 }
-MS_OPS_PER_ELEMENT = {"BiasGelu": 9, "FastGelu": 8, "QuickGelu": 5, "Gelu": 8, "BiasAdd": 2,
+MS_OPS_PER_ELEMENT = {"BiasGelu": ERF_GELU + 1, "FastGelu": TANH_GELU, "QuickGelu": 5, "Gelu": ERF_GELU, "BiasAdd": 2,
                       "QuickGeluGrad": 6, "BiasDropout": 2}
 
 
@@ -160,11 +164,16 @@ def _make(weight: int):
             if spans > 1:
                 kernel, items = BROADCAST_SPANS, spans
         n = sum(ctx.out_numel(i) for i, o in enumerate(ctx.node.outputs) if o and i == 0)
+        w = weight
+        if ctx.node.op_type == "Gelu" and ctx.attr("approximate", "none") == "tanh":
+            w = TANH_GELU  # ONNX's Gelu-20 with approximate="tanh"
+        elif ctx.node.op_type == "FastGelu" and ctx.has_input(1):
+            w = TANH_GELU + 1  # its bias added first, as BiasGelu's
         if ctx.node.op_type in ("Cast", "CastLike", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"):
             family = "cast"
         else:
             family = "elementwise"
-        return ctx.workload(family, other=weight * n, dtype=ctx.compute_dtype(), kernel=kernel, loop_items=items,
+        return ctx.workload(family, other=w * n, dtype=ctx.compute_dtype(), kernel=kernel, loop_items=items,
                             rereads=again)
 
     return cost

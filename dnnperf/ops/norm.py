@@ -48,6 +48,8 @@ def _row_axis(ctx: Ctx, shape) -> int:
 # ops whose parameters are one value per channel (axis 1); the input that is a Skip norm's scale (gamma)
 _PER_CHANNEL = frozenset({"BatchNormalization", "InstanceNormalization", "GroupNormalization"})
 _SCALE_INPUT = {"SkipLayerNormalization": 2, "SkipSimplifiedLayerNormalization": 2}
+# the Skip norms' optional bias (input, skip, gamma[, beta], bias)
+_SKIP_BIAS_INPUT = {"SkipLayerNormalization": 4, "SkipSimplifiedLayerNormalization": 3}
 
 
 def _params_fit(ctx: Ctx, op: str) -> None:
@@ -101,7 +103,11 @@ def _make(weight: int, family: str, op: str = ""):
         extra = {"row": _row(ctx)} if rows else {}
         if softmax and ctx.node.domain in ("", "ai.onnx") and _across(ctx):
             extra["kernel"] = "Softmax.axis"
-        return ctx.workload(family, other=weight * ctx.in_numel(0), parallel=ctx.out_numel(0), **extra)
+        w = weight
+        bias = _SKIP_BIAS_INPUT.get(op) if ctx.node.domain == "com.microsoft" else None
+        if bias is not None and ctx.has_input(bias):
+            w += 1  # the bias added with the residual (the optimizer's "add bias" fusion): one more add
+        return ctx.workload(family, other=w * ctx.in_numel(0), parallel=ctx.out_numel(0), **extra)
 
     return cost
 
