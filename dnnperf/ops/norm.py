@@ -1,8 +1,12 @@
 """Normalisation and softmax: a few ops per element, always memory-bound in practice.
 
-BatchNormalization at inference is a per-channel scale and shift (2 ops); Layer/Group/Instance
-norms compute mean and variance then normalise, scale and shift (~8 ops); RMS norm skips the mean
-(~5 ops); softmax is max, subtract, exp, sum, divide (5 ops).
+Each counted as the nodes an exporter spells it with (so a fused op and its decomposed graph agree):
+BatchNormalization at inference is a per-channel scale and shift (2 ops); Layer/Group/Instance norms
+a mean, a subtraction, a square, a mean of squares, the multiplication by the reciprocal deviation,
+a scale and a shift (7: the per-row epsilon and square root left out); MeanVarianceNormalization
+the same without scale and shift (5); an RMS norm a square, a mean, the normalising multiplication
+and a scale (4); softmax is max, subtract, exp, sum, divide (5 ops). ONNX Runtime's Skip norms add
+the residual (and their bias) first: one more op an element each.
 """
 
 from __future__ import annotations
@@ -10,15 +14,16 @@ from __future__ import annotations
 from dnnperf.ops import Contradiction, Ctx, broadcasts_to, register, register_shapes
 from dnnperf.ops.elementwise import same_as_first
 
+_LN, _RMS = 7, 4
 _PER_ELEMENT = {
-    "BatchNormalization": 2, "LayerNormalization": 8, "GroupNormalization": 8,
-    "InstanceNormalization": 8, "MeanVarianceNormalization": 7, "RMSNormalization": 5,
-    "SimplifiedLayerNormalization": 5, "LpNormalization": 3,
+    "BatchNormalization": 2, "LayerNormalization": _LN, "GroupNormalization": _LN,
+    "InstanceNormalization": _LN, "MeanVarianceNormalization": 5, "RMSNormalization": _RMS,
+    "SimplifiedLayerNormalization": _RMS, "LpNormalization": 3,
     "Softmax": 5, "LogSoftmax": 6, "Hardmax": 2,
 }
 PER_ELEMENT = _PER_ELEMENT  # ops per element of each normalisation (the contrib ops reuse them)
-_MS = {"SkipLayerNormalization": 9, "SkipSimplifiedLayerNormalization": 6, "LayerNormalization": 8,
-       "SimplifiedLayerNormalization": 5, "BiasSoftmax": 6}
+_MS = {"SkipLayerNormalization": _LN + 1, "SkipSimplifiedLayerNormalization": _RMS + 1, "LayerNormalization": _LN,
+       "SimplifiedLayerNormalization": _RMS, "BiasSoftmax": 6}
 
 
 # ops that normalise rows over their last axes (``axis`` to the end; the Skip* kernels over the
