@@ -285,3 +285,43 @@ def test_decoder_masked_attention_attends_to_the_cached_tokens(tmp_path, share, 
     insp = inspect_model(path)
     assert insp.graph.tensors["prk"].shape == (2, 2, 10 if share else past + 1, 8)
     assert insp.rows[0].workload.macs == 2 * 2 * 1 * want_keys * (8 + 8)
+
+
+def _inspect(tmp_path, name, node, feeds, weights, outputs):
+    """Shapes and workloads of one node by dnnperf alone (an op ONNX Runtime's CPU provider does not run)."""
+    insp = inspect_model(_write(tmp_path, name, node, feeds, weights, outputs))
+    assert not insp.unsupported, insp.unsupported
+    return insp.graph.tensors, insp.rows[0].workload
+
+
+def test_cuda_provider_contrib_ops_by_hand(tmp_path):
+    """The optimizer's CUDA-only ops (ONNX Runtime's own symbolic shape inference gives the same shapes;
+    they were listed as having no cost model, every layer after them unscored). By hand:
+    NhwcConv [1, 9, 7, 4] with [6, 3, 3, 4] weights, stride 2, pads 1: [1, 5, 4, 6], 1 x 6 x 20 x 4 x 9
+    = 4,320 MACs (+ 120 bias adds); NhwcFusedConv with a Relu: 120 more. SkipGroupNorm on [2, 3, 3, 8]
+    with a bias and SiLU: 144 x (7 + 1 + 1 + 4) = 1,872 ops, outputs Y and the sum. RelativePositionBias
+    with a [32, 4] table (an input here: a table of weights alone with constant lengths is folded at
+    load time), query length 5, key length 7: [1, 4, 5, 7], 35 x 6 + 140 = 350 ops.
+    GatedRelativePositionBias, 2 x 3 tokens, 2 heads of 4 against a [4, 8] weight: [2, 2, 3, 3],
+    12 rows x 4 x 8 = 384 MACs."""
+    t, w = _inspect(tmp_path, "nhwc", helper.make_node("NhwcConv", ["x", "w", "b"], ["y"], domain=MS, strides=[2, 2],
+                                                         pads=[1, 1, 1, 1]),
+                    {"x": _f(1, 9, 7, 4)}, {"w": _f(6, 3, 3, 4), "b": _f(6)}, ["y"])
+    assert (t["y"].shape, w.macs, w.other_ops, w.family) == ((1, 5, 4, 6), 4320, 120, "conv")
+    t, w = _inspect(tmp_path, "nhwcf", helper.make_node("NhwcFusedConv", ["x", "w", "b"], ["y"], domain=MS,
+                                                          strides=[2, 2], pads=[1, 1, 1, 1], activation="Relu"),
+                    {"x": _f(1, 9, 7, 4)}, {"w": _f(6, 3, 3, 4), "b": _f(6)}, ["y"])
+    assert (t["y"].shape, w.macs, w.other_ops) == ((1, 5, 4, 6), 4320, 240)
+    t, w = _inspect(tmp_path, "sgn", helper.make_node("SkipGroupNorm", ["x", "g", "be", "s", "bi"], ["y", "sum"], domain=MS,
+                                                        groups=2, activation=1, epsilon=1e-5, channels_last=1),
+                    {"x": _f(2, 3, 3, 8), "s": _f(2, 3, 3, 8)}, {"g": _f(8), "be": _f(8), "bi": _f(8)}, ["y", "sum"])
+    assert (t["y"].shape, t["sum"].shape, w.other_ops) == ((2, 3, 3, 8), (2, 3, 3, 8), 1872)
+    t, w = _inspect(tmp_path, "rpb", helper.make_node("RelativePositionBias", ["tb", "ql", "kl"], ["y"], domain=MS,
+                                                        max_distance=128, is_bidirectional=1),
+                    {"tb": _f(32, 4)}, {"ql": np.array(5, np.int64), "kl": np.array(7, np.int64)}, ["y"])
+    assert (t["y"].shape, w.other_ops) == ((1, 4, 5, 7), 350)
+    t, w = _inspect(tmp_path, "grpb", helper.make_node("GatedRelativePositionBias", ["q", "qb", "rp", "w", "b", "eco"],
+                                                         ["y"], domain=MS, num_heads=2),
+                    {"q": _f(2, 3, 8), "rp": _f(1, 2, 3, 3)},
+                    {"qb": _f(8), "w": _f(4, 8), "b": _f(8), "eco": _f(1, 2, 1, 1)}, ["y"])
+    assert (t["y"].shape, w.macs) == ((2, 2, 3, 3), 384)
