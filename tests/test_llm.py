@@ -691,3 +691,37 @@ def test_a_decoder_fed_embeddings_takes_the_phases(tmp_path):
     # with the sequence fixed in the file there is no length for the phase to set: said so, not "no cache"
     r = cli("analyze", _attention23_decoder(tmp_path / "fixed.onnx", seq=1), "--hw", "a100", "--phase", "decode")
     assert r.exit_code == 2 and "has a KV cache but no input of its new tokens" in r.stderr, r.stderr
+
+
+def test_a_multi_head_attention_decoder_attends_to_its_cache(tmp_path):
+    """A decoder built on ONNX Runtime's MultiHeadAttention with past_key / past_value inputs (as its
+    optimizer writes Whisper's and BART's decoders): a decode step at context 100 attends to 101 keys.
+    By hand, hidden 64, 4 heads of 16, vocabulary 100: projections 3 x 64 x 64 = 12,288, output
+    64 x 100 = 6,400, attention 4 x 1 x 101 x (16 + 16) = 12,928: 31,616 MACs (the attention was
+    costed over the new token alone: 128, a total of 18,816)."""
+    import numpy as np
+    from onnx import TensorProto as T
+    from onnx import helper, numpy_helper
+
+    heads, hd, d, vocab = 4, 16, 64, 100
+    w = lambda name, *s: numpy_helper.from_array(np.zeros(s, np.float32), name)  # noqa: E731
+    nodes = [helper.make_node("Gather", ["emb", "input_ids"], ["x"])]
+    nodes += [helper.make_node("MatMul", ["x", f"w{c}"], [c]) for c in "qkv"]
+    nodes += [helper.make_node("MultiHeadAttention", ["q", "k", "v", "", "", "", "past_key_values.0.key",
+                                                       "past_key_values.0.value"], ["a", "present.0.key", "present.0.value"],
+                               domain="com.microsoft", num_heads=heads, unidirectional=1),
+              helper.make_node("MatMul", ["a", "wo"], ["logits"])]
+    cache = ["batch_size", heads, "past_sequence_length", hd]
+    g = helper.make_graph(nodes, "dec", [helper.make_tensor_value_info("input_ids", T.INT64, ["batch_size", "sequence_length"]),
+                                         helper.make_tensor_value_info("past_key_values.0.key", T.FLOAT, cache),
+                                         helper.make_tensor_value_info("past_key_values.0.value", T.FLOAT, cache)],
+                          [helper.make_tensor_value_info(o, T.FLOAT, None) for o in ("logits", "present.0.key", "present.0.value")],
+                          [w("emb", vocab, d), w("wq", d, d), w("wk", d, d), w("wv", d, d), w("wo", d, vocab)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    path = tmp_path / "mha_decoder.onnx"
+    path.write_bytes(m.SerializeToString())
+    dec = find_decoder(str(path))
+    insp = inspect_model(str(path), dec.overrides(ShapeOverrides(batch=1), 1, 100))
+    assert insp.coverage()["complete"]
+    assert insp.graph.tensors["present.0.key"].shape == (1, heads, 101, hd)
+    assert insp.totals()["macs"] == 3 * d * d + d * vocab + heads * 1 * 101 * (hd + hd) == 31_616
