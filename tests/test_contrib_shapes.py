@@ -325,3 +325,20 @@ def test_cuda_provider_contrib_ops_by_hand(tmp_path):
                     {"q": _f(2, 3, 8), "rp": _f(1, 2, 3, 3)},
                     {"qb": _f(8), "w": _f(4, 8), "b": _f(8), "eco": _f(1, 2, 1, 1)}, ["y"])
     assert (t["y"].shape, w.macs) == ((2, 2, 3, 3), 384)
+
+
+def test_group_query_attention_with_an_unknown_total_length_says_what_it_assumed(tmp_path):
+    """total_sequence_length a graph input with no value: the keys are taken as the past's 64 + 1 new
+    (4 heads x 65 x (16 + 16) = 8,320 MACs) and the layer says so; given with --value 20, 4 x 20 x 32 =
+    2,560 and no note."""
+    from dnnperf.ir import ShapeOverrides
+
+    node = helper.make_node("GroupQueryAttention", ["q", "k", "v", "pk", "pv", "seq", "tot"], ["y", "prk", "prv"],
+                            domain=MS, num_heads=4, kv_num_heads=2)
+    feeds = {"q": _f(1, 1, 64), "k": _f(1, 1, 32), "v": _f(1, 1, 32), "pk": _f(1, 2, 64, 16), "pv": _f(1, 2, 64, 16),
+             "seq": np.array([19], np.int32), "tot": np.array(20, np.int32)}
+    path = _write(tmp_path, "gqa_tot", node, feeds, {}, ["y", "prk", "prv"])
+    w = inspect_model(path).rows[0].workload
+    assert w.macs == 8320 and "total_sequence_length 'tot' not known" in w.note
+    w = inspect_model(path, ShapeOverrides(values=(("tot", (20.0,)),))).rows[0].workload
+    assert w.macs == 2560 and not w.note

@@ -5,6 +5,8 @@ Softmax is counted as 5 ops per score (max, subtract, exp, sum, divide); the 1/s
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dnnperf.ops import Contradiction, Ctx, Unsupported, register, register_shapes, takes_values
 from dnnperf.ops.elementwise import same_as_first
 from dnnperf.workload import Gemm
@@ -114,10 +116,15 @@ def gqa_ms(ctx: Ctx):
         head = dq // (hq + 2 * hkv)
     l = s
     total = _total_length(ctx.value(6))
+    note = ""
     if total is not None:
         l = total
     elif ctx.has_input(3):  # past_key (B, Hkv, P, head)
         l += ctx.in_shape(3)[2]
+        if ctx.has_input(6):
+            note = (f"total_sequence_length '{ctx.node.inputs[6]}' not known at load time: each query taken to attend "
+                    f"to {l - s} past + {s} new tokens (give it with --value if the past is a buffer longer than "
+                    "the sequence)")
     # the query heads that share a key/value head multiply the same keys and values: grouped-query kernels
     # (TensorRT-LLM's XQA, FlashDecoding's GQA packing) stack a group's rows into one product per
     # key/value head, S x group rows deep (a decoded token: group rows, not 1 padded to a tile)
@@ -126,7 +133,7 @@ def gqa_ms(ctx: Ctx):
     if int(ctx.attr("do_rotary", 0)):  # rotary on q and k inside the kernel: 3 ops per element
         rot = 3 * b * s * (hq + hkv) * head
         w = ctx.workload("attention", macs=w.macs, other=w.other_ops + rot, gemm=w.gemm, parallel=w.parallel_work)
-    return w
+    return replace(w, note=note) if note else w
 
 
 def _total_length(v) -> int | None:
