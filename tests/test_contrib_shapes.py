@@ -285,6 +285,11 @@ def test_decoder_masked_attention_attends_to_the_cached_tokens(tmp_path, share, 
     insp = inspect_model(path)
     assert insp.graph.tensors["prk"].shape == (2, 2, 10 if share else past + 1, 8)
     assert insp.rows[0].workload.macs == 2 * 2 * 1 * want_keys * (8 + 8)
+    assert not insp.rows[0].workload.note
+    if share:  # the filled length an input with no value: the whole buffer, said
+        feeds["psl"] = weights.pop("psl")
+        w = inspect_model(_write(tmp_path, "dmmha2", node, feeds, weights, ["y", "prk", "prv"])).rows[0].workload
+        assert w.macs == 2 * 2 * 1 * 11 * (8 + 8) and "past_sequence_length not known" in w.note
 
 
 def _inspect(tmp_path, name, node, feeds, weights, outputs):

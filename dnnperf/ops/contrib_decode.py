@@ -21,6 +21,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dnnperf.ops import Contradiction, Ctx, Unsupported, register, register_shapes, takes_values
 from dnnperf.ops.attention import _attn
 from dnnperf.ops.contrib import DEQUANT, REQUANT, _bcast
@@ -137,10 +139,16 @@ def decoder_masked_mha(ctx: Ctx):
         raise Unsupported("DecoderMaskedMultiHeadAttention's query / key / value layouts are not ones ONNX Runtime takes")
     b, s, l, d, dv = got
     heads = int(ctx.attr("num_heads", 1))
+    note = ""
     if ctx.has_input(5) and len(k) == 3:
-        past = _past_length(ctx.value(7)) if int(ctx.attr("past_present_share_buffer", 0)) else None
+        shared = int(ctx.attr("past_present_share_buffer", 0))
+        past = _past_length(ctx.value(7)) if shared else None
         l += past if past is not None else ctx.in_shape(5)[2]
-    return _attn(ctx, b, heads, s, l, d, dv)
+        if shared and past is None:
+            note = (f"past_sequence_length not known at load time: each query taken to read the whole "
+                    f"{ctx.in_shape(5)[2]}-slot cache buffer (give it with --value)")
+    w = _attn(ctx, b, heads, s, l, d, dv)
+    return replace(w, note=note) if note else w
 
 
 # -- quantised products and the rest --------------------------------------------------------------
