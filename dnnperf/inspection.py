@@ -228,7 +228,8 @@ def _quantized_layers(graph: Graph, rows: list[Row], warnings: list[str]) -> Non
     """Operators in QDQ form cost as the quantized kernels runtimes run (``dnnperf.qdq``)."""
     from dnnperf import qdq
 
-    nodes, free = qdq.plan(graph)
+    misscaled: set = set()
+    nodes, free = qdq.plan(graph, misscaled=misscaled)
     both = {k: q for k, q in nodes.items() if not q.weight_only}
     if both:
         precs = sorted({q.precision for q in both.values()})
@@ -240,6 +241,10 @@ def _quantized_layers(graph: Graph, rows: list[Row], warnings: list[str]) -> Non
         warnings.append(f"QDQ form: {len(nodes) - len(both)} matrix layer(s) weight-only quantized ({'/'.join(wo)} weights, "
                         "float data): costed reading the quantized weights and dequantizing them on the fly, as ONNX "
                         "Runtime's MatMulNBits and TensorRT's weight-only GEMMs run them")
+    if misscaled:
+        warnings.append(f"QDQ form: {len(misscaled)} matrix layer(s) costed in float: each has an int32 bias whose scale is "
+                        f"not its input's times its weights', {qdq.MISSCALED_WHY}")
+    run = qdq.weight_dequantizers_run(graph, nodes)
     for r in rows:
         if r.workload is None:
             continue
@@ -248,6 +253,11 @@ def _quantized_layers(graph: Graph, rows: list[Row], warnings: list[str]) -> Non
             r.workload = qdq.quantized_workload(graph, r.node, r.workload, nodes[name])
         elif name in free:
             r.workload = qdq.free_workload(r.node.op_type)
+        elif name in run and r.workload.family == "shape":
+            try:
+                r.workload = cost_node(graph, r.node, fold=False)
+            except (Unsupported, ArithmeticError, ValueError, TypeError, KeyError, IndexError):
+                pass
 
 
 def engine_quantized(insp: Inspection) -> Inspection:

@@ -40,6 +40,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from dnnperf.ir import DTYPE_BITS, Graph
 from dnnperf.kernel_groups import users_of
 from dnnperf.vocab import int8_operands
@@ -57,6 +59,9 @@ QUANTIZED = {"int8": "int8", "uint8": "int8", "float8e4m3fn": "fp8", "float8e4m3
              "float8e5m2fnuz": "fp8", "int4": "int4", "uint4": "int4", "float4e2m1": "fp4"}
 RUNG = {"int4": 0, "fp4": 0, "fp8": 1, "int8": 1}  # the wider precision of a layer's two inputs wins
 _DEFAULT = ("", "ai.onnx", "com.microsoft")  # ONNX Runtime's contrib Q/DQ (16- and 4-bit QDQ models) read alike
+# why a product with a misscaled bias runs in float (inspection warns with it)
+MISSCALED_WHY = ("which ONNX Runtime does not fuse into a quantized kernel (a bias the quantizer shared between "
+                 "layers); their weights are dequantized at every inference")
 NOTE = "QDQ: runs in"  # how a quantized layer's workload note begins (dnnperf.api reads it)
 WEIGHT_ONLY = "QDQ: weight-only,"  # ... and a weight-only quantized one's
 
@@ -73,9 +78,10 @@ class Quantized:
     weight_extras: tuple = ()  # the weight's scale and zero point (read with it by a weight-only kernel)
 
 
-def plan(graph: Graph, engine: bool = False) -> tuple[dict[str, Quantized], set[str]]:
+def plan(graph: Graph, engine: bool = False, misscaled: set | None = None) -> tuple[dict[str, Quantized], set[str]]:
     """({node run quantized: how}, {DequantizeLinear / QuantizeLinear nodes that launch nothing});
-    ``engine``: as a TensorRT engine runs the model (``ENGINE_OPS`` between Q/DQ pairs too)."""
+    ``engine``: as a TensorRT engine runs the model (``ENGINE_OPS`` between Q/DQ pairs too);
+    ``misscaled``, when given, receives the products left in float for their bias's scale."""
     producer = {o: n for n in graph.nodes for o in n.outputs if o}
     consumers = users_of(graph)
 
@@ -101,6 +107,37 @@ def plan(graph: Graph, engine: bool = False) -> tuple[dict[str, Quantized], set[
                 dtypes.add(t.dtype)
         return dtypes.pop() if len(dtypes) == 1 else None
 
+    def scale(t: str):
+        """The scale of the DequantizeLinear that makes ``t``, when known at load time."""
+        p = producer.get(t)
+        return graph.values.get(p.inputs[1]) if p is not None and len(p.inputs) > 1 else None
+
+    def bias_fits(n) -> bool:
+        """ONNX Runtime's QDQ selectors fuse a product whose bias is a dequantized int32 tensor only when
+        that bias's scale is the input's scale times the weight's (its QLinearConv takes the bias at
+        that scale): otherwise the node runs in float between its DequantizeLinear and QuantizeLinear
+        kernels (ONNX Runtime 1.32's quantizer gives a bias shared by two convolutions, as a
+        randomly initialised export's zero biases are, one convolution's scale: 39 of MobileNetV2's 52
+        convolutions then ran in float)."""
+        if len(n.inputs) < 3 or not n.inputs[2] or quantized_source(n.inputs[2]) is not None:
+            return True  # no bias, a float bias, or an 8-bit one: not this check
+        bias = n.inputs[2]
+        p = producer.get(bias)
+        while p is not None and p.op_type == "Identity" and p.inputs:  # the runtime removes Identity nodes first
+            bias = p.inputs[0]
+            p = producer.get(bias)
+        src = graph.tensors.get(p.inputs[0]) if p is not None and p.op_type == "DequantizeLinear" and p.inputs else None
+        if src is None or src.dtype != "int32":
+            return True
+        xs, ws, bs = scale(n.inputs[0]), scale(n.inputs[1]), scale(bias)
+        if xs is None or ws is None or bs is None:
+            return True  # not known here: taken to fit
+        try:
+            return bool(np.allclose(np.asarray(bs, dtype=np.float64), np.asarray(xs, dtype=np.float64) * np.asarray(ws, dtype=np.float64),
+                                    rtol=1e-3, atol=0.0))
+        except ValueError:  # shapes that do not broadcast: a malformed model, left to its costing
+            return True
+
     nodes: dict[str, Quantized] = {}
     for n in graph.nodes:
         if n.domain not in _DEFAULT:
@@ -112,6 +149,10 @@ def plan(graph: Graph, engine: bool = False) -> tuple[dict[str, Quantized], set[
                 nodes[n.name] = Quantized(QUANTIZED[b], (None, b), None, weight_only=True, weight_extras=extras)
                 continue
             if a is None or b is None:
+                continue
+            if not engine and not bias_fits(n):
+                if misscaled is not None:
+                    misscaled.add(n.name)
                 continue
             prec = max((QUANTIZED[a], QUANTIZED[b]), key=lambda p: RUNG[p])
             nodes[n.name] = Quantized(prec, (a, b), requantized(n))
@@ -137,6 +178,29 @@ def plan(graph: Graph, engine: bool = False) -> tuple[dict[str, Quantized], set[
             if p is not None and p.name in nodes and nodes[p.name].output is not None:
                 free.add(n.name)
     return nodes, free
+
+
+def weight_dequantizers_run(graph: Graph, nodes: dict) -> set[str]:
+    """DequantizeLinear nodes of weights that a layer running in float reads (``nodes``: those run
+    quantized, from ``plan``): ONNX Runtime does not fold DequantizeLinear nodes (it keeps them for its
+    QDQ fusions), so it dequantizes such a weight at every inference (MobileNetV2 in QDQ form with 39
+    convolutions left in float). One read only by quantized kernels is read by them; Identity nodes
+    between are looked through (the runtime removes them first)."""
+    users = users_of(graph)
+    run = set()
+    for n in graph.nodes:
+        if n.op_type != "DequantizeLinear" or n.domain not in _DEFAULT or not n.outputs or not n.outputs[0] \
+                or n.outputs[0] not in graph.constants:
+            continue
+        readers, seen = list(users.get(n.outputs[0], [])), set()
+        while any(u.op_type == "Identity" for u in readers):
+            ident = [u for u in readers if u.op_type == "Identity" and u.name not in seen]
+            seen.update(u.name for u in ident)
+            readers = [u for u in readers if u.op_type != "Identity"] + [
+                v for u in ident for o in u.outputs if o for v in users.get(o, [])]
+        if readers and not all(u.name in nodes for u in readers):
+            run.add(n.name)
+    return run
 
 
 def quantized_workload(graph: Graph, node, w: Workload, q: Quantized) -> Workload:
