@@ -349,3 +349,43 @@ def test_a_qdq_convolution_whose_bias_scale_is_not_the_product_runs_in_float(tmp
         assert (dq_w.family, dq_w.other_ops, dq_w.bytes_written) == ("cast", 576, 288 * 4)
         assert dq_w.weight_bytes == 288 + 4 + 1
     assert any("1 matrix layer(s) costed in float: each has an int32 bias" in w for w in insp.warnings) == (not fused)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_a_weight_dequantized_from_a_shared_table_is_not_fused(tmp_path, tied):
+    """A uint8 table [64, 32] transposed for a product and, when ``tied``, also gathered as an embedding
+    (GPT-2's shared token table as onnxruntime.quantization.quantize_dynamic leaves it): ONNX Runtime fuses
+    the DequantizeLinear and the MatMul into MatMulNBits only when the table is the product's alone;
+    tied, it runs the DequantizeLinear (2 x 2,048 ops, writing 2,048 floats) and a float MatMul at every
+    inference."""
+    import onnx
+
+    ort = pytest.importorskip("onnxruntime")
+    init = numpy_helper.from_array
+    nodes = [helper.make_node("Transpose", ["table"], ["wq"], name="t", perm=[1, 0]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], name="dq_w"),
+             helper.make_node("MatMul", ["x", "wd"], ["y"], name="mm")]
+    outs = [vi("y", None)]
+    inits = [init(np.ones((64, 32), np.uint8), "table"), init(np.array(0.01, np.float32), "ws"),
+             init(np.array(0, np.uint8), "wz")]
+    inputs = [vi("x", [4, 32])]
+    if tied:
+        nodes += [helper.make_node("Gather", ["table", "ids"], ["e"], name="gather"),
+                  helper.make_node("DequantizeLinear", ["e", "ws", "wz"], ["ed"], name="dq_e")]
+        outs.append(vi("ed", None))
+        inputs.append(vi("ids", [4], T.INT64))
+    m = model(nodes, inputs, outs, inits, opset=20)
+    path = save(m, tmp_path)
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "ort.onnx")
+    so.log_severity_level = 3
+    ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    ran = [n.op_type for n in onnx.load(str(tmp_path / "ort.onnx")).graph.node]
+    assert ("MatMulNBits" in ran) == (not tied)
+    _, rows = rows_of(tmp_path, m, "mine.onnx")
+    mm, dq = rows["mm"].workload, rows["dq_w"].workload
+    if tied:
+        assert "weight-only" not in mm.note and mm.weight_bytes == 64 * 32 * 4
+        assert (dq.family, dq.other_ops, dq.bytes_written) == ("cast", 2 * 2048, 4 * 2048)
+    else:
+        assert "weight-only" in mm.note and dq.family == "shape"
