@@ -300,6 +300,18 @@ def test_a_tensorrt_engine_runs_the_add_between_qdq_pairs_in_int8(tmp_path):
     assert sum(c.time_s for c in engine.values()) < sum(c.time_s for c in eager.values())
 
 
+def _ort_runs(tmp_path, m) -> list[str]:
+    """The op types of ONNX Runtime's CPU-optimised graph of ``m`` (what its QDQ fusions made of it)."""
+    import onnx
+
+    ort = pytest.importorskip("onnxruntime")
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "ort.onnx")
+    so.log_severity_level = 3
+    ort.InferenceSession(save(m, tmp_path), so, providers=["CPUExecutionProvider"])
+    return [n.op_type for n in onnx.load(str(tmp_path / "ort.onnx")).graph.node]
+
+
 def _biased_qdq_conv(bias_scale: float):
     """x -> Q -> DQ -> Conv(DQ(int8 weights [8, 4, 3, 3], scale 0.01), DQ(int32 bias, ``bias_scale``)) -> Q -> DQ,
     the input's scale 0.02: ONNX Runtime's QLinearConv takes the bias at 0.02 x 0.01 = 0.0002."""
@@ -329,16 +341,8 @@ def test_a_qdq_convolution_whose_bias_scale_is_not_the_product_runs_in_float(tmp
     QDQ model took 4.6 ms against 1.8 ms in fp32, estimated at 0.69 ms before. By hand for the unfused one:
     the weights' DequantizeLinear is a kernel of 288 elements x 2 ops, reading 288 int8 bytes (+ its
     scale and zero point) and writing 288 x 4."""
-    import onnx
-
-    ort = pytest.importorskip("onnxruntime")
     m = _biased_qdq_conv(bias_scale)
-    path = save(m, tmp_path)
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "ort.onnx")
-    so.log_severity_level = 3
-    ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    ran = [n.op_type for n in onnx.load(str(tmp_path / "ort.onnx")).graph.node]
+    ran = _ort_runs(tmp_path, m)
     assert ("QLinearConv" in ran) == fused and ("Conv" in ran) == (not fused)
     insp, rows = rows_of(tmp_path, m, "mine.onnx")
     assert rows["conv"].workload.dtype == ("int8" if fused else "float32")
@@ -358,9 +362,6 @@ def test_a_weight_dequantized_from_a_shared_table_is_not_fused(tmp_path, tied):
     the DequantizeLinear and the MatMul into MatMulNBits only when the table is the product's alone;
     tied, it runs the DequantizeLinear (2 x 2,048 ops, writing 2,048 floats) and a float MatMul at every
     inference."""
-    import onnx
-
-    ort = pytest.importorskip("onnxruntime")
     init = numpy_helper.from_array
     nodes = [helper.make_node("Transpose", ["table"], ["wq"], name="t", perm=[1, 0]),
              helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], name="dq_w"),
@@ -375,13 +376,7 @@ def test_a_weight_dequantized_from_a_shared_table_is_not_fused(tmp_path, tied):
         outs.append(vi("ed", None))
         inputs.append(vi("ids", [4], T.INT64))
     m = model(nodes, inputs, outs, inits, opset=20)
-    path = save(m, tmp_path)
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "ort.onnx")
-    so.log_severity_level = 3
-    ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    ran = [n.op_type for n in onnx.load(str(tmp_path / "ort.onnx")).graph.node]
-    assert ("MatMulNBits" in ran) == (not tied)
+    assert ("MatMulNBits" in _ort_runs(tmp_path, m)) == (not tied)
     _, rows = rows_of(tmp_path, m, "mine.onnx")
     mm, dq = rows["mm"].workload, rows["dq_w"].workload
     if tied:
