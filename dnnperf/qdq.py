@@ -10,7 +10,10 @@ them to fp16: the quantization the model carries would be lost. Runtimes that ta
 - a matrix layer (Conv, ConvTranspose, MatMul, Gemm) whose data and weight inputs both come from a
   DequantizeLinear of integer (or 8-bit float) tensors runs at that quantized precision (the wider of
   the two when they differ: 4-bit weights with 8-bit activations run in int8), reading the quantized
-  tensors (int8: 1 byte per element, not 4);
+  tensors (int8: 1 byte per element, not 4); outside an engine, not when its bias is a dequantized
+  int32 tensor whose scale is not the input's times the weight's (ONNX Runtime's QDQ selectors refuse
+  it, and the layer runs in float between its Q/DQ kernels, each weight dequantized at every
+  inference: ONNX Runtime keeps DequantizeLinear nodes unfolded);
 - a layer's output that goes only to QuantizeLinear nodes is written quantized, and those
   QuantizeLinear nodes launch nothing (the kernel requantizes); a QuantizeLinear after an
   activation that follows the layer stays a kernel without fusion and is the layer's epilogue with
@@ -22,7 +25,9 @@ them to fp16: the quantization the model carries would be lost. Runtimes that ta
   input stays float is weight-only quantized (W4A16 / W8A16 LLMs in QDQ form: ONNX Runtime fuses the
   pair into its MatMulNBits kernel, TensorRT into a weight-only GEMM): it computes in the data's
   precision, reads the weights at their quantized width, and dequantizes each weight element as it goes
-  (2 ops, as MatMulNBits is costed). A convolution keeps its float weights (no such kernels).
+  (2 ops, as MatMulNBits is costed); outside an engine, not when the weight is computed at load time
+  from a table other nodes read too (a tied embedding, which ONNX Runtime leaves unfused). A
+  convolution keeps its float weights (no such kernels).
 
 Only matrix layers are taken to run quantized: other operators between Q/DQ pairs keep their float
 cost and their Q/DQ kernels, except in a TensorRT engine (``plan(..., engine=True)``), whose explicit

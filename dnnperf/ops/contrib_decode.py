@@ -108,8 +108,7 @@ def _dmmha_dims(attrs, q, k, v):
     return None
 
 
-@takes_values
-def _dmmha_shape(attrs, ins, n_out, values=()):
+def _dmmha_shape(attrs, ins, n_out):
     """output [B, S, heads x value head]; present key / value: the shared buffer itself, else the past
     grown by the new keys."""
     dims = [ins[i][0] if len(ins) > i and ins[i] is not None else None for i in range(7)]
