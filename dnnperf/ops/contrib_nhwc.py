@@ -108,13 +108,12 @@ def gated_relative_position_bias(ctx: Ctx):
     q = ctx.in_shape(0)
     w = ctx.in_shape(3)
     heads = int(ctx.attr("num_heads", 1))
-    y = ctx.out_shape(0)
     if len(q) != 3 or len(w) != 2 or heads <= 0 or q[2] != heads * w[0]:
         raise Contradiction(f"query layer {list(q)} is not {heads} heads of the weight's {w[0] if w else '?'} values")
     rows = q[0] * q[1] * heads
     macs = rows * w[0] * w[1]
     other = q[0] * q[1] * q[2] + rows * (w[1] + OPS_PER_ELEMENT["Sigmoid"] * 2 + 4) + 4 * ctx.out_numel(0)
-    return ctx.workload("matmul", macs=macs, other=other, gemm=Gemm(rows, w[1], w[0]), parallel=max(y[0], 1) * rows)
+    return ctx.workload("matmul", macs=macs, other=other, gemm=Gemm(rows, w[1], w[0]), parallel=ctx.out_numel(0))
 
 
 def _gated_rpb_shape(attrs, ins, n_out):
