@@ -19,6 +19,7 @@ from dnnperf.fmt import counted
 from dnnperf.ir import FOLDABLE, VALUE_DTYPES, Graph, Node
 from dnnperf.ops import REGISTRY, Contradiction, Unsupported, cost_node, key_of
 from dnnperf.unbatched import unbatched_input
+from dnnperf.vocab import PLAIN_CONV
 from dnnperf.workload import Workload
 
 
@@ -230,26 +231,16 @@ def _quantized_layers(graph: Graph, rows: list[Row], warnings: list[str]) -> Non
 
     misscaled: set = set()
     nodes, free = qdq.plan(graph, misscaled=misscaled)
-    both = {k: q for k, q in nodes.items() if not q.weight_only}
-    if both:
-        precs = sorted({q.precision for q in both.values()})
-        warnings.append(f"QDQ form: {len(both)} matrix layer(s) costed in {'/'.join(precs)}, reading quantized tensors as "
-                        f"the runtimes that take QDQ models run them ({len(free)} QuantizeLinear / DequantizeLinear "
-                        "node(s) around them launch nothing); -p sets another precision")
-    if len(both) < len(nodes):
-        wo = sorted({q.precision for q in nodes.values() if q.weight_only})
-        warnings.append(f"QDQ form: {len(nodes) - len(both)} matrix layer(s) weight-only quantized ({'/'.join(wo)} weights, "
-                        "float data): costed reading the quantized weights and dequantizing them on the fly, as ONNX "
-                        "Runtime's MatMulNBits and TensorRT's weight-only GEMMs run them")
-    if misscaled:
-        warnings.append(f"QDQ form: {len(misscaled)} matrix layer(s) costed in float: each has an int32 bias whose scale is "
-                        f"not its input's times its weights', {qdq.MISSCALED_WHY}")
+    warnings.extend(qdq.plan_warnings(nodes, free, misscaled))
     run = qdq.weight_dequantizers_run(graph, nodes)
+    plain = qdq.runtime_weight_convs(graph, run)
     for r in rows:
         if r.workload is None:
             continue
         name = r.node.name
-        if name in nodes:
+        if name in plain:
+            r.workload = replace(r.workload, kernel=PLAIN_CONV)
+        elif name in nodes:
             r.workload = qdq.quantized_workload(graph, r.node, r.workload, nodes[name])
         elif name in free:
             r.workload = qdq.free_workload(r.node.op_type)

@@ -205,6 +205,26 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None) -> tu
     return nodes, free
 
 
+def plan_warnings(nodes: dict, free: set, misscaled: set) -> list[str]:
+    """What a report says of ``plan``'s result: the layers run quantized, weight-only, or left in float."""
+    out = []
+    both = {k: q for k, q in nodes.items() if not q.weight_only}
+    if both:
+        precs = sorted({q.precision for q in both.values()})
+        out.append(f"QDQ form: {len(both)} matrix layer(s) costed in {'/'.join(precs)}, reading quantized tensors as "
+                   f"the runtimes that take QDQ models run them ({len(free)} QuantizeLinear / DequantizeLinear "
+                   "node(s) around them launch nothing); -p sets another precision")
+    if len(both) < len(nodes):
+        wo = sorted({q.precision for q in nodes.values() if q.weight_only})
+        out.append(f"QDQ form: {len(nodes) - len(both)} matrix layer(s) weight-only quantized ({'/'.join(wo)} weights, "
+                   "float data): costed reading the quantized weights and dequantizing them on the fly, as ONNX "
+                   "Runtime's MatMulNBits and TensorRT's weight-only GEMMs run them")
+    if misscaled:
+        out.append(f"QDQ form: {len(misscaled)} matrix layer(s) costed in float: each has an int32 bias whose scale is "
+                   f"not its input's times its weights', {MISSCALED_WHY}")
+    return out
+
+
 def weight_dequantizers_run(graph: Graph, nodes: dict) -> set[str]:
     """DequantizeLinear nodes of weights that a layer running in float reads (``nodes``: those run
     quantized, from ``plan``): ONNX Runtime does not fold DequantizeLinear nodes (it keeps them for its
@@ -212,7 +232,7 @@ def weight_dequantizers_run(graph: Graph, nodes: dict) -> set[str]:
     convolutions left in float). One read only by quantized kernels is read by them; Identity nodes
     between are looked through (the runtime removes them first)."""
     users = users_of(graph)
-    run = set()
+    run: set = set()
     for n in graph.nodes:
         if n.op_type != "DequantizeLinear" or n.domain not in _DEFAULT or not n.outputs or not n.outputs[0] \
                 or n.outputs[0] not in graph.constants:
@@ -226,6 +246,24 @@ def weight_dequantizers_run(graph: Graph, nodes: dict) -> set[str]:
         if readers and not all(u.name in nodes for u in readers):
             run.add(n.name)
     return run
+
+
+def runtime_weight_convs(graph: Graph, run: set) -> set[str]:
+    """Convolutions whose weights come from a DequantizeLinear in ``run`` (``weight_dequantizers_run``):
+    computed at every inference, so ONNX Runtime's blocked layout, which reorders a convolution's weights
+    once at load time, does not take them (MobileNetV2 in QDQ form: its 39 float convolutions stayed
+    plain Conv nodes in ONNX Runtime's optimised graph, none in NCHWc)."""
+    producer = {o: n for n in graph.nodes for o in n.outputs if o}
+    out = set()
+    for n in graph.nodes:
+        if n.op_type != "Conv" or len(n.inputs) < 2:
+            continue
+        p = producer.get(n.inputs[1])
+        while p is not None and p.op_type == "Identity" and p.inputs:
+            p = producer.get(p.inputs[0])
+        if p is not None and p.name in run:
+            out.add(n.name)
+    return out
 
 
 def quantized_workload(graph: Graph, node, w: Workload, q: Quantized) -> Workload:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from math import ceil, log2
 
 from dnnperf.hardware import HardwareProfile, Unit
+from dnnperf.vocab import PLAIN_CONV
 from dnnperf.workload import Gemm
 
 
@@ -406,7 +407,7 @@ def blocked_conv(w, block: int, grouped_min: int, align: int | None = None) -> b
     channels a multiple of ``align``; a grouped one's channels per group from ``grouped_min`` in whole
     multiples. ``align`` and ``grouped_min`` are measured by calibrate (default: the block). Anything
     else runs the plain NCHW kernel."""
-    if not w.conv or w.gemm is None:
+    if not w.conv or w.gemm is None or w.kernel == PLAIN_CONV:
         return False
     align = align or block
     groups = w.gemm.count

@@ -120,6 +120,9 @@ NBITS_KERNELS = ("MatMulNBits.fp32", "MatMulNBits.int8")
 # to [4096, 96] is 4,096 spans of 96): each span costs a fixed time on top of the stream (2-core EPYC VM,
 # 393,216 elements: 16-wide spans 96 us, 48 50, 96 38, 192 29, 768 28; 2.85 ns a span)
 BROADCAST_SPANS = "Broadcast.span"
+# a convolution whose weights are computed at every inference (dequantized by a DequantizeLinear ONNX Runtime
+# keeps unfolded): its blocked layout reorders weights once at load time, so it runs the plain kernel
+PLAIN_CONV = "Conv.runtime_weights"
 # a mixture of experts (com.microsoft MoE / QMoE, dnnperf.ops.experts): its product's N is the sum of
 # one expert's matrices' widths, no width a designer sets, so no width what-if is made of it
 EXPERTS_KERNEL = "MoE"

@@ -3,6 +3,8 @@ runtimes run, by hand."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from onnx import TensorProto as T
@@ -11,7 +13,7 @@ from onnx import helper, numpy_helper
 from dnnperf.api import analyze, inspect_model
 from dnnperf.hardware import load_profile
 from dnnperf.scoring import Settings
-from helpers import model, save, vi
+from helpers import ROOT, model, save, vi
 
 C, HW, K = 64, 28, 3
 
@@ -353,6 +355,21 @@ def test_a_qdq_convolution_whose_bias_scale_is_not_the_product_runs_in_float(tmp
         assert (dq_w.family, dq_w.other_ops, dq_w.bytes_written) == ("cast", 576, 288 * 4)
         assert dq_w.weight_bytes == 288 + 4 + 1
     assert any("1 matrix layer(s) costed in float: each has an int32 bias" in w for w in insp.warnings) == (not fused)
+    if not fused:
+        # its weights computed at run time, ONNX Runtime's blocked layout (which reorders weights once, at load)
+        # does not take it: the plain kernel, no layout conversions around it (ORT's graph: a plain Conv node)
+        from dnnperf import rules
+        from dnnperf.vocab import PLAIN_CONV
+
+        import yaml
+
+        from dnnperf.hardware import profile_from_dict
+
+        assert rows["conv"].workload.kernel == PLAIN_CONV and not rules.blocked_conv(rows["conv"].workload, 8, 8)
+        d = yaml.safe_load(open(os.path.join(ROOT, "profiles", "cpu-avx2.yaml"), encoding="utf-8"))
+        d["cpu_layout"] = {"block": 8, "grouped_min_width": 8}
+        rep = analyze(insp, profile_from_dict(d, "blocked"), Settings())
+        assert not any(c.layer.op_type == "LayoutReorder" for c in rep.score.layers)
 
 
 @pytest.mark.parametrize("tied", [False, True])
