@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from dnnperf.fmt import counted
 from dnnperf.ir import FOLDABLE, VALUE_DTYPES, Graph, Node
-from dnnperf.ops import REGISTRY, Contradiction, Unsupported, cost_node, key_of
+from dnnperf.ops import REGISTRY, Contradiction, Unsupported, cost_node, key_of, shape_rule
 from dnnperf.unbatched import unbatched_input
 from dnnperf.vocab import PLAIN_CONV
 from dnnperf.workload import Workload
@@ -162,7 +162,10 @@ def _value_inputs(graph: Graph, node, producers: dict, limit: int = 64) -> list[
     """Model inputs of at most ``limit`` elements that reach ``node``'s non-data inputs (its scales,
     sizes, shape, repeats...; an If's condition, which picks the branch) through small values the
     loader folds (``ir.FOLDABLE``; not through a Shape or Size, whose value is their input's shape):
-    what ``--value`` would resolve. An input of a type ``--value`` does not take is not named."""
+    what ``--value`` would resolve. An input of a type ``--value`` does not take is not named, nor any input
+    of another domain's op whose shape rule reads no values (a MultiHeadAttention's keys are data)."""
+    if node.domain not in ("", "ai.onnx") and not getattr(shape_rule(key_of(node)), "takes_values", False):
+        return []
     found: list[str] = []
     seen: set[str] = set()
     todo = [i for i in (node.inputs[:1] if node.op_type == "If" else node.inputs if node.op_type in _SIZED_BY_FIRST

@@ -347,3 +347,27 @@ def test_group_query_attention_with_an_unknown_total_length_says_what_it_assumed
     assert w.macs == 8320 and "total_sequence_length 'tot' not known" in w.note
     w = inspect_model(path, ShapeOverrides(values=(("tot", (20.0,)),))).rows[0].workload
     assert w.macs == 2560 and not w.note
+
+
+def test_a_contrib_op_hints_at_value_inputs_only_where_its_shape_reads_them(tmp_path):
+    """An unscored MultiHeadAttention (num_heads 0 is malformed) whose key and value are small model inputs
+    used to end in "it follows from the value of model inputs 'k', 'v': give them with --value" (its shape
+    reads no values: the hint could not help); a RelativePositionBias whose lengths are model inputs still
+    names them."""
+    from onnx import TensorProto
+
+    def reasons(name, node, inputs):
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+                              [helper.make_empty_tensor_value_info("y")])
+        path = os.path.join(str(tmp_path), name)
+        with open(path, "wb") as fh:
+            fh.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+                     .SerializeToString())
+        return [u["reason"] for u in inspect_model(path).unsupported]
+
+    mha = reasons("mha0.onnx", helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain=MS, num_heads=0),
+                  [(n, TensorProto.FLOAT, [1, 2, 4]) for n in "qkv"])
+    assert mha and not any("--value" in r for r in mha)
+    rpb = reasons("rpb.onnx", helper.make_node("RelativePositionBias", ["tb", "ql", "kl"], ["y"], domain=MS),
+                  [("tb", TensorProto.FLOAT, [32, 4]), ("ql", TensorProto.INT64, []), ("kl", TensorProto.INT64, [])])
+    assert rpb and "--value kl=V,... --value ql=V,..." in rpb[0]
