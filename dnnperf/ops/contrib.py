@@ -18,7 +18,7 @@ from dnnperf.ops import Contradiction, Ctx, Unsupported, broadcast_conflict, reg
 from dnnperf.ops.elementwise import MS_OPS_PER_ELEMENT, OPS_PER_ELEMENT, same_as_first
 from dnnperf.ops.matrix import known, matmul, matmul_shape, with_operands
 from dnnperf.ops.norm import PER_ELEMENT as NORM_OPS
-from dnnperf.ops.windows import windowed
+from dnnperf.ops.windows import windowed, windowed_channels_last
 from dnnperf.workload import Gemm, Workload
 
 DEQUANT, REQUANT = 2, 3
@@ -96,12 +96,9 @@ def _qavgpool_shape(attrs, ins, n_out):
     x = ins[0] if ins else None
     if not known(x) or len(x[0]) < 3:
         return []
-    d = tuple(x[0])
-    last = bool(attrs.get("channels_last", 0))
-    y = windowed("AveragePool", attrs, (d[0], d[-1]) + d[1:-1] if last else d, [])
-    if y is None:
-        return []
-    return [((y[0],) + y[2:] + (y[1],) if last else y, x[1])]
+    window = windowed_channels_last if attrs.get("channels_last", 0) else windowed
+    y = window("AveragePool", attrs, tuple(x[0]), [])
+    return [(y, x[1])] if y is not None else []
 
 
 def _qconcat(ctx: Ctx):

@@ -29,7 +29,7 @@ from dnnperf.ops.contrib import DEQUANT, REQUANT, _bcast
 from dnnperf.ops.matrix import fused_matmul, known, matmul_shape
 from dnnperf.ops.movement import view
 from dnnperf.ops.pool import pool
-from dnnperf.ops.windows import windowed
+from dnnperf.ops.windows import windowed_channels_last
 from dnnperf.workload import Gemm, Workload
 
 _PACKED = frozenset({"uint8", "int8"})  # a 4-bit table stored two values a byte
@@ -179,9 +179,8 @@ def _nhwc_pool_shape(attrs, ins, n_out):
     x = ins[0] if ins else None
     if not known(x) or len(x[0]) < 3:
         return []
-    d = tuple(x[0])
-    y = windowed("MaxPool", attrs, (d[0], d[-1]) + d[1:-1], [])
-    return [((y[0],) + y[2:] + (y[1],), x[1])] if y is not None else []
+    y = windowed_channels_last("MaxPool", attrs, tuple(x[0]), [])
+    return [(y, x[1])] if y is not None else []
 
 
 def _qwhere_shape(attrs, ins, n_out):

@@ -18,13 +18,8 @@ from dnnperf.ops import Contradiction, Ctx, register, register_shapes, takes_val
 from dnnperf.ops.elementwise import OPS_PER_ELEMENT, activation_ops
 from dnnperf.ops.matrix import _conv, known
 from dnnperf.ops.norm import PER_ELEMENT as NORM_OPS
-from dnnperf.ops.windows import windowed
+from dnnperf.ops.windows import channels_first, windowed_channels_last
 from dnnperf.workload import Gemm
-
-
-def _nchw(shape: tuple) -> tuple:
-    """N x spatial x C (or a channels-last kernel M x kH x kW x C) as N x C x spatial."""
-    return (shape[0], shape[-1]) + tuple(shape[1:-1]) if len(shape) >= 3 else tuple(shape)
 
 
 class _ChannelsFirst(Ctx):
@@ -34,11 +29,11 @@ class _ChannelsFirst(Ctx):
 
     def in_shape(self, i: int) -> tuple[int, ...]:
         s = Ctx.in_shape(self, i)
-        return _nchw(s) if i in (0, 1) else s
+        return channels_first(s) if i in (0, 1) else s
 
     def out_shape(self, i: int = 0) -> tuple[int, ...]:
         s = Ctx.out_shape(self, i)
-        return _nchw(s) if i == 0 else s
+        return channels_first(s) if i == 0 else s
 
 
 def nhwc_conv(ctx: Ctx):
@@ -55,8 +50,8 @@ def _nhwc_conv_shape(attrs, ins, n_out):
     x, w = ins[0] if ins else None, ins[1] if len(ins) > 1 else None
     if not (known(x) and known(w)) or len(x[0]) < 3 or len(w[0]) != len(x[0]):
         return []
-    y = windowed("Conv", attrs, _nchw(x[0]), [_nchw(x[0]), _nchw(w[0])])
-    return [((y[0],) + y[2:] + (y[1],), x[1])] if y is not None else []
+    y = windowed_channels_last("Conv", attrs, tuple(x[0]), [x[0], w[0]])
+    return [(y, x[1])] if y is not None else []
 
 
 def skip_group_norm(ctx: Ctx):

@@ -1,7 +1,7 @@
 """The output dims of a sliding window (convolution or pooling) from its input's dims and attributes:
 one formula for the loader's own rules (``dnnperf.load.fast``), ONNX's gaps (``dnnperf.load.onnx_fixes``,
 ``dnnperf.load.uninferred``) and the contrib ops' shape rules (FusedConv, QLinearConv,
-QLinearAveragePool)."""
+QLinearAveragePool; in channels-last layout NhwcConv, NhwcMaxPool, QLinearAveragePool's)."""
 
 from __future__ import annotations
 
@@ -48,3 +48,15 @@ def windowed(op: str, a: dict, x: tuple, dims: list) -> tuple | None:
             return None
         out.append(o)
     return (x[0], channels) + tuple(out)
+
+
+def channels_first(shape) -> tuple:
+    """N x spatial x C (or a channels-last kernel M x kH x kW x C) as N x C x spatial."""
+    return (shape[0], shape[-1]) + tuple(shape[1:-1]) if len(shape) >= 3 else tuple(shape)
+
+
+def windowed_channels_last(op: str, a: dict, x: tuple, dims: list) -> tuple | None:
+    """``windowed`` over a channels-last input (and channels-last weights in ``dims``), its output
+    channels-last too."""
+    y = windowed(op, a, channels_first(x), [channels_first(d) if d is not None else None for d in dims])
+    return (y[0],) + y[2:] + (y[1],) if y is not None else None
