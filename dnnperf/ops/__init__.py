@@ -182,6 +182,20 @@ def register_shapes(table: dict[str, ShapeFn]) -> None:
         SHAPE_RULES[k] = fn
 
 
+def scalar_int(v) -> int | None:
+    """A one-element tensor's value as an integer (an axis or a length given as an input), None when it
+    is not known or not one element."""
+    if v is None or getattr(v, "size", 0) != 1:
+        return None
+    return int(v.reshape(-1)[0])
+
+
+def length_value(v) -> int | None:
+    """``scalar_int`` when it is a positive length (a sequence length given as a tensor), else None."""
+    n = scalar_int(v)
+    return n if n is not None and n > 0 else None
+
+
 def takes_values(fn: Callable) -> Callable:
     """Mark a shape rule whose outputs depend on an input's value (a sequence length given as a tensor):
     the loader passes a fourth argument, each input's value known at load time or None."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dnnperf.ops import Contradiction, Ctx, Unsupported, register, register_shapes, takes_values
+from dnnperf.ops import Contradiction, Ctx, Unsupported, length_value, register, register_shapes, takes_values
 from dnnperf.ops.elementwise import same_as_first
 from dnnperf.workload import Gemm
 
@@ -115,7 +115,7 @@ def gqa_ms(ctx: Ctx):
     else:  # packed QKV
         head = dq // (hq + 2 * hkv)
     l = s
-    total = _total_length(ctx.value(6))
+    total = length_value(ctx.value(6))
     note = ""
     if total is not None:
         l = total
@@ -134,14 +134,6 @@ def gqa_ms(ctx: Ctx):
         rot = 3 * b * s * (hq + hkv) * head
         w = ctx.workload("attention", macs=w.macs, other=w.other_ops + rot, gemm=w.gemm, parallel=w.parallel_work)
     return replace(w, note=note) if note else w
-
-
-def _total_length(v) -> int | None:
-    """GroupQueryAttention's total_sequence_length (a one-element int tensor) when known, else None."""
-    if v is None or getattr(v, "size", 0) != 1:
-        return None
-    n = int(v.reshape(-1)[0])
-    return n if n > 0 else None
 
 
 def rotary(ctx: Ctx):
@@ -226,7 +218,7 @@ def _gqa_shape(attrs, ins, n_out, values=()):
     out = [((b, s, hq * head), q[1])]
     past = ins[3] if len(ins) > 3 else None
     if n_out > 1 and past is not None and past[0] is not None and len(past[0]) == 4:
-        total = _total_length(values[6]) if len(values) > 6 else None
+        total = length_value(values[6]) if len(values) > 6 else None
         t = past[0][2] + s if total is None else max(past[0][2], total)
         pres = (past[0][0], past[0][1], t, past[0][3])
         out += [(pres, past[1]), (pres, past[1])]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dnnperf.ops import Contradiction, Ctx, Unsupported, register, register_shapes, takes_values
+from dnnperf.ops import Contradiction, Ctx, Unsupported, register, register_shapes, scalar_int, takes_values
 from dnnperf.ops.attention import _attn
 from dnnperf.ops.contrib import DEQUANT, REQUANT, _bcast
 from dnnperf.ops.matrix import fused_matmul, known, matmul_shape
@@ -86,12 +86,6 @@ def gather_block_quantized(ctx: Ctx):
 
 # -- DecoderMaskedMultiHeadAttention --------------------------------------------------------------
 
-def _past_length(v) -> int | None:
-    if v is None or getattr(v, "size", 0) != 1:
-        return None
-    return max(int(v.reshape(-1)[0]), 0)
-
-
 def _dmmha_dims(attrs, q, k, v):
     """(B, S, L new keys, head, value head) of query [B, S, D] with key / value [B, L, D] (self) or
     [B, heads, L, head] (cross)."""
@@ -141,7 +135,8 @@ def decoder_masked_mha(ctx: Ctx):
     note = ""
     if ctx.has_input(5) and len(k) == 3:
         shared = int(ctx.attr("past_present_share_buffer", 0))
-        past = _past_length(ctx.value(7)) if shared else None
+        past = scalar_int(ctx.value(7)) if shared else None
+        past = max(past, 0) if past is not None else None
         l += past if past is not None else ctx.in_shape(5)[2]
         if shared and past is None:
             note = (f"past_sequence_length not known at load time: each query taken to read the whole "
@@ -225,10 +220,9 @@ def cdist(ctx: Ctx):
 @takes_values
 def _expand_dims_shape(attrs, ins, n_out, values=()):
     x = ins[0] if ins else None
-    ax = values[1] if len(values) > 1 else None
-    if not known(x) or ax is None or getattr(ax, "size", 0) != 1:
+    a = scalar_int(values[1]) if len(values) > 1 else None
+    if not known(x) or a is None:
         return []
-    a = int(ax.reshape(-1)[0])
     r = len(x[0]) + 1
     a = a + r if a < 0 else a
     if not 0 <= a < r:

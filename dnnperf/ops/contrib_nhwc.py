@@ -14,7 +14,7 @@ ONNX Runtime's own shape inference for these ops states them; ONNX Runtime's CPU
 
 from __future__ import annotations
 
-from dnnperf.ops import Contradiction, Ctx, register, register_shapes, takes_values
+from dnnperf.ops import Contradiction, Ctx, length_value, register, register_shapes, takes_values
 from dnnperf.ops.elementwise import OPS_PER_ELEMENT, activation_ops
 from dnnperf.ops.matrix import _conv, known
 from dnnperf.ops.norm import PER_ELEMENT as NORM_OPS
@@ -80,17 +80,10 @@ def relative_position_bias(ctx: Ctx):
     return ctx.workload("movement", other=_BUCKET_OPS * pairs + ctx.out_numel(0))
 
 
-def _length(v) -> int | None:
-    if v is None or getattr(v, "size", 0) != 1:
-        return None
-    n = int(v.reshape(-1)[0])
-    return n if n > 0 else None
-
-
 @takes_values
 def _relative_position_bias_shape(attrs, ins, n_out, values=()):
     table = ins[0] if ins else None
-    q, k = (_length(values[i]) if len(values) > i else None for i in (1, 2))
+    q, k = (length_value(values[i]) if len(values) > i else None for i in (1, 2))
     if not known(table) or len(table[0]) != 2 or q is None or k is None:
         return []
     return [((1, table[0][1], q, k), table[1])]
