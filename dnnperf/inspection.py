@@ -235,8 +235,7 @@ def _quantized_layers(graph: Graph, rows: list[Row], warnings: list[str]) -> Non
     misscaled: set = set()
     nodes, free = qdq.plan(graph, misscaled=misscaled)
     warnings.extend(qdq.plan_warnings(nodes, free, misscaled))
-    run = qdq.weight_dequantizers_run(graph, nodes)
-    plain = qdq.runtime_weight_convs(graph, run)
+    run, plain = qdq.runtime_dequantizers(graph, nodes)
     for r in rows:
         if r.workload is None:
             continue

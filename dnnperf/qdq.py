@@ -225,45 +225,35 @@ def plan_warnings(nodes: dict, free: set, misscaled: set) -> list[str]:
     return out
 
 
-def weight_dequantizers_run(graph: Graph, nodes: dict) -> set[str]:
-    """DequantizeLinear nodes of weights that a layer running in float reads (``nodes``: those run
-    quantized, from ``plan``): ONNX Runtime does not fold DequantizeLinear nodes (it keeps them for its
-    QDQ fusions), so it dequantizes such a weight at every inference (MobileNetV2 in QDQ form with 39
-    convolutions left in float). One read only by quantized kernels is read by them; Identity nodes
-    between are looked through (the runtime removes them first)."""
+def runtime_dequantizers(graph: Graph, nodes: dict) -> tuple[set[str], set[str]]:
+    """(DequantizeLinear nodes of weights that a layer running in float reads, the convolutions that
+    read such weights); ``nodes``: those run quantized, from ``plan``. ONNX Runtime does not fold
+    DequantizeLinear nodes (it keeps them for its QDQ fusions), so it dequantizes such a weight at every
+    inference (MobileNetV2 in QDQ form with 39 convolutions left in float); and its blocked layout,
+    which reorders a convolution's weights once at load time, does not take a convolution whose weights
+    are computed so (those 39 stayed plain Conv nodes in ONNX Runtime's optimised graph, none in NCHWc).
+    One read only by quantized kernels is read by them; Identity nodes between are looked through (the
+    runtime removes them first)."""
     users = users_of(graph)
     run: set = set()
+    plain: set = set()
     for n in graph.nodes:
         if n.op_type != "DequantizeLinear" or n.domain not in _DEFAULT or not n.outputs or not n.outputs[0] \
                 or n.outputs[0] not in graph.constants:
             continue
-        readers, seen = list(users.get(n.outputs[0], [])), set()
-        while any(u.op_type == "Identity" for u in readers):
-            ident = [u for u in readers if u.op_type == "Identity" and u.name not in seen]
-            seen.update(u.name for u in ident)
-            readers = [u for u in readers if u.op_type != "Identity"] + [
-                v for u in ident for o in u.outputs if o for v in users.get(o, [])]
-        if readers and not all(u.name in nodes for u in readers):
+        reads, seen, todo = [], set(), [n.outputs[0]]  # (reader, the tensor it reads)
+        while todo:
+            t = todo.pop()
+            for u in users.get(t, []):
+                if u.op_type != "Identity":
+                    reads.append((u, t))
+                elif u.name not in seen:
+                    seen.add(u.name)
+                    todo.extend(o for o in u.outputs if o)
+        if reads and not all(u.name in nodes for u, _ in reads):
             run.add(n.name)
-    return run
-
-
-def runtime_weight_convs(graph: Graph, run: set) -> set[str]:
-    """Convolutions whose weights come from a DequantizeLinear in ``run`` (``weight_dequantizers_run``):
-    computed at every inference, so ONNX Runtime's blocked layout, which reorders a convolution's weights
-    once at load time, does not take them (MobileNetV2 in QDQ form: its 39 float convolutions stayed
-    plain Conv nodes in ONNX Runtime's optimised graph, none in NCHWc)."""
-    producer = {o: n for n in graph.nodes for o in n.outputs if o}
-    out = set()
-    for n in graph.nodes:
-        if n.op_type != "Conv" or len(n.inputs) < 2:
-            continue
-        p = producer.get(n.inputs[1])
-        while p is not None and p.op_type == "Identity" and p.inputs:
-            p = producer.get(p.inputs[0])
-        if p is not None and p.name in run:
-            out.add(n.name)
-    return out
+            plain.update(u.name for u, t in reads if u.op_type == "Conv" and len(u.inputs) > 1 and u.inputs[1] == t)
+    return run, plain
 
 
 def quantized_workload(graph: Graph, node, w: Workload, q: Quantized) -> Workload:
