@@ -300,6 +300,8 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     missing: Counter = Counter()  # what has no figure -> its layers
     for c in sc.layers:
         op = c.layer.op_type
+        if c.layer.workload.family in FREE_FAMILIES:  # folded at load time, or a view: no kernel to price
+            continue
         if op in RUNTIME_KERNELS and op not in hw.op_efficiency:  # (a kernel timed later: its twin's figure)
             alias = OP_PRICED_AS.get(op)
             missing[f"{op}, priced with its {alias} figure" if alias in hw.op_efficiency else op] += 1

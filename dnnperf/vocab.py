@@ -84,7 +84,7 @@ RUNTIME_KERNEL_PRICED_AS = {"FastGelu": "Gelu"}
 OP_PRICED_AS = {**RUNTIME_KERNEL_PRICED_AS, "ReduceSumSquare": "ReduceL2", "ReduceL1": "ReduceL2",
                 "ReduceLogSum": "ReduceL2", "ReduceProd": "ReduceL2"}
 # ops outside the elementwise op table (measure.micro.OP_MICRO) that calibrate times for an op_efficiency of their own
-OWN_OP_FIGURES = ("ReduceL2", "Where")
+OWN_OP_FIGURES = ("ReduceL2", "Where", "DequantizeLinear")
 # the activations ONNX Runtime's CPU convolutions and GEMMs fuse (dnnperf.fusion.CPU_CONV_ACTIVATIONS)
 # that are applied in a pass of their own over the finished output (Relu is applied in the kernel's
 # loop): what a profile's epilogue_ns may name, and what calibrate times

@@ -214,6 +214,13 @@ def _const(name, value: float):
     return numpy_helper.from_array(np.array(value, dtype=np.float32), name)
 
 
+def _u8(name, value: int):
+    """A uint8 scalar constant (a quantized tensor's zero point)."""
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.array(value, dtype=np.uint8), name)
+
+
 def _ints(name, values, scalar: bool = False):
     """An int64 constant: a list of values, or one value as a 0-d tensor."""
     from onnx import numpy_helper
@@ -416,6 +423,16 @@ def micro_models(quick: bool) -> list[Micro]:
                                         [_const("fill", -100.0)]),
                      {"c": (np.arange(xe.size) // 49 % 3 == 0).reshape(xe.shape), "x": xe}, "op", "Where",
                      nbytes=(1 + 4 + 4) * xe.size))  # a mask's condition comes in runs (49: a window row), not at random
+    # a DequantizeLinear of a uint8 activation (per-tensor scale and zero point), as a QDQ model runs one
+    # wherever a layer stays in float: ONNX Runtime 1.32 widens at 0.08-0.11 ns an element on a 2-core EPYC
+    # VM (a Relu of the float tensor 0.04-0.05, with four times the bytes), and per-channel weights alike;
+    # an op figure of its own (op_efficiency)
+    xq = rng.integers(0, 255, size=xe.shape).astype(np.uint8)
+    out.append(Micro("op_DequantizeLinear",
+                     _model([helper.make_node("DequantizeLinear", ["x", "scale", "zero"], ["y"])],
+                            [_vi("x", [1, 128, 3072], 2)], [_vi("y", None)],
+                            [_const("scale", 0.02), _u8("zero", 128)]),
+                     {"x": xq}, "op", "DequantizeLinear", nbytes=(1 + 4) * xq.size))
     # the runtime's own transformer kernels (dnnperf.fusion.RUNTIME_KERNELS), built from the plain
     # ops it fuses into them, REPEAT of them in a chain (each reads the one before: copies on the
     # same inputs would be merged by the runtime's common-subexpression pass, and then not fused):
