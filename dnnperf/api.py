@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from dnnperf.scoring import Layer, Score, Settings, effective_precision, precision_of, score, tf32_by_default, top_cause
 from dnnperf.capacity import MemoryFigures, held_inputs, memory_figures, memory_note
 from dnnperf.hardware import HardwareProfile
-from dnnperf.inspection import Inspection, Row, engine_quantized, inspect_graph, recomputed, recomputed_note
+from dnnperf.inspection import Inspection, Row, inspect_graph, recomputed, recomputed_note
 from dnnperf.layers import build_layers
 from dnnperf.ir import ShapeOverrides
 from dnnperf.load import load_graph
 from dnnperf.ops.ml import unpriced_notes as ml_unpriced_notes
 from dnnperf.overrides_check import checked
+from dnnperf.qdq_runs import engine_quantized, ort_cpu_quantized, runtime_notes
 from dnnperf.reuse import repeated_weight_bytes
 from dnnperf.rules import prices_far_reads
 from dnnperf.workload import FREE_FAMILIES
@@ -152,12 +153,8 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
     wider = _engine_wider_note(sc)
     if wider:
         notes.append(wider)
-    if _engine_qdq(hw, settings):
-        more, freed = engine_quantized(insp).derived.get("engine_quantized_nodes", (0, 0))
-        if more:
-            notes.append(f"QDQ under TensorRT: {more} more op(s) between Q/DQ pairs (adds, pooling, concatenation, "
-                         f"data movement) run quantized and {freed} more Q/DQ node(s) fold into them, as the "
-                         "engine's explicit quantization fuses them")
+    cpu = hw.kind == "cpu"
+    notes.extend(runtime_notes(recomputed(insp) if cpu else insp, cpu, _engine_qdq(hw, settings)))
     inputs = held_inputs(insp.graph, tensor_size(sc.settings.precision))
     figs = memory_figures(hw, sc, inputs, _live_bytes(insp, sc),
                           repeated_weight_bytes(insp, [c.layer for c in sc.layers], held=True))
@@ -356,7 +353,7 @@ def _upcasts(hw: HardwareProfile, precision: str | None) -> bool:
 
 
 def _engine_qdq(hw: HardwareProfile, settings: Settings) -> bool:
-    """Whether a QDQ model runs as a TensorRT engine runs it (``inspection.engine_quantized``): on a
+    """Whether a QDQ model runs as a TensorRT engine runs it (``qdq_runs.engine_quantized``): on a
     GPU under the engine, in the model's own precisions (a -p what-if replaces them)."""
     return hw.kind == "gpu" and settings.runtime == "tensorrt" and settings.precision is None
 
@@ -373,7 +370,7 @@ def _fused_attention(hw: HardwareProfile, settings: Settings) -> bool:
 
 def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
     if hw.kind == "cpu":
-        insp = recomputed(insp)
+        insp = ort_cpu_quantized(recomputed(insp))  # ONNX Runtime's QDQ kernels beyond the matrix layers
     elif _engine_qdq(hw, settings):
         insp = engine_quantized(insp)  # a QDQ model's Q/DQ pairs fold into the ops between them
     attention = _fused_attention(hw, settings)

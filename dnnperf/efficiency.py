@@ -325,6 +325,23 @@ def _plain_conv(family: str, side: int, pixels: int, hw: HardwareProfile) -> flo
     return None if curve is None else rules.interp_log(pixels, curve[1])
 
 
+def _plain_width(plain: float, w: Workload, side: int, hw: HardwareProfile) -> float:
+    """The plain kernel's figure ``plain`` for a convolution as wide as ``w``. That kernel expands the input
+    and runs one product min(output channels, input channels x window) wide, and its curve was timed on
+    UNBLOCKED_CONVS' narrow channel counts (18 channels for 3 x 3: a product 18 wide): a wider product runs
+    as much faster as the thin-product curve says (up to the convolution family's figure), a narrower one
+    slower. ONNX Runtime 1.32 ran ResNet-50's 64- to 512-channel 3 x 3 convolutions whose weights a QDQ model
+    dequantizes at run time (plain kernels) at 0.65-0.7 of the calibrated peak, where the 18-channel curve
+    gave 0.4 (a 2-core EPYC VM: 615 us measured, 1,025 estimated for 64 channels at 56 x 56)."""
+    curve = _plain_curve(w.family, side, hw)
+    timed = dict((k, ch) for k, ch, _side in UNBLOCKED_CONVS).get(curve[0]) if curve else None
+    if not timed or not hw.matrix_nk_efficiency or w.gemm is None:
+        return plain
+    family = hw.efficiency.get("conv", 1.0)
+    width = min(w.gemm.n, w.gemm.k)
+    return min(max(family, plain), plain * thin_product(width, hw, family) / thin_product(timed, hw, family))
+
+
 def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     """The calibrated figure for this convolution's (or pool's) shape that replaces the family's, when
     the profile has one: a row normalisation by its row length (``norm.row``); a pool, a plain or
@@ -354,7 +371,7 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
         # a convolution the blocked layout cannot take runs the plain kernel, measured apart
         plain = _plain_conv(w.family, max(kh, kw), pixels, hw)
         if plain is not None:
-            return plain
+            return _plain_width(plain, w, max(kh, kw), hw) if w.family == "conv" else plain
     if w.family == "conv":
         return None  # a blocked one: the pixel curve (_pixel_efficiency) lowers the family's figure
     if w.family == "grouped_conv":

@@ -68,7 +68,7 @@ SCHEMA = {
                               "the runtime runs as one loop over them, far from any roof ('Resize.linear', "
                               "'Resize.nearest', 'Resize.cubic', 'Softmax.axis' (a softmax over an axis that is not the "
                               "last), 'ScatterElements', ONNX Runtime's uint8 'QLinearConcat' and "
-                              "'QLinearAveragePool', 'Transpose.elements' (a permutation copied element by element), "
+                              "'QLinearAveragePool', 'MaxPool.int8' (an 8-bit max pool in NCHW), 'Transpose.elements' (a permutation copied element by element), "
                               "'Slice.strided', 'Gather.blocks', 'CumSum.last', 'DepthToSpace', 'SpaceToDepth', "
                               "'ArgMax' (an ArgMax or ArgMin, per input element), 'Expand.fill' (per input element of an "
                               "Expand broadcasting a last axis of one), 'PRelu', 'LRN', 'ReduceLogSumExp' (per input "

@@ -19,7 +19,6 @@ from dnnperf.fmt import counted
 from dnnperf.ir import FOLDABLE, VALUE_DTYPES, Graph, Node
 from dnnperf.ops import REGISTRY, Contradiction, Unsupported, cost_node, key_of, shape_rule
 from dnnperf.unbatched import unbatched_input
-from dnnperf.vocab import PLAIN_CONV
 from dnnperf.workload import Workload
 
 
@@ -228,63 +227,6 @@ def _mark_subnormals(graph: Graph, rows: list[Row]) -> None:
                     r.workload = replace(r.workload, subnormals=n)
 
 
-def _quantized_layers(graph: Graph, rows: list[Row], warnings: list[str]) -> None:
-    """Operators in QDQ form cost as the quantized kernels runtimes run (``dnnperf.qdq``)."""
-    from dnnperf import qdq
-
-    misscaled: set = set()
-    nodes, free = qdq.plan(graph, misscaled=misscaled)
-    warnings.extend(qdq.plan_warnings(nodes, free, misscaled))
-    run, plain = qdq.runtime_dequantizers(graph, nodes)
-    for r in rows:
-        if r.workload is None:
-            continue
-        name = r.node.name
-        if name in plain:
-            r.workload = replace(r.workload, kernel=PLAIN_CONV)
-        elif name in nodes:
-            r.workload = qdq.quantized_workload(graph, r.node, r.workload, nodes[name])
-        elif name in free:
-            r.workload = qdq.free_workload(r.node.op_type)
-        elif name in run and r.workload.family == "shape":
-            try:
-                r.workload = cost_node(graph, r.node, fold=False)
-            except (Unsupported, ArithmeticError, ValueError, TypeError, KeyError, IndexError):
-                pass
-
-
-def engine_quantized(insp: Inspection) -> Inspection:
-    """``insp`` as a TensorRT engine runs a QDQ model: besides its matrix layers, the adds, poolings,
-    concatenations and data movement between Q/DQ pairs run quantized and those Q/DQ nodes launch
-    nothing (``dnnperf.qdq.plan(..., engine=True)``). Derived once per inspection; the inspection
-    itself (what other runtimes run) is left as it is."""
-    cached = insp.derived.get("engine_quantized")
-    if cached is not None:
-        return cached
-    from dnnperf import qdq
-
-    out = insp
-    if any(n.op_type == "DequantizeLinear" for n in insp.graph.nodes):
-        base, base_free = qdq.plan(insp.graph)
-        nodes, free = qdq.plan(insp.graph, engine=True)
-        more = {k: q for k, q in nodes.items() if k not in base}
-        freed = free - base_free
-        if more or freed:
-            rows = []
-            for r in insp.rows:
-                name = r.node.name
-                if r.workload is not None and name in more:
-                    r = replace(r, workload=qdq.quantized_workload(insp.graph, r.node, r.workload, more[name]))
-                elif r.workload is not None and name in freed:
-                    r = replace(r, workload=qdq.free_workload(r.node.op_type))
-                rows.append(r)
-            out = Inspection(insp.path, insp.graph, rows, insp.unsupported, insp.warnings, insp.input_bytes, insp.batch,
-                             insp.no_batch_axis)
-            out.derived["engine_quantized_nodes"] = (len(more), len(freed))
-    insp.derived["engine_quantized"] = out
-    return out
-
-
 def recomputed(insp: Inspection) -> Inspection:
     """``insp`` as ONNX Runtime on a CPU runs it: with the model's input dims symbolic in the file,
     the values built from its shape arithmetic (``Graph.runtime_built``: a shifted-window attention
@@ -401,7 +343,9 @@ def inspect_graph(graph: Graph, path: str) -> Inspection:
     if graph.subnormal:
         _mark_subnormals(graph, rows)
     if any(r.node.op_type == "DequantizeLinear" for r in rows):
-        _quantized_layers(graph, rows, warnings)
+        from dnnperf.qdq_runs import quantized_layers  # (it builds on this module's Inspection)
+
+        quantized_layers(graph, rows, warnings)
     input_bytes = 0
     batch = None
     for name in graph.inputs:

@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dnnperf.ir import DTYPE_BITS, Graph
+from dnnperf.ir import DTYPE_BITS, Graph, Node
 from dnnperf.kernel_groups import users_of
 from dnnperf.vocab import int8_operands
 from dnnperf.workload import DTYPE_OF_PRECISION, Workload
@@ -59,6 +59,18 @@ MATRIX_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm"})
 ENGINE_OPS = frozenset({"Add", "Sub", "Mul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Concat",
                         "Relu", "Clip", "LeakyRelu", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Pad",
                         "Slice", "Resize"})
+# ONNX Runtime's CPU QDQ transformers (1.32; each checked against the graph it optimises, u8 and s8): a
+# DequantizeLinear -> op -> QuantizeLinear group it rewrites into its QOperator kernel, whatever the scales
+# (every data input dequantized, the output requantized by one QuantizeLinear of the same 8-bit type) ...
+ORT_QLINEAR = {"Add": "QLinearAdd", "Mul": "QLinearMul", "Concat": "QLinearConcat",
+               "GlobalAveragePool": "QLinearGlobalAveragePool", "AveragePool": "QLinearAveragePool",
+               "Sigmoid": "QLinearSigmoid", "LeakyRelu": "QLinearLeakyRelu", "Softmax": "QLinearSoftmax"}
+# ... and ops it runs on the 8-bit tensor itself, dropping the pair, when the DequantizeLinear and the
+# QuantizeLinear carry the same scale and zero point (Sub, Relu, Clip, Pad, SpaceToDepth, GlobalMaxPool and
+# ReduceMean keep theirs and run in float)
+ORT_DROP = frozenset({"MaxPool", "Transpose", "Flatten", "Resize", "Reshape", "Squeeze", "Unsqueeze", "Gather", "Slice",
+                      "Expand", "Tile", "DepthToSpace"})
+_EIGHT_BIT = ("int8", "uint8")
 # quantized element types a DequantizeLinear widens, and the precision a layer fed by them runs in
 QUANTIZED = {"int8": "int8", "uint8": "int8", "float8e4m3fn": "fp8", "float8e4m3fnuz": "fp8", "float8e5m2": "fp8",
              "float8e5m2fnuz": "fp8", "int4": "int4", "uint4": "int4", "float4e2m1": "fp4"}
@@ -81,11 +93,16 @@ class Quantized:
     output: str | None
     weight_only: bool = False  # data input float, weights quantized: computes in the data's precision
     weight_extras: tuple = ()  # the weight's scale and zero point (read with it by a weight-only kernel)
+    twin: Node | None = None  # the node ONNX Runtime's CPU provider runs instead (its QLinear kernel, or the op on 8 bits)
+    kernel: str = ""  # the twin's loop kernel, when the runtime runs it as one (``vocab.LOOP_KERNELS``)
 
 
-def plan(graph: Graph, engine: bool = False, misscaled: set | None = None) -> tuple[dict[str, Quantized], set[str]]:
+def plan(graph: Graph, engine: bool = False, misscaled: set | None = None,
+         ort_cpu: bool = False) -> tuple[dict[str, Quantized], set[str]]:
     """({node run quantized: how}, {DequantizeLinear / QuantizeLinear nodes that launch nothing});
-    ``engine``: as a TensorRT engine runs the model (``ENGINE_OPS`` between Q/DQ pairs too);
+    ``engine``: as a TensorRT engine runs the model (``ENGINE_OPS`` between Q/DQ pairs too); ``ort_cpu``:
+    as ONNX Runtime's CPU provider runs it (``ORT_QLINEAR`` and ``ORT_DROP`` between them too, and a Conv
+    whose output no QuantizeLinear takes in float: it has no QLinearConv writing float);
     ``misscaled``, when given, receives the products left in float for their bias's scale."""
     producer = {o: n for n in graph.nodes for o in n.outputs if o}
     consumers = users_of(graph)
@@ -179,8 +196,15 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None) -> tu
                 if misscaled is not None:
                     misscaled.add(n.name)
                 continue
+            out = requantized(n)
+            if ort_cpu and n.op_type == "Conv" and out is None:
+                continue  # ONNX Runtime's QLinearConv writes 8 bits: without a QuantizeLinear after it, a float Conv
             prec = max((QUANTIZED[a], QUANTIZED[b]), key=lambda p: RUNG[p])
-            nodes[n.name] = Quantized(prec, (a, b), requantized(n))
+            nodes[n.name] = Quantized(prec, (a, b), out)
+        elif ort_cpu and (n.op_type in ORT_QLINEAR or n.op_type in ORT_DROP) and n.inputs:
+            q = _ort_group(graph, n, producer, consumers, quantized_source, nodes)
+            if q is not None:
+                nodes[n.name] = q
         elif engine and n.op_type in ENGINE_OPS and n.inputs:
             data = [i for i in n.inputs if i and i not in graph.constants]
             srcs = [quantized_source(i) for i in data]
@@ -203,6 +227,73 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None) -> tu
             if p is not None and p.name in nodes and nodes[p.name].output is not None:
                 free.add(n.name)
     return nodes, free
+
+
+def _ort_group(graph: Graph, n, producer: dict, consumers: dict, quantized_source, nodes: dict) -> Quantized | None:
+    """How ONNX Runtime's CPU provider runs ``n`` between DequantizeLinear and QuantizeLinear nodes, or None
+    where it leaves the group in float: its QLinear kernel (``ORT_QLINEAR``: every data input dequantized from
+    8 bits, one QuantizeLinear of the same type after it) or ``n`` itself on the 8-bit tensor (``ORT_DROP``:
+    its first input's DequantizeLinear and the QuantizeLinear with the same scale and zero point). ``nodes``:
+    the nodes run quantized so far (a MaxPool after a QLinearConv runs in its channels-last layout)."""
+    out = n.outputs[0] if n.outputs else ""
+    users = consumers.get(out, []) if out else []
+    if len(n.outputs) != 1 or out in graph.outputs or len(users) != 1 or users[0].op_type != "QuantizeLinear" \
+            or users[0].domain not in _DEFAULT or not users[0].outputs:
+        return None
+    q = users[0]
+    qt = graph.tensors.get(q.outputs[0])
+    if qt is None or qt.dtype not in _EIGHT_BIT:
+        return None
+    qparams = (q.inputs[1:3] + ("", ""))[:2]
+    data = [i for i in n.inputs if i] if n.op_type in ORT_QLINEAR else n.inputs[:1]
+    if not data or any(quantized_source(i) != qt.dtype for i in data):
+        return None
+    dq = [producer[i] for i in data]
+    dparams = [(d.inputs[1:3] + ("", ""))[:2] for d in dq]
+    srcs = tuple(quantized_source(i) if i in data else None for i in n.inputs)
+    if n.op_type in ORT_DROP:
+        if n.op_type == "MaxPool" and graph.opset < 12:  # 8-bit MaxPool came with opset 12
+            return None
+
+        def value(t):
+            v = graph.values.get(t) if t else None
+            return None if v is None else np.asarray(v).tolist()
+
+        # one tensor on both sides (the quantizer's way), or equal values where both are known at load time
+        same = all(a == b or (value(a) is not None and value(a) == value(b)) for a, b in zip(dparams[0], qparams))
+        if not same or not dparams[0][0]:
+            return None
+        twin = Node(n.name, n.op_type, n.domain, (dq[0].inputs[0],) + n.inputs[1:], (q.outputs[0],), dict(n.attrs))
+        loop = "MaxPool.int8" if n.op_type == "MaxPool" and not _after_qlinear_conv(dq[0], producer, nodes) else ""
+        return Quantized(QUANTIZED[qt.dtype], srcs, qt.dtype, twin=twin, kernel=loop)
+    quantized = [(d.inputs[0],) + p for d, p in zip(dq, dparams)]
+    kind = ORT_QLINEAR[n.op_type]
+    if kind in ("QLinearAdd", "QLinearMul"):
+        if len(quantized) != 2:
+            return None
+        ins = quantized[0] + quantized[1] + qparams
+    elif kind == "QLinearConcat":
+        ins = qparams + tuple(x for piece in quantized for x in piece)
+    else:
+        ins = quantized[0] + qparams
+    attrs = dict(n.attrs)
+    if kind == "QLinearGlobalAveragePool":
+        attrs["channels_last"] = 0
+    return Quantized(QUANTIZED[qt.dtype], srcs, qt.dtype, twin=Node(n.name, kind, "com.microsoft", ins, (q.outputs[0],), attrs))
+
+
+def _after_qlinear_conv(dq, producer: dict, nodes: dict) -> bool:
+    """Whether the tensor ``dq`` dequantizes was requantized from a convolution run quantized (through its
+    activation, which the QLinearConv takes in): ONNX Runtime's CPU provider then keeps the channels-last layout
+    of that QLinearConv and runs an 8-bit MaxPool on it as NhwcMaxPool (0.2 ns an output on a 2-core EPYC VM);
+    otherwise its 8-bit MaxPool runs in NCHW, an element at a time (~8 ns an output). Checked against its
+    optimised graphs: ResNet-50's and SqueezeNet 1.1's first pools (after the stem) NhwcMaxPool, SqueezeNet's
+    two after a QLinearConcat and one on a graph input MaxPool."""
+    q = producer.get(dq.inputs[0]) if dq.inputs else None
+    p = producer.get(q.inputs[0]) if q is not None and q.op_type == "QuantizeLinear" and q.inputs else None
+    while p is not None and p.op_type in ("Relu", "Clip") and p.inputs:
+        p = producer.get(p.inputs[0])
+    return p is not None and p.op_type == "Conv" and p.name in nodes and not nodes[p.name].weight_only
 
 
 def plan_warnings(nodes: dict, free: set, misscaled: set) -> list[str]:

@@ -789,6 +789,43 @@ def test_a_3d_convolution_runs_the_plain_kernel(tmp_path):
     assert shape_efficiency(conv_layer([1, 16, 28, 28], [16, 16, 3, 3], "c2.onnx", "typical"), hw) is None
 
 
+def test_a_plain_convolution_runs_as_fast_as_its_product_is_wide(tmp_path):
+    """The plain kernel expands a convolution's input and runs one product min(output channels, input
+    channels x 9) wide; its calibrated 3 x 3 curve (conv.unblocked_k3) was timed on 18 channels. A wider
+    one runs as much faster as the thin-product curve rises from 18 to its width (up to the convolution
+    family's figure, 1 here). By hand from the made-up curves (thin products 0.5 at 16,
+    0.9 at 64, the family's 1.0 at 768; the plain curve 0.3 at 784 pixels), 3 x 3 at 28 x 28 (784 pixels),
+    channel counts of 2 mod 4 that no block takes: 34 channels 0.3 x thin(34) / thin(18), 50 and 130
+    alike. ResNet-50's 64-channel 3 x 3 layers
+    run plain in a QDQ model whose weights are dequantized at run time: ONNX Runtime ran them at 0.65-0.7
+    of the peak where the 18-channel curve alone gave 0.4."""
+    from dnnperf.efficiency import shape_efficiency
+
+    with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
+        d = yaml.safe_load(fh)
+    d.update(name="plainw", cpu_layout={"block": 16, "grouped_min_width": 16},
+             matrix_nk_efficiency={16: 0.5, 64: 0.9}, shape_efficiency={"conv.unblocked_k3": {784: 0.3}})
+    p = tmp_path / "pw.yaml"
+    p.write_text(yaml.safe_dump(d))
+    hw = load_profile(str(p))
+
+    def eff(ch):
+        nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])]
+        m = model(nodes, [vi("x", [1, ch, 28, 28])], [vi("y", None)], [weight("w", [ch, ch, 3, 3])])
+        rep = analyze(inspect_model(save(m, tmp_path, f"pw{ch}.onnx")), hw, Settings(fusion="none"), with_fixes=False)
+        return shape_efficiency(next(c.layer for c in rep.score.layers if c.layer.op_type == "Conv"), hw)
+
+    def thin(width):
+        if width <= 64:
+            return 0.5 + 0.4 * max(0.0, math.log(width / 16)) / math.log(4)
+        return 0.9 + 0.1 * math.log(width / 64) / math.log(768 / 64)
+
+    assert eff(34) == pytest.approx(0.3 * thin(34) / thin(18))
+    assert eff(50) == pytest.approx(0.3 * thin(50) / thin(18))
+    assert eff(130) == pytest.approx(0.3 * thin(130) / thin(18))
+    assert eff(18) == pytest.approx(0.3)  # the timed width: the curve as measured
+
+
 def test_the_threads_split_a_blocked_convolution_by_rows_of_filter_sets():
     """ONNX Runtime's blocked convolution hands each thread an equal count of units (one output row of a
     set of up to four 16-channel filter blocks) in order; a unit costs what its set holds. By hand, two

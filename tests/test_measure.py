@@ -47,7 +47,7 @@ def test_calibration_writes_a_valid_profile(local_profile):
     assert "DequantizeLinear" in hw.op_efficiency  # a QDQ model's float layers widen 8-bit tensors at their own pace
     # Resize's loop over its outputs, per mode, in ns an output element
     assert set(hw.loop_ns) == {"Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements",
-                               "QLinearConcat", "QLinearAveragePool", "Transpose.elements", "Slice.strided",
+                               "QLinearConcat", "QLinearAveragePool", "MaxPool.int8", "Transpose.elements", "Slice.strided",
                                "Gather.blocks", "CumSum.last", "DepthToSpace", "SpaceToDepth", "ArgMax",
                                "Expand.fill", "PRelu", "TreeEnsemble.level", "SVM.term", "LRN", "ReduceLogSumExp",
                                "Broadcast.span", "MatMulNBits.fp32", "MatMulNBits.int8"}

@@ -18,8 +18,9 @@ from helpers import ROOT, model, save, vi
 C, HW, K = 64, 28, 3
 
 
-def qdq_conv_model(weight_dtype=np.int8, act_dtype=np.int8, relu_q=True, extra_consumer=False):
-    """x -> Q -> DQ -> Conv(DQ(int8 weights), bias) -> Relu [-> Q -> DQ -> Add]."""
+def qdq_conv_model(weight_dtype=np.int8, act_dtype=np.int8, relu_q=True, extra_consumer=False, relu=True):
+    """x -> Q -> DQ -> Conv(DQ(int8 weights), bias) -> Relu [-> Q -> DQ -> Add]; ``relu=False``: no Relu
+    (ONNX Runtime's quantizer folds it into the Conv's QuantizeLinear)."""
     s = numpy_helper.from_array(np.array(0.05, np.float32), "s")
     za = numpy_helper.from_array(np.array(0, act_dtype), "za")
     zw = numpy_helper.from_array(np.array(0, weight_dtype), "zw")
@@ -29,8 +30,9 @@ def qdq_conv_model(weight_dtype=np.int8, act_dtype=np.int8, relu_q=True, extra_c
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "za"], ["xq"], name="q_in"),
              helper.make_node("DequantizeLinear", ["xq", "s", "za"], ["xd"], name="dq_in"),
              helper.make_node("DequantizeLinear", ["w", "s", "zw"], ["wd"], name="dq_w"),
-             helper.make_node("Conv", ["xd", "wd", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c"], ["r"], name="relu")]
+             helper.make_node("Conv", ["xd", "wd", "b"], ["c" if relu else "r"], name="conv", pads=[1, 1, 1, 1])]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["r"], name="relu"))
     out = "r"
     if relu_q:
         nodes += [helper.make_node("QuantizeLinear", ["r", "s", "za"], ["rq"], name="q_out"),
@@ -116,9 +118,10 @@ def test_a_dequantize_kernel_takes_its_calibrated_pace(tmp_path):
 
     def dq_time(op_eff):
         rep = analyze(insp, profile_from_dict({**d, "op_efficiency": op_eff}, "x"), Settings(), with_fixes=False)
-        # a profile calibrated before the op was timed says its layers took a general figure: the two that
-        # run (the input's and the output's; the weights' is read by the quantized kernel)
-        said = any("no calibrated figure for ONNX Runtime's DequantizeLinear (2 layers)" in n for n in rep.notes)
+        # a profile calibrated before the op was timed says its layers took a general figure: the three that
+        # run (the input's, the output's, and the weights': with a Relu before its QuantizeLinear, ONNX Runtime's
+        # CPU provider runs the convolution in float, dequantizing its weights at every inference)
+        said = any("no calibrated figure for ONNX Runtime's DequantizeLinear (3 layers)" in n for n in rep.notes)
         assert said == (not op_eff)
         return next(c for c in rep.score.layers if c.layer.name == "dq_in").time_s
 
@@ -208,8 +211,9 @@ def test_typical_fusion_of_a_requantized_layer_keeps_its_bytes(tmp_path):
 
 
 def test_a_cpu_estimate_of_qdq_layers_says_what_its_int8_rate_is(tmp_path):
-    insp, _ = rows_of(tmp_path, qdq_conv_model())
-    for fusion in ("none", "typical"):  # a fused layer (Conv+Relu+Q) is one QDQ layer too
+    # the convolution requantized directly (ONNX Runtime's CPU provider takes no other into QLinearConv)
+    insp, _ = rows_of(tmp_path, qdq_conv_model(relu=False))
+    for fusion in ("none", "typical"):  # a fused layer (Conv+Q) is one QDQ layer too
         cpu = analyze(insp, load_profile("cpu-avx2"), Settings(fusion=fusion))
         assert any("1 QDQ layer(s) costed in int8" in n and "VNNI" in n for n in cpu.notes), fusion
     gpu = analyze(insp, load_profile("t4"), Settings())
@@ -430,3 +434,151 @@ def test_a_weight_dequantized_from_a_shared_table_is_not_fused(tmp_path, tied):
         assert (dq.family, dq.other_ops, dq.bytes_written) == ("cast", 2 * 2048, 4 * 2048)
     else:
         assert "weight-only" in mm.note and dq.family == "shape"
+
+
+def _qdq_group(op, attrs=None, n_in=1, same=True, dtype=np.uint8, extra=()):
+    """n_in inputs each x -> Q -> DQ, then ``op`` (``extra``: its other inputs, as (name, array) constants),
+    then Q -> DQ at the input's scale and zero point (``same``) or another's."""
+    init = numpy_helper.from_array
+    inits = [init(np.array(0.05, np.float32), "s"), init(np.array(3, dtype), "z"),
+             init(np.array(0.05 if same else 0.07, np.float32), "s2"), init(np.array(3 if same else 5, dtype), "z2")]
+    inits += [init(v, k) for k, v in extra]
+    nodes, ins = [], []
+    for i in range(n_in):
+        nodes += [helper.make_node("QuantizeLinear", [f"x{i}", "s", "z"], [f"q{i}"], name=f"q{i}"),
+                  helper.make_node("DequantizeLinear", [f"q{i}", "s", "z"], [f"d{i}"], name=f"dq{i}")]
+        ins.append(f"d{i}")
+    nodes += [helper.make_node(op, ins + [k for k, _ in extra], ["o"], name="op", **(attrs or {})),
+              helper.make_node("QuantizeLinear", ["o", "s2", "z2"], ["oq"], name="q_out"),
+              helper.make_node("DequantizeLinear", ["oq", "s2", "z2"], ["y"], name="dq_out")]
+    return model(nodes, [vi(f"x{i}", [1, 8, 16, 16]) for i in range(n_in)], [vi("y", None)], inits, opset=17)
+
+
+_I64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+# (op, attributes, inputs dequantized, other inputs, what ONNX Runtime 1.32's CPU provider runs it as: its
+# QLinear kernel whatever the scales, or the op itself on 8 bits when the pair shares one scale)
+_ORT_GROUPS = [
+    ("Add", {}, 2, (), "QLinearAdd"), ("Mul", {}, 2, (), "QLinearMul"), ("Concat", {"axis": 1}, 2, (), "QLinearConcat"),
+    ("GlobalAveragePool", {}, 1, (), "QLinearGlobalAveragePool"),
+    ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2]}, 1, (), "QLinearAveragePool"),
+    ("Sigmoid", {}, 1, (), "QLinearSigmoid"), ("LeakyRelu", {}, 1, (), "QLinearLeakyRelu"),
+    ("Softmax", {}, 1, (), "QLinearSoftmax"),
+    ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2]}, 1, (), "8-bit"), ("Transpose", {"perm": [0, 2, 3, 1]}, 1, (), "8-bit"),
+    ("Reshape", {}, 1, (("shp", _I64(1, 8, 256)),), "8-bit"), ("Slice", {}, 1, (("st", _I64(0)), ("en", _I64(4)), ("ax", _I64(1))), "8-bit"),
+    ("Sub", {}, 2, (), "float"), ("Relu", {}, 1, (), "float"), ("GlobalMaxPool", {}, 1, (), "float"),
+    ("Pad", {}, 1, (("pd", _I64(0, 0, 1, 1, 0, 0, 1, 1)),), "float")]
+
+
+@pytest.mark.parametrize("op, attrs, n_in, extra, runs_as", _ORT_GROUPS, ids=[g[0] for g in _ORT_GROUPS])
+@pytest.mark.parametrize("same", [True, False], ids=["one-scale", "two-scales"])
+def test_a_cpu_estimate_runs_the_qdq_groups_onnx_runtime_fuses(tmp_path, op, attrs, n_in, extra, runs_as, same):
+    """ONNX Runtime's CPU provider rewrites DequantizeLinear -> op -> QuantizeLinear into its QLinear kernels
+    (QLinearAdd, QLinearConcat, QLinearGlobalAveragePool...) whatever the scales, and runs max pooling and
+    data movement on the 8-bit tensor when the pair has one scale and zero point, dropping it; the rest keep
+    float and their Q/DQ kernels. A CPU estimate runs each group as its optimised graph does (checked against
+    it here): the group's op costed as that kernel, its Q/DQ nodes launching nothing; other hardware (a GPU's
+    eager runtime) keeps the float op between its Q/DQ kernels."""
+    from collections import Counter
+
+    from dnnperf.api import _score
+
+    m = _qdq_group(op, attrs, n_in, same, extra=extra)
+    ran = Counter(_ort_runs(tmp_path, m))
+    fused = runs_as.startswith("QLinear") or (runs_as == "8-bit" and same)
+    if runs_as.startswith("QLinear"):
+        assert ran[runs_as] == 1 and ran[op] == 0
+    # the inputs' QuantizeLinear and the output's DequantizeLinear stay; the group's own Q/DQ go when fused
+    assert ran["QuantizeLinear"] == n_in + (0 if fused else 1)
+    insp = inspect_model(save(m, tmp_path, "mine.onnx"))
+    cpu = load_profile("cpu-avx2")
+    layers = {c.layer.name: c for c in _score(insp, cpu, Settings()).layers}
+    launched = lambda name: layers[name].layer.workload.launches > 0  # noqa: E731
+    assert launched("q_out") == (not fused) and all(launched(f"dq{i}") == (not fused) for i in range(n_in))
+    w = layers["op"].layer.workload
+    assert ("ONNX Runtime's" in w.note) == fused
+    if fused:
+        assert w.dtype == "uint8" or w.family in ("view", "shape")
+    # an 8-bit MaxPool on a tensor no QLinearConv made runs ONNX Runtime's NCHW pool, an element at a time
+    assert (w.kernel == "MaxPool.int8") == (op == "MaxPool" and fused)
+    gpu = {c.layer.name: c for c in _score(insp, load_profile("v100"), Settings()).layers}
+    assert gpu["q_out"].layer.workload.launches == 1 and gpu["op"].layer.workload.dtype == "float32"
+
+
+def test_a_qlinear_add_on_a_cpu_costs_what_its_qoperator_twin_costs(tmp_path):
+    """The Add of a DQ -> Add -> Q group costs on a CPU what ONNX Runtime's QLinearAdd costs in a QOperator
+    model, by hand: [1, 8, 16, 16] = 2,048 elements, each input dequantized (2 ops), added (1), requantized
+    (3): 2,048 x 8 = 16,384 ops; two uint8 inputs read (4,096 bytes) and one written (2,048)."""
+    from dnnperf.api import _score
+
+    insp = inspect_model(save(_qdq_group("Add", n_in=2, same=False), tmp_path))
+    w = next(c for c in _score(insp, load_profile("cpu-avx2"), Settings()).layers if c.layer.name == "op").layer.workload
+    assert (w.other_ops, w.act_bytes_read, w.bytes_written, w.macs) == (16_384, 4_096, 2_048, 0)
+    # the report says so: one op more, its two DequantizeLinear and one QuantizeLinear folded
+    notes = analyze(insp, load_profile("cpu-avx2"), Settings()).notes
+    assert any(n.startswith("QDQ on ONNX Runtime's CPU provider: 1 more op(s)") and "and 3 more Q/DQ" in n for n in notes)
+    assert not any("ONNX Runtime's CPU provider" in n for n in analyze(insp, load_profile("t4"), Settings()).notes)
+
+
+@pytest.mark.parametrize("after_conv", [True, False])
+def test_an_8bit_max_pool_runs_channels_last_only_after_a_quantized_convolution(tmp_path, after_conv):
+    """ONNX Runtime runs a QDQ model's 8-bit MaxPool (its Q/DQ pair dropped) as NhwcMaxPool in the layout of
+    the QLinearConv before it (0.2 ns an output on a 2-core EPYC VM), and in NCHW, an element at a time,
+    where no QLinearConv made its input (8 ns: SqueezeNet's pools after a QLinearConcat): checked against its
+    optimised graph. With a calibrated 8 ns an output, the NCHW pool of [1, 16, 28, 28] (3 x 3 / 2: 16 x 13 x
+    13 = 2,704 outputs) takes 2,704 x 8 ns = 21.6 us; the channels-last one its roofline."""
+    import yaml
+
+    from dnnperf.api import _score
+    from dnnperf.hardware import profile_from_dict
+
+    init = numpy_helper.from_array
+    s, z = init(np.array(0.05, np.float32), "s"), init(np.array(3, np.uint8), "z")
+    zw = init(np.array(0, np.int8), "zw")
+    w = init(np.ones((16, 16, 1, 1), np.int8), "w")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q_in"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dq_in")]
+    src = "xd"
+    if after_conv:  # requantized directly (a Relu between would leave the convolution in float)
+        nodes += [helper.make_node("DequantizeLinear", ["w", "s", "zw"], ["wd"], name="dq_w"),
+                  helper.make_node("Conv", ["xd", "wd"], ["r"], name="conv"),
+                  helper.make_node("QuantizeLinear", ["r", "s", "z"], ["rq"], name="q_c"),
+                  helper.make_node("DequantizeLinear", ["rq", "s", "z"], ["rd"], name="dq_c")]
+        src = "rd"
+    nodes += [helper.make_node("MaxPool", [src], ["p"], name="pool", kernel_shape=[3, 3], strides=[2, 2]),
+              helper.make_node("QuantizeLinear", ["p", "s", "z"], ["pq"], name="q_p"),
+              helper.make_node("DequantizeLinear", ["pq", "s", "z"], ["y"], name="dq_p")]
+    m = model(nodes, [vi("x", [1, 16, 28, 28])], [vi("y", None)], [s, z, zw, w], opset=17)
+    ran = _ort_runs(tmp_path, m)
+    assert ("NhwcMaxPool" in ran) == after_conv and ("MaxPool" in ran) == (not after_conv)
+    d = yaml.safe_load(open(os.path.join(ROOT, "profiles", "cpu-avx2.yaml"), encoding="utf-8"))
+    d["loop_ns"] = {"MaxPool.int8": 8.0}
+    hw = profile_from_dict(d, "x")
+    pool = next(c for c in _score(inspect_model(save(m, tmp_path, "mine.onnx")), hw, Settings()).layers
+                if c.layer.name == "pool")
+    assert (pool.layer.workload.kernel == "MaxPool.int8") == (not after_conv)
+    if not after_conv:
+        assert pool.time_s >= 2_704 * 8e-9
+        assert pool.time_s == pytest.approx(2_704 * 8e-9 + hw.launch_overhead_us * 1e-6, rel=0.05)
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_a_convolution_no_quantize_takes_runs_in_float_on_a_cpu(tmp_path, relu):
+    """ONNX Runtime's CPU provider fuses DequantizeLinear -> Conv -> QuantizeLinear into QLinearConv, which
+    writes 8 bits; with anything between the Conv and its QuantizeLinear (a Relu: a model quantized for
+    TensorRT, whose Q/DQ pairs sit on inputs only) the Conv runs in float, its weights dequantized at every
+    inference (checked against its optimised graph: FusedConv). A CPU estimate does the same and says so; a
+    GPU's keeps the int8 layer."""
+    from dnnperf.api import _score
+
+    m = qdq_conv_model(relu=relu)
+    ran = _ort_runs(tmp_path, m)
+    assert ("QLinearConv" in ran) == (not relu)
+    insp = inspect_model(save(m, tmp_path, "mine.onnx"))
+    cpu = {c.layer.name: c.layer.workload for c in _score(insp, load_profile("cpu-avx2"), Settings()).layers}
+    assert cpu["conv"].dtype == ("float32" if relu else "int8")
+    assert (cpu["dq_w"].launches == 1) == relu and (cpu["dq_in"].launches == 1) == relu
+    said = any("1 convolution(s) with dequantized inputs but no QuantizeLinear on their output run in float" in n
+               for n in analyze(insp, load_profile("cpu-avx2"), Settings()).notes)
+    assert said == relu
+    gpu = {c.layer.name: c.layer.workload for c in _score(insp, load_profile("t4"), Settings()).layers}
+    assert gpu["conv"].dtype == "int8"

@@ -32,7 +32,7 @@ from dnnperf.load import bounds, declared, fast, gaps, hostshape
 from dnnperf.load.fold import Resolver, single_values, tensor_value
 from dnnperf.load.onnx_fixes import onnx_wrong_shapes
 from dnnperf.load.overrides import apply_overrides, batch_axes, user_values, weight_inputs, weight_inputs_note
-from dnnperf.load.read import (FLOAT_TYPES, MAX_ELEMS, CorruptName, check_dims, check_domains, check_for_onnx_inference,
+from dnnperf.load.read import (EIGHT_BIT_TYPES, FLOAT_TYPES, MAX_ELEMS, CorruptName, check_dims, check_domains, check_for_onnx_inference,
                                check_opset, clear_payload, has_payload, is_shape_like, parse_model, plain_attrs,
                                read_model, read_model_bytes, short, sparse_weights, static, type_shape)
 from dnnperf.load.stated import check_types, mixed_types, unknown_attributes
@@ -127,7 +127,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         check_dims(t.shape, name, path)
         init_info[name] = t
         codes[name] = code
-        if (code in (6, 7) or code in FLOAT_TYPES) and is_shape_like(init):
+        if (code in (6, 7) or code in FLOAT_TYPES or code in EIGHT_BIT_TYPES) and is_shape_like(init):
             shape_inits.append(init)
         elif has_payload(init):  # a model built in memory (read_model's have none): its payload dropped
             clear_payload(init)

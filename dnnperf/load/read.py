@@ -29,6 +29,9 @@ MAX_VALUE_ELEMS = 4096
 # small: a Loop's or an If's condition stored as an initializer decides what runs
 MAX_FLOAT_VALUE_ELEMS = 8
 FLOAT_TYPES = _FLOAT_TYPES = (1, 10, 11, 16, 9)  # float, float16, double, bfloat16; bool
+# and 8-bit ones this small: a quantized tensor's zero point (whether a QuantizeLinear undoes the
+# DequantizeLinear before an op, which ONNX Runtime then runs on the 8-bit tensor: dnnperf.qdq)
+EIGHT_BIT_TYPES = (2, 3)  # uint8, int8
 # Refuse dims whose product cannot be represented: it is a broken or hostile file.
 MAX_ELEMS = 2**62
 # Files above this size are rebuilt without payloads before parsing (below it, parsing is cheaper).
@@ -333,7 +336,7 @@ def static(dims) -> tuple[int, ...] | None:
 def is_shape_like(init) -> bool:
     """Small integer initializers carry shapes (Reshape targets, Slice starts...), and tiny float ones
     may (Resize's scales), tiny bool ones decide control flow: keep their data."""
-    if init.data_type not in (6, 7) and init.data_type not in _FLOAT_TYPES:
+    if init.data_type not in (6, 7) and init.data_type not in _FLOAT_TYPES and init.data_type not in EIGHT_BIT_TYPES:
         return False
     if init.data_location == 1:  # EXTERNAL: never opened
         return False
@@ -523,7 +526,7 @@ def _tensor_skeleton(buf, start: int, end: int) -> bytes:
         n *= d
     payload = [f for f in fields if f[0] in _PAYLOAD_FIELDS]
     keep_all = ((dtype in (6, 7) and n <= MAX_VALUE_ELEMS and location != 1)
-                or (dtype in _FLOAT_TYPES and n <= MAX_FLOAT_VALUE_ELEMS and location != 1)
+                or ((dtype in _FLOAT_TYPES or dtype in EIGHT_BIT_TYPES) and n <= MAX_FLOAT_VALUE_ELEMS and location != 1)
                 or (location == 1 and not payload))
     if keep_all:
         return bytes(buf[start:end])

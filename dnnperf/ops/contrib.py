@@ -107,7 +107,8 @@ def _qconcat(ctx: Ctx):
     idx = range(2, len(ctx.node.inputs), 3)
     pieces = tuple(ctx.in_numel(i) for i in idx if ctx.has_input(i))
     return ctx.workload("movement", other=(DEQUANT + REQUANT) * ctx.out_numel(0), pieces=pieces,
-                        kernel="QLinearConcat")  # ONNX Runtime's: a loop over its outputs
+                        kernel="QLinearConcat",  # ONNX Runtime's: a loop over its outputs
+                        dtype=ctx.dtype(2) if ctx.has_input(2) else None)  # the pieces' type, not the scale's
 
 
 def _qconcat_shape(attrs, ins, n_out):

@@ -1,0 +1,163 @@
+"""QDQ models as each runtime runs them: the inspection's plan (``dnnperf.qdq.plan``: matrix layers run
+quantized, the Q/DQ nodes around them folded) applied to its rows, and two views of an inspection that
+runtimes with further QDQ fusions get: a TensorRT engine's (``engine_quantized``) and ONNX Runtime's CPU
+provider's (``ort_cpu_quantized``). Each view is derived once per inspection and leaves the inspection as it is."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from dnnperf.inspection import Inspection, Row
+from dnnperf.ir import Graph
+from dnnperf.ops import Unsupported, cost_node
+from dnnperf.vocab import PLAIN_CONV
+from dnnperf.workload import Workload
+
+
+def quantized_layers(graph: Graph, rows: list[Row], warnings: list[str]) -> None:
+    """Operators in QDQ form cost as the quantized kernels runtimes run (``dnnperf.qdq``)."""
+    from dnnperf import qdq
+
+    misscaled: set = set()
+    nodes, free = qdq.plan(graph, misscaled=misscaled)
+    warnings.extend(qdq.plan_warnings(nodes, free, misscaled))
+    state = (nodes, free, *qdq.runtime_dequantizers(graph, nodes))
+    for r in rows:
+        if r.workload is not None:
+            r.workload = _planned(graph, r, r.workload, state)
+
+
+def _planned(graph: Graph, r: Row, w: Workload, state: tuple) -> Workload:
+    """``w`` (a node's float workload) as a QDQ plan runs it; ``state``: the plan's (nodes run quantized,
+    Q/DQ nodes that launch nothing, weight DequantizeLinear nodes run at every inference, convolutions that
+    read such weights: ``qdq.plan`` and ``qdq.runtime_dequantizers``)."""
+    from dnnperf import qdq
+
+    nodes, free, run, plain = state
+    name = r.node.name
+    if name in plain:
+        return replace(w, kernel=PLAIN_CONV)
+    if name in nodes:
+        return _quantized_group(graph, r, w, nodes[name])
+    if name in free:
+        return qdq.free_workload(r.node.op_type)
+    if name in run and w.family == "shape":
+        try:
+            return cost_node(graph, r.node, fold=False)
+        except (Unsupported, ArithmeticError, ValueError, TypeError, KeyError, IndexError):
+            pass
+    return w
+
+
+def engine_quantized(insp: Inspection) -> Inspection:
+    """``insp`` as a TensorRT engine runs a QDQ model: besides its matrix layers, the adds, poolings,
+    concatenations and data movement between Q/DQ pairs run quantized and those Q/DQ nodes launch
+    nothing (``dnnperf.qdq.plan(..., engine=True)``). Derived once per inspection; the inspection
+    itself (what other runtimes run) is left as it is."""
+    cached = insp.derived.get("engine_quantized")
+    if cached is not None:
+        return cached
+    from dnnperf import qdq
+
+    out = insp
+    if any(n.op_type == "DequantizeLinear" for n in insp.graph.nodes):
+        base, base_free = qdq.plan(insp.graph)
+        nodes, free = qdq.plan(insp.graph, engine=True)
+        more = {k: q for k, q in nodes.items() if k not in base}
+        freed = free - base_free
+        if more or freed:
+            rows = []
+            for r in insp.rows:
+                name = r.node.name
+                if r.workload is not None and name in more:
+                    r = replace(r, workload=qdq.quantized_workload(insp.graph, r.node, r.workload, more[name]))
+                elif r.workload is not None and name in freed:
+                    r = replace(r, workload=qdq.free_workload(r.node.op_type))
+                rows.append(r)
+            out = Inspection(insp.path, insp.graph, rows, insp.unsupported, insp.warnings, insp.input_bytes, insp.batch,
+                             insp.no_batch_axis)
+            out.derived["engine_quantized_nodes"] = (len(more), len(freed))
+    insp.derived["engine_quantized"] = out
+    return out
+
+
+def ort_cpu_quantized(insp: Inspection) -> Inspection:
+    """``insp`` as ONNX Runtime's CPU provider runs a QDQ model (``dnnperf.qdq.plan(..., ort_cpu=True)``):
+    besides its matrix layers, the adds, multiplies, concatenations, average poolings and activations between
+    Q/DQ pairs run as its QLinear kernels, and max pooling and data movement between a pair of one scale run on
+    the 8-bit tensor, those Q/DQ nodes launching nothing; a convolution whose output no QuantizeLinear takes
+    runs in float (there is no QLinearConv with a float output), its weights dequantized at every inference.
+    The rows whose plan differs from the inspection's are costed again from their float workloads.
+    ``derived["ort_cpu_quantized_nodes"]``: (ops run quantized beyond the inspection's, Q/DQ nodes folded
+    beyond its, convolutions left in float). Derived once per inspection."""
+    cached = insp.derived.get("ort_cpu_quantized")
+    if cached is not None:
+        return cached
+    from dnnperf import qdq
+
+    out = insp
+    graph = insp.graph
+    if any(n.op_type == "DequantizeLinear" for n in graph.nodes):
+        base_nodes, base_free = qdq.plan(graph)
+        base = (base_nodes, base_free, *qdq.runtime_dequantizers(graph, base_nodes))
+        nodes, free = qdq.plan(graph, ort_cpu=True)
+        state = (nodes, free, *qdq.runtime_dequantizers(graph, nodes))
+        changed = {name for a, b in zip(base, state) for name in set(a) ^ set(b)}
+        if changed:
+            rows = []
+            for r in insp.rows:
+                if r.workload is not None and r.node.name in changed:
+                    try:
+                        w = replace(cost_node(graph, r.node), subnormals=r.workload.subnormals)
+                    except (Unsupported, ArithmeticError, ValueError, TypeError, KeyError, IndexError):
+                        w = None
+                    if w is not None:
+                        r = replace(r, workload=_planned(graph, r, w, state))
+                rows.append(r)
+            out = Inspection(insp.path, insp.graph, rows, insp.unsupported, insp.warnings, insp.input_bytes, insp.batch,
+                             insp.no_batch_axis)
+            out.derived["ort_cpu_quantized_nodes"] = (len(set(nodes) - set(base_nodes)), len(free - base_free),
+                                                      len(set(base_nodes) - set(nodes)))
+    insp.derived["ort_cpu_quantized"] = out
+    return out
+
+
+def _quantized_group(graph: Graph, r: Row, w: Workload, q) -> Workload:
+    """A node run quantized with its Q/DQ group: the kernel the runtime runs instead (``q.twin``, costed as
+    that op is), or the node read and written at the quantized width."""
+    from dnnperf import qdq
+
+    if q.twin is not None:
+        try:
+            w = cost_node(graph, q.twin, fold=False)
+            return replace(w, kernel=q.kernel or w.kernel,
+                           note=(w.note + "; " if w.note else "") + f"{qdq.NOTE} {q.precision} "
+                                f"(ONNX Runtime's {q.twin.op_type} on the 8-bit tensors)")
+        except (Unsupported, ArithmeticError, ValueError, TypeError, KeyError, IndexError):
+            pass
+    return qdq.quantized_workload(graph, r.node, w, q)
+
+
+def runtime_notes(insp: Inspection, ort_cpu: bool, engine: bool) -> list[str]:
+    """What a report says of the QDQ groups a runtime runs otherwise than the inspection: ONNX Runtime's CPU
+    provider (``ort_cpu``) or a TensorRT engine (``engine``)."""
+    notes = []
+    if ort_cpu:
+        more, freed, floats = ort_cpu_quantized(insp).derived.get("ort_cpu_quantized_nodes", (0, 0, 0))
+        if more:
+            notes.append(f"QDQ on ONNX Runtime's CPU provider: {more} more op(s) between Q/DQ pairs run as its QLinear "
+                         f"kernels (adds, multiplies, concatenations, average pooling, activations) or on the 8-bit "
+                         f"tensors (max pooling, data movement between a pair of one scale), and {freed} more Q/DQ "
+                         "node(s) fold into them, as its QDQ transformers rewrite the graph")
+        if floats:
+            notes.append(f"QDQ on ONNX Runtime's CPU provider: {floats} convolution(s) with dequantized inputs but no "
+                         "QuantizeLinear on their output run in float (its QLinearConv writes 8 bits), their weights "
+                         "dequantized at every inference: a model quantized for TensorRT (Q/DQ on inputs only) keeps "
+                         "its float convolutions here")
+    if engine:
+        more, freed = engine_quantized(insp).derived.get("engine_quantized_nodes", (0, 0))
+        if more:
+            notes.append(f"QDQ under TensorRT: {more} more op(s) between Q/DQ pairs (adds, pooling, concatenation, "
+                         f"data movement) run quantized and {freed} more Q/DQ node(s) fold into them, as the "
+                         "engine's explicit quantization fuses them")
+    return notes
