@@ -289,14 +289,14 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     instead: say so."""
     from collections import Counter
 
-    from dnnperf.efficiency import epilogue_activations, narrow_k1_timed, reads_image
+    from dnnperf.efficiency import epilogue_activations, narrow_k1_timed, reads_image, run_as
     from dnnperf.vocab import BROADCAST_SPANS, LOOP_KERNELS, NBITS_KERNELS, OP_PRICED_AS, OWN_OP_FIGURES, RUNTIME_KERNELS
 
     if not hw.bandwidth_curve:
         return None
     missing: Counter = Counter()  # what has no figure -> its layers
     for c in sc.layers:
-        op = c.layer.op_type
+        op = run_as(c.layer)
         if c.layer.workload.family in FREE_FAMILIES:  # folded at load time, or a view: no kernel to price
             continue
         if op in RUNTIME_KERNELS and op not in hw.op_efficiency:  # (a kernel timed later: its twin's figure)

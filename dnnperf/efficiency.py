@@ -22,7 +22,7 @@ from dnnperf import rules
 from dnnperf.hardware import HardwareProfile
 from dnnperf.ir import DTYPE_BITS
 from dnnperf.qdq import MATRIX_OPS as QDQ_MATRIX_OPS
-from dnnperf.vocab import BROADCAST_SPANS, EPILOGUE_ACTIVATIONS, OP_PRICED_AS
+from dnnperf.vocab import BROADCAST_SPANS, EPILOGUE_ACTIVATIONS, OP_PRICED_AS, OWN_OP_FIGURES
 from dnnperf.workload import PRECISION_OF_DTYPE, Workload
 
 if TYPE_CHECKING:
@@ -138,11 +138,20 @@ def _pointwise_blocks(g, hw: HardwareProfile) -> float:
 
 def _op_or(layer: Layer, hw: HardwareProfile, eff: float) -> float:
     """An op-type figure (e.g. Pow) replaces the family's for a single op; a fused group keeps it. An
-    op that runs the same loop as a timed one takes its figure (``vocab.OP_PRICED_AS``)."""
-    if "+" not in layer.op_type and layer.op_type in hw.op_efficiency:  # one op, or one kernel the runtime makes
-        return hw.op_efficiency[layer.op_type]
-    alias = OP_PRICED_AS.get(layer.op_type)
+    op that runs the same loop as a timed one takes its figure (``vocab.OP_PRICED_AS``); a layer the
+    runtime runs as another op (a QDQ group's Add as QLinearAdd: ``Workload.kernel``) takes that op's."""
+    op = run_as(layer)
+    if "+" not in layer.op_type and op in hw.op_efficiency:  # one op, or one kernel the runtime makes
+        return hw.op_efficiency[op]
+    alias = OP_PRICED_AS.get(op)
     return hw.op_efficiency[alias] if alias in hw.op_efficiency else eff
+
+
+def run_as(layer: Layer) -> str:
+    """The op a layer's figure is looked up by: the op the runtime runs it as, when its workload names one
+    with a figure of its own (``vocab.OWN_OP_FIGURES``, ``OP_PRICED_AS``), else its op type."""
+    k = layer.workload.kernel
+    return k if k and (k in OWN_OP_FIGURES or k in OP_PRICED_AS) else layer.op_type
 
 
 def thin_product(width: int, hw: HardwareProfile, wide: float) -> float:

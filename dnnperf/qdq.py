@@ -155,8 +155,9 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None,
         if xs is None or ws is None or bs is None:
             return True  # not known here: taken to fit
         try:
+            # ONNX Runtime 1.32 fused biases 1.2% above or 1.5% below the product and refused 1.5% above
             return bool(np.allclose(np.asarray(bs, dtype=np.float64), np.asarray(xs, dtype=np.float64) * np.asarray(ws, dtype=np.float64),
-                                    rtol=1e-3, atol=0.0))
+                                    rtol=1e-2, atol=0.0))
         except ValueError:  # shapes that do not broadcast: a malformed model, left to its costing
             return True
 

@@ -130,7 +130,8 @@ def _quantized_group(graph: Graph, r: Row, w: Workload, q) -> Workload:
     if q.twin is not None:
         try:
             w = cost_node(graph, q.twin, fold=False)
-            return replace(w, kernel=q.kernel or w.kernel,
+            # the kernel it runs: a loop's, or the QLinear op itself (its figures are looked up by that op)
+            return replace(w, kernel=q.kernel or w.kernel or (q.twin.op_type if q.twin.domain else ""),
                            note=(w.note + "; " if w.note else "") + f"{qdq.NOTE} {q.precision} "
                                 f"(ONNX Runtime's {q.twin.op_type} on the 8-bit tensors)")
         except (Unsupported, ArithmeticError, ValueError, TypeError, KeyError, IndexError):

@@ -82,9 +82,10 @@ RUNTIME_KERNEL_PRICED_AS = {"FastGelu": "Gelu"}
 # 2-core EPYC VM over rows of 20 to 2,000, against 0.03-0.09 for ReduceSum / Mean / Max / Min): priced with
 # its calibrated figure (op_efficiency ReduceL2)
 OP_PRICED_AS = {**RUNTIME_KERNEL_PRICED_AS, "ReduceSumSquare": "ReduceL2", "ReduceL1": "ReduceL2",
-                "ReduceLogSum": "ReduceL2", "ReduceProd": "ReduceL2"}
+                "ReduceLogSum": "ReduceL2", "ReduceProd": "ReduceL2", "QLinearMul": "QLinearAdd"}
 # ops outside the elementwise op table (measure.micro.OP_MICRO) that calibrate times for an op_efficiency of their own
-OWN_OP_FIGURES = ("ReduceL2", "Where", "DequantizeLinear")
+# (a layer ONNX Runtime runs as one of them, a QDQ group's Add as its QLinearAdd, names it as its Workload.kernel)
+OWN_OP_FIGURES = ("ReduceL2", "Where", "DequantizeLinear", "QLinearAdd")
 # the activations ONNX Runtime's CPU convolutions and GEMMs fuse (dnnperf.fusion.CPU_CONV_ACTIVATIONS)
 # that are applied in a pass of their own over the finished output (Relu is applied in the kernel's
 # loop): what a profile's epilogue_ns may name, and what calibrate times
