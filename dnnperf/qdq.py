@@ -289,12 +289,16 @@ def _after_qlinear_conv(dq, producer: dict, nodes: dict) -> bool:
     of that QLinearConv and runs an 8-bit MaxPool on it as NhwcMaxPool (0.2 ns an output on a 2-core EPYC VM);
     otherwise its 8-bit MaxPool runs in NCHW, an element at a time (~8 ns an output). Checked against its
     optimised graphs: ResNet-50's and SqueezeNet 1.1's first pools (after the stem) NhwcMaxPool, SqueezeNet's
-    two after a QLinearConcat and one on a graph input MaxPool."""
+    two after a QLinearConcat and one on a graph input MaxPool, GoogLeNet's 13 alike (its third, after the
+    second pool, NhwcMaxPool)."""
     q = producer.get(dq.inputs[0]) if dq.inputs else None
     p = producer.get(q.inputs[0]) if q is not None and q.op_type == "QuantizeLinear" and q.inputs else None
     while p is not None and p.op_type in ("Relu", "Clip") and p.inputs:
         p = producer.get(p.inputs[0])
-    return p is not None and p.op_type == "Conv" and p.name in nodes and not nodes[p.name].weight_only
+    if p is None or p.name not in nodes:
+        return False
+    # a channels-last MaxPool passes its layout on (GoogLeNet's pool after its second pool: NhwcMaxPool)
+    return (p.op_type == "Conv" and not nodes[p.name].weight_only) or (p.op_type == "MaxPool" and not nodes[p.name].kernel)
 
 
 def plan_warnings(nodes: dict, free: set, misscaled: set) -> list[str]:

@@ -82,10 +82,13 @@ RUNTIME_KERNEL_PRICED_AS = {"FastGelu": "Gelu"}
 # 2-core EPYC VM over rows of 20 to 2,000, against 0.03-0.09 for ReduceSum / Mean / Max / Min): priced with
 # its calibrated figure (op_efficiency ReduceL2)
 OP_PRICED_AS = {**RUNTIME_KERNEL_PRICED_AS, "ReduceSumSquare": "ReduceL2", "ReduceL1": "ReduceL2",
-                "ReduceLogSum": "ReduceL2", "ReduceProd": "ReduceL2", "QLinearMul": "QLinearAdd"}
+                "ReduceLogSum": "ReduceL2", "ReduceProd": "ReduceL2", "QLinearLeakyRelu": "QLinearSigmoid"}
 # ops outside the elementwise op table (measure.micro.OP_MICRO) that calibrate times for an op_efficiency of their own
-# (a layer ONNX Runtime runs as one of them, a QDQ group's Add as its QLinearAdd, names it as its Workload.kernel)
-OWN_OP_FIGURES = ("ReduceL2", "Where", "DequantizeLinear", "QLinearAdd")
+# (a layer ONNX Runtime runs as one of them, a QDQ group's Add as its QLinearAdd, names it as its Workload.kernel).
+# ONNX Runtime's 8-bit QLinearAdd, QLinearMul and QLinearSigmoid (a table lookup per element, as QLinearLeakyRelu)
+# take about a float op's time per element on a 2-core EPYC VM (0.05-0.15, 0.09-0.24 and 0.12-0.29 ns) although
+# they move a quarter of its bytes
+OWN_OP_FIGURES = ("ReduceL2", "Where", "DequantizeLinear", "QLinearAdd", "QLinearMul", "QLinearSigmoid")
 # the activations ONNX Runtime's CPU convolutions and GEMMs fuse (dnnperf.fusion.CPU_CONV_ACTIVATIONS)
 # that are applied in a pass of their own over the finished output (Relu is applied in the kernel's
 # loop): what a profile's epilogue_ns may name, and what calibrate times

@@ -45,7 +45,8 @@ def test_calibration_writes_a_valid_profile(local_profile):
     assert "Einsum" in hw.op_efficiency  # its own transposes and product, not a MatMul's pace
     assert "ReduceL2" in hw.op_efficiency  # F.normalize's norms: squares and sums at its own pace
     assert "DequantizeLinear" in hw.op_efficiency  # a QDQ model's float layers widen 8-bit tensors at their own pace
-    assert "QLinearAdd" in hw.op_efficiency  # its uint8 adds run at about a float add's pace per element
+    # its uint8 adds, multiplies and sigmoids run at about a float op's pace per element
+    assert {"QLinearAdd", "QLinearMul", "QLinearSigmoid"} <= set(hw.op_efficiency)
     # Resize's loop over its outputs, per mode, in ns an output element
     assert set(hw.loop_ns) == {"Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements",
                                "QLinearConcat", "QLinearAveragePool", "MaxPool.int8", "Transpose.elements", "Slice.strided",

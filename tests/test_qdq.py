@@ -505,30 +505,32 @@ def test_a_cpu_estimate_runs_the_qdq_groups_onnx_runtime_fuses(tmp_path, op, att
     assert gpu["q_out"].layer.workload.launches == 1 and gpu["op"].layer.workload.dtype == "float32"
 
 
-@pytest.mark.parametrize("op", ["Add", "Mul"])
-def test_a_qdq_add_on_a_calibrated_cpu_takes_the_qlinear_add_figure(tmp_path, op):
+@pytest.mark.parametrize("op, n_in, figure", [("Add", 2, "QLinearAdd"), ("Mul", 2, "QLinearMul"),
+                                              ("Sigmoid", 1, "QLinearSigmoid"), ("LeakyRelu", 1, "QLinearSigmoid")])
+def test_a_qdq_add_on_a_calibrated_cpu_takes_the_qlinear_add_figure(tmp_path, op, n_in, figure):
     """ONNX Runtime's QLinearAdd runs at about a float Add's pace per element (0.05-0.12 ns on a 2-core EPYC
-    VM) although it moves a quarter of the bytes: calibrate times it (op_efficiency QLinearAdd) and a QDQ
-    group's Add, which the CPU provider runs as QLinearAdd, takes that figure, as a QOperator model's
-    QLinearAdd does; QLinearMul is priced as QLinearAdd. By hand (cache at 100 GB/s, the figure 0.25):
-    3 x 2,048 bytes / 100e9 / 0.25 = 0.246 us, plus the 2 us launch. A float Add keeps the family's."""
+    VM) although it moves a quarter of the bytes, and so do QLinearMul and QLinearSigmoid (a table lookup, as
+    QLinearLeakyRelu): calibrate times them (op_efficiency) and a QDQ group's op, which the CPU provider runs
+    as that kernel, takes its figure, as a QOperator model's does. By hand (cache at 100 GB/s, the figure
+    0.25): (inputs + 1) x 2,048 bytes / 100e9 / 0.25, plus the 2 us launch. A float op keeps the family's."""
     import yaml
 
     from dnnperf.hardware import profile_from_dict
 
     d = yaml.safe_load(open(os.path.join(ROOT, "profiles", "cpu-avx2.yaml"), encoding="utf-8"))
     d["memory"] = {"dram_gbs": 20, "onchip_mb": 16, "bandwidth_curve": {0.5: 100, 1: 100, 16: 100, 64: 20}}
-    d["op_efficiency"] = {"QLinearAdd": 0.25}
+    d["op_efficiency"] = {figure: 0.25}
     hw = profile_from_dict(d, "x")
-    insp = inspect_model(save(_qdq_group(op, n_in=2, same=False), tmp_path))
+    insp = inspect_model(save(_qdq_group(op, n_in=n_in, same=False), tmp_path))
     rep = analyze(insp, hw, Settings(), with_fixes=False)
     layer = next(c for c in rep.score.layers if c.layer.name == "op")
     assert layer.layer.workload.kernel == f"QLinear{op}"
-    assert layer.time_s == pytest.approx(3 * 2048 / 100e9 / 0.25 + 2e-6, rel=1e-3)
+    assert layer.time_s == pytest.approx((n_in + 1) * 2048 / 100e9 / 0.25 + 2e-6, rel=1e-3)
     # (the output's DequantizeLinear has no figure here; the add has its own)
     assert not any("no calibrated figure" in n and "QLinear" in n for n in rep.notes)
-    plain = model([helper.make_node(op, ["a", "b"], ["y"], name="op")], [vi("a", [1, 8, 16, 16]), vi("b", [1, 8, 16, 16])],
-                  [vi("y", None)], opset=17)
+    ins = ["a", "b"][:n_in]
+    plain = model([helper.make_node(op, ins, ["y"], name="op")], [vi(i, [1, 8, 16, 16]) for i in ins], [vi("y", None)],
+                  opset=17)
     rep = analyze(inspect_model(save(plain, tmp_path, "plain.onnx")), hw, Settings(), with_fixes=False)
     assert rep.score.layers[0].layer.workload.kernel == "" and rep.score.layers[0].time_s < 3e-6
 
@@ -548,8 +550,8 @@ def test_a_qlinear_add_on_a_cpu_costs_what_its_qoperator_twin_costs(tmp_path):
     assert not any("ONNX Runtime's CPU provider" in n for n in analyze(insp, load_profile("t4"), Settings()).notes)
 
 
-@pytest.mark.parametrize("after_conv", [True, False])
-def test_an_8bit_max_pool_runs_channels_last_only_after_a_quantized_convolution(tmp_path, after_conv):
+@pytest.mark.parametrize("after_conv, pools", [(True, 1), (False, 1), (True, 2)])
+def test_an_8bit_max_pool_runs_channels_last_only_after_a_quantized_convolution(tmp_path, after_conv, pools):
     """ONNX Runtime runs a QDQ model's 8-bit MaxPool (its Q/DQ pair dropped) as NhwcMaxPool in the layout of
     the QLinearConv before it (0.2 ns an output on a 2-core EPYC VM), and in NCHW, an element at a time,
     where no QLinearConv made its input (8 ns: SqueezeNet's pools after a QLinearConcat): checked against its
@@ -573,12 +575,18 @@ def test_an_8bit_max_pool_runs_channels_last_only_after_a_quantized_convolution(
                   helper.make_node("QuantizeLinear", ["r", "s", "z"], ["rq"], name="q_c"),
                   helper.make_node("DequantizeLinear", ["rq", "s", "z"], ["rd"], name="dq_c")]
         src = "rd"
+    if pools == 2:  # a first pool after the convolution: the second reads its channels-last output
+        nodes += [helper.make_node("MaxPool", [src], ["p0"], name="pool0", kernel_shape=[2, 2], strides=[1, 1],
+                                   pads=[0, 0, 1, 1]),
+                  helper.make_node("QuantizeLinear", ["p0", "s", "z"], ["p0q"], name="q_p0"),
+                  helper.make_node("DequantizeLinear", ["p0q", "s", "z"], ["p0d"], name="dq_p0")]
+        src = "p0d"
     nodes += [helper.make_node("MaxPool", [src], ["p"], name="pool", kernel_shape=[3, 3], strides=[2, 2]),
               helper.make_node("QuantizeLinear", ["p", "s", "z"], ["pq"], name="q_p"),
               helper.make_node("DequantizeLinear", ["pq", "s", "z"], ["y"], name="dq_p")]
     m = model(nodes, [vi("x", [1, 16, 28, 28])], [vi("y", None)], [s, z, zw, w], opset=17)
     ran = _ort_runs(tmp_path, m)
-    assert ("NhwcMaxPool" in ran) == after_conv and ("MaxPool" in ran) == (not after_conv)
+    assert ran.count("NhwcMaxPool") == (pools if after_conv else 0) and ("MaxPool" in ran) == (not after_conv)
     d = yaml.safe_load(open(os.path.join(ROOT, "profiles", "cpu-avx2.yaml"), encoding="utf-8"))
     d["loop_ns"] = {"MaxPool.int8": 8.0}
     hw = profile_from_dict(d, "x")

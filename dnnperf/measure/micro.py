@@ -426,15 +426,19 @@ def micro_models(quick: bool) -> list[Micro]:
                             [_vi("x", [1, 128, 3072], 2)], [_vi("y", None)],
                             [_const("scale", 0.02), _u8("zero", 128)]),
                      {"x": xq}, "op", "DequantizeLinear", nbytes=(1 + 4) * xq.size))
-    # ONNX Runtime's QLinearAdd of two uint8 tensors (a QDQ model's residual adds, which it fuses into one):
-    # 0.05-0.12 ns an element on a 2-core EPYC VM, the pace of a float Add of the same elements although it
-    # moves a quarter of the bytes; an op figure of its own (op_efficiency; QLinearMul takes it too)
-    out.append(Micro("op_QLinearAdd",
-                     _model([helper.make_node("QLinearAdd", ["a", "scale", "zero", "b", "scale", "zero", "scale", "zero"],
-                                              ["y"], domain="com.microsoft")],
-                            [_vi("a", [1, 128, 3072], 2), _vi("b", [1, 128, 3072], 2)], [_vi("y", None, 2)],
-                            [_const("scale", 0.02), _u8("zero", 128)], contrib=True),
-                     {"a": xq, "b": xq[:, ::-1].copy()}, "op", "QLinearAdd", nbytes=3 * xq.size))
+    # ONNX Runtime's QLinearAdd and QLinearMul of two uint8 tensors (a QDQ model's residual adds and its
+    # squeeze-excite scaling, which it fuses into them) and its QLinearSigmoid (a table lookup per element; its
+    # QLinearLeakyRelu takes the figure): about a float op's time per element on a 2-core EPYC VM although they
+    # move a quarter of the bytes; op figures of their own (op_efficiency)
+    qargs = ["scale", "zero"]
+    for op, ins in (("QLinearAdd", ["a", "b"]), ("QLinearMul", ["a", "b"]), ("QLinearSigmoid", ["a"])):
+        args = [a for i in ins for a in (i, *qargs)] + qargs
+        out.append(Micro(f"op_{op}",
+                         _model([helper.make_node(op, args, ["y"], domain="com.microsoft")],
+                                [_vi(i, [1, 128, 3072], 2) for i in ins], [_vi("y", None, 2)],
+                                [_const("scale", 0.02), _u8("zero", 128)], contrib=True),
+                         {"a": xq, "b": xq[:, ::-1].copy()} if len(ins) == 2 else {"a": xq}, "op", op,
+                         nbytes=(len(ins) + 1) * xq.size))
     # the runtime's own transformer kernels (dnnperf.fusion.RUNTIME_KERNELS), built from the plain
     # ops it fuses into them, REPEAT of them in a chain (each reads the one before: copies on the
     # same inputs would be merged by the runtime's common-subexpression pass, and then not fused):
