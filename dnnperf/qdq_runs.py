@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from dnnperf import qdq
 from dnnperf.inspection import Inspection, Row
 from dnnperf.ir import Graph
 from dnnperf.ops import Unsupported, cost_node
@@ -16,8 +17,6 @@ from dnnperf.workload import Workload
 
 def quantized_layers(graph: Graph, rows: list[Row], warnings: list[str]) -> None:
     """Operators in QDQ form cost as the quantized kernels runtimes run (``dnnperf.qdq``)."""
-    from dnnperf import qdq
-
     misscaled: set = set()
     nodes, free = qdq.plan(graph, misscaled=misscaled)
     warnings.extend(qdq.plan_warnings(nodes, free, misscaled))
@@ -31,8 +30,6 @@ def _planned(graph: Graph, r: Row, w: Workload, state: tuple) -> Workload:
     """``w`` (a node's float workload) as a QDQ plan runs it; ``state``: the plan's (nodes run quantized,
     Q/DQ nodes that launch nothing, weight DequantizeLinear nodes run at every inference, convolutions that
     read such weights: ``qdq.plan`` and ``qdq.runtime_dequantizers``)."""
-    from dnnperf import qdq
-
     nodes, free, run, plain = state
     name = r.node.name
     if name in plain:
@@ -57,8 +54,6 @@ def engine_quantized(insp: Inspection) -> Inspection:
     cached = insp.derived.get("engine_quantized")
     if cached is not None:
         return cached
-    from dnnperf import qdq
-
     out = insp
     if any(n.op_type == "DequantizeLinear" for n in insp.graph.nodes):
         base, base_free = qdq.plan(insp.graph)
@@ -93,8 +88,6 @@ def ort_cpu_quantized(insp: Inspection) -> Inspection:
     cached = insp.derived.get("ort_cpu_quantized")
     if cached is not None:
         return cached
-    from dnnperf import qdq
-
     out = insp
     graph = insp.graph
     if any(n.op_type == "DequantizeLinear" for n in graph.nodes):
@@ -125,8 +118,6 @@ def ort_cpu_quantized(insp: Inspection) -> Inspection:
 def _quantized_group(graph: Graph, r: Row, w: Workload, q) -> Workload:
     """A node run quantized with its Q/DQ group: the kernel the runtime runs instead (``q.twin``, costed as
     that op is), or the node read and written at the quantized width."""
-    from dnnperf import qdq
-
     if q.twin is not None:
         try:
             w = cost_node(graph, q.twin, fold=False)
