@@ -105,9 +105,10 @@ def main() -> None:
             d = validate(p, hw, ShapeOverrides(batch=1), runs=a.runs, strict=False, steady_retries=2)
             errs.append(abs(d["error"]))
             kinds = sorted(d["by_op"], key=lambda r: -max(r["measured_s"], r["predicted_s"]))[:4]
-            print(f"  {os.path.basename(p):<30} measured {d['measured_s'] * 1e3:7.3f} ms  error {d['error'] * 100:+6.1f}%  | "
-                  + "; ".join(f"{r['op_type']} x{r['layers']} {r['predicted_s'] * 1e6:.0f}/{r['measured_s'] * 1e6:.0f} us"
-                              for r in kinds), flush=True)
+            parts = [f"{r['op_type']} x{r['layers']} {r['predicted_s'] * 1e6:.0f}/{r['measured_s'] * 1e6:.0f} us"
+                     for r in kinds]
+            print(f"  {os.path.basename(p):<30} measured {d['measured_s'] * 1e3:7.3f} ms  "
+                  f"error {d['error'] * 100:+6.1f}%  | " + "; ".join(parts), flush=True)
         print(f"  median |error| {statistics.median(errs) * 100:.1f}% over {len(errs)} models")
 
 

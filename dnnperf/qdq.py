@@ -93,7 +93,7 @@ class Quantized:
     output: str | None
     weight_only: bool = False  # data input float, weights quantized: computes in the data's precision
     weight_extras: tuple = ()  # the weight's scale and zero point (read with it by a weight-only kernel)
-    twin: Node | None = None  # the node ONNX Runtime's CPU provider runs instead (its QLinear kernel, or the op on 8 bits)
+    twin: Node | None = None  # the node ONNX Runtime's CPU provider runs instead (its QLinear kernel, the op on 8 bits)
     kernel: str = ""  # the twin's loop kernel, when the runtime runs it as one (``vocab.LOOP_KERNELS``)
 
 
@@ -280,7 +280,8 @@ def _ort_group(graph: Graph, n, producer: dict, consumers: dict, quantized_sourc
     attrs = dict(n.attrs)
     if kind == "QLinearGlobalAveragePool":
         attrs["channels_last"] = 0
-    return Quantized(QUANTIZED[qt.dtype], srcs, qt.dtype, twin=Node(n.name, kind, "com.microsoft", ins, (q.outputs[0],), attrs))
+    twin = Node(n.name, kind, "com.microsoft", ins, (q.outputs[0],), attrs)
+    return Quantized(QUANTIZED[qt.dtype], srcs, qt.dtype, twin=twin)
 
 
 def _after_qlinear_conv(dq, producer: dict, nodes: dict) -> bool:
@@ -298,7 +299,8 @@ def _after_qlinear_conv(dq, producer: dict, nodes: dict) -> bool:
     if p is None or p.name not in nodes:
         return False
     # a channels-last MaxPool passes its layout on (GoogLeNet's pool after its second pool: NhwcMaxPool)
-    return (p.op_type == "Conv" and not nodes[p.name].weight_only) or (p.op_type == "MaxPool" and not nodes[p.name].kernel)
+    q = nodes[p.name]
+    return (p.op_type == "Conv" and not q.weight_only) or (p.op_type == "MaxPool" and not q.kernel)
 
 
 def plan_warnings(nodes: dict, free: set, misscaled: set) -> list[str]:

@@ -526,7 +526,8 @@ def _tensor_skeleton(buf, start: int, end: int) -> bytes:
         n *= d
     payload = [f for f in fields if f[0] in _PAYLOAD_FIELDS]
     keep_all = ((dtype in (6, 7) and n <= MAX_VALUE_ELEMS and location != 1)
-                or ((dtype in _FLOAT_TYPES or dtype in EIGHT_BIT_TYPES) and n <= MAX_FLOAT_VALUE_ELEMS and location != 1)
+                or ((dtype in _FLOAT_TYPES or dtype in EIGHT_BIT_TYPES) and n <= MAX_FLOAT_VALUE_ELEMS
+                    and location != 1)
                 or (location == 1 and not payload))
     if keep_all:
         return bytes(buf[start:end])
