@@ -319,7 +319,7 @@ def plan_warnings(nodes: dict, free: set, misscaled: set) -> list[str]:
                    "Runtime's MatMulNBits and TensorRT's weight-only GEMMs run them")
     if misscaled:
         out.append(f"QDQ form: {len(misscaled)} matrix layer(s) costed in float: each has an int32 bias whose scale is "
-                   f"not its input's times its weights', {MISSCALED_WHY}")
+                   f"more than 1% off its input's times its weights', {MISSCALED_WHY}")
     return out
 
 
