@@ -11,7 +11,7 @@ them to fp16: the quantization the model carries would be lost. Runtimes that ta
   DequantizeLinear of integer (or 8-bit float) tensors runs at that quantized precision (the wider of
   the two when they differ: 4-bit weights with 8-bit activations run in int8), reading the quantized
   tensors (int8: 1 byte per element, not 4); outside an engine, not when its bias is a dequantized
-  int32 tensor whose scale is not the input's times the weight's (ONNX Runtime's QDQ selectors refuse
+  int32 tensor whose scale is more than 1% off the input's times the weight's (ONNX Runtime refuses
   it, and the layer runs in float between its Q/DQ kernels, each weight dequantized at every
   inference: ONNX Runtime keeps DequantizeLinear nodes unfolded);
 - a layer's output that goes only to QuantizeLinear nodes is written quantized, and those
@@ -34,11 +34,13 @@ cost and their Q/DQ kernels, except in a TensorRT engine (``plan(..., engine=Tru
 quantization fuses a DequantizeLinear / QuantizeLinear pair around an elementwise add, a pooling, a
 concatenation or a data-movement op into that op run in int8 (its "quantizable" and "commuting" layers):
 such an op whose every computed input is dequantized and whose every output is requantized runs
-quantized, and its Q/DQ nodes launch nothing. ONNX Runtime 1.32 on a 2-core AVX2 VM ran ONNX
-Runtime's own QDQ export of SqueezeNet 1.1 with a DequantizeLinear after a Concat at 242 us and its
-MaxPools at 0.75-1.56 ms (83 us in the float model): pooling and concatenation did not get cheaper
-(bench/RESULTS.md, twenty-first session). Nothing here changes a model without DequantizeLinear
-nodes. ``-p`` what-ifs apply on top as for any layer.
+quantized, and its Q/DQ nodes launch nothing; and on ONNX Runtime's CPU provider (``plan(...,
+ort_cpu=True)``, applied by ``dnnperf.qdq_runs``), whose QDQ transformers rewrite such groups into its
+QLinear kernels (``ORT_QLINEAR``) or run max pooling and data movement on the 8-bit tensor (``ORT_DROP``),
+and leave a Conv no QuantizeLinear takes in float. ONNX Runtime 1.32 runs its NCHW 8-bit MaxPool an
+element at a time (0.75-1.56 ms for SqueezeNet 1.1's, 83 us in the float model: a calibrated loop) and
+its channels-last one after a QLinearConv at a float pool's pace. Nothing here changes a model without
+DequantizeLinear nodes. ``-p`` what-ifs apply on top as for any layer.
 """
 
 from __future__ import annotations
