@@ -619,3 +619,35 @@ def test_a_convolution_no_quantize_takes_runs_in_float_on_a_cpu(tmp_path, relu):
     assert said == relu
     gpu = {c.layer.name: c.layer.workload for c in _score(insp, load_profile("t4"), Settings()).layers}
     assert gpu["conv"].dtype == "int8"
+
+
+@pytest.mark.parametrize("readers", [1, 2])
+def test_int8_activations_fuse_only_where_onnx_runtime_turns_them_unsigned(tmp_path, readers):
+    """ONNX Runtime's x86 CPU provider turns an int8 QuantizeLinear -> DequantizeLinear pair into uint8 where
+    the pair is read once; a DequantizeLinear read by two nodes keeps int8 (the provider gives each reader a
+    copy, and a QuantizeLinear feeding two stays as it is), and its QLinear kernels read and write one type:
+    with the sigmoid's output pair turned uint8, the sigmoid reading the shared int8 input stays in float
+    between its Q/DQ kernels (its quantizer's default, int8 activations, hits this at every branch). Checked
+    against its optimised graph; a CPU estimate does the same."""
+    from collections import Counter
+
+    from dnnperf.api import _score
+
+    init = numpy_helper.from_array
+    inits = [init(np.array(0.05, np.float32), "s"), init(np.array(3, np.int8), "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q0"], name="q0"),
+             helper.make_node("DequantizeLinear", ["q0", "s", "z"], ["d0"], name="dq0"),
+             helper.make_node("Sigmoid", ["d0"], ["t"], name="op"),
+             helper.make_node("QuantizeLinear", ["t", "s", "z"], ["tq"], name="q_out"),
+             helper.make_node("DequantizeLinear", ["tq", "s", "z"], ["y"], name="dq_out")]
+    outs = [vi("y", None)]
+    if readers == 2:  # a second reader of the input's DequantizeLinear
+        nodes.append(helper.make_node("Relu", ["d0"], ["r"], name="relu"))
+        outs.append(vi("r", None))
+    m = model(nodes, [vi("x", [1, 8, 16, 16])], outs, inits, opset=17)
+    ran = Counter(_ort_runs(tmp_path, m))
+    assert ran["QLinearSigmoid"] == (1 if readers == 1 else 0)
+    layers = {c.layer.name: c.layer.workload for c in
+              _score(inspect_model(save(m, tmp_path, "mine.onnx")), load_profile("cpu-avx2"), Settings()).layers}
+    assert (layers["op"].kernel == "QLinearSigmoid") == (readers == 1)
+    assert (layers["q_out"].launches == 0) == (readers == 1)
