@@ -35,8 +35,8 @@ quantization fuses a DequantizeLinear / QuantizeLinear pair around an elementwis
 concatenation or a data-movement op into that op run in int8 (its "quantizable" and "commuting" layers):
 such an op whose every computed input is dequantized and whose every output is requantized runs
 quantized, and its Q/DQ nodes launch nothing; and on ONNX Runtime's CPU provider (``plan(...,
-ort_cpu=True)``, applied by ``dnnperf.qdq_runs``), whose QDQ transformers rewrite such groups into its
-QLinear kernels (``ORT_QLINEAR``) or run max pooling and data movement on the 8-bit tensor (``ORT_DROP``),
+ort_cpu=True)``, applied by ``dnnperf.qdq_runs``; its rules in ``dnnperf.qdq_ort``), whose QDQ transformers
+rewrite such groups into its QLinear kernels or run max pooling and data movement on the 8-bit tensor,
 and leave a Conv no QuantizeLinear takes in float. ONNX Runtime 1.32 runs its NCHW 8-bit MaxPool an
 element at a time (0.75-1.56 ms for SqueezeNet 1.1's, 83 us in the float model: a calibrated loop) and
 its channels-last one after a QLinearConv at a float pool's pace. Nothing here changes a model without
@@ -61,17 +61,6 @@ MATRIX_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm"})
 ENGINE_OPS = frozenset({"Add", "Sub", "Mul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Concat",
                         "Relu", "Clip", "LeakyRelu", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Pad",
                         "Slice", "Resize"})
-# ONNX Runtime's CPU QDQ transformers (1.32; each checked against the graph it optimises, u8 and s8): a
-# DequantizeLinear -> op -> QuantizeLinear group it rewrites into its QOperator kernel, whatever the scales
-# (every data input dequantized, the output requantized by one QuantizeLinear of the same 8-bit type) ...
-ORT_QLINEAR = {"Add": "QLinearAdd", "Mul": "QLinearMul", "Concat": "QLinearConcat",
-               "GlobalAveragePool": "QLinearGlobalAveragePool", "AveragePool": "QLinearAveragePool",
-               "Sigmoid": "QLinearSigmoid", "LeakyRelu": "QLinearLeakyRelu", "Softmax": "QLinearSoftmax"}
-# ... and ops it runs on the 8-bit tensor itself, dropping the pair, when the DequantizeLinear and the
-# QuantizeLinear carry the same scale and zero point (Sub, Relu, Clip, Pad, SpaceToDepth, GlobalMaxPool and
-# ReduceMean keep theirs and run in float)
-ORT_DROP = frozenset({"MaxPool", "Transpose", "Flatten", "Resize", "Reshape", "Squeeze", "Unsqueeze", "Gather", "Slice",
-                      "Expand", "Tile", "DepthToSpace"})
 _EIGHT_BIT = ("int8", "uint8")
 # quantized element types a DequantizeLinear widens, and the precision a layer fed by them runs in
 QUANTIZED = {"int8": "int8", "uint8": "int8", "float8e4m3fn": "fp8", "float8e4m3fnuz": "fp8", "float8e5m2": "fp8",
@@ -103,7 +92,7 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None,
          ort_cpu: bool = False) -> tuple[dict[str, Quantized], set[str]]:
     """({node run quantized: how}, {DequantizeLinear / QuantizeLinear nodes that launch nothing});
     ``engine``: as a TensorRT engine runs the model (``ENGINE_OPS`` between Q/DQ pairs too); ``ort_cpu``:
-    as ONNX Runtime's CPU provider runs it (``ORT_QLINEAR`` and ``ORT_DROP`` between them too, and a Conv
+    as ONNX Runtime's CPU provider runs it (``qdq_ort.ORT_QLINEAR`` and ``ORT_DROP`` between them too, and a Conv
     whose output no QuantizeLinear takes in float: it has no QLinearConv writing float);
     ``misscaled``, when given, receives the products left in float for their bias's scale."""
     producer = {o: n for n in graph.nodes for o in n.outputs if o}
@@ -117,11 +106,19 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None,
         src = graph.tensors.get(p.inputs[0])
         return src.dtype if src is not None and src.dtype in QUANTIZED else None
 
+    from dnnperf import qdq_ort  # (its rules build on this module's types)
+
+    folded = qdq_ort.folded_activations(graph, consumers) if ort_cpu else {}
+
     def requantized(n) -> str | None:
-        """The dtype every output of ``n`` is quantized to when each goes only to QuantizeLinear nodes."""
+        """The dtype every output of ``n`` is quantized to when each goes only to QuantizeLinear nodes (on
+        ONNX Runtime's CPU provider, through an activation it folds into the QuantizeLinear: ``folded``)."""
         dtypes = set()
         for o in n.outputs:
             users = consumers.get(o, []) if o else []
+            if len(users) == 1 and users[0].name in folded:
+                o = users[0].outputs[0]
+                users = consumers.get(o, [])
             if not users or o in graph.outputs:
                 return None
             for u in users:
@@ -228,13 +225,16 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None,
             out = requantized(n)
             if ort_cpu and n.op_type == "Conv" and out is None:
                 continue  # ONNX Runtime's QLinearConv writes 8 bits: without a QuantizeLinear after it, a float Conv
-            writes = {q_dtype(u) for u in consumers.get(n.outputs[0], [])}
+            after = consumers.get(n.outputs[0], [])
+            if len(after) == 1 and after[0].name in folded:  # the QuantizeLinear behind a folded activation
+                after = consumers.get(after[0].outputs[0], [])
+            writes = {q_dtype(u) for u in after}
             if ort_cpu and out is not None and writes != {run_dtype(n.inputs[0])}:
                 continue  # its QLinear kernels read and write one 8-bit type: an int8 input kept, a uint8 output, float
             prec = max((QUANTIZED[a], QUANTIZED[b]), key=lambda p: RUNG[p])
             nodes[n.name] = Quantized(prec, (a, b), out)
-        elif ort_cpu and (n.op_type in ORT_QLINEAR or n.op_type in ORT_DROP) and n.inputs:
-            q = _ort_group(graph, n, producer, consumers, run_dtype, q_dtype, nodes)
+        elif ort_cpu and (n.op_type in qdq_ort.ORT_QLINEAR or n.op_type in qdq_ort.ORT_DROP) and n.inputs:
+            q = qdq_ort.group(graph, n, producer, consumers, run_dtype, q_dtype, nodes, folded)
             if q is not None:
                 nodes[n.name] = q
         elif engine and n.op_type in ENGINE_OPS and n.inputs:
@@ -256,84 +256,12 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None,
                 free.add(n.name)
         elif n.op_type == "QuantizeLinear" and n.inputs:
             p = producer.get(n.inputs[0])
+            if p is not None and p.name in folded and p.inputs:
+                p = producer.get(p.inputs[0])
             if p is not None and p.name in nodes and nodes[p.name].output is not None:
                 free.add(n.name)
+    free.update(folded)  # activations the provider folds into the QuantizeLinear after them
     return nodes, free
-
-
-def _ort_group(graph: Graph, n, producer: dict, consumers: dict, run_dtype, q_dtype, nodes: dict) -> Quantized | None:
-    """How ONNX Runtime's CPU provider runs ``n`` between DequantizeLinear and QuantizeLinear nodes, or None
-    where it leaves the group in float: its QLinear kernel (``ORT_QLINEAR``: every data input dequantized from
-    8 bits, one QuantizeLinear of the same type after it) or ``n`` itself on the 8-bit tensor (``ORT_DROP``:
-    its first input's DequantizeLinear and the QuantizeLinear with the same scale and zero point). ``nodes``:
-    the nodes run quantized so far (a MaxPool after a QLinearConv runs in its channels-last layout);
-    ``run_dtype`` / ``q_dtype``: the 8-bit types a DequantizeLinear reads and a QuantizeLinear writes as that
-    provider runs them (``plan``'s)."""
-    out = n.outputs[0] if n.outputs else ""
-    users = consumers.get(out, []) if out else []
-    if len(n.outputs) != 1 or out in graph.outputs or len(users) != 1 or users[0].op_type != "QuantizeLinear" \
-            or users[0].domain not in _DEFAULT or not users[0].outputs:
-        return None
-    q = users[0]
-    qt = graph.tensors.get(q.outputs[0])
-    if qt is None or qt.dtype not in _EIGHT_BIT:
-        return None
-    qparams = (q.inputs[1:3] + ("", ""))[:2]
-    data = [i for i in n.inputs if i] if n.op_type in ORT_QLINEAR else n.inputs[:1]
-    if not data or any(run_dtype(i) != q_dtype(q) for i in data):
-        return None
-    dq = [producer[i] for i in data]
-    dparams = [(d.inputs[1:3] + ("", ""))[:2] for d in dq]
-    srcs = tuple(graph.tensors[producer[i].inputs[0]].dtype if i in data else None for i in n.inputs)
-    if n.op_type in ORT_DROP:
-        if n.op_type == "MaxPool" and graph.opset < 12:  # 8-bit MaxPool came with opset 12
-            return None
-
-        def value(t):
-            v = graph.values.get(t) if t else None
-            return None if v is None else np.asarray(v).tolist()
-
-        # one tensor on both sides (the quantizer's way), or equal values where both are known at load time
-        same = all(a == b or (value(a) is not None and value(a) == value(b)) for a, b in zip(dparams[0], qparams))
-        if not same or not dparams[0][0]:
-            return None
-        twin = Node(n.name, n.op_type, n.domain, (dq[0].inputs[0],) + n.inputs[1:], (q.outputs[0],), dict(n.attrs))
-        loop = "MaxPool.int8" if n.op_type == "MaxPool" and not _after_qlinear_conv(dq[0], producer, nodes) else ""
-        return Quantized(QUANTIZED[qt.dtype], srcs, qt.dtype, twin=twin, kernel=loop)
-    quantized = [(d.inputs[0],) + p for d, p in zip(dq, dparams)]
-    kind = ORT_QLINEAR[n.op_type]
-    if kind in ("QLinearAdd", "QLinearMul"):
-        if len(quantized) != 2:
-            return None
-        ins = quantized[0] + quantized[1] + qparams
-    elif kind == "QLinearConcat":
-        ins = qparams + tuple(x for piece in quantized for x in piece)
-    else:
-        ins = quantized[0] + qparams
-    attrs = dict(n.attrs)
-    if kind == "QLinearGlobalAveragePool":
-        attrs["channels_last"] = 0
-    twin = Node(n.name, kind, "com.microsoft", ins, (q.outputs[0],), attrs)
-    return Quantized(QUANTIZED[qt.dtype], srcs, qt.dtype, twin=twin)
-
-
-def _after_qlinear_conv(dq, producer: dict, nodes: dict) -> bool:
-    """Whether the tensor ``dq`` dequantizes was requantized from a convolution run quantized (through its
-    activation, which the QLinearConv takes in): ONNX Runtime's CPU provider then keeps the channels-last layout
-    of that QLinearConv and runs an 8-bit MaxPool on it as NhwcMaxPool (0.2 ns an output on a 2-core EPYC VM);
-    otherwise its 8-bit MaxPool runs in NCHW, an element at a time (~8 ns an output). Checked against its
-    optimised graphs: ResNet-50's and SqueezeNet 1.1's first pools (after the stem) NhwcMaxPool, SqueezeNet's
-    two after a QLinearConcat and one on a graph input MaxPool, GoogLeNet's 13 alike (its third, after the
-    second pool, NhwcMaxPool)."""
-    q = producer.get(dq.inputs[0]) if dq.inputs else None
-    p = producer.get(q.inputs[0]) if q is not None and q.op_type == "QuantizeLinear" and q.inputs else None
-    while p is not None and p.op_type in ("Relu", "Clip") and p.inputs:
-        p = producer.get(p.inputs[0])
-    if p is None or p.name not in nodes:
-        return False
-    # a channels-last MaxPool passes its layout on (GoogLeNet's pool after its second pool: NhwcMaxPool)
-    q = nodes[p.name]
-    return (p.op_type == "Conv" and not q.weight_only) or (p.op_type == "MaxPool" and not q.kernel)
 
 
 def plan_warnings(nodes: dict, free: set, misscaled: set) -> list[str]:

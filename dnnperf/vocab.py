@@ -98,9 +98,9 @@ EPILOGUE_ACTIVATIONS = ("Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Sigmoi
 # the last: 8-13 ns; ScatterElements: 5-9 ns an update; the uint8 QLinearConcat 0.26-0.54 ns and
 # QLinearAveragePool 8.2-10 ns an output; an 8-bit MaxPool in NCHW (a QDQ model's, its Q/DQ pair dropped)
 # 7.6-8.5 ns an output, 20x its float twin, where the NhwcMaxPool it runs after a QLinearConv takes 0.2; a
-# Transpose that moves the last axis and more than one axis, copied element by element, 2.3-2.8 ns: dnnperf.ops.movement.element_loop; a Slice stepping through the
-# last axis 0.8; a Gather of small blocks 2.6-3.4 a block; a CumSum along the last axis 1.6-3; DepthToSpace
-# 0.6-2.6 and SpaceToDepth 0.25-0.33; ArgMax / ArgMin 0.24-0.48 an input element; an Expand that
+# Transpose that moves the last axis and more than one axis, copied element by element, 2.3-2.8 ns:
+# dnnperf.ops.movement.element_loop; a Slice stepping through the last axis 0.8; a Gather of small blocks
+# 2.6-3.4 a block; a CumSum along the last axis 1.6-3; DepthToSpace 0.6-2.6 and SpaceToDepth 0.25-0.33; ArgMax / ArgMin 0.24-0.48 an input element; an Expand that
 # broadcasts a last axis of one element 23-25 an input element; PRelu 2.0-2.8 an element, whatever its
 # slope's shape; a tree ensemble 2.1-4.5 ns a level of a row's walk down one tree, 10 to 200 trees of 3
 # to 12 levels, 4,096 rows; an SVM's kernels 0.5 ns a term, one support vector's one feature for one row;
@@ -111,8 +111,8 @@ EPILOGUE_ACTIVATIONS = ("Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Sigmoi
 # what calibrate times. BROADCAST_SPANS is the one figure added to a kernel's time instead of replacing it
 LOOP_KERNELS = ("Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements", "QLinearConcat",
                 "QLinearAveragePool", "MaxPool.int8", "Transpose.elements", "Slice.strided", "Gather.blocks",
-                "CumSum.last", "DepthToSpace", "SpaceToDepth", "ArgMax", "Expand.fill", "PRelu", "TreeEnsemble.level", "SVM.term",
-                "LRN", "ReduceLogSumExp", "Broadcast.span", "MatMulNBits.fp32", "MatMulNBits.int8")
+                "CumSum.last", "DepthToSpace", "SpaceToDepth", "ArgMax", "Expand.fill", "PRelu", "TreeEnsemble.level",
+                "SVM.term", "LRN", "ReduceLogSumExp", "Broadcast.span", "MatMulNBits.fp32", "MatMulNBits.int8")
 # ONNX Runtime's CPU MatMulNBits (4-bit weights in blocks): its kernel unpacks and scales every weight on
 # each call, in float32 (accuracy_level 0-3) or after quantising the input to 8 bits (accuracy_level 4: byte
 # dot products), at a calibrated time per weight (K x N; a 2-core EPYC VM, one row, 4096 x 4096 products

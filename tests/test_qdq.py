@@ -651,3 +651,33 @@ def test_int8_activations_fuse_only_where_onnx_runtime_turns_them_unsigned(tmp_p
               _score(inspect_model(save(m, tmp_path, "mine.onnx")), load_profile("cpu-avx2"), Settings()).layers}
     assert (layers["op"].kernel == "QLinearSigmoid") == (readers == 1)
     assert (layers["q_out"].launches == 0) == (readers == 1)
+
+
+@pytest.mark.parametrize("act, zero, scale, fused", [("Relu", 0, 0.05, True), ("Relu", 3, 0.05, False),
+                                                    ("Clip", 0, 6 / 255, True), ("Clip", 0, 0.05, False)])
+def test_an_activation_the_quantize_after_it_clips_anyway_is_folded_on_a_cpu(tmp_path, act, zero, scale, fused):
+    """ONNX Runtime's CPU provider removes a Relu before a QuantizeLinear whose zero point is its type's minimum,
+    and a Clip whose bounds hold the QuantizeLinear's whole range (uint8, scale 6/255, zero point 0: 0..6 inside
+    Clip(0, 6); scale 0.05: 0..12.75 is not): the Conv before it is then requantized directly and runs as
+    QLinearConv (checked against its optimised graph); otherwise it stays a float FusedConv."""
+    from dnnperf.api import _score
+
+    init = numpy_helper.from_array
+    inits = [init(np.array(0.05, np.float32), "s"), init(np.array(3, np.uint8), "z"), init(np.array(0, np.int8), "zw"),
+             init(np.ones((16, 16, 1, 1), np.int8), "w"), init(np.array(scale, np.float32), "so"),
+             init(np.array(zero, np.uint8), "zo"), init(np.array(0.0, np.float32), "lo"),
+             init(np.array(6.0, np.float32), "hi")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q_in"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dq_in"),
+             helper.make_node("DequantizeLinear", ["w", "s", "zw"], ["wd"], name="dq_w"),
+             helper.make_node("Conv", ["xd", "wd"], ["c"], name="conv"),
+             helper.make_node(act, ["c"] + (["lo", "hi"] if act == "Clip" else []), ["r"], name="act"),
+             helper.make_node("QuantizeLinear", ["r", "so", "zo"], ["rq"], name="q_out"),
+             helper.make_node("DequantizeLinear", ["rq", "so", "zo"], ["y"], name="dq_out")]
+    m = model(nodes, [vi("x", [1, 16, 8, 8])], [vi("y", None)], inits, opset=17)
+    ran = _ort_runs(tmp_path, m)
+    assert ("QLinearConv" in ran) == fused and (act not in ran)  # kept ones fuse into its float FusedConv
+    layers = {c.layer.name: c.layer.workload for c in
+              _score(inspect_model(save(m, tmp_path, "mine.onnx")), load_profile("cpu-avx2"), Settings()).layers}
+    assert (layers["conv"].dtype == "int8") == fused
+    assert (layers["act"].launches == 0) == fused and (layers["q_out"].launches == 0) == fused

@@ -33,8 +33,9 @@ from dnnperf.load.fold import Resolver, single_values, tensor_value
 from dnnperf.load.onnx_fixes import onnx_wrong_shapes
 from dnnperf.load.overrides import apply_overrides, batch_axes, user_values, weight_inputs, weight_inputs_note
 from dnnperf.load.read import (EIGHT_BIT_TYPES, FLOAT_TYPES, MAX_ELEMS, CorruptName, check_dims, check_domains,
-                               check_for_onnx_inference, check_opset, clear_payload, has_payload, is_shape_like, parse_model, plain_attrs,
-                               read_model, read_model_bytes, short, sparse_weights, static, type_shape)
+                               check_for_onnx_inference, check_opset, clear_payload, has_payload, is_shape_like,
+                               parse_model, plain_attrs, read_model, read_model_bytes, short, sparse_weights, static,
+                               type_shape)
 from dnnperf.load.stated import check_types, mixed_types, unknown_attributes
 from dnnperf.load.topology import (MAX_DEPTH, WITH_BODIES, check_bodies, node_subgraphs, topo_order, views,
                                    walk_graphs)
