@@ -100,8 +100,8 @@ EPILOGUE_ACTIVATIONS = ("Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Sigmoi
 # 7.6-8.5 ns an output, 20x its float twin, where the NhwcMaxPool it runs after a QLinearConv takes 0.2; a
 # Transpose that moves the last axis and more than one axis, copied element by element, 2.3-2.8 ns:
 # dnnperf.ops.movement.element_loop; a Slice stepping through the last axis 0.8; a Gather of small blocks
-# 2.6-3.4 a block; a CumSum along the last axis 1.6-3; DepthToSpace 0.6-2.6 and SpaceToDepth 0.25-0.33; ArgMax / ArgMin 0.24-0.48 an input element; an Expand that
-# broadcasts a last axis of one element 23-25 an input element; PRelu 2.0-2.8 an element, whatever its
+# 2.6-3.4 a block; a CumSum along the last axis 1.6-3; DepthToSpace 0.6-2.6 and SpaceToDepth 0.25-0.33;
+# ArgMax / ArgMin 0.24-0.48 an input element; an Expand that broadcasts a last axis of one element 23-25 an input element; PRelu 2.0-2.8 an element, whatever its
 # slope's shape; a tree ensemble 2.1-4.5 ns a level of a row's walk down one tree, 10 to 200 trees of 3
 # to 12 levels, 4,096 rows; an SVM's kernels 0.5 ns a term, one support vector's one feature for one row;
 # an LRN 12 ns an element, AlexNet's and GoogLeNet's at 0.2 to 0.6 M elements; a ReduceLogSumExp 2.0-2.4 ns
