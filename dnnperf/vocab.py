@@ -93,22 +93,21 @@ OWN_OP_FIGURES = ("ReduceL2", "Where", "DequantizeLinear", "QLinearAdd", "QLinea
 # that are applied in a pass of their own over the finished output (Relu is applied in the kernel's
 # loop): what a profile's epilogue_ns may name, and what calibrate times
 EPILOGUE_ACTIVATIONS = ("Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Sigmoid", "Tanh")
-# kernels a CPU runtime runs as one loop over their outputs (ONNX Runtime's Resize: 0.58 ns per output
-# element nearest, 0.82 linear on a 2-core EPYC VM, whatever the shape; a Softmax over an axis that is not
-# the last: 8-13 ns; ScatterElements: 5-9 ns an update; the uint8 QLinearConcat 0.26-0.54 ns and
-# QLinearAveragePool 8.2-10 ns an output; an 8-bit MaxPool in NCHW (a QDQ model's, its Q/DQ pair dropped)
-# 7.6-8.5 ns an output, 20x its float twin, where the NhwcMaxPool it runs after a QLinearConv takes 0.2; a
-# Transpose that moves the last axis and more than one axis, copied element by element, 2.3-2.8 ns:
-# dnnperf.ops.movement.element_loop; a Slice stepping through the last axis 0.8; a Gather of small blocks
-# 2.6-3.4 a block; a CumSum along the last axis 1.6-3; DepthToSpace 0.6-2.6 and SpaceToDepth 0.25-0.33;
-# ArgMax / ArgMin 0.24-0.48 an input element; an Expand that broadcasts a last axis of one element 23-25 an input element; PRelu 2.0-2.8 an element, whatever its
-# slope's shape; a tree ensemble 2.1-4.5 ns a level of a row's walk down one tree, 10 to 200 trees of 3
-# to 12 levels, 4,096 rows; an SVM's kernels 0.5 ns a term, one support vector's one feature for one row;
-# an LRN 12 ns an element, AlexNet's and GoogLeNet's at 0.2 to 0.6 M elements; a ReduceLogSumExp 2.0-2.4 ns
-# an input element, an exponential each, over rows of 20 to 2,000):
-# what a profile's loop_ns may name (Workload.kernel), per step of the layer's work
-# (Workload.loop_items, else Workload.parallel_work: outputs, a scatter's updates, a Gather's blocks), and
-# what calibrate times. BROADCAST_SPANS is the one figure added to a kernel's time instead of replacing it
+# kernels a CPU runtime runs as one loop over their outputs (ONNX Runtime's Resize: 0.58 ns per output element nearest,
+# 0.82 linear on a 2-core EPYC VM, whatever the shape; a Softmax over an axis that is not the last: 8-13 ns;
+# ScatterElements: 5-9 ns an update; the uint8 QLinearConcat 0.26-0.54 ns and QLinearAveragePool 8.2-10 ns an output; an
+# 8-bit MaxPool in NCHW (a QDQ model's, its Q/DQ pair dropped) 7.6-8.5 ns an output, 20x its float twin, where the
+# NhwcMaxPool it runs after a QLinearConv takes 0.2; a Transpose that moves the last axis and more than one axis, copied
+# element by element, 2.3-2.8 ns: dnnperf.ops.movement.element_loop; a Slice stepping through the last axis 0.8; a
+# Gather of small blocks 2.6-3.4 a block; a CumSum along the last axis 1.6-3; DepthToSpace 0.6-2.6 and SpaceToDepth
+# 0.25-0.33; ArgMax / ArgMin 0.24-0.48 an input element; an Expand that broadcasts a last axis of one element 23-25 an
+# input element; PRelu 2.0-2.8 an element, whatever its slope's shape; a tree ensemble 2.1-4.5 ns a level of a row's
+# walk down one tree, 10 to 200 trees of 3 to 12 levels, 4,096 rows; an SVM's kernels 0.5 ns a term, one support
+# vector's one feature for one row; an LRN 12 ns an element, AlexNet's and GoogLeNet's at 0.2 to 0.6 M elements; a
+# ReduceLogSumExp 2.0-2.4 ns an input element, an exponential each, over rows of 20 to 2,000): what a profile's loop_ns
+# may name (Workload.kernel), per step of the layer's work (Workload.loop_items, else Workload.parallel_work: outputs, a
+# scatter's updates, a Gather's blocks), and what calibrate times. BROADCAST_SPANS is the one figure added to a kernel's
+# time instead of replacing it
 LOOP_KERNELS = ("Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements", "QLinearConcat",
                 "QLinearAveragePool", "MaxPool.int8", "Transpose.elements", "Slice.strided", "Gather.blocks",
                 "CumSum.last", "DepthToSpace", "SpaceToDepth", "ArgMax", "Expand.fill", "PRelu", "TreeEnsemble.level",
