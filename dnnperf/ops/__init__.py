@@ -182,6 +182,12 @@ def register_shapes(table: dict[str, ShapeFn]) -> None:
         SHAPE_RULES[k] = fn
 
 
+def register_pairs(domain: str, table: dict[str, tuple[CostFn, ShapeFn]]) -> None:
+    """A table of op -> (cost function, shape rule) in ``domain``: both registered under ``domain:op``."""
+    register({f"{domain}:{op}": fn for op, (fn, _) in table.items()})
+    register_shapes({f"{domain}:{op}": rule for op, (_, rule) in table.items()})
+
+
 def scalar_int(v) -> int | None:
     """A one-element tensor's value as an integer (an axis or a length given as an input), None when it
     is not known or not one element."""

@@ -14,7 +14,7 @@ documentation).
 from __future__ import annotations
 
 from dnnperf.ir import DTYPE_BITS
-from dnnperf.ops import Contradiction, Ctx, Unsupported, broadcast_conflict, register, register_shapes
+from dnnperf.ops import Contradiction, Ctx, Unsupported, broadcast_conflict, register_pairs
 from dnnperf.ops.elementwise import MS_OPS_PER_ELEMENT, OPS_PER_ELEMENT, same_as_first
 from dnnperf.ops.matrix import known, matmul, matmul_shape, with_operands
 from dnnperf.ops.norm import PER_ELEMENT as NORM_OPS
@@ -266,5 +266,4 @@ _MS = {
     "GemmFastGelu": (_gemm_fast_gelu, matmul_shape),
     "BiasSplitGelu": (_bias_split_gelu, _bias_split_gelu_shape),
 }
-register({f"com.microsoft:{op}": fn for op, (fn, _) in _MS.items()})
-register_shapes({f"com.microsoft:{op}": rule for op, (_, rule) in _MS.items()})
+register_pairs("com.microsoft", _MS)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dnnperf.ops import Contradiction, Ctx, Unsupported, register, register_shapes, scalar_int, takes_values
+from dnnperf.ops import Contradiction, Ctx, Unsupported, register_pairs, scalar_int, takes_values
 from dnnperf.ops.attention import _attn
 from dnnperf.ops.contrib import DEQUANT, REQUANT, _bcast
 from dnnperf.ops.matrix import fused_matmul, known, matmul_shape
@@ -260,5 +260,4 @@ _OPS = {
     "ExpandDims": (view, _expand_dims_shape),
     "UnfoldTensor": (_copy, _unfold_shape),
 }
-register({f"com.microsoft:{op}": fn for op, (fn, _) in _OPS.items()})
-register_shapes({f"com.microsoft:{op}": rule for op, (_, rule) in _OPS.items()})
+register_pairs("com.microsoft", _OPS)

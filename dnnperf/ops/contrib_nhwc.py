@@ -14,7 +14,7 @@ ONNX Runtime's own shape inference for these ops states them; ONNX Runtime's CPU
 
 from __future__ import annotations
 
-from dnnperf.ops import Contradiction, Ctx, length_value, register, register_shapes, takes_values
+from dnnperf.ops import Contradiction, Ctx, length_value, register_pairs, takes_values
 from dnnperf.ops.elementwise import OPS_PER_ELEMENT, activation_ops
 from dnnperf.ops.matrix import _conv, known
 from dnnperf.ops.norm import PER_ELEMENT as NORM_OPS
@@ -126,5 +126,4 @@ _OPS = {
     "RelativePositionBias": (relative_position_bias, _relative_position_bias_shape),
     "GatedRelativePositionBias": (gated_relative_position_bias, _gated_rpb_shape),
 }
-register({f"com.microsoft:{op}": fn for op, (fn, _) in _OPS.items()})
-register_shapes({f"com.microsoft:{op}": rule for op, (_, rule) in _OPS.items()})
+register_pairs("com.microsoft", _OPS)
