@@ -47,33 +47,12 @@ def _planned(graph: Graph, r: Row, w: Workload, state: tuple) -> Workload:
 
 
 def engine_quantized(insp: Inspection) -> Inspection:
-    """``insp`` as a TensorRT engine runs a QDQ model: besides its matrix layers, the adds, poolings,
-    concatenations and data movement between Q/DQ pairs run quantized and those Q/DQ nodes launch
-    nothing (``dnnperf.qdq.plan(..., engine=True)``). Derived once per inspection; the inspection
-    itself (what other runtimes run) is left as it is."""
-    cached = insp.derived.get("engine_quantized")
-    if cached is not None:
-        return cached
-    out = insp
-    if any(n.op_type == "DequantizeLinear" for n in insp.graph.nodes):
-        base, base_free = qdq.plan(insp.graph)
-        nodes, free = qdq.plan(insp.graph, engine=True)
-        more = {k: q for k, q in nodes.items() if k not in base}
-        freed = free - base_free
-        if more or freed:
-            rows = []
-            for r in insp.rows:
-                name = r.node.name
-                if r.workload is not None and name in more:
-                    r = replace(r, workload=qdq.quantized_workload(insp.graph, r.node, r.workload, more[name]))
-                elif r.workload is not None and name in freed:
-                    r = replace(r, workload=qdq.free_workload(r.node.op_type))
-                rows.append(r)
-            out = Inspection(insp.path, insp.graph, rows, insp.unsupported, insp.warnings, insp.input_bytes, insp.batch,
-                             insp.no_batch_axis)
-            out.derived["engine_quantized_nodes"] = (len(more), len(freed))
-    insp.derived["engine_quantized"] = out
-    return out
+    """``insp`` as a TensorRT engine runs a QDQ model (``dnnperf.qdq.plan(..., engine=True)``): besides its
+    matrix layers, the adds, poolings, concatenations and data movement between Q/DQ pairs run quantized and
+    those Q/DQ nodes launch nothing; a layer whose bias scale ONNX Runtime would refuse runs quantized too, its
+    weights folded when the engine is built. ``derived["engine_quantized_nodes"]``: ``_runtime_view``'s counts.
+    Derived once per inspection; the inspection itself (what other runtimes run) is left as it is."""
+    return _runtime_view(insp, "engine_quantized", engine=True)
 
 
 def ort_cpu_quantized(insp: Inspection) -> Inspection:
@@ -82,10 +61,16 @@ def ort_cpu_quantized(insp: Inspection) -> Inspection:
     Q/DQ pairs run as its QLinear kernels, and max pooling and data movement between a pair of one scale run on
     the 8-bit tensor, those Q/DQ nodes launching nothing; a convolution whose output no QuantizeLinear takes
     runs in float (there is no QLinearConv with a float output), its weights dequantized at every inference.
-    The rows whose plan differs from the inspection's are costed again from their float workloads.
-    ``derived["ort_cpu_quantized_nodes"]``: (ops run quantized beyond the inspection's, Q/DQ nodes folded
-    beyond its, convolutions left in float). Derived once per inspection."""
-    cached = insp.derived.get("ort_cpu_quantized")
+    ``derived["ort_cpu_quantized_nodes"]``: ``_runtime_view``'s counts. Derived once per inspection."""
+    return _runtime_view(insp, "ort_cpu_quantized", ort_cpu=True)
+
+
+def _runtime_view(insp: Inspection, key: str, **how) -> Inspection:
+    """``insp`` with the QDQ plan ``qdq.plan(**how)`` in place of the inspection's: the rows whose state differs
+    (run quantized, launching nothing, a weight dequantized at every inference, a convolution reading one) are
+    costed again from their float workloads. ``derived[key + "_nodes"]``: (ops run quantized beyond the
+    inspection's, Q/DQ nodes folded beyond its, layers it runs quantized that this plan leaves in float)."""
+    cached = insp.derived.get(key)
     if cached is not None:
         return cached
     out = insp
@@ -93,25 +78,28 @@ def ort_cpu_quantized(insp: Inspection) -> Inspection:
     if any(n.op_type == "DequantizeLinear" for n in graph.nodes):
         base_nodes, base_free = qdq.plan(graph)
         base = (base_nodes, base_free, *qdq.runtime_dequantizers(graph, base_nodes))
-        nodes, free = qdq.plan(graph, ort_cpu=True)
+        nodes, free = qdq.plan(graph, **how)
         state = (nodes, free, *qdq.runtime_dequantizers(graph, nodes))
         changed = {name for a, b in zip(base, state) for name in set(a) ^ set(b)}
         if changed:
+            touched = set().union(*base)  # rows the inspection's plan rewrote: their float workload is costed again
             rows = []
             for r in insp.rows:
                 if r.workload is not None and r.node.name in changed:
-                    try:
-                        w = replace(cost_node(graph, r.node), subnormals=r.workload.subnormals)
-                    except (Unsupported, ArithmeticError, ValueError, TypeError, KeyError, IndexError):
-                        w = None
+                    w = r.workload
+                    if r.node.name in touched:
+                        try:
+                            w = replace(cost_node(graph, r.node), subnormals=r.workload.subnormals)
+                        except (Unsupported, ArithmeticError, ValueError, TypeError, KeyError, IndexError):
+                            w = None
                     if w is not None:
                         r = replace(r, workload=_planned(graph, r, w, state))
                 rows.append(r)
             out = Inspection(insp.path, insp.graph, rows, insp.unsupported, insp.warnings, insp.input_bytes, insp.batch,
                              insp.no_batch_axis)
-            out.derived["ort_cpu_quantized_nodes"] = (len(set(nodes) - set(base_nodes)), len(free - base_free),
-                                                      len(set(base_nodes) - set(nodes)))
-    insp.derived["ort_cpu_quantized"] = out
+            out.derived[key + "_nodes"] = (len(set(nodes) - set(base_nodes)), len(free - base_free),
+                                           len(set(base_nodes) - set(nodes)))
+    insp.derived[key] = out
     return out
 
 
@@ -147,7 +135,7 @@ def runtime_notes(insp: Inspection, ort_cpu: bool, engine: bool) -> list[str]:
                          "dequantized at every inference: a model quantized for TensorRT (Q/DQ on inputs only) keeps "
                          "its float convolutions here")
     if engine:
-        more, freed = engine_quantized(insp).derived.get("engine_quantized_nodes", (0, 0))
+        more, freed, _ = engine_quantized(insp).derived.get("engine_quantized_nodes", (0, 0, 0))
         if more:
             notes.append(f"QDQ under TensorRT: {more} more op(s) between Q/DQ pairs (adds, pooling, concatenation, "
                          f"data movement) run quantized and {freed} more Q/DQ node(s) fold into them, as the "

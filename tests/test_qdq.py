@@ -681,3 +681,19 @@ def test_an_activation_the_quantize_after_it_clips_anyway_is_folded_on_a_cpu(tmp
               _score(inspect_model(save(m, tmp_path, "mine.onnx")), load_profile("cpu-avx2"), Settings()).layers}
     assert (layers["conv"].dtype == "int8") == fused
     assert (layers["act"].launches == 0) == fused and (layers["q_out"].launches == 0) == fused
+
+
+def test_a_tensorrt_engine_folds_the_weights_of_a_layer_onnx_runtime_leaves_in_float(tmp_path):
+    """A convolution whose bias scale ONNX Runtime refuses (0.0003 where the product is 0.0002) runs in float with
+    its weights and bias dequantized at every inference outside an engine; a TensorRT engine takes it quantized
+    and folds its weights when it is built: no DequantizeLinear kernel is left for them, and no plain kernel."""
+    from dnnperf.api import _score
+    from dnnperf.vocab import PLAIN_CONV
+
+    insp = inspect_model(save(_biased_qdq_conv(0.0003), tmp_path))
+    eager = {c.layer.name: c.layer.workload for c in _score(insp, load_profile("t4"), Settings()).layers}
+    assert eager["conv"].dtype == "float32" and eager["dq_w"].launches == 1 and eager["dq_b"].launches == 1
+    engine = {c.layer.name: c.layer.workload for c in
+              _score(insp, load_profile("t4"), Settings(runtime="tensorrt", fusion="typical")).layers}
+    assert engine["conv"].dtype == "int8" and engine["conv"].kernel != PLAIN_CONV
+    assert engine["dq_w"].launches == 0 and engine["dq_b"].launches == 0
