@@ -11,9 +11,9 @@ them to fp16: the quantization the model carries would be lost. Runtimes that ta
   DequantizeLinear of integer (or 8-bit float) tensors runs at that quantized precision (the wider of
   the two when they differ: 4-bit weights with 8-bit activations run in int8), reading the quantized
   tensors (int8: 1 byte per element, not 4); outside an engine, not when its bias is a dequantized
-  int32 tensor whose scale is more than 1% off the input's times the weight's (ONNX Runtime refuses
-  it, and the layer runs in float between its Q/DQ kernels, each weight dequantized at every
-  inference: ONNX Runtime keeps DequantizeLinear nodes unfolded);
+  int32 tensor whose scale is off the input's times the weight's by more than 1% of it plus 1e-6 (ONNX
+  Runtime refuses it, and the layer runs in float between its Q/DQ kernels, each weight dequantized at
+  every inference: ONNX Runtime keeps DequantizeLinear nodes unfolded);
 - a layer's output that goes only to QuantizeLinear nodes is written quantized, and those
   QuantizeLinear nodes launch nothing (the kernel requantizes); a QuantizeLinear after an
   activation that follows the layer stays a kernel without fusion and is the layer's epilogue with
@@ -37,7 +37,8 @@ such an op whose every computed input is dequantized and whose every output is r
 quantized, and its Q/DQ nodes launch nothing; and on ONNX Runtime's CPU provider (``plan(...,
 ort_cpu=True)``, applied by ``dnnperf.qdq_runs``; its rules in ``dnnperf.qdq_ort``), whose QDQ transformers
 rewrite such groups into its QLinear kernels or run max pooling and data movement on the 8-bit tensor,
-and leave a Conv no QuantizeLinear takes in float. ONNX Runtime 1.32 runs its NCHW 8-bit MaxPool an
+and leave in float a Conv no QuantizeLinear takes and the matrix layers its quantized kernels and its
+MatMulNBits fusion do not take (``qdq_ort.FLOAT_WHY``: 4-bit or float8 operands, blocked weights...). ONNX Runtime 1.32 runs its NCHW 8-bit MaxPool an
 element at a time (0.75-1.56 ms for SqueezeNet 1.1's, 83 us in the float model: a calibrated loop) and
 its channels-last one after a QLinearConv at a float pool's pace. Nothing here changes a model without
 DequantizeLinear nodes. ``-p`` what-ifs apply on top as for any layer.
@@ -88,13 +89,15 @@ class Quantized:
     kernel: str = ""  # the twin's loop kernel, when the runtime runs it as one (``vocab.LOOP_KERNELS``)
 
 
-def plan(graph: Graph, engine: bool = False, misscaled: set | None = None,
-         ort_cpu: bool = False) -> tuple[dict[str, Quantized], set[str]]:
+def plan(graph: Graph, engine: bool = False, misscaled: set | None = None, ort_cpu: bool = False,
+         refused: dict | None = None) -> tuple[dict[str, Quantized], set[str]]:
     """({node run quantized: how}, {DequantizeLinear / QuantizeLinear nodes that launch nothing});
     ``engine``: as a TensorRT engine runs the model (``ENGINE_OPS`` between Q/DQ pairs too); ``ort_cpu``:
-    as ONNX Runtime's CPU provider runs it (``qdq_ort.ORT_QLINEAR`` and ``ORT_DROP`` between them too, and a Conv
-    whose output no QuantizeLinear takes in float: it has no QLinearConv writing float);
-    ``misscaled``, when given, receives the products left in float for their bias's scale."""
+    as ONNX Runtime's CPU provider runs it (``qdq_ort.ORT_QLINEAR`` and ``ORT_DROP`` between them too, and the
+    matrix layers its quantized kernels do not take in float: ``qdq_ort.FLOAT_WHY``);
+    ``misscaled``, when given, receives the products left in float for their bias's scale; ``refused``, with
+    ``ort_cpu``, the matrix layers that provider leaves in float (node -> a ``qdq_ort.FLOAT_WHY`` key)."""
+    refused = {} if refused is None else refused
     producer = {o: n for n in graph.nodes for o in n.outputs if o}
     consumers = users_of(graph)
 
@@ -136,10 +139,13 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None,
     def bias_fits(n) -> bool:
         """ONNX Runtime's QDQ selectors fuse a product whose bias is a dequantized int32 tensor only when
         that bias's scale is the input's scale times the weight's (its QLinearConv takes the bias at
-        that scale): otherwise the node runs in float between its DequantizeLinear and QuantizeLinear
-        kernels (ONNX Runtime 1.32's quantizer gives a bias shared by two convolutions, as a
-        randomly initialised export's zero biases are, one convolution's scale: 39 of MobileNetV2's 52
-        convolutions then ran in float)."""
+        that scale) within 1% of the product plus 1e-6: otherwise the node runs in float between its
+        DequantizeLinear and QuantizeLinear kernels (ONNX Runtime 1.32's quantizer gives a bias shared by
+        several convolutions, as equal-valued biases are, one convolution's scale: 39 of MobileNetV2's 52
+        convolutions then ran in float). The absolute term decides where scales are small: a product of
+        1e-6 took a bias scale of 2e-6 and refused 2.02e-6, one of 2e-4 took 1.0145 times it and refused
+        1.015 times; EfficientNet-B0's convolutions sharing a bias fused up to 0.94e-6 off and none from
+        1.14e-6 (34 of them 13-122% off fused, 23 refused)."""
         if len(n.inputs) < 3 or not n.inputs[2] or quantized_source(n.inputs[2]) is not None:
             return True  # no bias, a float bias, or an 8-bit one: not this check
         bias = n.inputs[2]
@@ -154,9 +160,8 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None,
         if xs is None or ws is None or bs is None:
             return True  # not known here: taken to fit
         try:
-            # ONNX Runtime 1.32 fused biases 1.2% above or 1.5% below the product and refused 1.5% above
             return bool(np.allclose(np.asarray(bs, dtype=np.float64), np.asarray(xs, dtype=np.float64) * np.asarray(ws, dtype=np.float64),
-                                    rtol=1e-2, atol=0.0))
+                                    rtol=1e-2, atol=1e-6))
         except ValueError:  # shapes that do not broadcast: a malformed model, left to its costing
             return True
 
@@ -213,6 +218,11 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None,
             if a is None and b is not None and n.op_type in ("MatMul", "Gemm") and n.inputs[1] in graph.constants:
                 if not engine and from_shared(n.inputs[1]):
                     continue
+                why = qdq_ort.nbits_refusal(graph, n, producer[n.inputs[1]], b, producer, consumers) if ort_cpu \
+                    else None
+                if why:
+                    refused[n.name] = why
+                    continue
                 extras = tuple(i for i in producer[n.inputs[1]].inputs[1:] if i)
                 nodes[n.name] = Quantized(QUANTIZED[b], (None, b), None, weight_only=True, weight_extras=extras)
                 continue
@@ -222,15 +232,20 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None,
                 if misscaled is not None:
                     misscaled.add(n.name)
                 continue
+            why = qdq_ort.qlinear_refusal(graph, n, run_dtype(n.inputs[0]), b, producer[n.inputs[1]], consumers,
+                                          folded) if ort_cpu else None
             out = requantized(n)
             if ort_cpu and n.op_type == "Conv" and out is None:
-                continue  # ONNX Runtime's QLinearConv writes 8 bits: without a QuantizeLinear after it, a float Conv
+                why = why or "no_requantize"  # its QLinearConv writes 8 bits: without a QuantizeLinear after it, float
             after = consumers.get(n.outputs[0], [])
             if len(after) == 1 and after[0].name in folded:  # the QuantizeLinear behind a folded activation
                 after = consumers.get(after[0].outputs[0], [])
             writes = {q_dtype(u) for u in after}
-            if ort_cpu and out is not None and writes != {run_dtype(n.inputs[0])}:
-                continue  # its QLinear kernels read and write one 8-bit type: an int8 input kept, a uint8 output, float
+            if ort_cpu and not why and out is not None and writes != {run_dtype(n.inputs[0])}:
+                why = "one_type"  # its QLinear kernels read and write one 8-bit type: an int8 input kept, a uint8 output
+            if why:
+                refused[n.name] = why
+                continue
             prec = max((QUANTIZED[a], QUANTIZED[b]), key=lambda p: RUNG[p])
             nodes[n.name] = Quantized(prec, (a, b), out)
         elif ort_cpu and (n.op_type in qdq_ort.ORT_QLINEAR or n.op_type in qdq_ort.ORT_DROP) and n.inputs:
@@ -280,7 +295,7 @@ def plan_warnings(nodes: dict, free: set, misscaled: set) -> list[str]:
                    "Runtime's MatMulNBits and TensorRT's weight-only GEMMs run them")
     if misscaled:
         out.append(f"QDQ form: {len(misscaled)} matrix layer(s) costed in float: each has an int32 bias whose scale is "
-                   f"more than 1% off its input's times its weights', {MISSCALED_WHY}")
+                   f"off its input's times its weights' by more than 1% of it plus 1e-6, {MISSCALED_WHY}")
     return out
 
 

@@ -140,3 +140,91 @@ def after_qlinear_conv(dq, producer: dict, nodes: dict) -> bool:
     # a channels-last MaxPool passes its layout on (GoogLeNet's pool after its second pool: NhwcMaxPool)
     q = nodes[p.name]
     return (p.op_type == "Conv" and not q.weight_only) or (p.op_type == "MaxPool" and not q.kernel)
+
+
+# Why ONNX Runtime's CPU provider leaves a matrix op of a QDQ model in float (``qdq.plan(..., refused=...)``
+# maps each such node to one of these keys; ``dnnperf.qdq_runs.runtime_notes`` words them). Each rule was read
+# off the graph ONNX Runtime 1.32 optimises a one-layer model into.
+FLOAT_WHY = {
+    "no_requantize": "convolution(s) with dequantized inputs but no QuantizeLinear on their output run in float "
+                     "(its QLinearConv writes 8 bits), their weights dequantized at every inference: a model "
+                     "quantized for TensorRT (Q/DQ on inputs only) keeps its float convolutions here",
+    "one_type": "matrix layer(s) reading int8 and writing uint8 (or the reverse) run in float: its quantized "
+                "kernels read and write one 8-bit type",
+    "not_8bit": "matrix layer(s) with operands dequantized from types other than 8-bit integers (4-bit, float8) "
+                "run in float, their weights dequantized at every inference: its quantized products take int8 "
+                "and uint8 only",
+    "blocked": "matrix layer(s) with block-quantized weights and 8-bit inputs run in float, their weights "
+               "dequantized at every inference: its quantized products take one scale per tensor or per channel",
+    "gemm_zero_point": "Gemm layer(s) whose weight DequantizeLinear gives no zero point run in float (its QDQ Gemm "
+                       "fusion asks for one)",
+    "clip_between": "matrix layer(s) followed by a Relu or Clip that no QuantizeLinear after it absorbs run in "
+                    "float, their weights dequantized at every inference (its QDQ fusions take such an activation "
+                    "only where the QuantizeLinear clips as much)",
+    "conv_transpose": "ConvTranspose layer(s) between Q/DQ nodes run in float (no quantized kernel of it)",
+    "nbits": "MatMul / Gemm layer(s) with quantized weights and float inputs run in float, their weights "
+             "dequantized at every inference: it fuses such a pair into MatMulNBits only for a MatMul or an "
+             "untransposed Gemm with 8- or 4-bit integer weights quantized per tensor, per column, or in blocks "
+             "of 16, 32, 64... along K",
+}
+
+
+def _blocked(dq) -> bool:
+    return int(dq.attrs.get("block_size", 0) or 0) > 0
+
+
+def qlinear_refusal(graph: Graph, n, a: str, b: str, wdq, consumers: dict, folded: dict) -> str | None:
+    """Why ONNX Runtime's CPU provider runs matrix op ``n``, whose data and weights are dequantized from types
+    ``a`` and ``b`` (weights by ``wdq``), in float rather than as QLinearConv / QLinearMatMul / QGemm /
+    MatMulIntegerToFloat (a ``FLOAT_WHY`` key), or None. The provider's quantized products take 8-bit integer
+    operands with one scale per tensor or per channel (4-bit or float8 weights, 16-bit or 4-bit activations and
+    block-quantized weights stay in float, checked both as QDQ convolutions and as products); its QDQ Gemm
+    fusion needs the weight's zero point given; it has no quantized ConvTranspose; and a layer whose output
+    goes to one Relu or Clip (read once, not a graph output) stays in float unless a QuantizeLinear after the
+    activation absorbs it (``folded_activations``): a Relu before a zero point above the type's minimum, a Clip(0,
+    6) before a narrower range, a Relu read by anything else (Sigmoid, Tanh, LeakyRelu or HardSigmoid there leave a
+    MatMul quantized, writing float)."""
+    if n.op_type == "ConvTranspose":
+        return "conv_transpose"
+    if a not in _EIGHT_BIT or b not in _EIGHT_BIT:
+        return "not_8bit"
+    if _blocked(wdq):
+        return "blocked"
+    if n.op_type == "Gemm" and (len(wdq.inputs) < 3 or not wdq.inputs[2]):
+        return "gemm_zero_point"
+    users = consumers.get(n.outputs[0], []) if n.outputs else []
+    act = users[0] if len(users) == 1 else None
+    if act is not None and act.op_type in ("Relu", "Clip") and act.name not in folded and act.outputs \
+            and act.outputs[0] not in graph.outputs and len(consumers.get(act.outputs[0], [])) == 1:
+        return "clip_between"
+    return None
+
+
+def nbits_refusal(graph: Graph, n, wdq, b: str, producer: dict, consumers: dict) -> str | None:
+    """"nbits" when ONNX Runtime's CPU provider does not fuse a float-input MatMul / Gemm ``n`` and the
+    DequantizeLinear ``wdq`` of its weights (type ``b``) into MatMulNBits, leaving both to run at every
+    inference; None when it does. It fuses a MatMul or a Gemm without transposes whose 2-D weights are int8,
+    uint8, int4 or uint4 quantized per tensor, per column (axis 1), or in blocks along K (axis 0) of a power of
+    two of at least 16: per-row scales, blocks along N or of 8 or 24, transB = 1 and float8 weights stay
+    unfused, and so does a product of an input no DequantizeLinear makes whose output goes straight to a
+    QuantizeLinear (an input dequantized from 16 bits, or an activation between, and it fuses; checked against
+    its optimised graphs)."""
+    if b not in ("int8", "uint8", "int4", "uint4"):
+        return "nbits"
+    if n.op_type == "Gemm" and (n.attrs.get("transA", 0) or n.attrs.get("transB", 0)):
+        return "nbits"
+    src = producer.get(n.inputs[0])
+    users = consumers.get(n.outputs[0], []) if n.outputs else []
+    if (src is None or src.op_type != "DequantizeLinear") and users \
+            and all(u.op_type == "QuantizeLinear" for u in users):
+        return "nbits"
+    w = graph.tensors.get(wdq.inputs[0]) if wdq.inputs else None
+    if w is None or w.shape is None or len(w.shape) != 2:
+        return "nbits"
+    axis = int(wdq.attrs.get("axis", 1)) % 2
+    if _blocked(wdq):
+        block = int(wdq.attrs["block_size"])
+        return None if axis == 0 and block >= 16 and block & (block - 1) == 0 else "nbits"
+    s = graph.tensors.get(wdq.inputs[1]) if len(wdq.inputs) > 1 else None
+    per_tensor = s is not None and s.numel == 1
+    return None if per_tensor or axis == 1 else "nbits"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dnnperf import qdq
+from dnnperf import qdq, qdq_ort
 from dnnperf.inspection import Inspection, Row
 from dnnperf.ir import Graph
 from dnnperf.ops import Unsupported, cost_node
@@ -69,7 +69,8 @@ def _runtime_view(insp: Inspection, key: str, **how) -> Inspection:
     """``insp`` with the QDQ plan ``qdq.plan(**how)`` in place of the inspection's: the rows whose state differs
     (run quantized, launching nothing, a weight dequantized at every inference, a convolution reading one) are
     costed again from their float workloads. ``derived[key + "_nodes"]``: (ops run quantized beyond the
-    inspection's, Q/DQ nodes folded beyond its, layers it runs quantized that this plan leaves in float)."""
+    inspection's, Q/DQ nodes folded beyond its, {why: layers it runs quantized that this plan leaves in float}
+    with ``qdq_ort.FLOAT_WHY``'s keys)."""
     cached = insp.derived.get(key)
     if cached is not None:
         return cached
@@ -78,7 +79,8 @@ def _runtime_view(insp: Inspection, key: str, **how) -> Inspection:
     if any(n.op_type == "DequantizeLinear" for n in graph.nodes):
         base_nodes, base_free = qdq.plan(graph)
         base = (base_nodes, base_free, *qdq.runtime_dequantizers(graph, base_nodes))
-        nodes, free = qdq.plan(graph, **how)
+        refused: dict = {}
+        nodes, free = qdq.plan(graph, refused=refused, **how)
         state = (nodes, free, *qdq.runtime_dequantizers(graph, nodes))
         changed = {name for a, b in zip(base, state) for name in set(a) ^ set(b)}
         if changed:
@@ -97,8 +99,11 @@ def _runtime_view(insp: Inspection, key: str, **how) -> Inspection:
                 rows.append(r)
             out = Inspection(insp.path, insp.graph, rows, insp.unsupported, insp.warnings, insp.input_bytes, insp.batch,
                              insp.no_batch_axis)
-            out.derived[key + "_nodes"] = (len(set(nodes) - set(base_nodes)), len(free - base_free),
-                                           len(set(base_nodes) - set(nodes)))
+            floats: dict = {}
+            for name in set(base_nodes) - set(nodes):
+                why = refused.get(name, "")
+                floats[why] = floats.get(why, 0) + 1
+            out.derived[key + "_nodes"] = (len(set(nodes) - set(base_nodes)), len(free - base_free), floats)
     insp.derived[key] = out
     return out
 
@@ -123,19 +128,17 @@ def runtime_notes(insp: Inspection, ort_cpu: bool, engine: bool) -> list[str]:
     provider (``ort_cpu``) or a TensorRT engine (``engine``)."""
     notes = []
     if ort_cpu:
-        more, freed, floats = ort_cpu_quantized(insp).derived.get("ort_cpu_quantized_nodes", (0, 0, 0))
+        more, freed, floats = ort_cpu_quantized(insp).derived.get("ort_cpu_quantized_nodes", (0, 0, {}))
         if more:
             notes.append(f"QDQ on ONNX Runtime's CPU provider: {more} more op(s) between Q/DQ pairs run as its QLinear "
                          f"kernels (adds, multiplies, concatenations, average pooling, activations) or on the 8-bit "
                          f"tensors (max pooling, data movement between a pair of one scale), and {freed} more Q/DQ "
                          "node(s) fold into them, as its QDQ transformers rewrite the graph")
-        if floats:
-            notes.append(f"QDQ on ONNX Runtime's CPU provider: {floats} convolution(s) with dequantized inputs but no "
-                         "QuantizeLinear on their output run in float (its QLinearConv writes 8 bits), their weights "
-                         "dequantized at every inference: a model quantized for TensorRT (Q/DQ on inputs only) keeps "
-                         "its float convolutions here")
+        for why, text in qdq_ort.FLOAT_WHY.items():
+            if floats.get(why):
+                notes.append(f"QDQ on ONNX Runtime's CPU provider: {floats[why]} {text}")
     if engine:
-        more, freed, _ = engine_quantized(insp).derived.get("engine_quantized_nodes", (0, 0, 0))
+        more, freed, _ = engine_quantized(insp).derived.get("engine_quantized_nodes", (0, 0, {}))
         if more:
             notes.append(f"QDQ under TensorRT: {more} more op(s) between Q/DQ pairs (adds, pooling, concatenation, "
                          f"data movement) run quantized and {freed} more Q/DQ node(s) fold into them, as the "
