@@ -38,11 +38,11 @@ quantized, and its Q/DQ nodes launch nothing; and on ONNX Runtime's CPU provider
 ort_cpu=True)``, applied by ``dnnperf.qdq_runs``; its rules in ``dnnperf.qdq_ort``), whose QDQ transformers
 rewrite such groups into its QLinear kernels or run max pooling and data movement on the 8-bit tensor,
 and leave in float a Conv no QuantizeLinear takes and the matrix layers its quantized kernels and its
-MatMulNBits fusion do not take (``qdq_ort.FLOAT_WHY``: 4-bit or float8 operands, blocked weights...). ONNX Runtime 1.32 runs its NCHW 8-bit MaxPool an
-element at a time (0.75-1.56 ms for SqueezeNet 1.1's, 83 us in the float model: a calibrated loop) and
-its channels-last one after a QLinearConv at a float pool's pace. Nothing here changes a model without
-DequantizeLinear nodes. ``-p`` what-ifs apply on top as for any layer.
-"""
+MatMulNBits fusion do not take (``qdq_ort.FLOAT_WHY``: 4-bit or float8 operands, blocked weights...).
+ONNX Runtime 1.32 runs its NCHW 8-bit MaxPool an element at a time (0.75-1.56 ms for SqueezeNet 1.1's,
+83 us in the float model: a calibrated loop) and its channels-last one after a QLinearConv at a float
+pool's pace. Nothing here changes a model without DequantizeLinear nodes. ``-p`` what-ifs apply on top
+as for any layer."""
 
 from __future__ import annotations
 
@@ -242,7 +242,7 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None, ort_c
                 after = consumers.get(after[0].outputs[0], [])
             writes = {q_dtype(u) for u in after}
             if ort_cpu and not why and out is not None and writes != {run_dtype(n.inputs[0])}:
-                why = "one_type"  # its QLinear kernels read and write one 8-bit type: an int8 input kept, a uint8 output
+                why = "one_type"  # its QLinear kernels read and write one 8-bit type (int8 in kept, uint8 out)
             if why:
                 refused[n.name] = why
                 continue

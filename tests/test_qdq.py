@@ -724,11 +724,13 @@ def _qdq_product(op, act="uint8", wt="int8", wzp=True, axis=None, block=0, trans
     init = numpy_helper.from_array
     conv = op in ("Conv", "ConvTranspose")
     cin, cout = (16, 8) if conv else (64, 32)
-    wshape = {"Conv": [cout, cin, 3, 3], "ConvTranspose": [cin, cout, 3, 3]}.get(op, [cout, cin] if trans_b else [cin, cout])
+    wshape = {"Conv": [cout, cin, 3, 3], "ConvTranspose": [cin, cout, 3, 3]}.get(
+        op, [cout, cin] if trans_b else [cin, cout])
     inits = [_qtensor("w", wt, wshape), init(np.array(0.01, np.float32), "sx"), init(np.array(0.05, np.float32), "sy")]
     attrs = {}
     if block:
-        attrs, sshape = {"axis": axis, "block_size": block}, [d // block if i == axis else d for i, d in enumerate(wshape)]
+        attrs = {"axis": axis, "block_size": block}
+        sshape = [d // block if i == axis else d for i, d in enumerate(wshape)]
     elif axis is not None:
         attrs, sshape = {"axis": axis}, [wshape[axis]]
     else:
@@ -780,7 +782,8 @@ _ORT_PRODUCTS = [
     ("nbits-requantized", dict(op="MatMul", act=None, wt="int4", axis=0, block=32), None, "float", "MatMulNBits"),
     ("nbits-sigmoid-q", dict(op="MatMul", act=None, after="Sigmoid"), "MatMulNBits", "weight-only", None),
     ("nbits-16bit-input", dict(op="MatMul", act="uint16"), "MatMulNBits", "weight-only", None),
-    ("nbits-block-8", dict(op="MatMul", act=None, wt="int4", axis=0, block=8, q_out=False), None, "float", "MatMulNBits"),
+    ("nbits-block-8", dict(op="MatMul", act=None, wt="int4", axis=0, block=8, q_out=False), None, "float",
+     "MatMulNBits"),
     ("nbits-per-row", dict(op="MatMul", act=None, axis=0, q_out=False), None, "float", "MatMulNBits"),
     ("nbits-gemm", dict(op="Gemm", act=None, q_out=False), "MatMulNBits", "weight-only", None),
     ("nbits-gemm-transposed", dict(op="Gemm", act=None, trans_b=1, q_out=False), None, "float", "MatMulNBits"),
