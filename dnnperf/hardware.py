@@ -138,6 +138,9 @@ SCHEMA = {
                                     "'u8u8', 's8s8', 's8u8'): x86 runtimes have a fast kernel for one pairing only "
                                     "(calibrated on MatMulInteger; the int8 peak is the fastest pairing's); "
                                     "default 1 (every pairing at the peak)"),
+    "int8_depthwise_share": ("num", False, "CPU runtimes: share of the float depthwise pace an 8-bit depthwise "
+                                           "convolution reaches (ONNX Runtime's channels-last QLinearConv; "
+                                           "calibrated), default 1"),
     "op_efficiency": ("map", False, "per op-type fraction of the roofline (e.g. Pow, Tanh; LayoutReorder for the runtime's "
                                    "layout conversions: calibrated), overrides the family's"),
     "unoptimized_ops": ("list", False, "op types with no fast kernel: run at unoptimized_efficiency, no overlap"),
@@ -212,6 +215,7 @@ class HardwareProfile:
     efficiency: dict[str, float] = field(default_factory=dict)
     op_efficiency: dict[str, float] = field(default_factory=dict)
     int8_operands: dict[str, float] = field(default_factory=dict)
+    int8_depthwise_share: float | None = None  # None: not calibrated (the float pace stands)
     matrix_m_efficiency: tuple[tuple[int, float], ...] = ()
     matrix_nk_efficiency: tuple[tuple[int, float], ...] = ()
     shape_efficiency: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)
@@ -528,6 +532,10 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         int8_ops[k] = _num(v, f"{where}.int8_operands.{k}", upper=1.0)
     if int8_ops and kind == "gpu":
         raise DnnperfError(f"{where}.int8_operands: only for CPU runtimes (GPU int8 kernels take signed operands)")
+    dw8 = None if d.get("int8_depthwise_share") is None else _num(
+        d["int8_depthwise_share"], f"{where}.int8_depthwise_share", upper=1.0)
+    if "int8_depthwise_share" in d and kind == "gpu":
+        raise DnnperfError(f"{where}.int8_depthwise_share: only for CPU runtimes")
     op_eff = {}
     for k, v in _map(d.get("op_efficiency", {}) or {}, f"{where}.op_efficiency").items():
         op_eff[str(k)] = _num(v, f"{where}.op_efficiency.{k}", upper=1.0)
@@ -595,6 +603,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         efficiency=eff,
         op_efficiency=op_eff,
         int8_operands=int8_ops,
+        int8_depthwise_share=dw8,
         matrix_m_efficiency=tuple(sorted(m_eff)),
         matrix_nk_efficiency=tuple(sorted(nk_eff)),
         shape_efficiency=shape_eff,

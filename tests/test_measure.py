@@ -58,6 +58,8 @@ def test_calibration_writes_a_valid_profile(local_profile):
     assert {"Sigmoid", "Max", "Min", "Floor", "LeakyRelu", "HardSwish", "Reciprocal", "Softsign"} <= set(hw.op_efficiency)
     # every pairing of 8-bit data and weight types, each a share of the int8 peak
     assert set(hw.int8_operands) == {"u8s8", "u8u8", "s8s8", "s8u8"}
+    # the runtime's channels-last 8-bit depthwise kernel against the float depthwise pace (capped: [0.05, 1])
+    assert "int8_depthwise_share" in prof and 0.05 <= hw.int8_depthwise_share <= 1
     assert all(0 < v <= 1 for v in hw.int8_operands.values())
     m = prof["measured"]
     assert m["threads"] >= 1 and m["onnxruntime"] and m["cpu"] and m["date"]

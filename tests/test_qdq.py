@@ -823,3 +823,73 @@ def test_a_cpu_estimate_runs_a_qdq_product_as_onnx_runtime_does(tmp_path, kwargs
         assert w.dtype == "float32" and w.weight_bytes == (8 * 16 * 9 if "Conv" in kwargs["op"] else 64 * 32) * 4
     notes = [n for n in analyze(insp, cpu, Settings()).notes if n.startswith("QDQ on ONNX Runtime's CPU provider: 1 ")]
     assert [why in n for n in notes].count(True) == (1 if why else 0)
+
+
+def _depthwise8(channels_last: bool, dtype: str):
+    """A 96-channel 3 x 3 depthwise convolution at 56 x 56: ONNX Runtime's channels-last 8-bit QLinearConv (uint8
+    data, int8 weights), its NCHW QLinearConv, or a float Conv (``dtype`` "float32")."""
+    init = numpy_helper.from_array
+    c, side = 96, 56
+    if dtype == "float32":
+        nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="dw", group=c, pads=[1, 1, 1, 1])]
+        return model(nodes, [vi("x", [1, c, side, side])], [vi("y", None)],
+                     [init(np.ones((c, 1, 3, 3), np.float32), "w")])
+    inits = [init(np.array(0.02, np.float32), "s"), init(np.array(128, np.uint8), "z"),
+             init(np.ones((c, 1, 3, 3), np.int8), "w"), init(np.array(0.01, np.float32), "ws"),
+             init(np.array(0, np.int8), "wz")]
+    attrs = {"domain": "com.microsoft", "channels_last": 1} if channels_last else {}
+    nodes = [helper.make_node("QLinearConv", ["x", "s", "z", "w", "ws", "wz", "s", "z"], ["y"], name="dw", group=c,
+                              pads=[1, 1, 1, 1], **attrs)]
+    shape = [1, side, side, c] if channels_last else [1, c, side, side]
+    return model(nodes, [vi("x", shape, T.UINT8)], [vi("y", None, T.UINT8)], inits,
+                 extra_opsets=(("com.microsoft", 1),) if channels_last else ())
+
+
+def test_an_8bit_depthwise_convolution_runs_at_its_calibrated_share_of_the_float_pace(tmp_path):
+    """ONNX Runtime's 8-bit depthwise kernel (its channels-last QLinearConv, which a QDQ model's depthwise layers
+    run) takes ``int8_depthwise_share`` of the pace the float depthwise figures give the layer: at 0.5 its time
+    less the dispatch doubles; the float twin's and a profile without the figure's do not move. The
+    channels-last form (N x H x W x C in and out, weights OIHW) is the NCHW one's work: 96 x 56 x 56 x 9 MACs."""
+    import yaml
+
+    from dnnperf.api import _score
+    from dnnperf.hardware import profile_from_dict
+
+    d = yaml.safe_load(open(os.path.join(ROOT, "profiles", "cpu-avx2.yaml"), encoding="utf-8"))
+    d["int8_operands"] = {"u8s8": 1.0, "u8u8": 0.5, "s8s8": 0.1, "s8u8": 0.1}
+
+    def time_of(m, name, share):
+        hw = profile_from_dict({**d, "int8_depthwise_share": share} if share else d, "x")
+        c = next(c for c in _score(inspect_model(save(m, tmp_path, name)), hw, Settings()).layers)
+        assert c.layer.workload.macs == 96 * 56 * 56 * 9
+        return c.time_s - c.t_launch
+
+    for last in (True, False):
+        m = _depthwise8(last, "uint8")
+        full, half = time_of(m, f"dw{last}.onnx", None), time_of(m, f"dw{last}.onnx", 0.5)
+        assert half == pytest.approx(2 * full, rel=1e-6)
+    flt = _depthwise8(False, "float32")
+    assert time_of(flt, "f.onnx", 0.5) == time_of(flt, "f.onnx", None)
+    with pytest.raises(Exception, match="int8_depthwise_share"):
+        profile_from_dict({**yaml.safe_load(open(os.path.join(ROOT, "profiles", "t4.yaml"), encoding="utf-8")),
+                           "int8_depthwise_share": 0.5}, "t4x")
+
+
+def test_onnx_runtimes_optimised_qdq_graph_is_scored_whole(tmp_path):
+    """ONNX Runtime's CPU-optimised graph of a QDQ convolution (what a user saves with
+    ``optimized_model_filepath``) holds a com.microsoft QLinearConv with ``channels_last`` between two
+    Transposes: N x H x W x C data, OIHW weights. Read as NCHW, its 8 input 'channels' (the width) contradicted
+    its weights and every node after it went unscored; now it is the same convolution (8 x 8 input, no
+    padding): 6 x 6 outputs x 8 filters x 16 channels x 3 x 3 = 41,472 MACs, in uint8."""
+    import onnx
+
+    m = _qdq_product(op="Conv")
+    assert _ort_runs(tmp_path, m).count("QLinearConv") == 1
+    opt = onnx.load(str(tmp_path / "ort.onnx"))
+    conv = next(n for n in opt.graph.node if n.op_type == "QLinearConv")
+    assert conv.domain == "com.microsoft" and any(a.name == "channels_last" and a.i == 1 for a in conv.attribute)
+    insp = inspect_model(str(tmp_path / "ort.onnx"))
+    assert not insp.unsupported
+    w = next(r.workload for r in insp.rows if r.node.op_type == "QLinearConv")
+    assert (w.macs, w.dtype, w.family) == (41_472, "uint8", "conv")
+    assert insp.graph.tensors[conv.output[0]].shape == (1, 6, 6, 8)

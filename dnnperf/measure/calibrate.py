@@ -354,6 +354,10 @@ def _figures(table, threads: int | None, times: dict, reorders: list, kernels, i
                              lambda e: profile_from_dict({**base_dict, "conv_weight_exposure": e}, "calibration"),
                              lambda mb, hw: _raw_ratio(mb, hw, times, dispatch_us, kernels),
                              lambda prof: weight_exposure(cold_conv, prof, cold_s))
+    dw8 = next((mb for mb in table if mb.role == "int8_depthwise"), None)
+    if dw8 is not None:
+        profile["int8_depthwise_share"] = _sig(int8_depthwise_share(
+            dw8, profile, times[dw8.name] - times["dispatch_1"] + dispatch_us * 1e-6))
     record = {
         "cache_sweep_gbs": {f"{n / 1e6:g} MB": _sig(b) for n, b in sweep},
         "cache_reported_mb": _sig(reported),
@@ -368,6 +372,19 @@ def _figures(table, threads: int | None, times: dict, reorders: list, kernels, i
         "exposure_rounds": rounds,  # the shape curves read with the exposure known (settle_exposure)
     }
     return profile, record
+
+
+def int8_depthwise_share(mb, profile: dict, kernel_s: float) -> float:
+    """ONNX Runtime's 8-bit depthwise convolution's share of the pace its layer gets from the float depthwise
+    figures (``int8_depthwise_share``): the micro-benchmark's estimate under the finished ``profile`` with a share
+    of 1, over its time (``kernel_s``: the session's fixed cost taken off), less the fixed kernel time the
+    estimate adds apart. Capped to [0.05, 1]: the estimate already floors an 8-bit depthwise layer at the float
+    rate (a depthwise filter cannot fill the byte dot products)."""
+    from dnnperf.hardware import profile_from_dict
+
+    hw = profile_from_dict({**profile, "int8_depthwise_share": 1.0}, "calibration")
+    roof_s, fixed_s, _ = micro_costs(mb.model, hw)
+    return min(1.0, max(0.05, roof_s / max(kernel_s - fixed_s, 1e-7)))
 
 
 EXPOSURE_ROUNDS = 4  # at most: the shape curves and the weight exposure read again in turn

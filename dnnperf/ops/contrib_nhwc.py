@@ -1,6 +1,11 @@
 """ONNX Runtime contrib ops its transformer optimizer writes for its CUDA provider (diffusion UNets in
-channels-last layout, T5's and WavLM's position biases), each a cost and a shape rule (layouts as
-ONNX Runtime's own shape inference for these ops states them; ONNX Runtime's CPU provider runs none):
+channels-last layout, T5's and WavLM's position biases), and the channels-last QLinearConv its CPU provider's
+NHWC pass writes, each a cost and a shape rule (layouts as ONNX Runtime's own shape inference for these ops
+states them):
+
+- QLinearConv (com.microsoft): the standard QLinearConv; with ``channels_last`` its input and output are
+  N x spatial x C and its weights stay [M, C / group, kH, kW] (an optimised QDQ model saved to disk has one
+  for every 8-bit convolution).
 
 - NhwcConv / NhwcFusedConv: a convolution over N x H x W x C with [M, kH, kW, C / group] weights,
   costed as the NCHW convolution it is (the fused form adds its activation and optional sum input).
@@ -16,7 +21,7 @@ from __future__ import annotations
 
 from dnnperf.ops import Contradiction, Ctx, length_value, register_pairs, takes_values
 from dnnperf.ops.elementwise import OPS_PER_ELEMENT, activation_ops
-from dnnperf.ops.matrix import _conv, known
+from dnnperf.ops.matrix import _conv, _qlinear_conv_shape, conv_out_shape, known, qlinear_conv
 from dnnperf.ops.norm import PER_ELEMENT as NORM_OPS
 from dnnperf.ops.windows import channels_first, windowed_channels_last
 from dnnperf.workload import Gemm
@@ -34,6 +39,36 @@ class _ChannelsFirst(Ctx):
     def out_shape(self, i: int = 0) -> tuple[int, ...]:
         s = Ctx.out_shape(self, i)
         return channels_first(s) if i == 0 else s
+
+
+class _DataChannelsFirst(Ctx):
+    """A channels-last QLinearConv seen in NCHW: its input and output permuted, its weights as they are."""
+
+    __slots__ = ()
+
+    def in_shape(self, i: int) -> tuple[int, ...]:
+        s = Ctx.in_shape(self, i)
+        return channels_first(s) if i == 0 else s
+
+    def out_shape(self, i: int = 0) -> tuple[int, ...]:
+        s = Ctx.out_shape(self, i)
+        return channels_first(s) if i == 0 else s
+
+
+def contrib_qlinear_conv(ctx: Ctx):
+    if int(ctx.attr("channels_last", 0)):
+        ctx = _DataChannelsFirst(ctx.graph, ctx.node)
+    return qlinear_conv(ctx)
+
+
+def _contrib_qlinear_conv_shape(attrs, ins, n_out):
+    x, w = ins[0] if ins else None, ins[3] if len(ins) > 3 else None
+    if not attrs.get("channels_last", 0) or not known(x) or len(x[0]) < 3:
+        return _qlinear_conv_shape(attrs, ins, n_out)
+    if not known(w):
+        return []
+    y = conv_out_shape(attrs, channels_first(tuple(x[0])), w[0])
+    return [((y[0],) + tuple(y[2:]) + (y[1],), x[1])] if y is not None else []
 
 
 def nhwc_conv(ctx: Ctx):
@@ -120,6 +155,7 @@ def _gated_rpb_shape(attrs, ins, n_out):
 
 
 _OPS = {
+    "QLinearConv": (contrib_qlinear_conv, _contrib_qlinear_conv_shape),
     "NhwcConv": (nhwc_conv, _nhwc_conv_shape),
     "NhwcFusedConv": (nhwc_fused_conv, _nhwc_conv_shape),
     "SkipGroupNorm": (skip_group_norm, _skip_group_norm_shape),

@@ -400,7 +400,6 @@ register_shapes({
     "com.microsoft:FusedConv": _fused_conv_shape,
     "com.microsoft:FusedMatMul": matmul_shape,
     "com.microsoft:FusedGemm": _fused_gemm_shape,
-    "com.microsoft:QLinearConv": _qlinear_conv_shape,
     "com.microsoft:MatMulIntegerToFloat": _matmul_to_float_shape,
 })
 
@@ -418,6 +417,5 @@ register({
     "com.microsoft:FusedConv": fused_conv,
     "com.microsoft:FusedMatMul": fused_matmul,
     "com.microsoft:FusedGemm": fused_gemm,
-    "com.microsoft:QLinearConv": qlinear_conv,
     "com.microsoft:MatMulIntegerToFloat": matmul_integer,
 })
