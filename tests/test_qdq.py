@@ -893,3 +893,33 @@ def test_onnx_runtimes_optimised_qdq_graph_is_scored_whole(tmp_path):
     w = next(r.workload for r in insp.rows if r.node.op_type == "QLinearConv")
     assert (w.macs, w.dtype, w.family) == (41_472, "uint8", "conv")
     assert insp.graph.tensors[conv.output[0]].shape == (1, 6, 6, 8)
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearSigmoid"])
+def test_a_small_qlinear_loop_runs_on_one_thread(tmp_path, op):
+    """ONNX Runtime's thread-pool cost model splits a QLinear element loop only past 210,000 cycles at 1 + 2 x 11/64
+    cycles an element (156,279 elements: one thread at 156,000, two at 157,000 on a 2-core VM). On a profile of 2
+    threads, whose figure was timed on all of them, a 150,000-element loop takes twice the time per element of a
+    160,000-element one; the shipped 1-thread view of it (compute_units 1) does not move."""
+    import yaml
+
+    from dnnperf.api import _score
+    from dnnperf.hardware import profile_from_dict
+
+    init = numpy_helper.from_array
+    d = yaml.safe_load(open(os.path.join(ROOT, "profiles", "cpu-avx2.yaml"), encoding="utf-8"))
+    d["parallelism"] = {**d["parallelism"], "compute_units": 2}
+    d["op_efficiency"] = {op: 0.3}
+
+    def per_element(n, units=2):
+        ins = ["x", "s", "z", "x", "s", "z", "s", "z"] if op == "QLinearAdd" else ["x", "s", "z", "s", "z"]
+        m = model([helper.make_node(op, ins, ["y"], name="q", domain="com.microsoft")], [vi("x", [1, n], T.UINT8)],
+                  [vi("y", None, T.UINT8)], [init(np.array(0.05, np.float32), "s"), init(np.array(128, np.uint8), "z")],
+                  extra_opsets=(("com.microsoft", 1),))
+        hw = profile_from_dict({**d, "parallelism": {**d["parallelism"], "compute_units": units}}, "x")
+        c = next(c for c in _score(inspect_model(save(m, tmp_path, f"q{n}.onnx")), hw, Settings()).layers)
+        return (c.time_s - c.t_launch) / n
+
+    assert per_element(150_000) == pytest.approx(2 * per_element(160_000), rel=0.02)
+    assert per_element(156_000) == pytest.approx(2 * per_element(157_000), rel=0.02)
+    assert per_element(150_000, units=1) == pytest.approx(per_element(160_000, units=1), rel=0.02)
