@@ -39,30 +39,38 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     w = layer.workload
     if hw.int8_operands and w.is_matrix and (w.operands or PRECISION_OF_DTYPE.get(w.dtype) == "int8"):
         eff *= _pairing_share(layer, hw, w.operands)
-    if one_thread_loop(layer, hw):
-        eff /= hw.compute_units
+    used = qlinear_threads(layer, hw)
+    if used:
+        eff *= used / hw.compute_units
     return eff
 
 
-# ONNX Runtime's QLinear element loops ask its thread pool's cost model (Eigen's) whether to split: at one cycle
+# ONNX Runtime's QLinear element loops ask its thread pool's cost model (Eigen's) how to split: at one cycle
 # of work and 11/64 of a cycle per byte read and per byte written an element, a loop costing under 210,000
 # cycles (100,000 to start plus 100,000 for a second thread, less the model's 0.9 rounding) runs on the calling
-# thread alone. Timed on a 2-core EPYC VM: QLinearAdd, QLinearMul and QLinearSigmoid of 156,000 uint8 elements
-# ran on one thread, of 157,000 on two (1.65-1.8x faster); 210,000 / (1 + 2 x 11 / 64) = 156,279.
+# thread alone; a longer one is cut into blocks of at least 40,000 cycles' work (and at most 4 blocks a thread),
+# so no more threads than blocks work on it. Timed on a 2-core EPYC VM: QLinearAdd, QLinearMul and
+# QLinearSigmoid of 156,000 uint8 elements ran on one thread, of 157,000 on two (1.65-1.8x faster);
+# 210,000 / (1 + 2 x 11 / 64) = 156,279.
 ORT_SPLIT_CYCLES = 210_000
+ORT_BLOCK_CYCLES = 40_000
 QLINEAR_ELEMENT_CYCLES = 1 + 2 * 11 / 64
 QLINEAR_LOOPS = ("QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu")
 
 
-def one_thread_loop(layer: Layer, hw: HardwareProfile) -> bool:
-    """Whether a CPU runtime runs this QLinear element loop (a QOperator node, or a QDQ group it runs as one) on
-    one of its ``compute_units`` threads: its figure (``op_efficiency``, timed on 393,216 elements) is all of
-    them at work (EfficientNet-B0's squeeze-excite and SiLU multiplies from the 14 x 14 stage on: 94,080-131,712
-    elements)."""
-    if hw.kind != "cpu" or hw.compute_units <= 1 or "+" in layer.op_type:
-        return False
+def qlinear_threads(layer: Layer, hw: HardwareProfile) -> int | None:
+    """The threads a CPU runtime runs this QLinear element loop (a QOperator node, or a QDQ group it runs as one)
+    on, of its ``compute_units``; None for any other layer. Its figure (``op_efficiency``, timed on 393,216
+    elements) is all of them at work: EfficientNet-B0's squeeze-excite and SiLU multiplies from the 14 x 14 stage
+    on (94,080-131,712 elements) run on one of two."""
     n = layer.workload.parallel_work
-    return run_as(layer) in QLINEAR_LOOPS and 0 < n * QLINEAR_ELEMENT_CYCLES < ORT_SPLIT_CYCLES
+    if hw.kind != "cpu" or hw.compute_units <= 1 or "+" in layer.op_type or run_as(layer) not in QLINEAR_LOOPS \
+            or n <= 0:
+        return None
+    if n * QLINEAR_ELEMENT_CYCLES < ORT_SPLIT_CYCLES:
+        return 1
+    block = max(-(-n // (4 * hw.compute_units)), int(ORT_BLOCK_CYCLES / QLINEAR_ELEMENT_CYCLES))
+    return min(hw.compute_units, -(-n // block))
 
 
 def blocked_batchnorm(layer: Layer, hw: HardwareProfile) -> bool:
