@@ -192,7 +192,8 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None, ort_c
         users = consumers.get(q.outputs[0], []) if q.outputs else []
         if len(users) != 1 or users[0].op_type != "DequantizeLinear" or not users[0].outputs:
             return False
-        return len(consumers.get(users[0].outputs[0], [])) <= 1
+        out = users[0].outputs[0]  # (a graph output counts as a reader: QGemm then runs int8)
+        return len(consumers.get(out, [])) + (out in graph.outputs) <= 1
 
     def run_dtype(t: str) -> str | None:
         """The 8-bit type ``t``'s DequantizeLinear reads as ONNX Runtime's CPU provider runs it (``unsigned``)."""

@@ -151,6 +151,8 @@ FLOAT_WHY = {
                      "quantized for TensorRT (Q/DQ on inputs only) keeps its float convolutions here",
     "one_type": "matrix layer(s) reading int8 and writing uint8 (or the reverse) run in float: its quantized "
                 "kernels read and write one 8-bit type",
+    "int8_data": "convolution(s) or MatMul(s) reading int8 data its uint8 rewrite leaves signed (a tensor read by "
+                 "two nodes) run in float: its QLinearConv and QLinearMatMul take uint8 data only (QGemm takes int8)",
     "not_8bit": "matrix layer(s) with operands dequantized from types other than 8-bit integers (4-bit, float8) "
                 "run in float, their weights dequantized at every inference: its quantized products take int8 "
                 "and uint8 only",
@@ -178,7 +180,8 @@ def qlinear_refusal(graph: Graph, n, a: str, b: str, wdq, consumers: dict, folde
     ``a`` and ``b`` (weights by ``wdq``), in float rather than as QLinearConv / QLinearMatMul / QGemm /
     MatMulIntegerToFloat (a ``FLOAT_WHY`` key), or None. The provider's quantized products take 8-bit integer
     operands with one scale per tensor or per channel (4-bit or float8 weights, 16-bit or 4-bit activations and
-    block-quantized weights stay in float, checked both as QDQ convolutions and as products); its QDQ Gemm
+    block-quantized weights stay in float, checked both as QDQ convolutions and as products), its QLinearConv and
+    QLinearMatMul uint8 data only (``a`` as the provider runs it: int8 data read once is turned uint8); its QDQ Gemm
     fusion needs the weight's zero point given; it has no quantized ConvTranspose; and a layer whose output
     goes to one Relu or Clip (read once, not a graph output) stays in float unless a QuantizeLinear after the
     activation absorbs it (``folded_activations``): a Relu before a zero point above the type's minimum, a Clip(0,
@@ -190,6 +193,8 @@ def qlinear_refusal(graph: Graph, n, a: str, b: str, wdq, consumers: dict, folde
         return "not_8bit"
     if _blocked(wdq):
         return "blocked"
+    if a == "int8" and n.op_type in ("Conv", "MatMul"):
+        return "int8_data"
     if n.op_type == "Gemm" and (len(wdq.inputs) < 3 or not wdq.inputs[2]):
         return "gemm_zero_point"
     users = consumers.get(n.outputs[0], []) if n.outputs else []

@@ -34,8 +34,8 @@ from dnnperf.load.onnx_fixes import onnx_wrong_shapes
 from dnnperf.load.overrides import apply_overrides, batch_axes, user_values, weight_inputs, weight_inputs_note
 from dnnperf.load.read import (EIGHT_BIT_TYPES, FLOAT_TYPES, MAX_ELEMS, CorruptName, check_dims, check_domains,
                                check_for_onnx_inference, check_opset, clear_payload, has_payload, is_shape_like,
-                               parse_model, plain_attrs, read_model, read_model_bytes, short, sparse_weights, static,
-                               type_shape)
+                               parse_model, plain_attrs, quant_params, read_model, read_model_bytes, short,
+                               sparse_weights, static, type_shape)
 from dnnperf.load.stated import check_types, mixed_types, unknown_attributes
 from dnnperf.load.topology import (MAX_DEPTH, WITH_BODIES, check_bodies, node_subgraphs, topo_order, views,
                                    walk_graphs)
@@ -122,13 +122,14 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     init_info: dict[str, Tensor] = {}
     codes: dict[str, int] = {}  # initializer -> its element type code, as stored
     shape_inits = []  # initializers whose values may decide shapes (read.is_shape_like)
+    keep = quant_params(g)  # and the quantization parameters (per-channel scales)
     for init in g.initializer:  # each weight's fields read once here
         name, code = init.name, init.data_type
         t = Tensor(name, tuple(init.dims), DTYPE_NAMES.get(code, "float32"))
         check_dims(t.shape, name, path)
         init_info[name] = t
         codes[name] = code
-        if (code in (6, 7) or code in FLOAT_TYPES or code in EIGHT_BIT_TYPES) and is_shape_like(init):
+        if (code in (6, 7) or code in FLOAT_TYPES or code in EIGHT_BIT_TYPES) and is_shape_like(init, keep):
             shape_inits.append(init)
         elif has_payload(init):  # a model built in memory (read_model's have none): its payload dropped
             clear_payload(init)
@@ -191,7 +192,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     if res is not fast_res:
         for init in ig.initializer:
             types[init.name] = (tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
-            if is_shape_like(init):
+            if is_shape_like(init, keep):
                 v = tensor_value(init)
                 if v is not None:
                     res.values[init.name] = v

@@ -61,8 +61,48 @@ def read_model(path: str):
     except OSError as exc:
         raise DnnperfError(f"cannot read '{path}': {exc.strerror or exc}") from None
     model = parse_model(data, path)
+    if size > _SCAN_ABOVE_BYTES:
+        _restore_quant_params(model, path, size)
     strip_payloads_inplace(model)
     return model
+
+
+def _restore_quant_params(model, path: str, size: int) -> None:
+    """Read back from the file the payloads of the quantization parameters the byte-level skeleton dropped
+    (per-channel scales: more than MAX_FLOAT_VALUE_ELEMS floats); only a QDQ model has any to read."""
+    from onnx import TensorProto
+
+    keep = quant_params(model.graph)
+    want = {i.name for i in model.graph.initializer if i.name in keep and not has_payload(i)}
+    if not want:
+        return
+    found = {}
+
+    def pick(buf, start, end):  # a GraphProto.initializer entry: kept whole when its name is wanted
+        pos = start
+        while pos < end:
+            key, p = _varint(buf, pos, end)
+            nxt = _skip(buf, p, key & 7, end)
+            if key >> 3 == 8 and key & 7 == 2:
+                ln, q = _varint(buf, p, end)
+                name = bytes(buf[q:q + ln]).decode("utf-8", "replace")
+                if name in want:
+                    found[name] = bytes(buf[start:end])
+                break
+            pos = nxt
+        return b""
+
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            buf = _FileBytes(fh, size)
+            _rewrite_field(buf, 0, size, 7, lambda b, a, e: _rewrite_field(b, a, e, 5, pick))
+    except (OSError, _WireError):
+        return  # left without values: the QDQ rules then take the scales to fit, as for a stripped file
+    for init in model.graph.initializer:
+        if init.name in found:
+            t = TensorProto.FromString(found[init.name])
+            if is_shape_like(t, keep):
+                init.CopyFrom(t)
 
 
 def read_model_bytes(path: str) -> bytes:
@@ -333,9 +373,19 @@ def static(dims) -> tuple[int, ...] | None:
 # weights out
 
 
-def is_shape_like(init) -> bool:
+def quant_params(graph) -> frozenset:
+    """The initializers a QuantizeLinear or DequantizeLinear of ``graph`` reads as its scale or zero point. Kept
+    with their values up to MAX_VALUE_ELEMS elements (``is_shape_like``'s ``keep``): ONNX Runtime's QDQ fusions
+    compare them (a bias's scale against its input's times its weights'), and a per-channel scale has one value
+    a channel."""
+    return frozenset(i for n in graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")
+                     and n.domain in ("", "ai.onnx", "com.microsoft") for i in n.input[1:3] if i)
+
+
+def is_shape_like(init, keep: frozenset = frozenset()) -> bool:
     """Small integer initializers carry shapes (Reshape targets, Slice starts...), and tiny float ones
-    may (Resize's scales), tiny bool ones decide control flow: keep their data."""
+    may (Resize's scales), tiny bool ones decide control flow: keep their data; so are the quantization
+    parameters in ``keep`` (``quant_params``) up to MAX_VALUE_ELEMS elements."""
     if init.data_type not in (6, 7) and init.data_type not in _FLOAT_TYPES and init.data_type not in EIGHT_BIT_TYPES:
         return False
     if init.data_location == 1:  # EXTERNAL: never opened
@@ -343,7 +393,7 @@ def is_shape_like(init) -> bool:
     n = 1
     for d in init.dims:
         n *= d
-    if n > (MAX_VALUE_ELEMS if init.data_type in (6, 7) else MAX_FLOAT_VALUE_ELEMS):
+    if n > (MAX_VALUE_ELEMS if init.data_type in (6, 7) or init.name in keep else MAX_FLOAT_VALUE_ELEMS):
         return False
     # the typed fields an exporter may use instead of raw_data (a Resize's scales in float_data)
     return bool(init.raw_data) or len(init.int64_data) > 0 or len(init.int32_data) > 0 or len(init.float_data) > 0 \
@@ -365,9 +415,11 @@ def has_payload(init) -> bool:
 
 
 def strip_payloads_inplace(model) -> None:
-    """Drop the weight payloads of the main graph's initializers (small integer tensors stay)."""
+    """Drop the weight payloads of the main graph's initializers (small integer tensors and quantization
+    parameters stay)."""
+    keep = quant_params(model.graph)
     for init in model.graph.initializer:
-        if has_payload(init) and not is_shape_like(init):
+        if has_payload(init) and not is_shape_like(init, keep):
             clear_payload(init)
 
 

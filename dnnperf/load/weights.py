@@ -8,7 +8,7 @@ read without complaint. Small integer initializers (shape constants) keep their 
 from __future__ import annotations
 
 from dnnperf.load.read import (STRIPPED_LOCATION, clear_payload, has_payload, is_shape_like, parse_model,
-                               read_model_bytes, sparse_weights, tensor_nbytes)
+                               quant_params, read_model_bytes, sparse_weights, tensor_nbytes)
 from dnnperf.load.topology import all_initializers, walk_graphs
 
 
@@ -25,6 +25,7 @@ def _skeletonize(model) -> tuple[int, int, int]:
     # sparse weights: declared dense, without their values and indices
     removed = sparse_weights(walk_graphs(model.graph, max_depth=10_000))
     external = external_bytes = 0
+    keep = quant_params(model.graph)  # per-channel scales keep their values (the QDQ rules read them)
     for init in all_initializers(model.graph):
         if not has_payload(init):
             if not any(e.key == "location" and e.value == STRIPPED_LOCATION for e in init.external_data):
@@ -32,7 +33,7 @@ def _skeletonize(model) -> tuple[int, int, int]:
                 external_bytes += tensor_nbytes(init.dims, init.data_type)
                 clear_payload(init)
             continue
-        if is_shape_like(init):
+        if is_shape_like(init, keep):
             continue
         removed += tensor_nbytes(init.dims, init.data_type)
         clear_payload(init)
