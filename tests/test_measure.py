@@ -1703,3 +1703,26 @@ def test_a_model_onnx_runtime_refuses_to_run_is_one_line_on_stderr(tmp_path):
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("dnnperf: error: ONNX Runtime could not run the model") and r.stderr.count("\n") == 1, r.stderr
     assert r.stdout == ""
+
+
+def test_kernels_a_function_op_was_expanded_into_are_its_layers(tmp_path):
+    """ONNX Runtime's CPU provider has no HardSwish kernel: it runs the op's function body, a HardSigmoid and a Mul it
+    names '<Op>_<n>' in creation order (its profiler, checked: HardSigmoid_4, Mul_5, HardSigmoid_6, Mul_7 for two
+    HardSwish). validate gave those layers 0 us and left the kernels unmatched; each layer now takes the next such
+    pair, in graph order (2 + 1 and 4 + 3 us here), and a lone Mul of another name stays unmatched."""
+    from onnx import helper
+
+    from dnnperf.measure.validate import map_kernels
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r0"), helper.make_node("HardSwish", ["a"], ["b"], name="hs1"),
+             helper.make_node("HardSwish", ["b"], ["c"], name="hs2"), helper.make_node("Neg", ["c"], ["y"], name="n")]
+    m = helper.make_model(helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [1, 64, 56, 56])],
+                                            [helper.make_tensor_value_info("y", 1, None)]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    insp = inspect_model(save(m, tmp_path))
+    layers = [c.layer for c in analyze(insp, load_profile("cpu-avx2"), Settings()).score.layers]
+    kernels = {"r0": ("Relu", 5.0), "HardSigmoid_4": ("HardSigmoid", 2.0), "Mul_5": ("Mul", 1.0),
+               "HardSigmoid_6": ("HardSigmoid", 4.0), "Mul_7": ("Mul", 3.0), "n": ("Neg", 1.0), "Mul_99": ("Mul", 9.0)}
+    measured, unmatched = map_kernels(kernels, insp.graph, layers)
+    assert measured["hs1"] == 3.0 and measured["hs2"] == 7.0 and measured["r0"] == 5.0
+    assert unmatched == {"Mul_99": 9.0}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import gc
 import os
-import re
 import time
 
 from dnnperf.errors import TooNoisy
 from dnnperf.fmt import sig
 from dnnperf.fmt import t as fmt_time
+from dnnperf.measure.kernel_map import map_kernels
 from dnnperf.measure.ort import (CAL_TIMING, cpu_name, feeds_for, profiled_kernels, profiler_inflation_us, runnable_bytes,
                                  session, settled_times)
 
@@ -170,108 +170,6 @@ def predicted_top(pred: dict, k: int) -> list:
         return []
     kth = ranked[min(k, len(ranked)) - 1]
     return [name for name in pred if pred[name] >= kth * (1 - TIE_TOLERANCE)]
-
-
-def map_kernels(kernels: dict, graph, layers, shapes: dict | None = None) -> tuple[dict, dict]:
-    """Attribute each ORT kernel to the dnnperf layer it implements.
-
-    ORT fuses nodes and renames them (e.g. ``<tensor>_nchwc`` for layout-transformed convs). A
-    kernel is matched by its node name, else by the tensor its name is derived from (the output of
-    the last fused node); the layout conversions ORT adds, by their shapes (``shapes``: kernel ->
-    (input shapes, output shapes)) against dnnperf's LayoutReorder layers; else it stays unmatched
-    and is reported.
-    The casts ORT inserts around ops without 16-bit kernels map to ``dnnperf.upcast``'s Cast layers
-    by the tensor they convert.
-    Returns ({layer name: measured us}, {unmatched kernel: us}).
-    """
-    kernel_ops = {k: op for k, (op, _us) in kernels.items()}
-    node_to_layer = {}
-    for l in layers:
-        for n in l.nodes:
-            node_to_layer[n] = l.name
-    producer = {}
-    for n in graph.nodes:
-        for o in n.outputs:
-            producer[o] = n.name
-    measured: dict[str, float] = {}
-    unmatched: dict[str, float] = {}
-    casts = {l.name.split(" ", 3)[3]: l.name for l in layers if l.op_type == "Cast" and not l.nodes
-             and l.name.startswith("cast to ")}  # dnnperf.upcast's layers, by the tensor they convert
-    # ORT names its own fused kernels "<Kernel>", "<Kernel>_token_<n>": the n-th goes to the n-th
-    # layer dnnperf made of that pattern, in graph order (dnnperf.fusion.RUNTIME_KERNELS)
-    from dnnperf.vocab import RUNTIME_KERNEL_NAMES, RUNTIME_KERNELS
-
-    for kind in RUNTIME_KERNELS:
-        ours = [l.name for l in layers if l.op_type == kind and len(l.nodes) > 1]  # groups, not a lone Gelu op
-        names = "|".join(RUNTIME_KERNEL_NAMES.get(kind, (kind,)))
-        theirs = sorted((k for k in kernels if re.fullmatch(rf"({names})(_token_\d+)?", k)),
-                        key=lambda k: -1 if "_token_" not in k else int(k.rsplit("_", 1)[1]))
-        if ours and len(ours) == len(theirs):
-            for layer_name, k in zip(ours, theirs):
-                measured[layer_name] = measured.get(layer_name, 0.0) + kernels[k][1]
-            kernels = {k: v for k, v in kernels.items() if k not in set(theirs)}
-    for k, (_op, us) in sorted(kernels.items()):
-        target = None
-        if k.startswith("InsertedPrecisionFreeCast_"):  # ORT's casts around ops without 16-bit kernels
-            target = casts.get(re.sub(r"/[A-Za-z0-9]*Fusion/?$", "", k[len("InsertedPrecisionFreeCast_"):]))
-            if target is not None:
-                measured[target] = measured.get(target, 0.0) + us
-                continue
-        cands = [k]
-        if k.startswith("fused "):  # ORT's FusedGemm (Gemm + activation): "fused <Gemm node>"
-            cands.append(k[len("fused "):])
-        for suf in ("_nchwc", "_output_0_nchwc", "_bn_nchwc"):
-            if k.endswith(suf):
-                cands.append(k[: -len(suf)])
-        for c in cands:
-            if c in node_to_layer:
-                target = node_to_layer[c]
-                break
-            if c in producer and producer[c] in node_to_layer:
-                target = node_to_layer[producer[c]]
-                break
-        if target is None:
-            # ORT names fused kernels "<first node>/<SomethingFusion>/" or "<node>_token_<n>"
-            base = re.sub(r"/[A-Za-z0-9]*Fusion/?$", "", k).split("_token_")[0]
-            if base in node_to_layer:
-                target = node_to_layer[base]
-        if target is None:
-            unmatched[k] = us
-        else:
-            measured[target] = measured.get(target, 0.0) + us
-    if shapes:
-        for k, target in _conversions(unmatched, kernel_ops, shapes, layers).items():
-            measured[target] = measured.get(target, 0.0) + unmatched.pop(k)
-    return measured, unmatched
-
-
-# ONNX Runtime's conversions into and out of its blocked layout -> how dnnperf.layout names the layer
-_CONVERSIONS = {"ReorderInput": "reorder into ", "ReorderOutput": "reorder out of "}
-
-
-def _conversions(unmatched: dict, ops: dict, shapes: dict, layers) -> dict:
-    """{kernel: layer} for the runtime's layout conversions (named by the runtime, not after a node)
-    against dnnperf's LayoutReorder layers: by direction and by the plain (NCHW) side's shape (a
-    conversion in reads it, one out writes it; the blocked side pads the channels), the n-th kernel
-    of a (direction, shape) in run order to the n-th such layer in graph order."""
-    queues: dict[tuple, list] = {}
-    for l in layers:
-        if l.op_type != "LayoutReorder" or l.nodes or l.output_shape is None:
-            continue
-        for op, prefix in _CONVERSIONS.items():
-            if l.name.startswith(prefix):
-                queues.setdefault((op, tuple(l.output_shape)), []).append(l.name)
-    out = {}
-    for k in list(unmatched):
-        op = ops.get(k)
-        if op not in _CONVERSIONS:
-            continue
-        ins, outs = shapes.get(k, ((), ()))
-        plain = (ins if op == "ReorderInput" else outs)[:1]
-        queue = queues.get((op, plain[0])) if plain else None
-        if queue:
-            out[k] = queue.pop(0)
-    return out
 
 
 def op_summary(rows: list[dict]) -> list[dict]:
