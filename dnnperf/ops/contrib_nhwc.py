@@ -41,17 +41,13 @@ class _ChannelsFirst(Ctx):
         return channels_first(s) if i == 0 else s
 
 
-class _DataChannelsFirst(Ctx):
+class _DataChannelsFirst(_ChannelsFirst):
     """A channels-last QLinearConv seen in NCHW: its input and output permuted, its weights as they are."""
 
     __slots__ = ()
 
     def in_shape(self, i: int) -> tuple[int, ...]:
         s = Ctx.in_shape(self, i)
-        return channels_first(s) if i == 0 else s
-
-    def out_shape(self, i: int = 0) -> tuple[int, ...]:
-        s = Ctx.out_shape(self, i)
         return channels_first(s) if i == 0 else s
 
 
