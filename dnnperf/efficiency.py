@@ -41,7 +41,10 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
         eff *= _pairing_share(layer, hw, w.operands)
     used = qlinear_threads(layer, hw)
     if used:
-        eff *= used / hw.compute_units
+        # against the threads its figure was timed on (all of them where the profile has no figure)
+        timed = _loop_threads(QLINEAR_TIMED_ELEMENTS, hw.compute_units) \
+            if OP_PRICED_AS.get(run_as(layer), run_as(layer)) in hw.op_efficiency else hw.compute_units
+        eff *= used / timed
     return eff
 
 
@@ -56,6 +59,7 @@ ORT_SPLIT_CYCLES = 210_000
 ORT_BLOCK_CYCLES = 40_000
 QLINEAR_ELEMENT_CYCLES = 1 + 2 * 11 / 64
 QLINEAR_LOOPS = ("QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu")
+QLINEAR_TIMED_ELEMENTS = 128 * 3072  # the elements calibrate times them on (dnnperf.measure.micro: [1, 128, 3072])
 
 
 def qlinear_threads(layer: Layer, hw: HardwareProfile) -> int | None:
@@ -67,10 +71,15 @@ def qlinear_threads(layer: Layer, hw: HardwareProfile) -> int | None:
     if hw.kind != "cpu" or hw.compute_units <= 1 or "+" in layer.op_type or run_as(layer) not in QLINEAR_LOOPS \
             or n <= 0:
         return None
+    return _loop_threads(n, hw.compute_units)
+
+
+def _loop_threads(n: int, units: int) -> int:
+    """Threads ONNX Runtime's cost model gives a QLinear loop of ``n`` elements on ``units`` threads."""
     if n * QLINEAR_ELEMENT_CYCLES < ORT_SPLIT_CYCLES:
         return 1
-    block = max(-(-n // (4 * hw.compute_units)), int(ORT_BLOCK_CYCLES / QLINEAR_ELEMENT_CYCLES))
-    return min(hw.compute_units, -(-n // block))
+    block = max(-(-n // (4 * units)), int(ORT_BLOCK_CYCLES / QLINEAR_ELEMENT_CYCLES))
+    return min(units, -(-n // block))
 
 
 def blocked_batchnorm(layer: Layer, hw: HardwareProfile) -> bool:

@@ -517,8 +517,9 @@ def test_a_qdq_add_on_a_calibrated_cpu_takes_the_qlinear_add_figure(tmp_path, op
     VM) although it moves a quarter of the bytes, and so do QLinearMul and QLinearSigmoid (a table lookup, as
     QLinearLeakyRelu): calibrate times them (op_efficiency) and a QDQ group's op, which the CPU provider runs
     as that kernel, takes its figure, as a QOperator model's does. By hand (cache at 100 GB/s, the figure
-    0.25, on one of the profile's threads: a loop of 2,048 elements is not split): (inputs + 1) x 2,048 bytes /
-    100e9 / 0.25 x threads, plus the 2 us launch. A float op keeps the family's."""
+    0.25, on one thread where the figure's 393,216 elements ran on 14 of the profile's 64: a loop of 2,048
+    elements is not split): (inputs + 1) x 2,048 bytes / 100e9 / 0.25 x 14, plus the 2 us launch. A float op
+    keeps the family's."""
     import yaml
 
     from dnnperf.hardware import profile_from_dict
@@ -531,8 +532,8 @@ def test_a_qdq_add_on_a_calibrated_cpu_takes_the_qlinear_add_figure(tmp_path, op
     rep = analyze(insp, hw, Settings(), with_fixes=False)
     layer = next(c for c in rep.score.layers if c.layer.name == "op")
     assert layer.layer.workload.kernel == f"QLinear{op}"
-    threads = d["parallelism"]["compute_units"]
-    assert layer.time_s == pytest.approx((n_in + 1) * 2048 / 100e9 / 0.25 * threads + 2e-6, rel=5e-3)
+    assert d["parallelism"]["compute_units"] == 64
+    assert layer.time_s == pytest.approx((n_in + 1) * 2048 / 100e9 / 0.25 * 14 + 2e-6, rel=5e-3)
     # (the output's DequantizeLinear has no figure here; the add has its own)
     assert not any("no calibrated figure" in n and "QLinear" in n for n in rep.notes)
     ins = ["a", "b"][:n_in]
@@ -903,7 +904,7 @@ def test_a_small_qlinear_loop_runs_on_one_thread(tmp_path, op):
     cycles an element (156,279 elements: one thread at 156,000, two at 157,000 on a 2-core VM). On a profile of 2
     threads, whose figure was timed on all of them, a 150,000-element loop takes twice the time per element of a
     160,000-element one; a 1-thread profile's does not move; on 64 threads a longer loop is cut into blocks of
-    at least 40,000 cycles, and only as many threads as blocks work."""
+    at least 40,000 cycles, and only as many threads as blocks work (the figure's own loop on 14 of them)."""
     import yaml
 
     from dnnperf.api import _score
@@ -926,9 +927,9 @@ def test_a_small_qlinear_loop_runs_on_one_thread(tmp_path, op):
     assert per_element(150_000) == pytest.approx(2 * per_element(160_000), rel=0.02)
     assert per_element(156_000) == pytest.approx(2 * per_element(157_000), rel=0.02)
     assert per_element(150_000, units=1) == pytest.approx(per_element(160_000, units=1), rel=0.02)
-    # past the split point, blocks of at least 40,000 cycles: 393,216 elements make 14 blocks (29,767 elements
-    # each), so 14 of 64 threads work, 64 / 14 of the all-threads time
-    assert per_element(393_216, units=64) == pytest.approx(per_element(393_216, units=14) * 64 / 14, rel=0.02)
+    # past the split point, blocks of at least 40,000 cycles (29,767 elements): the figure's 393,216 elements ran on
+    # 14 of 64 threads, 1,572,864 run on 53
+    assert per_element(393_216, units=64) == pytest.approx(per_element(1_572_864, units=64) * 53 / 14, rel=0.02)
 
 
 @pytest.mark.parametrize("scan", [False, True], ids=["parsed", "skeleton-scan"])
