@@ -58,3 +58,40 @@ def test_onnx_runtimes_blocked_graph_costs_what_the_model_costs(tmp_path):
     t_opt = analyze(insp, hw, Settings(fusion="typical")).score.totals["latency_s"]
     t_src = analyze(inspect_model(src), hw, Settings(fusion="typical")).score.totals["latency_s"]
     assert t_opt == pytest.approx(t_src, rel=0.02)
+
+
+def test_a_blocked_depthwise_layer_reads_its_input_padded_to_whole_blocks(tmp_path):
+    """A 24-channel stem, a max pool ONNX Runtime runs unblocked, a 24-channel depthwise and a pointwise convolution
+    (ShuffleNet V2's opening): with 16-channel blocks (AVX-512) it reorders the blocked layers' weights to 32
+    channels (the depthwise one to 32 groups) and converts the pool's 24-channel output back into blocks, while the
+    tensors' recorded dims keep 24 channels. Read as they are, the depthwise layer contradicted its input (24 channels
+    against 32) and it and the rest went unscored; it reads the padded input now. With 8-channel blocks (AVX2)
+    nothing is padded. Either way the saved graph is scored whole and costs what the model does with --fusion
+    typical, within the padding's work."""
+    import onnx
+
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(1)
+    init = numpy_helper.from_array
+    inits = [init(rng.standard_normal((24, 3, 3, 3)).astype(np.float32) * 0.1, "w1"),
+             init(rng.standard_normal((24, 1, 3, 3)).astype(np.float32) * 0.1, "w2"),
+             init(rng.standard_normal((24, 24, 1, 1)).astype(np.float32) * 0.1, "w3")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="stem", pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="r1"),
+             helper.make_node("MaxPool", ["r1"], ["p"], name="p", kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["p", "w2"], ["c2"], name="dw", pads=[1, 1, 1, 1], strides=[2, 2], group=24),
+             helper.make_node("Conv", ["c2", "w3"], ["c3"], name="pw"),
+             helper.make_node("Relu", ["c3"], ["y"], name="r3")]
+    src = save(model(nodes, [vi("x", [1, 3, 112, 112])], [vi("y", None)], inits), tmp_path, "m.onnx")
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    so.log_severity_level = 3
+    ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+    assert any(n.domain == "com.microsoft.nchwc" for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node)
+    insp = inspect_model(str(tmp_path / "opt.onnx"))
+    assert not insp.unsupported
+    hw = load_profile("cpu-avx2")
+    t_opt = analyze(insp, hw, Settings(fusion="typical")).score.totals["latency_s"]
+    t_src = analyze(inspect_model(src), hw, Settings(fusion="typical")).score.totals["latency_s"]
+    assert t_src * 0.98 <= t_opt <= t_src * 1.4
