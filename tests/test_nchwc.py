@@ -49,6 +49,8 @@ def test_onnx_runtimes_blocked_graph_costs_what_the_model_costs(tmp_path):
     ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
     opt = onnx.load(str(tmp_path / "opt.onnx"))
     domains = {(n.domain, n.op_type) for n in opt.graph.node}
+    if not any(d == "com.microsoft.nchwc" for d, _ in domains):
+        pytest.skip("this CPU's ONNX Runtime writes no blocked layout (no AVX2 / AVX-512 NCHWc kernels)")
     assert ("com.microsoft.nchwc", "Conv") in domains and ("com.microsoft.nchwc", "ReorderOutput") in domains
     insp = inspect_model(str(tmp_path / "opt.onnx"))
     assert not insp.unsupported
@@ -88,7 +90,8 @@ def test_a_blocked_depthwise_layer_reads_its_input_padded_to_whole_blocks(tmp_pa
     so.optimized_model_filepath = str(tmp_path / "opt.onnx")
     so.log_severity_level = 3
     ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
-    assert any(n.domain == "com.microsoft.nchwc" for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node)
+    if not any(n.domain == "com.microsoft.nchwc" for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node):
+        pytest.skip("this CPU's ONNX Runtime writes no blocked layout (no AVX2 / AVX-512 NCHWc kernels)")
     insp = inspect_model(str(tmp_path / "opt.onnx"))
     assert not insp.unsupported
     hw = load_profile("cpu-avx2")
