@@ -39,13 +39,7 @@ def family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     w = layer.workload
     if hw.int8_operands and w.is_matrix and (w.operands or PRECISION_OF_DTYPE.get(w.dtype) == "int8"):
         eff *= _pairing_share(layer, hw, w.operands)
-    used = qlinear_threads(layer, hw)
-    if used:
-        # against the threads its figure was timed on (all of them where the profile has no figure)
-        timed = _loop_threads(QLINEAR_TIMED_ELEMENTS, hw.compute_units) \
-            if OP_PRICED_AS.get(run_as(layer), run_as(layer)) in hw.op_efficiency else hw.compute_units
-        eff *= used / timed
-    return eff
+    return eff * qlinear_thread_share(layer, hw)
 
 
 # ONNX Runtime's QLinear element loops ask its thread pool's cost model (Eigen's) how to split: at one cycle
@@ -62,16 +56,18 @@ QLINEAR_LOOPS = ("QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu
 QLINEAR_TIMED_ELEMENTS = 128 * 3072  # the elements calibrate times them on (dnnperf.measure.micro: [1, 128, 3072])
 
 
-def qlinear_threads(layer: Layer, hw: HardwareProfile) -> int | None:
+def qlinear_thread_share(layer: Layer, hw: HardwareProfile) -> float:
     """The threads a CPU runtime runs this QLinear element loop (a QOperator node, or a QDQ group it runs as one)
-    on, of its ``compute_units``; None for any other layer. Its figure (``op_efficiency``, timed on 393,216
-    elements) is all of them at work: EfficientNet-B0's squeeze-excite and SiLU multiplies from the 14 x 14 stage
-    on (94,080-131,712 elements) run on one of two."""
+    on, over those its figure was timed on (``op_efficiency``: 393,216 elements; all of ``compute_units`` where the
+    profile has no figure); 1 for any other layer. EfficientNet-B0's squeeze-excite and SiLU multiplies from the
+    14 x 14 stage on (94,080-131,712 elements) run on one thread of two."""
     n = layer.workload.parallel_work
-    if hw.kind != "cpu" or hw.compute_units <= 1 or "+" in layer.op_type or run_as(layer) not in QLINEAR_LOOPS \
-            or n <= 0:
-        return None
-    return _loop_threads(n, hw.compute_units)
+    op = run_as(layer)
+    if hw.kind != "cpu" or hw.compute_units <= 1 or "+" in layer.op_type or op not in QLINEAR_LOOPS or n <= 0:
+        return 1.0
+    timed = _loop_threads(QLINEAR_TIMED_ELEMENTS, hw.compute_units) if OP_PRICED_AS.get(op, op) in hw.op_efficiency \
+        else hw.compute_units
+    return _loop_threads(n, hw.compute_units) / timed
 
 
 def _loop_threads(n: int, units: int) -> int:

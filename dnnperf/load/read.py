@@ -61,41 +61,32 @@ def read_model(path: str):
     except OSError as exc:
         raise DnnperfError(f"cannot read '{path}': {exc.strerror or exc}") from None
     model = parse_model(data, path)
+    keep = quant_params(model.graph)
     if size > _SCAN_ABOVE_BYTES:
-        _restore_quant_params(model, path, size)
-    strip_payloads_inplace(model)
+        _restore_quant_params(model, path, size, keep)
+    strip_payloads_inplace(model, keep)
     return model
 
 
-def _restore_quant_params(model, path: str, size: int) -> None:
-    """Read back from the file the payloads of the quantization parameters the byte-level skeleton dropped
-    (per-channel scales: more than MAX_FLOAT_VALUE_ELEMS floats); only a QDQ model has any to read."""
+def _restore_quant_params(model, path: str, size: int, keep: frozenset) -> None:
+    """Read back from the file the payloads of the quantization parameters in ``keep`` (``quant_params``) the
+    byte-level skeleton dropped (per-channel scales: more than MAX_FLOAT_VALUE_ELEMS floats); only a QDQ model has
+    any to read. Walks the main graph's initializers, reading each one's name and the wanted ones whole."""
     from onnx import TensorProto
 
-    keep = quant_params(model.graph)
     want = {i.name for i in model.graph.initializer if i.name in keep and not has_payload(i)}
     if not want:
         return
     found = {}
-
-    def pick(buf, start, end):  # a GraphProto.initializer entry: kept whole when its name is wanted
-        pos = start
-        while pos < end:
-            key, p = _varint(buf, pos, end)
-            nxt = _skip(buf, p, key & 7, end)
-            if key >> 3 == 8 and key & 7 == 2:
-                ln, q = _varint(buf, p, end)
-                name = bytes(buf[q:q + ln]).decode("utf-8", "replace")
-                if name in want:
-                    found[name] = bytes(buf[start:end])
-                break
-            pos = nxt
-        return b""
-
     try:
         with open(path, "rb", buffering=0) as fh:
             buf = _FileBytes(fh, size)
-            _rewrite_field(buf, 0, size, 7, lambda b, a, e: _rewrite_field(b, a, e, 5, pick))
+            for g0, g1 in _messages(buf, 0, size, 7):  # ModelProto.graph
+                for t0, t1 in _messages(buf, g0, g1, 5):  # GraphProto.initializer
+                    name = next((bytes(buf[a:b]).decode("utf-8", "replace") for a, b in _messages(buf, t0, t1, 8)),
+                                None)  # TensorProto.name
+                    if name in want:
+                        found[name] = bytes(buf[t0:t1])
     except (OSError, _WireError):
         return  # left without values: the QDQ rules then take the scales to fit, as for a stripped file
     for init in model.graph.initializer:
@@ -414,10 +405,9 @@ def has_payload(init) -> bool:
     return not (init.data_location == 1 and not init.raw_data)
 
 
-def strip_payloads_inplace(model) -> None:
-    """Drop the weight payloads of the main graph's initializers (small integer tensors and quantization
-    parameters stay)."""
-    keep = quant_params(model.graph)
+def strip_payloads_inplace(model, keep: frozenset) -> None:
+    """Drop the weight payloads of the main graph's initializers (small integer tensors and the quantization
+    parameters in ``keep``, ``quant_params`` of the graph, stay)."""
     for init in model.graph.initializer:
         if has_payload(init) and not is_shape_like(init, keep):
             clear_payload(init)
@@ -595,22 +585,36 @@ def _tensor_skeleton(buf, start: int, end: int) -> bytes:
     return bytes(out)
 
 
+def _fields(buf, start: int, end: int):
+    """(field number, wire type, field start, value start, field end) of each field of the message in
+    ``buf[start:end]``, its value left unread."""
+    pos = start
+    while pos < end:
+        key, p = _varint(buf, pos, end)
+        nxt = _skip(buf, p, key & 7, end)
+        yield key >> 3, key & 7, pos, p, nxt
+        pos = nxt
+
+
+def _messages(buf, start: int, end: int, field_no: int):
+    """(value start, value end) of each length-delimited field ``field_no`` of the message in ``buf[start:end]``."""
+    for fno, wt, _, p, _ in _fields(buf, start, end):
+        if fno == field_no and wt == 2:
+            ln, q = _varint(buf, p, end)
+            yield q, q + ln
+
+
 def _rewrite_field(buf, start: int, end: int, field_no: int, rewrite) -> bytes:
     """The message in ``buf[start:end]`` with every length-delimited field ``field_no`` replaced by
     ``rewrite(buf, value_start, value_end)``; every other field is copied as it is."""
     out = bytearray()
-    pos = start
-    while pos < end:
-        key, p = _varint(buf, pos, end)
-        fno, wt = key >> 3, key & 7
-        nxt = _skip(buf, p, wt, end)
+    for fno, wt, pos, p, nxt in _fields(buf, start, end):
         if fno == field_no and wt == 2:
             ln, q = _varint(buf, p, end)
             v = rewrite(buf, q, q + ln)
             out += buf[pos:p] + _enc_varint(len(v)) + v
         else:
             out += buf[pos:nxt]
-        pos = nxt
     return bytes(out)
 
 
