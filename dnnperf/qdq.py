@@ -11,9 +11,10 @@ them to fp16: the quantization the model carries would be lost. Runtimes that ta
   DequantizeLinear of integer (or 8-bit float) tensors runs at that quantized precision (the wider of
   the two when they differ: 4-bit weights with 8-bit activations run in int8), reading the quantized
   tensors (int8: 1 byte per element, not 4); outside an engine, not when its bias is a dequantized
-  int32 tensor whose scale is off the input's times the weight's by more than 1% of it plus 1e-6 (ONNX
-  Runtime refuses it, and the layer runs in float between its Q/DQ kernels, each weight dequantized at
-  every inference: ONNX Runtime keeps DequantizeLinear nodes unfolded);
+  int32 tensor whose scale is off the input's times the weight's by more than 1% of it plus 1e-6, or when
+  one of those three scales is computed at run time (ONNX Runtime refuses it, and the layer runs in float
+  between its Q/DQ kernels, each weight dequantized at every inference: ONNX Runtime keeps DequantizeLinear
+  nodes unfolded);
 - a layer's output that goes only to QuantizeLinear nodes is written quantized, and those
   QuantizeLinear nodes launch nothing (the kernel requantizes); a QuantizeLinear after an
   activation that follows the layer stays a kernel without fusion and is the layer's epilogue with
@@ -89,13 +90,15 @@ class Quantized:
     kernel: str = ""  # the twin's loop kernel, when the runtime runs it as one (``vocab.LOOP_KERNELS``)
 
 
-def plan(graph: Graph, engine: bool = False, misscaled: set | None = None, ort_cpu: bool = False,
+def plan(graph: Graph, engine: bool = False, misscaled: dict | None = None, ort_cpu: bool = False,
          refused: dict | None = None) -> tuple[dict[str, Quantized], set[str]]:
     """({node run quantized: how}, {DequantizeLinear / QuantizeLinear nodes that launch nothing});
     ``engine``: as a TensorRT engine runs the model (``ENGINE_OPS`` between Q/DQ pairs too); ``ort_cpu``:
     as ONNX Runtime's CPU provider runs it (``qdq_ort.ORT_QLINEAR`` and ``ORT_DROP`` between them too, and the
     matrix layers its quantized kernels do not take in float: ``qdq_ort.FLOAT_WHY``);
-    ``misscaled``, when given, receives the products left in float for their bias's scale; ``refused``, with
+    ``misscaled``, when given, receives the products whose int32 bias's scale is checked against the input's
+    times the weight's (``bias_fits``: node -> "off", "computed", or "unread" for one run quantized on the
+    assumption that it fits); ``refused``, with
     ``ort_cpu``, the matrix layers that provider leaves in float (node -> a ``qdq_ort.FLOAT_WHY`` key)."""
     refused = {} if refused is None else refused
     producer = {o: n for n in graph.nodes for o in n.outputs if o}
@@ -136,18 +139,21 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None, ort_c
         p = producer.get(t)
         return graph.values.get(p.inputs[1]) if p is not None and len(p.inputs) > 1 else None
 
-    def bias_fits(n) -> bool:
+    def bias_fits(n) -> str:
         """ONNX Runtime's QDQ selectors fuse a product whose bias is a dequantized int32 tensor only when
         that bias's scale is the input's scale times the weight's (its QLinearConv takes the bias at
-        that scale) within 1% of the product plus 1e-6: otherwise the node runs in float between its
+        that scale) within 1% of the product plus 1e-6: otherwise ("off") the node runs in float between its
         DequantizeLinear and QuantizeLinear kernels (ONNX Runtime 1.32's quantizer gives a bias shared by
         several convolutions, as equal-valued biases are, one convolution's scale: 39 of MobileNetV2's 52
         convolutions then ran in float). The absolute term decides where scales are small: a product of
         1e-6 took a bias scale of 2e-6 and refused 2.02e-6, one of 2e-4 took 1.0145 times it and refused
         1.015 times; EfficientNet-B0's convolutions sharing a bias fused up to 0.94e-6 off and none from
-        1.14e-6 (34 of them 13-122% off fused, 23 refused)."""
+        1.14e-6 (34 of them 13-122% off fused, 23 refused). It compares constants only: one of the three
+        scales computed at run time (a graph input, or made from one) and the product stays in float
+        ("computed"; without a bias such scales fuse, the output's scale either way). "unread": constants
+        whose values the loader did not keep (``load.read.quant_params``' limit), taken to fit; "" fits."""
         if len(n.inputs) < 3 or not n.inputs[2] or quantized_source(n.inputs[2]) is not None:
-            return True  # no bias, a float bias, or an 8-bit one: not this check
+            return ""  # no bias, a float bias, or an 8-bit one: not this check
         bias = n.inputs[2]
         p = producer.get(bias)
         while p is not None and p.op_type == "Identity" and p.inputs:  # the runtime removes Identity nodes first
@@ -155,15 +161,20 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None, ort_c
             p = producer.get(bias)
         src = graph.tensors.get(p.inputs[0]) if p is not None and p.op_type == "DequantizeLinear" and p.inputs else None
         if src is None or src.dtype != "int32":
-            return True
-        xs, ws, bs = scale(n.inputs[0]), scale(n.inputs[1]), scale(bias)
+            return ""
+        names = [producer[t].inputs[1] if len(producer[t].inputs) > 1 else "" for t in (n.inputs[0], n.inputs[1])]
+        names.append(p.inputs[1] if len(p.inputs) > 1 else "")
+        if any(s not in graph.constants for s in names):
+            return "computed"
+        xs, ws, bs = (graph.values.get(s) for s in names)
         if xs is None or ws is None or bs is None:
-            return True  # not known here: taken to fit
+            return "unread"
         try:
-            return bool(np.allclose(np.asarray(bs, dtype=np.float64), np.asarray(xs, dtype=np.float64) * np.asarray(ws, dtype=np.float64),
-                                    rtol=1e-2, atol=1e-6))
+            as64 = [np.asarray(v, dtype=np.float64) for v in (xs, ws, bs)]
+            fits = np.allclose(as64[2], as64[0] * as64[1], rtol=1e-2, atol=1e-6)
         except ValueError:  # shapes that do not broadcast: a malformed model, left to its costing
-            return True
+            return ""
+        return "" if fits else "off"
 
     def from_shared(t: str) -> bool:
         """Whether weight ``t`` is dequantized from a tensor computed at load time out of an initializer
@@ -229,9 +240,10 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None, ort_c
                 continue
             if a is None or b is None:
                 continue
-            if not engine and not bias_fits(n):
-                if misscaled is not None:
-                    misscaled.add(n.name)
+            bias = "" if engine else bias_fits(n)
+            if bias and misscaled is not None:
+                misscaled[n.name] = bias
+            if bias in ("off", "computed"):
                 continue
             why = qdq_ort.qlinear_refusal(graph, n, run_dtype(n.inputs[0]), b, producer[n.inputs[1]], consumers,
                                           folded) if ort_cpu else None
@@ -280,8 +292,10 @@ def plan(graph: Graph, engine: bool = False, misscaled: set | None = None, ort_c
     return nodes, free
 
 
-def plan_warnings(nodes: dict, free: set, misscaled: set) -> list[str]:
+def plan_warnings(nodes: dict, free: set, misscaled: dict) -> list[str]:
     """What a report says of ``plan``'s result: the layers run quantized, weight-only, or left in float."""
+    from dnnperf.load.read import MAX_VALUE_ELEMS as QUANT_KEPT  # (how many values of a scale the loader keeps)
+
     out = []
     both = {k: q for k, q in nodes.items() if not q.weight_only}
     if both:
@@ -294,9 +308,20 @@ def plan_warnings(nodes: dict, free: set, misscaled: set) -> list[str]:
         out.append(f"QDQ form: {len(nodes) - len(both)} matrix layer(s) weight-only quantized ({'/'.join(wo)} weights, "
                    "float data): costed reading the quantized weights and dequantizing them on the fly, as ONNX "
                    "Runtime's MatMulNBits and TensorRT's weight-only GEMMs run them")
-    if misscaled:
-        out.append(f"QDQ form: {len(misscaled)} matrix layer(s) costed in float: each has an int32 bias whose scale is "
+    counts = {why: sum(1 for v in misscaled.values() if v == why) for why in ("off", "computed", "unread")}
+    if counts["off"]:
+        out.append(f"QDQ form: {counts['off']} matrix layer(s) costed in float: each has an int32 bias whose scale is "
                    f"off its input's times its weights' by more than 1% of it plus 1e-6, {MISSCALED_WHY}")
+    if counts["computed"]:
+        out.append(f"QDQ form: {counts['computed']} matrix layer(s) with an int32 bias costed in float: a scale of "
+                   "their input, weights or bias is computed at run time, which ONNX Runtime cannot check against "
+                   "the others and does not fuse into a quantized kernel; their weights are dequantized at every "
+                   "inference")
+    if counts["unread"]:
+        out.append(f"QDQ form: {counts['unread']} matrix layer(s) with an int32 bias assumed to run quantized: "
+                   f"their scales have more than {QUANT_KEPT:,} values, which were not read; ONNX Runtime runs such a "
+                   "layer in float when the bias's scale is off the input's times the weights' by more than 1% "
+                   "(check with its optimised graph)")
     return out
 
 

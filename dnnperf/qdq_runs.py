@@ -17,7 +17,7 @@ from dnnperf.workload import Workload
 
 def quantized_layers(graph: Graph, rows: list[Row], warnings: list[str]) -> None:
     """Operators in QDQ form cost as the quantized kernels runtimes run (``dnnperf.qdq``)."""
-    misscaled: set = set()
+    misscaled: dict = {}
     nodes, free = qdq.plan(graph, misscaled=misscaled)
     warnings.extend(qdq.plan_warnings(nodes, free, misscaled))
     state = (nodes, free, *qdq.runtime_dequantizers(graph, nodes))

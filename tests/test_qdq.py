@@ -411,6 +411,64 @@ def test_a_qdq_convolution_whose_bias_scale_is_not_the_product_runs_in_float(tmp
         assert not any(c.layer.op_type == "LayoutReorder" for c in rep.score.layers)
 
 
+def _scale_as_input(m, names, bias=True):
+    """``m`` with the scale initializers ``names`` made graph inputs (known at run time only), its bias removed
+    when not ``bias``."""
+    g = m.graph
+    for name in names:
+        g.initializer.remove(next(i for i in g.initializer if i.name == name))
+        g.input.append(vi(name, []))
+    if not bias:
+        conv = next(n for n in g.node if n.name == "conv")
+        del conv.input[2]
+        g.node.remove(next(n for n in g.node if n.name == "dq_b"))
+    return m
+
+
+@pytest.mark.parametrize("names, bias, fused", [
+    (["bs"], True, False), (["xs"], True, False), (["ws"], True, False), (["ys"], True, True),
+    (["xs"], False, True), (["ws"], False, True)])
+def test_a_qdq_convolution_whose_scales_are_computed_at_run_time(tmp_path, names, bias, fused):
+    """ONNX Runtime checks an int32 bias's scale against the input's times the weight's only when all three are
+    constants: one of them a graph input and the convolution runs in float (dnnperf took it to fit, silently,
+    and costed it in int8); the output's scale, or any scale of a convolution without a bias, may be computed
+    at run time and it still fuses (its optimised graph asserted in each case)."""
+    m = _scale_as_input(_biased_qdq_conv(0.0002), names, bias)
+    ran = _ort_runs(tmp_path, m)
+    assert ("QLinearConv" in ran) == fused and ("Conv" in ran) == (not fused)
+    insp, rows = rows_of(tmp_path, m, "mine.onnx")
+    assert ("QDQ: runs in int8" in rows["conv"].workload.note) == fused
+    said = [w for w in insp.warnings if "a scale of their input, weights or bias is computed at run time" in w]
+    assert len(said) == (0 if fused else 1) and (fused or said[0].startswith("QDQ form: 1 matrix layer(s)"))
+
+
+def test_a_bias_check_the_loader_cannot_make_is_said(tmp_path):
+    """A 1 x 1 QDQ convolution with 4,100 output channels and per-channel weight and bias scales (4,100 values
+    each, above the 4,096 the loader keeps): ONNX Runtime fuses it (the bias's scales are the products), dnnperf
+    cannot check them and runs it quantized on that assumption, saying so in one note."""
+    co = 4100
+    init = numpy_helper.from_array
+    ws = np.full(co, 0.01, np.float32)
+    inits = [init(np.array(0.02, np.float32), "xs"), init(np.array(128, np.uint8), "xz"),
+             init(np.ones((co, 4, 1, 1), np.int8), "wq"), init(ws, "ws"), init(np.zeros(co, np.int8), "wz"),
+             init(np.ones(co, np.int32), "bq"), init(ws * np.float32(0.02), "bs"), init(np.zeros(co, np.int32), "bz"),
+             init(np.array(0.05, np.float32), "ys"), init(np.array(128, np.uint8), "yz")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="q_in"),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"], name="dq_in"),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], name="dq_w", axis=0),
+             helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["bd"], name="dq_b", axis=0),
+             helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], name="conv"),
+             helper.make_node("QuantizeLinear", ["c", "ys", "yz"], ["cq"], name="q_out"),
+             helper.make_node("DequantizeLinear", ["cq", "ys", "yz"], ["y"], name="dq_out")]
+    m = model(nodes, [vi("x", [1, 4, 2, 2])], [vi("y", None)], inits, opset=17)
+    assert "QLinearConv" in _ort_runs(tmp_path, m)
+    insp, rows = rows_of(tmp_path, m, "mine.onnx")
+    assert "QDQ: runs in int8" in rows["conv"].workload.note
+    said = [w for w in insp.warnings if "assumed to run quantized" in w]
+    assert len(said) == 1 and said[0].startswith("QDQ form: 1 matrix layer(s) with an int32 bias") \
+        and "more than 4,096 values" in said[0]
+
+
 @pytest.mark.parametrize("tied", [False, True])
 def test_a_weight_dequantized_from_a_shared_table_is_not_fused(tmp_path, tied):
     """A uint8 table [64, 32] transposed for a product and, when ``tied``, also gathered as an embedding
