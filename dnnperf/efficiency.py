@@ -116,8 +116,10 @@ def _pairing_share(layer: Layer, hw: HardwareProfile, pairing: str) -> float:
     if w.family == "depthwise_conv" and hw.int8_depthwise_share is not None:
         # ONNX Runtime's 8-bit depthwise kernel (channels-last QLinearConv) at its calibrated share of that
         # float pace: 0.4-0.7 on a 2-core EPYC VM (MobileNetV2's 96-channel 3 x 3 at 56 x 56: 38-62 us, the float
-        # figures' 26)
-        share *= hw.int8_depthwise_share
+        # figures' 26); a channel count that kernel does not take at the generic kernel's share
+        generic = hw.int8_depthwise_generic
+        fast = generic is None or w.gemm is None or w.gemm.count % generic[0] == 0
+        share *= hw.int8_depthwise_share if fast else generic[1]
     return share
 
 
@@ -151,7 +153,7 @@ def _family_efficiency(layer: Layer, hw: HardwareProfile) -> float:
     # products thin in both N and K) lowers it only for narrower layers, by how far it drops below
     # that width. Taking both as they are counted the width twice (VGG's and ResNet's 64-channel 3 x 3
     # layers: 0.9 of a pace the chain of that width had measured at 1.0)
-    if w.gemm is not None and tuple(w.conv[1:3]) == (1, 1) and hw.cpu_layout is not None:
+    if w.gemm is not None and tuple(w.conv[1:3]) == (1, 1) and hw.cpu_layout is not None and not eight_bit_conv(w):
         pixel *= _pointwise_blocks(w.gemm, hw)
     elif hw.matrix_nk_efficiency and w.gemm is not None and min(w.gemm.n, w.gemm.k) < PIXEL_CHAIN_MIN_CHANNELS:
         pixel *= min(1.0, thin / rules.interp_log(PIXEL_CHAIN_MIN_CHANNELS, hw.matrix_nk_efficiency))
@@ -234,8 +236,19 @@ PIXEL_CHAIN_MIN_CHANNELS = 64
 
 
 def _unblocked(w: Workload, hw: HardwareProfile) -> bool:
-    """A convolution a calibrated CPU's blocked layout does not take (it runs the plain kernel)."""
-    return hw.cpu_layout is not None and not rules.blocked_conv(w, *hw.cpu_layout[:3])
+    """A convolution a calibrated CPU's blocked layout does not take (it runs the plain kernel). Never an
+    8-bit one (``eight_bit_conv``): it runs kernels of its own, neither blocked nor plain."""
+    return hw.cpu_layout is not None and not eight_bit_conv(w) and not rules.blocked_conv(w, *hw.cpu_layout[:3])
+
+
+def eight_bit_conv(w: Workload) -> bool:
+    """An 8-bit convolution (a QDQ Conv run quantized, a QLinearConv): ONNX Runtime's CPU provider runs it as
+    its channels-last QLinearConv (MLAS's 8-bit kernels), outside the float blocked layout, so its channel
+    counts are not padded to the layout's blocks and no plain-kernel curve applies: 58 -> 58 at 28 x 28, 1 x 1,
+    took the same time as 56 -> 56 (the plain curve had it 0.75 of the blocked pace), and 58 depthwise
+    channels at 56 x 56, stride 2, 21 us where the plain depthwise curve said 83 (a 2-core EPYC VM)."""
+    return bool(w.conv) and w.family in ("conv", "grouped_conv", "depthwise_conv") \
+        and PRECISION_OF_DTYPE.get(w.dtype) == "int8"
 
 
 def depthwise_block_fill(w: Workload, hw: HardwareProfile) -> float:
@@ -247,7 +260,8 @@ def depthwise_block_fill(w: Workload, hw: HardwareProfile) -> float:
     for 48; 8 channels at 112 x 112 47.6 against 44.3 for 16. The calibrated depthwise curves are
     measured on whole blocks (``dnnperf.measure.micro.DEPTHWISE``), so they hold no padding of their
     own. 1.0 for anything else (plain 1 x 1 convolutions pad in ``_pointwise_blocks``)."""
-    if hw.cpu_layout is None or w.family != "depthwise_conv" or w.gemm is None or _unblocked(w, hw):
+    if hw.cpu_layout is None or w.family != "depthwise_conv" or w.gemm is None or _unblocked(w, hw) \
+            or eight_bit_conv(w):
         return 1.0
     return rules.dim_fit(w.gemm.count, hw.cpu_layout[0])  # one group per channel
 

@@ -141,6 +141,11 @@ SCHEMA = {
     "int8_depthwise_share": ("num", False, "CPU runtimes: share of the float depthwise pace an 8-bit depthwise "
                                            "convolution reaches (ONNX Runtime's channels-last QLinearConv; "
                                            "calibrated), default 1"),
+    "int8_depthwise_generic": ("map", False, "CPU runtimes: {channel_multiple: the channel counts the fast 8-bit "
+                                             "depthwise kernel takes (multiples of it; 16 for MLAS on x86), share: the "
+                                             "share of the float depthwise pace the generic kernel that runs any other "
+                                             "count reaches} (calibrated); without it every count takes "
+                                             "int8_depthwise_share"),
     "op_efficiency": ("map", False, "per op-type fraction of the roofline (e.g. Pow, Tanh; LayoutReorder for the runtime's "
                                    "layout conversions: calibrated), overrides the family's"),
     "unoptimized_ops": ("list", False, "op types with no fast kernel: run at unoptimized_efficiency, no overlap"),
@@ -216,6 +221,7 @@ class HardwareProfile:
     op_efficiency: dict[str, float] = field(default_factory=dict)
     int8_operands: dict[str, float] = field(default_factory=dict)
     int8_depthwise_share: float | None = None  # None: not calibrated (the float pace stands)
+    int8_depthwise_generic: tuple[int, float] | None = None  # (channel multiple, generic kernel's share)
     matrix_m_efficiency: tuple[tuple[int, float], ...] = ()
     matrix_nk_efficiency: tuple[tuple[int, float], ...] = ()
     shape_efficiency: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)
@@ -536,6 +542,19 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         d["int8_depthwise_share"], f"{where}.int8_depthwise_share", upper=1.0)
     if "int8_depthwise_share" in d and kind == "gpu":
         raise DnnperfError(f"{where}.int8_depthwise_share: only for CPU runtimes")
+    dw8_generic = None
+    if d.get("int8_depthwise_generic") is not None:
+        gen = _map(d["int8_depthwise_generic"], f"{where}.int8_depthwise_generic")
+        _check_keys(gen, ("channel_multiple", "share"), f"{where}.int8_depthwise_generic")
+        if "channel_multiple" not in gen or "share" not in gen:
+            raise DnnperfError(f"{where}.int8_depthwise_generic: give both channel_multiple and share")
+        multiple = _num(gen["channel_multiple"], f"{where}.int8_depthwise_generic.channel_multiple")
+        if multiple < 1 or multiple != int(multiple):
+            raise DnnperfError(f"{where}.int8_depthwise_generic.channel_multiple: a whole number of channels, "
+                               f"got {gen['channel_multiple']!r}")
+        dw8_generic = (int(multiple), _num(gen["share"], f"{where}.int8_depthwise_generic.share", upper=1.0))
+        if kind == "gpu":
+            raise DnnperfError(f"{where}.int8_depthwise_generic: only for CPU runtimes")
     op_eff = {}
     for k, v in _map(d.get("op_efficiency", {}) or {}, f"{where}.op_efficiency").items():
         op_eff[str(k)] = _num(v, f"{where}.op_efficiency.{k}", upper=1.0)
@@ -604,6 +623,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         op_efficiency=op_eff,
         int8_operands=int8_ops,
         int8_depthwise_share=dw8,
+        int8_depthwise_generic=dw8_generic,
         matrix_m_efficiency=tuple(sorted(m_eff)),
         matrix_nk_efficiency=tuple(sorted(nk_eff)),
         shape_efficiency=shape_eff,

@@ -60,6 +60,14 @@ def test_calibration_writes_a_valid_profile(local_profile):
     assert set(hw.int8_operands) == {"u8s8", "u8u8", "s8s8", "s8u8"}
     # the runtime's channels-last 8-bit depthwise kernel against the float depthwise pace (capped: [0.05, 1])
     assert "int8_depthwise_share" in prof and 0.05 <= hw.int8_depthwise_share <= 1
+    # and the generic kernel that runs channel counts the fast one does not take (x86: not in groups of 16),
+    # never faster than the fast one
+    import platform
+
+    multiple, generic = hw.int8_depthwise_generic
+    assert 0.05 <= generic <= hw.int8_depthwise_share
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        assert multiple == 16
     assert all(0 < v <= 1 for v in hw.int8_operands.values())
     m = prof["measured"]
     assert m["threads"] >= 1 and m["onnxruntime"] and m["cpu"] and m["date"]

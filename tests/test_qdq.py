@@ -886,11 +886,11 @@ def test_a_cpu_estimate_runs_a_qdq_product_as_onnx_runtime_does(tmp_path, kwargs
     assert [why in n for n in notes].count(True) == (1 if why else 0)
 
 
-def _depthwise8(channels_last: bool, dtype: str):
-    """A 96-channel 3 x 3 depthwise convolution at 56 x 56: ONNX Runtime's channels-last 8-bit QLinearConv (uint8
+def _depthwise8(channels_last: bool, dtype: str, c: int = 96):
+    """A ``c``-channel 3 x 3 depthwise convolution at 56 x 56: ONNX Runtime's channels-last 8-bit QLinearConv (uint8
     data, int8 weights), its NCHW QLinearConv, or a float Conv (``dtype`` "float32")."""
     init = numpy_helper.from_array
-    c, side = 96, 56
+    side = 56
     if dtype == "float32":
         nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="dw", group=c, pads=[1, 1, 1, 1])]
         return model(nodes, [vi("x", [1, c, side, side])], [vi("y", None)],
@@ -934,6 +934,94 @@ def test_an_8bit_depthwise_convolution_runs_at_its_calibrated_share_of_the_float
     with pytest.raises(Exception, match="int8_depthwise_share"):
         profile_from_dict({**yaml.safe_load(open(os.path.join(ROOT, "profiles", "t4.yaml"), encoding="utf-8")),
                            "int8_depthwise_share": 0.5}, "t4x")
+
+
+def _cpu_dict(**extra) -> dict:
+    import yaml
+
+    d = yaml.safe_load(open(os.path.join(ROOT, "profiles", "cpu-avx2.yaml"), encoding="utf-8"))
+    d["int8_operands"] = {"u8s8": 1.0, "u8u8": 0.5, "s8s8": 0.1, "s8u8": 0.1}
+    return {**d, **extra}
+
+
+def _kernel_time(tmp_path, m, name, d) -> float:
+    """The one layer of ``m``'s time less its dispatch under profile dict ``d``."""
+    from dnnperf.api import _score
+    from dnnperf.hardware import profile_from_dict
+
+    c = next(c for c in _score(inspect_model(save(m, tmp_path, name)), profile_from_dict(d, "x"), Settings()).layers)
+    return c.time_s - c.t_launch
+
+
+@pytest.mark.parametrize("multiple", [16, 8])
+def test_an_8bit_depthwise_convolution_in_no_whole_group_of_channels_runs_the_generic_kernel(tmp_path, multiple):
+    """MLAS (ONNX Runtime's CPU kernels) has its fast 8-bit depthwise kernel only for channel counts in whole groups
+    of 16 on x86 (of 8 on ARM64) and runs any other count with a generic one (88 channels at 56 x 56 took 88 us
+    where 80 took 29 on a 2-core EPYC VM). With the fast kernel at 0.5 of the float pace and the generic one at
+    0.125 (``int8_depthwise_generic``), 88 channels take 4x the time per channel of 96 when the multiple is 16 and
+    the same when it is 8; a profile without the figure keeps every count at the fast share."""
+    gen = {"int8_depthwise_share": 0.5, "int8_depthwise_generic": {"channel_multiple": multiple, "share": 0.125}}
+    per = {}
+    for c in (96, 88):
+        for with_gen in (True, False):
+            d = _cpu_dict(**(gen if with_gen else {"int8_depthwise_share": 0.5}))
+            per[c, with_gen] = _kernel_time(tmp_path, _depthwise8(True, "uint8", c), f"dw{c}.onnx", d) / c
+    assert per[96, True] == pytest.approx(per[96, False], rel=1e-9)
+    assert per[88, False] == pytest.approx(per[96, False], rel=1e-6)
+    assert per[88, True] == pytest.approx(per[96, True] * (4 if multiple == 16 else 1), rel=1e-6)
+
+
+@pytest.mark.parametrize("bad, says", [
+    ({"share": 0.2}, "give both"), ({"channel_multiple": 16}, "give both"),
+    ({"channel_multiple": 12.5, "share": 0.2}, "whole number"), ({"channel_multiple": 16, "share": 1.5}, "share"),
+    ({"channel_multiple": 16, "share": 0.2, "speed": 1}, "unknown key 'speed'")])
+def test_a_malformed_generic_depthwise_figure_is_refused(bad, says):
+    from dnnperf.errors import DnnperfError
+    from dnnperf.hardware import profile_from_dict
+
+    with pytest.raises(DnnperfError, match=says):
+        profile_from_dict(_cpu_dict(int8_depthwise_generic=bad), "x")
+    import yaml
+
+    t4 = yaml.safe_load(open(os.path.join(ROOT, "profiles", "t4.yaml"), encoding="utf-8"))
+    with pytest.raises(DnnperfError, match="only for CPU runtimes"):
+        profile_from_dict({**t4, "int8_depthwise_generic": {"channel_multiple": 16, "share": 0.2}}, "t4x")
+
+
+def _pointwise8(cin: int, cout: int, side: int = 28):
+    """ONNX Runtime's channels-last 8-bit 1 x 1 QLinearConv, ``cin`` -> ``cout`` at ``side`` x ``side``."""
+    init = numpy_helper.from_array
+    inits = [init(np.array(0.02, np.float32), "s"), init(np.array(128, np.uint8), "z"),
+             init(np.ones((cout, cin, 1, 1), np.int8), "w"), init(np.array(0.01, np.float32), "ws"),
+             init(np.array(0, np.int8), "wz")]
+    nodes = [helper.make_node("QLinearConv", ["x", "s", "z", "w", "ws", "wz", "s", "z"], ["y"], name="pw",
+                              domain="com.microsoft", channels_last=1)]
+    return model(nodes, [vi("x", [1, side, side, cin], T.UINT8)], [vi("y", None, T.UINT8)], inits,
+                 extra_opsets=(("com.microsoft", 1),))
+
+
+@pytest.mark.parametrize("build", ["depthwise", "pointwise"])
+def test_an_8bit_convolution_is_not_priced_by_the_float_blocked_layout(tmp_path, build):
+    """ONNX Runtime runs an 8-bit convolution as its channels-last QLinearConv, outside the float blocked layout
+    (NCHWc): 58 channels are neither padded to whole blocks nor sent to the plain kernel's curve. Timed alone on a
+    2-core EPYC VM: 58 -> 58 1 x 1 at 28 x 28 took what 56 -> 56 took (4.6 us); 58 depthwise channels at 56 x 56,
+    stride 2, 21 us where the plain depthwise curve said 83. With a layout of 8-channel blocks and a plain-kernel
+    curve ten times slower than the blocked one, 58 channels cost what 56 cost per MAC; a float convolution of 58
+    channels still takes the plain kernel (the control)."""
+    d = _cpu_dict(int8_depthwise_share=1.0, cpu_layout={"block": 8, "grouped_min_width": 8},
+                  shape_efficiency={"depthwise_conv.k3s1": {3136: 0.5}, "depthwise_conv.unblocked_k3": {3136: 0.05},
+                                    "conv.k1": {784: 0.5}, "conv.unblocked_k1": {784: 0.05}})
+
+    def per_mac(c, dtype="uint8"):
+        if build == "depthwise":
+            m, macs = _depthwise8(True, dtype, c), c * 56 * 56 * 9
+        else:
+            m, macs = _pointwise8(c, c), c * c * 28 * 28
+        return _kernel_time(tmp_path, m, f"{build}{c}{dtype}.onnx", d) / macs
+
+    assert per_mac(58) == pytest.approx(per_mac(56), rel=0.05)
+    if build == "depthwise":
+        assert per_mac(58, "float32") > 3 * per_mac(56, "float32")
 
 
 def test_onnx_runtimes_optimised_qdq_graph_is_scored_whole(tmp_path):

@@ -358,6 +358,10 @@ def _figures(table, threads: int | None, times: dict, reorders: list, kernels, i
     if dw8 is not None:
         profile["int8_depthwise_share"] = _sig(int8_depthwise_share(
             dw8, profile, times[dw8.name] - times["dispatch_1"] + dispatch_us * 1e-6))
+        generic = int8_depthwise_generic(profile, {mb.name: (mb, times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6)
+                                                   for mb in table if mb.role == "int8_depthwise_generic"})
+        if generic:
+            profile["int8_depthwise_generic"] = generic
     record = {
         "cache_sweep_gbs": {f"{n / 1e6:g} MB": _sig(b) for n, b in sweep},
         "cache_reported_mb": _sig(reported),
@@ -385,6 +389,22 @@ def int8_depthwise_share(mb, profile: dict, kernel_s: float) -> float:
     hw = profile_from_dict({**profile, "int8_depthwise_share": 1.0}, "calibration")
     roof_s, fixed_s, _ = micro_costs(mb.model, hw)
     return min(1.0, max(0.05, roof_s / max(kernel_s - fixed_s, 1e-7)))
+
+
+def int8_depthwise_generic(profile: dict, timed: dict) -> dict | None:
+    """The generic 8-bit depthwise kernel (``int8_depthwise_generic``): its share of the float depthwise pace, as
+    ``int8_depthwise_share`` reads one, from the micro-benchmark on channels in no whole group of 8; and the channel
+    multiple the fast kernel takes: 8 when the one on channels in groups of 8 (not 16) runs nearer the fast kernel's
+    share than the generic one's, else 16. ``timed``: {name: (micro, its kernel time)}; None without both."""
+    shares = {}
+    for mb, kernel_s in timed.values():
+        ch = int(mb.name.rsplit("_", 1)[1])  # (micro.INT8_DEPTHWISE_GENERIC: int8_depthwise_<channels>)
+        shares[ch % 8 == 0] = int8_depthwise_share(mb, profile, kernel_s)
+    if len(shares) < 2:
+        return None
+    fast = profile["int8_depthwise_share"]
+    multiple = 8 if abs(shares[True] - fast) < abs(shares[True] - shares[False]) else 16
+    return {"channel_multiple": multiple, "share": _sig(min(shares[False], fast))}
 
 
 EXPOSURE_ROUNDS = 4  # at most: the shape curves and the weight exposure read again in turn

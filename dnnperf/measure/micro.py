@@ -156,7 +156,7 @@ class Micro:
     model: Any  # onnx.ModelProto
     feeds: dict
     # peak | peak_int8 | dram | onchip | dispatch | host | cold | cold_conv | fixed | family | op | kernel | m_curve | nk_curve
-    # | shape | probe | reorder | subnormal | epilogue | loop | span | int8_depthwise
+    # | shape | probe | reorder | subnormal | epilogue | loop | span | int8_depthwise | int8_depthwise_generic
     role: str
     key: str = ""  # the family, op type or thin dimension the entry measures
     ops: float = 0.0  # arithmetic ops the kernel does (1 MAC = 2 ops)
@@ -372,7 +372,7 @@ def _cache_sweep(kb: int) -> Micro:
 
 def micro_models(quick: bool) -> list[Micro]:
     """The table, in measuring order. Sizes are big enough to time, small enough for ~1 minute."""
-    from onnx import helper, numpy_helper
+    from onnx import helper
 
     rng = np.random.default_rng(0)
     n = 512 if quick else 1024
@@ -444,16 +444,13 @@ def micro_models(quick: bool) -> list[Micro]:
     # 56 x 56 took 38-62 us on a 2-core EPYC VM where the float depthwise pace the layer is otherwise given
     # (the blocked kernel's figures, the int8 rate floored at the float one) says 26; its share of that pace
     # is a figure of its own (int8_depthwise_share)
-    ch_d, side_d = INT8_DEPTHWISE
-    wd = numpy_helper.from_array(rng.integers(-3, 4, size=(ch_d, 1, 3, 3)).astype(np.int8), "w")
-    out.append(Micro("int8_depthwise", _model(
-        [helper.make_node("QLinearConv", ["x", "scale", "zero", "w", "ws", "wz", "ys", "zero"], ["y"],
-                          domain="com.microsoft", channels_last=1, group=ch_d, kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
-        [_vi("x", [1, side_d, side_d, ch_d], 2)], [_vi("y", None, 2)],
-        [_const("scale", 0.02), _u8("zero", 128), wd, _const("ws", 0.01),
-         numpy_helper.from_array(np.array(0, np.int8), "wz"), _const("ys", 0.05)], contrib=True),
-        {"x": rng.integers(0, 255, size=(1, side_d, side_d, ch_d)).astype(np.uint8)}, "int8_depthwise",
-        "depthwise_conv"))
+    out.append(_int8_depthwise("int8_depthwise", INT8_DEPTHWISE[0], "int8_depthwise"))
+    # MLAS (ONNX Runtime's kernels) has that fast depthwise kernel only for a channel count in whole groups of 16
+    # on x86 (of 8 on ARM64: convsym.cpp's MlasConvSymPackWSize), and runs any other with a generic one: 72 and 88
+    # channels at 56 x 56 took 75 and 88 us where 80 took 29 (a 2-core EPYC VM). Timed at a count in no group of 8
+    # (its share: int8_depthwise_generic) and at one in groups of 8 but not 16 (which kernel takes those)
+    for ch in INT8_DEPTHWISE_GENERIC:
+        out.append(_int8_depthwise(f"int8_depthwise_{ch}", ch, "int8_depthwise_generic"))
     # the runtime's own transformer kernels (dnnperf.fusion.RUNTIME_KERNELS), built from the plain
     # ops it fuses into them, REPEAT of them in a chain (each reads the one before: copies on the
     # same inputs would be merged by the runtime's common-subexpression pass, and then not fused):
@@ -865,6 +862,8 @@ SCATTER_SHAPE = (1000, 64, 5000)  # table rows, row width, updated rows
 QCONCAT = (8, 32, 28)  # QLinearConcat: pieces, channels each, side
 QPOOL = (128, 56)  # QLinearAveragePool 2 x 2 / 2: channels, input side
 INT8_DEPTHWISE = (96, 56)  # ONNX Runtime's channels-last 8-bit depthwise 3 x 3: channels, side (MobileNetV2's stage 2)
+# the generic kernel's channel counts: one in no whole group of 8, one in groups of 8 but not of 16
+INT8_DEPTHWISE_GENERIC = (84, 88)
 MAXPOOL8 = (128, 55)  # an 8-bit MaxPool 3 x 3 / 2 (SqueezeNet's): channels, input side (27 x 27 outputs)
 TREE_FOREST = (64, 8, 512)  # trees, levels (a leaf the last), rows: 262,144 levels walked
 SVM_SHAPE = (256, 32, 256)  # support vectors, features, rows: 2,097,152 terms
@@ -1033,6 +1032,23 @@ def _int_tensor(name: str, value, shape: tuple):
     from onnx import numpy_helper
 
     return numpy_helper.from_array(np.array(value, dtype=np.int64).reshape(shape), name)
+
+
+def _int8_depthwise(name: str, ch: int, role: str) -> Micro:
+    """ONNX Runtime's channels-last 8-bit depthwise 3 x 3 convolution (com.microsoft QLinearConv, uint8 data,
+    int8 weights with zero points of 0) on ``ch`` channels at INT8_DEPTHWISE's side."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    side = INT8_DEPTHWISE[1]
+    wd = numpy_helper.from_array(rng.integers(-3, 4, size=(ch, 1, 3, 3)).astype(np.int8), "w")
+    return Micro(name, _model(
+        [helper.make_node("QLinearConv", ["x", "scale", "zero", "w", "ws", "wz", "ys", "zero"], ["y"],
+                          domain="com.microsoft", channels_last=1, group=ch, kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+        [_vi("x", [1, side, side, ch], 2)], [_vi("y", None, 2)],
+        [_const("scale", 0.02), _u8("zero", 128), wd, _const("ws", 0.01),
+         numpy_helper.from_array(np.array(0, np.int8), "wz"), _const("ys", 0.05)], contrib=True),
+        {"x": rng.integers(0, 255, size=(1, side, side, ch)).astype(np.uint8)}, role, "depthwise_conv")
 
 
 def _conv(name: str, ch: int, side: int, k: int, stride: int, groups: int, key: str, out: int | None = None) -> Micro:
