@@ -358,8 +358,9 @@ def _figures(table, threads: int | None, times: dict, reorders: list, kernels, i
     if dw8 is not None:
         profile["int8_depthwise_share"] = _sig(int8_depthwise_share(
             dw8, profile, times[dw8.name] - times["dispatch_1"] + dispatch_us * 1e-6))
-        generic = int8_depthwise_generic(profile, {mb.name: (mb, times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6)
-                                                   for mb in table if mb.role == "int8_depthwise_generic"})
+        generic = int8_depthwise_generic(profile, {
+            mb.name: (mb, times[mb.name] - times["dispatch_1"] + dispatch_us * 1e-6)
+            for mb in table if mb.role == "int8_depthwise_generic"})
         if generic:
             profile["int8_depthwise_generic"] = generic
     record = {
