@@ -372,21 +372,42 @@ def _pixel_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     return None if not curve or _unblocked(w, hw) else rules.interp_log(_pixels(layer), curve)
 
 
-def _plain_curve(family: str, side: int, hw: HardwareProfile, kernels=None) -> tuple[int, tuple] | None:
-    """(kernel size, points) of the calibrated plain-kernel curve (``<family>.unblocked_k<kernel>``) of
-    the kernel size nearest ``side`` (the smaller on a tie), among ``kernels`` when given; None when
-    the profile has none."""
-    plain = [(int(k.split("_k")[1]), pts) for k, pts in hw.shape_efficiency.items()
-             if k.startswith(f"{family}.unblocked_k")]
+def _plain_curve(family: str, side: int, hw: HardwareProfile, kernels=None,
+                 stride: int = 1) -> tuple[int, tuple] | None:
+    """(kernel size, points) of the calibrated plain-kernel curve (``<family>.unblocked_k<kernel>``; a strided
+    layer's ``...k<kernel>s2`` when the profile has one) of the kernel size nearest ``side`` (the smaller on
+    a tie), among ``kernels`` when given; None when the profile has none."""
+    plain = []
+    for k, pts in hw.shape_efficiency.items():
+        if k.startswith(f"{family}.unblocked_k"):
+            kernel, _, st = k.split("_k")[1].partition("s")
+            plain.append((int(kernel), int(st or 1), pts))
     plain = [kp for kp in plain if kernels is None or kp[0] in kernels]
-    return min(plain, key=lambda kp: (abs(kp[0] - side), kp[0])) if plain else None
+    strided = [kp for kp in plain if kp[1] > 1]
+    plain = strided if stride > 1 and strided else [kp for kp in plain if kp[1] == 1]
+    best = min(plain, key=lambda kp: (abs(kp[0] - side), kp[0])) if plain else None
+    return None if best is None else (best[0], best[2])
 
 
-def _plain_conv(family: str, side: int, pixels: int, hw: HardwareProfile) -> float | None:
+def _plain_conv(family: str, side: int, pixels: int, hw: HardwareProfile, stride: int = 1) -> float | None:
     """The calibrated plain-kernel figure (``_plain_curve``) at ``pixels`` output pixels; None when the
     profile has none."""
-    curve = _plain_curve(family, side, hw)
+    curve = _plain_curve(family, side, hw, stride=stride)
     return None if curve is None else rules.interp_log(pixels, curve[1])
+
+
+def plain_depthwise(w: Workload, hw: HardwareProfile) -> bool:
+    """A 2-D depthwise convolution a calibrated CPU's blocked layout does not take, priced by the plain kernel's
+    curves ('depthwise_conv.unblocked_k<kernel>', '...s2' for a strided one). ONNX Runtime runs it as MLAS's
+    expand-then-GEMM one channel at a time (convolve.cpp: the taps of each output expanded into a buffer, then a
+    one-row product), so its time follows the taps it expands and a fixed cost per channel, not its bytes or
+    where they come from: its curves' figures apply to its math (``scoring._paced``), and a stride-2 one, whose
+    expansion gathers every other input, has its own. Timed alone (a 2-core EPYC VM, weights dequantized at run
+    time): 960 channels at 7 x 7 took 102 us, in MobileNetV2's QDQ model 103, where the roofline with the
+    input read from the cache said 65; per tap and output a stride-2 layer took 1.0-1.1x a stride-1 one's time
+    at 49 output pixels, 1.6x at 196, 1.8x at 784 and 2.6x at 3,136."""
+    return w.family == "depthwise_conv" and bool(w.conv) and _unblocked(w, hw) \
+        and _plain_curve("depthwise_conv", max(w.conv[1], w.conv[2]), hw) is not None
 
 
 def _plain_width(plain: float, w: Workload, side: int, hw: HardwareProfile) -> float:
@@ -433,7 +454,7 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     pixels = _pixels(layer)
     if w.family in ("conv", "depthwise_conv") and _unblocked(w, hw):
         # a convolution the blocked layout cannot take runs the plain kernel, measured apart
-        plain = _plain_conv(w.family, max(kh, kw), pixels, hw)
+        plain = _plain_conv(w.family, max(kh, kw), pixels, hw, stride=max(sh, w.conv[4]))
         if plain is not None:
             return _plain_width(plain, w, max(kh, kw), hw) if w.family == "conv" else plain
     if w.family == "conv":

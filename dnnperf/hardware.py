@@ -101,8 +101,9 @@ SCHEMA = {
                                            "of the roof (calibrated at M = 3136; log-interpolated)"),
     "shape_efficiency": ("map", False, "convolutions whose speed depends on their shape: {'depthwise_conv.k3s1': "
                                        "{output pixels: fraction of the roof}, 'grouped_conv.w8' (stride 1; 'grouped_conv.w8s2' stride 2): {output pixels: fraction} for 8 input "
-                                       "channels per group, 'conv.unblocked_k1' and 'depthwise_conv.unblocked_k3': {output pixels: "
-                                       "fraction} for convolutions a blocked CPU layout cannot take, 'pool.unblocked': {output pixels: "
+                                       "channels per group, 'conv.unblocked_k1' and 'depthwise_conv.unblocked_k3' "
+                                       "('...k3s2' strided): {output pixels: fraction} for convolutions a blocked CPU "
+                                       "layout cannot take, 'pool.unblocked': {output pixels: "
                                        "fraction} for pooling it cannot take, 'norm.row': {elements per normalised row: fraction} for "
                                        "LayerNorm-like ops, 'conv.k1' / 'conv.k3': {output pixels: fraction} for plain "
                                        "convolutions it takes blocked (1 x 1 kernels, the rest; 'conv.k1s2' for strided "
@@ -564,10 +565,12 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
             out.append((int(_num(k, f"{where}.{field_name} key")), _num(v, f"{where}.{field_name}.{k}", upper=1.0)))
     shape_eff = {}
     for k, pts in _map(d.get("shape_efficiency", {}) or {}, f"{where}.shape_efficiency").items():
-        if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv\.w\d+(s\d+)?|(depthwise_)?conv\.unblocked_k\d+|conv\.k1s2|conv\.k[13]|"
+        if not re.fullmatch(r"depthwise_conv\.k\d+s\d+|grouped_conv\.w\d+(s\d+)?|(depthwise_)?conv\.unblocked_k\d+|"
+                            r"depthwise_conv\.unblocked_k\d+s2|conv\.k1s2|conv\.k[13]|"
                             r"conv\.rgb(_k1)?|pool\.unblocked|norm\.row|movement\.serial|layout\.reorder", str(k)):
             raise DnnperfError(f"{where}.shape_efficiency.{k}: use 'depthwise_conv.k<kernel>s<stride>', "
                                "'grouped_conv.w<channels per group>[s<stride>]', '[depthwise_]conv.unblocked_k<kernel>', "
+                               "'depthwise_conv.unblocked_k<kernel>s2', "
                                "'conv.k1', 'conv.k1s2', 'conv.k3', 'conv.rgb', 'conv.rgb_k1', 'pool.unblocked', 'norm.row', "
                                "'movement.serial' or 'layout.reorder'")
         shape_eff[str(k)] = tuple(sorted(

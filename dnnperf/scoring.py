@@ -41,8 +41,8 @@ from math import ceil
 from typing import Callable
 
 from dnnperf import rules
-from dnnperf.efficiency import (broadcast_span_time, depthwise_block_fill, epilogue_pass, family_efficiency, serial_curve,
-                                subnormal_time, thread_split)
+from dnnperf.efficiency import (broadcast_span_time, depthwise_block_fill, epilogue_pass, family_efficiency,
+                                plain_depthwise, serial_curve, subnormal_time, thread_split)
 from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
 from dnnperf.vocab import (BROADCAST_SPANS, CPU_VIEW_KERNELS, FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, NBITS_KERNELS,
@@ -396,6 +396,9 @@ def _paced(s: LayerState) -> float:
         # (x86, AVX-512): 4.0-3.3 G elements/s from 0.1 to 0.75 M elements, where the bandwidth curve
         # differs 2x across those working sets
         return max(s.t, max(s.t_compute, ws / rules.bandwidth_for(int(cache), s.hw)) / eff)
+    if not s.unoptimized and plain_depthwise(w, s.hw):
+        # expanded one channel at a time: the taps it expands set its pace, not its bytes
+        return s.t_compute / eff + epilogue_pass(s.layer, s.hw) + subnormal_time(s.w, s.hw)
     streams = w.family in ("elementwise", "movement") or s.layer.op_type.split("+", 1)[0] == "BatchNormalization"
     if not s.unoptimized and s.hw.bandwidth_curve and streams \
             and s.t_memory > s.t_compute and ws > cache and not serial_curve(w, s.hw):

@@ -941,3 +941,42 @@ def test_a_layer_its_math_bounds_still_gets_the_fix_for_a_large_split_loss(tmp_p
     assert c.occupancy == pytest.approx(0.75) and c.cause == "compute"
     assert [f["id"] for f in c.fixes][:1] == ["even_thread_split"]
     assert all(f["saving_s"] is not None and f["saving_s"] >= 0.01 * c.time_s for f in c.fixes)
+
+
+@pytest.mark.parametrize("with_s2", [False, True])
+def test_a_plain_depthwise_convolution_is_priced_by_the_taps_it_expands(tmp_path, with_s2):
+    """ONNX Runtime runs a depthwise convolution its blocked layout does not take (58 channels: 2 mod 4) as
+    MLAS's expand-then-GEMM, one channel at a time: its time follows the taps it expands per output, not the
+    bytes it reads. So a stride-2 layer (56 -> 28, four times the input) and a stride-1 one (28 -> 28) with
+    the same 58 x 784 x 9 taps cost the same at one curve's figure, and a stride-2 curve of its own, where
+    calibrated ('depthwise_conv.unblocked_k3s2', half the figure here), doubles the strided one. By hand, on
+    one core: 2 x 58 x 784 x 9 = 818,496 ops at 4.61 TOP/s, on 8-lane tiles of which a one-filter product
+    fills 1, at 0.1 of the pace = 14.2 us; before, the roofline priced the stride-2 layer by its bytes as
+    well (4 x 58 x (3,136 + 784) read and written)."""
+    with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
+        d = yaml.safe_load(fh)
+    curves = {"depthwise_conv.unblocked_k3": {784: 0.1}, "depthwise_conv.k3s1": {784: 0.5}}
+    if with_s2:
+        curves["depthwise_conv.unblocked_k3s2"] = {784: 0.05}
+    d.update(name="plaindw", cpu_layout={"block": 8, "grouped_min_width": 8}, shape_efficiency=curves,
+             kernel_fixed_us={}, launch_overhead_us=0.0)
+    d["parallelism"]["compute_units"] = 1  # (one core: no work starvation on top)
+    p = tmp_path / "pdw.yaml"
+    p.write_text(yaml.safe_dump(d))
+    hw = load_profile(str(p))
+
+    def dw_time(side, stride, name):
+        nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="dw", group=58, pads=[1, 1, 1, 1],
+                                  strides=[stride, stride])]
+        m = model(nodes, [vi("x", [1, 58, side, side])], [vi("y", None)], [weight("w", [58, 1, 3, 3])])
+        rep = analyze(inspect_model(save(m, tmp_path, name)), hw, Settings(fusion="none"), with_fixes=False)
+        c = next(c for c in rep.score.layers if c.layer.op_type == "Conv")
+        return c.time_s - c.t_launch
+
+    s1, s2 = dw_time(28, 1, "s1.onnx"), dw_time(56, 2, "s2.onnx")
+    assert s1 == pytest.approx(2 * 58 * 784 * 9 / 4.61e12 * 8 / 0.1, rel=1e-3)
+    assert s2 == pytest.approx(s1 * (2 if with_s2 else 1), rel=1e-3)
+    d["shape_efficiency"]["depthwise_conv.unblocked_k3s2"] = {784: 0.05}
+    d["shape_efficiency"]["conv.unblocked_k3s2"] = {784: 0.05}
+    with pytest.raises(DnnperfError, match="conv.unblocked_k3s2"):
+        load_profile(str(p.write_text(yaml.safe_dump(d)) and p))

@@ -36,6 +36,9 @@ def test_calibration_writes_a_valid_profile(local_profile):
     assert hw.host_op_us is not None and hw.host_op_us >= hw.launch_overhead_us
     # stride-2 grouped curves sit next to the stride-1 ones
     assert any(k.startswith("grouped_conv.w") and k.endswith("s2") for k in hw.shape_efficiency)
+    # the plain depthwise kernel's curves, stride 1 and 2, each up to 56 x 56 output pixels (read against its math)
+    for key in ("depthwise_conv.unblocked_k3", "depthwise_conv.unblocked_k3s2"):
+        assert [x for x, _ in hw.shape_efficiency[key]] == [49, 784, 3136], key
     for fam, e in hw.efficiency.items():
         assert 0 < e <= 1, fam
     for op, e in hw.op_efficiency.items():
