@@ -1024,6 +1024,54 @@ def test_an_8bit_convolution_is_not_priced_by_the_float_blocked_layout(tmp_path,
         assert per_mac(58, "float32") > 3 * per_mac(56, "float32")
 
 
+def _qdq_shuffle(batch):
+    """ShuffleNet V2's channel shuffle as its export computes the shape: two inputs x -> Q -> DQ, Concat -> Q ->
+    DQ, read by a Shape (-> Gather -> Concat: the target shape) and by the Reshape to [N, 2, 8, 8, 8], Q -> DQ,
+    Transpose (0, 2, 1, 3, 4), Q -> DQ; ``batch`` 0: a symbolic batch."""
+    init = numpy_helper.from_array
+    inits = [init(np.array(0.05, np.float32), "s"), init(np.array(3, np.uint8), "z"), init(np.array([0], np.int64), "i0"),
+             init(np.array([2], np.int64), "i2"), init(np.array([8], np.int64), "c8")]
+    nodes = []
+    for i in range(2):
+        nodes += [helper.make_node("QuantizeLinear", [f"x{i}", "s", "z"], [f"q{i}"], name=f"q{i}"),
+                  helper.make_node("DequantizeLinear", [f"q{i}", "s", "z"], [f"d{i}"], name=f"dq{i}")]
+    nodes += [helper.make_node("Concat", ["d0", "d1"], ["c"], name="cat", axis=1),
+              helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"], name="q_cat"),
+              helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["cd"], name="dq_cat"),
+              helper.make_node("Shape", ["cd"], ["sh"], name="shape"),
+              helper.make_node("Gather", ["sh", "i0"], ["n"], name="g_n", axis=0),
+              helper.make_node("Gather", ["sh", "i2"], ["h"], name="g_h", axis=0),
+              helper.make_node("Concat", ["n", "i2", "c8", "h", "h"], ["tgt"], name="tgt", axis=0),
+              helper.make_node("Reshape", ["cd", "tgt"], ["r"], name="reshape"),
+              helper.make_node("QuantizeLinear", ["r", "s", "z"], ["rq"], name="q_r"),
+              helper.make_node("DequantizeLinear", ["rq", "s", "z"], ["rd"], name="dq_r"),
+              helper.make_node("Transpose", ["rd"], ["t"], name="transpose", perm=[0, 2, 1, 3, 4]),
+              helper.make_node("QuantizeLinear", ["t", "s", "z"], ["tq"], name="q_t"),
+              helper.make_node("DequantizeLinear", ["tq", "s", "z"], ["y"], name="dq_t")]
+    n = batch or "N"
+    return model(nodes, [vi("x0", [n, 8, 8, 8]), vi("x1", [n, 8, 8, 8])], [vi("y", None)], inits, opset=17)
+
+
+@pytest.mark.parametrize("batch", [1, 0])
+def test_a_dequantizelinear_read_only_by_folded_shape_arithmetic_is_dropped(tmp_path, batch):
+    """ONNX Runtime folds the Shape of a tensor of static shape (and the arithmetic on it) before its QDQ fusions
+    count who reads a DequantizeLinear: ShuffleNet V2's concatenation -> Q -> DQ, read by four Shape nodes and
+    the shuffle's Reshape, became QLinearConcat -> Reshape -> Transpose on the 8-bit tensor, no DequantizeLinear
+    between (dnnperf kept 32 such kernels in the model). With a symbolic batch nothing folds and the
+    DequantizeLinear stays a kernel for the Shape (its optimised graph asserted in both cases)."""
+    from dnnperf.inspection import recomputed
+    from dnnperf.ir import ShapeOverrides
+    from dnnperf.qdq_runs import ort_cpu_quantized
+
+    m = _qdq_shuffle(batch)
+    ran = _ort_runs(tmp_path, m)
+    assert ran.count("DequantizeLinear") == (1 if batch else 2) and "QLinearConcat" in ran
+    view = ort_cpu_quantized(recomputed(inspect_model(save(m, tmp_path, "mine.onnx"), ShapeOverrides(batch=1))))
+    rows = {r.node.name: r.workload for r in view.rows}
+    assert rows["dq_cat"].launches == (0 if batch else 1)
+    assert rows["transpose"].dtype == "uint8" and rows["transpose"].launches == 1
+
+
 def test_onnx_runtimes_optimised_qdq_graph_is_scored_whole(tmp_path):
     """ONNX Runtime's CPU-optimised graph of a QDQ convolution (what a user saves with
     ``optimized_model_filepath``) holds a com.microsoft QLinearConv with ``channels_last`` between two
