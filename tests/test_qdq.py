@@ -1029,8 +1029,8 @@ def _qdq_shuffle(batch):
     DQ, read by a Shape (-> Gather -> Concat: the target shape) and by the Reshape to [N, 2, 8, 8, 8], Q -> DQ,
     Transpose (0, 2, 1, 3, 4), Q -> DQ; ``batch`` 0: a symbolic batch."""
     init = numpy_helper.from_array
-    inits = [init(np.array(0.05, np.float32), "s"), init(np.array(3, np.uint8), "z"), init(np.array([0], np.int64), "i0"),
-             init(np.array([2], np.int64), "i2"), init(np.array([8], np.int64), "c8")]
+    inits = [init(np.array(0.05, np.float32), "s"), init(np.array(3, np.uint8), "z"),
+             init(np.array([0], np.int64), "i0"), init(np.array([2], np.int64), "i2"), init(np.array([8], np.int64), "c8")]
     nodes = []
     for i in range(2):
         nodes += [helper.make_node("QuantizeLinear", [f"x{i}", "s", "z"], [f"q{i}"], name=f"q{i}"),
