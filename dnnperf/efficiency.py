@@ -405,9 +405,18 @@ def plain_depthwise(w: Workload, hw: HardwareProfile) -> bool:
     expansion gathers every other input, has its own. Timed alone (a 2-core EPYC VM, weights dequantized at run
     time): 960 channels at 7 x 7 took 102 us, in MobileNetV2's QDQ model 103, where the roofline with the
     input read from the cache said 65; per tap and output a stride-2 layer took 1.0-1.1x a stride-1 one's time
-    at 49 output pixels, 1.6x at 196, 1.8x at 784 and 2.6x at 3,136."""
-    return w.family == "depthwise_conv" and bool(w.conv) and _unblocked(w, hw) \
-        and _plain_curve("depthwise_conv", max(w.conv[1], w.conv[2]), hw) is not None
+    at 49 output pixels, 1.6x at 196, 1.8x at 784 and 2.6x at 3,136. A 1-D or 3-D depthwise one (a speech model's
+    Conv1d) runs the same kernel."""
+    if w.family != "depthwise_conv" or hw.cpu_layout is None:
+        return False
+    side = max(w.conv[1], w.conv[2]) if w.conv else _plain_kernel_size(w)
+    return bool(side) and (not w.conv or _unblocked(w, hw)) and _plain_curve("depthwise_conv", side, hw) is not None
+
+
+def _plain_kernel_size(w: Workload) -> int:
+    """The kernel size a 1-D or 3-D convolution's kernel name carries ("Conv1d.k3": 3), 0 for any other."""
+    head, _, size = w.kernel.rpartition(".k")
+    return int(size) if head.startswith("Conv") and size.isdigit() else 0
 
 
 def _plain_width(plain: float, w: Workload, side: int, hw: HardwareProfile) -> float:
@@ -443,11 +452,11 @@ def shape_efficiency(layer: Layer, hw: HardwareProfile) -> float | None:
     curve = serial_curve(w, hw) if w.family == "movement" else None
     if curve:
         return _concat_efficiency(w, hw, curve)
-    if w.family in ("conv", "depthwise_conv") and not w.conv and w.kernel.startswith("Conv") \
+    if w.family in ("conv", "depthwise_conv") and not w.conv and _plain_kernel_size(w) \
             and hw.cpu_layout is not None and hw.shape_efficiency:
         # a 1-D or 3-D convolution (R3D-18's, S3D's): ONNX Runtime's blocked kernels are 2-D only, so
         # it runs the plain kernel (its input expanded, then a product), as an unblocked 2-D one does
-        return _plain_conv(w.family, int(w.kernel.rsplit(".k", 1)[1]), _pixels(layer), hw)
+        return _plain_conv(w.family, _plain_kernel_size(w), _pixels(layer), hw)
     if not hw.shape_efficiency or not w.conv or w.family not in ("conv", "depthwise_conv", "grouped_conv"):
         return None
     cin_g, kh, kw, sh, _sw, _dil = w.conv

@@ -32,8 +32,8 @@ def _planned(graph: Graph, r: Row, w: Workload, state: tuple) -> Workload:
     read such weights: ``qdq.plan`` and ``qdq.runtime_dequantizers``)."""
     nodes, free, run, plain = state
     name = r.node.name
-    if name in plain:
-        return replace(w, kernel=PLAIN_CONV)
+    if name in plain:  # (a 1-D or 3-D one runs the plain kernel anyway: its kernel keeps its size, "Conv1d.k3")
+        return replace(w, kernel=PLAIN_CONV) if w.conv else w
     if name in nodes:
         return _quantized_group(graph, r, w, nodes[name])
     if name in free:

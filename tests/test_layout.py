@@ -980,3 +980,42 @@ def test_a_plain_depthwise_convolution_is_priced_by_the_taps_it_expands(tmp_path
     d["shape_efficiency"]["conv.unblocked_k3s2"] = {784: 0.05}
     with pytest.raises(DnnperfError, match="conv.unblocked_k3s2"):
         load_profile(str(p.write_text(yaml.safe_dump(d)) and p))
+
+
+@pytest.mark.parametrize("groups", [1, 4])
+def test_a_1d_qdq_convolution_with_run_time_weights_runs_the_plain_kernel(tmp_path, groups):
+    """A 1-D QDQ convolution that ONNX Runtime leaves in float (its bias's scale is not the input's times the
+    weight's) reads weights dequantized at run time: on a profile with a blocked layout dnnperf stopped with an
+    internal error (its kernel name lost the kernel size the plain curve is chosen by). It takes the plain 3-wide
+    curve; a depthwise one (4 groups of 1) is priced by its taps at that figure (by hand: its math over 0.1)."""
+    from dnnperf.efficiency import shape_efficiency
+
+    init = numpy_helper.from_array
+    inits = [init(np.array(0.02, np.float32), "xs"), init(np.array(128, np.uint8), "xz"),
+             init(np.ones((8, 4 // groups, 3), np.int8), "wq"), init(np.array(0.01, np.float32), "ws"),
+             init(np.array(0, np.int8), "wz"), init(np.ones(8, np.int32), "bq"),
+             init(np.array(0.0003, np.float32), "bs"), init(np.array(0, np.int32), "bz"),
+             init(np.array(0.05, np.float32), "ys"), init(np.array(128, np.uint8), "yz")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="q_in"),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"], name="dq_in"),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], name="dq_w"),
+             helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["bd"], name="dq_b"),
+             helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], name="conv", pads=[1, 1], group=groups),
+             helper.make_node("QuantizeLinear", ["c", "ys", "yz"], ["cq"], name="q_out"),
+             helper.make_node("DequantizeLinear", ["cq", "ys", "yz"], ["y"], name="dq_out")]
+    m = model(nodes, [vi("x", [1, 4, 64])], [vi("y", None)], inits)
+    with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
+        d = yaml.safe_load(fh)
+    d.update(name="plain1d", cpu_layout={"block": 8, "grouped_min_width": 8},
+             shape_efficiency={"conv.unblocked_k3": {64: 0.3}, "depthwise_conv.unblocked_k3": {64: 0.1}})
+    p = tmp_path / "p1.yaml"
+    p.write_text(yaml.safe_dump(d))
+    hw = load_profile(str(p))
+    rep = analyze(inspect_model(save(m, tmp_path, "c1d.onnx")), hw, Settings(fusion="none"), with_fixes=False)
+    c = next(c for c in rep.score.layers if c.layer.op_type == "Conv")
+    assert c.layer.workload.dtype == "float32"
+    if groups == 1:
+        assert shape_efficiency(c.layer, hw) == 0.3
+    else:
+        assert c.layer.workload.family == "depthwise_conv"
+        assert c.time_s - c.t_launch == pytest.approx(c.t_compute / 0.1, rel=1e-6)
