@@ -134,11 +134,6 @@ def plan(graph: Graph, engine: bool = False, misscaled: dict | None = None, ort_
                 dtypes.add(t.dtype)
         return dtypes.pop() if len(dtypes) == 1 else None
 
-    def scale(t: str):
-        """The scale of the DequantizeLinear that makes ``t``, when known at load time."""
-        p = producer.get(t)
-        return graph.values.get(p.inputs[1]) if p is not None and len(p.inputs) > 1 else None
-
     def bias_fits(n) -> str:
         """ONNX Runtime's QDQ selectors fuse a product whose bias is a dequantized int32 tensor only when
         that bias's scale is the input's scale times the weight's (its QLinearConv takes the bias at
@@ -299,8 +294,8 @@ def run_users(graph: Graph) -> dict[str, list]:
     DequantizeLinear. ShuffleNet V2 exported with its channel shuffle's shape computed (Shape -> Gather ->
     Concat -> Reshape) reads each concatenation's DequantizeLinear by four Shape nodes and the Reshape: ONNX
     Runtime runs its QLinearConcat -> Reshape -> Transpose -> Reshape on the 8-bit tensor, no DequantizeLinear
-    between (its optimised graph), where dnnperf kept 32 DequantizeLinear kernels and ran the shuffles in
-    float (predicted 15 us each and 20 us a Transpose where the profiler found none and 2 us)."""
+    between (its optimised graph), where dnnperf kept 29 DequantizeLinear kernels ONNX Runtime does not run
+    (predicted 15 us each in the first stage)."""
     def folded(n) -> bool:
         outs = [o for o in n.outputs if o]
         return bool(outs) and all(o in graph.values and o not in graph.host_shape for o in outs)
@@ -334,10 +329,10 @@ def plan_warnings(nodes: dict, free: set, misscaled: dict) -> list[str]:
                    "the others and does not fuse into a quantized kernel; their weights are dequantized at every "
                    "inference")
     if counts["unread"]:
-        out.append(f"QDQ form: {counts['unread']} matrix layer(s) with an int32 bias assumed to run quantized: "
-                   f"their scales have more than {QUANT_KEPT:,} values, which were not read; ONNX Runtime runs such a "
-                   "layer in float when the bias's scale is off the input's times the weights' by more than 1% "
-                   "(check with its optimised graph)")
+        out.append(f"QDQ form: {counts['unread']} matrix layer(s) with an int32 bias assumed to run quantized: the "
+                   f"values of their scales were not read (the loader keeps up to {QUANT_KEPT:,} a tensor); ONNX "
+                   "Runtime runs such a layer in float when the bias's scale is off the input's times the weights' "
+                   "by more than 1% (check with its optimised graph)")
     return out
 
 

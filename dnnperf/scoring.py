@@ -357,8 +357,10 @@ def _paced(s: LayerState) -> float:
     BatchNormalization (a per-channel scale and shift; the 'norm' figure it takes was measured on a
     row norm in cache: DenseNet's 56 x 56 pre-activations ran at 2.4-3.9x their estimate's speed).
     A runtime's own fused kernel (``RUNTIME_KERNELS``) keeps one pace per byte at any size; a softmax
-    past the cache keeps its in-cache pace and waits for DRAM on top of it. A kernel the runtime runs as
-    one loop over its outputs (``loop_ns``: Resize) takes its calibrated time per output element."""
+    past the cache keeps its in-cache pace and waits for DRAM on top of it; a depthwise convolution a CPU's
+    blocked layout refuses runs at its plain curve's figure of its math (``efficiency.plain_depthwise``). A
+    kernel the runtime runs as one loop over its outputs (``loop_ns``: Resize) takes its calibrated time per
+    output element."""
     w = s.w
     loop = s.hw.loop_ns.get(w.kernel) if w.kernel and w.kernel != BROADCAST_SPANS \
         and ("+" not in s.layer.op_type or w.kernel in NBITS_KERNELS) else None
