@@ -283,13 +283,13 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     the pass a fused activation makes over a blocked convolution's output (``epilogue_ns``), convolutions
     reading fewer channels than one block (``conv.rgb``: a network's first layer, a squeeze-excite's expansion;
     ``conv.rgb_k1`` for 1 x 1 ones where the calibration could time one), layout conversions
-    (``layout.reorder``), loops over outputs (``loop_ns``), 8-bit depthwise kernels and the ops timed for a
-    figure of their own (``vocab.OWN_OP_FIGURES``, and those priced with one: ``OP_PRICED_AS``) at their pace; a
-    profile calibrated before one of them was timed has no figure for it, and its layers take a general figure
-    instead: say so."""
+    (``layout.reorder``), loops over outputs (``loop_ns``), 8-bit and plain depthwise kernels
+    (``efficiency.missing_conv_figures``) and the ops timed for a figure of their own (``vocab.OWN_OP_FIGURES``,
+    and those priced with one: ``OP_PRICED_AS``) at their pace; a profile calibrated before one of them was timed
+    has no figure for it, and its layers take a general figure instead: say so."""
     from collections import Counter
 
-    from dnnperf.efficiency import epilogue_activations, narrow_k1_timed, reads_image, run_as
+    from dnnperf.efficiency import epilogue_activations, missing_conv_figures, narrow_k1_timed, reads_image, run_as
     from dnnperf.vocab import BROADCAST_SPANS, LOOP_KERNELS, NBITS_KERNELS, OP_PRICED_AS, OWN_OP_FIGURES, RUNTIME_KERNELS
 
     if not hw.bandwidth_curve:
@@ -314,8 +314,8 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
             elif tuple(w.conv[1:3]) == (1, 1) and "conv.rgb_k1" not in hw.shape_efficiency \
                     and narrow_k1_timed(hw.cpu_layout[0]):
                 missing["1 x 1 convolution with fewer input channels than one block"] += 1
-        if hw.int8_operands and hw.int8_depthwise_share is None and w.family == "depthwise_conv" and "int8" in w.dtype:
-            missing["8-bit depthwise convolution (QLinearConv)"] += 1
+        for what in missing_conv_figures(w, hw):
+            missing[what] += 1
         if op == "LayoutReorder" and hw.cpu_layout is not None and "layout.reorder" not in hw.shape_efficiency:
             missing["layout conversion (timed only at a one-node model's edges)"] += 1
         if w.kernel in LOOP_KERNELS and w.kernel not in hw.loop_ns:

@@ -406,11 +406,43 @@ def plain_depthwise(w: Workload, hw: HardwareProfile) -> bool:
     time): 960 channels at 7 x 7 took 102 us, in MobileNetV2's QDQ model 103, where the roofline with the
     input read from the cache said 65; per tap and output a stride-2 layer took 1.0-1.1x a stride-1 one's time
     at 49 output pixels, 1.6x at 196, 1.8x at 784 and 2.6x at 3,136. A 1-D or 3-D depthwise one (a speech model's
-    Conv1d) runs the same kernel."""
+    Conv1d) runs the same kernel. A profile calibrated before those curves were read against the math
+    (``stale_plain_curves``) keeps its figures on the roofline they were read against."""
+    return _plain_depthwise_kernel(w, hw) and not stale_plain_curves(hw)
+
+
+def _plain_depthwise_kernel(w: Workload, hw: HardwareProfile) -> bool:
+    """A depthwise convolution the profile prices by the plain kernel's curve (``plain_depthwise``)."""
     if w.family != "depthwise_conv" or hw.cpu_layout is None:
         return False
     side = max(w.conv[1], w.conv[2]) if w.conv else _plain_kernel_size(w)
     return bool(side) and (not w.conv or _unblocked(w, hw)) and _plain_curve("depthwise_conv", side, hw) is not None
+
+
+def stale_plain_curves(hw: HardwareProfile) -> bool:
+    """A calibrated profile (its ``measured`` record) with no stride-2 plain depthwise curve: calibrated before
+    calibrate timed one and read the plain depthwise curves against the layers' math, so its figures are the
+    roofline's."""
+    return bool(hw.measured) and not any(k.startswith("depthwise_conv.unblocked_k") and k.endswith("s2")
+                                         for k in hw.shape_efficiency)
+
+
+def missing_conv_figures(w: Workload, hw: HardwareProfile) -> list[str]:
+    """What a calibrated CPU profile lacks to price convolution ``w`` as its runtime runs it (the report's
+    missing-figure note): the 8-bit depthwise kernel's share, the generic one's (a profile calibrated before
+    calibrate timed it prices every channel count at the fast kernel's share), and plain depthwise curves read
+    against the math (``stale_plain_curves``)."""
+    out = []
+    if hw.int8_operands and w.family == "depthwise_conv" and "int8" in w.dtype:
+        if hw.int8_depthwise_share is None:
+            out.append("8-bit depthwise convolution (QLinearConv)")
+        elif hw.int8_depthwise_generic is None:
+            out.append("8-bit depthwise convolution's generic kernel (QLinearConv on a channel count its fast "
+                       "kernel does not take)")
+    if _plain_depthwise_kernel(w, hw) and stale_plain_curves(hw):
+        out.append("depthwise convolution its blocked layout refuses (the plain kernel's curves by stride, "
+                   "read against its math)")
+    return out
 
 
 def _plain_kernel_size(w: Workload) -> int:

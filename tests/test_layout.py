@@ -17,13 +17,16 @@ from helpers import model, save, vi, weight
 PROFILES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "profiles")
 
 
-def _profile(tmp_path, layout):
+def _profile(tmp_path, layout, name="blocked", **fields):
+    """The path of cpu-avx2 with ``layout`` as its ``cpu_layout`` (None: none) and ``fields`` set, saved as
+    ``name``."""
     with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
         d = yaml.safe_load(fh)
-    d["name"] = "blocked"
+    d["name"] = name
     if layout is not None:
         d["cpu_layout"] = layout
-    p = tmp_path / "blocked.yaml"
+    d.update(fields)
+    p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(d))
     return str(p)
 
@@ -769,13 +772,8 @@ def test_a_3d_convolution_runs_the_plain_kernel(tmp_path):
     (conv.unblocked_k3), fused with its ReLU or not; a 2-D convolution the blocked layout takes does not."""
     from dnnperf.efficiency import shape_efficiency
 
-    with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
-        d = yaml.safe_load(fh)
-    d.update(name="plain3d", cpu_layout={"block": 16, "grouped_min_width": 16},
-             shape_efficiency={"conv.unblocked_k1": {784: 0.5}, "conv.unblocked_k3": {784: 0.3}})
-    p = tmp_path / "p3.yaml"
-    p.write_text(yaml.safe_dump(d))
-    hw = load_profile(str(p))
+    hw = load_profile(_profile(tmp_path, {"block": 16, "grouped_min_width": 16}, "plain3d",
+                               shape_efficiency={"conv.unblocked_k1": {784: 0.5}, "conv.unblocked_k3": {784: 0.3}}))
 
     def conv_layer(x, w, name, fusion):
         nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1] * (2 * (len(x) - 2))),
@@ -943,6 +941,24 @@ def test_a_layer_its_math_bounds_still_gets_the_fix_for_a_large_split_loss(tmp_p
     assert all(f["saving_s"] is not None and f["saving_s"] >= 0.01 * c.time_s for f in c.fixes)
 
 
+def _plain_dw(tmp_path, curves, **fields):
+    """cpu-avx2 with 8-channel blocks, the depthwise ``curves``, one core (no work starvation on top), no dispatch
+    or fixed kernel time."""
+    return load_profile(_profile(tmp_path, {"block": 8, "grouped_min_width": 8}, "plaindw", shape_efficiency=curves,
+                                 kernel_fixed_us={}, launch_overhead_us=0.0,
+                                 parallelism={"compute_units": 1, "lanes": 1024}, **fields))
+
+
+def _plain_dw_time(tmp_path, hw, side, stride, name):
+    """(the time less dispatch, the report's notes) of a 58-channel 3 x 3 depthwise convolution at ``side``."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="dw", group=58, pads=[1, 1, 1, 1],
+                              strides=[stride, stride])]
+    m = model(nodes, [vi("x", [1, 58, side, side])], [vi("y", None)], [weight("w", [58, 1, 3, 3])])
+    rep = analyze(inspect_model(save(m, tmp_path, name)), hw, Settings(fusion="none"), with_fixes=False)
+    c = next(c for c in rep.score.layers if c.layer.op_type == "Conv")
+    return c.time_s - c.t_launch, rep.notes
+
+
 @pytest.mark.parametrize("with_s2", [False, True])
 def test_a_plain_depthwise_convolution_is_priced_by_the_taps_it_expands(tmp_path, with_s2):
     """ONNX Runtime runs a depthwise convolution its blocked layout does not take (58 channels: 2 mod 4) as
@@ -953,33 +969,37 @@ def test_a_plain_depthwise_convolution_is_priced_by_the_taps_it_expands(tmp_path
     one core: 2 x 58 x 784 x 9 = 818,496 ops at 4.61 TOP/s, on 8-lane tiles of which a one-filter product
     fills 1, at 0.1 of the pace = 14.2 us; before, the roofline priced the stride-2 layer by its bytes as
     well (4 x 58 x (3,136 + 784) read and written)."""
-    with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
-        d = yaml.safe_load(fh)
     curves = {"depthwise_conv.unblocked_k3": {784: 0.1}, "depthwise_conv.k3s1": {784: 0.5}}
     if with_s2:
         curves["depthwise_conv.unblocked_k3s2"] = {784: 0.05}
-    d.update(name="plaindw", cpu_layout={"block": 8, "grouped_min_width": 8}, shape_efficiency=curves,
-             kernel_fixed_us={}, launch_overhead_us=0.0)
-    d["parallelism"]["compute_units"] = 1  # (one core: no work starvation on top)
-    p = tmp_path / "pdw.yaml"
-    p.write_text(yaml.safe_dump(d))
-    hw = load_profile(str(p))
-
-    def dw_time(side, stride, name):
-        nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="dw", group=58, pads=[1, 1, 1, 1],
-                                  strides=[stride, stride])]
-        m = model(nodes, [vi("x", [1, 58, side, side])], [vi("y", None)], [weight("w", [58, 1, 3, 3])])
-        rep = analyze(inspect_model(save(m, tmp_path, name)), hw, Settings(fusion="none"), with_fixes=False)
-        c = next(c for c in rep.score.layers if c.layer.op_type == "Conv")
-        return c.time_s - c.t_launch
-
-    s1, s2 = dw_time(28, 1, "s1.onnx"), dw_time(56, 2, "s2.onnx")
+    hw = _plain_dw(tmp_path, curves)
+    s1, s2 = (_plain_dw_time(tmp_path, hw, 28, 1, "s1.onnx")[0], _plain_dw_time(tmp_path, hw, 56, 2, "s2.onnx")[0])
     assert s1 == pytest.approx(2 * 58 * 784 * 9 / 4.61e12 * 8 / 0.1, rel=1e-3)
     assert s2 == pytest.approx(s1 * (2 if with_s2 else 1), rel=1e-3)
-    d["shape_efficiency"]["depthwise_conv.unblocked_k3s2"] = {784: 0.05}
-    d["shape_efficiency"]["conv.unblocked_k3s2"] = {784: 0.05}
     with pytest.raises(DnnperfError, match="conv.unblocked_k3s2"):
-        load_profile(str(p.write_text(yaml.safe_dump(d)) and p))
+        _plain_dw(tmp_path, {**curves, "depthwise_conv.unblocked_k3s2": {784: 0.05},
+                             "conv.unblocked_k3s2": {784: 0.05}})
+
+
+def test_a_profile_calibrated_before_the_plain_depthwise_curves_were_read_against_the_math_keeps_them_and_says_so(
+        tmp_path):
+    """A calibration (its ``measured`` record) with no stride-2 plain depthwise curve read its
+    'depthwise_conv.unblocked_k3' figures against the roofline: applied to the math alone they would price the
+    layer below what was measured. Such a profile keeps pricing the layer on the roofline (the stride-2 layer,
+    four times the input bytes, costs more than the stride-1 one of the same taps) and the report names the
+    missing figure; one calibrated with the stride-2 curve prices the math and says nothing."""
+    curve = {"depthwise_conv.unblocked_k3": {784: 0.1}, "depthwise_conv.k3s1": {784: 0.5}}
+    memory = {"dram_gbs": 20, "onchip_mb": 1, "bandwidth_curve": {0.5: 100, 1: 100, 4: 20}}
+    said = "depthwise convolution its blocked layout refuses (the plain kernel's curves by stride"
+    old = _plain_dw(tmp_path, curve, memory=memory, measured={"cpu": "x", "threads": 2})
+    (s1, _), (s2, notes) = (_plain_dw_time(tmp_path, old, 28, 1, "o1.onnx"),
+                            _plain_dw_time(tmp_path, old, 56, 2, "o2.onnx"))
+    assert s2 > 1.5 * s1 and any(said in n for n in notes)
+    new = _plain_dw(tmp_path, {**curve, "depthwise_conv.unblocked_k3s2": {784: 0.1}}, memory=memory,
+                    measured={"cpu": "x", "threads": 2})
+    (s1, _), (s2, notes) = (_plain_dw_time(tmp_path, new, 28, 1, "n1.onnx"),
+                            _plain_dw_time(tmp_path, new, 56, 2, "n2.onnx"))
+    assert s2 == pytest.approx(s1, rel=1e-3) and not any(said in n for n in notes)
 
 
 @pytest.mark.parametrize("groups", [1, 4])
@@ -1004,13 +1024,9 @@ def test_a_1d_qdq_convolution_with_run_time_weights_runs_the_plain_kernel(tmp_pa
              helper.make_node("QuantizeLinear", ["c", "ys", "yz"], ["cq"], name="q_out"),
              helper.make_node("DequantizeLinear", ["cq", "ys", "yz"], ["y"], name="dq_out")]
     m = model(nodes, [vi("x", [1, 4, 64])], [vi("y", None)], inits)
-    with open(os.path.join(PROFILES, "cpu-avx2.yaml")) as fh:
-        d = yaml.safe_load(fh)
-    d.update(name="plain1d", cpu_layout={"block": 8, "grouped_min_width": 8},
-             shape_efficiency={"conv.unblocked_k3": {64: 0.3}, "depthwise_conv.unblocked_k3": {64: 0.1}})
-    p = tmp_path / "p1.yaml"
-    p.write_text(yaml.safe_dump(d))
-    hw = load_profile(str(p))
+    hw = load_profile(_profile(tmp_path, {"block": 8, "grouped_min_width": 8}, "plain1d",
+                               shape_efficiency={"conv.unblocked_k3": {64: 0.3},
+                                                 "depthwise_conv.unblocked_k3": {64: 0.1}}))
     rep = analyze(inspect_model(save(m, tmp_path, "c1d.onnx")), hw, Settings(fusion="none"), with_fixes=False)
     c = next(c for c in rep.score.layers if c.layer.op_type == "Conv")
     assert c.layer.workload.dtype == "float32"

@@ -971,6 +971,22 @@ def test_an_8bit_depthwise_convolution_in_no_whole_group_of_channels_runs_the_ge
     assert per[88, True] == pytest.approx(per[96, True] * (4 if multiple == 16 else 1), rel=1e-6)
 
 
+def test_a_profile_without_the_generic_depthwise_figure_says_so(tmp_path):
+    """A CPU profile calibrated before calibrate timed the generic 8-bit depthwise kernel prices every channel
+    count at the fast kernel's share: the report names the missing figure (the 8-bit depthwise layer's), and a
+    profile with it says nothing of it."""
+    from dnnperf.hardware import profile_from_dict
+
+    memory = {"dram_gbs": 20, "onchip_mb": 1, "bandwidth_curve": {0.5: 100, 1: 100, 4: 20}}
+    said = "8-bit depthwise convolution's generic kernel"
+    insp = inspect_model(save(_depthwise8(True, "uint8", 88), tmp_path, "dw88.onnx"))
+    old = profile_from_dict(_cpu_dict(memory=memory, int8_depthwise_share=0.5), "old")
+    assert any(said in n and "(1 layer)" in n for n in analyze(insp, old, Settings(), with_fixes=False).notes)
+    new = profile_from_dict(_cpu_dict(memory=memory, int8_depthwise_share=0.5,
+                                      int8_depthwise_generic={"channel_multiple": 16, "share": 0.2}), "new")
+    assert not any(said in n for n in analyze(insp, new, Settings(), with_fixes=False).notes)
+
+
 @pytest.mark.parametrize("bad, says", [
     ({"share": 0.2}, "give both"), ({"channel_multiple": 16}, "give both"),
     ({"channel_multiple": 12.5, "share": 0.2}, "whole number"), ({"channel_multiple": 16, "share": 1.5}, "share"),
