@@ -103,8 +103,30 @@ def _raise_intensity(c: LayerCost, x: Ctx):
             f"memory traffic, not math, sets this layer's {fmt_time(c.time_s)}", None)
 
 
+def _one_kernel(c: LayerCost, x: Ctx):
+    """A 16-bit op the CPU runtime runs as its ONNX function body (``upcast.inlined_body``): the fp32 op
+    in the model is one kernel of the runtime's own (a Cast around it, which it has anyway)."""
+    from dnnperf.ops import cost_node
+    from dnnperf.upcast import BODY_NOTE
+
+    l = c.layer
+    if not l.workload.parts or not l.workload.note.startswith(BODY_NOTE):
+        return None
+    node = next((n for n in x.report.inspection.graph.nodes if n.name == l.nodes[0]), None)
+    if node is None:
+        return None
+    one = rescore(c, replace(l, workload=with_precision(cost_node(x.report.inspection.graph, node), "fp32")),
+                  x.report.score, "fp32")
+    n = len(l.workload.parts)
+    return (f"ONNX Runtime has no 16-bit {l.op_type} kernel and runs the op's ONNX function body, {n} fp32 kernels: "
+            f"keep this {l.op_type} in fp32 in the model (casts around it, as the runtime adds anyway) and it is one "
+            f"kernel of its own, {fmt_time(one.time_s)} instead of {fmt_time(c.time_s)}", c.time_s - one.time_s)
+
+
 def _layer_fusion(c: LayerCost, x: Ctx):
     l = c.layer
+    if (one := _one_kernel(c, x)) is not None:
+        return one
     if c.t_bias >= 0.1 * c.time_s:  # scoring._gpu_bias_pass
         return (f"the framework adds this convolution's bias in a kernel of its own, one more read and write of its "
                 f"{fmt_bytes(l.workload.bytes_written)} output ({fmt_time(c.t_bias)}): a runtime that fuses the bias "

@@ -13,20 +13,55 @@ in fp32 336 us (32 Casts in the fp16 run's profile); costed with 16-bit bytes it
 
 Each Cast becomes a layer of its own (op type ``Cast``, family ``elementwise``) so it shows in the
 table and the totals.
+
+Exceptions, read off the runtime's optimised graphs of one-op 16-bit models (version 1.32): Tile, Pad,
+DepthToSpace, SpaceToDepth and Trilu have no 16-bit kernel (cast like the compute ops); and an op with
+no 16-bit kernel whose ONNX schema defines it as a function runs as that function's nodes, each an
+fp32 kernel of its own (``INLINED``): a 16-bit Softmax is ReduceMax, Sub, Exp, ReduceSum and Div, five
+passes where the fp32 model runs one (a [1, 12, 128, 128] Softmax on a 2-core x86 VM: 63 us in fp16,
+24 in fp32, where one cast pass each way came to 36).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from dnnperf.ir import Graph
+from dnnperf.ir import Graph, Node, Tensor
 from dnnperf.layout import convert_once, layer_io
 from dnnperf.scoring import Layer, with_precision
 from dnnperf.workload import Workload
 
 HALF = frozenset({"float16", "bfloat16"})
-# families whose kernels take 16-bit tensors as they are (data movement, and no kernel at all)
+# families whose kernels take 16-bit tensors as they are (data movement, and no kernel at all) ...
 HALF_NATIVE = frozenset({"movement", "view", "shape"})
+# ... but for these data movement ops, cast like any compute op
+HALF_CAST_MOVEMENT = frozenset({"Tile", "Pad", "DepthToSpace", "SpaceToDepth", "Trilu"})
+
+# ONNX function bodies the runtime runs for a 16-bit op it has no kernel for: op -> (first opset, last
+# opset or None, steps). A step is (op, inputs, output): inputs name the op's input 'x', its second input
+# 's' (PRelu's slope), a scalar constant 'c' or an earlier step by index; the output has the input's
+# shape ('x', 'b' as booleans), the op's reduced shape ('r': its output's, or Softmax's with the axis
+# kept as 1) or is a scalar ('c'). HardSwish at opset 18 was seen to expand its HardSigmoid too (five
+# kernels), Mish at 18 its Softplus (three): costed here as the shorter bodies.
+BODY_NOTE = "no 16-bit"  # how the note of a layer run as its function body begins (dnnperf.fixes reads it)
+_SOFTMAX = (("ReduceMax", ("x",), "r"), ("Sub", ("x", 0), "x"), ("Exp", (1,), "x"), ("ReduceSum", (2,), "r"))
+_RELU_WHERE = (("Less", ("x", "c"), "b"), ("Where", (1, 0, "x"), "x"))
+INLINED = {
+    "Softmax": (13, None, _SOFTMAX + (("Div", (2, 3), "x"),)),
+    "LogSoftmax": (13, None, _SOFTMAX + (("Log", (3,), "r"), ("Sub", (1, 4), "x"))),
+    "HardSwish": (14, None, (("HardSigmoid", ("x",), "x"), ("Mul", ("x", 0), "x"))),
+    "LeakyRelu": (16, 18, (("Mul", ("x", "c"), "x"),) + _RELU_WHERE),
+    "PRelu": (16, 18, (("Mul", ("x", "s"), "x"),) + _RELU_WHERE),
+    "Gelu": (20, None, (("Mul", ("x", "c"), "x"), ("Sqrt", ("c",), "c"), ("Div", ("x", 1), "x"), ("Erf", (2,), "x"),
+                        ("Sum", (3, "c"), "x"), ("Mul", (0, 4), "x"))),
+    "Gelu.tanh": (20, None, (("Mul", ("c", "x"), "x"), ("Pow", ("x", "c"), "x"), ("Mul", ("c", 1), "x"),
+                             ("Sum", ("x", 2), "x"), ("Sqrt", ("c",), "c"), ("Mul", (4, 3), "x"), ("Tanh", (5,), "x"),
+                             ("Sum", ("c", 6), "x"), ("Mul", (0, 7), "x"))),
+    "Mish": (18, None, (("Softplus", ("x",), "x"), ("Tanh", (0,), "x"), ("Mul", ("x", 1), "x"))),
+    "ReduceL1": (18, None, (("Abs", ("x",), "x"), ("ReduceSum", (0,), "r"))),
+    "ReduceLogSum": (18, None, (("ReduceSum", ("x",), "r"), ("Log", (0,), "r"))),
+    "ReduceSumSquare": (18, None, (("Mul", ("x", "x"), "x"), ("ReduceSum", (0,), "r"))),
+}
 
 
 def _cast(graph: Graph, tensor: str, to: str) -> Layer | None:
@@ -39,6 +74,56 @@ def _cast(graph: Graph, tensor: str, to: str) -> Layer | None:
                  act_bytes_read=half if to == "fp32" else full, bytes_written=full if to == "fp32" else half,
                  parallel_work=n, note="precision cast added by the runtime (no 16-bit arithmetic on this CPU)")
     return Layer(f"cast to {to} {tensor}", "Cast", (), w, t.shape)
+
+
+def _body_key(node: Node, opset: int) -> str | None:
+    """The ``INLINED`` entry a 16-bit node of the default domain runs as, at the model's opset."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    key = f"{node.op_type}.tanh" if node.op_type == "Gelu" and node.attrs.get("approximate") == "tanh" else node.op_type
+    first, last, _ = INLINED.get(key, (0, -1, ()))
+    return key if first <= opset and (last is None or opset <= last) else None
+
+
+def inlined_body(graph: Graph, node: Node, family: str) -> Workload | None:
+    """The fp32 kernels of the function body ONNX Runtime runs for ``node`` (``INLINED``), each costed by
+    its own op's cost function, as the parts of one workload (scored one by one, as a control-flow
+    body's are); None when the op is not one of them or a shape is missing."""
+    from dnnperf.ops import Unsupported, cost_node
+
+    key = _body_key(node, graph.opset)
+    x = graph.tensors.get(node.inputs[0]) if node.inputs else None
+    y = graph.tensors.get(node.outputs[0]) if node.outputs else None
+    if key is None or x is None or x.shape is None or y is None or y.shape is None:
+        return None
+    reduced = y.shape
+    if node.op_type in ("Softmax", "LogSoftmax"):
+        axis = int(node.attrs.get("axis", -1)) % max(len(x.shape), 1)
+        reduced = tuple(1 if i == axis else d for i, d in enumerate(x.shape))
+    shapes = {"x": (x.shape, "float32"), "b": (x.shape, "bool"), "r": (reduced, "float32"), "c": ((), "float32")}
+    tensors = {"x": Tensor("x", x.shape, "float32"), "c": Tensor("c", (), "float32")}
+    if len(node.inputs) > 1 and graph.tensors.get(node.inputs[1]) is not None:
+        s = graph.tensors[node.inputs[1]]
+        tensors["s"] = Tensor("s", s.shape, "float32")
+    nodes = []
+    for i, (op, ins, out) in enumerate(INLINED[key][2]):
+        tensors[f"t{i}"] = Tensor(f"t{i}", *shapes[out])
+        nodes.append(Node(f"{node.name}/{op}", op, "", tuple(a if isinstance(a, str) else f"t{a}" for a in ins),
+                          (f"t{i}",), {}))
+    body = Graph(node.name, nodes, tensors, frozenset({"c", "s"} & set(tensors)), ("x",), (nodes[-1].outputs[0],),
+                 graph.opset)
+    total, parts = Workload(family, launches=0), []
+    for n in nodes:
+        try:
+            w = cost_node(body, n)
+        except Unsupported:
+            return None
+        total = total + w
+        parts.append((n.op_type, w, 1))
+    ops = ", ".join(op for op, _, _ in parts)
+    return replace(total, family=family, dtype="float32", parts=tuple(parts),
+                   note=f"{BODY_NOTE} {node.op_type} kernel: the runtime runs its ONNX function body, {len(parts)} "
+                        f"fp32 kernels ({ops})")
 
 
 def add_casts(graph: Graph, layers: list[Layer]) -> list[Layer]:
@@ -63,7 +148,7 @@ def add_casts(graph: Graph, layers: list[Layer]) -> list[Layer]:
             out.append(layer)
             continue
         outs = [o for n in members for o in n.outputs if o]
-        if layer.workload.family in HALF_NATIVE:
+        if layer.workload.family in HALF_NATIVE and not any(n.op_type in HALF_CAST_MOVEMENT for n in members):
             convert_once(out, ins, produced_full.__contains__, cast_back, down)
             out.append(layer)
             continue
@@ -72,7 +157,8 @@ def add_casts(graph: Graph, layers: list[Layer]) -> list[Layer]:
             continue
         convert_once(out, ins, half, full, lambda t: _cast(graph, t, "fp32"))
         w = with_precision(layer.workload, "fp32") if layer.workload.dtype in HALF else layer.workload
-        out.append(replace(layer, workload=w))
+        body = inlined_body(graph, members[0], w.family) if len(members) == 1 else None
+        out.append(replace(layer, workload=body or w))
         for o in outs:
             if half(o):
                 full.add(o)

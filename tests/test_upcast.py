@@ -52,3 +52,76 @@ def test_a_device_with_fp16_units_runs_the_model_as_it_is(tmp_path):
     # (the MatMul and its bias Add are one Linear kernel on a GPU: dnnperf.kernel_groups.framework_op_groups)
     # its weights: the fp16 matrix and the fp16 bias vector
     assert next(l for l in layers if "mm" in l.nodes).workload.weight_bytes == 1024 * 1024 * 2 + 1024 * 2
+
+
+def _one_op(tmp_path, op, shape, opset=17, dtype=F16, inits=(), **attrs):
+    ins = ["x"] + [i.name for i in inits]
+    m = model([helper.make_node(op, ins, ["y"], name="op", **attrs)], [vi("x", shape, dtype)], [vi("y", None, dtype)],
+              list(inits))
+    m.opset_import[0].version = opset
+    rep = analyze(inspect_model(save(m, tmp_path)), load_profile("cpu-avx2"), Settings(fusion="none"), with_fixes=False)
+    return [c.layer for c in rep.score.layers], rep
+
+
+def _kernels(layers) -> list[str]:
+    return [op for la in layers for op in ([p[0] for p in la.workload.parts] or [la.op_type])]
+
+
+def test_a_16bit_softmax_runs_as_its_function_body(tmp_path):
+    # ONNX Runtime 1.32's optimised graph of this model (CPU provider): Cast, ReduceMax, Sub, Exp, ReduceSum,
+    # Div, Cast; the fp32 model runs its one Softmax kernel
+    layers, _ = _one_op(tmp_path, "Softmax", [1, 12, 128, 128], axis=-1)
+    assert _kernels(layers) == ["Cast", "ReduceMax", "Sub", "Exp", "ReduceSum", "Div", "Cast"]
+    w = next(la for la in layers if la.op_type == "Softmax").workload
+    n, rows = 12 * 128 * 128, 12 * 128  # fp32 elements, and one max / sum per row of 128
+    # read: ReduceMax x, Sub x and the max, Exp, ReduceSum, Div the exponentials and the sum
+    assert w.act_bytes_read == 4 * (5 * n + 2 * rows)
+    assert w.bytes_written == 4 * (3 * n + 2 * rows)
+    assert w.launches == 5 and w.dtype == "float32"
+    fp32, _ = _one_op(tmp_path, "Softmax", [1, 12, 128, 128], dtype=TensorProto.FLOAT, axis=-1)
+    assert _kernels(fp32) == ["Softmax"]
+
+
+def test_a_16bit_softmax_along_an_inner_axis_reduces_that_axis(tmp_path):
+    layers, _ = _one_op(tmp_path, "Softmax", [2, 8, 4, 16], axis=1)
+    w = next(la for la in layers if la.op_type == "Softmax").workload
+    n, rows = 2 * 8 * 4 * 16, 2 * 4 * 16  # one max and one sum per (batch, row, column)
+    assert w.act_bytes_read == 4 * (5 * n + 2 * rows)
+
+
+def test_a_16bit_op_runs_as_its_function_body_only_at_the_opsets_the_runtime_lacks_a_kernel_for(tmp_path):
+    # LeakyRelu-16 at opsets 16-18 is Mul, Less, Where in ONNX Runtime 1.32's graph; at 15 and 19 one LeakyRelu
+    for opset, body in ((15, ["LeakyRelu"]), (17, ["Mul", "Less", "Where"]), (19, ["LeakyRelu"])):
+        layers, _ = _one_op(tmp_path, "LeakyRelu", [1, 4, 8, 16], opset=opset)
+        assert _kernels(layers) == ["Cast", *body, "Cast"], opset
+    # Gelu (opset 20): the erf form is six kernels, the tanh form nine
+    layers, _ = _one_op(tmp_path, "Gelu", [1, 4, 8, 16], opset=20)
+    assert _kernels(layers)[1:-1] == ["Mul", "Sqrt", "Div", "Erf", "Sum", "Mul"]
+    layers, _ = _one_op(tmp_path, "Gelu", [1, 4, 8, 16], opset=20, approximate="tanh")
+    assert len(_kernels(layers)[1:-1]) == 9
+    layers, _ = _one_op(tmp_path, "HardSwish", [1, 4, 8, 16], opset=17)
+    assert _kernels(layers) == ["Cast", "HardSigmoid", "Mul", "Cast"]
+
+
+def test_16bit_data_movement_without_a_16bit_kernel_is_cast(tmp_path):
+    # Tile has no 16-bit kernel in ONNX Runtime's CPU provider (its graph: Cast, Tile, Cast); Transpose has one
+    layers, _ = _one_op(tmp_path, "Tile", [1, 4, 8, 16], inits=[ints("r", [1, 1, 2, 1])])
+    assert _kernels(layers) == ["Cast", "Tile", "Cast"]
+    tile = next(la for la in layers if la.op_type == "Tile").workload
+    assert (tile.act_bytes_read, tile.bytes_written) == (4 * 512, 4 * 1024)
+    layers, _ = _one_op(tmp_path, "Transpose", [1, 4, 8, 16], perm=[0, 1, 3, 2])
+    assert _kernels(layers) == ["Transpose"]
+
+
+def test_the_fix_for_a_softmax_run_as_its_function_body_is_the_one_fp32_kernel(tmp_path):
+    m = model([helper.make_node("Softmax", ["x"], ["y"], name="op", axis=-1)], [vi("x", [1, 12, 128, 128], F16)],
+              [vi("y", None, F16)])
+    rep = analyze(inspect_model(save(m, tmp_path)), load_profile("cpu-avx2"), Settings(fusion="none"))
+    c = next(c for c in rep.score.layers if c.layer.op_type == "Softmax")
+    fix = next(f for f in c.fixes if "function body" in f["text"])
+    m32 = model([helper.make_node("Softmax", ["x"], ["y"], name="op", axis=-1)],
+                [vi("x", [1, 12, 128, 128], TensorProto.FLOAT)], [vi("y", None, TensorProto.FLOAT)])
+    one = analyze(inspect_model(save(m32, tmp_path, "fp32.onnx")), load_profile("cpu-avx2"), Settings(fusion="none"),
+                  with_fixes=False).score.layers[0].time_s
+    assert "5 fp32 kernels" in fix["text"]
+    assert abs(fix["saving_s"] - (c.time_s - one)) <= 0.02 * c.time_s  # the fp32 model's own Softmax, within 2%
