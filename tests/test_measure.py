@@ -55,7 +55,8 @@ def test_calibration_writes_a_valid_profile(local_profile):
                                "QLinearConcat", "QLinearAveragePool", "MaxPool.int8", "Transpose.elements", "Slice.strided",
                                "Gather.blocks", "CumSum.last", "DepthToSpace", "SpaceToDepth", "ArgMax",
                                "Expand.fill", "PRelu", "TreeEnsemble.level", "SVM.term", "LRN", "ReduceLogSumExp",
-                               "Broadcast.span", "MatMulNBits.fp32", "MatMulNBits.int8"}
+                               "Broadcast.span", "MatMulNBits.fp32", "MatMulNBits.int8",
+                               "Clip.half", "Max.half", "Min.half", "Round.half", "Shrink.half"}
     assert min(hw.loop_ns.values()) > 0
     # the ops slower per byte than an Add, the elementwise family's micro-benchmark, have figures of their own
     assert {"Sigmoid", "Max", "Min", "Floor", "LeakyRelu", "HardSwish", "Reciprocal", "Softsign"} <= set(hw.op_efficiency)

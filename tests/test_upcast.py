@@ -1,6 +1,10 @@
 """16-bit models on a CPU without 16-bit arithmetic (dnnperf/upcast.py): computed in fp32, with the
 runtime's casts where fp32 results meet 16-bit data movement."""
 
+import os
+
+import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from dnnperf.api import analyze, inspect_model
@@ -125,3 +129,39 @@ def test_the_fix_for_a_softmax_run_as_its_function_body_is_the_one_fp32_kernel(t
                   with_fixes=False).score.layers[0].time_s
     assert "5 fp32 kernels" in fix["text"]
     assert abs(fix["saving_s"] - (c.time_s - one)) <= 0.02 * c.time_s  # the fp32 model's own Softmax, within 2%
+
+
+def test_16bit_element_ops_with_kernels_of_their_own_are_not_cast(tmp_path):
+    # x -> Add -> Clip -> y in fp16: ONNX Runtime 1.32's graph is Cast, Add, Cast, Clip (its fp16 Clip kernel
+    # takes the 16-bit tensor, and the graph output is that kernel's): one cast each way around the Add only
+    m = model([helper.make_node("Add", ["x", "x"], ["a"], name="add"), helper.make_node("Clip", ["a"], ["y"], name="clip")],
+              [vi("x", [1, 196608], F16)], [vi("y", None, F16)])
+    path = save(m, tmp_path)
+    layers = [c.layer for c in analyze(inspect_model(path), load_profile("cpu-avx2"), Settings(fusion="none"),
+                                       with_fixes=False).score.layers]
+    assert [la.op_type for la in layers] == ["Cast", "Add", "Cast", "Clip"]
+    clip = layers[-1].workload
+    assert clip.dtype == "float16" and clip.kernel == "Clip.half"
+    assert (clip.act_bytes_read, clip.bytes_written) == (2 * 196608, 2 * 196608)
+    ort = pytest.importorskip("onnxruntime")
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    assert [n.op_type for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node] == ["Cast", "Add", "Cast", "Clip"]
+
+
+def test_a_16bit_clip_takes_its_calibrated_time_per_element(tmp_path):
+    # its element-by-element conversion: 196,608 elements at 2 ns each = 393.2 us (the fp32 kernel streams them)
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        base = yaml.safe_load(fh)
+    hw = profile_from_dict({**base, "loop_ns": {"Clip.half": 2.0}}, "x")
+    layers, _ = _one_op(tmp_path, "Clip", [1, 196608])
+    assert [la.op_type for la in layers] == ["Clip"]
+    c = analyze(inspect_model(save(model([helper.make_node("Clip", ["x"], ["y"], name="op")],
+                                         [vi("x", [1, 196608], F16)], [vi("y", None, F16)]), tmp_path, "c.onnx")),
+                hw, Settings(fusion="none"), with_fixes=False).score.layers[0]
+    assert c.time_s - c.t_launch == pytest.approx(196608 * 2e-9, rel=1e-3)

@@ -30,6 +30,7 @@ import numpy as np
 # the head width of the MatMul after the Softmax; min(N, K) of the matmul family's products
 from dnnperf.efficiency import NARROW_K1_CHANNELS, SUBNORMAL_COLUMNS, UNBLOCKED_CONVS, WIDE_PRODUCT
 from dnnperf.vocab import EPILOGUE_ACTIVATIONS, INT8_OPERANDS
+from dnnperf.upcast import HALF_LOOPS
 
 M_ROWS = (1, 4, 16, 49, 128, 512)
 # thin in N and K (few channels) at M = 3136: a curve of its own (matrix_nk_efficiency); merged with
@@ -619,6 +620,13 @@ def micro_models(quick: bool) -> list[Micro]:
         y = _vi("y", None, 7 if key == "ArgMax" else 1)  # ArgMax writes int64 indices
         x = x56 if shape == m56 else rng.standard_normal(shape).astype(np.float32)
         out.append(Micro(f"loop_{key}", _model([node], [_vi("x", list(shape))], [y], consts), {"x": x}, "loop", key))
+    # the 16-bit element ops ONNX Runtime runs with kernels of their own, converting element by element
+    # (dnnperf.upcast.HALF_LOOPS): HALF_LOOP fp16 elements each; Max and Min of the input with itself
+    xh = rng.standard_normal((1, HALF_LOOP)).astype(np.float16)
+    for op in HALF_LOOPS:
+        node = helper.make_node(op, ["x", "x"] if op in ("Max", "Min") else ["x"], ["y"])
+        out.append(Micro(f"loop_{op}.half", _model([node], [_vi("x", [1, HALF_LOOP], 10)], [_vi("y", None, 10)]),
+                         {"x": xh}, "loop", f"{op}.half"))
     # a forest as gradient boosting exports it (ai.onnx.ml TreeEnsembleRegressor): TREE_FOREST[0] balanced
     # trees of TREE_FOREST[1] levels over 16 features, TREE_FOREST[2] rows; each row walks every tree
     out.append(Micro("loop_TreeEnsemble.level", _forest(*TREE_FOREST, rng), {
@@ -889,6 +897,13 @@ ELEMENT_LOOPS = {"Transpose.elements": int(np.prod(TRANSPOSE_LOOP[0])), "Slice.s
                  "Gather.blocks": 64 * 56 * 28, "CumSum.last": 64 * 56 * 56, "DepthToSpace": 64 * 56 * 56,
                  "SpaceToDepth": 64 * 56 * 56, "ArgMax": 64 * 56 * 56, "Expand.fill": EXPAND_FILL[0],
                  "PRelu": 64 * 56 * 56, "ReduceLogSumExp": 64 * 56 * 56}
+
+
+# elements of each 16-bit element op's micro-benchmark (ELEMENT_LOOPS): the fp16 Clip's pace per element is
+# not one figure (2 threads, 2-core EPYC VM: 0.5-0.9 ns from 16,384 to 65,536 elements, 1.6-2.1 from 98,304
+# to 786,432); this size reads the larger tensors' figure, which puts a small Clip up to 2-4x slow
+HALF_LOOP = 196608
+ELEMENT_LOOPS.update({f"{op}.half": HALF_LOOP for op in HALF_LOOPS})
 
 
 def loop_elements(key: str = "Resize") -> int:
