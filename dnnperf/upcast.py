@@ -5,14 +5,20 @@ provider does it this way: ops that only move data (Reshape, Transpose, Slice, C
 Split...) have 16-bit kernels and run as they are; before any other op it inserts a Cast of each
 16-bit input to fp32, runs the op in fp32, and casts the result back where it meets a data-movement
 op or a graph output. Consecutive fp32 ops pass the fp32 tensor on (no cast between them), and a
-Cast of a weight is folded once at load time (the weight is then an fp32 weight).
+Cast of a weight is folded once at load time (the weight is then an fp32 weight) unless several nodes
+share the weight: then it stays a Cast run at every inference, and a convolution reading it runs
+outside the blocked layout (``shared_half_weights``). A data-movement op fed by fp32 layers alone and
+read by fp32 layers alone runs in fp32 itself (the runtime's isolated-node rule: no cast either side).
 
 So a 16-bit model costs the fp32 model's compute and traffic, plus a Cast kernel at each boundary:
 measured on a 2-core x86 VM, a Llama-architecture decoder step in fp16 took 371 us, the same model
 in fp32 336 us (32 Casts in the fp16 run's profile); costed with 16-bit bytes it came out at 172 us.
 
 Each Cast becomes a layer of its own (op type ``Cast``, family ``elementwise``) so it shows in the
-table and the totals.
+table and the totals. The Casts of ONNX Runtime 1.32's optimised graphs of fp16 ResNet-50, SqueezeNet 1.1
+and ShuffleNet V2 (8, 9 and 41) are those this module adds; MobileNetV2 14 against 12, a decoder 32
+against 35. Those CNNs' exporter shared equal biases between convolutions, which put 53 of ResNet-50's
+53 convolutions outside the blocked layout (the fp16 model 1.4x the fp32 one's time on a 2-core x86 VM).
 
 Exceptions, read off the runtime's optimised graphs of one-op 16-bit models (version 1.32): Tile, Pad,
 DepthToSpace, SpaceToDepth and Trilu have no 16-bit kernel (cast like the compute ops); and an op with
@@ -29,11 +35,12 @@ from dataclasses import replace
 from dnnperf.ir import Graph, Node, Tensor
 from dnnperf.layout import convert_once, layer_io
 from dnnperf.scoring import Layer, with_precision
+from dnnperf.vocab import HOST_SHAPE_FAMILIES, PLAIN_CONV
 from dnnperf.workload import Workload
 
 HALF = frozenset({"float16", "bfloat16"})
 # families whose kernels take 16-bit tensors as they are (data movement, and no kernel at all) ...
-HALF_NATIVE = frozenset({"movement", "view", "shape"})
+HALF_NATIVE = frozenset({"movement", "view", "shape"}) | HOST_SHAPE_FAMILIES
 # ... but for these data movement ops, cast like any compute op
 HALF_CAST_MOVEMENT = frozenset({"Tile", "Pad", "DepthToSpace", "SpaceToDepth", "Trilu"})
 # element ops the runtime has 16-bit kernels of its own for: they take 16-bit tensors as they are, no casts;
@@ -132,10 +139,42 @@ def inlined_body(graph: Graph, node: Node, family: str) -> Workload | None:
                         f"fp32 kernels ({ops})")
 
 
+def shared_half_weights(graph: Graph) -> dict[str, str]:
+    """The 16-bit initializers (and their Identity copies) that more than one node reads, each -> the
+    initializer. The runtime casts a 16-bit weight to fp32 once at load time when one node reads it, but
+    one that several nodes share (after it drops the Identity nodes between) stays a Cast node run at every
+    inference (a Cast layer here, before the first fp32 layer that reads it); a convolution
+    whose weights or bias come from one is then not blocked (the blocked layout reorders constant
+    weights at load time): its optimised graph of a ResNet-50 whose 53 convolutions share their biases
+    (an exporter's dedup of equal tensors) keeps all 53 in the plain kernel, where each with a bias of
+    its own runs blocked."""
+    from dnnperf.kernel_groups import users_of
+
+    users = users_of(graph)
+    out: dict[str, str] = {}
+    made = {n.outputs[0] for n in graph.nodes if n.op_type == "Constant" and n.outputs and n.outputs[0]}
+    for name in sorted(graph.initializers | made):
+        t = graph.tensors.get(name)
+        if t is None or t.dtype not in HALF:
+            continue
+        names, readers, todo = {name}, 0, [name]
+        while todo:
+            for u in users.get(todo.pop(), []):
+                if u.op_type == "Identity" and u.outputs and u.outputs[0]:
+                    names.add(u.outputs[0])
+                    todo.append(u.outputs[0])
+                else:
+                    readers += 1
+        if readers > 1:
+            out.update(dict.fromkeys(names, name))
+    return out
+
+
 def add_casts(graph: Graph, layers: list[Layer]) -> list[Layer]:
     """``layers`` with the 16-bit compute layers costed in fp32 and a ``Cast`` layer at each
     boundary between them and 16-bit data (see the module docstring)."""
     nodes = {n.name: n for n in graph.nodes}
+    shared = shared_half_weights(graph)
     full: set[str] = set()  # 16-bit tensors that exist as fp32 (cast up, or computed in fp32)
     produced_full: set[str] = set()  # ... of them, those that exist ONLY as fp32 (computed in fp32)
     cast_back: set[str] = set()
@@ -148,15 +187,45 @@ def add_casts(graph: Graph, layers: list[Layer]) -> list[Layer]:
     def down(t: str):
         return _cast(graph, t, "fp16")
 
-    for layer in layers:
+    info = []  # per layer: (its nodes, the activations it reads, runs as a 16-bit element op, takes 16 bits)
+    readers: dict[str, list[int]] = {}
+    for k, layer in enumerate(layers):
         members, ins = layer_io(graph, layer, nodes)
+        own = len(members) == 1 and members[0].op_type in HALF_ELEMENT_NATIVE \
+            and members[0].domain in ("", "ai.onnx") and layer.workload.dtype in HALF
+        native = own or (layer.workload.family in HALF_NATIVE and not any(n.op_type in HALF_CAST_MOVEMENT
+                                                                          for n in members))
+        info.append((members, ins, own, native))
+        for i in ins:
+            readers.setdefault(i, []).append(k)
+    outputs = set(graph.outputs)
+    producer = {o for members, _, _, _ in info for n in members for o in n.outputs if o}
+
+    def to_fp32(k: int) -> bool:
+        """A 16-bit-capable layer between fp32 ones (the runtime's isolated-node rule, ONNX Runtime 1.32's
+        InsertCastTransformer): every 16-bit input another layer writes exists only as fp32 (computed in
+        fp32), it writes no graph output, and only fp32 layers read its 16-bit outputs. The runtime runs
+        it in fp32, casting up any 16-bit graph input or weight it reads instead of its outputs: a
+        SqueezeNet's Concats between its ReLUs and convolutions, a MobileNet's unfused Clips."""
+        members, ins, _, _ = info[k]
+        made = [i for i in ins if half(i) and i in producer]
+        houts = [o for n in members for o in n.outputs if o and half(o)]
+        return bool(made) and all(i in produced_full for i in made) and bool(houts) and all(
+            o not in outputs and readers.get(o) and not any(info[j][3] for j in readers[o]) for o in houts)
+
+    for k, layer in enumerate(layers):
+        members, ins, own, native = info[k]
         if not members:
             out.append(layer)
             continue
         outs = [o for n in members for o in n.outputs if o]
-        own = len(members) == 1 and members[0].op_type in HALF_ELEMENT_NATIVE \
-            and members[0].domain in ("", "ai.onnx") and layer.workload.dtype in HALF
-        if own or (layer.workload.family in HALF_NATIVE and not any(n.op_type in HALF_CAST_MOVEMENT for n in members)):
+        if native and to_fp32(k):
+            convert_once(out, ins, half, full, lambda t: _cast(graph, t, "fp32"))
+            out.append(replace(layer, workload=with_precision(layer.workload, "fp32")))
+            full.update(o for o in outs if half(o))
+            produced_full.update(o for o in outs if half(o))
+            continue
+        if native:
             convert_once(out, ins, produced_full.__contains__, cast_back, down)
             op = members[0].op_type
             out.append(replace(layer, workload=replace(layer.workload, kernel=f"{op}.half")) if own and op in HALF_LOOPS
@@ -166,7 +235,13 @@ def add_casts(graph: Graph, layers: list[Layer]) -> list[Layer]:
             out.append(layer)
             continue
         convert_once(out, ins, half, full, lambda t: _cast(graph, t, "fp32"))
+        fused = len(members) > 1 and "+" not in layer.op_type  # a runtime's own kernel reads no pattern scalars
+        roots = [shared[i] for n in members for i in n.inputs
+                 if i in shared and not (fused and (graph.tensors[i].numel or 0) <= 1)]
+        convert_once(out, roots, bool, full, lambda t: _cast(graph, t, "fp32"))
         w = with_precision(layer.workload, "fp32") if layer.workload.dtype in HALF else layer.workload
+        if w.conv and layer.workload.dtype in HALF and any(i in shared for n in members for i in n.inputs[1:3]):
+            w = replace(w, kernel=PLAIN_CONV)
         body = inlined_body(graph, members[0], w.family) if len(members) == 1 else None
         out.append(replace(layer, workload=body or w))
         for o in outs:

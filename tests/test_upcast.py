@@ -165,3 +165,88 @@ def test_a_16bit_clip_takes_its_calibrated_time_per_element(tmp_path):
                                          [vi("x", [1, 196608], F16)], [vi("y", None, F16)]), tmp_path, "c.onnx")),
                 hw, Settings(fusion="none"), with_fixes=False).score.layers[0]
     assert c.time_s - c.t_launch == pytest.approx(196608 * 2e-9, rel=1e-3)
+
+
+def _blocked_cpu():
+    import yaml
+
+    from dnnperf.hardware import profile_from_dict
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        base = yaml.safe_load(fh)
+    layout = {"block": 16, "grouped_min_width": 16, "channel_alignment": 4, "pool_alignment": 16}
+    return profile_from_dict({**base, "cpu_layout": layout}, "blocked")
+
+
+def _ort_ops(tmp_path, path):
+    ort = pytest.importorskip("onnxruntime")
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return [(n.domain.rsplit(".", 1)[-1] + ":" if n.domain else "") + n.op_type
+            for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node]
+
+
+def _two_convs(bias_names):
+    # fp16 x -> Conv (+ bias) -> Relu -> Conv (+ bias) -> Relu -> y, 32 channels at 28 x 28
+    b1, b2 = bias_names
+    nodes = [helper.make_node("Conv", ["x", "w1", b1], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2", b2], ["c2"], name="conv2"),
+             helper.make_node("Relu", ["c2"], ["y"], name="relu2")]
+    inits = [weight("w1", [32, 32, 3, 3], F16), weight("w2", [32, 32, 1, 1], F16)]
+    inits += [weight(b, [32], F16) for b in dict.fromkeys(bias_names)]
+    return model(nodes, [vi("x", [1, 32, 28, 28], F16)], [vi("y", None, F16)], inits)
+
+
+def test_16bit_convolutions_sharing_a_bias_run_outside_the_blocked_layout(tmp_path):
+    # ONNX Runtime casts a 16-bit weight read by one node once at load time, but one two nodes share stays a
+    # Cast node run at every inference, and a convolution reading it is not blocked (its optimised graph:
+    # no NCHWc node with the shared bias, NCHWc convolutions with a bias each)
+    from dnnperf.vocab import PLAIN_CONV
+
+    for names, plain in ((("b", "b"), True), (("b1", "b2"), False)):
+        path = save(_two_convs(names), tmp_path, f"{names[1]}.onnx")
+        sc = analyze(inspect_model(path), _blocked_cpu(), Settings(), with_fixes=False).score
+        layers = [c.layer for c in sc.layers]
+        convs = [la for la in layers if la.workload.conv]
+        assert len(convs) == 2 and all((la.workload.kernel == PLAIN_CONV) == plain for la in convs), names
+        assert any(la.op_type == "LayoutReorder" for la in layers) != plain
+        # the shared bias: one Cast kernel of its 32 values, before the first convolution
+        assert ("cast to fp32 b" in [la.name for la in layers]) == plain
+        ops = _ort_ops(tmp_path, path)
+        assert any(op.startswith("nchwc:") for op in ops) != plain, ops
+        assert ops.count("Cast") == sum(la.op_type == "Cast" for la in layers), ops
+
+
+def test_a_16bit_data_movement_op_between_fp32_layers_runs_in_fp32(tmp_path):
+    # two fp16 convolution branches joined by a Concat before a third: the Concat has a 16-bit kernel but ONNX
+    # Runtime runs it in fp32 (no cast either side: Cast of x, the convolutions, Concat, Conv, Cast of y)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="c1"),
+             helper.make_node("Relu", ["a"], ["ra"], name="r1"),
+             helper.make_node("Conv", ["x", "w2"], ["b"], name="c2"),
+             helper.make_node("Relu", ["b"], ["rb"], name="r2"),
+             helper.make_node("Concat", ["ra", "rb"], ["cat"], name="cat", axis=1),
+             helper.make_node("Conv", ["cat", "w3"], ["y"], name="c3")]
+    inits = [weight("w1", [16, 16, 1, 1], F16), weight("w2", [16, 16, 1, 1], F16), weight("w3", [16, 32, 1, 1], F16)]
+    path = save(model(nodes, [vi("x", [1, 16, 8, 8], F16)], [vi("y", None, F16)], inits), tmp_path)
+    layers = [c.layer for c in analyze(inspect_model(path), load_profile("cpu-avx2"), Settings(),
+                                       with_fixes=False).score.layers]
+    assert [la.name for la in layers if la.op_type == "Cast"] == ["cast to fp32 x", "cast to fp16 y"]
+    cat = next(la for la in layers if la.op_type == "Concat").workload
+    assert cat.dtype == "float32" and cat.bytes_written == 4 * 32 * 8 * 8
+    assert _ort_ops(tmp_path, path).count("Cast") == 2
+
+
+def test_shape_arithmetic_on_a_16bit_tensor_casts_nothing(tmp_path):
+    # a Shape of a 16-bit tensor, recomputed every inference (a symbolic batch dim), reads its dims only: with
+    # the Concat and Reshape around it (16-bit kernels) nothing is cast, in dnnperf as in ONNX Runtime's graph
+    nodes = [helper.make_node("Concat", ["x", "x"], ["c"], name="cat", axis=1),
+             helper.make_node("Shape", ["c"], ["s"], name="shape"),
+             helper.make_node("Reshape", ["c", "s"], ["y"], name="reshape")]
+    path = save(model(nodes, [vi("x", ["N", 8, 4], F16)], [vi("y", None, F16)]), tmp_path)
+    layers = [c.layer for c in analyze(inspect_model(path), load_profile("cpu-avx2"), Settings(),
+                                       with_fixes=False).score.layers]
+    assert next(la for la in layers if la.op_type == "Shape").workload.family == "shape_runtime"
+    assert not any(la.op_type == "Cast" for la in layers)
+    assert "Cast" not in _ort_ops(tmp_path, path)
