@@ -404,8 +404,8 @@ def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
             cold = cold_start_bytes(insp, layers, lambda la: la.workload.family == "conv" and reads_image(la.workload, hw))
             layers = [replace(la, cold_bytes=cold[la.name]) if la.name in cold else la for la in layers]
         return score(layers, hw, settings, insp.input_bytes, arena_bytes(insp, layers, size=tensor_size(settings.precision)),
-                     repeated)
-    return score(layers, hw, settings, insp.input_bytes, repeated=repeated)
+                     repeated, insp.graph.io)
+    return score(layers, hw, settings, insp.input_bytes, repeated=repeated, io=insp.graph.io)
 
 
 def _live_bytes(insp: Inspection, sc) -> int:

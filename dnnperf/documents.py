@@ -120,7 +120,7 @@ def report_dict(report: Report, top: int | None = None) -> dict:
             "macs": t["macs"], "ops": t["ops"], "other_ops": t["other_ops"], "bytes": t["bytes"],
             "weight_bytes": t["weight_bytes"], "launches": t["launches"], "kernels": t["kernels"],
             "latency_s": _r(t["latency_s"]), "ideal_s": _r(t["ideal_s"]),
-            "input_transfer_s": _r(t["input_transfer_s"]),
+            "input_transfer_s": _r(t["input_transfer_s"]), "call_s": _r(t["call_s"]),
             "throughput_per_s": _r(t["throughput_per_s"]),
             "achieved_tops": _r(t["achieved_tops"]), "peak_tops": t["peak_tops"], "peak_precision": t["peak_precision"],
             "fraction_of_peak": _r(t["fraction_of_peak"]), "mean_occupancy": _r(t["mean_occupancy"]),

@@ -771,7 +771,8 @@ def downgrade_advice(report, alternatives) -> tuple[str, float | None] | None:
         if t["launches"] * other.launch_overhead_us * 1e-6 + t["ops"] / best_rate > lat * 1.10:
             continue
         # same kind of device: the same layers (and fusion) apply; only the scoring changes
-        l2 = score(layers, other, sc.settings, report.inspection.input_bytes, sc.arena, sc.repeated).totals["latency_s"]
+        l2 = score(layers, other, sc.settings, report.inspection.input_bytes, sc.arena, sc.repeated,
+                   sc.io).totals["latency_s"]
         if l2 > lat * 1.10:
             continue
         key = (other.price_per_hour if hw.price_per_hour is not None else other.headline_tops, name)

@@ -26,6 +26,7 @@ PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4", "int
 SERVES = ("matrix", "vector")
 KINDS = ("gpu", "tpu", "npu", "cpu", "dsp")
 FAMILIES = PROFILE_FAMILIES
+CALL_KEYS = ("fixed", "per_input", "per_output")  # call_us
 
 # Documented schema: key -> (type, required, description). `hw schema` prints this.
 SCHEMA = {
@@ -51,6 +52,9 @@ SCHEMA = {
     "host_op_us": ("num", False, "CPU runtimes: host cost in microseconds of one shape-arithmetic op the runtime "
                                  "redoes every inference in a model with symbolic input dims (Shape, Gather, "
                                  "Concat on shape vectors; calibrated); default launch_overhead_us"),
+    "call_us": ("map", False, "CPU runtimes: microseconds of one inference call through the runtime's Python API "
+                              "besides its kernels: 'fixed' (one input, one output), 'per_input' and 'per_output' "
+                              "(each further graph input / output); calibrated; default none"),
     "kernel_fixed_us": ("map", False, "CPU runtimes: op family -> fixed time in microseconds of one kernel of that "
                                       "family beyond launch_overhead_us, whatever its size (the thread pool's fork "
                                       "and join, kernel set-up; calibrated on chains of tiny ops; rnn: per time "
@@ -212,6 +216,7 @@ class HardwareProfile:
     host_op_us: float | None = None
     interconnect: dict = field(default_factory=dict)  # {gbs, latency_us}: tensor-parallel collectives (dnnperf.llm.parallel)
     kernel_fixed_us: dict[str, float] = field(default_factory=dict)
+    call_us: dict[str, float] = field(default_factory=dict)  # {fixed, per_input, per_output}: rules.call_time
     subnormal_ns: dict[str, float] = field(default_factory=dict)
     epilogue_ns: dict[str, float] = field(default_factory=dict)
     loop_ns: dict[str, float] = field(default_factory=dict)
@@ -512,6 +517,13 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     if fixed and kind == "gpu":  # the GPU steps do not read it: a GPU kernel's minimum time is the library's
         raise DnnperfError(f"{where}.kernel_fixed_us: not for kind gpu — a GPU kernel's minimum time is "
                            "gpu.min_kernel_us / gpu.graph_kernel_us")
+    call = {}
+    for k, v in _map(d.get("call_us", {}) or {}, f"{where}.call_us").items():
+        if k not in CALL_KEYS:
+            raise DnnperfError(f"{where}.call_us.{k}: use one of {', '.join(CALL_KEYS)}")
+        call[k] = _num(v, f"{where}.call_us.{k}", allow_zero=True)
+    if call and kind != "cpu":
+        raise DnnperfError(f"{where}.call_us: for kind cpu only (an accelerator's host side is its launch overhead)")
     subnormal = {}
     for k, v in _map(d.get("subnormal_ns", {}) or {}, f"{where}.subnormal_ns").items():
         if k not in ("softmax", "matmul"):
@@ -616,6 +628,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         host_op_us=None if d.get("host_op_us") is None else _num(d["host_op_us"], f"{where}.host_op_us", allow_zero=True),
         interconnect=_interconnect(d.get("interconnect"), where),
         kernel_fixed_us=fixed,
+        call_us=call,
         subnormal_ns=subnormal,
         epilogue_ns=epilogue,
         loop_ns=loop,

@@ -201,6 +201,11 @@ class Graph:
     # costed at their input's size, an upper bound (``dnnperf.load.data_sized.bound_shapes``)
     bounded: frozenset = frozenset()
 
+    @property
+    def io(self) -> tuple[int, int]:
+        """(graph inputs, graph outputs): what a runtime's call binds (weights are not inputs)."""
+        return len(self.inputs), len(self.outputs)
+
 
 @dataclass(frozen=True)
 class ShapeOverrides:

@@ -134,6 +134,7 @@ class Score:
     weight_reach: int = 0  # distinct bytes one inference touches (weights + activation buffers); 0: not priced
     arena: int = 0  # the activation buffers' share of weight_reach (dnnperf.reuse.arena_bytes)
     repeated: int = 0  # weight bytes the layers' sum counts twice (shared initializers), counted once
+    io: tuple[int, int] = (0, 0)  # the graph's inputs and outputs (a CPU runtime's call cost: rules.call_time)
 
 
 def precision_of(w: Workload) -> str:
@@ -1083,12 +1084,14 @@ def held_weights(layers: list[Layer], repeated: int = 0) -> int:
 
 
 def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_bytes: int, arena: int = 0,
-          repeated: int = 0) -> Score:
+          repeated: int = 0, io: tuple[int, int] = (0, 0)) -> Score:
     """Score every layer and total the network. ``arena``: the activation bytes live at once at the
     peak of one inference (``dnnperf.reuse.arena_bytes``; 0: not known), which with the weights is
     what a network run again and again touches between two reads of a weight (``rules.memory_time``).
     ``repeated``: weight bytes the layers' sum counts twice (layers sharing an initializer,
-    ``dnnperf.reuse.repeated_weight_bytes``), counted once there."""
+    ``dnnperf.reuse.repeated_weight_bytes``), counted once there. ``io``: the graph's inputs and outputs,
+    whose binding a CPU runtime's call pays once per inference (``rules.call_time``: totals' ``call_s``, a
+    launch overhead of no layer)."""
     from dnnperf import gpu
 
     board = hw
@@ -1113,7 +1116,9 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
     else:
         in_added = t_in
         losses["overlap"] += hidden
-    latency = compute_total + in_added
+    t_call = rules.call_time(hw.call_us, *io)
+    losses["launch_overhead"] += t_call
+    latency = compute_total + in_added + t_call
     ops = sum(c.layer.workload.ops for c in costs)
     macs = sum(c.layer.workload.macs for c in costs)
     nbytes = sum(c.layer.workload.bytes_total for c in costs)
@@ -1131,6 +1136,7 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
         "latency_s": latency,
         "ideal_s": t_ideal,
         "input_transfer_s": t_in,
+        "call_s": t_call,
         "achieved_tops": achieved,
         "peak_tops": basis_tops,
         "peak_precision": basis_prec,
@@ -1138,7 +1144,8 @@ def score(layers: list[Layer], hw: HardwareProfile, settings: Settings, input_by
         "throughput_per_s": (settings.batch or 1) / latency if latency > 0 else 0.0,
         "mean_occupancy": _weighted_occupancy(costs),
     }
-    return Score(board, settings, costs, input_bytes, t_in, totals, losses, footprint, resident, reach, arena, repeated)
+    return Score(board, settings, costs, input_bytes, t_in, totals, losses, footprint, resident, reach, arena, repeated,
+                 io)
 
 
 def _peak_basis(hw: HardwareProfile, costs: list[LayerCost]) -> tuple[float, str]:

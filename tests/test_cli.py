@@ -47,7 +47,9 @@ def test_analyze_json_validates_against_schema():
     d = json.loads(r.stdout)
     jsonschema.validate(d, SCHEMA)
     assert d["totals"]["macs"] == 4_089_184_256
-    assert d["totals"]["latency_s"] == pytest.approx(sum(l["latency_s"] for l in d["layers"]) + d["totals"]["input_transfer_s"], rel=1e-4)
+    t = d["totals"]
+    layers = sum(l["latency_s"] for l in d["layers"])
+    assert t["latency_s"] == pytest.approx(layers + t["input_transfer_s"] + t["call_s"], rel=1e-4)
     assert set(d["ranking"]) <= {l["name"] for l in d["layers"]}
     for cause, w in d["totals"]["loss_where"].items():
         fam = sum(l["losses_s"][cause] for l in d["layers"] if l["family"] == w["family"])

@@ -34,6 +34,8 @@ def test_calibration_writes_a_valid_profile(local_profile):
     assert hw.launch_overhead_us > 0
     # shape arithmetic on symbolic dims costs at least a dispatch per op (floored there)
     assert hw.host_op_us is not None and hw.host_op_us >= hw.launch_overhead_us
+    # the runtime's call: a fixed cost and one per further graph input and output
+    assert set(hw.call_us) == {"fixed", "per_input", "per_output"} and hw.call_us["fixed"] > 0
     # stride-2 grouped curves sit next to the stride-1 ones
     assert any(k.startswith("grouped_conv.w") and k.endswith("s2") for k in hw.shape_efficiency)
     # the plain depthwise kernel's curves, stride 1 and 2, each up to 56 x 56 output pixels (read against its math)
@@ -609,7 +611,8 @@ def test_the_fixed_time_chains_ride_along_in_the_protocol(monkeypatch):
     """calibrate waits for every micro-benchmark to settle except the fixed-time chains, the
     convolution chains of the conv.k1 / conv.k3 curves (4 points each), the strided 1 x 1 convolutions
     of the conv.k1s2 curve (3 points), the pool chain, the activation epilogue chains (one plain, one
-    per activation) and the two bias adds of the broadcast spans' figure, which are timed in the same
+    per activation), the two bias adds of the broadcast spans' figure and the two runtime-call models
+    (32 inputs, 32 outputs: their figures are differences of a few microseconds), which are timed in the same
     rounds (their figure is the median of those rounds),
     and the cold convolution chain (10-20 ms a run: timed a few
     times a round in the first rounds only, by its own runs, budget and rounds)."""
@@ -634,8 +637,9 @@ def test_the_fixed_time_chains_ride_along_in_the_protocol(monkeypatch):
         cal.calibrate(quick=True)
     fixed = {f"fixed_{f}" for f in FIXED_FAMILIES} | {f"conv_k3_{side}" for _, side in CONV_PIXELS} \
         | {f"conv_k1_{side}" for _, side in CONV1_PIXELS} | {f"conv_k1s2_{side // 2}" for _, side in STRIDED_K1} \
-        | {"pool", "conv_cold", "epilogue_none"} | {f"epilogue_{a}" for a in EPILOGUES} | {"span_16", "span_768"}
-    assert len(fixed) == len(FIXED_FAMILIES) + 16 + len(EPILOGUES)
+        | {"pool", "conv_cold", "epilogue_none"} | {f"epilogue_{a}" for a in EPILOGUES} | {"span_16", "span_768"} \
+        | {"call_inputs", "call_outputs"}
+    assert len(fixed) == len(FIXED_FAMILIES) + 18 + len(EPILOGUES)
     assert fixed <= seen["jobs"] and not fixed & seen["settle_on"]
     assert seen["settle_on"] == seen["jobs"] - fixed
     assert seen["timing"] == {"conv_cold": cal.COLD_CONV_TIMING[True]}
@@ -1738,3 +1742,44 @@ def test_kernels_a_function_op_was_expanded_into_are_its_layers(tmp_path):
     measured, unmatched = map_kernels(kernels, insp.graph, layers)
     assert measured["hs1"] == 3.0 and measured["hs2"] == 7.0 and measured["r0"] == 5.0
     assert unmatched == {"Mul_99": 9.0}
+
+
+def test_a_cpu_runtimes_call_cost_is_read_off_the_call_micro_benchmarks_and_added_once_per_inference(tmp_path):
+    """One call of ONNX Runtime from Python (ORT 1.32, a 2-core EPYC VM): a one-op model took 3.3 us, one with 8
+    inputs 0.6 us more per further input, one with 8 outputs 0.33 more per further output besides its ops'
+    dispatch (0.19). calibrate reads the figures off the call micro-benchmarks (by hand here: 3.4 us for the
+    one-op model with a 0.2 us dispatch, 31 further inputs at 0.6, 31 further outputs at 0.4 + 0.2); the
+    estimate adds fixed + per input and output beyond the first once per inference, a launch overhead of no
+    layer (totals' call_s): 3 inputs and 2 outputs at {3, 0.6, 0.4} = 3 + 1.2 + 0.4 = 4.6 us."""
+    from onnx import helper as h
+
+    from dnnperf.measure.calibrate import call_us
+    from dnnperf.measure.micro import CALL_TENSORS
+    from dnnperf.measure.validate import at_current_speed
+    from helpers import model as mk
+    from helpers import vi
+
+    assert CALL_TENSORS == 32
+    times = {"dispatch_1": 3.4e-6, "call_inputs": (3.4 + 31 * 0.6) * 1e-6, "call_outputs": (3.4 + 31 * 0.6) * 1e-6}
+    got = call_us(times, 0.2)
+    assert got == pytest.approx({"fixed": 3.2, "per_input": 0.6, "per_output": 0.4}, rel=1e-3)
+    nodes = [h.make_node("Sum", ["a", "b", "c"], ["s"], name="sum"), h.make_node("Neg", ["s"], ["y"], name="neg")]
+    m = mk(nodes, [vi(n, [1, 16]) for n in "abc"], [vi("s", None), vi("y", None)])
+    insp = inspect_model(save(m, tmp_path))
+    with_call = profile_from_dict({**_cpu_avx2(), "call_us": {"fixed": 3, "per_input": 0.6, "per_output": 0.4}}, "c")
+    sc = analyze(insp, with_call, Settings(), with_fixes=False).score
+    assert sc.totals["call_s"] == pytest.approx(4.6e-6)
+    assert sc.totals["latency_s"] == pytest.approx(sum(c.time_s for c in sc.layers) + 4.6e-6)
+    plain = analyze(insp, profile_from_dict(_cpu_avx2(), "p"), Settings(), with_fixes=False).score
+    assert plain.totals["call_s"] == 0 and sc.losses["launch_overhead"] == pytest.approx(
+        plain.losses["launch_overhead"] + 4.6e-6)
+    # a machine twice as fast as when calibrated calls twice as fast
+    assert at_current_speed(with_call, 2.0, 1.0).call_us == {"fixed": 1.5, "per_input": 0.3, "per_output": 0.2}
+
+
+@pytest.mark.parametrize("bad, why", [({"fixed": -1}, "fixed"), ({"each": 1}, "use one of"), ("3", "call_us")])
+def test_a_malformed_call_cost_is_refused(bad, why):
+    from dnnperf.errors import DnnperfError
+
+    with pytest.raises(DnnperfError, match=why):
+        profile_from_dict({**_cpu_avx2(), "call_us": bad}, "x")

@@ -134,7 +134,7 @@ def calibrate(quick: bool = False, threads: int | None = None, progress=None, st
     # the timed rounds (reorder_figures)
     probes = [mb for mb in table if mb.role == "reorder"]
     early_reorders = reorder_rounds(probes, threads, REORDER_ROUNDS[0])
-    ride = {mb.name for mb in table if mb.role in ("fixed", "cold_conv", "epilogue", "span")
+    ride = {mb.name for mb in table if mb.role in ("fixed", "cold_conv", "epilogue", "span", "call")
             or mb.key.startswith("conv.k") or (mb.role == "family" and mb.key == "pool")}
     ctx = _Derivation(table, threads)
 
@@ -247,6 +247,7 @@ def _figures(table, threads: int | None, times: dict, reorders: list, kernels, i
         "parallelism": {"compute_units": n_threads, "lanes": n_threads * 8},
         "launch_overhead_us": _sig(dispatch_us),
         "host_op_us": _sig(host_op_us),
+        "call_us": call_us(times, dispatch_us),
         "host_link_gbs": None,
         "sources": {"all": "measured on this machine by `dnnperf calibrate` (medians after warm-up)"},
     }
@@ -548,6 +549,18 @@ def weight_exposure(chain, profile: dict, kernel_s: float) -> float:
 
 
 FIXED_RESOLUTION_US = 0.1  # the smallest fixed kernel time a chain of FIXED_CHAIN tiny kernels resolves
+
+
+def call_us(times: dict, dispatch_us: float) -> dict:
+    """The runtime's call cost (``rules.call_time``): the one-op model's run less its op's dispatch; each
+    further input from the CALL_TENSORS-input model's excess over it, each further output from the
+    CALL_TENSORS-output one's, less its further ops' dispatch."""
+    from dnnperf.measure.micro import CALL_TENSORS
+
+    one, more = times["dispatch_1"] * 1e6, CALL_TENSORS - 1
+    return {"fixed": _sig(max(one - dispatch_us, 0.0)),
+            "per_input": _sig(max(times["call_inputs"] * 1e6 - one, 0.0) / more),
+            "per_output": _sig(max(times["call_outputs"] * 1e6 - one - more * dispatch_us, 0.0) / more)}
 
 
 def fixed_us(chain_s: float, one_op_s: float, arithmetic_s: float, dispatch_us: float, n: int) -> float:

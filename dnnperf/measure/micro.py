@@ -510,6 +510,15 @@ def micro_models(quick: bool) -> list[Micro]:
                      {"x": np.ones((1, 16), np.float32)}, "dispatch", "200"))
     out.append(Micro("dispatch_1", _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [1, 16])], [_vi("y", None)]),
                      {"x": np.ones((1, 16), np.float32)}, "dispatch", "1"))
+    # the runtime's call with CALL_TENSORS graph inputs (summed into one output) and with as many outputs (one
+    # input negated into each): beside dispatch_1's one input and one output, its cost per input and per output
+    ones = [_vi(f"x{i}", [1, 16]) for i in range(CALL_TENSORS)]
+    out.append(Micro("call_inputs", _model([helper.make_node("Sum", [v.name for v in ones], ["y"])], ones,
+                                           [_vi("y", None)]),
+                     {v.name: np.ones((1, 16), np.float32) for v in ones}, "call", "inputs"))
+    out.append(Micro("call_outputs", _model([helper.make_node("Neg", ["x"], [f"y{i}"]) for i in range(CALL_TENSORS)],
+                                            [_vi("x", [1, 16])], [_vi(f"y{i}", None) for i in range(CALL_TENSORS)]),
+                     {"x": np.ones((1, 16), np.float32)}, "call", "outputs"))
     out += [_host_shape_chain(True), _host_shape_chain(False)]
     out += [_fixed_chain(fam) for fam in FIXED_FAMILIES]
     # one representative per op family
@@ -899,6 +908,7 @@ ELEMENT_LOOPS = {"Transpose.elements": int(np.prod(TRANSPOSE_LOOP[0])), "Slice.s
                  "PRelu": 64 * 56 * 56, "ReduceLogSumExp": 64 * 56 * 56}
 
 
+CALL_TENSORS = 32  # graph inputs, and outputs, of the call micro-benchmarks (call_us)
 # elements of each 16-bit element op's micro-benchmark (ELEMENT_LOOPS): the fp16 Clip's pace per element is
 # not one figure (2 threads, 2-core EPYC VM: 0.5-0.9 ns from 16,384 to 65,536 elements, 1.6-2.1 from 98,304
 # to 786,432); this size reads the larger tensors' figure, which puts a small Clip up to 2-4x slow

@@ -86,6 +86,7 @@ def at_current_speed(hw, compute: float, memory: float):
                    bandwidth_curve=tuple((mb, gbs * memory) for mb, gbs in hw.bandwidth_curve),
                    launch_overhead_us=hw.launch_overhead_us / compute,
                    host_op_us=None if hw.host_op_us is None else hw.host_op_us / compute,
+                   call_us={k: v / compute for k, v in hw.call_us.items()},
                    kernel_fixed_us={k: v / compute for k, v in hw.kernel_fixed_us.items()},
                    epilogue_ns={k: v / compute for k, v in hw.epilogue_ns.items()})
 
