@@ -235,8 +235,10 @@ def add_casts(graph: Graph, layers: list[Layer]) -> list[Layer]:
             out.append(layer)
             continue
         convert_once(out, ins, half, full, lambda t: _cast(graph, t, "fp32"))
-        fused = len(members) > 1 and "+" not in layer.op_type  # a runtime's own kernel reads no pattern scalars
-        roots = [shared[i] for n in members for i in n.inputs
+        # (a runtime's own fused kernel reads no pattern scalars; a contrib op may have a 16-bit kernel of its own:
+        # ONNX Runtime's GroupQueryAttention reads a decoder's fp16 rotary caches as they are)
+        fused = len(members) > 1 and "+" not in layer.op_type
+        roots = [shared[i] for n in members if n.domain in ("", "ai.onnx") for i in n.inputs
                  if i in shared and not (fused and (graph.tensors[i].numel or 0) <= 1)]
         convert_once(out, roots, bool, full, lambda t: _cast(graph, t, "fp32"))
         w = with_precision(layer.workload, "fp32") if layer.workload.dtype in HALF else layer.workload

@@ -250,3 +250,25 @@ def test_shape_arithmetic_on_a_16bit_tensor_casts_nothing(tmp_path):
     assert next(la for la in layers if la.op_type == "Shape").workload.family == "shape_runtime"
     assert not any(la.op_type == "Cast" for la in layers)
     assert "Cast" not in _ort_ops(tmp_path, path)
+
+
+def test_a_weight_a_contrib_kernel_reads_in_16_bits_is_not_cast(tmp_path):
+    # the genai decoder's two GroupQueryAttention nodes share its fp16 rotary caches; ONNX Runtime's kernel reads
+    # them in fp16 (its optimised graph casts neither), so no per-inference Cast of them is costed
+    from dnnperf.ir import ShapeOverrides
+    from dnnperf.llm.phases import find_decoder
+    from helpers import SAMPLES
+
+    path = os.path.join(SAMPLES, "tiny_llama_genai.onnx")
+    insp = inspect_model(path, find_decoder(path).overrides(ShapeOverrides(batch=1), 1, 128))
+    names = [c.layer.name for c in analyze(insp, load_profile("cpu-avx2"), Settings(fusion="typical"),
+                                           with_fixes=False).score.layers]
+    assert not any("rotary" in n for n in names if n.startswith("cast to"))
+    ort = pytest.importorskip("onnxruntime")
+    from dnnperf.measure.ort import runnable_bytes
+
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(runnable_bytes(path, {}, []), so, providers=["CPUExecutionProvider"])
+    casts = [n.input[0] for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node if n.op_type == "Cast"]
+    assert casts and not any("rotary" in c for c in casts)
