@@ -285,8 +285,8 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     ``conv.rgb_k1`` for 1 x 1 ones where the calibration could time one), layout conversions
     (``layout.reorder``), loops over outputs (``loop_ns``), 8-bit and plain depthwise kernels
     (``efficiency.missing_conv_figures``) and the ops timed for a figure of their own (``vocab.OWN_OP_FIGURES``,
-    and those priced with one: ``OP_PRICED_AS``) at their pace; a profile calibrated before one of them was timed
-    has no figure for it, and its layers take a general figure instead: say so."""
+    and those priced with one: ``OP_PRICED_AS``) at their pace, and adds its call's cost (``call_us``); a profile
+    calibrated before one of them was timed has no figure for it (its layers take a general one): say so."""
     from collections import Counter
 
     from dnnperf.efficiency import epilogue_activations, missing_conv_figures, narrow_k1_timed, reads_image, run_as
@@ -294,7 +294,7 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
 
     if not hw.bandwidth_curve:
         return None
-    missing: Counter = Counter()  # what has no figure -> its layers
+    missing: Counter = Counter({} if hw.call_us else {"call from Python (left out of the estimate)": 0})  # figure -> its layers
     for c in sc.layers:
         op = run_as(c.layer)
         if c.layer.workload.family in FREE_FAMILIES:  # folded at load time, or a view: no kernel to price
@@ -324,7 +324,7 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
                     else f"{w.kernel} (a loop over its outputs)"] += 1
     if not missing:
         return None
-    which = ", ".join(f"{op} ({n} layer{'s' if n > 1 else ''})" for op, n in sorted(missing.items()))
+    which = ", ".join(f"{op} ({n} layer{'s' if n > 1 else ''})" if n else op for op, n in sorted(missing.items()))
     return (f"{hw.name} has no calibrated figure for ONNX Runtime's {which}: costed at a general figure "
             "instead (an assumption); run dnnperf calibrate again to measure them")
 

@@ -49,6 +49,7 @@ HALF_CAST_MOVEMENT = frozenset({"Tile", "Pad", "DepthToSpace", "SpaceToDepth", "
 # 0.41, Min 0.59, Round 5.4, Shrink 7.2), the others as fast as a cast would be
 HALF_LOOPS = ("Clip", "Max", "Min", "Round", "Shrink")
 HALF_ELEMENT_NATIVE = frozenset(HALF_LOOPS) | {"Sign", "IsNaN", "IsInf"}
+CONVS = frozenset({"Conv", "ConvTranspose"})  # whose weight or bias a shared 16-bit weight unblocks
 
 # ONNX function bodies the runtime runs for a 16-bit op it has no kernel for: op -> (first opset, last
 # opset or None, steps). A step is (op, inputs, output): inputs name the op's input 'x', its second input
@@ -205,8 +206,8 @@ def add_casts(graph: Graph, layers: list[Layer]) -> list[Layer]:
         """A 16-bit-capable layer between fp32 ones (the runtime's isolated-node rule, ONNX Runtime 1.32's
         InsertCastTransformer): every 16-bit input another layer writes exists only as fp32 (computed in
         fp32), it writes no graph output, and only fp32 layers read its 16-bit outputs. The runtime runs
-        it in fp32, casting up any 16-bit graph input or weight it reads instead of its outputs: a
-        SqueezeNet's Concats between its ReLUs and convolutions, a MobileNet's unfused Clips."""
+        it in fp32, casting up any 16-bit graph input or weight it reads instead of its outputs (a
+        SqueezeNet's Concats between its ReLUs and convolutions)."""
         members, ins, _, _ = info[k]
         made = [i for i in ins if half(i) and i in producer]
         houts = [o for n in members for o in n.outputs if o and half(o)]
@@ -242,7 +243,8 @@ def add_casts(graph: Graph, layers: list[Layer]) -> list[Layer]:
                  if i in shared and not (fused and (graph.tensors[i].numel or 0) <= 1)]
         convert_once(out, roots, bool, full, lambda t: _cast(graph, t, "fp32"))
         w = with_precision(layer.workload, "fp32") if layer.workload.dtype in HALF else layer.workload
-        if w.conv and layer.workload.dtype in HALF and any(i in shared for n in members for i in n.inputs[1:3]):
+        if w.conv and layer.workload.dtype in HALF and any(i in shared for n in members if n.op_type in CONVS
+                                                           for i in n.inputs[1:3]):
             w = replace(w, kernel=PLAIN_CONV)
         body = inlined_body(graph, members[0], w.family) if len(members) == 1 else None
         out.append(replace(layer, workload=body or w))

@@ -1783,3 +1783,18 @@ def test_a_malformed_call_cost_is_refused(bad, why):
 
     with pytest.raises(DnnperfError, match=why):
         profile_from_dict({**_cpu_avx2(), "call_us": bad}, "x")
+
+
+def test_a_calibrated_profile_without_the_call_cost_says_so(tmp_path):
+    """A profile calibrated before the call was timed adds none of it: the report says so; one with the
+    figure, or a spec-sheet profile (no calibration), says nothing of it."""
+    from helpers import chain_1x1
+
+    insp = inspect_model(save(chain_1x1(8, 4, 4, 2), tmp_path))
+    base = _cpu_avx2()
+    curve = {**base, "memory": {**base["memory"], "bandwidth_curve": {1: 50, 10: 40}}}
+    said = "call from Python (left out of the estimate)"
+    assert any(said in n for n in analyze(insp, profile_from_dict(curve, "x"), Settings()).notes)
+    timed = {**curve, "call_us": {"fixed": 3.0, "per_input": 0.7, "per_output": 0.4}}
+    assert not any("call from Python" in n for n in analyze(insp, profile_from_dict(timed, "x"), Settings()).notes)
+    assert not any("call from Python" in n for n in analyze(insp, profile_from_dict(base, "x"), Settings()).notes)
