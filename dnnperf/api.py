@@ -294,7 +294,7 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
 
     if not hw.bandwidth_curve:
         return None
-    missing: Counter = Counter({} if hw.call_us else {"call from Python (left out of the estimate)": 0})  # figure -> its layers
+    missing: Counter = Counter({} if hw.call_us else {"call from Python (left out of the estimate)": 0})  # -> layers
     for c in sc.layers:
         op = run_as(c.layer)
         if c.layer.workload.family in FREE_FAMILIES:  # folded at load time, or a view: no kernel to price
