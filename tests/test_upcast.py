@@ -134,7 +134,8 @@ def test_the_fix_for_a_softmax_run_as_its_function_body_is_the_one_fp32_kernel(t
 def test_16bit_element_ops_with_kernels_of_their_own_are_not_cast(tmp_path):
     # x -> Add -> Clip -> y in fp16: ONNX Runtime 1.32's graph is Cast, Add, Cast, Clip (its fp16 Clip kernel
     # takes the 16-bit tensor, and the graph output is that kernel's): one cast each way around the Add only
-    nodes = [helper.make_node("Add", ["x", "x"], ["a"], name="add"), helper.make_node("Clip", ["a"], ["y"], name="clip")]
+    nodes = [helper.make_node("Add", ["x", "x"], ["a"], name="add"),
+             helper.make_node("Clip", ["a"], ["y"], name="clip")]
     m = model(nodes, [vi("x", [1, 196608], F16)], [vi("y", None, F16)])
     path = save(m, tmp_path)
     layers = [c.layer for c in analyze(inspect_model(path), load_profile("cpu-avx2"), Settings(fusion="none"),
