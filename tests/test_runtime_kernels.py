@@ -266,6 +266,7 @@ def test_a_calibration_without_a_runtime_kernels_figure_says_so(tmp_path):
     d["memory"] = {"dram_gbs": 20, "onchip_mb": 1, "bandwidth_curve": {0.25: 50, 1: 100, 4: 20}}
     old = analyze(insp, profile_from_dict(d, "old"), Settings(fusion="typical"), with_fixes=False)
     d["op_efficiency"] = {"QuickGelu": 0.25}
+    d["call_us"] = {"fixed": 3.0}  # (a calibration of this version times the runtime's call too)
     new = analyze(insp, profile_from_dict(d, "new"), Settings(fusion="typical"), with_fixes=False)
     said = [n for n in old.notes if "no calibrated figure" in n]
     assert len(said) == 1 and "QuickGelu (1 layer)" in said[0] and "calibrate" in said[0]
@@ -298,6 +299,7 @@ def test_a_calibration_without_the_activation_pass_or_image_kernel_figures_says_
     old = analyze(insp, profile_from_dict({**d, "cpu_layout": layout}, "old"), Settings(fusion="typical"),
                   with_fixes=False)
     new = analyze(insp, profile_from_dict({**d, "cpu_layout": layout, "epilogue_ns": {"HardSwish": 0.3},
+                                           "call_us": {"fixed": 3},
                                            "shape_efficiency": {"conv.rgb": {432: 0.4}, "layout.reorder": {49: 0.3}}},
                                           "new"), Settings(fusion="typical"), with_fixes=False)
     said = [x for x in old.notes if "no calibrated figure" in x]
@@ -916,6 +918,7 @@ def test_a_fastgelu_priced_with_the_gelu_figure_says_so(tmp_path):
     said = [n for n in old.notes if "no calibrated figure" in n]
     assert len(said) == 1 and "FastGelu, priced with its Gelu figure (1 layer)" in said[0], old.notes
     d["op_efficiency"] = {"Gelu": 0.3, "FastGelu": 0.28}
+    d["call_us"] = {"fixed": 3.0}
     new = analyze(insp, profile_from_dict(d, "new"), Settings(fusion="typical"), with_fixes=False)
     assert not any("no calibrated figure" in n for n in new.notes)
 
