@@ -83,9 +83,14 @@ def map_kernels(kernels: dict, graph, layers, shapes: dict | None = None) -> tup
 
 
 def _body_ops(op_type: str) -> tuple:
-    """The ops of an ONNX function op's body (its constants and casts left out), () for an op without one."""
+    """The ops of an ONNX function op's body (its constants and casts left out), () for an op without one. A body
+    that depends on the node's attributes (a Softmax's axis) is the one ``upcast.INLINED`` costs a 16-bit op as."""
     import onnx.defs
 
+    from dnnperf.upcast import INLINED
+
+    if op_type in INLINED:
+        return tuple(op for op, _, _ in INLINED[op_type][2])
     try:
         schema = onnx.defs.get_schema(op_type)
     except Exception:  # (not an ONNX op: a contrib or custom one)
