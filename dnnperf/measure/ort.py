@@ -232,7 +232,7 @@ def runnable_bytes(path: str, constants: dict[str, float] | None = None, filled:
                 node, k = readers.get(init.name, (None, -1))
                 fixed = _NORM_INPUTS.get(node.op_type, ()) if node is not None else ()
                 fan = _fan_in(dims, node, k) if node is not None else None
-                if k < len(fixed) and fixed[k] is not None:
+                if 0 <= k < len(fixed) and fixed[k] is not None:  # (k -1: an initializer no node reads)
                     arr = np.full(dims, fixed[k], dtype=dt)
                 elif fan:
                     arr = (rng.standard_normal(dims) / np.sqrt(fan)).astype(dt)
