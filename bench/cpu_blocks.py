@@ -71,19 +71,25 @@ def build(blocks: int, ch: int, side: int, insert: str | None):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def profile_or_calibrate(path: str | None):
-    """The profile at ``path``, or a fresh ``dnnperf calibrate`` of this machine when None."""
-    import yaml
-
-    from dnnperf.hardware import load_profile
-
+def calibrated_path(path: str | None, threads: int | None = None) -> str:
+    """``path``, or that of a fresh ``dnnperf calibrate`` of this machine (``threads``: its intra-op threads)
+    written to a temporary folder when None."""
     if path is None:
+        import yaml
+
         from dnnperf.measure import calibrate
 
         path = os.path.join(tempfile.mkdtemp(), "local.yaml")
-        with open(path, "w") as fh:
-            yaml.safe_dump(calibrate(strict=False), fh, sort_keys=False)
-    return load_profile(path)
+        with open(path, "w", encoding="utf-8") as fh:
+            yaml.safe_dump(calibrate(strict=False, threads=threads), fh, sort_keys=False)
+    return path
+
+
+def profile_or_calibrate(path: str | None):
+    """The profile at ``path``, or a fresh ``dnnperf calibrate`` of this machine when None."""
+    from dnnperf.hardware import load_profile
+
+    return load_profile(calibrated_path(path))
 
 
 def main() -> None:

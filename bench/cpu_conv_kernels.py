@@ -31,6 +31,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+from cpu_blocks import calibrated_path  # noqa: E402  (the given profile, or a fresh calibration)
 
 # (input channels, output channels, input side, kernel, stride, groups)
 INT8 = [(80, 80, 56, 3, 1, 80), (72, 72, 56, 3, 1, 72), (88, 88, 56, 3, 1, 88), (72, 72, 28, 3, 1, 72),
@@ -128,19 +131,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=300)
     a = ap.parse_args()
-    import yaml
-
     from dnnperf.hardware import load_profile
 
     work = tempfile.mkdtemp()
-    path = a.hw
-    if path is None:
-        from dnnperf.measure import calibrate
-
-        path = os.path.join(work, "local.yaml")
-        with open(path, "w", encoding="utf-8") as fh:
-            yaml.safe_dump(calibrate(quick=False, strict=False, threads=a.threads), fh, sort_keys=False)
-    hw = load_profile(path)
+    hw = load_profile(calibrated_path(a.hw, a.threads))
     for name, shapes, build, mark in (
             ("int8", INT8, lambda s: _int8_model(*s), lambda s: (s[0], s[2], s[5]) in CALIBRATED_INT8),
             ("plain", PLAIN, lambda s: _plain_model(*s), lambda s: s in CALIBRATED_PLAIN)):

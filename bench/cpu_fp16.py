@@ -26,6 +26,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+from cpu_blocks import calibrated_path  # noqa: E402  (the given profile, or a fresh calibration)
 
 SETS = {
     "tune": [os.path.join(ROOT, "sample_models", f"{m}.onnx")
@@ -90,18 +93,12 @@ def main() -> None:
     ap.add_argument("--old-hw", help="the profile the --old-root code reads (default: --hw)")
     ap.add_argument("--runs", type=int, default=20)
     a = ap.parse_args()
-    import yaml
-
     from dnnperf.hardware import load_profile
     from dnnperf.ir import ShapeOverrides
-    from dnnperf.measure import calibrate, validate
+    from dnnperf.measure import validate
 
     work = tempfile.mkdtemp()
-    path = a.hw
-    if path is None:
-        path = os.path.join(work, "local.yaml")
-        with open(path, "w") as fh:
-            yaml.safe_dump(calibrate(strict=False), fh, sort_keys=False)
+    path = calibrated_path(a.hw)
     hw = load_profile(path)
     halves = {}
     for name, models in SETS.items():

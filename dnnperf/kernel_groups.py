@@ -36,6 +36,22 @@ def users_of(graph: Graph) -> dict[str, list]:
     return by
 
 
+def reads_through_identity(users: dict[str, list], tensor: str) -> list[tuple]:
+    """(reader, the tensor it reads) for every node other than an Identity that reads ``tensor`` or an
+    Identity copy of it (``users``: ``users_of``): who reads it once a runtime has removed its Identity
+    nodes, as ONNX Runtime does before its fusions."""
+    reads, seen, todo = [], set(), [tensor]
+    while todo:
+        t = todo.pop()
+        for u in users.get(t, []):
+            if u.op_type != "Identity":
+                reads.append((u, t))
+            elif u.name not in seen:
+                seen.add(u.name)
+                todo.extend(o for o in u.outputs if o)
+    return reads
+
+
 def _bias_add(graph: Graph, node) -> bool:
     """An Add of a constant vector to a computed tensor (a bias, which ORT folds into these kernels)."""
     if node is None or node.op_type != "Add" or len(node.inputs) != 2:

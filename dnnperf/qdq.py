@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dnnperf.ir import DTYPE_BITS, Graph, Node
-from dnnperf.kernel_groups import users_of
+from dnnperf.kernel_groups import reads_through_identity, users_of
 from dnnperf.vocab import int8_operands
 from dnnperf.workload import DTYPE_OF_PRECISION, Workload
 
@@ -352,15 +352,7 @@ def runtime_dequantizers(graph: Graph, nodes: dict) -> tuple[set[str], set[str]]
         if n.op_type != "DequantizeLinear" or n.domain not in _DEFAULT or not n.outputs or not n.outputs[0] \
                 or n.outputs[0] not in graph.constants:
             continue
-        reads, seen, todo = [], set(), [n.outputs[0]]  # (reader, the tensor it reads)
-        while todo:
-            t = todo.pop()
-            for u in users.get(t, []):
-                if u.op_type != "Identity":
-                    reads.append((u, t))
-                elif u.name not in seen:
-                    seen.add(u.name)
-                    todo.extend(o for o in u.outputs if o)
+        reads = reads_through_identity(users, n.outputs[0])
         if reads and not all(u.name in nodes for u, _ in reads):
             run.add(n.name)
             plain.update(u.name for u, t in reads if u.op_type == "Conv" and len(u.inputs) > 1 and u.inputs[1] == t)

@@ -149,7 +149,7 @@ def shared_half_weights(graph: Graph) -> dict[str, str]:
     weights at load time): its optimised graph of a ResNet-50 whose 53 convolutions share their biases
     (an exporter's dedup of equal tensors) keeps all 53 in the plain kernel, where each with a bias of
     its own runs blocked."""
-    from dnnperf.kernel_groups import users_of
+    from dnnperf.kernel_groups import reads_through_identity, users_of
 
     users = users_of(graph)
     out: dict[str, str] = {}
@@ -158,16 +158,9 @@ def shared_half_weights(graph: Graph) -> dict[str, str]:
         t = graph.tensors.get(name)
         if t is None or t.dtype not in HALF:
             continue
-        names, readers, todo = {name}, 0, [name]
-        while todo:
-            for u in users.get(todo.pop(), []):
-                if u.op_type == "Identity" and u.outputs and u.outputs[0]:
-                    names.add(u.outputs[0])
-                    todo.append(u.outputs[0])
-                else:
-                    readers += 1
-        if readers > 1:
-            out.update(dict.fromkeys(names, name))
+        reads = reads_through_identity(users, name)
+        if len(reads) > 1:
+            out.update(dict.fromkeys({name} | {alias for _, alias in reads}, name))
     return out
 
 
