@@ -375,10 +375,10 @@ def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
         insp = ort_cpu_quantized(recomputed(insp))  # ONNX Runtime's QDQ kernels beyond the matrix layers
     elif _engine_qdq(hw, settings):
         insp = engine_quantized(insp)  # a QDQ model's Q/DQ pairs fold into the ops between them
-    attention = _fused_attention(hw, settings)
+    attention, upcast = _fused_attention(hw, settings), _upcasts(hw, settings.precision)
     def built(unsummed: frozenset = frozenset()) -> list[Layer]:
-        layers = build_layers(insp, settings.fusion, settings.precision, hw.kind != "cpu", attention, unsummed)
-        if _upcasts(hw, settings.precision):
+        layers = build_layers(insp, settings.fusion, settings.precision, hw.kind != "cpu", attention, unsummed, upcast)
+        if upcast:
             from dnnperf.upcast import add_casts
 
             layers = add_casts(insp.graph, layers)

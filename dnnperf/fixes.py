@@ -104,10 +104,10 @@ def _raise_intensity(c: LayerCost, x: Ctx):
 
 
 def _one_kernel(c: LayerCost, x: Ctx):
-    """A 16-bit op the CPU runtime runs as its ONNX function body (``upcast.inlined_body``): the fp32 op
+    """A 16-bit op the CPU runtime runs as its ONNX function body (``functions.inlined_body``): the fp32 op
     in the model is one kernel of the runtime's own (a Cast around it, which it has anyway)."""
     from dnnperf.ops import cost_node
-    from dnnperf.upcast import BODY_NOTE
+    from dnnperf.functions import BODY_NOTE
 
     l = c.layer
     if not l.workload.parts or not l.workload.note.startswith(BODY_NOTE):
@@ -484,7 +484,32 @@ def _nas(c: LayerCost, x: Ctx):
     return (f"`dnnperf lut --hw {x.hw.name} --from MODEL` writes this target's per-layer latency table", None)
 
 
+def _mish_as_silu(c: LayerCost, x: Ctx):
+    """A Mish the CPU runtime runs as its function body (``functions.inlined_body``), its Softplus a scalar
+    loop over every element: SiLU (x * sigmoid(x), the Sigmoid and Mul of a Swish body) in its place."""
+    from dnnperf.functions import ANY_NOTE, inlined_body
+    from dnnperf.ir import Node
+
+    l = c.layer
+    if l.op_type != "Mish" or not l.workload.parts or not l.workload.note.startswith(ANY_NOTE):
+        return None
+    graph = x.report.inspection.graph
+    node = next((n for n in graph.nodes if n.name == l.nodes[0]), None)
+    swish = inlined_body(replace(graph, opset=max(graph.opset, 24)),
+                         Node(l.name, "Swish", "", node.inputs[:1], node.outputs[:1], {}), l.workload.family,
+                         half=False) if node is not None else None
+    if swish is None:
+        return None
+    silu = rescore(c, replace(l, workload=replace(l.workload, parts=swish.parts[1:])), x.report.score, None)
+    return (f"ONNX Runtime's CPU provider has no Mish kernel and runs its function body (Softplus, Tanh, Mul): its "
+            f"Softplus computes a logarithm and an exponential per element in a scalar loop, {fmt_time(c.time_s)} "
+            f"here; SiLU (x * sigmoid(x), two vectorised kernels) in its place takes {fmt_time(silu.time_s)} "
+            "(fine-tune after the swap)", c.time_s - silu.time_s)
+
+
 def _replace_slow(c: LayerCost, x: Ctx):
+    if (silu := _mish_as_silu(c, x)) is not None:
+        return silu
     # only an op the profile says has no fast kernel (a misaligned convolution or a calibrated
     # family's low efficiency is a different problem, with its own fixes)
     if c.layer.op_type not in x.hw.unoptimized_ops:

@@ -46,6 +46,12 @@ CPU_PLAIN_PRODUCTS = frozenset({"Einsum", "ConvTranspose", "LSTM", "GRU", "RNN"}
 # tensor out of the blocked layout and back (dnnperf.layout): a chain of twelve 128-channel 14 x 14
 # convolutions ran 37 us per block slower with an Erf after each (bench/cpu_blocks.py)
 CPU_CONV_ACTIVATIONS = frozenset({"Relu", *EPILOGUE_ACTIVATIONS})
+# ... of them, those its blocked layout takes standalone, on a blocked tensor (ONNX Runtime 1.32's NCHWc pass):
+# the only ones a standalone BatchNormalization, which that pass turns into a per-channel convolution after the
+# activation fusions have run, applies itself. A Clip or a LeakyRelu after one stays a kernel of its own, out of
+# the blocked layout and back (its optimised graph of Conv, BatchNormalization, Clip, Conv: a ReorderOutput
+# before the Clip, a ReorderInput after; with a Relu, one blocked convolution with activation Relu)
+BLOCKED_ACTIVATIONS = frozenset({"Relu", "Sigmoid", "Tanh", "HardSigmoid"})
 CPU_KERNEL_EPILOGUES = CPU_CONV_ACTIVATIONS | {"BatchNormalization", "Add", "Sub", "Mul", "Div", "QuantizeLinear"}
 
 
@@ -67,7 +73,8 @@ _BIAS_ONLY_ANCHORS = frozenset({"MatMul", "Gemm"})
 
 def fusion_candidates(graph: Graph, rows, chains: bool = True,
                       groups: list[tuple[str, list[str]]] | None = None,
-                      attention: bool = True, unsummed: frozenset = frozenset()) -> dict[str, tuple[str, str]]:
+                      attention: bool = True, unsummed: frozenset = frozenset(),
+                      unfused: frozenset = frozenset()) -> dict[str, tuple[str, str]]:
     """node name -> (producer node name, shared tensor) for every node a runtime would fuse.
 
     ``chains``: elementwise ops also fuse into elementwise producers (GPU compilers such as
@@ -77,7 +84,8 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     the patterns of ``runtime_kernel_groups`` (``groups`` when the caller has them) as kernels of
     their own. ``attention``: whether attention (scores, softmax, product with V) becomes one kernel
     (``_attention_step``; not where the engine has no fused attention kernel). ``unsummed``: Adds no
-    kernel takes as its summed input (``dnnperf.layout``: their other operand is not blocked)."""
+    kernel takes as its summed input (``dnnperf.layout``: their other operand is not blocked). ``unfused``:
+    nodes that fuse into nothing (``dnnperf.upcast.cast_bound_clips``)."""
     cons = consumers_of(graph)
     produced: dict[str, object] = {}
     out = {}
@@ -98,7 +106,8 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 if o:
                     produced[o] = row
             continue
-        if node.op_type in epilogues and row.workload is not None and row.workload.family not in FREE_FAMILIES:
+        if node.op_type in epilogues and row.workload is not None and row.workload.family not in FREE_FAMILIES \
+                and node.name not in unfused:
             # (a node that launches nothing, a QuantizeLinear its QDQ producer writes through, has no
             # bytes of its own to save)
             for i in node.inputs:
@@ -124,6 +133,9 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 if not chains and node.op_type in ("Sub", "Mul", "Div") and any(
                         x not in graph.constants for x in node.inputs if x and x != i):
                     break  # a product of two computed tensors (StarNet's gate) is a kernel of its own
+                if not chains and anchor.op_type == "BatchNormalization" and node.op_type in CPU_CONV_ACTIVATIONS \
+                        and node.op_type not in BLOCKED_ACTIVATIONS:
+                    break
                 if not chains and anchor.op_type == "Conv" and not _per_channel(graph, node, i):
                     break  # a constant over the whole map (a position embedding) folds into no bias
                 summed = not chains and _sums(graph, node)

@@ -22,13 +22,27 @@ def merged_reshapes(insp: Inspection) -> frozenset[str]:
 
 
 def build_layers(insp: Inspection, fusion: str = "none", precision: str | None = None, chains: bool = True,
-                 attention: bool = True, unsummed: frozenset = frozenset()) -> list[Layer]:
+                 attention: bool = True, unsummed: frozenset = frozenset(), upcast: bool = False) -> list[Layer]:
     """The layers a runtime runs: ``fusion`` none or typical, ``chains`` (GPU-style elementwise chains,
-    else ONNX Runtime's CPU groups), ``attention`` (a fused attention kernel where the runtime has one),
-    ``unsummed`` (CPU: residual Adds no convolution takes, ``dnnperf.layout.add_reorders``)."""
+    else ONNX Runtime's CPU groups, which run the ops it has no kernel for as their ONNX function bodies:
+    ``dnnperf.functions``), ``attention`` (a fused attention kernel where the runtime has one),
+    ``unsummed`` (CPU: residual Adds no convolution takes, ``dnnperf.layout.add_reorders``), ``upcast`` (a
+    CPU that runs 16-bit layers in fp32: a Clip whose 16-bit bounds it casts every inference fuses into
+    nothing, ``dnnperf.upcast.cast_bound_clips``)."""
+    layers = _built(insp, fusion, precision, chains, attention, unsummed, upcast)
+    if chains:
+        return layers
+    from dnnperf.functions import run_as_bodies
+
+    return run_as_bodies(insp.graph, layers, precision)
+
+
+def _built(insp: Inspection, fusion: str, precision: str | None, chains: bool, attention: bool,
+           unsummed: frozenset, upcast: bool) -> list[Layer]:
     from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes, merge_siblings
     from dnnperf.kernel_groups import framework_op_groups, group_candidates, runtime_kernel_groups, transposed_operands
     from dnnperf.rewrites import cpu_absorbed, split_groups
+    from dnnperf.upcast import cast_bound_clips
 
     def derived(key: str, build):
         """What depends on the graph alone, built once per inspection (a report scores it several times)."""
@@ -62,8 +76,10 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
         if chains:
             return fuse(insp.graph, insp.rows, make, cands)
         groups = derived("runtime_kernel_groups", lambda: runtime_kernel_groups(insp.graph))
-        cpu_cands = derived(f"cpu_fusion:{sorted(unsummed)}",
-                            lambda: fusion_candidates(insp.graph, insp.rows, False, groups, unsummed=unsummed))
+        plain = derived("cast_bound_clips", lambda: cast_bound_clips(insp.graph)) if upcast else frozenset()
+        cpu_cands = derived(f"cpu_fusion:{sorted(unsummed)}:{upcast}",
+                            lambda: fusion_candidates(insp.graph, insp.rows, False, groups, unsummed=unsummed,
+                                                      unfused=plain))
         layers = fuse(insp.graph, insp.rows, make, cpu_cands, {names[0]: kernel for kernel, names in groups})
         return merge_siblings(layers, derived("split_groups", lambda: split_groups(insp.graph)))
     if fusion != "none":

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dnnperf import rules
-from dnnperf.fusion import CPU_CONV_ACTIVATIONS, consumers_of
+from dnnperf.fusion import BLOCKED_ACTIVATIONS, consumers_of
 from dnnperf.ir import Graph
 from dnnperf.kernel_groups import users_of
 from dnnperf.scoring import Layer
@@ -38,11 +38,12 @@ from dnnperf.workload import PRECISION_OF_DTYPE, Workload
 
 BLOCKED_OPS = frozenset({"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
 # ops that keep their input's layout when every activation input has the same 4-D shape: the
-# activations ONNX Runtime's blocked convolution applies itself, Gelu, a BatchNormalization (run as a
-# blocked per-channel convolution) and Add/Sum/Mul. Checked op by op between two 64-channel
-# convolutions: Elu, Selu, Softplus, Mish, Erf, Exp, Neg, Abs, Sub, Div and Max each got a conversion
-# out of the blocked layout and one back in
-LAYOUT_AGNOSTIC = CPU_CONV_ACTIVATIONS | {"Swish", "Gelu", "BatchNormalization", "Add", "Sum", "Mul"}
+# activations ONNX Runtime's blocked layout takes standalone (Relu, Sigmoid, Tanh, HardSigmoid; HardSwish is
+# HardSigmoid and Mul to it), Gelu, a BatchNormalization (run as a blocked per-channel convolution) and
+# Add/Sum/Mul. Checked op by op between two 64-channel convolutions: Clip, LeakyRelu, Elu, Selu, Softplus,
+# Mish, Erf, Exp, Neg, Abs, Sub, Div and Max each got a conversion out of the blocked layout and one back in
+# (a Clip or LeakyRelu right after a convolution is that convolution's epilogue instead)
+LAYOUT_AGNOSTIC = BLOCKED_ACTIVATIONS | {"HardSwish", "Swish", "Gelu", "BatchNormalization", "Add", "Sum", "Mul"}
 
 
 def _blocked_anchor(graph: Graph, node, layer: Layer, block: int, grouped_min: int, align: int,

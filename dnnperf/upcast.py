@@ -23,8 +23,8 @@ against 35. Those CNNs' exporter shared equal biases between convolutions, which
 Exceptions, read off the runtime's optimised graphs of one-op 16-bit models (version 1.32): Tile, Pad,
 DepthToSpace, SpaceToDepth and Trilu have no 16-bit kernel (cast like the compute ops); and an op with
 no 16-bit kernel whose ONNX schema defines it as a function runs as that function's nodes, each an
-fp32 kernel of its own (``INLINED``): a 16-bit Softmax is ReduceMax, Sub, Exp, ReduceSum and Div, five
-passes where the fp32 model runs one (a [1, 12, 128, 128] Softmax on a 2-core x86 VM: 63 us in fp16,
+fp32 kernel of its own (``dnnperf.functions.HALF``): a 16-bit Softmax is ReduceMax, Sub, Exp, ReduceSum
+and Div, five passes where the fp32 model runs one (a [1, 12, 128, 128] Softmax on a 2-core x86 VM: 63 us in fp16,
 24 in fp32, where one cast pass each way came to 36).
 """
 
@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dnnperf.ir import Graph, Node, Tensor
+from dnnperf.functions import inlined_body
+from dnnperf.ir import Graph
 from dnnperf.layout import convert_once, layer_io
 from dnnperf.scoring import Layer, with_precision
 from dnnperf.vocab import HOST_SHAPE_FAMILIES, PLAIN_CONV
@@ -51,33 +52,6 @@ HALF_LOOPS = ("Clip", "Max", "Min", "Round", "Shrink")
 HALF_ELEMENT_NATIVE = frozenset(HALF_LOOPS) | {"Sign", "IsNaN", "IsInf"}
 CONVS = frozenset({"Conv", "ConvTranspose"})  # whose weight or bias a shared 16-bit weight unblocks
 
-# ONNX function bodies the runtime runs for a 16-bit op it has no kernel for: op -> (first opset, last
-# opset or None, steps). A step is (op, inputs, output): inputs name the op's input 'x', its second input
-# 's' (PRelu's slope), a scalar constant 'c' or an earlier step by index; the output has the input's
-# shape ('x', 'b' as booleans), the op's reduced shape ('r': its output's, or Softmax's with the axis
-# kept as 1) or is a scalar ('c'). HardSwish at opset 18 was seen to expand its HardSigmoid too (five
-# kernels), Mish at 18 its Softplus (three): costed here as the shorter bodies.
-BODY_NOTE = "no 16-bit"  # how the note of a layer run as its function body begins (dnnperf.fixes reads it)
-_SOFTMAX = (("ReduceMax", ("x",), "r"), ("Sub", ("x", 0), "x"), ("Exp", (1,), "x"), ("ReduceSum", (2,), "r"))
-_RELU_WHERE = (("Less", ("x", "c"), "b"), ("Where", (1, 0, "x"), "x"))
-INLINED = {
-    "Softmax": (13, None, _SOFTMAX + (("Div", (2, 3), "x"),)),
-    "LogSoftmax": (13, None, _SOFTMAX + (("Log", (3,), "r"), ("Sub", (1, 4), "x"))),
-    "HardSwish": (14, None, (("HardSigmoid", ("x",), "x"), ("Mul", ("x", 0), "x"))),
-    "LeakyRelu": (16, 18, (("Mul", ("x", "c"), "x"),) + _RELU_WHERE),
-    "PRelu": (16, 18, (("Mul", ("x", "s"), "x"),) + _RELU_WHERE),
-    "Gelu": (20, None, (("Mul", ("x", "c"), "x"), ("Sqrt", ("c",), "c"), ("Div", ("x", 1), "x"), ("Erf", (2,), "x"),
-                        ("Sum", (3, "c"), "x"), ("Mul", (0, 4), "x"))),
-    "Gelu.tanh": (20, None, (("Mul", ("c", "x"), "x"), ("Pow", ("x", "c"), "x"), ("Mul", ("c", 1), "x"),
-                             ("Sum", ("x", 2), "x"), ("Sqrt", ("c",), "c"), ("Mul", (4, 3), "x"), ("Tanh", (5,), "x"),
-                             ("Sum", ("c", 6), "x"), ("Mul", (0, 7), "x"))),
-    "Mish": (18, None, (("Softplus", ("x",), "x"), ("Tanh", (0,), "x"), ("Mul", ("x", 1), "x"))),
-    "ReduceL1": (18, None, (("Abs", ("x",), "x"), ("ReduceSum", (0,), "r"))),
-    "ReduceLogSum": (18, None, (("ReduceSum", ("x",), "r"), ("Log", (0,), "r"))),
-    "ReduceSumSquare": (18, None, (("Mul", ("x", "x"), "x"), ("ReduceSum", (0,), "r"))),
-}
-
-
 def _cast(graph: Graph, tensor: str, to: str) -> Layer | None:
     t = graph.tensors.get(tensor)
     if t is None or not t.numel:
@@ -90,56 +64,6 @@ def _cast(graph: Graph, tensor: str, to: str) -> Layer | None:
     return Layer(f"cast to {to} {tensor}", "Cast", (), w, t.shape)
 
 
-def _body_key(node: Node, opset: int) -> str | None:
-    """The ``INLINED`` entry a 16-bit node of the default domain runs as, at the model's opset."""
-    if node.domain not in ("", "ai.onnx"):
-        return None
-    key = f"{node.op_type}.tanh" if node.op_type == "Gelu" and node.attrs.get("approximate") == "tanh" else node.op_type
-    first, last, _ = INLINED.get(key, (0, -1, ()))
-    return key if first <= opset and (last is None or opset <= last) else None
-
-
-def inlined_body(graph: Graph, node: Node, family: str) -> Workload | None:
-    """The fp32 kernels of the function body ONNX Runtime runs for ``node`` (``INLINED``), each costed by
-    its own op's cost function, as the parts of one workload (scored one by one, as a control-flow
-    body's are); None when the op is not one of them or a shape is missing."""
-    from dnnperf.ops import Unsupported, cost_node
-
-    key = _body_key(node, graph.opset)
-    x = graph.tensors.get(node.inputs[0]) if node.inputs else None
-    y = graph.tensors.get(node.outputs[0]) if node.outputs else None
-    if key is None or x is None or x.shape is None or y is None or y.shape is None:
-        return None
-    reduced = y.shape
-    if node.op_type in ("Softmax", "LogSoftmax"):
-        axis = int(node.attrs.get("axis", -1)) % max(len(x.shape), 1)
-        reduced = tuple(1 if i == axis else d for i, d in enumerate(x.shape))
-    shapes = {"x": (x.shape, "float32"), "b": (x.shape, "bool"), "r": (reduced, "float32"), "c": ((), "float32")}
-    tensors = {"x": Tensor("x", x.shape, "float32"), "c": Tensor("c", (), "float32")}
-    if len(node.inputs) > 1 and graph.tensors.get(node.inputs[1]) is not None:
-        s = graph.tensors[node.inputs[1]]
-        tensors["s"] = Tensor("s", s.shape, "float32")
-    nodes = []
-    for i, (op, ins, out) in enumerate(INLINED[key][2]):
-        tensors[f"t{i}"] = Tensor(f"t{i}", *shapes[out])
-        nodes.append(Node(f"{node.name}/{op}", op, "", tuple(a if isinstance(a, str) else f"t{a}" for a in ins),
-                          (f"t{i}",), {}))
-    body = Graph(node.name, nodes, tensors, frozenset({"c", "s"} & set(tensors)), ("x",), (nodes[-1].outputs[0],),
-                 graph.opset)
-    total, parts = Workload(family, launches=0), []
-    for n in nodes:
-        try:
-            w = cost_node(body, n)
-        except Unsupported:
-            return None
-        total = total + w
-        parts.append((n.op_type, w, 1))
-    ops = ", ".join(op for op, _, _ in parts)
-    return replace(total, family=family, dtype="float32", parts=tuple(parts),
-                   note=f"{BODY_NOTE} {node.op_type} kernel: the runtime runs its ONNX function body, {len(parts)} "
-                        f"fp32 kernels ({ops})")
-
-
 def shared_half_weights(graph: Graph) -> dict[str, str]:
     """The 16-bit initializers (and their Identity copies) that more than one node reads, each -> the
     initializer. The runtime casts a 16-bit weight to fp32 once at load time when one node reads it, but
@@ -148,20 +72,50 @@ def shared_half_weights(graph: Graph) -> dict[str, str]:
     whose weights or bias come from one is then not blocked (the blocked layout reorders constant
     weights at load time): its optimised graph of a ResNet-50 whose 53 convolutions share their biases
     (an exporter's dedup of equal tensors) keeps all 53 in the plain kernel, where each with a bias of
-    its own runs blocked."""
+    its own runs blocked.
+
+    Scalars share by value: before the casts the runtime makes every constant holding one value ([] or
+    [1]) one initializer per (type, value, rank) (its ConstantSharing pass), so a MobileNetV2's 35 ReLU6
+    Clips, each with Constants 0 and 6 of its own, read two shared 16-bit scalars, cast every inference:
+    each such scalar -> the first of its group by name."""
     from dnnperf.kernel_groups import reads_through_identity, users_of
 
     users = users_of(graph)
     out: dict[str, str] = {}
     made = {n.outputs[0] for n in graph.nodes if n.op_type == "Constant" and n.outputs and n.outputs[0]}
+    scalars: dict[tuple, list] = {}
     for name in sorted(graph.initializers | made):
         t = graph.tensors.get(name)
         if t is None or t.dtype not in HALF:
             continue
         reads = reads_through_identity(users, name)
-        if len(reads) > 1:
+        value = graph.values.get(name)
+        if t.shape in ((), (1,)) and value is not None and getattr(value, "size", 0) == 1:
+            scalars.setdefault((t.dtype, len(t.shape), float(value.reshape(-1)[0])), []).append((name, reads))
+        elif len(reads) > 1:
             out.update(dict.fromkeys({name} | {alias for _, alias in reads}, name))
+    for group in scalars.values():
+        if sum(len(reads) for _, reads in group) > 1:
+            root = group[0][0]
+            for name, reads in group:
+                out.update(dict.fromkeys({name} | {alias for _, alias in reads}, root))
     return out
+
+
+def cast_bound_clips(graph: Graph) -> frozenset[str]:
+    """The 16-bit Clips whose bounds are shared 16-bit scalars (``shared_half_weights``): the runtime fuses a
+    Clip into the convolution before it only when its bounds are constants, and these read Casts run every
+    inference, so each is a kernel of its own (in fp32, between the runtime's conversions out of its blocked
+    layout and back: ONNX Runtime 1.32's optimised graph of a fp16 MobileNetV2 whose convolutions have biases
+    of their own holds 52 blocked convolutions, 35 plain Clips, 69 conversions and 4 Casts)."""
+    shared = shared_half_weights(graph)
+    out = set()
+    for n in graph.nodes:
+        x = graph.tensors.get(n.inputs[0]) if n.op_type == "Clip" and n.inputs else None
+        if x is not None and x.dtype in HALF and n.domain in ("", "ai.onnx") \
+                and any(i in shared for i in n.inputs[1:3]):
+            out.add(n.name)
+    return frozenset(out)
 
 
 def add_casts(graph: Graph, layers: list[Layer]) -> list[Layer]:
@@ -213,8 +167,13 @@ def add_casts(graph: Graph, layers: list[Layer]) -> list[Layer]:
             out.append(layer)
             continue
         outs = [o for n in members for o in n.outputs if o]
+        # (a runtime's own fused kernel reads no pattern scalars; a contrib op may have a 16-bit kernel of its own:
+        # ONNX Runtime's GroupQueryAttention reads a decoder's fp16 rotary caches as they are)
+        fused = len(members) > 1 and "+" not in layer.op_type
+        roots = [shared[i] for n in members if n.domain in ("", "ai.onnx") for i in n.inputs
+                 if i in shared and not (fused and (graph.tensors[i].numel or 0) <= 1)]
         if native and to_fp32(k):
-            convert_once(out, ins, half, full, lambda t: _cast(graph, t, "fp32"))
+            convert_once(out, ins + roots, half, full, lambda t: _cast(graph, t, "fp32"))
             out.append(replace(layer, workload=with_precision(layer.workload, "fp32")))
             full.update(o for o in outs if half(o))
             produced_full.update(o for o in outs if half(o))
@@ -229,11 +188,6 @@ def add_casts(graph: Graph, layers: list[Layer]) -> list[Layer]:
             out.append(layer)
             continue
         convert_once(out, ins, half, full, lambda t: _cast(graph, t, "fp32"))
-        # (a runtime's own fused kernel reads no pattern scalars; a contrib op may have a 16-bit kernel of its own:
-        # ONNX Runtime's GroupQueryAttention reads a decoder's fp16 rotary caches as they are)
-        fused = len(members) > 1 and "+" not in layer.op_type
-        roots = [shared[i] for n in members if n.domain in ("", "ai.onnx") for i in n.inputs
-                 if i in shared and not (fused and (graph.tensors[i].numel or 0) <= 1)]
         convert_once(out, roots, bool, full, lambda t: _cast(graph, t, "fp32"))
         w = with_precision(layer.workload, "fp32") if layer.workload.dtype in HALF else layer.workload
         if w.conv and layer.workload.dtype in HALF and any(i in shared for n in members if n.op_type in CONVS

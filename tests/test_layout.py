@@ -1035,3 +1035,45 @@ def test_a_1d_qdq_convolution_with_run_time_weights_runs_the_plain_kernel(tmp_pa
     else:
         assert c.layer.workload.family == "depthwise_conv"
         assert c.time_s - c.t_launch == pytest.approx(c.t_compute / 0.1, rel=1e-6)
+
+
+@pytest.mark.parametrize("act", ["Clip", "LeakyRelu", "Relu"])
+def test_a_standalone_clip_or_leaky_relu_leaves_the_blocked_layout_and_a_batch_norm_applies_neither(tmp_path, act):
+    """Conv -> BatchNormalization -> act -> Conv, the first convolution's output also read by a Concat (so nothing
+    folds into it). ONNX Runtime 1.32's optimised graph (asserted here where it can be built): its blocked layout
+    turns the BatchNormalization into a per-channel convolution after the activation fusions have run, and takes
+    a standalone Relu, Sigmoid, Tanh or HardSigmoid but not a Clip or a LeakyRelu. So with a Relu: one blocked
+    BatchNormalization+Relu kernel and two conversions (in and out of the network); with a Clip or a LeakyRelu: the
+    activation a plain kernel of its own between a conversion out and one back in, four in all. dnnperf fused both
+    into the BatchNormalization and kept them blocked (two conversions)."""
+    import collections
+
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    c = 64
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(a.astype(np.float32), k) for k, a in (
+        ("w1", rng.standard_normal((c, c, 3, 3)) * 0.05), ("w2", rng.standard_normal((16, c, 3, 3)) * 0.05),
+        ("s", np.ones(c)), ("bb", np.zeros(c)), ("mu", np.zeros(c)), ("var", np.ones(c)), ("lo", np.array(0.0)),
+        ("hi", np.array(6.0)))]
+    act_node = helper.make_node(act, ["n", "lo", "hi"] if act == "Clip" else ["n"], ["a"], name="act")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1] * 4),
+             helper.make_node("BatchNormalization", ["c1", "s", "bb", "mu", "var"], ["n"], name="bn"), act_node,
+             helper.make_node("Conv", ["a", "w2"], ["c2"], name="conv2", pads=[1] * 4),
+             helper.make_node("Concat", ["c1", "c2"], ["y"], name="cat", axis=1)]
+    m = model(nodes, [vi("x", [1, c, 28, 28])], [vi("y", None)], inits)
+    fused = act == "Relu"
+    ort = pytest.importorskip("onnxruntime")
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "ort.onnx")
+    so.log_severity_level = 3
+    ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    theirs = collections.Counter(n.op_type for n in onnx.load(str(tmp_path / "ort.onnx")).graph.node)
+    if theirs["ReorderInput"]:  # (a CPU whose runtime writes the blocked layout)
+        assert theirs["ReorderInput"] + theirs["ReorderOutput"] == (2 if fused else 4)
+        assert theirs[act] == (0 if fused else 1)
+    layers = _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})
+    assert sum(l.op_type == "LayoutReorder" for l in layers) == (2 if fused else 4)
+    assert ("bn+act" if fused else "act") in [l.name for l in layers]

@@ -273,3 +273,44 @@ def test_a_weight_a_contrib_kernel_reads_in_16_bits_is_not_cast(tmp_path):
     ort.InferenceSession(runnable_bytes(path, {}, []), so, providers=["CPUExecutionProvider"])
     casts = [n.input[0] for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node if n.op_type == "Cast"]
     assert casts and not any("rotary" in c for c in casts)
+
+
+def _relu6_chain(n_clips):
+    # fp16 x -> [Conv (a bias of its own) -> Clip between Constants 0 and 6 of its own] x n_clips -> Conv -> y,
+    # 32 channels at 28 x 28: a MobileNetV2's ReLU6 blocks
+    nodes, inits, t = [], [], "x"
+    for i in range(n_clips):
+        nodes += [helper.make_node("Conv", [t, f"w{i}", f"b{i}"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1])]
+        nodes += [helper.make_node("Constant", [], [f"{k}{i}"], name=f"{k}{i}",
+                                   value=helper.make_tensor("v", F16, [], [v])) for k, v in (("lo", 0.0), ("hi", 6.0))]
+        nodes.append(helper.make_node("Clip", [f"c{i}", f"lo{i}", f"hi{i}"], [f"r{i}"], name=f"clip{i}"))
+        inits += [weight(f"w{i}", [32, 32, 3, 3], F16), weight(f"b{i}", [32], F16)]
+        t = f"r{i}"
+    nodes.append(helper.make_node("Conv", [t, "wo", "bo"], ["y"], name="out"))
+    inits += [weight("wo", [32, 32, 1, 1], F16), weight("bo", [32], F16)]
+    return model(nodes, [vi("x", [1, 32, 28, 28], F16)], [vi("y", None, F16)], inits)
+
+
+@pytest.mark.parametrize("n_clips", [1, 2])
+def test_16bit_clips_whose_bounds_the_runtime_shares_fuse_into_nothing(tmp_path, n_clips):
+    # ONNX Runtime first makes every one-value constant one initializer per (type, value, rank), so two Clips'
+    # own 0 and 6 become two shared fp16 scalars, cast every inference; a Clip reading a Cast is not fused into
+    # the convolution before it, and a standalone Clip leaves the blocked layout: its optimised graph holds
+    # both Clips between conversions out and back, and Casts of x, y and the two bounds. A lone Clip's bounds
+    # are its own, folded to fp32 at load time: fused. dnnperf fused both Clips (2 Casts, 2 conversions).
+    path = save(_relu6_chain(n_clips), tmp_path, f"c{n_clips}.onnx")
+    layers = [c.layer for c in analyze(inspect_model(path), _blocked_cpu(), Settings(fusion="typical"),
+                                       with_fixes=False).score.layers]
+    clips = [la for la in layers if la.op_type == "Clip"]
+    casts = [la.name for la in layers if la.op_type == "Cast"]
+    reorders = sum(la.op_type == "LayoutReorder" for la in layers)
+    if n_clips == 2:
+        assert len(clips) == 2 and all(la.workload.dtype == "float32" for la in clips)  # between fp32 layers
+        assert sorted(casts) == ["cast to fp16 y", "cast to fp32 hi0", "cast to fp32 lo0", "cast to fp32 x"]
+        assert reorders == 2 + 2 * n_clips  # in and out of the network, out and back in around each Clip
+    else:
+        assert not clips and sorted(casts) == ["cast to fp16 y", "cast to fp32 x"] and reorders == 2
+    ops = _ort_ops(tmp_path, path)
+    if any(op.startswith("nchwc:") for op in ops):  # (a CPU whose runtime writes the blocked layout)
+        assert ops.count("Clip") == len(clips) and ops.count("Cast") == len(casts), ops
+        assert ops.count("nchwc:ReorderInput") + ops.count("nchwc:ReorderOutput") == reorders, ops

@@ -77,30 +77,24 @@ def map_kernels(kernels: dict, graph, layers, shapes: dict | None = None) -> tup
     if shapes:
         for k, target in _conversions(unmatched, kernel_ops, shapes, layers).items():
             measured[target] = measured.get(target, 0.0) + unmatched.pop(k)
-    for k, target in _expanded(unmatched, kernel_ops, layers, measured).items():
+    for k, target in _expanded(unmatched, kernel_ops, layers, measured, graph).items():
         measured[target] = measured.get(target, 0.0) + unmatched.pop(k)
     return measured, unmatched
 
 
-def _body_ops(op_type: str) -> tuple:
-    """The ops of an ONNX function op's body (its constants and casts left out), () for an op without one. A body
-    that depends on the node's attributes (a Softmax's axis) is the one ``upcast.INLINED`` costs a 16-bit op as."""
-    import onnx.defs
+def _body_ops(layer, graph, nodes: dict) -> tuple:
+    """The ops of the ONNX function body the runtime runs for a one-node layer (``functions.function_ops``),
+    () for an op without one. A 16-bit op's body that depends on the node's attributes (a Softmax's axis) is
+    the one ``functions.HALF`` costs it as."""
+    from dnnperf.functions import HALF, function_ops
 
-    from dnnperf.upcast import INLINED
-
-    if op_type in INLINED:
-        return tuple(op for op, _, _ in INLINED[op_type][2])
-    try:
-        schema = onnx.defs.get_schema(op_type)
-    except Exception:  # (not an ONNX op: a contrib or custom one)
-        return ()
-    if not schema.has_function:
-        return ()
-    return tuple(n.op_type for n in schema.function_body.node if n.op_type not in ("Constant", "CastLike"))
+    if layer.op_type in HALF:
+        return tuple(op for op, _, _ in HALF[layer.op_type][2])
+    node = nodes.get(layer.nodes[0])
+    return function_ops(graph, node) if node is not None else ()
 
 
-def _expanded(unmatched: dict, ops: dict, layers, measured: dict) -> dict:
+def _expanded(unmatched: dict, ops: dict, layers, measured: dict, graph) -> dict:
     """{kernel: layer} for the nodes a runtime made of a layer's function body where it has no kernel of its own
     (ONNX Runtime's CPU provider runs a HardSwish as HardSigmoid and Mul, naming them '<Op>_<n>' with n in creation
     order): each layer of such an op that nothing was matched to takes, in graph order, the next run of those
@@ -113,8 +107,10 @@ def _expanded(unmatched: dict, ops: dict, layers, measured: dict) -> dict:
         return tuple(ops.get(k) for k in queue[j:j + len(body)]) == body \
             and index[j + len(body) - 1] - index[j] == len(body) - 1
 
+    nodes = {n.name: n for n in graph.nodes}
     for layer in layers:
-        body = () if layer.name in measured or "+" in layer.op_type or not layer.nodes else _body_ops(layer.op_type)
+        skip = layer.name in measured or "+" in layer.op_type or not layer.nodes
+        body = () if skip else _body_ops(layer, graph, nodes)
         if not body:
             continue
         j = i
