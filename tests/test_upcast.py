@@ -314,3 +314,18 @@ def test_16bit_clips_whose_bounds_the_runtime_shares_fuse_into_nothing(tmp_path,
     if any(op.startswith("nchwc:") for op in ops):  # (a CPU whose runtime writes the blocked layout)
         assert ops.count("Clip") == len(clips) and ops.count("Cast") == len(casts), ops
         assert ops.count("nchwc:ReorderInput") + ops.count("nchwc:ReorderOutput") == reorders, ops
+
+
+def test_validate_maps_a_16bit_models_renamed_blocked_convolutions_and_shared_scalar_casts(tmp_path):
+    # ONNX Runtime names a fp16 model's blocked convolution after its output as its cast renamed it
+    # ('InsertedPrecisionFreeCast_<output>_nchwc': a fp16 MobileNetV2's 52, left unmatched and read 0 us) and the
+    # Cast of a shared scalar after any of the constants it merged (hi1's here, where dnnperf's layer casts hi0)
+    from dnnperf.measure.validate import map_kernels
+
+    insp = inspect_model(save(_relu6_chain(2), tmp_path))
+    layers = [c.layer for c in analyze(insp, _blocked_cpu(), Settings(fusion="typical"), with_fixes=False).score.layers]
+    kernels = {"InsertedPrecisionFreeCast_c0_nchwc": ("Conv", 5.0), "InsertedPrecisionFreeCast_hi1": ("Cast", 1.0),
+               "InsertedPrecisionFreeCast_lo0": ("Cast", 2.0)}
+    measured, unmatched = map_kernels(kernels, insp.graph, layers)
+    assert not unmatched
+    assert measured == {"conv0": 5.0, "cast to fp32 hi0": 1.0, "cast to fp32 lo0": 2.0}

@@ -45,19 +45,31 @@ def map_kernels(kernels: dict, graph, layers, shapes: dict | None = None) -> tup
             for layer_name, k in zip(ours, theirs):
                 measured[layer_name] = measured.get(layer_name, 0.0) + kernels[k][1]
             kernels = {k: v for k, v in kernels.items() if k not in set(theirs)}
+    shared = None  # the model's shared 16-bit weights, found when a cast needs them
     for k, (_op, us) in sorted(kernels.items()):
         target = None
         if k.startswith("InsertedPrecisionFreeCast_"):  # ORT's casts around ops without 16-bit kernels
-            target = casts.get(re.sub(r"/[A-Za-z0-9]*Fusion/?$", "", k[len("InsertedPrecisionFreeCast_"):]))
+            cast = re.sub(r"/[A-Za-z0-9]*Fusion/?$", "", k[len("InsertedPrecisionFreeCast_"):])
+            if cast not in casts and shared is None:
+                from dnnperf.upcast import shared_half_weights
+
+                shared = shared_half_weights(graph)
+            # (a shared 16-bit scalar's cast is named after any of the constants merged into it)
+            target = casts.get(cast) or casts.get((shared or {}).get(cast, ""))
             if target is not None:
                 measured[target] = measured.get(target, 0.0) + us
                 continue
         cands = [k]
         if k.startswith("fused "):  # ORT's FusedGemm (Gemm + activation): "fused <Gemm node>"
             cands.append(k[len("fused "):])
-        for suf in ("_nchwc", "_output_0_nchwc", "_bn_nchwc"):
-            if k.endswith(suf):
-                cands.append(k[: -len(suf)])
+        if k.startswith("InsertedPrecisionFreeCast_"):
+            # a blocked convolution of a 16-bit model named after its output, which the runtime's cast had renamed
+            # (a fp16 MobileNetV2's: 'InsertedPrecisionFreeCast_<its Conv's output>_nchwc')
+            cands.append(k[len("InsertedPrecisionFreeCast_"):])
+        for c in list(cands):
+            for suf in ("_nchwc", "_output_0_nchwc", "_bn_nchwc"):
+                if c.endswith(suf):
+                    cands.append(c[: -len(suf)])
         for c in cands:
             if c in node_to_layer:
                 target = node_to_layer[c]
