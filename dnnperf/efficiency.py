@@ -70,6 +70,31 @@ def qlinear_thread_share(layer: Layer, hw: HardwareProfile) -> float:
     return _loop_threads(n, hw.compute_units) / timed
 
 
+# the element ops ONNX Runtime computes with the C library's functions, one element at a time (measure.micro.OP_MICRO
+# past Sqrt), and the share of its roofline under which such an op's calibrated figure (op_efficiency, timed on
+# QLINEAR_TIMED_ELEMENTS elements) says its math, not its bytes, sets its time (``scalar_loop_time``)
+SCALAR_LOOP_OPS = frozenset({"Pow", "Log", "Softplus", "Elu", "Selu", "Celu", "Sin", "Cos", "Atan", "Sign"})
+SCALAR_LOOP_EFFICIENCY = 0.1
+
+
+def scalar_loop_time(layer: Layer, hw: HardwareProfile, eff: float, t_compute: float) -> float | None:
+    """An element op ONNX Runtime computes one element at a time with the C library's functions (Softplus, Sin,
+    Log, Elu, Pow: a calibrated figure under SCALAR_LOOP_EFFICIENCY of its roofline) takes the same time per
+    element at any size: its time is its elements at the pace calibrate timed (the roofline of the timed tensor
+    over the figure). Scaled by its bytes' time instead, which the bandwidth curve makes slower per byte for a
+    small working set, a Softplus of 43,264 elements read 2.0x its measured 243-275 us on a 2-core EPYC VM where
+    200,704 read 1.1x; both ran 5.6-6.4 ns an element. None for any other layer (a vector op's small tensors do
+    pay the curve's overheads: a Tanh of 43,264 elements took 0.38 ns an element, of 200,704 0.20)."""
+    w = layer.workload
+    if hw.kind != "cpu" or run_as(layer) not in SCALAR_LOOP_OPS or w.family != "elementwise" \
+            or eff >= SCALAR_LOOP_EFFICIENCY or run_as(layer) not in hw.op_efficiency or w.parallel_work <= 0:
+        return None
+    scale = QLINEAR_TIMED_ELEMENTS / w.parallel_work
+    ws = (w.act_bytes_read + w.bytes_written) * scale
+    timed = max(t_compute * scale, ws / rules.bandwidth_for(int(ws), hw))
+    return timed / eff / scale
+
+
 def _loop_threads(n: int, units: int) -> int:
     """Threads ONNX Runtime's cost model gives a QLinear loop of ``n`` elements on ``units`` threads."""
     if n * QLINEAR_ELEMENT_CYCLES < ORT_SPLIT_CYCLES:

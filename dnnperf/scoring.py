@@ -42,7 +42,7 @@ from typing import Callable
 
 from dnnperf import rules
 from dnnperf.efficiency import (broadcast_span_time, depthwise_block_fill, epilogue_pass, family_efficiency,
-                                plain_depthwise, serial_curve, subnormal_time, thread_split)
+                                plain_depthwise, scalar_loop_time, serial_curve, subnormal_time, thread_split)
 from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
 from dnnperf.vocab import (BROADCAST_SPANS, CPU_VIEW_KERNELS, FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, NBITS_KERNELS,
@@ -402,6 +402,9 @@ def _paced(s: LayerState) -> float:
     if not s.unoptimized and plain_depthwise(w, s.hw):
         # expanded one channel at a time: the taps it expands set its pace, not its bytes
         return s.t_compute / eff + epilogue_pass(s.layer, s.hw) + subnormal_time(s.w, s.hw)
+    loop = None if s.unoptimized else scalar_loop_time(s.layer, s.hw, eff, s.t_compute)
+    if loop is not None:  # math one element at a time: its pace per element at any size
+        return max(s.t, loop)
     streams = w.family in ("elementwise", "movement") or s.layer.op_type.split("+", 1)[0] == "BatchNormalization"
     if not s.unoptimized and s.hw.bandwidth_curve and streams \
             and s.t_memory > s.t_compute and ws > cache and not serial_curve(w, s.hw):

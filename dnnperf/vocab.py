@@ -88,7 +88,7 @@ OP_PRICED_AS = {**RUNTIME_KERNEL_PRICED_AS, "ReduceSumSquare": "ReduceL2", "Redu
 # ONNX Runtime's 8-bit QLinearAdd, QLinearMul and QLinearSigmoid (a table lookup per element, as QLinearLeakyRelu)
 # take about a float op's time per element on a 2-core EPYC VM (0.05-0.15, 0.09-0.24 and 0.12-0.29 ns) although
 # they move a quarter of its bytes
-OWN_OP_FIGURES = ("ReduceL2", "Where", "DequantizeLinear", "QLinearAdd", "QLinearMul", "QLinearSigmoid")
+OWN_OP_FIGURES = ("ReduceL2", "Where", "DequantizeLinear", "QLinearAdd", "QLinearMul", "QLinearSigmoid", "Pow.square")
 # the activations ONNX Runtime's CPU convolutions and GEMMs fuse (dnnperf.fusion.CPU_CONV_ACTIVATIONS)
 # that are applied in a pass of their own over the finished output (Relu is applied in the kernel's
 # loop): what a profile's epilogue_ns may name, and what calibrate times

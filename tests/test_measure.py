@@ -49,6 +49,7 @@ def test_calibration_writes_a_valid_profile(local_profile):
     assert {"Softplus", "Elu", "Selu", "Celu", "Sin", "Cos", "Atan", "Sign", "Log"} <= set(hw.op_efficiency)
     assert "Einsum" in hw.op_efficiency  # its own transposes and product, not a MatMul's pace
     assert "ReduceL2" in hw.op_efficiency  # F.normalize's norms: squares and sums at its own pace
+    assert "Pow.square" in hw.op_efficiency  # a Pow by 2 or 3: multiplies, not the C library's powf
     assert "DequantizeLinear" in hw.op_efficiency  # a QDQ model's float layers widen 8-bit tensors at their own pace
     # its uint8 adds, multiplies and sigmoids run at about a float op's pace per element
     assert {"QLinearAdd", "QLinearMul", "QLinearSigmoid"} <= set(hw.op_efficiency)

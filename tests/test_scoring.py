@@ -1403,3 +1403,59 @@ def test_an_epilogue_on_a_systolic_array_works_on_the_real_outputs_only(tmp_path
     fused = run(tmp_path, m, hw="tpu-v4", name="f.onnx", fusion="typical").score.layers
     assert len(fused) == 1 and fused[0].t_compute == pytest.approx((2 * 903_168 / fit + 301_056) / 92e12, rel=1e-6)
     assert fused[0].time_s <= sum(c.time_s for c in apart)
+
+
+def test_an_element_op_the_runtime_loops_over_in_scalar_code_keeps_its_pace_per_element_at_any_size(tmp_path):
+    """A calibrated CPU whose bandwidth curve gives small working sets less bandwidth (40 GB/s at 0.3 MB, 120 at
+    3.1) and whose Softplus ran at 0.0117 of its roofline on calibrate's 393,216 elements: a Softplus costs its
+    elements at that pace, so 43,264 elements take 43,264 / 393,216 of the timed tensor's time (ONNX Runtime's
+    scalar loop: 5.6-6.4 ns an element at both sizes on a 2-core EPYC); by hand, the timed tensor streams
+    8 x 393,216 bytes at 120 GB/s, 26.2 us, over 0.0117: 2,240 us. A Tanh (a vector kernel, 0.45) still pays the
+    curve's slower small working sets: more per element at 43,264."""
+    import yaml
+    from onnx import helper as oh
+
+    from dnnperf.hardware import profile_from_dict
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    d["memory"] = {**d["memory"], "bandwidth_curve": {0.3: 40.0, 3.146: 120.0}}
+    hw = profile_from_dict({**d, "op_efficiency": {"Softplus": 0.0117, "Tanh": 0.45}}, "x")
+
+    def per_element(op, shape):
+        m = model([oh.make_node(op, ["x"], ["y"], name="op")], [vi("x", list(shape))], [vi("y", None)], opset=18)
+        c = analyze(inspect_model(save(m, tmp_path, f"{op}{shape[1]}.onnx")), hw, Settings(),
+                    with_fixes=False).score.layers[0]
+        n = c.layer.workload.parallel_work
+        return (c.time_s - c.t_launch) / n, n
+
+    big, n = per_element("Softplus", (1, 128, 3072))
+    assert n == 393_216 and big * n == pytest.approx(8 * n / 120e9 / 0.0117, rel=0.02)
+    small, n = per_element("Softplus", (1, 256, 13, 13))
+    assert n == 43_264 and small == pytest.approx(big, rel=0.01)
+    assert per_element("Tanh", (1, 256, 13, 13))[0] > 1.3 * per_element("Tanh", (1, 128, 3072))[0]
+
+
+def test_a_pow_by_two_or_three_is_priced_as_the_runtimes_multiplying_loop(tmp_path):
+    """ONNX Runtime squares or cubes by multiplying (0.25-0.5 ns an element on a 2-core EPYC) and calls powf for any
+    other exponent (2.4-2.9 ns): a Pow by a constant 2 or 3 names the kernel 'Pow.square' and takes that op figure,
+    another exponent the Pow figure. With figures 0.3 and 0.03 and the same bytes, by hand the square takes a tenth
+    of the other's time (both past the scalar-loop threshold's reach: 0.3 is a vector op's figure)."""
+    import numpy as np
+    import yaml
+    from onnx import helper as oh, numpy_helper
+
+    from dnnperf.hardware import profile_from_dict
+
+    with open(os.path.join(os.path.dirname(SAMPLES), "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    hw = profile_from_dict({**d, "op_efficiency": {"Pow": 0.03, "Pow.square": 0.3}}, "x")
+
+    def layer(e):
+        m = model([oh.make_node("Pow", ["x", "e"], ["y"], name="op")], [vi("x", [1, 64, 56, 56])], [vi("y", None)],
+                  [numpy_helper.from_array(np.array(e, np.float32), "e")])
+        return analyze(inspect_model(save(m, tmp_path, f"p{e}.onnx")), hw, Settings(), with_fixes=False).score.layers[0]
+
+    sq, cube, other = layer(2.0), layer(3.0), layer(2.5)
+    assert sq.layer.workload.kernel == cube.layer.workload.kernel == "Pow.square" and not other.layer.workload.kernel
+    assert (sq.time_s - sq.t_launch) == pytest.approx(0.1 * (other.time_s - other.t_launch), rel=0.02)

@@ -405,6 +405,14 @@ def micro_models(quick: bool) -> list[Micro]:
         m = _model([helper.make_node(op, ins, ["y"])], [_vi("x", [1, 128, 3072])], [_vi("y", None)], inits)
         out.append(Micro(f"op_{op}", m, {"x": np.abs(xe) if op in ("Pow", "Sqrt", "Log") else xe}, "op", op,
                          nbytes=2 * 4 * xe.size))
+    # a Pow by a constant 2 (a decomposed norm's square; 3, a tanh GELU's cube, runs the same way): ONNX Runtime
+    # multiplies instead of calling powf, 0.25-0.5 ns an element on a 2-core EPYC VM where the exponent 2.5 took
+    # 2.4 (ops.elementwise names it 'Pow.square')
+    from onnx import numpy_helper
+
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "p")
+    square = _model([helper.make_node("Pow", ["x", "p"], ["y"])], [_vi("x", [1, 128, 3072])], [_vi("y", None)], [two])
+    out.append(Micro("op_Pow.square", square, {"x": xe}, "op", "Pow.square", nbytes=2 * 4 * xe.size))
     # a ReduceL2 over rows of 32, as F.normalize exports over Swin V2's heads: ONNX Runtime squares and sums
     # at 0.15-0.25 ns an element for rows of 8 to 768 on a 2-core EPYC VM, 4x the reduce family's
     # figure (measured on a global average pool); an op figure of its own (op_efficiency)
