@@ -84,7 +84,9 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     the patterns of ``runtime_kernel_groups`` (``groups`` when the caller has them) as kernels of
     their own. ``attention``: whether attention (scores, softmax, product with V) becomes one kernel
     (``_attention_step``; not where the engine has no fused attention kernel). ``unsummed``: Adds no
-    kernel takes as its summed input (``dnnperf.layout``: their other operand is not blocked). ``unfused``:
+    kernel takes as its summed input (``dnnperf.layout``: their other operand is not blocked), and the activations
+    of standalone BatchNormalizations that read a plain tensor (the runtime's own BatchNormalization kernel takes
+    none: its optimised graph of a BatchNormalization and Relu on a graph input keeps both). ``unfused``:
     nodes that fuse into nothing (``dnnperf.upcast.cast_bound_clips``)."""
     cons = consumers_of(graph)
     produced: dict[str, object] = {}
@@ -133,8 +135,14 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 if not chains and node.op_type in ("Sub", "Mul", "Div") and any(
                         x not in graph.constants for x in node.inputs if x and x != i):
                     break  # a product of two computed tensors (StarNet's gate) is a kernel of its own
+                # (``unsummed`` here: the layout pass found that standalone BatchNormalization reading a plain tensor)
                 if not chains and anchor.op_type == "BatchNormalization" and node.op_type in CPU_CONV_ACTIVATIONS \
-                        and node.op_type not in BLOCKED_ACTIVATIONS:
+                        and (node.op_type not in BLOCKED_ACTIVATIONS or node.name in unsummed):
+                    break
+                # ONNX Runtime folds a BatchNormalization into a Conv's or a MatMul's weights, not into a Gemm's, and
+                # never past an activation
+                if not chains and node.op_type == "BatchNormalization" and (anchor.op_type == "Gemm"
+                                                                            or anchor.name in activated):
                     break
                 if not chains and anchor.op_type == "Conv" and not _per_channel(graph, node, i):
                     break  # a constant over the whole map (a position embedding) folds into no bias

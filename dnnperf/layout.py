@@ -137,7 +137,8 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
     residual Adds fused into a blocked convolution whose other operand is in the plain layout: the
     runtime sums into a blocked convolution only tensors that are blocked too, so such an Add is a
     plain kernel of its own after the convolution's conversion out (``_score`` then builds the layers
-    again without fusing it)."""
+    again without fusing it); and the activations fused into a standalone BatchNormalization that reads a
+    plain tensor (the runtime's own BatchNormalization kernel applies none)."""
     nodes = {n.name: n for n in graph.nodes}
     readers = consumers_of(graph)  # tensor -> how many nodes (and graph outputs) read it
     users = users_of(graph)  # tensor -> the nodes that read it
@@ -216,6 +217,11 @@ def add_reorders(graph: Graph, layers: list[Layer], block: int, grouped_min: int
             out.append(replace(layer, blocked=True))
             blocked.update(o for o in outs if _rank4(graph, o))
             continue
+        if plain_sums is not None and anchor.op_type == "BatchNormalization" and len(members) > 1 \
+                and not all(i in blocked for i in ins):
+            # a BatchNormalization on a plain tensor is the runtime's own kernel, which applies no activation
+            # (only the blocked layout's per-channel convolution does): rebuilt with its activation apart
+            plain_sums.update(n.name for n in members[1:] if n.op_type in BLOCKED_ACTIVATIONS)
         if _channels_last_transpose(members, ins, blocked, plain_copy, readers):
             # the runtime's conversion out of the blocked layout writes channels-last directly
             # (ReorderOutput with channels_last): one pass over the tensor, the Transpose is gone
