@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from dnnperf.ir import DTYPE_BITS, Graph
 from dnnperf.kernel_groups import gemm_takes, group_candidates, runtime_kernel_groups, silu_gate
-from dnnperf.vocab import EPILOGUE_ACTIVATIONS, NORM_KERNELS
+from dnnperf.vocab import BLOCKED_ACTIVATIONS, EPILOGUE_ACTIVATIONS, GEMM_ACTIVATIONS, NORM_KERNELS
 from dnnperf.workload import FREE_FAMILIES, MATRIX_FAMILIES, Gemm, Workload
 
 EPILOGUE_OPS = frozenset({
@@ -46,13 +46,8 @@ CPU_PLAIN_PRODUCTS = frozenset({"Einsum", "ConvTranspose", "LSTM", "GRU", "RNN"}
 # tensor out of the blocked layout and back (dnnperf.layout): a chain of twelve 128-channel 14 x 14
 # convolutions ran 37 us per block slower with an Erf after each (bench/cpu_blocks.py)
 CPU_CONV_ACTIVATIONS = frozenset({"Relu", *EPILOGUE_ACTIVATIONS})
-# ... of them, those its blocked layout takes standalone, on a blocked tensor (ONNX Runtime 1.32's NCHWc pass):
-# the only ones a standalone BatchNormalization, which that pass turns into a per-channel convolution after the
-# activation fusions have run, applies itself. A Clip or a LeakyRelu after one stays a kernel of its own, out of
-# the blocked layout and back (its optimised graph of Conv, BatchNormalization, Clip, Conv: a ReorderOutput
-# before the Clip, a ReorderInput after; with a Relu, one blocked convolution with activation Relu)
-BLOCKED_ACTIVATIONS = frozenset({"Relu", "Sigmoid", "Tanh", "HardSigmoid"})
-CPU_KERNEL_EPILOGUES = CPU_CONV_ACTIVATIONS | {"BatchNormalization", "Add", "Sub", "Mul", "Div", "QuantizeLinear"}
+CPU_KERNEL_EPILOGUES = CPU_CONV_ACTIVATIONS | GEMM_ACTIVATIONS | {"BatchNormalization", "Add", "Sub", "Mul", "Div",
+                                                                  "QuantizeLinear"}
 
 
 def consumers_of(graph: Graph) -> dict[str, int]:
@@ -96,6 +91,7 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     anchor_of: dict[str, object] = {}  # fused node -> its group's first node
     taken: set[str] = set()  # CPU: anchors whose kernel already sums an operand or applies its activation
     activated: set[str] = set()  # CPU: anchors whose kernel applies its activation
+    gemm_made: set[str] = set()  # CPU: 2-D MatMuls whose bias Add (or BatchNormalization) makes them a Gemm
     if not chains:
         groups = runtime_kernel_groups(graph) if groups is None else groups
         for _kernel, names in groups:
@@ -132,6 +128,10 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 anchor = anchor_of.get(prod.node.name, prod.node)
                 if not chains and anchor.op_type in _BIAS_ONLY_ANCHORS and not _product_takes(graph, anchor, node, i):
                     continue
+                if not chains and node.op_type in CPU_CONV_ACTIVATIONS | GEMM_ACTIVATIONS and not (
+                        node.op_type in GEMM_ACTIVATIONS and (anchor.op_type == "Gemm" or anchor.name in gemm_made)
+                        if anchor.op_type in _BIAS_ONLY_ANCHORS else node.op_type in CPU_CONV_ACTIVATIONS):
+                    break  # (``GEMM_ACTIVATIONS``; a convolution's are ``CPU_CONV_ACTIVATIONS``)
                 if not chains and node.op_type in ("Sub", "Mul", "Div") and any(
                         x not in graph.constants for x in node.inputs if x and x != i):
                     break  # a product of two computed tensors (StarNet's gate) is a kernel of its own
@@ -154,6 +154,9 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                     break  # a constant scale or shift folds into the weights only ahead of the activation
                 out[node.name] = (prod.node.name, i)
                 anchor_of[node.name] = anchor
+                if not chains and anchor.op_type == "MatMul" and node.op_type in ("Add", "BatchNormalization") \
+                        and _rank(graph, i) == 2:
+                    gemm_made.add(anchor.name)  # a 2-D MatMul and its bias (or folded BatchNormalization): a Gemm
                 if not chains and (summed or node.op_type in CPU_CONV_ACTIVATIONS):
                     taken.add(anchor.name)
                 if not chains and node.op_type in CPU_CONV_ACTIVATIONS:
@@ -174,6 +177,11 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
             if o:
                 produced[o] = row
     return out
+
+
+def _rank(graph: Graph, name: str) -> int:
+    t = graph.tensors.get(name)
+    return len(t.shape) if t is not None and t.shape is not None else -1
 
 
 def _per_channel(graph: Graph, node, shared: str) -> bool:

@@ -93,6 +93,19 @@ OWN_OP_FIGURES = ("ReduceL2", "Where", "DequantizeLinear", "QLinearAdd", "QLinea
 # that are applied in a pass of their own over the finished output (Relu is applied in the kernel's
 # loop): what a profile's epilogue_ns may name, and what calibrate times
 EPILOGUE_ACTIVATIONS = ("Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "Sigmoid", "Tanh")
+# the CPU convolution activations (dnnperf.fusion.CPU_CONV_ACTIVATIONS) ONNX Runtime's blocked layout takes
+# standalone, on a blocked tensor (its 1.32 NCHWc pass): the only ones a standalone BatchNormalization, which
+# that pass turns into a per-channel convolution after the activation fusions have run, applies itself. A Clip
+# or a LeakyRelu after one stays a kernel of its own, out of the blocked layout and back (its optimised graph of
+# Conv, BatchNormalization, Clip, Conv: a ReorderOutput before the Clip, a ReorderInput after; with a Relu, one
+# blocked convolution with activation Relu)
+BLOCKED_ACTIVATIONS = frozenset({"Relu", "Sigmoid", "Tanh", "HardSigmoid"})
+# the activations ONNX Runtime's FusedGemm applies (its GemmActivationFusion), and only to a 2-D Gemm: a Gemm
+# node, or a 2-D MatMul its bias Add (or a BatchNormalization folded into it) made one. Its optimised graphs:
+# Gemm -> Elu one FusedGemm, Gemm -> Clip a Gemm and a Clip, a MatMul without a bias and its Relu two kernels, a
+# 3-D MatMul and its bias Add a Gemm between two Reshapes with the Relu after them
+GEMM_ACTIVATIONS = frozenset({"Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "Elu", "Selu", "Softplus",
+                              "Softsign", "ThresholdedRelu"})
 # kernels a CPU runtime runs as one loop over their outputs (ONNX Runtime's Resize: 0.58 ns per output element nearest,
 # 0.82 linear on a 2-core EPYC VM, whatever the shape; a Softmax over an axis that is not the last: 8-13 ns;
 # ScatterElements: 5-9 ns an update; the uint8 QLinearConcat 0.26-0.54 ns and QLinearAveragePool 8.2-10 ns an output; an

@@ -1122,3 +1122,41 @@ def test_a_batch_norm_folds_only_where_the_cpu_runtime_folds_it(tmp_path, case, 
             if not n.op_type.startswith("Reorder")] == theirs
     layers = _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})
     assert [la.name for la in layers if la.op_type != "LayoutReorder"] == ours
+
+
+@pytest.mark.parametrize("case,act,fused", [
+    ("gemm", "Elu", True), ("gemm", "Clip", False), ("matmul_add_2d", "Softplus", True),
+    ("matmul_2d", "Relu", False), ("matmul_add_3d", "Relu", False), ("gemm", "Relu", True),
+])
+def test_a_matrix_product_takes_only_the_activations_onnx_runtimes_fused_gemm_applies(tmp_path, case, act, fused):
+    """ONNX Runtime 1.32's optimised graphs (asserted here): its FusedGemm applies Relu, Sigmoid, Tanh, LeakyRelu,
+    HardSigmoid, Elu, Selu, Softplus, Softsign and ThresholdedRelu to a 2-D Gemm (a Gemm node, or a 2-D MatMul
+    its bias Add made one), not a Clip; a MatMul without a bias, or a 3-D one (its Gemm sits between two
+    Reshapes), leaves the activation a kernel of its own. dnnperf had applied a convolution's activation set to
+    every product: Elu and Softplus apart, Clip and the MatMuls' Relu fused."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(a.astype(np.float32), k) for k, a in (
+        ("w", rng.standard_normal((64, 128)) * 0.1), ("wm", rng.standard_normal((128, 64)) * 0.1),
+        ("b", np.zeros(64)), ("lo", np.array(0.0)), ("hi", np.array(6.0)))]
+    shape = [1, 8, 128] if case.endswith("3d") else [8, 128]
+    if case == "gemm":
+        nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["g"], name="mm", transB=1)]
+    else:
+        nodes = [helper.make_node("MatMul", ["x", "wm"], ["m" if "add" in case else "g"], name="mm")]
+        if "add" in case:
+            nodes.append(helper.make_node("Add", ["m", "b"], ["g"], name="bias"))
+    nodes.append(helper.make_node(act, ["g", "lo", "hi"] if act == "Clip" else ["g"], ["y"], name="act"))
+    m = model(nodes, [vi("x", shape)], [vi("y", None)], inits)
+    ort = pytest.importorskip("onnxruntime")
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "ort.onnx")
+    so.log_severity_level = 3
+    ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    theirs = [n.op_type for n in onnx.load(str(tmp_path / "ort.onnx")).graph.node if n.op_type != "Reshape"]
+    assert (theirs == ["FusedGemm"]) == fused and (act in theirs) != fused, theirs
+    layers = [la for la in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8}) if la.op_type != "LayoutReorder"]
+    assert ("act" in layers[0].nodes) == fused and len(layers) == (1 if fused else 2)
