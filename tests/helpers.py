@@ -128,3 +128,16 @@ def counted_loop_model():
 def numpy_scalar(name, value, dtype=np.float32):
     """A scalar initializer (a quantisation scale or zero point)."""
     return onnx.numpy_helper.from_array(np.array(value, dtype=dtype), name)
+
+
+def ort_op_types(m, tmp_path) -> list[str]:
+    """The op types of ONNX Runtime's optimised graph of the model ``m`` on its CPU provider (the test is
+    skipped without onnxruntime)."""
+    import pytest
+
+    ort = pytest.importorskip("onnxruntime")
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "ort.onnx")
+    so.log_severity_level = 3
+    ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return [n.op_type for n in onnx.load(str(tmp_path / "ort.onnx")).graph.node]

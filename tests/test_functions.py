@@ -4,14 +4,13 @@ precision (dnnperf/functions.py): each body node a kernel of its own."""
 import collections
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from dnnperf.api import analyze, inspect_model
 from dnnperf.hardware import load_profile
 from dnnperf.scoring import Settings
-from helpers import save
+from helpers import ort_op_types, save
 
 
 def _one_op(op, shape, opset, inits=(), **attrs):
@@ -20,16 +19,6 @@ def _one_op(op, shape, opset, inits=(), **attrs):
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], list(inits))
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-
-
-def _ort_ops(m, tmp_path) -> list[str]:
-    """The op types of ONNX Runtime's optimised graph of ``m`` on its CPU provider."""
-    ort = pytest.importorskip("onnxruntime")
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "ort.onnx")
-    so.log_severity_level = 3
-    ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return [n.op_type for n in onnx.load(str(tmp_path / "ort.onnx")).graph.node]
 
 
 def _layer(m, tmp_path, hw="cpu-avx2"):
@@ -42,7 +31,7 @@ def test_a_mish_runs_as_softplus_tanh_and_mul_on_a_cpu_and_as_one_kernel_on_a_gp
     the tensor. By hand, n = 64 * 56 * 56 fp32 elements: Softplus and Tanh read and write 4n bytes each, the
     Mul reads its two operands (4n each) and writes 4n: 28n in all, where the one op moves 8n."""
     m = _one_op("Mish", (1, 64, 56, 56), 18)
-    assert _ort_ops(m, tmp_path) == ["Softplus", "Tanh", "Mul"]
+    assert ort_op_types(m, tmp_path) == ["Softplus", "Tanh", "Mul"]
     n = 64 * 56 * 56
     w = _layer(m, tmp_path).workload
     assert [(op, k) for op, _, k in w.parts] == [("Softplus", 1), ("Tanh", 1), ("Mul", 1)]
@@ -62,7 +51,7 @@ def test_group_normalization_runs_its_body_of_seven_passes_and_its_shape_kernels
     params = [numpy_helper.from_array(np.ones(g, np.float32), "s"),
               numpy_helper.from_array(np.zeros(g, np.float32), "b")]
     m = _one_op("GroupNormalization", (1, 16, 8, 8), 18, params, num_groups=g)
-    ort = collections.Counter(_ort_ops(m, tmp_path))
+    ort = collections.Counter(ort_op_types(m, tmp_path))
     w = _layer(m, tmp_path).workload
     ours = collections.Counter()
     for op, _, k in w.parts:
@@ -78,7 +67,7 @@ def test_hardswish_alone_is_two_kernels_and_after_a_convolution_its_epilogue(tmp
     """Alone, ONNX Runtime runs a HardSwish as HardSigmoid and Mul; between two convolutions it folds it into
     the first (its blocked Conv with activation HardSwish): one layer, no parts."""
     m = _one_op("HardSwish", (1, 32, 8, 8), 14)
-    assert _ort_ops(m, tmp_path) == ["HardSigmoid", "Mul"]
+    assert ort_op_types(m, tmp_path) == ["HardSigmoid", "Mul"]
     assert [op for op, _, _ in _layer(m, tmp_path).workload.parts] == ["HardSigmoid", "Mul"]
     w = numpy_helper.from_array(np.ones((32, 32, 1, 1), np.float32), "w")
     g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
@@ -87,7 +76,7 @@ def test_hardswish_alone_is_two_kernels_and_after_a_convolution_its_epilogue(tmp
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 8, 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
     conv = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
-    assert "HardSigmoid" not in _ort_ops(conv, tmp_path)
+    assert "HardSigmoid" not in ort_op_types(conv, tmp_path)
     rep = analyze(inspect_model(save(conv, tmp_path, "conv.onnx")), load_profile("cpu-avx2"),
                   Settings(fusion="typical"), with_fixes=False)
     fused = [c.layer for c in rep.score.layers if "op" in c.layer.nodes]

@@ -12,7 +12,7 @@ from dnnperf.api import analyze, inspect_model
 from dnnperf.errors import DnnperfError
 from dnnperf.hardware import load_profile
 from dnnperf.scoring import Settings
-from helpers import model, save, vi, weight
+from helpers import model, ort_op_types, save, vi, weight
 
 PROFILES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "profiles")
 
@@ -1051,7 +1051,6 @@ def test_a_standalone_clip_or_leaky_relu_leaves_the_blocked_layout_and_a_batch_n
     import collections
 
     import numpy as np
-    import onnx
     from onnx import numpy_helper
 
     c = 64
@@ -1067,12 +1066,7 @@ def test_a_standalone_clip_or_leaky_relu_leaves_the_blocked_layout_and_a_batch_n
              helper.make_node("Concat", ["c1", "c2"], ["y"], name="cat", axis=1)]
     m = model(nodes, [vi("x", [1, c, 28, 28])], [vi("y", None)], inits)
     fused = act == "Relu"
-    ort = pytest.importorskip("onnxruntime")
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "ort.onnx")
-    so.log_severity_level = 3
-    ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    theirs = collections.Counter(n.op_type for n in onnx.load(str(tmp_path / "ort.onnx")).graph.node)
+    theirs = collections.Counter(ort_op_types(m, tmp_path))
     if theirs["ReorderInput"]:  # (a CPU whose runtime writes the blocked layout)
         assert theirs["ReorderInput"] + theirs["ReorderOutput"] == (2 if fused else 4)
         assert theirs[act] == (0 if fused else 1)
@@ -1093,7 +1087,6 @@ def test_a_batch_norm_folds_only_where_the_cpu_runtime_folds_it(tmp_path, case, 
     one on a plain tensor (a graph input) is the runtime's own kernel and takes no activation (only the blocked
     layout's per-channel convolution does). dnnperf folded the BatchNormalization and its Relu in every case."""
     import numpy as np
-    import onnx
     from onnx import numpy_helper
 
     c = 64
@@ -1113,13 +1106,7 @@ def test_a_batch_norm_folds_only_where_the_cpu_runtime_folds_it(tmp_path, case, 
     else:
         nodes, shape = [bn("x", "n"), act("n", "y")], [1, c, 14, 14]
     m = model(nodes, [vi("x", shape)], [vi("y", None)], inits)
-    ort = pytest.importorskip("onnxruntime")
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "ort.onnx")
-    so.log_severity_level = 3
-    ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    assert [n.op_type for n in onnx.load(str(tmp_path / "ort.onnx")).graph.node
-            if not n.op_type.startswith("Reorder")] == theirs
+    assert [op for op in ort_op_types(m, tmp_path) if not op.startswith("Reorder")] == theirs
     layers = _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8})
     assert [la.name for la in layers if la.op_type != "LayoutReorder"] == ours
 
@@ -1135,7 +1122,6 @@ def test_a_matrix_product_takes_only_the_activations_onnx_runtimes_fused_gemm_ap
     Reshapes), leaves the activation a kernel of its own. dnnperf had applied a convolution's activation set to
     every product: Elu and Softplus apart, Clip and the MatMuls' Relu fused."""
     import numpy as np
-    import onnx
     from onnx import numpy_helper
 
     rng = np.random.default_rng(0)
@@ -1151,12 +1137,7 @@ def test_a_matrix_product_takes_only_the_activations_onnx_runtimes_fused_gemm_ap
             nodes.append(helper.make_node("Add", ["m", "b"], ["g"], name="bias"))
     nodes.append(helper.make_node(act, ["g", "lo", "hi"] if act == "Clip" else ["g"], ["y"], name="act"))
     m = model(nodes, [vi("x", shape)], [vi("y", None)], inits)
-    ort = pytest.importorskip("onnxruntime")
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "ort.onnx")
-    so.log_severity_level = 3
-    ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    theirs = [n.op_type for n in onnx.load(str(tmp_path / "ort.onnx")).graph.node if n.op_type != "Reshape"]
+    theirs = [op for op in ort_op_types(m, tmp_path) if op != "Reshape"]
     assert (theirs == ["FusedGemm"]) == fused and (act in theirs) != fused, theirs
     layers = [la for la in _layers(tmp_path, m, {"block": 8, "grouped_min_width": 8}) if la.op_type != "LayoutReorder"]
     assert ("act" in layers[0].nodes) == fused and len(layers) == (1 if fused else 2)
