@@ -126,9 +126,9 @@ def inlined_body(graph: Graph, node: Node, family: str, half: bool = True) -> Wo
     reduced = _reduced(node, x.shape, y.shape)
     grouped, channels = x.shape, None
     if node.op_type == "GroupNormalization" and len(x.shape) >= 2:
-        n, numel = reduced[0], x.numel or 0
-        grouped = (n, reduced[1], numel // max(1, n * reduced[1]))
-        channels = (n, x.shape[1], numel // max(1, n * x.shape[1]))
+        batch, numel = reduced[0], x.numel or 0
+        grouped = (batch, reduced[1], numel // max(1, batch * reduced[1]))
+        channels = (batch, x.shape[1], numel // max(1, batch * x.shape[1]))
     shapes = {"x": (x.shape, "float32"), "b": (x.shape, "bool"), "r": (reduced, "float32"), "c": ((), "float32"),
               "g": (grouped, "float32"), "h": (channels, "float32")}
     tensors = {"x": Tensor("x", grouped, "float32"), "c": Tensor("c", (), "float32")}
@@ -158,9 +158,9 @@ def inlined_body(graph: Graph, node: Node, family: str, half: bool = True) -> Wo
     ops = ", ".join(op for op, _, _ in parts)
     copied = not half and _stash_copy(graph, node, x)
     if copied:
-        n = x.numel or 0
-        parts.append(("Cast", Workload("cast", dtype="float32", other_ops=n, act_bytes_read=4 * n, bytes_written=4 * n,
-                                       parallel_work=n), 1))
+        size = x.numel or 0
+        parts.append(("Cast", Workload("cast", dtype="float32", other_ops=size, act_bytes_read=4 * size,
+                                       bytes_written=4 * size, parallel_work=size), 1))
         ops += ", a copy of its input"
     # the body's kernels of no arithmetic (shape reads, reshapes to and from the groups, casts of its constants),
     # each a dispatch: GroupNormalization's 14 at opset 18
@@ -179,26 +179,35 @@ def _stash_copy(graph: Graph, node: Node, x: Tensor) -> bool:
     reader, and as a copy of the whole tensor where it has (a residual block's input, read again by the skip
     path) or is a graph input: [1, 320, 64, 64] 293 us against 4 on a 2-core EPYC VM (ONNX Runtime 1.32's
     profile)."""
+    from dnnperf.fusion import consumers_of
+
     if node.op_type != "GroupNormalization" or graph.opset < 21 or x.dtype != "float32":
         return False
-    readers = sum(i == x.name for n in graph.nodes for i in n.inputs)
-    return readers > 1 or x.name in graph.inputs or x.name in graph.outputs
+    return consumers_of(graph).get(x.name, 0) > 1 or x.name in graph.inputs  # (a graph output counts as a reader)
 
 
-def run_as_bodies(graph: Graph, layers: list, precision: str | None = None) -> list:
-    """``layers`` with each single-node layer of an op the CPU runtime has no kernel for (``ANY``) costed as
-    its function body (under ``precision``, a what-if, where given): the layers of ONNX Runtime's CPU
-    provider."""
+def function_bodies(graph: Graph, rows) -> dict:
+    """{node name: the workload of its function body} for every node (``rows``: an inspection's) of an op the CPU
+    runtime has no kernel for (``ANY``) whose body could be costed."""
+    bodies = {}
+    for row in rows:
+        if row.node.op_type in ANY and row.workload is not None:
+            body = inlined_body(graph, row.node, row.workload.family, half=False)
+            if body is not None:
+                bodies[row.node.name] = body
+    return bodies
+
+
+def run_as_bodies(layers: list, bodies: dict, precision: str | None = None) -> list:
+    """``layers`` with each single-node layer of an op the CPU runtime has no kernel for costed as its function
+    body (``bodies``: ``function_bodies``; under ``precision``, a what-if, where given): the layers of ONNX
+    Runtime's CPU provider."""
     from dnnperf.scoring import with_precision
 
-    nodes = None
     out = []
     for layer in layers:
-        if len(layer.nodes) == 1 and layer.op_type in ANY:
-            nodes = nodes if nodes is not None else {n.name: n for n in graph.nodes}
-            node = nodes.get(layer.nodes[0])
-            body = inlined_body(graph, node, layer.workload.family, half=False) if node is not None else None
-            if body is not None:
-                layer = replace(layer, workload=with_precision(body, precision) if precision else body)
+        body = bodies.get(layer.nodes[0]) if len(layer.nodes) == 1 and layer.op_type in ANY else None
+        if body is not None:
+            layer = replace(layer, workload=with_precision(body, precision) if precision else body)
         out.append(layer)
     return out

@@ -80,9 +80,8 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     their own. ``attention``: whether attention (scores, softmax, product with V) becomes one kernel
     (``_attention_step``; not where the engine has no fused attention kernel). ``unsummed``: Adds no
     kernel takes as its summed input (``dnnperf.layout``: their other operand is not blocked), and the activations
-    of standalone BatchNormalizations that read a plain tensor (the runtime's own BatchNormalization kernel takes
-    none: its optimised graph of a BatchNormalization and Relu on a graph input keeps both). ``unfused``:
-    nodes that fuse into nothing (``dnnperf.upcast.cast_bound_clips``)."""
+    of standalone BatchNormalizations on a plain tensor (the runtime's own BatchNormalization kernel takes none).
+    ``unfused``: nodes that fuse into nothing (``dnnperf.upcast.cast_bound_clips``)."""
     cons = consumers_of(graph)
     produced: dict[str, object] = {}
     out = {}
@@ -128,17 +127,12 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 anchor = anchor_of.get(prod.node.name, prod.node)
                 if not chains and anchor.op_type in _BIAS_ONLY_ANCHORS and not _product_takes(graph, anchor, node, i):
                     continue
-                if not chains and node.op_type in CPU_CONV_ACTIVATIONS | GEMM_ACTIVATIONS and not (
-                        node.op_type in GEMM_ACTIVATIONS and (anchor.op_type == "Gemm" or anchor.name in gemm_made)
-                        if anchor.op_type in _BIAS_ONLY_ANCHORS else node.op_type in CPU_CONV_ACTIVATIONS):
-                    break  # (``GEMM_ACTIVATIONS``; a convolution's are ``CPU_CONV_ACTIVATIONS``)
+                if not chains and node.op_type in CPU_CONV_ACTIVATIONS | GEMM_ACTIVATIONS \
+                        and not _applies(anchor, node, gemm_made, unsummed):
+                    break
                 if not chains and node.op_type in ("Sub", "Mul", "Div") and any(
                         x not in graph.constants for x in node.inputs if x and x != i):
                     break  # a product of two computed tensors (StarNet's gate) is a kernel of its own
-                # (``unsummed`` here: the layout pass found that standalone BatchNormalization reading a plain tensor)
-                if not chains and anchor.op_type == "BatchNormalization" and node.op_type in CPU_CONV_ACTIVATIONS \
-                        and (node.op_type not in BLOCKED_ACTIVATIONS or node.name in unsummed):
-                    break
                 # ONNX Runtime folds a BatchNormalization into a Conv's or a MatMul's weights, not into a Gemm's, and
                 # never past an activation
                 if not chains and node.op_type == "BatchNormalization" and (anchor.op_type == "Gemm"
@@ -155,7 +149,7 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 out[node.name] = (prod.node.name, i)
                 anchor_of[node.name] = anchor
                 if not chains and anchor.op_type == "MatMul" and node.op_type in ("Add", "BatchNormalization") \
-                        and _rank(graph, i) == 2:
+                        and len(getattr(graph.tensors.get(i), "shape", None) or ()) == 2:
                     gemm_made.add(anchor.name)  # a 2-D MatMul and its bias (or folded BatchNormalization): a Gemm
                 if not chains and (summed or node.op_type in CPU_CONV_ACTIVATIONS):
                     taken.add(anchor.name)
@@ -179,9 +173,16 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     return out
 
 
-def _rank(graph: Graph, name: str) -> int:
-    t = graph.tensors.get(name)
-    return len(t.shape) if t is not None and t.shape is not None else -1
+def _applies(anchor, node, gemm_made: set, plain: frozenset) -> bool:
+    """Whether ONNX Runtime's CPU kernel for ``anchor`` applies the activation ``node``: a Gemm (``gemm_made``: a
+    2-D MatMul its bias made one) GEMM_ACTIVATIONS, a standalone BatchNormalization BLOCKED_ACTIVATIONS (none on a
+    plain tensor: ``plain`` names them), any other kernel CPU_CONV_ACTIVATIONS."""
+    op = node.op_type
+    if anchor.op_type in _BIAS_ONLY_ANCHORS:
+        return op in GEMM_ACTIVATIONS and (anchor.op_type == "Gemm" or anchor.name in gemm_made)
+    if anchor.op_type == "BatchNormalization":
+        return op in BLOCKED_ACTIVATIONS and node.name not in plain
+    return op in CPU_CONV_ACTIVATIONS
 
 
 def _per_channel(graph: Graph, node, shared: str) -> bool:

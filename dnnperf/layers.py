@@ -32,9 +32,17 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
     layers = _built(insp, fusion, precision, chains, attention, unsummed, upcast)
     if chains:
         return layers
-    from dnnperf.functions import run_as_bodies
+    from dnnperf.functions import function_bodies, run_as_bodies
 
-    return run_as_bodies(insp.graph, layers, precision)
+    bodies = _derived(insp, "function_bodies", lambda: function_bodies(insp.graph, insp.rows))
+    return run_as_bodies(layers, bodies, precision)
+
+
+def _derived(insp: Inspection, key: str, build):
+    """What depends on the graph alone, built once per inspection (a report scores it several times)."""
+    if key not in insp.derived:
+        insp.derived[key] = build()
+    return insp.derived[key]
 
 
 def _built(insp: Inspection, fusion: str, precision: str | None, chains: bool, attention: bool,
@@ -45,10 +53,7 @@ def _built(insp: Inspection, fusion: str, precision: str | None, chains: bool, a
     from dnnperf.upcast import cast_bound_clips
 
     def derived(key: str, build):
-        """What depends on the graph alone, built once per inspection (a report scores it several times)."""
-        if key not in insp.derived:
-            insp.derived[key] = build()
-        return insp.derived[key]
+        return _derived(insp, key, build)
 
     cands = derived("fusion_candidates" if attention else "fusion_candidates:unfused_attention",
                     lambda: fusion_candidates(insp.graph, insp.rows, attention=attention))  # for the fix hints

@@ -187,8 +187,7 @@ def add_casts(graph: Graph, layers: list[Layer]) -> list[Layer]:
         if layer.workload.dtype not in HALF and not any(half(i) for i in ins):
             out.append(layer)
             continue
-        convert_once(out, ins, half, full, lambda t: _cast(graph, t, "fp32"))
-        convert_once(out, roots, bool, full, lambda t: _cast(graph, t, "fp32"))
+        convert_once(out, ins + roots, half, full, lambda t: _cast(graph, t, "fp32"))
         w = with_precision(layer.workload, "fp32") if layer.workload.dtype in HALF else layer.workload
         if w.conv and layer.workload.dtype in HALF and any(i in shared for n in members if n.op_type in CONVS
                                                            for i in n.inputs[1:3]):
