@@ -289,8 +289,9 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
     calibrated before one of them was timed has no figure for it (its layers take a general one): say so."""
     from collections import Counter
 
-    from dnnperf.efficiency import epilogue_activations, missing_conv_figures, narrow_k1_timed, reads_image, run_as
-    from dnnperf.vocab import BROADCAST_SPANS, LOOP_KERNELS, NBITS_KERNELS, OP_PRICED_AS, OWN_OP_FIGURES, RUNTIME_KERNELS
+    from dnnperf.efficiency import (epilogue_activations, loop_figure, missing_conv_figures, narrow_k1_timed,
+                                    reads_image, run_as)
+    from dnnperf.vocab import LOOP_KERNELS, OP_PRICED_AS, OWN_OP_FIGURES, RUNTIME_KERNELS
 
     if not hw.bandwidth_curve:
         return None
@@ -319,9 +320,7 @@ def _uncalibrated_kernels_note(hw: HardwareProfile, sc: Score) -> str | None:
         if op == "LayoutReorder" and hw.cpu_layout is not None and "layout.reorder" not in hw.shape_efficiency:
             missing["layout conversion (timed only at a one-node model's edges)"] += 1
         if w.kernel in LOOP_KERNELS and w.kernel not in hw.loop_ns:
-            missing["broadcasting binary op (its spans' fixed time)" if w.kernel == BROADCAST_SPANS
-                    else f"{w.kernel} (its time per weight)" if w.kernel in NBITS_KERNELS
-                    else f"{w.kernel} (a loop over its outputs)"] += 1
+            missing[loop_figure(w.kernel)] += 1
     if not missing:
         return None
     which = ", ".join(f"{op} ({n} layer{'s' if n > 1 else ''})" if n else op for op, n in sorted(missing.items()))

@@ -41,11 +41,11 @@ from math import ceil
 from typing import Callable
 
 from dnnperf import rules
-from dnnperf.efficiency import (broadcast_span_time, depthwise_block_fill, epilogue_pass, family_efficiency,
+from dnnperf.efficiency import (block_copy_time, broadcast_span_time, depthwise_block_fill, epilogue_pass, family_efficiency,
                                 plain_depthwise, scalar_loop_time, serial_curve, subnormal_time, thread_split)
 from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
-from dnnperf.vocab import (BROADCAST_SPANS, CPU_VIEW_KERNELS, FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, NBITS_KERNELS,
+from dnnperf.vocab import (ADDED_LOOPS, CPU_VIEW_KERNELS, FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, NBITS_KERNELS,
                            RUNTIME_KERNELS, Cause)
 from dnnperf.workload import DTYPE_OF_PRECISION, PRECISION_OF_DTYPE, Workload
 
@@ -346,9 +346,10 @@ def _overlap(s: LayerState, hidden: float | None = None) -> float:
 
 def _efficiency(s: LayerState) -> float:
     """The calibrated pace of the kernel (``_paced``), and on a calibrated CPU the spans a broadcasting
-    binary op loops over (``efficiency.broadcast_span_time``)."""
+    binary op loops over (``efficiency.broadcast_span_time``) and the runs a Transpose copies one by one
+    (``efficiency.block_copy_time``)."""
     t = _paced(s)
-    return t + broadcast_span_time(s.layer, s.hw, t)
+    return t + broadcast_span_time(s.layer, s.hw, t) + block_copy_time(s.layer, s.hw)
 
 
 def _paced(s: LayerState) -> float:
@@ -363,7 +364,7 @@ def _paced(s: LayerState) -> float:
     kernel the runtime runs as one loop over its outputs (``loop_ns``: Resize) takes its calibrated time per
     output element."""
     w = s.w
-    loop = s.hw.loop_ns.get(w.kernel) if w.kernel and w.kernel != BROADCAST_SPANS \
+    loop = s.hw.loop_ns.get(w.kernel) if w.kernel and w.kernel not in ADDED_LOOPS \
         and ("+" not in s.layer.op_type or w.kernel in NBITS_KERNELS) else None
     items = w.loop_items or w.parallel_work
     if loop and items and w.kernel in NBITS_KERNELS:

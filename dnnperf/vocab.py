@@ -119,13 +119,14 @@ GEMM_ACTIVATIONS = frozenset({"Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmo
 # vector's one feature for one row; an LRN 12 ns an element, AlexNet's and GoogLeNet's at 0.2 to 0.6 M elements; a
 # ReduceLogSumExp 2.0-2.4 ns an input element, an exponential each, over rows of 20 to 2,000): what a profile's loop_ns
 # may name (Workload.kernel), per step of the layer's work (Workload.loop_items, else Workload.parallel_work: outputs, a
-# scatter's updates, a Gather's blocks), and what calibrate times. BROADCAST_SPANS is the one figure added to a kernel's
-# time instead of replacing it
+# scatter's updates, a Gather's blocks), and what calibrate times. ADDED_LOOPS' figures add to a kernel's time instead
+# of replacing it
 LOOP_KERNELS = ("Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis", "ScatterElements", "QLinearConcat",
                 "QLinearAveragePool", "MaxPool.int8", "Transpose.elements", "Slice.strided", "Gather.blocks",
                 "CumSum.last", "DepthToSpace", "SpaceToDepth", "ArgMax", "Expand.fill", "PRelu", "TreeEnsemble.level",
                 "SVM.term", "LRN", "ReduceLogSumExp", "Broadcast.span", "MatMulNBits.fp32", "MatMulNBits.int8",
-                "Clip.half", "Max.half", "Min.half", "Round.half", "Shrink.half")  # 16-bit element ops: dnnperf.upcast
+                "Clip.half", "Max.half", "Min.half", "Round.half", "Shrink.half",  # 16-bit element ops: dnnperf.upcast
+                "Transpose.blocks")
 # ONNX Runtime's CPU MatMulNBits (4-bit weights in blocks): its kernel unpacks and scales every weight on
 # each call, in float32 (accuracy_level 0-3) or after quantising the input to 8 bits (accuracy_level 4: byte
 # dot products), at a calibrated time per weight (K x N; a 2-core EPYC VM, one row, 4096 x 4096 products
@@ -138,6 +139,10 @@ NBITS_KERNELS = ("MatMulNBits.fp32", "MatMulNBits.int8")
 # to [4096, 96] is 4,096 spans of 96): each span costs a fixed time on top of the stream (2-core EPYC VM,
 # 393,216 elements: 16-wide spans 96 us, 48 50, 96 38, 192 29, 768 28; 2.85 ns a span)
 BROADCAST_SPANS = "Broadcast.span"
+# a Transpose that copies runs of several elements (the trailing axes it leaves in place) calls a copy once a
+# run, at a fixed time per call on top of its bytes (dnnperf.ops.movement.copied_blocks: 4.1-5.0 ns a run)
+TRANSPOSE_BLOCKS = "Transpose.blocks"
+ADDED_LOOPS = (BROADCAST_SPANS, TRANSPOSE_BLOCKS)
 # a convolution whose weights are computed at every inference (dequantized by a DequantizeLinear ONNX Runtime
 # keeps unfolded): its blocked layout reorders weights once at load time, so it runs the plain kernel
 PLAIN_CONV = "Conv.runtime_weights"

@@ -622,6 +622,8 @@ def micro_models(quick: bool) -> list[Micro]:
     # the element loops (ELEMENT_LOOPS): key -> (node, its input's shape, its constants)
     (tr_shape, perm), (runs, run), m56 = TRANSPOSE_LOOP, EXPAND_FILL, (1, 64, 56, 56)
     loops = {"Transpose.elements": (helper.make_node("Transpose", ["x"], ["y"], perm=list(perm)), tr_shape, []),
+             "Transpose.blocks": (helper.make_node("Transpose", ["x"], ["y"], perm=list(TRANSPOSE_RUNS[1])),
+                                  TRANSPOSE_RUNS[0], []),
              "Slice.strided": (helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"]), m56,
                                [_ints("s", [0]), _ints("e", [56]), _ints("a", [3]), _ints("t", [2])]),
              "Gather.blocks": (helper.make_node("Gather", ["x", "i"], ["y"], axis=3), m56,
@@ -903,14 +905,18 @@ SHAPED_LOOPS = {"TreeEnsemble.level": TREE_FOREST, "SVM.term": SVM_SHAPE, "LRN":
 # a permutation ONNX Runtime's CPU Transpose copies element by element (ops.movement.element_loop): no
 # single axis moved, the last axis moved (301,056 elements)
 TRANSPOSE_LOOP = ((16, 32, 49, 12), (2, 0, 3, 1))
+# ... and one it copies as runs of several elements (ops.movement.copied_blocks), attention's head split with runs
+# of 4 float32 elements (16 B; 196,608 runs, 3 MB): the calls, not the bytes, set its time
+TRANSPOSE_RUNS = ((1, 12, 16384, 4), (0, 2, 1, 3))
 # an Expand filling runs of 32 from one element each, as F.normalize's over Swin V2's 32-wide heads
 EXPAND_FILL = (9408, 32)  # runs, run length
-# the element loops' steps per run (their loop_items, else outputs): that Transpose; on a 64 x 56 x 56 map
-# a Slice taking every other column, a Gather of 28 columns (blocks of one), a running sum along the rows,
-# 2 x 2 pixel shuffles both ways, an ArgMax over the channels (its inputs, as a segmentation head's over
+# the element loops' steps per run (their loop_items, else outputs): those Transposes' elements and runs; on a
+# 64 x 56 x 56 map a Slice taking every other column, a Gather of 28 columns (blocks of one), a running sum along
+# the rows, 2 x 2 pixel shuffles both ways, an ArgMax over the channels (its inputs, as a segmentation head's over
 # its classes); that Expand (its inputs); a PRelu with a slope per channel; a ReduceLogSumExp over the
 # channels (its inputs)
-ELEMENT_LOOPS = {"Transpose.elements": int(np.prod(TRANSPOSE_LOOP[0])), "Slice.strided": 64 * 56 * 28,
+ELEMENT_LOOPS = {"Transpose.elements": int(np.prod(TRANSPOSE_LOOP[0])), "Transpose.blocks": 12 * 16384,
+                 "Slice.strided": 64 * 56 * 28,
                  "Gather.blocks": 64 * 56 * 28, "CumSum.last": 64 * 56 * 56, "DepthToSpace": 64 * 56 * 56,
                  "SpaceToDepth": 64 * 56 * 56, "ArgMax": 64 * 56 * 56, "Expand.fill": EXPAND_FILL[0],
                  "PRelu": 64 * 56 * 56, "ReduceLogSumExp": 64 * 56 * 56}
