@@ -41,8 +41,9 @@ from math import ceil
 from typing import Callable
 
 from dnnperf import rules
-from dnnperf.efficiency import (block_copy_time, broadcast_span_time, depthwise_block_fill, epilogue_pass, family_efficiency,
-                                plain_depthwise, scalar_loop_time, serial_curve, subnormal_time, thread_split)
+from dnnperf.efficiency import (block_copy_time, broadcast_span_time, depthwise_block_fill, epilogue_pass,
+                                family_efficiency, plain_depthwise, scalar_loop_time, serial_curve, subnormal_time,
+                                thread_split)
 from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
 from dnnperf.vocab import (ADDED_LOOPS, CPU_VIEW_KERNELS, FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, NBITS_KERNELS,
