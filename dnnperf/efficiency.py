@@ -681,14 +681,14 @@ def loop_figure(kernel: str) -> str:
 
 
 def block_copies(layer: Layer, hw: HardwareProfile) -> bool:
-    """Whether ``layer`` is a Transpose that copies runs of several elements (``ops.movement.copied_blocks``)
+    """Whether ``layer`` is a Transpose that copies runs of several elements (``ops.transpose.copied_blocks``)
     on a profile with their calibrated time per run (``loop_ns`` 'Transpose.blocks')."""
     return layer.workload.kernel == TRANSPOSE_BLOCKS and "+" not in layer.op_type and TRANSPOSE_BLOCKS in hw.loop_ns
 
 
 def block_copy_time(layer: Layer, hw: HardwareProfile) -> float:
     """Seconds a Transpose that copies runs of several elements spends calling its copy once a run, on top of
-    its bytes at the movement family's pace (``ops.movement.copied_blocks``; ``loop_ns`` 'Transpose.blocks',
+    its bytes at the movement family's pace (``ops.transpose.copied_blocks``; ``loop_ns`` 'Transpose.blocks',
     timed by calibrate on runs of 4 float32 elements, where the calls are 0.93 of the time). ONNX Runtime
     1.32 on a 2-core EPYC VM (2 threads), 786,432 float32 elements moved by (0, 2, 1, 3): runs of 4 0.89 ms,
     16 0.30, 64 0.11, 768 0.06; the 2-D transpose's figure (op_efficiency 'Transpose', timed on NCHW ->

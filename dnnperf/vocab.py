@@ -111,7 +111,7 @@ GEMM_ACTIVATIONS = frozenset({"Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmo
 # ScatterElements: 5-9 ns an update; the uint8 QLinearConcat 0.26-0.54 ns and QLinearAveragePool 8.2-10 ns an output; an
 # 8-bit MaxPool in NCHW (a QDQ model's, its Q/DQ pair dropped) 7.6-8.5 ns an output, 20x its float twin, where the
 # NhwcMaxPool it runs after a QLinearConv takes 0.2; a Transpose that moves the last axis and more than one axis, copied
-# element by element, 2.3-2.8 ns: dnnperf.ops.movement.element_loop; a Slice stepping through the last axis 0.8; a
+# element by element, 2.3-2.8 ns: dnnperf.ops.transpose.element_loop; a Slice stepping through the last axis 0.8; a
 # Gather of small blocks 2.6-3.4 a block; a CumSum along the last axis 1.6-3; DepthToSpace 0.6-2.6 and SpaceToDepth
 # 0.25-0.33; ArgMax / ArgMin 0.24-0.48 an input element; an Expand that broadcasts a last axis of one element 23-25 an
 # input element; PRelu 2.0-2.8 an element, whatever its slope's shape; a tree ensemble 2.1-4.5 ns a level of a row's
@@ -140,7 +140,7 @@ NBITS_KERNELS = ("MatMulNBits.fp32", "MatMulNBits.int8")
 # 393,216 elements: 16-wide spans 96 us, 48 50, 96 38, 192 29, 768 28; 2.85 ns a span)
 BROADCAST_SPANS = "Broadcast.span"
 # a Transpose that copies runs of several elements (the trailing axes it leaves in place) calls a copy once a
-# run, at a fixed time per call on top of its bytes (dnnperf.ops.movement.copied_blocks: 4.1-5.0 ns a run)
+# run, at a fixed time per call on top of its bytes (dnnperf.ops.transpose.copied_blocks: 4.1-5.0 ns a run)
 TRANSPOSE_BLOCKS = "Transpose.blocks"
 ADDED_LOOPS = (BROADCAST_SPANS, TRANSPOSE_BLOCKS)
 # a convolution whose weights are computed at every inference (dequantized by a DequantizeLinear ONNX Runtime

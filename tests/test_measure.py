@@ -958,7 +958,7 @@ def test_which_transposes_onnx_runtime_copies_element_by_element():
     Axes that stay next to each other in order move as one first. Cases worked by hand against those
     rules; each of the elementwise kind below, and the merged ones, timed in ONNX Runtime 1.32 (2.2-2.5
     ns an element for the loop, 0.2 for the merged ones)."""
-    from dnnperf.ops.movement import element_loop, merged_axes, single_axis_move
+    from dnnperf.ops.transpose import element_loop, merged_axes, single_axis_move
 
     assert element_loop([16, 32, 49, 12], [2, 0, 3, 1])  # no single axis moved, last axis moved
     assert element_loop([1, 64, 8, 7, 8, 7], [0, 2, 4, 3, 5, 1])  # MaxViT's window partition
@@ -1031,7 +1031,7 @@ def test_a_transpose_copying_runs_of_elements_pays_a_fixed_time_per_run(tmp_path
     from onnx import helper as h
 
     from dnnperf.measure.micro import loop_elements
-    from dnnperf.ops.movement import copied_blocks
+    from dnnperf.ops.transpose import copied_blocks
     from helpers import model as mk
     from helpers import vi
 

@@ -902,10 +902,10 @@ NBITS_GEMV = (4, 4096, 4096)  # MatMulNBits on one row: products chained, K, N (
 # loops whose steps per run are the product of their shape's figures (trees x levels x rows, ...)
 SHAPED_LOOPS = {"TreeEnsemble.level": TREE_FOREST, "SVM.term": SVM_SHAPE, "LRN": LRN_SHAPE,
                 "MatMulNBits.fp32": NBITS_GEMV, "MatMulNBits.int8": NBITS_GEMV}
-# a permutation ONNX Runtime's CPU Transpose copies element by element (ops.movement.element_loop): no
+# a permutation ONNX Runtime's CPU Transpose copies element by element (ops.transpose.element_loop): no
 # single axis moved, the last axis moved (301,056 elements)
 TRANSPOSE_LOOP = ((16, 32, 49, 12), (2, 0, 3, 1))
-# ... and one it copies as runs of several elements (ops.movement.copied_blocks), attention's head split with runs
+# ... and one it copies as runs of several elements (ops.transpose.copied_blocks), attention's head split with runs
 # of 4 float32 elements (16 B; 196,608 runs, 3 MB): the calls, not the bytes, set its time
 TRANSPOSE_RUNS = ((1, 12, 16384, 4), (0, 2, 1, 3))
 # an Expand filling runs of 32 from one element each, as F.normalize's over Swin V2's 32-wide heads

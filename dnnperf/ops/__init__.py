@@ -301,7 +301,8 @@ def _shapes_known(graph: Graph, node: Node) -> bool:
 
 def _load() -> None:
     from dnnperf.ops import (attention, contrib, contrib_decode, contrib_nchwc, contrib_nhwc, control,  # noqa: F401
-                             elementwise, experts, extra, matrix, ml, movement, norm, pool, retired, rnn)
+                             elementwise, experts, extra, matrix, ml, movement, norm, pool, retired, rnn,
+                             transpose)
 
 
 _load()
