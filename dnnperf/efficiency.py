@@ -586,12 +586,17 @@ PARALLEL_COPY_CYCLES = 210_000
 # thread pool (split.cc: one CopyMatrix per output): all of it at one thread's copy pace. Swin V2's
 # window rolls and qkv splits (2-core EPYC VM) took 2.2-3x the two-thread copy estimate
 SPLIT_KERNEL = "Split"
+# ... and so does its Transpose of a permutation that keeps the axes larger than 1 in order (its
+# IsTransposeReshape: one CopyCpuTensor, a memcpy): [1, 197, 768] -> [197, 1, 768] took 30-41 us on the VM
+# (40 GB/s read and written), as a one-node model and between two Adds, static batch or symbolic
+RESHAPE_COPY = "Transpose.reshape"
+ONE_THREAD_COPIES = (SPLIT_KERNEL, RESHAPE_COPY)
 
 
 def serial_pieces_share(w: Workload) -> float:
     """Share of a Concat's elements in inputs small enough for a CPU runtime to copy with one thread
     (a Split: all of them)."""
-    if w.kernel == SPLIT_KERNEL:
+    if w.kernel in ONE_THREAD_COPIES:
         return 1.0
     total = sum(w.pieces)
     if not total:
@@ -608,8 +613,9 @@ def one_thread(elements: int, dtype: str) -> bool:
 
 
 def serial_curve(w: Workload, hw: HardwareProfile):
-    """The calibrated one-thread copy curve ('movement.serial') when it applies to this Concat or Split."""
-    if not (w.pieces or w.kernel == SPLIT_KERNEL) or not hw.shape_efficiency:
+    """The calibrated one-thread copy curve ('movement.serial') when it applies to this Concat, Split or
+    reshaping Transpose's copy."""
+    if not (w.pieces or w.kernel in ONE_THREAD_COPIES) or not hw.shape_efficiency:
         return None
     curve = hw.shape_efficiency.get("movement.serial")
     return curve if curve and serial_pieces_share(w) > 0 else None

@@ -69,7 +69,7 @@ def _built(insp: Inspection, fusion: str, precision: str | None, chains: bool, a
     def make(row: Row) -> Layer:
         w = row.workload if row.node.name not in absorbed else Workload("view", row.workload.dtype, launches=0)
         if not chains and w is row.workload and row.node.name not in merged:
-            w = cpu_dispatched(row.node.op_type, w)  # ONNX Runtime dispatches a view as any other node
+            w = cpu_dispatched(row.node.op_type, w, row.output_shape)  # ORT dispatches a view as any other node
         if precision:
             w = with_precision(w, precision)
         c = cands.get(row.node.name)

@@ -37,7 +37,7 @@ calibrated figure a layer reads, and the CPU runtime's extra passes, live in ``d
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from math import ceil
+from math import ceil, prod
 from typing import Callable
 
 from dnnperf import rules
@@ -1071,10 +1071,22 @@ def _score_all(layers: list[Layer], hw: HardwareProfile, precision, resident: bo
     return out
 
 
-def cpu_dispatched(op_type: str, w: Workload) -> Workload:
+def cpu_dispatched(op_type: str, w: Workload, shape: tuple | None = None) -> Workload:
     """A view ONNX Runtime's CPU provider dispatches as any other node (``vocab.CPU_VIEW_KERNELS``: a
-    Reshape, a Transpose of size-1 axes): one launch, its dispatch only."""
-    return replace(w, launches=1) if w.family == "view" and op_type in CPU_VIEW_KERNELS else w
+    Reshape, a Squeeze...): one launch, its dispatch only. A Transpose that moves only axes of size 1 is no
+    view there: its kernel copies the tensor with one memcpy on the calling thread
+    (``efficiency.RESHAPE_COPY``; ``shape``: its output's, the layer's elements; without it the dispatch
+    alone)."""
+    if w.family != "view" or op_type not in CPU_VIEW_KERNELS:
+        return w
+    if op_type == "Transpose" and shape:
+        from dnnperf.efficiency import RESHAPE_COPY
+
+        n = prod(shape)
+        nbytes = (n * DTYPE_BITS.get(w.dtype, 32) + 7) // 8
+        return Workload("movement", w.dtype, act_bytes_read=nbytes, bytes_written=nbytes, parallel_work=n,
+                        kernel=RESHAPE_COPY)
+    return replace(w, launches=1)
 
 
 def weights_fit(hw: HardwareProfile, nbytes: int) -> bool:

@@ -58,7 +58,8 @@ MATRIX_FAMILIES = frozenset({"conv", "depthwise_conv", "grouped_conv", "matmul",
 FREE_FAMILIES = frozenset({"view", "shape"})  # no kernel launched, no bytes moved
 # views ONNX Runtime's CPU provider still runs as nodes of their own: no bytes move (the output aliases
 # the input), but each costs a dispatch like any node (a Squeeze / Unsqueeze chain 0.17 us a node, a
-# Relu chain 0.16; a Transpose that moves only size-1 axes is rewritten to a Reshape)
+# Relu chain 0.16); a Transpose that moves only size-1 axes is one too, whose kernel copies the tensor with one
+# memcpy (``dnnperf.scoring.cpu_dispatched``)
 CPU_VIEW_KERNELS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"})
 HOST_SHAPE_FAMILIES = frozenset({"shape_runtime"})  # no kernel: a CPU runtime pays a host cost per op
 # families a profile may name (efficiency, accelerator_families): everything that launches a kernel

@@ -247,6 +247,29 @@ def test_an_einsum_a_transposed_convolution_and_a_recurrent_layer_take_no_epilog
     assert [op for op, _, _ in _layers(save(gemm, tmp_path, "g.onnx"))] == ["Gemm+Relu"]
 
 
+def test_a_transpose_of_size_1_axes_is_a_one_thread_copy_on_a_cpu(tmp_path):
+    """ONNX Runtime's CPU Transpose of a permutation that keeps the axes larger than 1 in order copies the tensor
+    with one memcpy on the calling thread (its IsTransposeReshape, then CopyCpuTensor): ViT's [1, 197, 768] ->
+    [197, 1, 768] took 30-41 us on a 2-core EPYC VM as a one-node model and between two Adds, static or symbolic
+    batch, and its optimised graph keeps the node. So on a CPU profile it moves 197 x 768 x 4 = 605,184 bytes
+    each way; with a bandwidth of 50 GB/s and a one-thread copy curve of 0.5 that is 1,210,368 / 50e9 / 0.5 =
+    24.2 us, plus a dispatch. On a GPU it stays a view (no layer time)."""
+    from dnnperf.hardware import profile_from_dict
+
+    m = model([n("Transpose", ["x"], ["y"], perm=[1, 0, 2], name="t")], [vi("x", [1, 197, 768])], [vi("y", None)])
+    path = save(m, tmp_path, "reshape.onnx")
+    with open(os.path.join(os.path.dirname(__file__), "..", "profiles", "cpu-avx2.yaml"), encoding="utf-8") as fh:
+        cpu = yaml.safe_load(fh)
+    cpu.update({"memory": {"dram_gbs": 50, "onchip_mb": 64, "bandwidth_curve": {0.001: 50, 1000: 50}},
+                "efficiency": {"movement": 1.0}, "shape_efficiency": {"movement.serial": {1: 0.5, 100000: 0.5}}})
+    hw = profile_from_dict(cpu, "x")
+    layer = analyze(inspect_model(path), hw, Settings(fusion="typical"), with_fixes=False).score.layers[0]
+    assert layer.layer.workload.family == "movement" and layer.layer.workload.bytes_written == 605_184
+    assert layer.time_s - layer.t_launch == pytest.approx(1_210_368 / 50e9 / 0.5, rel=1e-3)
+    gpu = analyze(inspect_model(path), load_profile("v100"), Settings(fusion="typical"), with_fixes=False)
+    assert all(c.time_s == 0.0 for c in gpu.score.layers)
+
+
 def test_a_view_the_runtime_runs_costs_one_dispatch_on_a_cpu(tmp_path):
     """ONNX Runtime runs a Reshape, Squeeze or Unsqueeze as a node of its own: nothing moves, but it is
     dispatched like any node (timed: Squeezes and Unsqueezes in turn 0.17 us a node, a Relu chain

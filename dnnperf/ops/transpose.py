@@ -1,11 +1,11 @@
 """Transpose: which kernel ONNX Runtime's CPU provider copies a permutation with.
 
-A permutation of size-1 axes only is a view. Otherwise the kernel copies every byte, in one of four ways read
-off its source and timed on a 2-core EPYC VM (ONNX Runtime 1.32): a plain copy (the axes larger than 1 kept
-in order); a tiled 2-D transpose where the last axis moves with one other (the profile's 'Transpose'
-figure); runs of several elements, the trailing axes left in place, one copy call a run (``copied_blocks``,
-loop_ns 'Transpose.blocks'); and, where the last axis moves with more than one other, a loop over every
-element (``element_loop``, loop_ns 'Transpose.elements').
+A permutation that keeps the axes larger than 1 in order moves no element: a view for a framework, one memcpy
+for ONNX Runtime's CPU kernel (``dnnperf.scoring.cpu_dispatched``). Any other the kernel copies in one of three
+ways, read off its source and timed on a 2-core EPYC VM (ONNX Runtime 1.32): a tiled 2-D transpose where the
+last axis moves with one other (the profile's 'Transpose' figure); runs of several elements, the trailing axes
+left in place, one copy call a run (``copied_blocks``, loop_ns 'Transpose.blocks'); and, where the last axis
+moves with more than one other, a loop over every element (``element_loop``, loop_ns 'Transpose.elements').
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dnnperf.workload import Workload
 
 def transpose(ctx: Ctx):
     """A permutation that moves only axes of size 1 leaves every element where it was (a decoder's
-    [1, 1, heads, d] -> [1, heads, 1, d] at one token): a view, as PyTorch's transpose is and as ONNX
-    Runtime's transpose optimizer rewrites it (a Reshape). Any other permutation copies every byte;
+    [1, 1, heads, d] -> [1, heads, 1, d] at one token): a view, as PyTorch's transpose is (ONNX Runtime's CPU
+    kernel still copies it, with one memcpy: ``scoring.cpu_dispatched``). Any other permutation copies every byte;
     one that ONNX Runtime's CPU kernel copies element by element (``element_loop``) names that loop
     (loop_ns 'Transpose.elements' on a calibrated CPU), one it copies as runs of several elements
     (``copied_blocks``) its copies of a run (loop_ns 'Transpose.blocks')."""
