@@ -380,7 +380,7 @@ def _score(insp: Inspection, hw: HardwareProfile, settings: Settings) -> Score:
         if upcast:
             from dnnperf.upcast import add_casts
 
-            layers = add_casts(insp.graph, layers)
+            layers = add_casts(insp, layers)
         return layers
 
     layers = built()

@@ -38,6 +38,13 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
     return run_as_bodies(layers, bodies, precision)
 
 
+def shared_weights(insp: Inspection) -> dict:
+    """The inspection's ``upcast.shared_half_weights``, found once (a report builds its layers several times)."""
+    from dnnperf.upcast import shared_half_weights
+
+    return _derived(insp, "shared_half_weights", lambda: shared_half_weights(insp.graph))
+
+
 def _derived(insp: Inspection, key: str, build):
     """What depends on the graph alone, built once per inspection (a report scores it several times)."""
     if key not in insp.derived:
@@ -81,7 +88,8 @@ def _built(insp: Inspection, fusion: str, precision: str | None, chains: bool, a
         if chains:
             return fuse(insp.graph, insp.rows, make, cands)
         groups = derived("runtime_kernel_groups", lambda: runtime_kernel_groups(insp.graph))
-        plain = derived("cast_bound_clips", lambda: cast_bound_clips(insp.graph)) if upcast else frozenset()
+        plain = derived("cast_bound_clips", lambda: cast_bound_clips(insp.graph, shared_weights(insp))) \
+            if upcast else frozenset()
         cpu_cands = derived(f"cpu_fusion:{sorted(unsummed)}:{upcast}",
                             lambda: fusion_candidates(insp.graph, insp.rows, False, groups, unsummed=unsummed,
                                                       unfused=plain))

@@ -102,13 +102,14 @@ def shared_half_weights(graph: Graph) -> dict[str, str]:
     return out
 
 
-def cast_bound_clips(graph: Graph) -> frozenset[str]:
+def cast_bound_clips(graph: Graph, shared: dict | None = None) -> frozenset[str]:
     """The 16-bit Clips whose bounds are shared 16-bit scalars (``shared_half_weights``): the runtime fuses a
     Clip into the convolution before it only when its bounds are constants, and these read Casts run every
     inference, so each is a kernel of its own (in fp32, between the runtime's conversions out of its blocked
     layout and back: ONNX Runtime 1.32's optimised graph of a fp16 MobileNetV2 whose convolutions have biases
-    of their own holds 52 blocked convolutions, 35 plain Clips, 69 conversions and 4 Casts)."""
-    shared = shared_half_weights(graph)
+    of their own holds 52 blocked convolutions, 35 plain Clips, 69 conversions and 4 Casts). ``shared``: the
+    graph's ``shared_half_weights``, when already known."""
+    shared = shared_half_weights(graph) if shared is None else shared
     out = set()
     for n in graph.nodes:
         x = graph.tensors.get(n.inputs[0]) if n.op_type == "Clip" and n.inputs else None
@@ -118,11 +119,15 @@ def cast_bound_clips(graph: Graph) -> frozenset[str]:
     return frozenset(out)
 
 
-def add_casts(graph: Graph, layers: list[Layer]) -> list[Layer]:
+def add_casts(insp, layers: list[Layer]) -> list[Layer]:
     """``layers`` with the 16-bit compute layers costed in fp32 and a ``Cast`` layer at each
-    boundary between them and 16-bit data (see the module docstring)."""
+    boundary between them and 16-bit data (see the module docstring); ``insp``: their inspection (its
+    shared weights are found once per inspection, ``layers.shared_weights``)."""
+    from dnnperf.layers import shared_weights
+
+    graph = insp.graph
     nodes = {n.name: n for n in graph.nodes}
-    shared = shared_half_weights(graph)
+    shared = shared_weights(insp)
     full: set[str] = set()  # 16-bit tensors that exist as fp32 (cast up, or computed in fp32)
     produced_full: set[str] = set()  # ... of them, those that exist ONLY as fp32 (computed in fp32)
     cast_back: set[str] = set()
