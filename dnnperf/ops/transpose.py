@@ -25,7 +25,8 @@ def transpose(ctx: Ctx):
     x = ctx.in_shape(0)
     perm = ctx.attr("perm", None)
     perm = list(range(len(x)))[::-1] if perm is None else [int(p) for p in perm]
-    if sorted(perm) == list(range(len(x))) and [a for a in perm if x[a] != 1] == [a for a in range(len(x)) if x[a] != 1]:
+    kept = [a for a in range(len(x)) if x[a] != 1]
+    if sorted(perm) == list(range(len(x))) and [a for a in perm if x[a] != 1] == kept:
         return Workload(family="view", dtype=ctx.dtype(0), launches=0)
     if element_loop(x, perm):
         return ctx.workload("movement", kernel="Transpose.elements")
