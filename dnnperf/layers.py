@@ -38,6 +38,24 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
     return run_as_bodies(layers, bodies, precision)
 
 
+def _pushed(branches: list, dtype: str) -> Workload:
+    """The Transposes a pushed one becomes (``rewrites.pushed_transposes``), as the parts of one layer; none: no
+    kernel."""
+    from dataclasses import replace
+
+    from dnnperf.ops.transpose import permuted
+
+    ws = [permuted(shape, perm, dtype) for shape, perm in branches]
+    if not ws:
+        return Workload("view", dtype, launches=0)
+    if len(ws) == 1:
+        return ws[0]
+    total = Workload("movement", dtype, launches=0)
+    for w in ws:
+        total = total + w
+    return replace(total, family="movement", dtype=dtype, parts=tuple(("Transpose", w, 1) for w in ws))
+
+
 def shared_weights(insp: Inspection) -> dict:
     """The inspection's ``upcast.shared_half_weights``, found once (a report builds its layers several times)."""
     from dnnperf.upcast import shared_half_weights
@@ -56,7 +74,7 @@ def _built(insp: Inspection, fusion: str, precision: str | None, chains: bool, a
            unsummed: frozenset, upcast: bool) -> list[Layer]:
     from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes, merge_siblings
     from dnnperf.kernel_groups import framework_op_groups, group_candidates, runtime_kernel_groups, transposed_operands
-    from dnnperf.rewrites import cpu_absorbed, split_groups
+    from dnnperf.rewrites import cpu_absorbed, pushed_transposes, split_groups
     from dnnperf.upcast import cast_bound_clips
 
     def derived(key: str, build):
@@ -72,9 +90,13 @@ def _built(insp: Inspection, fusion: str, precision: str | None, chains: bool, a
         absorbed = derived("transposed_operands", lambda: transposed_operands(insp.graph))  # attention's K^T
 
     merged = derived("merged_reshapes", lambda: merged_reshapes(insp)) if not chains else frozenset()
+    pushed = derived("pushed_transposes", lambda: pushed_transposes(insp.graph)) \
+        if fusion == "typical" and not chains else {}
 
     def make(row: Row) -> Layer:
         w = row.workload if row.node.name not in absorbed else Workload("view", row.workload.dtype, launches=0)
+        if row.node.name in pushed:  # ONNX Runtime's transpose optimizer moved it past the Gathers that read it
+            w = _pushed(pushed[row.node.name], row.workload.dtype)
         if not chains and w is row.workload and row.node.name not in merged:
             w = cpu_dispatched(row.node.op_type, w, row.output_shape)  # ORT dispatches a view as any other node
         if precision:

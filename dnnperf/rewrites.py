@@ -164,3 +164,53 @@ def neutral_arithmetic(graph: Graph) -> frozenset[str]:
                 out.add(node.name)
                 break
     return frozenset(out)
+
+
+def pushed_transposes(graph: Graph) -> dict[str, list[tuple[tuple, list[int]]]]:
+    """The Transposes ONNX Runtime's transpose optimizer pushes through the Gathers that read them, and the
+    Transposes they then become: {node: [(input shape, permutation), ...]}. A Transpose every reader of which
+    is a Gather of one constant scalar index (Swin's and timm's q, k, v taken from one permuted qkv tensor)
+    runs no kernel of its own ([]); each Gather takes its index from the Transpose's input instead, and its
+    result is transposed by the rest of the permutation: a Transpose of its own, listed under the pushed one,
+    or, where the Gather's one reader is a Transpose, composed with that one (listed under it; a key transpose
+    (0, 1, 3, 2) after (0, 2, 1, 3) becomes (0, 2, 3, 1), which a MatMul cannot take as a transposed operand).
+    ORT 1.32's optimised graphs of [1, 49, 3, 3, 32] (2, 0, 3, 1, 4) followed by three such Gathers, static
+    and symbolic batch, with attention after them, as graph outputs or under a Relu each: always pushed, each
+    branch a Transpose (0, 2, 1, 3), the key's (0, 2, 3, 1) before a FusedMatMul that takes neither."""
+    users = users_of(graph)
+    out: dict[str, list] = {}
+    for node in graph.nodes:
+        if node.op_type != "Transpose" or node.domain not in ("", "ai.onnx") or not node.outputs \
+                or node.outputs[0] in graph.outputs:
+            continue
+        x = graph.tensors.get(node.inputs[0]) if node.inputs else None
+        readers = users.get(node.outputs[0], [])
+        if x is None or not x.shape or not readers or not all(_scalar_gather(g, node.outputs[0], graph)
+                                                               for g in readers):
+            continue
+        rank = len(x.shape)
+        perm = [int(p) for p in node.attrs.get("perm") or range(rank - 1, -1, -1)]
+        if sorted(perm) != list(range(rank)):
+            continue
+        out[node.name] = []
+        for g in readers:
+            a = int(g.attrs.get("axis", 0)) % rank
+            src = perm[a]
+            shape = tuple(d for i, d in enumerate(x.shape) if i != src)
+            rest = [p - (p > src) for i, p in enumerate(perm) if i != a]
+            after = users.get(g.outputs[0], []) if g.outputs and g.outputs[0] not in graph.outputs else []
+            if len(after) == 1 and after[0].op_type == "Transpose" and after[0].domain in ("", "ai.onnx") \
+                    and len(after[0].attrs.get("perm") or ()) == len(rest):
+                out[after[0].name] = [(shape, [rest[int(q)] for q in after[0].attrs["perm"]])]
+            else:
+                out[node.name].append((shape, rest))
+    return out
+
+
+def _scalar_gather(node, tensor: str, graph: Graph) -> bool:
+    """A Gather of ``tensor`` at one constant scalar index."""
+    if node.op_type != "Gather" or node.domain not in ("", "ai.onnx") or len(node.inputs) < 2 \
+            or node.inputs[0] != tensor or not node.outputs:
+        return False
+    idx = graph.values.get(node.inputs[1])
+    return idx is not None and getattr(idx, "ndim", 1) == 0 and node.inputs[1] in graph.constants

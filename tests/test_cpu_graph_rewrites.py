@@ -270,6 +270,56 @@ def test_a_transpose_of_size_1_axes_is_a_one_thread_copy_on_a_cpu(tmp_path):
     assert all(c.time_s == 0.0 for c in gpu.score.layers)
 
 
+def _qkv(tail: str):
+    """A [1, 49, 288] input reshaped to [1, 49, 3, 3, 32] and permuted (2, 0, 3, 1, 4), q, k and v taken by
+    scalar Gathers (Swin's and timm's attention), then ``tail``: 'attention' (q scaled, k transposed
+    (0, 1, 3, 2), q @ k^T, Softmax, @ v) or 'two' (q and k only, q @ k^T)."""
+    import numpy as np
+
+    inits = [ints("shp", [1, 49, 3, 3, 32]), numpy_helper.from_array(np.array(0.17, np.float32), "sc")] + [
+        numpy_helper.from_array(np.array(i, np.int64), f"i{i}") for i in range(3)]
+    take = "qkv" if tail == "attention" else "qk"
+    nodes = [n("Reshape", ["x", "shp"], ["r"], name="reshape"),
+             n("Transpose", ["r"], ["t"], perm=[2, 0, 3, 1, 4], name="T2")]
+    nodes += [n("Gather", ["t", f"i{i}"], [c], axis=0, name=f"g{c}") for i, c in enumerate(take)]
+    nodes.append(n("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="T3"))
+    if tail == "attention":
+        nodes += [n("Mul", ["q", "sc"], ["qs"], name="scale"), n("MatMul", ["qs", "kt"], ["s"], name="mm1"),
+                  n("Softmax", ["s"], ["p"], axis=-1, name="sm"), n("MatMul", ["p", "v"], ["y"], name="mm2")]
+    else:
+        nodes.append(n("MatMul", ["q", "kt"], ["y"], name="mm1"))
+    return model(nodes, [vi("x", [1, 49, 288])], [vi("y", None)], inits)
+
+
+def test_a_transpose_read_only_by_scalar_gathers_is_pushed_past_them_on_a_cpu(tmp_path):
+    """ONNX Runtime's transpose optimizer moves a Transpose past the scalar Gathers that read it: each Gather
+    takes its index from the Transpose's input and its result is transposed by the rest of the permutation
+    ((2, 0, 3, 1, 4) less its first place: (0, 2, 1, 3) on [1, 49, 3, 32]), composed with a Transpose that
+    reads it (k's (0, 1, 3, 2) after (0, 2, 1, 3): (0, 2, 3, 1), which no MatMul takes as a transposed operand).
+    Its optimised graphs: with q, k, v and attention, Split + three Transposes and a FusedMatMul; with q and k
+    only, two Gathers and two Transposes. So on a CPU profile the qkv Transpose's layer is the q and v branches'
+    Transposes (runs of 32: 49 x 3 = 147 each), the key's Transpose is a 2-D transpose of its own (not folded
+    into the product), and with q and k only the qkv layer is q's one Transpose. On a GPU the qkv Transpose stays
+    one kernel and the key's folds into the product."""
+    from helpers import ort_op_types
+
+    attention, two = _qkv("attention"), _qkv("two")
+    assert ort_op_types(attention, tmp_path).count("Transpose") == 3
+    assert ort_op_types(two, tmp_path).count("Transpose") == 2
+    cpu = {c.layer.name: c.layer.workload for c in analyze(inspect_model(save(attention, tmp_path, "a.onnx")),
+           load_profile("cpu-avx2"), Settings(fusion="typical"), with_fixes=False).score.layers}
+    branches = [(op, w.kernel, w.loop_items) for op, w, _ in cpu["T2"].parts]
+    assert branches == [("Transpose", "Transpose.blocks", 147)] * 2
+    assert cpu["T3"].family == "movement" and cpu["T3"].kernel == "" and cpu["T3"].bytes_written == 49 * 96 * 4
+    qk = {c.layer.name: c.layer.workload for c in analyze(inspect_model(save(two, tmp_path, "t.onnx")),
+          load_profile("cpu-avx2"), Settings(fusion="typical"), with_fixes=False).score.layers}
+    assert not qk["T2"].parts and qk["T2"].kernel == "Transpose.blocks" and qk["T2"].loop_items == 147
+    gpu = {c.layer.name: c for c in analyze(inspect_model(save(attention, tmp_path, "g.onnx")), load_profile("v100"),
+           Settings(fusion="typical"), with_fixes=False).score.layers}
+    assert not gpu["T2"].layer.workload.parts and gpu["T2"].layer.workload.bytes_written == 3 * 49 * 96 * 4
+    assert "T3" not in gpu or gpu["T3"].time_s == 0.0
+
+
 def test_a_view_the_runtime_runs_costs_one_dispatch_on_a_cpu(tmp_path):
     """ONNX Runtime runs a Reshape, Squeeze or Unsqueeze as a node of its own: nothing moves, but it is
     dispatched like any node (timed: Squeezes and Unsqueezes in turn 0.17 us a node, a Relu chain

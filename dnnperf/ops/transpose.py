@@ -25,13 +25,37 @@ def transpose(ctx: Ctx):
     x = ctx.in_shape(0)
     perm = ctx.attr("perm", None)
     perm = list(range(len(x)))[::-1] if perm is None else [int(p) for p in perm]
-    kept = [a for a in range(len(x)) if x[a] != 1]
-    if sorted(perm) == list(range(len(x))) and [a for a in perm if x[a] != 1] == kept:
+    how = copy_kind(x, perm, DTYPE_BITS.get(ctx.dtype(0), 32) // 8)
+    if how is None:
         return Workload(family="view", dtype=ctx.dtype(0), launches=0)
-    if element_loop(x, perm):
-        return ctx.workload("movement", kernel="Transpose.elements")
-    blocks = copied_blocks(x, perm, DTYPE_BITS.get(ctx.dtype(0), 32) // 8)
-    return ctx.workload("movement", kernel="Transpose.blocks" if blocks else "", loop_items=blocks)
+    return ctx.workload("movement", kernel=how[0], loop_items=how[1])
+
+
+def copy_kind(shape, perm: list[int], item: int = 4) -> tuple[str, int] | None:
+    """(the loop kernel, its steps) ONNX Runtime's CPU Transpose copies ``shape`` by ``perm`` with ('' and 0:
+    the tiled 2-D transpose); None where the permutation moves only axes of size 1 (a view). ``item``: bytes
+    an element."""
+    kept = [a for a in range(len(shape)) if shape[a] != 1]
+    if sorted(perm) == list(range(len(shape))) and [a for a in perm if shape[a] != 1] == kept:
+        return None
+    if element_loop(shape, perm):
+        return "Transpose.elements", 0
+    blocks = copied_blocks(shape, perm, item)
+    return ("Transpose.blocks" if blocks else ""), blocks
+
+
+def permuted(shape, perm: list[int], dtype: str) -> Workload:
+    """The workload of a Transpose of an activation of ``shape`` and ``dtype`` by ``perm`` that the runtime runs
+    though the graph holds none (``dnnperf.rewrites.pushed_transposes``)."""
+    n = 1
+    for d in shape:
+        n *= d
+    how = copy_kind(shape, perm, DTYPE_BITS.get(dtype, 32) // 8)
+    if how is None:
+        return Workload(family="view", dtype=dtype, launches=0)
+    nbytes = (n * DTYPE_BITS.get(dtype, 32) + 7) // 8
+    return Workload("movement", dtype, act_bytes_read=nbytes, bytes_written=nbytes, parallel_work=n, kernel=how[0],
+                    loop_items=how[1])
 
 
 def single_axis_move(perm: list[int]) -> bool:
