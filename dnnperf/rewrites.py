@@ -181,7 +181,7 @@ def pushed_transposes(graph: Graph) -> dict[str, list[tuple[tuple, list[int]]]]:
     out: dict[str, list] = {}
     for node in graph.nodes:
         if node.op_type != "Transpose" or node.domain not in ("", "ai.onnx") or not node.outputs \
-                or node.outputs[0] in graph.outputs:
+                or node.outputs[0] in graph.outputs or node.name in out:  # (already composed with one before it)
             continue
         x = graph.tensors.get(node.inputs[0]) if node.inputs else None
         readers = users.get(node.outputs[0], [])
