@@ -23,7 +23,7 @@ from dnnperf.hardware import HardwareProfile
 from dnnperf.ir import DTYPE_BITS
 from dnnperf.qdq import MATRIX_OPS as QDQ_MATRIX_OPS
 from dnnperf.vocab import (BROADCAST_SPANS, EPILOGUE_ACTIVATIONS, NBITS_KERNELS, OP_PRICED_AS, OWN_OP_FIGURES,
-                           TRANSPOSE_BLOCKS)
+                           TRANSPOSE_BLOCKS, TRANSPOSE_PLANES)
 from dnnperf.workload import PRECISION_OF_DTYPE, Workload
 
 if TYPE_CHECKING:
@@ -683,6 +683,8 @@ def loop_figure(kernel: str) -> str:
         return "broadcasting binary op (its spans' fixed time)"
     if kernel == TRANSPOSE_BLOCKS:
         return "Transpose copying runs of elements (its fixed time per run)"
+    if kernel == TRANSPOSE_PLANES:
+        return "Transpose of many 2-D planes (its fixed time per plane)"
     return f"{kernel} (its time per weight)" if kernel in NBITS_KERNELS else f"{kernel} (a loop over its outputs)"
 
 
@@ -690,6 +692,17 @@ def block_copies(layer: Layer, hw: HardwareProfile) -> bool:
     """Whether ``layer`` is a Transpose that copies runs of several elements (``ops.transpose.copied_blocks``)
     on a profile with their calibrated time per run (``loop_ns`` 'Transpose.blocks')."""
     return layer.workload.kernel == TRANSPOSE_BLOCKS and "+" not in layer.op_type and TRANSPOSE_BLOCKS in hw.loop_ns
+
+
+def transpose_calls_time(layer: Layer, hw: HardwareProfile) -> float:
+    """Seconds a Transpose spends on the calls it makes beyond its bytes: its many 2-D planes' transposes past
+    the first (``ops.transpose.transposed_planes``; ``loop_ns`` 'Transpose.planes', timed by calibrate on 3,136
+    planes of 8 x 12; the 2-D figure it keeps holds one plane's call), or its runs' copies (``block_copy_time``).
+    A profile without the figure prices none of it."""
+    w = layer.workload
+    if w.kernel == TRANSPOSE_PLANES and "+" not in layer.op_type and TRANSPOSE_PLANES in hw.loop_ns:
+        return max(w.loop_items - 1, 0) * hw.loop_ns[TRANSPOSE_PLANES] * 1e-9
+    return block_copy_time(layer, hw)
 
 
 def block_copy_time(layer: Layer, hw: HardwareProfile) -> float:

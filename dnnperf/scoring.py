@@ -41,13 +41,13 @@ from math import ceil, prod
 from typing import Callable
 
 from dnnperf import rules
-from dnnperf.efficiency import (block_copy_time, broadcast_span_time, depthwise_block_fill, epilogue_pass,
+from dnnperf.efficiency import (broadcast_span_time, depthwise_block_fill, epilogue_pass,
                                 family_efficiency, plain_depthwise, scalar_loop_time, serial_curve, subnormal_time,
-                                thread_split)
+                                thread_split, transpose_calls_time)
 from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
 from dnnperf.vocab import (ADDED_LOOPS, CPU_VIEW_KERNELS, FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, NBITS_KERNELS,
-                           RUNTIME_KERNELS, Cause)
+                           RUNTIME_KERNELS, TRANSPOSE_PLANES, Cause)
 from dnnperf.workload import DTYPE_OF_PRECISION, PRECISION_OF_DTYPE, Workload
 
 CAUSES = tuple(c.value for c in Cause)
@@ -347,10 +347,10 @@ def _overlap(s: LayerState, hidden: float | None = None) -> float:
 
 def _efficiency(s: LayerState) -> float:
     """The calibrated pace of the kernel (``_paced``), and on a calibrated CPU the spans a broadcasting
-    binary op loops over (``efficiency.broadcast_span_time``) and the runs a Transpose copies one by one
-    (``efficiency.block_copy_time``)."""
+    binary op loops over (``efficiency.broadcast_span_time``) and the runs or planes a Transpose copies one by
+    one (``efficiency.transpose_calls_time``)."""
     t = _paced(s)
-    return t + broadcast_span_time(s.layer, s.hw, t) + block_copy_time(s.layer, s.hw)
+    return t + broadcast_span_time(s.layer, s.hw, t) + transpose_calls_time(s.layer, s.hw)
 
 
 def _paced(s: LayerState) -> float:
@@ -424,7 +424,7 @@ def _two_d_transpose(s: LayerState) -> bool:
     rounds 2x apart); streaming it at the bandwidth curve's full speed there, as an elementwise kernel does,
     had [512, 3136] (12.8 MB) at a third of the estimate of [384, 3136]'s 9.6 MB per element, 0.13-0.32x its
     measured time."""
-    return s.layer.op_type == "Transpose" and not s.w.kernel and "Transpose" in s.hw.op_efficiency
+    return s.layer.op_type == "Transpose" and s.w.kernel in ("", TRANSPOSE_PLANES) and "Transpose" in s.hw.op_efficiency
 
 
 def _launch(s: LayerState) -> float:

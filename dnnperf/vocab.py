@@ -127,7 +127,7 @@ LOOP_KERNELS = ("Resize.nearest", "Resize.linear", "Resize.cubic", "Softmax.axis
                 "CumSum.last", "DepthToSpace", "SpaceToDepth", "ArgMax", "Expand.fill", "PRelu", "TreeEnsemble.level",
                 "SVM.term", "LRN", "ReduceLogSumExp", "Broadcast.span", "MatMulNBits.fp32", "MatMulNBits.int8",
                 "Clip.half", "Max.half", "Min.half", "Round.half", "Shrink.half",  # 16-bit element ops: dnnperf.upcast
-                "Transpose.blocks")
+                "Transpose.blocks", "Transpose.planes")
 # ONNX Runtime's CPU MatMulNBits (4-bit weights in blocks): its kernel unpacks and scales every weight on
 # each call, in float32 (accuracy_level 0-3) or after quantising the input to 8 bits (accuracy_level 4: byte
 # dot products), at a calibrated time per weight (K x N; a 2-core EPYC VM, one row, 4096 x 4096 products
@@ -143,7 +143,10 @@ BROADCAST_SPANS = "Broadcast.span"
 # a Transpose that copies runs of several elements (the trailing axes it leaves in place) calls a copy once a
 # run, at a fixed time per call on top of its bytes (dnnperf.ops.transpose.copied_blocks: 4.1-5.0 ns a run)
 TRANSPOSE_BLOCKS = "Transpose.blocks"
-ADDED_LOOPS = (BROADCAST_SPANS, TRANSPOSE_BLOCKS)
+# ... and one that transposes many small 2-D planes calls its tiled 2-D transpose once a plane, each call split
+# over the thread pool (dnnperf.ops.transpose.transposed_planes: 0.65-0.9 us a plane beyond the first)
+TRANSPOSE_PLANES = "Transpose.planes"
+ADDED_LOOPS = (BROADCAST_SPANS, TRANSPOSE_BLOCKS, TRANSPOSE_PLANES)
 # a convolution whose weights are computed at every inference (dequantized by a DequantizeLinear ONNX Runtime
 # keeps unfolded): its blocked layout reorders weights once at load time, so it runs the plain kernel
 PLAIN_CONV = "Conv.runtime_weights"
