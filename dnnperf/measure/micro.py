@@ -624,7 +624,7 @@ def micro_models(quick: bool) -> list[Micro]:
     loops = {"Transpose.elements": (helper.make_node("Transpose", ["x"], ["y"], perm=list(perm)), tr_shape, []),
              "Transpose.blocks": (helper.make_node("Transpose", ["x"], ["y"], perm=list(TRANSPOSE_RUNS[1])),
                                   TRANSPOSE_RUNS[0], []),
-             "Transpose.planes": (helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 1]), TRANSPOSE_PLANES, []),
+             "Transpose.planes": (helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 1]), TRANSPOSE_PLANE_LOOP, []),
              "Slice.strided": (helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"]), m56,
                                [_ints("s", [0]), _ints("e", [56]), _ints("a", [3]), _ints("t", [2])]),
              "Gather.blocks": (helper.make_node("Gather", ["x", "i"], ["y"], axis=3), m56,
@@ -911,7 +911,7 @@ TRANSPOSE_LOOP = ((16, 32, 49, 12), (2, 0, 3, 1))
 TRANSPOSE_RUNS = ((1, 12, 16384, 4), (0, 2, 1, 3))
 # ... and one it runs as many small 2-D transposes (ops.transpose.transposed_planes): 3,136 planes of 8 x 12, the
 # calls, not the bytes, set its time
-TRANSPOSE_PLANES = (3136, 8, 12)
+TRANSPOSE_PLANE_LOOP = (3136, 8, 12)
 # an Expand filling runs of 32 from one element each, as F.normalize's over Swin V2's 32-wide heads
 EXPAND_FILL = (9408, 32)  # runs, run length
 # the element loops' steps per run (their loop_items, else outputs): those Transposes' elements and runs; on a
@@ -920,7 +920,7 @@ EXPAND_FILL = (9408, 32)  # runs, run length
 # its classes); that Expand (its inputs); a PRelu with a slope per channel; a ReduceLogSumExp over the
 # channels (its inputs)
 ELEMENT_LOOPS = {"Transpose.elements": int(np.prod(TRANSPOSE_LOOP[0])), "Transpose.blocks": 12 * 16384,
-                 "Transpose.planes": TRANSPOSE_PLANES[0],
+                 "Transpose.planes": TRANSPOSE_PLANE_LOOP[0],
                  "Slice.strided": 64 * 56 * 28,
                  "Gather.blocks": 64 * 56 * 28, "CumSum.last": 64 * 56 * 56, "DepthToSpace": 64 * 56 * 56,
                  "SpaceToDepth": 64 * 56 * 56, "ArgMax": 64 * 56 * 56, "Expand.fill": EXPAND_FILL[0],
