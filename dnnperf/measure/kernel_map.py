@@ -16,7 +16,8 @@ def map_kernels(kernels: dict, graph, layers, shapes: dict | None = None) -> tup
     (input shapes, output shapes)) against dnnperf's LayoutReorder layers; the nodes it made of a function op's
     body, by their ops and creation order (``_expanded``); else it stays unmatched and is reported.
     The casts ORT inserts around ops without 16-bit kernels map to ``dnnperf.upcast``'s Cast layers
-    by the tensor they convert.
+    by the tensor they convert; the Transposes its transpose optimizer makes of one it pushes past the Gathers
+    that read it, to that Transpose's layer by their input shapes (``_pushed``).
     Returns ({layer name: measured us}, {unmatched kernel: us}).
     """
     kernel_ops = {k: op for k, (op, _us) in kernels.items()}
@@ -89,6 +90,8 @@ def map_kernels(kernels: dict, graph, layers, shapes: dict | None = None) -> tup
     if shapes:
         for k, target in _conversions(unmatched, kernel_ops, shapes, layers).items():
             measured[target] = measured.get(target, 0.0) + unmatched.pop(k)
+        for k, target in _pushed(unmatched, kernel_ops, shapes, layers, graph).items():
+            measured[target] = measured.get(target, 0.0) + unmatched.pop(k)
     for k, target in _expanded(unmatched, kernel_ops, layers, measured, graph).items():
         measured[target] = measured.get(target, 0.0) + unmatched.pop(k)
     return measured, unmatched
@@ -159,6 +162,36 @@ def _conversions(unmatched: dict, ops: dict, shapes: dict, layers) -> dict:
         ins, outs = shapes.get(k, ((), ()))
         plain = (ins if op == "ReorderInput" else outs)[:1]
         queue = queues.get((op, plain[0])) if plain else None
+        if queue:
+            out[k] = queue.pop(0)
+    return out
+
+
+def _pushed(unmatched: dict, ops: dict, shapes: dict, layers, graph) -> dict:
+    """{kernel: layer} for the Transposes ONNX Runtime's transpose optimizer makes when it pushes one past the
+    Gathers that read it (named 'Transpose_token_<n>'; ``dnnperf.rewrites.pushed_transposes``: Swin's q and v
+    branches) against the pushed Transpose's layer: by input shape, the n-th such kernel in run order to the
+    n-th branch in graph order."""
+    from dnnperf.kernel_groups import users_of
+    from dnnperf.rewrites import pushed_transposes
+
+    pushed = pushed_transposes(graph)
+    if not pushed:
+        return {}
+    users = users_of(graph)
+    nodes = {n.name: n for n in graph.nodes}
+    queues: dict[tuple, list] = {}
+    for layer in layers:
+        node = nodes.get(layer.nodes[0]) if layer.op_type == "Transpose" and len(layer.nodes) == 1 else None
+        if node is None or not pushed.get(node.name) \
+                or not all(g.op_type == "Gather" for g in users.get(node.outputs[0], ())):  # (not a composed one)
+            continue
+        for shape, _perm in pushed[node.name]:
+            queues.setdefault(tuple(shape), []).append(layer.name)
+    out = {}
+    for k in [k for k in ops if k in unmatched and ops[k] == "Transpose" and "_token_" in k]:
+        ins = shapes.get(k, ((), ()))[0]
+        queue = queues.get(tuple(ins[0])) if ins else None
         if queue:
             out[k] = queue.pop(0)
     return out
