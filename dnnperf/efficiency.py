@@ -23,7 +23,7 @@ from dnnperf.hardware import HardwareProfile
 from dnnperf.ir import DTYPE_BITS
 from dnnperf.qdq import MATRIX_OPS as QDQ_MATRIX_OPS
 from dnnperf.vocab import (BROADCAST_SPANS, EPILOGUE_ACTIVATIONS, NBITS_KERNELS, OP_PRICED_AS, OWN_OP_FIGURES,
-                           TRANSPOSE_BLOCKS, TRANSPOSE_PLANES)
+                           TRANSPOSE_BLOCKS, TRANSPOSE_PLANES, TRANSPOSE_RESHAPE)
 from dnnperf.workload import PRECISION_OF_DTYPE, Workload
 
 if TYPE_CHECKING:
@@ -587,10 +587,9 @@ PARALLEL_COPY_CYCLES = 210_000
 # window rolls and qkv splits (2-core EPYC VM) took 2.2-3x the two-thread copy estimate
 SPLIT_KERNEL = "Split"
 # ... and so does its Transpose of a permutation that keeps the axes larger than 1 in order (its
-# IsTransposeReshape: one CopyCpuTensor, a memcpy): [1, 197, 768] -> [197, 1, 768] took 30-41 us on the VM
-# (40 GB/s read and written), as a one-node model and between two Adds, static batch or symbolic
-RESHAPE_COPY = "Transpose.reshape"
-ONE_THREAD_COPIES = (SPLIT_KERNEL, RESHAPE_COPY)
+# IsTransposeReshape: one CopyCpuTensor, a memcpy; vocab.TRANSPOSE_RESHAPE): [1, 197, 768] -> [197, 1, 768] took
+# 30-41 us on the VM (40 GB/s read and written), as a one-node model and between two Adds, static batch or symbolic
+ONE_THREAD_COPIES = (SPLIT_KERNEL, TRANSPOSE_RESHAPE)
 
 
 def serial_pieces_share(w: Workload) -> float:
@@ -695,28 +694,21 @@ def block_copies(layer: Layer, hw: HardwareProfile) -> bool:
 
 
 def transpose_calls_time(layer: Layer, hw: HardwareProfile) -> float:
-    """Seconds a Transpose spends on the calls it makes beyond its bytes: its many 2-D planes' transposes past
-    the first (``ops.transpose.transposed_planes``; ``loop_ns`` 'Transpose.planes', timed by calibrate on 3,136
-    planes of 8 x 12; the 2-D figure it keeps holds one plane's call), or its runs' copies (``block_copy_time``).
-    A profile without the figure prices none of it."""
-    w = layer.workload
-    if w.kernel == TRANSPOSE_PLANES and "+" not in layer.op_type and TRANSPOSE_PLANES in hw.loop_ns:
-        return max(w.loop_items - 1, 0) * hw.loop_ns[TRANSPOSE_PLANES] * 1e-9
-    return block_copy_time(layer, hw)
-
-
-def block_copy_time(layer: Layer, hw: HardwareProfile) -> float:
-    """Seconds a Transpose that copies runs of several elements spends calling its copy once a run, on top of
-    its bytes at the movement family's pace (``ops.transpose.copied_blocks``; ``loop_ns`` 'Transpose.blocks',
-    timed by calibrate on runs of 4 float32 elements, where the calls are 0.93 of the time). ONNX Runtime
-    1.32 on a 2-core EPYC VM (2 threads), 786,432 float32 elements moved by (0, 2, 1, 3): runs of 4 0.89 ms,
-    16 0.30, 64 0.11, 768 0.06; the 2-D transpose's figure (op_efficiency 'Transpose', timed on NCHW ->
+    """Seconds a Transpose spends on the calls it makes beyond its bytes: the copy of each run of several elements
+    it copies one by one, on top of those bytes at the movement family's pace (``ops.transpose.copied_blocks``;
+    ``loop_ns`` 'Transpose.blocks', timed by calibrate on runs of 4 float32 elements, where the calls are 0.93 of
+    the time), or the 2-D transposes of its many planes past the first (``ops.transpose.transposed_planes``;
+    'Transpose.planes', timed on 3,136 planes of 8 x 12; the 2-D figure it keeps holds one plane's call). ONNX
+    Runtime 1.32 on a 2-core EPYC VM (2 threads), 786,432 float32 elements moved by (0, 2, 1, 3): runs of 4
+    0.89 ms, 16 0.30, 64 0.11, 768 0.06; the 2-D transpose's figure (op_efficiency 'Transpose', timed on NCHW ->
     NHWC), which every Transpose took before, had the 64-wide runs of BERT's and ViT's attention heads at
     1.8-2.0x their time and ShuffleNetV2's channel shuffles at 2.4x, and the 4-wide ones at 0.16x. A profile
-    without the figure prices every Transpose as before."""
-    if not block_copies(layer, hw):
+    without the figure prices none of it (and every Transpose as before)."""
+    w = layer.workload
+    if w.kernel not in (TRANSPOSE_BLOCKS, TRANSPOSE_PLANES) or "+" in layer.op_type or w.kernel not in hw.loop_ns:
         return 0.0
-    return layer.workload.loop_items * hw.loop_ns[TRANSPOSE_BLOCKS] * 1e-9
+    calls = w.loop_items if w.kernel == TRANSPOSE_BLOCKS else max(w.loop_items - 1, 0)
+    return calls * hw.loop_ns[w.kernel] * 1e-9
 
 
 def subnormal_time(w: Workload, hw: HardwareProfile) -> float:

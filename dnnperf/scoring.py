@@ -37,7 +37,7 @@ calibrated figure a layer reads, and the CPU runtime's extra passes, live in ``d
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from math import ceil, prod
+from math import ceil
 from typing import Callable
 
 from dnnperf import rules
@@ -47,7 +47,7 @@ from dnnperf.efficiency import (broadcast_span_time, depthwise_block_fill, epilo
 from dnnperf.hardware import HardwareProfile, Unit
 from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES
 from dnnperf.vocab import (ADDED_LOOPS, CPU_VIEW_KERNELS, FREE_FAMILIES, HOST_SHAPE_FAMILIES, LOSS_KEYS, NBITS_KERNELS,
-                           RUNTIME_KERNELS, TRANSPOSE_PLANES, Cause)
+                           RUNTIME_KERNELS, TRANSPOSE_PLANES, TRANSPOSE_RESHAPE, Cause)
 from dnnperf.workload import DTYPE_OF_PRECISION, PRECISION_OF_DTYPE, Workload
 
 CAUSES = tuple(c.value for c in Cause)
@@ -1075,17 +1075,14 @@ def cpu_dispatched(op_type: str, w: Workload, shape: tuple | None = None) -> Wor
     """A view ONNX Runtime's CPU provider dispatches as any other node (``vocab.CPU_VIEW_KERNELS``: a
     Reshape, a Squeeze...): one launch, its dispatch only. A Transpose that moves only axes of size 1 is no
     view there: its kernel copies the tensor with one memcpy on the calling thread
-    (``efficiency.RESHAPE_COPY``; ``shape``: its output's, the layer's elements; without it the dispatch
+    (``vocab.TRANSPOSE_RESHAPE``; ``shape``: its output's, the layer's elements; without it the dispatch
     alone)."""
     if w.family != "view" or op_type not in CPU_VIEW_KERNELS:
         return w
     if op_type == "Transpose" and shape:
-        from dnnperf.efficiency import RESHAPE_COPY
+        from dnnperf.ops.transpose import copied
 
-        n = prod(shape)
-        nbytes = (n * DTYPE_BITS.get(w.dtype, 32) + 7) // 8
-        return Workload("movement", w.dtype, act_bytes_read=nbytes, bytes_written=nbytes, parallel_work=n,
-                        kernel=RESHAPE_COPY)
+        return copied(shape, w.dtype, TRANSPOSE_RESHAPE)
     return replace(w, launches=1)
 
 

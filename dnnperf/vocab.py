@@ -147,6 +147,10 @@ TRANSPOSE_BLOCKS = "Transpose.blocks"
 # over the thread pool (dnnperf.ops.transpose.transposed_planes: 0.65-0.9 us a plane beyond the first)
 TRANSPOSE_PLANES = "Transpose.planes"
 ADDED_LOOPS = (BROADCAST_SPANS, TRANSPOSE_BLOCKS, TRANSPOSE_PLANES)
+# ... the element loop of one that moves the last axis with more than one other (dnnperf.ops.transpose.element_loop)
+TRANSPOSE_ELEMENTS = "Transpose.elements"
+# ... and the one memcpy of one that moves only axes of size 1, on the calling thread (dnnperf.scoring.cpu_dispatched)
+TRANSPOSE_RESHAPE = "Transpose.reshape"
 # a convolution whose weights are computed at every inference (dequantized by a DequantizeLinear ONNX Runtime
 # keeps unfolded): its blocked layout reorders weights once at load time, so it runs the plain kernel
 PLAIN_CONV = "Conv.runtime_weights"

@@ -10,8 +10,11 @@ moves with more than one other, a loop over every element (``element_loop``, loo
 
 from __future__ import annotations
 
+from math import prod
+
 from dnnperf.ir import DTYPE_BITS
 from dnnperf.ops import Ctx, register
+from dnnperf.vocab import TRANSPOSE_BLOCKS, TRANSPOSE_ELEMENTS, TRANSPOSE_PLANES, TRANSPOSE_RESHAPE
 from dnnperf.workload import Workload
 
 
@@ -40,12 +43,12 @@ def copy_kind(shape, perm: list[int], item: int = 4) -> tuple[str, int] | None:
     if sorted(perm) == list(range(len(shape))) and [a for a in perm if shape[a] != 1] == kept:
         return None
     if element_loop(shape, perm):
-        return "Transpose.elements", 0
+        return TRANSPOSE_ELEMENTS, 0
     blocks = copied_blocks(shape, perm, item)
     if blocks:
-        return "Transpose.blocks", blocks
+        return TRANSPOSE_BLOCKS, blocks
     planes = transposed_planes(shape, perm)
-    return ("Transpose.planes", planes) if planes > 1 else ("", 0)
+    return (TRANSPOSE_PLANES, planes) if planes > 1 else ("", 0)
 
 
 def transposed_planes(shape, perm: list[int]) -> int:
@@ -55,32 +58,46 @@ def transposed_planes(shape, perm: list[int]) -> int:
     (2-core EPYC VM, 2 threads): [1, 64, 3136] 43 us, [64, 64, 49] 99, [256, 64, 12] 244, [3136, 8, 12] 2,113
     (7.0 ns an element where one plane takes 0.21): 0.65-0.9 us a plane beyond the first, 1.3-3.7 for planes
     of 49 x 96 to 197 x 64 (their split over the threads wastes more)."""
-    if sorted(perm) != list(range(len(shape))):
+    moved = _moved(shape, perm)
+    if moved is None or moved[1][-1] == len(moved[1]) - 1 or not single_axis_move(moved[1]):
         return 0
-    merged, order = merged_axes(shape, perm)
-    big = [a for a in order if merged[a] != 1]
-    if big == sorted(big) or order[-1] == len(order) - 1 or not single_axis_move(order):
-        return 0
-    planes = 1
-    for i, a in enumerate(order):
-        if a != i:
-            break
-        planes *= merged[i]
-    return planes
+    return _in_place(*moved, trailing=False)
 
 
 def permuted(shape, perm: list[int], dtype: str) -> Workload:
-    """The workload of a Transpose of an activation of ``shape`` and ``dtype`` by ``perm`` that the runtime runs
-    though the graph holds none (``dnnperf.rewrites.pushed_transposes``)."""
-    n = 1
-    for d in shape:
-        n *= d
+    """The workload of a Transpose of an activation of ``shape`` and ``dtype`` by ``perm`` that ONNX Runtime's CPU
+    provider runs though the graph holds none (``dnnperf.rewrites.pushed_transposes``); one that moves only axes
+    of size 1 is its memcpy (``copied``)."""
     how = copy_kind(shape, perm, DTYPE_BITS.get(dtype, 32) // 8)
-    if how is None:
-        return Workload(family="view", dtype=dtype, launches=0)
+    return copied(shape, dtype, *(how or (TRANSPOSE_RESHAPE, 0)))
+
+
+def copied(shape, dtype: str, kernel: str = "", loop_items: int = 0) -> Workload:
+    """A copy of an activation of ``shape`` and ``dtype`` by the CPU kernel ``kernel``: every byte read and written."""
+    n = prod(shape)
     nbytes = (n * DTYPE_BITS.get(dtype, 32) + 7) // 8
-    return Workload("movement", dtype, act_bytes_read=nbytes, bytes_written=nbytes, parallel_work=n, kernel=how[0],
-                    loop_items=how[1])
+    return Workload("movement", dtype, act_bytes_read=nbytes, bytes_written=nbytes, parallel_work=n, kernel=kernel,
+                    loop_items=loop_items)
+
+
+def _moved(shape, perm: list[int]) -> tuple[list[int], list[int]] | None:
+    """``merged_axes`` of a permutation that moves an axis larger than 1; None for any other (not a permutation
+    of ``shape``'s axes, or one that keeps the axes larger than 1 in order: a plain copy)."""
+    if sorted(perm) != list(range(len(shape))):
+        return None
+    merged, order = merged_axes(shape, perm)
+    big = [a for a in order if merged[a] != 1]
+    return None if big == sorted(big) else (merged, order)
+
+
+def _in_place(merged: list[int], order: list[int], trailing: bool = True) -> int:
+    """The elements of the trailing (else the leading) merged axes ``order`` leaves in place."""
+    n = 1
+    for i in (range(len(order) - 1, -1, -1) if trailing else range(len(order))):
+        if order[i] != i:
+            break
+        n *= merged[i]
+    return n
 
 
 def single_axis_move(perm: list[int]) -> bool:
@@ -122,18 +139,8 @@ def element_loop(shape, perm: list[int]) -> bool:
     moves), a loop over every element that steps a multi-index per element: 2.2-2.8 ns an element on
     a 2-core EPYC VM (3 GB/s read and written) against 0.05-0.23 ns for every other kind, from a 4-D
     [16, 32, 49, 12] (2, 0, 3, 1) to MaxViT's 6-D window and grid partitions (0, 2, 4, 3, 5, 1)."""
-    if sorted(perm) != list(range(len(shape))):
-        return False
-    shape, perm = merged_axes(shape, perm)
-    big = [a for a in perm if shape[a] != 1]
-    if big == sorted(big) or single_axis_move(perm):
-        return False
-    suffix = 1
-    for i in range(len(perm) - 1, -1, -1):
-        if perm[i] != i:
-            break
-        suffix *= shape[i]
-    return suffix == 1
+    moved = _moved(shape, perm)
+    return moved is not None and not single_axis_move(moved[1]) and _in_place(*moved) == 1
 
 
 def copied_blocks(shape, perm: list[int], item: int = 4) -> int:
@@ -147,23 +154,13 @@ def copied_blocks(shape, perm: list[int], item: int = 4) -> int:
     in order) and a permutation whose last axis moves (a 2-D transpose or an element loop) make no runs; nor
     does one axis moved over runs of 1, 2, 4 or 8 bytes (``item``: bytes an element), which the kernel moves
     as single wider elements in a typed loop (fp16 runs of 4: 1.0 ns a run against 4.7 for fp32 ones)."""
-    if sorted(perm) != list(range(len(shape))):
+    moved = _moved(shape, perm)
+    if moved is None:
         return 0
-    merged, order = merged_axes(shape, perm)
-    big = [a for a in order if merged[a] != 1]
-    if big == sorted(big):
+    run = _in_place(*moved)
+    if run == 1 or (run * item in (1, 2, 4, 8) and single_axis_move(moved[1])):
         return 0
-    run = 1
-    for i in range(len(order) - 1, -1, -1):
-        if order[i] != i:
-            break
-        run *= merged[i]
-    if run == 1 or (run * item in (1, 2, 4, 8) and single_axis_move(order)):
-        return 0
-    total = 1
-    for d in merged:
-        total *= d
-    return total // run
+    return prod(moved[0]) // run
 
 
 register({"Transpose": transpose})
