@@ -5,8 +5,9 @@
 ONNX Runtime's CPU Transpose runs a permutation in one of four ways (``dnnperf.ops.transpose``): one memcpy
 when the axes larger than 1 keep their order, a tiled 2-D transpose when the last axis moves with one other,
 one copy call per run of the trailing axes it leaves in place, and a loop over every element otherwise.
-Each case below is a one-node model; its kernel time is read off ONNX Runtime's profiler (default threads,
-the median of 50 runs after 10, the best of ``--rounds`` such medians) and set against dnnperf's estimate of
+Each case below is a one-node model; its kernel time is read off ONNX Runtime's profiler
+(``dnnperf.measure.ort.profiled_kernels``: default threads, the robust median of 50 runs after 10, the best of
+``--rounds`` such medians) and set against dnnperf's estimate of
 that layer with ``--hw`` (a profile from ``dnnperf calibrate`` on this machine), the layer alone (no call
 cost). The "held out" cases were never looked at while the rules were built. Prints each case and, per
 group, the median |error| and the share within 1.25x and 1.5x. Nothing is asserted: the table is for
@@ -16,7 +17,6 @@ bench/RESULTS.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -56,26 +56,13 @@ def _model(shape, perm, dtype: str) -> bytes:
     return m.SerializeToString()
 
 
-def kernel_us(path: str, shape, dtype: str, rounds: int) -> float:
+def kernel_us(model: bytes, shape, dtype: str, rounds: int) -> float:
     import numpy as np
-    import onnxruntime as ort
+
+    from dnnperf.measure.ort import profiled_kernels
 
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float16 if dtype == "f16" else np.float32)
-    best = None
-    for r in range(rounds):
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        so.enable_profiling = True
-        so.profile_file_prefix = os.path.join(os.path.dirname(path), f"prof{r}")
-        s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-        for _ in range(60):
-            s.run(None, {"x": x})
-        with open(s.end_profiling(), encoding="utf-8") as fh:
-            events = json.load(fh)
-        durs = [e["dur"] for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")][10:]
-        med = statistics.median(durs)
-        best = med if best is None else min(best, med)
-    return float(best)
+    return min(profiled_kernels(model, {"x": x}, None, runs=50, warmup=10)["t"][1] for _ in range(rounds))
 
 
 def main() -> None:
@@ -93,10 +80,10 @@ def main() -> None:
     for group, cases in (("seen", SEEN), ("held out", HELD_OUT)):
         ratios = []
         for shape, perm, dtype in cases:
-            path = os.path.join(tmp, "t.onnx")
+            path, model = os.path.join(tmp, "t.onnx"), _model(shape, perm, dtype)
             with open(path, "wb") as fh:
-                fh.write(_model(shape, perm, dtype))
-            meas = kernel_us(path, shape, dtype, a.rounds)
+                fh.write(model)
+            meas = kernel_us(model, shape, dtype, a.rounds)
             rep = analyze(inspect_model(path), hw, Settings(fusion="typical"), with_fixes=False)
             layer = rep.score.layers[0]
             est = layer.time_s * 1e6
