@@ -6,6 +6,7 @@ framework ops a GPU framework runs as one kernel where the export spells several
 from __future__ import annotations
 
 from dnnperf.ir import Graph
+from dnnperf.tanh_gelu import _ort_fast_gelu, _tanh_gelu
 
 # ONNX Runtime's CPU provider replaces transformer patterns with kernels of its own, separate from
 # the MatMul before them: an erf GELU (one Gelu op, or x * 0.5 * (1 + Erf(x / sqrt 2))) becomes a
@@ -135,102 +136,6 @@ def _erf_gelu(erf, producer: dict, only_user) -> tuple[list, str] | None:
     if not any(n.op_type == "Mul" and x in n.inputs for n in chain[2:]):
         return None  # not x * f(x): some other use of Erf
     return chain, x
-
-
-def _tanh_gelu(graph: Graph, tanh, producer: dict, only_user) -> tuple[list, str] | None:
-    """(its nodes, x) when ``tanh`` is the middle of an exported tanh GELU (GPT-2's and Phi's
-    gelu_new): 0.5 x (1 + Tanh(c (x + 0.044715 x^3))), the cube a Pow or x * (x * x), every
-    intermediate read only by the next node. ONNX Runtime fuses it into one FastGelu kernel."""
-    def const_and_other(node, op):
-        if node is None or node.op_type != op or len(node.inputs) != 2:
-            return None
-        other = [i for i in node.inputs if i not in graph.constants]
-        return other[0] if len(other) == 1 else None
-
-    def sole(t, node):
-        return only_user(t) is node
-
-    scale = producer.get(tanh.inputs[0]) if tanh.inputs else None
-    inner = const_and_other(scale, "Mul")
-    add = producer.get(inner) if inner else None
-    if add is None or add.op_type != "Add" or len(add.inputs) != 2 or not sole(inner, scale):
-        return None
-    for x, cubic_t in (add.inputs, add.inputs[::-1]):
-        coef = producer.get(cubic_t)
-        cube_t = const_and_other(coef, "Mul")
-        cube = producer.get(cube_t) if cube_t else None
-        if cube is None or not sole(cubic_t, add) or not sole(cube_t, coef):
-            continue
-        members = [cube, coef, add, scale, tanh]
-        if cube.op_type == "Pow" and cube.inputs and cube.inputs[0] == x and cube.inputs[1] in graph.constants:
-            break
-        if cube.op_type == "Mul" and x in cube.inputs:
-            sq = producer.get(next((i for i in cube.inputs if i != x), x))
-            if sq is not None and sq.op_type == "Mul" and list(sq.inputs) == [x, x] and sole(sq.outputs[0], cube):
-                members.insert(0, sq)
-                break
-    else:
-        return None
-    plus = only_user(tanh.outputs[0]) if tanh.outputs else None  # 1 + tanh(...)
-    if const_and_other(plus, "Add") != tanh.outputs[0]:
-        return None
-    mul = only_user(plus.outputs[0]) if plus.outputs else None
-    if mul is None or mul.op_type != "Mul" or len(mul.inputs) != 2:
-        return None
-    other = next((i for i in mul.inputs if i != plus.outputs[0]), None)
-    half = producer.get(other) if other else None
-    if half is not None and const_and_other(half, "Mul") == x and sole(other, mul):
-        return [half] + members + [plus, mul], x  # (0.5 x) * (1 + tanh)
-    last = only_user(mul.outputs[0]) if mul.outputs else None  # x * (1 + tanh) * 0.5, or 0.5 (1 + tanh) * x
-    if other == x and const_and_other(last, "Mul") is not None:
-        return members + [plus, mul, last], x
-    if other in graph.constants and last is not None and last.op_type == "Mul" and x in last.inputs:
-        return members + [plus, mul, last], x
-    return None
-
-
-# the constants of gelu_new, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), by the node that reads them
-TANH_GELU_CONSTANTS = {"cube": 3.0, "coef": 0.044715, "scale": 0.7978845608028654, "plus": 1.0, "half": 0.5}
-
-
-def tanh_gelu_constants(graph: Graph) -> dict[str, float]:
-    """{constant tensor: the value gelu_new gives it} for every tanh GELU ``_tanh_gelu`` finds: the
-    exponent of its Pow, the 0.044715 of its cube, the sqrt(2 / pi) before its Tanh, the 1 added to
-    the Tanh and the 0.5. The estimate reads the pattern as ONNX Runtime's FastGelu kernel whatever
-    the constants hold (a weightless skeleton has none); a validation run of a skeleton gives them
-    these values, or the runtime sees another function and runs it node by node (GPT-2's skeleton with
-    stand-in random constants: no FastGelu, a generic Pow of 620 us per layer where the fused kernel
-    takes 80-90)."""
-    producer = {o: n for n in graph.nodes for o in n.outputs if o}
-    only_user = _sole_user(graph)
-    out: dict[str, float] = {}
-    for node in graph.nodes:
-        if node.op_type != "Tanh" or node.domain not in ("", "ai.onnx"):
-            continue
-        found = _tanh_gelu(graph, node, producer, only_user)
-        if found is None:
-            continue
-        members, x = found
-        names = {m.name for m in members}
-        cube = next((m for m in members if m.op_type == "Pow"), None) or \
-            next((m for m in members if m.op_type == "Mul" and x in m.inputs and any(
-                (p := producer.get(i)) is not None and p.name in names and i != x for i in m.inputs)), None)
-        for m in members:
-            consts = [i for i in m.inputs if i in graph.constants]
-            if len(consts) != 1:
-                continue
-            if m.op_type == "Pow":
-                role = "cube"
-            elif m.op_type == "Add":
-                role = "plus"
-            elif m.op_type == "Mul" and node.inputs and node.inputs[0] in m.outputs:
-                role = "scale"
-            elif m.op_type == "Mul" and cube is not None and any(o in m.inputs for o in cube.outputs):
-                role = "coef"
-            else:
-                role = "half"
-            out[consts[0]] = TANH_GELU_CONSTANTS[role]
-    return out
 
 
 def _sole_user(graph: Graph, users: dict | None = None):
@@ -405,7 +310,7 @@ def _ort_cpu_kernel(graph: Graph, node, producer: dict, only_user, users: dict):
     if node.op_type in ("Erf", "Tanh"):
         erf = node.op_type == "Erf"
         found = _erf_gelu(node, producer, only_user) if erf else _tanh_gelu(graph, node, producer, only_user)
-        if found is None:
+        if found is None or (not erf and not _ort_fast_gelu(graph, *found)):
             return None
         members, x = found
         head = producer.get(x)

@@ -18,7 +18,97 @@ def cpu_absorbed(graph: Graph, groups: list[tuple[str, list[str]]]) -> frozenset
     users = users_of(graph)
     grouped = {n for _kernel, names in groups for n in names}
     scaled = frozenset(n for n in scaled_operands(graph, users) if n not in grouped)
-    return scaled | transposed_operands(graph, through=scaled, users=users) | neutral_arithmetic(graph)
+    folded = scaled | transposed_operands(graph, through=scaled, users=users)
+    return folded | batch_transposed_operands(graph, folded, users) | neutral_arithmetic(graph)
+
+
+_FUSED_MATMUL_TYPES = frozenset({"float32", "float16", "float64", "bfloat16"})
+
+
+def batch_transposed_operands(graph: Graph, folded: frozenset[str], users: dict) -> frozenset[str]:
+    """Transposes that bring an operand's first axis next to its last (perm (1, ..., r-2, 0, r-1), or
+    (1, ..., r-2, r-1, 0) with the last two swapped too) for MatMuls only: ONNX Runtime's MatMul + Transpose
+    fusion reads such an operand in place (a FusedMatMul's transBatchA / transBatchB), when the product's two
+    operands have the same rank. Attention written as q.view(L, heads, d).transpose(0, 1) (torchvision's
+    ViT) is the case. ``folded``: nodes the product takes in already (a constant scale, a K^T transpose,
+    which composes with this one into another such permutation). Between the Transpose and the product
+    may sit one Reshape to constant dims that splits only the leading (batch) axes, any 1s in front (the
+    runtime moves it before the Transpose); not where the file's input dims are symbolic. Probed, ORT
+    1.32's optimised graphs: (1, 0, 2) and (1, 2, 0, 3) into a MatMul, also behind a constant scale and
+    with the batch symbolic: FusedMatMul, no Transpose; (0, 2, 1, 3) and (0, 2, 3, 1): Transpose and
+    MatMul; against a 2-D weight or through a Reshape to a higher rank than the other operand's: the
+    Transpose runs; through Reshapes of [12, 197, 64] to [1, 12, 197, 64], [2, 6, 197, 64] and, with the
+    key's (0, 1, 3, 2) after it, [1, 12, 197, 64]: FusedMatMul; to [12, 1, 197, 64] or [12, 197, 8, 8],
+    through an Unsqueeze, or with the batch symbolic: the Transpose runs. One with a reader that is no
+    product runs (the products still read their operand in place)."""
+    tensors = graph.tensors
+    out = set()
+    for node in graph.nodes:
+        if node.op_type != "Transpose" or node.domain not in ("", "ai.onnx") or not node.outputs \
+                or not node.inputs or node.name in folded:
+            continue
+        x = tensors.get(node.inputs[0])
+        if x is None or x.shape is None or x.dtype not in _FUSED_MATMUL_TYPES or len(x.shape) < 3:
+            continue
+        r = len(x.shape)
+        perm = [int(p) for p in node.attrs.get("perm") or range(r - 1, -1, -1)]
+        if perm[:r - 2] == list(range(1, r - 1)) and sorted(perm[r - 2:]) == [0, r - 1] \
+                and _only_products(graph, node.outputs[0], folded, users, reshaped=False):
+            out.add(node.name)
+    return frozenset(out)
+
+
+def _only_products(graph: Graph, tensor: str, folded: frozenset[str], users: dict, reshaped: bool) -> bool:
+    """Whether every reader of ``tensor`` is a MatMul whose operands have one rank, reached through nodes the
+    product takes in (``folded``) and at most one Reshape that splits only leading axes (``_leading_split``)."""
+    readers = [r for r in users.get(tensor, []) if not _folded_shape(graph, r)]
+    if not readers or tensor in graph.outputs:
+        return False
+    for r in readers:
+        if r.name in folded and r.outputs:
+            ok = _only_products(graph, r.outputs[0], folded, users, reshaped)
+        elif r.op_type == "MatMul" and r.domain in ("", "ai.onnx") and len(r.inputs) == 2:
+            a, b = (graph.tensors.get(i) for i in r.inputs)
+            ok = a is not None and b is not None and a.shape is not None and b.shape is not None \
+                and len(a.shape) == len(b.shape)
+        elif r.op_type == "Reshape" and not reshaped and not graph.symbolic_inputs and r.outputs \
+                and len(r.inputs) > 1 and r.inputs[1] in graph.constants:
+            ok = _leading_split(graph.tensors.get(tensor), graph.tensors.get(r.outputs[0])) \
+                and _only_products(graph, r.outputs[0], folded, users, reshaped=True)
+        else:
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
+def _folded_shape(graph: Graph, node) -> bool:
+    """A Shape (or Size) of a tensor whose value the runtime folds at load time: it reads no data."""
+    return node.op_type in ("Shape", "Size") and bool(node.outputs) and node.outputs[0] in graph.constants \
+        and node.outputs[0] not in graph.host_shape
+
+
+def _leading_split(before, after) -> bool:
+    """A reshape that keeps the last two axes and cuts each leading axis into factors larger than 1 in
+    order, with any 1s in front only ([12, 197, 64] -> [1, 12, 197, 64] or [2, 6, 197, 64]; not
+    [12, 1, 197, 64])."""
+    if before is None or after is None or before.shape is None or after.shape is None:
+        return False
+    b, a = before.shape, after.shape
+    if len(b) < 3 or len(a) < len(b) or a[-2:] != b[-2:]:
+        return False
+    lead = list(a[:-2])
+    while lead and lead[0] == 1:
+        lead.pop(0)
+    if any(d <= 1 for d in lead):
+        return False
+    for d in b[:-2]:
+        prod = 1
+        while lead and prod < d and d % (prod * lead[0]) == 0:
+            prod *= lead.pop(0)
+        if prod != d:
+            return False
+    return not lead
 
 
 def split_groups(graph: Graph) -> list[list[str]]:

@@ -359,3 +359,57 @@ def test_a_view_the_runtime_runs_costs_one_dispatch_on_a_cpu(tmp_path):
     assert cost["r2"].time_s == 0.0
     gpu = analyze(inspect_model(path), load_profile("v100"), Settings(fusion="typical"), with_fixes=False)
     assert all(c.time_s == 0.0 for c in gpu.score.layers if c.layer.name in ("unsq", "r1", "r2"))
+
+
+def _heads(perm=(1, 0, 2), lead=(1, 12), symbolic=False):
+    """torchvision ViT's attention on [197, 12, 64] per head: q, k, v each Relu'd (computed), transposed by ``perm``
+    and reshaped to ``lead`` + [197, 64] (``lead`` (): not reshaped; perm (0, 2, 1, 3) on [1, 197, 12, 64]: no
+    reshape); q scaled by a constant, k transposed (0, 1, 3, 2) (or (0, 2, 1)); scores, Softmax, times v."""
+    shape = [1, 197, 12, 64] if len(perm) == 4 else ["L" if symbolic else 197, 12, 64]
+    nodes, inits = [], [numpy_helper.from_array(np.array(0.125, np.float32), "sc")]
+    if len(perm) == 3:
+        inits.append(ints("shp", list(lead) + [197, 64]))
+    for c in "qkv":
+        reshaped = len(perm) == 3 and lead
+        nodes += [n("Relu", [c], [c + "r"], name="relu_" + c),
+                  n("Transpose", [c + "r"], [c + "t" if reshaped else c + "h"], perm=list(perm), name="T" + c)]
+        if reshaped:
+            nodes.append(n("Reshape", [c + "t", "shp"], [c + "h"], name="R" + c))
+    rank = 2 + len(lead) if len(perm) == 3 and lead else len(perm)
+    nodes += [n("Transpose", ["kh"], ["kT"], perm=list(range(rank - 2)) + [rank - 1, rank - 2], name="KT"),
+              n("Mul", ["qh", "sc"], ["qs"], name="scale"), n("MatMul", ["qs", "kT"], ["s"], name="scores"),
+              n("Softmax", ["s"], ["p"], axis=-1, name="sm"), n("MatMul", ["p", "vh"], ["y"], name="pv")]
+    return model(nodes, [vi(c, shape) for c in "qkv"], [vi("y", None)], inits)
+
+
+def test_a_transpose_bringing_the_first_axis_to_a_products_rows_is_read_in_place_on_a_cpu(tmp_path):
+    """ONNX Runtime's MatMul + Transpose fusion reads an operand whose Transpose moves its first axis next to its
+    last ((1, 0, 2) on [197, 12, 64] per head, torchvision ViT's q.view(L, heads, d).transpose(0, 1)) in place (a
+    FusedMatMul's transBatchA / transBatchB), also through a Reshape to [1, 12, 197, 64] that splits only the
+    leading axis and composed with the key's (0, 1, 3, 2): so on a CPU profile no Transpose of the block runs a
+    kernel (ViT-B/16 with its batch fixed: 85 Transpose kernels -> 49, ORT's 49). (0, 2, 1, 3) on [1, 197, 12, 64]
+    (BERT's) is no such permutation: its three run; with the input dims symbolic the runtime keeps the Reshape
+    after the Transpose and the three run; a GPU profile keeps its Transposes."""
+    def transposes(m, name, hw="cpu-avx2"):
+        rep = analyze(inspect_model(save(m, tmp_path, name)), load_profile(hw), Settings(fusion="typical"),
+                      with_fixes=False)
+        return sorted(c.layer.name for c in rep.score.layers
+                      if c.layer.op_type == "Transpose" and c.layer.workload.launches)
+
+    assert transposes(_heads(), "vit.onnx") == []
+    assert transposes(_heads(lead=()), "direct.onnx") == []
+    assert transposes(_heads(lead=(2, 6)), "split.onnx") == []
+    assert transposes(_heads(perm=(0, 2, 1, 3)), "bert.onnx") == ["Tk", "Tq", "Tv"]
+    assert transposes(_heads(symbolic=True), "sym.onnx") == ["Tk", "Tq", "Tv"]
+    assert transposes(_heads(), "gpu.onnx", "v100") == ["Tk", "Tq", "Tv"]
+
+
+def test_the_runtime_reads_such_transposes_in_place(tmp_path):
+    """ONNX Runtime 1.32's optimised graphs of the models above."""
+    from helpers import ort_op_types
+
+    assert "Transpose" not in ort_op_types(_heads(), tmp_path)
+    assert "Transpose" not in ort_op_types(_heads(lead=()), tmp_path)
+    assert "Transpose" not in ort_op_types(_heads(lead=(2, 6)), tmp_path)
+    assert ort_op_types(_heads(perm=(0, 2, 1, 3)), tmp_path).count("Transpose") == 3
+    assert ort_op_types(_heads(symbolic=True), tmp_path).count("Transpose") == 3

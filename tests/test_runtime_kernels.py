@@ -843,35 +843,58 @@ def test_the_product_overlap_applies_to_matrix_products_only():
     assert parts(add, half)[0] > parts(add, full)[0]
 
 
-def _tanh_gelu_model(shape=(1, 64, 1024), cube="Pow"):
-    # Phi's / GPT-2's gelu_new as the legacy exporter writes it: 0.5 x (1 + tanh(c (x + 0.044715 x^3)))
+def _tanh_gelu_model(shape=(1, 64, 1024), cube="Pow", output=False):
+    # Phi's / GPT-2's gelu_new as the legacy exporter writes it: 0.5 x (1 + tanh(c (x + 0.044715 x^3))); "product":
+    # Megatron's / BLOOM's 0.5 x (1 + tanh(c x (1 + 0.044715 x x))); ``output``: the GELU is the graph's output
     n = helper.make_node
-    cubed = [n("Pow", ["x", "three"], ["p"], name="pow")] if cube == "Pow" else \
-        [n("Mul", ["x", "x"], ["sq"], name="sq"), n("Mul", ["x", "sq"], ["p"], name="cube")]
-    nodes = [n("Mul", ["x", "half"], ["h"], name="half_mul")] + cubed + [
-        n("Mul", ["p", "k"], ["q"], name="coef"), n("Add", ["x", "q"], ["a"], name="inner"),
-        n("Mul", ["a", "c"], ["b"], name="scale"), n("Tanh", ["b"], ["t"], name="tanh"),
-        n("Add", ["t", "one"], ["u"], name="plus1"), n("Mul", ["h", "u"], ["g"], name="out"),
-        n("MatMul", ["g", "w"], ["y"], name="mm")]
-    inits = [_const("half", 0.5), _const("three", 3.0), _const("k", 0.044715), _const("c", 0.7978845608),
-             _const("one", 1.0), weight("w", [shape[-1], 16])]
-    return model(nodes, [vi("x", list(shape))], [vi("y", None)], inits)
+    if cube == "product":
+        inner = [n("Mul", ["x", "k"], ["q"], name="coef"), n("Mul", ["q", "x"], ["p"], name="sq"),
+                 n("Add", ["p", "one"], ["a"], name="inner"), n("Mul", ["x", "c"], ["cx"], name="cx"),
+                 n("Mul", ["cx", "a"], ["b"], name="scale")]
+    else:
+        cubed = [n("Pow", ["x", "three"], ["p"], name="pow")] if cube == "Pow" else \
+            [n("Mul", ["x", "x"], ["sq"], name="sq"), n("Mul", ["x", "sq"], ["p"], name="cube")]
+        inner = cubed + [n("Mul", ["p", "k"], ["q"], name="coef"), n("Add", ["x", "q"], ["a"], name="inner"),
+                         n("Mul", ["a", "c"], ["b"], name="scale")]
+    nodes = [n("Mul", ["x", "half"], ["h"], name="half_mul")] + inner + [
+        n("Tanh", ["b"], ["t"], name="tanh"), n("Add", ["t", "one"], ["u"], name="plus1"),
+        n("Mul", ["h", "u"], ["g"], name="out")] + ([] if output else [n("MatMul", ["g", "w"], ["y"], name="mm")])
+    inits = [_const("half", 0.5), _const("k", 0.044715), _const("c", 0.7978845608), _const("one", 1.0),
+             weight("w", [shape[-1], 16])] + ([_const("three", 3.0)] if cube == "Pow" else [])
+    return model(nodes, [vi("x", list(shape))], [vi("g" if output else "y", None)], inits)
 
 
 def test_a_tanh_gelu_is_the_runtimes_fastgelu_kernel_on_a_cpu(tmp_path):
     """ONNX Runtime fuses the exported tanh GELU into one FastGelu kernel (its profile of an exported Phi
     names them 'GPT2Gelu', 'GPT2Gelu_token_80'; the Pow it replaces was predicted at 352 us a layer and
-    measured at nothing). With --fusion typical on a CPU profile the eight nodes are one layer that
-    reads x once and writes the GELU once: 64 x 1024 floats = 262,144 bytes each way; the cube may also
-    be spelt x * (x * x)."""
-    for cube in ("Pow", "Mul"):
+    measured at nothing), its cube a Pow or its argument in the product form c x (1 + 0.044715 x x). With
+    --fusion typical on a CPU profile the eight (nine) nodes are one layer that reads x once and writes the
+    GELU once: 64 x 1024 floats = 262,144 bytes each way. The cube spelt x * (x * x), and a GELU that is the
+    graph's output, the runtime runs node by node (its optimised graphs: ``test_..._fuses_only``)."""
+    for cube, count in (("Pow", 8), ("product", 9)):
         insp = inspect_model(save(_tanh_gelu_model(cube=cube), tmp_path, f"t{cube}.onnx"))
         layers = [c.layer for c in analyze(insp, load_profile("cpu-avx2"), Settings(fusion="typical"),
                                            with_fixes=False).score.layers]
         [fast] = [l for l in layers if l.op_type == "FastGelu"]
-        assert len(fast.nodes) == (8 if cube == "Pow" else 9) and "mm" not in fast.nodes
+        assert len(fast.nodes) == count and "mm" not in fast.nodes
         assert fast.workload.act_bytes_read == 64 * 1024 * 4
         assert fast.workload.bytes_written == 64 * 1024 * 4
+    for name, m in (("mul", _tanh_gelu_model(cube="Mul")), ("out", _tanh_gelu_model(output=True))):
+        rep = analyze(inspect_model(save(m, tmp_path, f"{name}.onnx")), load_profile("cpu-avx2"),
+                      Settings(fusion="typical"), with_fixes=False)
+        ops = [c.layer.op_type for c in rep.score.layers]
+        assert "FastGelu" not in ops and "Tanh" in ops
+
+
+def test_the_runtime_fuses_the_pow_and_product_tanh_gelus_only(tmp_path):
+    """ONNX Runtime 1.32's optimised graphs of the models above (its FastGeluFusion: two formulas, a Pow
+    cube or the product form; the GELU's last Mul not a graph output)."""
+    from helpers import ort_op_types
+
+    assert ort_op_types(_tanh_gelu_model(cube="Pow"), tmp_path) == ["FastGelu", "MatMul"]
+    assert ort_op_types(_tanh_gelu_model(cube="product"), tmp_path) == ["FastGelu", "MatMul"]
+    assert "FastGelu" not in ort_op_types(_tanh_gelu_model(cube="Mul"), tmp_path)
+    assert "FastGelu" not in ort_op_types(_tanh_gelu_model(output=True), tmp_path)
 
 
 def test_fastgelu_is_priced_as_the_calibrated_gelu_until_calibrated_itself(tmp_path):
@@ -1009,22 +1032,23 @@ def test_a_skeletons_tanh_gelu_constants_are_given_gelu_news_values_for_a_run(tm
     1 and 0.5 all stripped). Filled with small random stand-ins, ONNX Runtime saw another function and ran
     it node by node, a generic Pow taking 620 us per layer where its FastGelu kernel takes 80-90; GPT-2
     measured 92.5 ms against 83.6 with the pattern's own values. Each constant gets the value of its
-    role in 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), whichever way the cube is spelt; a validate
+    role in 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), whichever way the cube is spelt (or the product
+    form's c x (1 + 0.044715 x x)); a validate
     run of the skeleton then profiles one FastGelu kernel (no Pow, no Tanh) and says what it assumed."""
     import onnx
 
     pytest.importorskip("onnxruntime")
     from dnnperf.ir import ShapeOverrides
-    from dnnperf.kernel_groups import tanh_gelu_constants
     from dnnperf.load import load_graph
     from dnnperf.load.weights import skeleton_of
     from dnnperf.measure.ort import profiled_kernels, runnable_bytes
     from dnnperf.measure.validate import validate
+    from dnnperf.tanh_gelu import tanh_gelu_constants
 
     want = {"half": 0.5, "three": 3.0, "k": 0.044715, "c": 0.7978845608028654, "one": 1.0}
-    for cube in ("Pow", "Mul"):
+    for cube in ("Pow", "Mul", "product"):
         g = load_graph(save(_tanh_gelu_model(cube=cube), tmp_path, f"g{cube}.onnx"))
-        assert tanh_gelu_constants(g) == ({k: v for k, v in want.items() if k != "three"} if cube == "Mul" else want)
+        assert tanh_gelu_constants(g) == ({k: v for k, v in want.items() if k != "three"} if cube != "Pow" else want)
     full = _tanh_gelu_model(shape=(1, 128, 768))
     data, _ = skeleton_of(save(full, tmp_path, "full.onnx"))
     # a skeleton whose every initializer went to external data (onnx's size_threshold=0), the scalars

@@ -194,7 +194,7 @@ def _fan_in(dims: tuple, node, index: int) -> int | None:
 def runnable_bytes(path: str, constants: dict[str, float] | None = None, filled: list | None = None) -> bytes:
     """The model with stand-in weights wherever the payload is absent or external (never opened);
     ``constants``: the value to fill such an initializer with, by name, where the estimate assumed
-    one (``kernel_groups.tanh_gelu_constants``); the names so filled are appended to ``filled``.
+    one (``tanh_gelu.tanh_gelu_constants``); the names so filled are appended to ``filled``.
 
     The values are scaled as a trained network's are, so activations keep their size through the
     layers: a matrix weight has standard deviation 1/sqrt(fan-in), normalisation parameters are the

@@ -99,7 +99,7 @@ def measure(path: str, graph, threads: int | None, runs: int = 20, warmup: int =
     own time per kernel, measured here too (the record's ``profiler_inflation_us``), and the record's
     ``kernel_shapes`` holds each kernel's (input shapes, output shapes), ``kernels_floored`` the kernels
     too fast for the profiler to time (``profiled_kernels``)."""
-    from dnnperf.kernel_groups import tanh_gelu_constants
+    from dnnperf.tanh_gelu import tanh_gelu_constants
 
     stand_ins: list[str] = []
     data = runnable_bytes(path, tanh_gelu_constants(graph), stand_ins)
