@@ -19,7 +19,8 @@ import heapq
 from dataclasses import replace
 
 from dnnperf.ir import DTYPE_BITS, Graph
-from dnnperf.kernel_groups import gemm_takes, group_candidates, runtime_kernel_groups, silu_gate
+from dnnperf.kernel_groups import group_candidates, runtime_kernel_groups, silu_gate
+from dnnperf.rewrites import product_takes
 from dnnperf.vocab import BLOCKED_ACTIVATIONS, EPILOGUE_ACTIVATIONS, GEMM_ACTIVATIONS, NORM_KERNELS
 from dnnperf.workload import FREE_FAMILIES, MATRIX_FAMILIES, Gemm, Workload
 
@@ -91,6 +92,7 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
     taken: set[str] = set()  # CPU: anchors whose kernel already sums an operand or applies its activation
     activated: set[str] = set()  # CPU: anchors whose kernel applies its activation
     gemm_made: set[str] = set()  # CPU: 2-D MatMuls whose bias Add (or BatchNormalization) makes them a Gemm
+    biased: set[str] = set()  # CPU: MatMuls that took their bias Add (a Gemm, at any rank)
     if not chains:
         groups = runtime_kernel_groups(graph) if groups is None else groups
         for _kernel, names in groups:
@@ -125,7 +127,8 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 if _broadcasts(graph, i, node.outputs[0] if node.outputs else ""):
                     continue
                 anchor = anchor_of.get(prod.node.name, prod.node)
-                if not chains and anchor.op_type in _BIAS_ONLY_ANCHORS and not _product_takes(graph, anchor, node, i):
+                if not chains and anchor.op_type in _BIAS_ONLY_ANCHORS \
+                        and not product_takes(graph, anchor, node, i, anchor.name in biased):
                     continue
                 if not chains and node.op_type in CPU_CONV_ACTIVATIONS | GEMM_ACTIVATIONS \
                         and not _applies(anchor, node, gemm_made, unsummed):
@@ -151,6 +154,8 @@ def fusion_candidates(graph: Graph, rows, chains: bool = True,
                 if not chains and anchor.op_type == "MatMul" and node.op_type in ("Add", "BatchNormalization") \
                         and len(getattr(graph.tensors.get(i), "shape", None) or ()) == 2:
                     gemm_made.add(anchor.name)  # a 2-D MatMul and its bias (or folded BatchNormalization): a Gemm
+                if not chains and anchor.op_type == "MatMul" and node.op_type == "Add":
+                    biased.add(anchor.name)  # (a Gemm at any rank, Reshapes around it)
                 if not chains and (summed or node.op_type in CPU_CONV_ACTIVATIONS):
                     taken.add(anchor.name)
                 if not chains and node.op_type in CPU_CONV_ACTIVATIONS:
@@ -243,21 +248,6 @@ def _attention_step(graph: Graph, node, produced: dict, cons: dict, anchor_of: d
     if prod.node.op_type != "Softmax" or len(node.inputs) < 2 or node.inputs[1] in graph.constants:
         return None
     return prod.node.name, i
-
-
-def _product_takes(graph: Graph, anchor, node, shared: str) -> bool:
-    """Whether ONNX Runtime's CPU provider folds ``node`` into the MatMul or Gemm ``anchor``: an
-    activation, or an operation with a constant (a scale into the MatMul, a bias into a Gemm), never a
-    computed operand (a residual Add is a kernel of its own). A MatMul's bias Add only where the
-    runtime turns the two into a Gemm (``gemm_takes``)."""
-    if node.op_type not in ("Add", "Sub", "Mul", "Div"):
-        return True
-    others = [x for x in node.inputs if x and x != shared]
-    if any(x not in graph.constants for x in others):
-        return False
-    if node.op_type != "Add" or anchor.op_type != "MatMul":
-        return True
-    return len(others) == 1 and gemm_takes(graph, anchor, others[0])
 
 
 def _broadcasts(graph: Graph, shared: str, out: str) -> bool:

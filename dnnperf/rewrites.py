@@ -111,6 +111,26 @@ def _leading_split(before, after) -> bool:
     return not lead
 
 
+def product_takes(graph: Graph, anchor, node, shared: str, biased: bool = False) -> bool:
+    """Whether ONNX Runtime's CPU provider folds ``node``, an epilogue candidate reading ``shared``, into the
+    MatMul or Gemm ``anchor`` (``dnnperf.fusion``): an activation; into a MatMul a scale by one constant value
+    (times, or divided by, a scalar: the FusedMatMul's alpha) and a bias Add where the runtime turns the two
+    into a Gemm (``gemm_takes``); never a computed operand (a residual Add is a kernel of its own). Probed,
+    ORT 1.32's optimised graphs: a MatMul times or divided by a scalar, [1] or [1, 1, 1]: FusedMatMul; times a
+    [64] vector or a [12, 1, 1] per-head scale (Swin V2's logit scale), minus a scalar, or a Gemm (``biased``:
+    a MatMul that took its bias) times a scalar or plus a vector: the Mul, Sub or Add runs as a kernel."""
+    if node.op_type not in ("Add", "Sub", "Mul", "Div"):
+        return True
+    others = [x for x in node.inputs if x and x != shared]
+    if len(others) != 1 or others[0] not in graph.constants or anchor.op_type != "MatMul" or biased:
+        return False
+    if node.op_type == "Add":
+        return gemm_takes(graph, anchor, others[0])
+    t = graph.tensors.get(others[0])
+    return node.op_type != "Sub" and t is not None and t.numel == 1 and (node.op_type == "Mul"
+                                                                         or node.inputs[1] == others[0])
+
+
 def split_groups(graph: Graph) -> list[list[str]]:
     """Sibling Gathers and Slices that ONNX Runtime's CPU provider runs as one Split (its
     GatherSliceToSplitFusion): every Gather and Slice reading one tensor t, each taking a constant part

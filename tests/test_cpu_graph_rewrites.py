@@ -413,3 +413,52 @@ def test_the_runtime_reads_such_transposes_in_place(tmp_path):
     assert "Transpose" not in ort_op_types(_heads(lead=(2, 6)), tmp_path)
     assert ort_op_types(_heads(perm=(0, 2, 1, 3)), tmp_path).count("Transpose") == 3
     assert ort_op_types(_heads(symbolic=True), tmp_path).count("Transpose") == 3
+
+
+def _scaled_product(op="Mul", const=(), bias=False):
+    """[12, 49, 32] @ [12, 32, 64] (two computed operands; with ``bias``: [49, 32] @ a [32, 64] weight + a [64]
+    bias), then ``op`` with a constant of shape ``const`` (0.5 everywhere), then a Relu."""
+    inits = [numpy_helper.from_array(np.full(const, 0.5, np.float32), "c")]
+    if bias:
+        nodes = [n("MatMul", ["a", "w"], ["m0"], name="mm"), n("Add", ["m0", "b"], ["m"], name="bias")]
+        inits += [weight("w", [32, 64]), weight("b", [64])]
+        inputs = [vi("a", [49, 32])]
+    else:
+        nodes = [n("MatMul", ["a", "b"], ["m"], name="mm")]
+        inputs = [vi("a", [12, 49, 32]), vi("b", [12, 32, 64])]
+    nodes += [n(op, ["m", "c"], ["s"], name="op"), n("Relu", ["s"], ["y"], name="relu")]
+    return model(nodes, inputs, [vi("y", None)], inits)
+
+
+_SCALED = {"scalar": dict(), "scalar_111": dict(const=(1, 1, 1)), "div": dict(op="Div"),
+           "vector": dict(const=(64,)), "per_head": dict(const=(12, 1, 1)), "sub": dict(op="Sub"),
+           "gemm": dict(bias=True)}
+
+
+def test_a_product_takes_only_a_scale_by_one_value_on_a_cpu(tmp_path):
+    """ONNX Runtime's CPU provider folds a MatMul's output scale into the product only when it is one value (times
+    or divided by a scalar, a [1, 1, 1]: the FusedMatMul's alpha); times a [64] vector or a [12, 1, 1] per-head scale
+    (Swin V2's logit scale: 12 Mul kernels dnnperf had folded), minus a scalar, or a scale after the bias that made
+    the MatMul a Gemm runs as a kernel of its own. The Relu after a MatMul with no bias is always a kernel."""
+    def ops(kind):
+        rep = analyze(inspect_model(save(_scaled_product(**_SCALED[kind]), tmp_path, kind + ".onnx")),
+                      load_profile("cpu-avx2"), Settings(fusion="typical"), with_fixes=False)
+        return [c.layer.op_type for c in rep.score.layers if c.layer.workload.launches]
+
+    for kind in ("scalar", "scalar_111"):
+        assert ops(kind) == ["MatMul+Mul", "Relu"], kind
+    assert ops("div") == ["MatMul+Div", "Relu"]
+    for kind, op in (("vector", "Mul"), ("per_head", "Mul"), ("sub", "Sub")):
+        assert ops(kind) == ["MatMul", op, "Relu"], kind
+    assert ops("gemm") == ["MatMul+Add", "Mul", "Relu"]
+
+
+def test_the_runtime_folds_only_a_scale_by_one_value(tmp_path):
+    """ONNX Runtime 1.32's optimised graphs of the models above."""
+    from helpers import ort_op_types
+
+    folded, apart = ["FusedMatMul", "Relu"], ["MatMul", "Mul", "Relu"]
+    want = {"scalar": folded, "scalar_111": folded, "div": folded, "vector": apart, "per_head": apart,
+            "sub": ["MatMul", "Sub", "Relu"], "gemm": ["Gemm", "Mul", "Relu"]}
+    for kind, ops in want.items():
+        assert ort_op_types(_scaled_product(**_SCALED[kind]), tmp_path) == ops, kind
