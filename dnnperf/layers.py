@@ -74,7 +74,7 @@ def _built(insp: Inspection, fusion: str, precision: str | None, chains: bool, a
            unsummed: frozenset, upcast: bool) -> list[Layer]:
     from dnnperf.fusion import fuse, fusion_candidates, intermediate_bytes, merge_siblings
     from dnnperf.kernel_groups import framework_op_groups, group_candidates, runtime_kernel_groups, transposed_operands
-    from dnnperf.rewrites import cpu_absorbed, pushed_transposes, split_groups
+    from dnnperf.rewrites import cpu_absorbed, pushed_transposes, read_in_place, split_groups
     from dnnperf.upcast import cast_bound_clips
 
     def derived(key: str, build):
@@ -95,8 +95,9 @@ def _built(insp: Inspection, fusion: str, precision: str | None, chains: bool, a
 
     def make(row: Row) -> Layer:
         w = row.workload if row.node.name not in absorbed else Workload("view", row.workload.dtype, launches=0)
-        if row.node.name in pushed:  # ONNX Runtime's transpose optimizer moved it past the Gathers that read it
-            w = _pushed(pushed[row.node.name], row.workload.dtype)
+        if row.node.name in pushed and not (row.node.name in absorbed and all(
+                read_in_place(perm) for _, perm in pushed[row.node.name])):  # (a product still reads it in place)
+            w = _pushed(pushed[row.node.name], row.workload.dtype)  # ORT's transpose optimizer moved or merged it
         if not chains and w is row.workload and row.node.name not in merged:
             w = cpu_dispatched(row.node.op_type, w, row.output_shape)  # ORT dispatches a view as any other node
         if precision:

@@ -462,3 +462,59 @@ def test_the_runtime_folds_only_a_scale_by_one_value(tmp_path):
             "sub": ["MatMul", "Sub", "Relu"], "gemm": ["Gemm", "Mul", "Relu"]}
     for kind, ops in want.items():
         assert ort_op_types(_scaled_product(**_SCALED[kind]), tmp_path) == ops, kind
+
+
+def _swap_split_swap(xs, p, shape, q, symbolic=False):
+    """Relu, Transpose ``p``, Reshape to ``shape``, Transpose ``q``, Relu (MaxViT's departition: (0, 2, 1, 3) on
+    [1, 64, 49, 64], Reshape to [1, 7, 7, 8, 8, 64], (0, 5, 1, 3, 2, 4))."""
+    nodes = [n("Relu", ["x"], ["xr"], name="relu"), n("Transpose", ["xr"], ["y"], perm=list(p), name="T1"),
+             n("Reshape", ["y", "s"], ["z"], name="R"), n("Transpose", ["z"], ["w"], perm=list(q), name="T2"),
+             n("Relu", ["w"], ["o"], name="relu2")]
+    return model(nodes, [vi("x", ["N"] + list(xs[1:]) if symbolic else list(xs))], [vi("o", None)],
+                 [ints("s", [-1 if symbolic else shape[0]] + list(shape[1:]))])
+
+
+_MAXVIT = ((1, 64, 49, 64), (0, 2, 1, 3), (1, 7, 7, 8, 8, 64), (0, 5, 1, 3, 2, 4))
+_SPLIT_ONE = ((2, 12, 64), (1, 0, 2), (12, 2, 8, 8), (0, 2, 1, 3))
+_MERGE = ((1, 7, 7, 8, 8, 64), (0, 2, 4, 3, 5, 1), (1, 49, 64, 64), (0, 2, 1, 3))
+
+
+def test_two_transposes_around_a_splitting_reshape_are_one_kernel_on_a_cpu(tmp_path):
+    """ONNX Runtime's transpose optimizer reshapes the first Transpose's input instead when the Reshape after it
+    only splits axes, and composes the two Transposes into one: MaxViT's departition (13 of its Transpose kernels)
+    becomes one Transpose (0, 5, 3, 1, 4, 2) of [1, 8, 8, 7, 7, 64]. On a CPU profile the first runs no kernel and
+    the second's layer is that transpose: 1 x 64 x 49 x 64 floats, 802,816 bytes each way. A Reshape that merges
+    axes, or a symbolic batch, keeps both."""
+    from dnnperf.rewrites import pushed_transposes
+
+    def kernels(case, name, **kw):
+        rep = analyze(inspect_model(save(_swap_split_swap(*case, **kw), tmp_path, name)), load_profile("cpu-avx2"),
+                      Settings(fusion="typical"), with_fixes=False)
+        return {c.layer.name: c.layer.workload for c in rep.score.layers
+                if c.layer.op_type == "Transpose" and c.layer.workload.launches}
+
+    got = kernels(_MAXVIT, "maxvit.onnx")
+    assert list(got) == ["T2"] and got["T2"].bytes_written == 64 * 49 * 64 * 4
+    g = inspect_model(save(_swap_split_swap(*_MAXVIT), tmp_path, "m.onnx")).graph
+    assert pushed_transposes(g) == {"T1": [], "T2": [((1, 8, 8, 7, 7, 64), [0, 5, 3, 1, 4, 2])]}
+    g = inspect_model(save(_swap_split_swap(*_SPLIT_ONE), tmp_path, "s.onnx")).graph
+    assert pushed_transposes(g) == {"T1": [], "T2": [((2, 12, 8, 8), [1, 2, 0, 3])]}
+    assert list(kernels(_MERGE, "merge.onnx")) == ["T1", "T2"]
+    assert list(kernels(_MAXVIT, "sym.onnx", symbolic=True)) == ["T1", "T2"]
+
+
+def test_the_runtime_composes_the_transposes_around_a_splitting_reshape(tmp_path):
+    """ONNX Runtime 1.32's optimised graphs of the models above: the composed permutations dnnperf computes."""
+    import onnx
+
+    from helpers import ort_op_types
+
+    def transposes(case, **kw):
+        assert ort_op_types(_swap_split_swap(*case, **kw), tmp_path)
+        g = onnx.load(str(tmp_path / "ort.onnx")).graph
+        return [list(a.ints) for node in g.node if node.op_type == "Transpose" for a in node.attribute]
+
+    assert transposes(_MAXVIT) == [[0, 5, 3, 1, 4, 2]]
+    assert transposes(_SPLIT_ONE) == [[1, 2, 0, 3]]
+    assert len(transposes(_MERGE)) == 2
+    assert len(transposes(_MAXVIT, symbolic=True)) == 2
