@@ -107,7 +107,8 @@ def main() -> None:
     ap.add_argument("models", nargs="*", help="model files or folders (default: bench/models/cpu + samples)")
     ap.add_argument("--hw", help="a calibrated CPU profile of this machine")
     ap.add_argument("--layout", help="BLOCK,GROUPED_MIN,ALIGN,POOL_ALIGN laid over the profile")
-    ap.add_argument("--diff", action="store_true", help="for each model off the runtime's count, the op types that differ")
+    ap.add_argument("--diff", action="store_true",
+                    help="for each model off the runtime's count, the op types that differ")
     a = ap.parse_args()
     hw = _profile(a.hw, a.layout)
     rows = _models(a.models)
