@@ -518,3 +518,24 @@ def test_the_runtime_composes_the_transposes_around_a_splitting_reshape(tmp_path
     assert transposes(_SPLIT_ONE) == [[1, 2, 0, 3]]
     assert len(transposes(_MERGE)) == 2
     assert len(transposes(_MAXVIT, symbolic=True)) == 2
+
+
+def test_a_16_bit_operands_transpose_runs_on_a_cpu(tmp_path):
+    """ONNX Runtime's CPU provider (no fp16 arithmetic on this x86) keeps the batch Transpose of an fp16 model: its
+    optimised graph of Relu -> Transpose (1, 0, 2) -> MatMul in fp16 is Cast, Cast, Relu, Transpose, MatMul, Cast
+    (in fp32 and fp64: Relu, FusedMatMul)."""
+    from onnx import TensorProto
+
+    from helpers import ort_op_types
+
+    def heads(dtype):
+        nodes = [n("Relu", ["x"], ["xr"], name="relu"), n("Transpose", ["xr"], ["t"], perm=[1, 0, 2], name="T"),
+                 n("MatMul", ["t", "w"], ["y"], name="mm")]
+        return model(nodes, [vi("x", [197, 12, 64], dtype), vi("w", [12, 64, 197], dtype)], [vi("y", None, dtype)])
+
+    for dtype, runs in ((TensorProto.FLOAT16, True), (TensorProto.FLOAT, False), (TensorProto.DOUBLE, False)):
+        rep = analyze(inspect_model(save(heads(dtype), tmp_path, f"h{dtype}.onnx")), load_profile("cpu-avx2"),
+                      Settings(fusion="typical"), with_fixes=False)
+        assert any(c.layer.name == "T" and c.layer.workload.launches for c in rep.score.layers) == runs, dtype
+    assert "Transpose" in ort_op_types(heads(TensorProto.FLOAT16), tmp_path)
+    assert "Transpose" not in ort_op_types(heads(TensorProto.FLOAT), tmp_path)
