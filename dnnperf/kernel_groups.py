@@ -6,7 +6,7 @@ framework ops a GPU framework runs as one kernel where the export spells several
 from __future__ import annotations
 
 from dnnperf.ir import Graph
-from dnnperf.tanh_gelu import _ort_fast_gelu, _tanh_gelu
+from dnnperf.tanh_gelu import ort_fuses_tanh_gelu, tanh_gelu_nodes
 
 # ONNX Runtime's CPU provider replaces transformer patterns with kernels of its own, separate from
 # the MatMul before them: an erf GELU (one Gelu op, or x * 0.5 * (1 + Erf(x / sqrt 2))) becomes a
@@ -309,8 +309,8 @@ def runtime_kernel_groups(graph: Graph) -> list[tuple[str, list[str]]]:
 def _ort_cpu_kernel(graph: Graph, node, producer: dict, only_user, users: dict):
     if node.op_type in ("Erf", "Tanh"):
         erf = node.op_type == "Erf"
-        found = _erf_gelu(node, producer, only_user) if erf else _tanh_gelu(graph, node, producer, only_user)
-        if found is None or (not erf and not _ort_fast_gelu(graph, *found)):
+        found = _erf_gelu(node, producer, only_user) if erf else tanh_gelu_nodes(graph, node, producer, only_user)
+        if found is None or (not erf and not ort_fuses_tanh_gelu(graph, *found)):
             return None
         members, x = found
         head = producer.get(x)

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dnnperf.ir import Graph
 
 
-def _tanh_gelu(graph: Graph, tanh, producer: dict, only_user) -> tuple[list, str] | None:
+def tanh_gelu_nodes(graph: Graph, tanh, producer: dict, only_user) -> tuple[list, str] | None:
     """(its nodes, x) when ``tanh`` is the middle of an exported tanh GELU (GPT-2's and Phi's
     gelu_new): 0.5 x (1 + Tanh(c (x + 0.044715 x^3))), the cube a Pow or x * (x * x), or its product
     form 0.5 x (1 + Tanh(c x (1 + 0.044715 x x))), every intermediate read only by the next node.
-    ONNX Runtime fuses the ones ``_ort_fast_gelu`` says into one FastGelu kernel."""
+    ONNX Runtime fuses the ones ``ort_fuses_tanh_gelu`` says into one FastGelu kernel."""
     def const_and_other(node, op):
         if node is None or node.op_type != op or len(node.inputs) != 2:
             return None
@@ -95,7 +95,7 @@ TANH_GELU_CONSTANTS = {"cube": 3.0, "coef": 0.044715, "scale": 0.797884560802865
 
 
 def tanh_gelu_constants(graph: Graph) -> dict[str, float]:
-    """{constant tensor: the value gelu_new gives it} for every tanh GELU ``_tanh_gelu`` finds: the
+    """{constant tensor: the value gelu_new gives it} for every tanh GELU ``tanh_gelu_nodes`` finds: the
     exponent of its Pow, the 0.044715 of its cube, the sqrt(2 / pi) before its Tanh, the 1 added to
     the Tanh and the 0.5. The estimate reads the pattern as ONNX Runtime's FastGelu kernel whatever
     the constants hold (a weightless skeleton has none); a validation run of a skeleton gives them
@@ -110,7 +110,7 @@ def tanh_gelu_constants(graph: Graph) -> dict[str, float]:
     for node in graph.nodes:
         if node.op_type != "Tanh" or node.domain not in ("", "ai.onnx"):
             continue
-        found = _tanh_gelu(graph, node, producer, only_user)
+        found = tanh_gelu_nodes(graph, node, producer, only_user)
         if found is None:
             continue
         members, x = found
@@ -139,8 +139,8 @@ def tanh_gelu_constants(graph: Graph) -> dict[str, float]:
     return out
 
 
-def _ort_fast_gelu(graph: Graph, members: list, x: str) -> bool:
-    """Whether ONNX Runtime's CPU provider fuses a tanh GELU ``_tanh_gelu`` found into one FastGelu kernel
+def ort_fuses_tanh_gelu(graph: Graph, members: list, x: str) -> bool:
+    """Whether ONNX Runtime's CPU provider fuses a tanh GELU ``tanh_gelu_nodes`` found into one FastGelu kernel
     (its FastGeluFusion): float32 only, the cube a Pow (or the product form), the last Mul the product of
     (1 + tanh) and 0.5 x, and not a graph output. Probed, ORT 1.32's optimised graphs at opsets 13, 17 and
     20: with Pow(x, 3) and with (c x)(1 + 0.044715 x x), FastGelu; the cube spelt x * (x * x), or the GELU
