@@ -687,10 +687,15 @@ def loop_figure(kernel: str) -> str:
     return f"{kernel} (its time per weight)" if kernel in NBITS_KERNELS else f"{kernel} (a loop over its outputs)"
 
 
+def _calls_priced(layer: Layer, hw: HardwareProfile, kernels: tuple[str, ...]) -> bool:
+    """Whether ``layer`` is, alone, a Transpose of one of ``kernels`` whose calls the profile times (``loop_ns``)."""
+    return layer.workload.kernel in kernels and "+" not in layer.op_type and layer.workload.kernel in hw.loop_ns
+
+
 def block_copies(layer: Layer, hw: HardwareProfile) -> bool:
     """Whether ``layer`` is a Transpose that copies runs of several elements (``ops.transpose.copied_blocks``)
     on a profile with their calibrated time per run (``loop_ns`` 'Transpose.blocks')."""
-    return layer.workload.kernel == TRANSPOSE_BLOCKS and "+" not in layer.op_type and TRANSPOSE_BLOCKS in hw.loop_ns
+    return _calls_priced(layer, hw, (TRANSPOSE_BLOCKS,))
 
 
 def transpose_calls_time(layer: Layer, hw: HardwareProfile) -> float:
@@ -705,7 +710,7 @@ def transpose_calls_time(layer: Layer, hw: HardwareProfile) -> float:
     1.8-2.0x their time and ShuffleNetV2's channel shuffles at 2.4x, and the 4-wide ones at 0.16x. A profile
     without the figure prices none of it (and every Transpose as before)."""
     w = layer.workload
-    if w.kernel not in (TRANSPOSE_BLOCKS, TRANSPOSE_PLANES) or "+" in layer.op_type or w.kernel not in hw.loop_ns:
+    if not _calls_priced(layer, hw, (TRANSPOSE_BLOCKS, TRANSPOSE_PLANES)):
         return 0.0
     calls = w.loop_items if w.kernel == TRANSPOSE_BLOCKS else max(w.loop_items - 1, 0)
     return calls * hw.loop_ns[w.kernel] * 1e-9
