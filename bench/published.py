@@ -2,6 +2,7 @@
 
     python bench/published.py [--data bench/data/deepbench-v100-t4.json] [--hw v100 --hw t4] [--worst 5]
     python bench/published.py --records   # the profiles' `validation:` blocks
+    python bench/published.py --match "fp32 conv .* [35]x[35] .* stride 1,1"   # a subset: these kernels only
 
 For each sheet (GPU x precision): median predicted/measured (all, GEMM, conv, elementwise), the median error
 factor (max of predicted/measured and its inverse), the share of kernels within 1.25x and 2x, the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,6 +40,8 @@ def main() -> None:
     ap.add_argument("--data", default=os.path.join(HERE, "data", "deepbench-v100-t4.json"))
     ap.add_argument("--hw", action="append", default=None, help="profiles (default: v100 and t4)")
     ap.add_argument("--worst", type=int, default=4)
+    ap.add_argument("--match", default=None,
+                    help="only the kernels whose 'PRECISION KERNEL' text matches this regular expression")
     ap.add_argument("--records", action="store_true",
                     help="print each profile's `validation:` YAML block (paste it into the profile)")
     args = ap.parse_args()
@@ -65,6 +69,8 @@ def main() -> None:
             print(f"{hw.name}: no sheet of {os.path.basename(args.data)} was measured on this GPU")
             continue
         res = validate_published(ks, hw)
+        if args.match:
+            res["rows"] = [r for r in res["rows"] if re.search(args.match, f"{r['precision']} {r['kernel']}")]
         for sheet in dict.fromkeys(k.sheet for k in ks):
             rows = [r for r in res["rows"] if r["sheet"] == sheet]
             print(line(f"{sheet} [{hw.name}]", stats(rows)))

@@ -28,7 +28,8 @@ from math import ceil
 _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library_efficiency", "bandwidth_efficiency",
            "stream_efficiency", "split_k_min", "conv_split_k", "min_kernel_us", "graph_kernel_us",
            "graph_stream_kernel_us", "k_step_cycles", "conv_k_step_cycles", "gemm_k_step",
-           "k_step", "ctas_per_sm_tile", "winograd", "winograd_tile", "winograd_efficiency", "tensor_core_precisions",
+           "k_step", "ctas_per_sm_tile", "winograd", "winograd_tile", "winograd_fused_tile",
+           "winograd_fused_efficiency", "fft", "fft_max", "tensor_core_precisions",
            "conv_efficiency", "misaligned_efficiency", "misaligned_vector", "split_k_precisions",
            "conv_split_k_precisions", "reorder_kernels", "reorder_traffic", "conv_bias_kernel",
            "strided_pointwise_sampled", "engine_fused_attention", "rnn_step_kernels", "sm_watts", "boost_clock_mhz",
@@ -73,8 +74,11 @@ class GpuLibrary:
     gemm_k_step: dict  # K elements a GEMM kernel's loop step covers (the k_step_cycles kernels; absent: k_step)
     ctas_per_sm_tile: int
     winograd: dict
-    winograd_tile: int
-    winograd_efficiency: float
+    winograd_tile: int  # output tile of the non-fused algorithm (transform kernels around batched GEMMs)
+    winograd_fused_tile: int  # output tile of the fused kernel (0: none)
+    winograd_fused_efficiency: float  # the share of the fused kernel's multiply saving it keeps
+    fft: dict  # precision -> whether the library has FFT convolution kernels for it
+    fft_max: int  # the largest padded map side its FFT algorithm transforms whole
     tensor_core_precisions: dict
     conv_efficiency: float
     misaligned_efficiency: float
@@ -154,7 +158,10 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         ctas_per_sm_tile=int(merged["ctas_per_sm_tile"]),
         winograd=dict(merged.get("winograd") or {}),
         winograd_tile=int(merged["winograd_tile"]),
-        winograd_efficiency=float(merged["winograd_efficiency"]),
+        winograd_fused_tile=int(merged.get("winograd_fused_tile") or 0),
+        winograd_fused_efficiency=float(merged.get("winograd_fused_efficiency", 1.0)),
+        fft=dict(merged.get("fft") or {}),
+        fft_max=int(merged.get("fft_max") or 0),
         tensor_core_precisions={k: tuple(v) for k, v in merged["tensor_core_precisions"].items()},
         conv_efficiency=float(merged["conv_efficiency"]),
         misaligned_efficiency=float(merged["misaligned_efficiency"]),
@@ -463,17 +470,49 @@ def gemm_misaligned_factor(lib: GpuLibrary, n: int, k: int, precision: str, late
     return f
 
 
-def winograd_gain(lib: GpuLibrary, out_h: int, out_w: int, r: int = 3) -> float:
-    """Effective MAC reduction of Winograd on an out_h x out_w map for an r x r filter. The
-    transform works on (m + 2) x (m + 2) input tiles with m = winograd_tile for 3 x 3 filters; a
-    5 x 5 filter on the same input tile leaves m - 2 outputs per side (F(2 x 2, 5 x 5) for m = 4).
-    F(m' x m', r x r) does (r m')^2 / (m' + r - 1)^2 fewer multiplies, times the transforms'
-    efficiency, times how well m' x m' tiles cover the map."""
-    m = lib.winograd_tile + 3 - r
-    if m < 1:
-        return 1.0
-    fill = (out_h * out_w) / (ceil(out_h / m) * ceil(out_w / m) * m * m)
-    return (r * m) ** 2 / (m + r - 1) ** 2 * lib.winograd_efficiency * fill
+def winograd_tiling(m: int, r: int, out_h: int, out_w: int) -> tuple[int, int, float]:
+    """Winograd F(m x m, r x r) over an out_h x out_w map: (alpha, tiles, gain). Each m x m output
+    tile comes from an (m + r - 1) x (m + r - 1) transform tile, alpha points with one product per
+    input / output channel pair each, against (r m)^2 for the direct sum; an image needs
+    ceil(out_h / m) x ceil(out_w / m) tiles, so the multiply saving (r m)^2 / alpha is scaled by the
+    share of the tiles' outputs that fall on the map."""
+    alpha = (m + r - 1) ** 2
+    rows, cols = ceil(out_h / m), ceil(out_w / m)
+    fill = out_h * out_w / (rows * cols * m * m)
+    return alpha, rows * cols, (r * m) ** 2 / alpha * fill
+
+
+def winograd_transforms(alpha: int, tiles: int, images: int, c: int, k: int, word: int,
+                        filters: bool = True) -> tuple[int, ...]:
+    """Bytes of each tensor the non-fused algorithm's transform kernels write for the next kernel to
+    read: the transformed input (alpha points x tiles x C per image), the batched GEMMs' products
+    (alpha x tiles x K, transformed back by the last kernel) and, with ``filters``, the transformed
+    filters (alpha x C x K; a TensorRT engine transforms them when it is built)."""
+    sizes = (alpha * tiles * images * c * word, alpha * tiles * images * k * word)
+    return sizes + ((alpha * c * k * word,) if filters else ())
+
+
+def fft_points(out_h: int, out_w: int, r: int) -> tuple[int, float]:
+    """FFT convolution of an r x r filter at stride 1 over an out_h x out_w map: transforms of the
+    padded map, (out_h + r - 1) x (out_w + r - 1) real points, of which fh x (fw // 2 + 1) complex
+    ones remain (a real signal's spectrum is symmetric); one complex product (4 real multiplies) per
+    point and channel pair against r^2 per output. Returns (points, multiply saving)."""
+    fh, fw = out_h + r - 1, out_w + r - 1
+    points = fh * (fw // 2 + 1)
+    return points, r * r * out_h * out_w / (4 * points)
+
+
+def fft_transforms(points: int, images: int, c: int, k: int, word: int, filters: bool = True) -> tuple[int, ...]:
+    """Bytes of each complex spectrum an FFT convolution writes for the next kernel to read: the
+    input's (points x C per image), the products' (points x K, transformed back by the last kernel)
+    and, with ``filters``, the filters' (points x C x K); a complex value is two of ``word`` bytes."""
+    sizes = (points * images * c * 2 * word, points * images * k * 2 * word)
+    return sizes + ((points * c * k * 2 * word,) if filters else ())
+
+
+def precision_bytes(precision: str) -> int:
+    """Bytes of one value of ``precision`` (4 when unknown)."""
+    return max(1, _precision_bits(precision) // 8) if _precision_bits(precision) else 4
 
 
 def board_share(hw, batch: int | None):

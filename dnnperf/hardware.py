@@ -779,13 +779,13 @@ def _gpu_section(v, kind: str, where: str) -> dict:
 # the shape of every library field a profile's gpu section may override (dnnperf/data/gpu_generations.yaml)
 _GPU_BOOL = frozenset({"conv_split_k", "reorder_traffic", "conv_bias_kernel", "strided_pointwise_sampled",
                        "engine_fused_attention", "unverified", "integrated"})
-_GPU_FRACTION = frozenset({"bandwidth_efficiency", "stream_efficiency", "winograd_efficiency", "conv_efficiency",
-                           "misaligned_efficiency", "gemm_misaligned_efficiency", "l2_usable_fraction", "matrix_overlap",
-                           "l2_efficiency", "stem_efficiency"})
+_GPU_FRACTION = frozenset({"bandwidth_efficiency", "stream_efficiency", "winograd_fused_efficiency",
+                           "conv_efficiency", "misaligned_efficiency", "gemm_misaligned_efficiency",
+                           "l2_usable_fraction", "matrix_overlap", "l2_efficiency", "stem_efficiency"})
 _GPU_ZERO_OK = frozenset({"matrix_overlap", "gemm_alignment_bytes", "gemv_max", "gemm_word_bytes",
-                          "l2_bytes_per_sm_clock", "soc_launch_us"})
-_GPU_INT = frozenset({"split_k_min", "ctas_per_sm_tile", "winograd_tile", "threads_per_sm", "ga10x_threads_per_sm",
-                      "dies", "gemv_max", "rnn_step_kernels",
+                          "l2_bytes_per_sm_clock", "soc_launch_us", "winograd_fused_tile", "fft_max"})
+_GPU_INT = frozenset({"split_k_min", "ctas_per_sm_tile", "winograd_tile", "winograd_fused_tile", "threads_per_sm",
+                      "ga10x_threads_per_sm", "dies", "fft_max", "gemv_max", "rnn_step_kernels",
                       "gemm_alignment_bytes", "gemm_word_bytes"})
 _GPU_NUMBER_MAPS = {"feed_ops_per_element": None, "k_step": None, "gemm_k_step": None, "misaligned_vector": None,
                     "sm_watts": None, "reorder_kernels": 16, "library_efficiency": 1.0, "depthwise_efficiency": 1.0,
@@ -802,10 +802,11 @@ def _tile_list(v, where: str) -> None:
 
 def _gpu_field(k: str, v, where: str) -> None:
     """One library field of a gpu section, checked against its shape (one clear line when it is off)."""
-    if k in _GPU_BOOL or k == "winograd":
-        vals = _map(v, where).values() if k == "winograd" else (v,)
+    if k in _GPU_BOOL or k in ("winograd", "fft"):
+        per = k in ("winograd", "fft")
+        vals = _map(v, where).values() if per else (v,)
         if any(not isinstance(x, bool) for x in vals):
-            raise DnnperfError(f"{where}: true or false{' per precision' if k == 'winograd' else ''}, got {v!r}")
+            raise DnnperfError(f"{where}: true or false{' per precision' if per else ''}, got {v!r}")
     elif k in _GPU_NUMBER_MAPS:
         for kk, x in _map(v, where).items():
             f = _num(x, f"{where}.{kk}", upper=_GPU_NUMBER_MAPS[k], allow_zero=k == "reorder_kernels")

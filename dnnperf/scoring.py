@@ -88,7 +88,7 @@ class LayerCost:
     losses: dict[str, float]
     cause: str
     fixes: list = field(default_factory=list)
-    algorithm: str = ""  # how a GPU library runs it: gemm, winograd, implicit_gemm, direct...
+    algorithm: str = ""  # how a GPU library runs it: gemm, implicit_gemm, winograd(_fused), fft, direct...
     plan: object = None  # the GPU tile plan (dnnperf.gpu.Plan) of a matrix layer
     t_device: float = 0.0  # device time (GPUs: the host's launch cost overlaps it)
     kernels: int = 0  # device kernels it runs (GPUs: its launches, library reorders and split-K reductions, a bias)
@@ -224,6 +224,9 @@ class LayerState:
     pad_fill: float = 1.0  # useful share of channels padded up to the tensor cores' vector (no profile `alignment`)
     block_fill: float = 1.0  # useful share of a blocked CPU depthwise layer's channels (efficiency.depthwise_block_fill)
     gain: float = 1.0  # the convolution algorithm's MAC reduction (Winograd)
+    transforms: tuple = ()  # bytes of each tensor a non-fused Winograd's or an FFT's transforms write (_conv_algorithm)
+    algorithms: tuple = ()  # the convolution algorithms the library could run it with (_conv_algorithm)
+    force: str = ""  # the one this run takes
     runtime: str = "eager"
     t_device: float = 0.0
     kernels: int = 0
@@ -550,12 +553,10 @@ def _gpu_unit(s: LayerState) -> float:
         cin, kh, kw, sh, sw, dilated = w.conv
         shape = s.layer.output_shape or ()
         if kh == kw and kh in (3, 5) and (sh, sw) == (1, 1) and not dilated and w.family == "conv" \
-                and len(shape) == 4 and lib.winograd.get(run_prec) and gpu.unit_class(unit.name) == "cuda_cores":
-            gain = gpu.winograd_gain(lib, shape[2], shape[3], kh)
-            if gain > 1.0:
-                s.algorithm = "winograd"
-                s.gain = gain
-                ops = 2 * w.macs / gain + w.other_ops
+                and len(shape) == 4 and (lib.winograd.get(run_prec) or lib.fft.get(run_prec)) \
+                and gpu.unit_class(unit.name) == "cuda_cores" and w.gemm is not None:
+            _conv_algorithm(s, kh, shape)
+            ops = 2 * w.macs / s.gain + w.other_ops
     # the ideal falls where the library does less work than the MAC count (Winograd) or runs a product
     # on a unit the generic pick refused for its alignment (an int8 product of 30 columns padded onto a
     # T4's tensor cores, faster than the fp16 headline)
@@ -563,28 +564,100 @@ def _gpu_unit(s: LayerState) -> float:
     return ops / rate
 
 
-def _gpu_waves(s: LayerState) -> float:
-    """Tiles in waves over the SMs (tile and wave quantization, split-K, the K loop's latency, the
-    tile's L2 feed) for matrix work; lanes for the rest."""
+def _conv_algorithm(s: LayerState, r: int, shape: tuple) -> None:
+    """The algorithms a library has for an r x r (3 or 5) stride-1 convolution on the CUDA cores, of
+    those cuDNN has: ``score_layer`` times the layer with each and keeps the fastest (what
+    benchmark-mode algorithm search picks; ties keep the plain one). This run takes ``s.force``
+    (default the first, implicit GEMM) and lists the others in ``s.algorithms``.
+
+    implicit_gemm    the product over gathered input patches: no saving.
+    winograd_fused   F(2 x 2, 3 x 3) in one kernel (``winograd_fused_tile``), its transforms in
+                     registers: 2.25x fewer multiplies (less where 2 x 2 tiles overhang the map), of
+                     which the kernel keeps ``winograd_fused_efficiency``; spread over the SMs as the
+                     implicit GEMM is.
+    winograd         non-fused F(m x m, r x r) (``winograd_tile``): transform kernels around alpha
+                     batched GEMMs of (images x tiles) x K x C, planned as GEMMs.
+    fft              transforms of the whole padded map (at most ``fft_max`` points a side), one
+                     complex product per frequency, input and output channel (batched complex GEMMs
+                     of images x K x C, 4 real multiplies each), an inverse transform.
+
+    The last two write each transformed tensor once for the next kernel to read
+    (``gpu.winograd_transforms``, ``gpu.fft_transforms``), from the L2 when it fits there: that
+    traffic grows with C + K while their products grow with C x K, so they pay off with many channels
+    (FFT with wide filters: its saving grows with r^2). Sets ``s.algorithm``, ``s.gain`` (the multiply
+    saving), ``s.plan`` and ``s.transforms`` (the tensors ``_gpu_transforms`` times)."""
+    from dnnperf import gpu
+
+    w, hw, lib, prec = s.w, s.hw, s.lib, s.run_precision
+    images, k, out_h, out_w = shape
+    c = w.conv[0]
+    filters = s.runtime != "tensorrt"  # an engine transforms its filters when it is built
+    implicit = _matrix_plan(s, w.gemm)
+    cands = {"implicit_gemm": (1.0, implicit, ())}
+
+    def batched(m: int, n: int, kk: int, count: int):
+        return gpu.plan_gemm(m, n, kk, count, hw.compute_units, lib, gpu.unit_class(s.unit_name), s.rate,
+                             gpu.clock_hz(hw, lib), prec, split_k=False, gemv=False)
+
+    if lib.winograd.get(prec):
+        if r == 3 and lib.winograd_fused_tile:
+            _alpha, _tiles, gain = gpu.winograd_tiling(lib.winograd_fused_tile, 3, out_h, out_w)
+            cands["winograd_fused"] = (gain * lib.winograd_fused_efficiency, implicit, ())
+        m = lib.winograd_tile + 3 - r
+        if m >= 1:
+            alpha, tiles, gain = gpu.winograd_tiling(m, r, out_h, out_w)
+            sizes = gpu.winograd_transforms(alpha, tiles, images, c, k, gpu.precision_bytes(prec), filters)
+            cands["winograd"] = (gain, batched(images * tiles, k, c, alpha), sizes)
+    if lib.fft.get(prec) and max(out_h, out_w) + r - 1 <= lib.fft_max:
+        points, gain = gpu.fft_points(out_h, out_w, r)
+        sizes = gpu.fft_transforms(points, images, c, k, gpu.precision_bytes(prec), filters)
+        cands["fft"] = (gain, batched(images, k, 4 * c, points), sizes)  # a complex product: four real ones
+    s.algorithms = tuple(a for a, (gain, _p, _t) in cands.items() if gain > 1.0 or a == "implicit_gemm")
+    s.algorithm = s.force if s.force in s.algorithms else "implicit_gemm"
+    s.gain, s.plan, s.transforms = cands[s.algorithm]
+
+
+def _transforms_time(s: LayerState, sizes: tuple) -> float:
+    """Each transformed tensor written by one kernel and read by the next: from the L2 when it fits
+    there (``_l2_room``), else through DRAM at the bandwidth non-streaming kernels reach."""
+    return sum(2 * b / (_l2_bps(s) if b <= _l2_room(s) else _stream_bps(s, streaming=False)) for b in sizes)
+
+
+def _matrix_plan(s: LayerState, g, steps: int = 1):
+    """The library's tile plan (``gpu.plan_gemm``) of a matrix layer's product ``g`` as its algorithm
+    runs it: GEMM kernels, or convolution kernels (their own tiles and K-loop step, split-K where the
+    library splits convolutions)."""
     from dnnperf import gpu
 
     w, hw = s.w, s.hw
-    if s.algorithm in ("gemm", "implicit_gemm", "winograd") and w.gemm is not None:
+    gemm = s.algorithm == "gemm"
+    return gpu.plan_gemm(g.m, g.n, g.k, g.count // steps, hw.compute_units, s.lib, gpu.unit_class(s.unit_name),
+                         s.rate, gpu.clock_hz(hw, s.lib), s.run_precision,
+                         split_k=(s.run_precision in s.lib.split_k_precisions if gemm else
+                                  s.lib.conv_split_k and s.run_precision in s.lib.conv_split_k_precisions),
+                         # attention over a cache reads it with matrix-vector kernels in any precision
+                         # (decode's one query row: TensorRT-LLM's and FlashDecoding's kernels), fused or
+                         # spelled as products of two computed tensors (scores, then context)
+                         gemv=("any" if _reads_computed(w) else True) if gemm else False,
+                         tiles=None if gemm else s.lib.conv_tiles.get(gpu.unit_class(s.unit_name)),
+                         step_cycles=s.lib.conv_k_step_cycles if not gemm and not _pointwise(w) else None)
+
+
+def _gpu_waves(s: LayerState) -> float:
+    """Tiles in waves over the SMs (tile and wave quantization, split-K, the K loop's latency, the
+    tile's L2 feed) for matrix work; lanes for the rest. A convolution run by Winograd or FFT keeps
+    the plan its algorithm was picked with (``_conv_algorithm``): the fused Winograd kernel's is the
+    implicit GEMM's with fewer multiplies, the others' that of their batched GEMMs (their work
+    already reduced)."""
+    w = s.w
+    if s.algorithm in ("gemm", "implicit_gemm", "winograd", "winograd_fused", "fft") and w.gemm is not None:
         g = w.gemm
         # a recurrent layer's steps run one after the other (each needs the last one's state): the
         # library plans one step's product (the directions side by side) and runs it once per step
         steps = w.launches if w.family == "rnn" and w.launches > 1 and g.count % w.launches == 0 else 1
-        s.plan = gpu.plan_gemm(g.m, g.n, g.k, g.count // steps, hw.compute_units, s.lib, gpu.unit_class(s.unit_name),
-                               s.rate, gpu.clock_hz(hw, s.lib), s.run_precision,
-                               split_k=(s.run_precision in s.lib.split_k_precisions if s.algorithm == "gemm" else
-                                        s.lib.conv_split_k and s.run_precision in s.lib.conv_split_k_precisions),
-                               # attention over a cache reads it with matrix-vector kernels in any precision
-                               # (decode's one query row: TensorRT-LLM's and FlashDecoding's kernels), fused or
-                               # spelled as products of two computed tensors (scores, then context)
-                               gemv=("any" if _reads_computed(w) else True) if s.algorithm == "gemm" else False,
-                               tiles=None if s.algorithm == "gemm" else s.lib.conv_tiles.get(gpu.unit_class(s.unit_name)),
-                               step_cycles=s.lib.conv_k_step_cycles if s.algorithm != "gemm" and not _pointwise(w) else None)
-        t = steps * s.plan.seconds / getattr(s, "gain", 1.0) + 2 * w.other_ops / s.rate
+        if s.algorithm in ("gemm", "implicit_gemm"):
+            s.plan = _matrix_plan(s, g, steps)
+        t = steps * s.plan.seconds / (1.0 if s.transforms else s.gain) + 2 * w.other_ops / s.rate
         s.occupancy = min(1.0, s.t / t) if t > 0 else 1.0
         s.tile_eff = s.plan.tile_eff
         return max(s.t, t)
@@ -615,7 +688,7 @@ def _gpu_kernel_eff(s: LayerState) -> float:
     uc = gpu.unit_class(s.unit_name)
     eff = float(lib.library_efficiency.get(f"{uc}:{s.run_precision}",
                                            lib.library_efficiency.get(uc, lib.library_efficiency.get("cuda_cores", 0.9))))
-    if s.algorithm in ("implicit_gemm", "winograd"):
+    if s.algorithm in ("implicit_gemm", "winograd", "winograd_fused", "fft"):
         eff *= lib.conv_efficiency
     if s.algorithm == "gemm" and uc == "tensor_cores" and w.gemm is not None:
         eff *= gpu.gemm_misaligned_factor(lib, w.gemm.n, w.gemm.k, s.run_precision,  # narrower loads (fixes: _misaligned_gemm)
@@ -673,10 +746,11 @@ def _reorder_bytes(s: LayerState, n: int) -> list[int]:
 
 def _extra_kernels(s: LayerState) -> int:
     """Kernels a library launches besides the main one: layout reorders around a tensor-core
-    convolution, the reduction of a split-K GEMM; a recurrent layer's gate kernel at every step
-    (``rnn_step_kernels``) and its one product for all steps' input projections."""
+    convolution, the reduction of a split-K GEMM, a Winograd or FFT convolution's transforms (one per
+    transformed tensor); a recurrent layer's gate kernel at every step (``rnn_step_kernels``) and its
+    one product for all steps' input projections."""
     rnn = (s.lib.rnn_step_kernels - 1) * s.w.launches + 1 if s.w.family == "rnn" and s.w.launches > 0 else 0
-    return _reorders(s) + (1 if s.plan is not None and s.plan.split_k > 1 else 0) + rnn
+    return _reorders(s) + (1 if s.plan is not None and s.plan.split_k > 1 else 0) + rnn + len(s.transforms)
 
 
 def _bias_kernel(s: LayerState) -> bool:
@@ -686,7 +760,16 @@ def _bias_kernel(s: LayerState) -> bool:
     along), outside a fusing engine (TensorRT folds it into the convolution's epilogue, as does a
     fused layer)."""
     return s.w.bias and s.lib.conv_bias_kernel and s.runtime != "tensorrt" and len(s.layer.nodes) == 1 \
-        and s.algorithm in ("implicit_gemm", "winograd", "gemm")
+        and s.algorithm in ("implicit_gemm", "winograd", "winograd_fused", "fft", "gemm")
+
+
+def _gpu_transforms(s: LayerState) -> float:
+    """The transform kernels of a non-fused Winograd or an FFT convolution (``_conv_algorithm``):
+    their traffic, a memory loss of its own, after the batched GEMMs' time; their starts and floors
+    are the launch step's (``_extra_kernels`` counts one kernel per transformed tensor)."""
+    if not s.transforms:
+        return s.t
+    return s.t + _transforms_time(s, s.transforms)
 
 
 def _gpu_bias_pass(s: LayerState) -> float:
@@ -833,6 +916,7 @@ GPU_STEPS: tuple[Step, ...] = (
     (Cause.unoptimized.value, _gpu_efficiency),
     (Cause.memory.value, _gpu_memory),
     (Cause.overlap.value, _gpu_overlap),
+    (Cause.memory.value, _gpu_transforms),
     (Cause.memory.value, _gpu_bias_pass),
     (Cause.launch_overhead.value, _gpu_launch),
 )
@@ -840,6 +924,29 @@ FALLBACK_STEPS: tuple[Step, ...] = (
     (Cause.heterogeneity.value, _fallback),
     (Cause.launch_overhead.value, _launch),
 )
+
+
+def _run_steps(layer: Layer, hw: HardwareProfile, prec: str, steps: tuple, state: dict,
+               algorithm: str = "") -> tuple[LayerState, dict[str, float]]:
+    """One pass of ``layer`` through the step table (``algorithm``: the convolution algorithm to run,
+    ``_conv_algorithm``): its final state and the time each cause added."""
+    w = layer.workload
+    losses = {k: 0.0 for k in LOSS_KEYS}
+    s = LayerState(layer, w, hw, prec, force=algorithm, **state)
+    _, _, rate, _ = rules.pick_unit(hw, prec, w.is_matrix, w.gemm)
+    s.t = s.t_ideal = w.ops / max(hw.headline_rate, rate)
+    if steps is GPU_STEPS:
+        from dnnperf.gpu import library_of  # noqa: F811
+
+        s.lib = library_of(hw)
+    for cause, step in steps:
+        before, ideal = s.t, s.t_ideal
+        t = step(s)
+        if s.t_ideal != ideal and before == ideal:
+            before = s.t_ideal  # the algorithm does less work than the MAC count (Winograd): a lower ideal
+        losses[cause] += t - before
+        s.t = t
+    return s, losses
 
 
 def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
@@ -862,28 +969,15 @@ def score_layer(layer: Layer, hw: HardwareProfile, precision: str | None = None,
         return _host_shape(layer, hw, prec, losses)
     if w.parts:
         return _control(layer, hw, precision, prec, losses, weights_resident, runtime, footprint, weight_reach, arena)
-    s = LayerState(layer, w, hw, prec, weights_resident, runtime=runtime,
-                   footprint=footprint or w.weight_bytes + w.act_bytes_read + w.bytes_written,
-                   weight_reach=weight_reach, arena=arena)
-    _, _, rate, _ = rules.pick_unit(hw, prec, w.is_matrix, w.gemm)
-    s.t = s.t_ideal = w.ops / max(hw.headline_rate, rate)
     fallback = hw.accelerator_families is not None and hw.fallback is not None and w.family not in hw.accelerator_families
-    if fallback:
-        steps = FALLBACK_STEPS
-    elif hw.kind == "gpu":
-        from dnnperf.gpu import library_of  # noqa: F811
-
-        s.lib = library_of(hw)
-        steps = GPU_STEPS
-    else:
-        steps = STEPS
-    for cause, step in steps:
-        before, ideal = s.t, s.t_ideal
-        t = step(s)
-        if s.t_ideal != ideal and before == ideal:
-            before = s.t_ideal  # the algorithm does less work than the MAC count (Winograd): a lower ideal
-        losses[cause] += t - before
-        s.t = t
+    steps = FALLBACK_STEPS if fallback else GPU_STEPS if hw.kind == "gpu" else STEPS
+    state = dict(weights_resident=weights_resident, runtime=runtime, weight_reach=weight_reach, arena=arena,
+                 footprint=footprint or w.weight_bytes + w.act_bytes_read + w.bytes_written)
+    s, losses = _run_steps(layer, hw, prec, steps, state)
+    for algorithm in s.algorithms[1:]:  # a convolution the library has several algorithms for: the fastest
+        alt, alt_losses = _run_steps(layer, hw, prec, steps, state, algorithm)
+        if alt.t < s.t:
+            s, losses = alt, alt_losses
     # work with no arithmetic (a copy, a concatenation, a gather) runs in no precision but its data's: a
     # unit that lacks that precision upcasts math, not bytes (an fp16 cache's Concat was reported fp32)
     ran = prec if not w.ops and not w.is_matrix else (s.run_precision or prec)

@@ -156,33 +156,74 @@ def test_power_limited_clock_by_hand():
     assert gpu.sustained_clock_fraction(gpu.library("volta"), 300, 80, "cuda_cores", "fp32") == 1.0
 
 
-def test_winograd_gain_by_hand():
-    lib = gpu.library("volta")
-    # F(4x4, 3x3): 9*16/36 = 4x fewer multiplies, x 0.5 efficiency, on a 56 x 56 map fully covered by 4x4 tiles
-    assert gpu.winograd_gain(lib, 56, 56) == pytest.approx(4.0 * 0.5)
-    # 7 x 7 map: 2 x 2 tiles of 4 x 4 cover 64 outputs for 49 useful
-    assert gpu.winograd_gain(lib, 7, 7) == pytest.approx(2.0 * 49 / 64)
-    # 5 x 5 filters on the same 6 x 6 transform tile: F(2x2, 5x5), 25*4/36 fewer multiplies; a 7 x 7
-    # map takes 4 x 4 tiles of 2 x 2 (64 outputs for 49)
-    assert gpu.winograd_gain(lib, 28, 28, 5) == pytest.approx(100 / 36 * 0.5)
-    assert gpu.winograd_gain(lib, 7, 7, 5) == pytest.approx(100 / 36 * 0.5 * 49 / 64)
-    # a filter wider than the transform tile allows: no gain
-    assert gpu.winograd_gain(lib, 28, 28, 9) == 1.0
+def test_winograd_and_fft_tiling_by_hand():
+    # F(4x4, 3x3): 6 x 6 = 36 transform points per 4 x 4 output tile, 9 x 16 / 36 = 4x fewer multiplies;
+    # a 56 x 56 map is 14 x 14 tiles, fully covered
+    assert gpu.winograd_tiling(4, 3, 56, 56) == (36, 196, pytest.approx(4.0))
+    # 7 x 7: 2 x 2 tiles of 4 x 4 cover 64 outputs for 49 useful
+    assert gpu.winograd_tiling(4, 3, 7, 7) == (36, 4, pytest.approx(4.0 * 49 / 64))
+    # 5 x 5 filters on the same 6 x 6 transform tile: F(2x2, 5x5), 25 x 4 / 36 fewer multiplies
+    assert gpu.winograd_tiling(2, 5, 28, 28) == (36, 196, pytest.approx(100 / 36))
+    # the fused kernel's F(2x2, 3x3): 16 points, 36 / 16 = 2.25x; 7 x 7 takes 4 x 4 tiles of 2 x 2 (64 for 49)
+    assert gpu.winograd_tiling(2, 3, 7, 7) == (16, 16, pytest.approx(2.25 * 49 / 64))
+    # transformed tensors, fp32: 36 points x 16 tiles x 16 images x 512 channels, both sides; the filters'
+    # 36 x 512 x 512 (none when an engine transformed them at build time)
+    sizes = gpu.winograd_transforms(36, 16, 16, 512, 256, 4)
+    assert sizes == (36 * 16 * 16 * 512 * 4, 36 * 16 * 16 * 256 * 4, 36 * 512 * 256 * 4)
+    assert gpu.winograd_transforms(36, 16, 16, 512, 256, 4, filters=False) == sizes[:2]
+    # FFT of a 28 x 28 map padded for a 5 x 5 filter: 32 x 32 real points, 32 x 17 complex ones; 25 x 784
+    # multiplies per channel pair direct against 4 x 544 (a complex product is four real ones)
+    points, gain = gpu.fft_points(28, 28, 5)
+    assert points == 32 * 17 and gain == pytest.approx(25 * 784 / (4 * 544))
+    # complex fp32 spectra: 8 bytes a value
+    assert gpu.fft_transforms(544, 16, 192, 32, 4) == (544 * 16 * 192 * 8, 544 * 16 * 32 * 8, 544 * 192 * 32 * 8)
 
 
-def test_5x5_stride_1_fp32_convolution_takes_winograd_on_volta():
-    """cuDNN's non-fused Winograd covers 5 x 5 filters at stride 1 (as 3 x 3). DeepBench V100 fp32:
-    16 x 192 x 28 x 28, 32 filters of 5 x 5: 192 us, 20 TFLOP/s of MAC-count work on a 15.7 TFLOP/s
-    GPU, which only an algorithm doing fewer multiplies reaches; strided 5 x 5 ones stay implicit GEMM."""
-    from dnnperf.published import Kernel, predict
+def _deepbench_conv(dims, seconds):
+    from dnnperf.published import Kernel
+
+    return Kernel("s", "g", "fp32", "conv", dims, seconds, False)
+
+
+def test_5x5_stride_1_fp32_convolution_takes_a_transform_algorithm_on_volta():
+    """cuDNN runs 5 x 5 filters at stride 1 with fewer multiplies than the MAC count. DeepBench V100
+    fp32: 16 x 192 x 28 x 28, 32 filters of 5 x 5: 192 us, 20 TFLOP/s of MAC-count work on a 15.7
+    TFLOP/s GPU. With 32 filters the non-fused Winograd's F(2x2, 5x5) saves 2.8x but moves its transformed
+    input (36 points per 2 x 2 tile, 192 channels) twice; the FFT of the 32 x 32 padded map saves 9x
+    for spectra of 544 points: the library's pick. Strided 5 x 5 ones stay implicit GEMM."""
+    from dnnperf.published import predict
 
     v100 = load_profile("v100")
-    k = Kernel("s", "g", "fp32", "conv", (16, 192, 28, 28, 32, 5, 5, 2, 2, 1, 1), 192e-6, False)
     assert 2 * 16 * 32 * 28 * 28 * 192 * 25 / 192e-6 > 15.7e12
-    t, c = predict(k, v100)
-    assert c.algorithm == "winograd" and t / 192e-6 < 2.0
-    strided = Kernel("s", "g", "fp32", "conv", (16, 64, 80, 350, 128, 5, 5, 1, 1, 2, 2), 3330e-6, False)
+    t, c = predict(_deepbench_conv((16, 192, 28, 28, 32, 5, 5, 2, 2, 1, 1), 192e-6), v100)
+    assert c.algorithm == "fft" and 1 / 1.5 < t / 192e-6 < 1.5
+    # the input's, the products' and the filters' transforms: three kernels besides the complex products
+    assert c.kernels == 4
+    strided = _deepbench_conv((16, 64, 80, 350, 128, 5, 5, 1, 1, 2, 2), 3330e-6)
     assert predict(strided, v100)[1].algorithm == "implicit_gemm"
+
+
+def test_the_library_picks_its_3x3_algorithm_by_the_channels():
+    """Non-fused Winograd's transform traffic grows with C + K and its batched GEMMs with C x K, so it
+    pays off with many channels; with few, the fused F(2x2, 3x3) kernel (no traffic of its own) is
+    faster. DeepBench V100 fp32 (published times): 16 x 512 x 14 x 14 with 512 filters in 506 us, 29
+    TFLOP/s of MAC-count work, beyond even the fused kernel's 2.25x saving at the 15.7 peak (35 TFLOP/s
+    would need 100% of it); 16 x 64 x 56 x 56 with 64 filters in 179 us (21 TFLOP/s)."""
+    from dnnperf.published import predict
+
+    v100 = load_profile("v100")
+    wide = _deepbench_conv((16, 512, 14, 14, 512, 3, 3, 1, 1, 1, 1), 506e-6)
+    assert 2 * 16 * 196 * 512 * 512 * 9 / 506e-6 > 0.8 * 2.25 * 15.7e12
+    t, c = predict(wide, v100)
+    assert c.algorithm == "winograd" and c.kernels == 4 and 1 / 1.35 < t / 506e-6 < 1.35
+    narrow = _deepbench_conv((16, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1), 179e-6)
+    t, c = predict(narrow, v100)
+    assert c.algorithm == "winograd_fused" and c.kernels == 1 and 1 / 1.25 < t / 179e-6 < 1.25
+    # a TensorRT engine transforms the filters when it is built: one transform kernel fewer
+    engine = replace(wide, runtime="tensorrt")
+    assert predict(engine, v100)[1].kernels == 3
+    # no Winograd or FFT kernels in a precision the generation lacks them for (Hopper's fp32): implicit GEMM
+    assert predict(wide, load_profile("h200"))[1].algorithm == "implicit_gemm"
 
 
 def test_profile_from_a_spec_sheet_gets_generation_defaults(tmp_path):
