@@ -179,6 +179,12 @@ def test_winograd_and_fft_tiling_by_hand():
     assert gpu.fft_transforms(544, 16, 192, 32, 4) == (544 * 16 * 192 * 8, 544 * 16 * 32 * 8, 544 * 192 * 32 * 8)
 
 
+def test_a_generation_turns_a_default_algorithm_off_by_naming_its_precision():
+    # maps merge key by key over the default entry: Kepler's Winograd is off only because fp32 is named
+    assert not gpu.library("kepler").winograd.get("fp32") and gpu.library("kepler").fft.get("fp32")
+    assert gpu.library("maxwell").winograd.get("fp32") and not gpu.library("hopper").fft.get("fp32")
+
+
 def _deepbench_conv(dims, seconds):
     from dnnperf.published import Kernel
 
