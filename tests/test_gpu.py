@@ -183,6 +183,9 @@ def test_a_generation_turns_a_default_algorithm_off_by_naming_its_precision():
     # maps merge key by key over the default entry: Kepler's Winograd is off only because fp32 is named
     assert not gpu.library("kepler").winograd.get("fp32") and gpu.library("kepler").fft.get("fp32")
     assert gpu.library("maxwell").winograd.get("fp32") and not gpu.library("hopper").fft.get("fp32")
+    # an empty map says "none": a profile turning every Winograd precision off
+    assert gpu.library("volta", {"winograd": {}}).winograd == {}
+    assert gpu.library("volta", {"winograd": {"fp16": True}}).winograd == {"fp32": True, "fp16": True}
 
 
 def _deepbench_conv(dims, seconds):
