@@ -84,6 +84,7 @@ def report_dict(report: Report, top: int | None = None) -> dict:
             "parallel_work": w.parallel_work,
             "launches": w.launches,
             "unit": c.unit,
+            "algorithm": c.algorithm or None,
             "precision": c.precision,
             "tile_efficiency": _r(c.tile_efficiency),
             "occupancy": _r(c.occupancy),

@@ -49,11 +49,24 @@ class Cause(str, Enum):
     thermal = "thermal"
 
 
+class Algorithm(str, Enum):
+    """How a GPU library runs a layer (``LayerCost.algorithm``; other devices: none)."""
+
+    gemm = "gemm"  # a BLAS product
+    implicit_gemm = "implicit_gemm"  # a convolution as a product over gathered input patches
+    winograd_fused = "winograd_fused"  # F(2x2, 3x3) in one kernel
+    winograd = "winograd"  # non-fused: transform kernels around batched products
+    fft = "fft"  # spectra of the padded map, batched complex products, the inverse transform
+    direct = "direct"  # the library's own kernel of a matrix op that is not a product (depthwise)
+    elementwise = "elementwise"  # no matrix work
+
+
 def values(enum) -> tuple[str, ...]:
     return tuple(m.value for m in enum)
 
 
 FAMILIES = values(Family)
+ALGORITHMS = values(Algorithm)
 MATRIX_FAMILIES = frozenset({"conv", "depthwise_conv", "grouped_conv", "matmul", "attention", "rnn"})
 FREE_FAMILIES = frozenset({"view", "shape"})  # no kernel launched, no bytes moved
 # views ONNX Runtime's CPU provider still runs as nodes of their own: no bytes move (the output aliases

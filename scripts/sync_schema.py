@@ -3,8 +3,9 @@
     python scripts/sync_schema.py          # rewrite schema/*.schema.json in place
     python scripts/sync_schema.py --check  # exit 1 if a schema is out of date (the test suite runs this)
 
-Every "cause" property gets the Cause values, every "family" property the Family values, and every
-"losses_s" object exactly one numeric property per loss key.
+Every "cause" property gets the Cause values, every "family" property the Family values, every
+"algorithm" property the Algorithm values (and null), and every "losses_s" object exactly one numeric
+property per loss key.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from dnnperf.vocab import CAUSES, FAMILIES, LOSS_KEYS  # noqa: E402
+from dnnperf.vocab import ALGORITHMS, CAUSES, FAMILIES, LOSS_KEYS  # noqa: E402
 
 
 def sync(node, key: str = ""):
@@ -26,6 +27,8 @@ def sync(node, key: str = ""):
             node["enum"] = list(CAUSES)
         if key == "family" and "enum" in node:
             node["enum"] = list(FAMILIES) + ([None] if None in node["enum"] else [])
+        if key == "algorithm" and "enum" in node:
+            node["enum"] = list(ALGORITHMS) + [None]
         if key == "losses_s" and node.get("type") == "object":
             node["properties"] = {k: {"type": "number", "minimum": 0} for k in LOSS_KEYS}
             node["required"] = list(LOSS_KEYS)

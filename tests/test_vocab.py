@@ -49,3 +49,23 @@ def test_every_cause_has_a_colour_and_every_loss_a_step():
 def test_profile_families_are_the_kernel_families():
     # view and shape launch nothing; shape_runtime is host arithmetic (priced by host_op_us)
     assert set(PROFILE_FAMILIES) == set(FAMILIES) - {"view", "shape", "shape_runtime"}
+
+
+def test_every_algorithm_a_report_names_is_in_the_vocabulary():
+    from dnnperf.api import analyze, inspect_model
+    from dnnperf.documents import report_dict
+    from dnnperf.hardware import load_profile
+    from dnnperf.ir import ShapeOverrides
+    from dnnperf.scoring import Settings
+    from dnnperf.vocab import ALGORITHMS
+
+    seen = set()
+    for model, hw, prec in (("resnet50", "v100", None), ("mobilenet_v2", "t4", "fp16"), ("resnet50", "cpu-avx2", None)):
+        insp = inspect_model(os.path.join(ROOT, "sample_models", f"{model}.onnx"), ShapeOverrides(batch=8))
+        layers = report_dict(analyze(insp, load_profile(hw), Settings(precision=prec)))["layers"]
+        names = {layer["algorithm"] for layer in layers}
+        assert names <= set(ALGORITHMS) | {None}
+        assert (names == {None}) == (hw == "cpu-avx2")  # a GPU library's choice, no other device's
+        seen |= names
+    # fp32 3 x 3 convolutions at batch 8 take a Winograd algorithm; depthwise ones the library's own kernel
+    assert {"implicit_gemm", "gemm", "elementwise", "direct"} <= seen and seen & {"winograd", "winograd_fused"}

@@ -204,7 +204,7 @@ def _reports_doc(doc) -> list:
 
 REPORT_COLUMNS = ["model", "hardware", "name", "op_type", "family", "output_shape", "dtype", "macs", "other_ops",
                   "ops", "act_bytes_read", "weight_bytes", "bytes_written", "intensity_ops_per_byte", "unit",
-                  "precision", "tile_efficiency", "occupancy", "ideal_s", "compute_s", "memory_s", "launch_s",
+                  "algorithm", "precision", "tile_efficiency", "occupancy", "ideal_s", "compute_s", "memory_s", "launch_s",
                   "device_s", "latency_s", "lost_s", "cause", "fix"]
 
 
