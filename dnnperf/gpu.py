@@ -124,8 +124,9 @@ def generation_table() -> dict:
 
 
 def _merge(base: dict, over: dict) -> dict:
-    """``over`` on top of ``base``; a map merges key by key (Turing's reorder_kernels keeps the default's
-    other precisions), except an empty one, which says "none" (a profile's ``winograd: {}``)."""
+    """``over`` on top of ``base``; a map merges key by key (a profile's ``library_efficiency:
+    {tensor_cores: 0.8}`` keeps its generation's CUDA-core figure), except an empty one, which says
+    "none" (``winograd: {}``: no Winograd in any precision)."""
     out = dict(base)
     for k, v in over.items():
         out[k] = {**out[k], **v} if isinstance(v, dict) and v and isinstance(out.get(k), dict) else v
