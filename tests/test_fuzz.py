@@ -108,6 +108,33 @@ _SAMPLE = open(os.path.join(SAMPLES, "squeezenet1_1.onnx"), "rb").read()
 runner = CliRunner()
 
 
+_CONV_HW = {n: load_profile(n) for n in ("v100", "t4", "k80", "p100")}
+
+
+@FUZZ
+@given(r=st.sampled_from([3, 5]), c=st.integers(1, 1024), k=st.integers(1, 1024), h=st.integers(1, 128),
+       w=st.integers(1, 128), images=st.integers(1, 64), hw_name=st.sampled_from(sorted(_CONV_HW)),
+       runtime=st.sampled_from(["eager", "graph", "tensorrt"]))
+def test_the_convolution_algorithm_pick_keeps_the_model_monotone(r, c, k, h, w, images, hw_name, runtime):
+    """An fp32 3 x 3 / 5 x 5 stride-1 convolution takes the fastest of the library's algorithms
+    (implicit GEMM, fused and non-fused Winograd, FFT): more bandwidth or more peak never makes it slower,
+    and twice the images never faster."""
+    from dnnperf.published import Kernel, predict
+
+    hw = _CONV_HW[hw_name]
+
+    def time(dims, profile):
+        return predict(Kernel("s", "g", "fp32", "conv", dims, 1.0, False, runtime=runtime), profile)[1].time_s
+
+    dims = (images, c, h, w, k, r, r, r // 2, r // 2, 1, 1)
+    t = time(dims, hw)
+    assert math.isfinite(t) and t > 0
+    assert time(dims, hw.with_overrides(dram_gbs=hw.dram_gbs * 3)) <= t * (1 + 1e-9)
+    units = tuple(replace(u, peak_tops={p: v * 3 for p, v in u.peak_tops.items()}) for u in hw.units)
+    assert time(dims, hw.with_overrides(units=units, headline_tops=hw.headline_tops * 3)) <= t * (1 + 1e-9)
+    assert time((2 * images,) + dims[1:], hw) >= t * (1 - 1e-9)
+
+
 @FUZZ
 @given(st.lists(st.tuples(st.integers(0, len(_SAMPLE) - 1), st.integers(0, 255)), min_size=1, max_size=20))
 def test_mutated_model_bytes_exit_cleanly(tmp_path, edits):
