@@ -515,7 +515,8 @@ def fft_transforms(points: int, images: int, c: int, k: int, word: int, filters:
 
 def precision_bytes(precision: str) -> int:
     """Bytes of one value of ``precision`` (4 when unknown)."""
-    return max(1, _precision_bits(precision) // 8) if _precision_bits(precision) else 4
+    bits = _precision_bits(precision)
+    return max(1, bits // 8) if bits else 4
 
 
 def board_share(hw, batch: int | None):

@@ -564,6 +564,11 @@ def _gpu_unit(s: LayerState) -> float:
     return ops / rate
 
 
+# how a GPU library runs a convolution's product (``_conv_algorithm``): each takes the convolution kernels'
+# efficiency, and a framework adds a bias after any of them
+_LIBRARY_CONV = frozenset({"implicit_gemm", "winograd_fused", "winograd", "fft"})
+
+
 def _conv_algorithm(s: LayerState, r: int, shape: tuple) -> None:
     """The algorithms a library has for an r x r (3 or 5) stride-1 convolution on the CUDA cores, of
     those cuDNN has: ``score_layer`` times the layer with each and keeps the fastest (what
@@ -592,29 +597,32 @@ def _conv_algorithm(s: LayerState, r: int, shape: tuple) -> None:
     images, k, out_h, out_w = shape
     c = w.conv[0]
     filters = s.runtime != "tensorrt"  # an engine transforms its filters when it is built
-    implicit = _matrix_plan(s, w.gemm)
-    cands = {"implicit_gemm": (1.0, implicit, ())}
-
-    def batched(m: int, n: int, kk: int, count: int):
-        return gpu.plan_gemm(m, n, kk, count, hw.compute_units, lib, gpu.unit_class(s.unit_name), s.rate,
-                             gpu.clock_hz(hw, lib), prec, split_k=False, gemv=False)
-
-    if lib.winograd.get(prec):
-        if r == 3 and lib.winograd_fused_tile:
-            _alpha, _tiles, gain = gpu.winograd_tiling(lib.winograd_fused_tile, 3, out_h, out_w)
-            cands["winograd_fused"] = (gain * lib.winograd_fused_efficiency, implicit, ())
-        m = lib.winograd_tile + 3 - r
-        if m >= 1:
-            alpha, tiles, gain = gpu.winograd_tiling(m, r, out_h, out_w)
-            sizes = gpu.winograd_transforms(alpha, tiles, images, c, k, gpu.precision_bytes(prec), filters)
-            cands["winograd"] = (gain, batched(images * tiles, k, c, alpha), sizes)
+    m = lib.winograd_tile + 3 - r
+    # each algorithm's saving first (cheap); only the one this run takes gets its plan and transforms
+    gains = {"implicit_gemm": 1.0}
+    if lib.winograd.get(prec) and r == 3 and lib.winograd_fused_tile:
+        gains["winograd_fused"] = gpu.winograd_tiling(lib.winograd_fused_tile, 3, out_h, out_w)[2] \
+            * lib.winograd_fused_efficiency
+    if lib.winograd.get(prec) and m >= 1:
+        gains["winograd"] = gpu.winograd_tiling(m, r, out_h, out_w)[2]
     if lib.fft.get(prec) and max(out_h, out_w) + r - 1 <= lib.fft_max:
-        points, gain = gpu.fft_points(out_h, out_w, r)
-        sizes = gpu.fft_transforms(points, images, c, k, gpu.precision_bytes(prec), filters)
-        cands["fft"] = (gain, batched(images, k, 4 * c, points), sizes)  # a complex product: four real ones
-    s.algorithms = tuple(a for a, (gain, _p, _t) in cands.items() if gain > 1.0 or a == "implicit_gemm")
+        gains["fft"] = gpu.fft_points(out_h, out_w, r)[1]
+    s.algorithms = tuple(a for a, gain in gains.items() if gain > 1.0 or a == "implicit_gemm")
     s.algorithm = s.force if s.force in s.algorithms else "implicit_gemm"
-    s.gain, s.plan, s.transforms = cands[s.algorithm]
+    s.gain, s.transforms = gains[s.algorithm], ()
+    if s.algorithm in ("implicit_gemm", "winograd_fused"):  # the fused kernel spreads as the implicit GEMM
+        s.plan = _matrix_plan(s, w.gemm)
+        return
+    if s.algorithm == "winograd":
+        alpha, tiles, _gain = gpu.winograd_tiling(m, r, out_h, out_w)
+        product = (images * tiles, k, c, alpha)
+        s.transforms = gpu.winograd_transforms(alpha, tiles, images, c, k, gpu.precision_bytes(prec), filters)
+    else:
+        points = gpu.fft_points(out_h, out_w, r)[0]
+        product = (images, k, 4 * c, points)  # a complex product: four real ones
+        s.transforms = gpu.fft_transforms(points, images, c, k, gpu.precision_bytes(prec), filters)
+    s.plan = gpu.plan_gemm(*product, hw.compute_units, lib, gpu.unit_class(s.unit_name), s.rate,
+                           gpu.clock_hz(hw, lib), prec, split_k=False, gemv=False)
 
 
 def _transforms_time(s: LayerState, sizes: tuple) -> float:
@@ -650,7 +658,7 @@ def _gpu_waves(s: LayerState) -> float:
     implicit GEMM's with fewer multiplies, the others' that of their batched GEMMs (their work
     already reduced)."""
     w = s.w
-    if s.algorithm in ("gemm", "implicit_gemm", "winograd", "winograd_fused", "fft") and w.gemm is not None:
+    if (s.algorithm == "gemm" or s.algorithm in _LIBRARY_CONV) and w.gemm is not None:
         g = w.gemm
         # a recurrent layer's steps run one after the other (each needs the last one's state): the
         # library plans one step's product (the directions side by side) and runs it once per step
@@ -688,7 +696,7 @@ def _gpu_kernel_eff(s: LayerState) -> float:
     uc = gpu.unit_class(s.unit_name)
     eff = float(lib.library_efficiency.get(f"{uc}:{s.run_precision}",
                                            lib.library_efficiency.get(uc, lib.library_efficiency.get("cuda_cores", 0.9))))
-    if s.algorithm in ("implicit_gemm", "winograd", "winograd_fused", "fft"):
+    if s.algorithm in _LIBRARY_CONV:
         eff *= lib.conv_efficiency
     if s.algorithm == "gemm" and uc == "tensor_cores" and w.gemm is not None:
         eff *= gpu.gemm_misaligned_factor(lib, w.gemm.n, w.gemm.k, s.run_precision,  # narrower loads (fixes: _misaligned_gemm)
@@ -760,7 +768,7 @@ def _bias_kernel(s: LayerState) -> bool:
     along), outside a fusing engine (TensorRT folds it into the convolution's epilogue, as does a
     fused layer)."""
     return s.w.bias and s.lib.conv_bias_kernel and s.runtime != "tensorrt" and len(s.layer.nodes) == 1 \
-        and s.algorithm in ("implicit_gemm", "winograd", "winograd_fused", "fft", "gemm")
+        and (s.algorithm == "gemm" or s.algorithm in _LIBRARY_CONV)
 
 
 def _gpu_transforms(s: LayerState) -> float:
