@@ -625,6 +625,19 @@ def _conv_algorithm(s: LayerState, r: int, shape: tuple) -> None:
                            gpu.clock_hz(hw, lib), prec, split_k=False, gemv=False)
 
 
+def conv_algorithm_note(sc: Score) -> str | None:
+    """The report's note on the convolutions costed with an algorithm other than implicit GEMM
+    (``_conv_algorithm``): the estimate takes the fastest, as benchmark-mode search picks; a library's
+    heuristic pick may be slower."""
+    picked = [c.algorithm for c in sc.layers if c.algorithm in _LIBRARY_CONV - {"implicit_gemm"}]
+    if not picked:
+        return None
+    counts = ", ".join(f"{picked.count(a)} {a}" for a in sorted(set(picked)))
+    return (f"{len(picked)} convolution(s) costed with a faster algorithm than implicit GEMM ({counts}): the "
+            "fastest of the library's, as benchmark-mode algorithm search picks (torch.backends.cudnn.benchmark, "
+            "TensorRT's tactic timing); a library's heuristic pick may be slower")
+
+
 def _transforms_time(s: LayerState, sizes: tuple) -> float:
     """Each transformed tensor written by one kernel and read by the next: from the L2 when it fits
     there (``_l2_room``), else through DRAM at the bandwidth non-streaming kernels reach."""

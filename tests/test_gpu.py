@@ -188,6 +188,23 @@ def test_a_generation_turns_a_default_algorithm_off_by_naming_its_precision():
     assert gpu.library("volta", {"winograd": {"fp16": True}}).winograd == {"fp32": True, "fp16": True}
 
 
+def test_a_report_says_which_convolutions_take_a_faster_algorithm(tmp_path):
+    """The estimate takes the library's fastest algorithm (benchmark-mode search): the report says so, and
+    for how many convolutions, where it is not implicit GEMM; a layer's JSON row names its algorithm."""
+    from dnnperf.documents import report_dict
+    from helpers import conv_model
+
+    insp = inspect_model(save(conv_model(512, 512, 14, 14, 3, pads=[1, 1, 1, 1], batch=16), tmp_path, "c.onnx"))
+    rep = analyze(insp, load_profile("v100"), Settings())
+    assert [c.algorithm for c in rep.score.layers if c.layer.op_type == "Conv"] == ["winograd"]
+    assert any(n.startswith("1 convolution(s) costed with a faster algorithm than implicit GEMM (1 winograd)")
+               and "heuristic pick may be slower" in n for n in rep.notes)
+    assert [r["algorithm"] for r in report_dict(rep)["layers"] if r["op_type"] == "Conv"] == ["winograd"]
+    # Hopper's fp32: implicit GEMM, nothing to say
+    rep = analyze(insp, load_profile("h200"), Settings(precision="fp32"))
+    assert not any("faster algorithm than implicit GEMM" in n for n in rep.notes)
+
+
 def _deepbench_conv(dims, seconds):
     from dnnperf.published import Kernel
 
