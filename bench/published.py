@@ -44,6 +44,11 @@ def main() -> None:
                     help="only the kernels whose 'PRECISION KERNEL' text matches this regular expression")
     ap.add_argument("--records", action="store_true",
                     help="print each profile's `validation:` YAML block (paste it into the profile)")
+    ap.add_argument("--groups", action="store_true",
+                    help="the errors by class of kernel as the model runs it (per GPU and precision: a convolution's "
+                         "window, stride and algorithm; a product's shape, split-K, K-loop latency), fitted three "
+                         "quarters and held-out quarter apart; '<<' marks a class of 6 or more fitted kernels whose "
+                         "median predicted/measured is outside 0.87-1.15x")
     args = ap.parse_args()
     kernels = load_published(args.data)
     specs = args.hw or ["v100", "t4"]
@@ -75,16 +80,39 @@ def main() -> None:
             rows = [r for r in res["rows"] if r["sheet"] == sheet]
             print(line(f"{sheet} [{hw.name}]", stats(rows)))
             worst.extend((max(r["ratio"], 1 / r["ratio"]), hw.name, r) for r in rows)
-        every.extend(res["rows"])
+        every.extend(dict(r, hw=hw.name) for r in res["rows"])
         held.extend(r for r in res["rows"] if r["held_out"])
     print(line("ALL sheets", stats(every)))
     print(line("held-out quarter (never tuned on)", stats(held)))
     print(line("fitted three quarters", stats([r for r in every if not r["held_out"]])))
+    if args.groups:
+        print_groups(every)
     if args.worst:
         print(f"\nworst {args.worst} kernels:")
         for e, hwn, r in sorted(worst, key=lambda x: -x[0])[: args.worst]:
             print(f"  {e:5.2f}x  {hwn:<5} {r['precision']:<5} {r['kernel']:<62} predicted {r['predicted_s'] * 1e6:9.1f} us "
                   f"measured {r['measured_s'] * 1e6:9.1f} us  cause {r['cause']}")
+
+
+def print_groups(rows: list[dict]) -> None:
+    """Median predicted/measured and the share within 1.25x per (GPU, precision, class of kernel), the
+    fitted kernels and the held-out ones apart: a class the model gets wrong as a whole shows here, where
+    the worst-kernels list shows single kernels."""
+    classes: dict[tuple, list[dict]] = {}
+    for r in rows:
+        classes.setdefault((r["hw"], r["precision"], r["group"]), []).append(r)
+    print(f"\n{'profile':<14} {'prec':<5} {'class of kernel (as the model runs it)':<46} {'fitted: n':>9} "
+          f"{'pred/meas':>9} {'<=1.25x':>7}   {'held out: n':>11} {'pred/meas':>9}")
+    for key in sorted(classes):
+        fit = stats([r for r in classes[key] if not r["held_out"]]) if any(not r["held_out"] for r in classes[key]) \
+            else None
+        held = [r for r in classes[key] if r["held_out"]]
+        hs = stats(held) if held else None
+        mark = "  <<" if fit and fit["kernels"] >= 6 and not 0.87 <= fit["median_ratio"] <= 1.15 else ""
+        f_txt = f"{fit['kernels']:>9} {fit['median_ratio']:8.2f}x {fit['within_1_25'] * 100:6.1f}%" if fit \
+            else f"{0:>9} {'-':>9} {'-':>7}"
+        h_txt = f"{hs['kernels']:>11} {hs['median_ratio']:8.2f}x" if hs else f"{0:>11} {'-':>9}"
+        print(f"{key[0][:14]:<14} {key[1]:<5} {key[2][:46]:<46} {f_txt}   {h_txt}{mark}")
 
 
 if __name__ == "__main__":

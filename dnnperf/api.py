@@ -11,8 +11,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from dnnperf.scoring import (Layer, Score, Settings, conv_algorithm_note, effective_precision, precision_of, score,
-                             tf32_by_default, top_cause)
+from dnnperf.scoring import (Layer, Score, Settings, conv_algorithm_note, dp4a_conv_note, effective_precision,
+                             precision_of, score, tf32_by_default, top_cause)
 from dnnperf.capacity import MemoryFigures, held_inputs, memory_figures, memory_note
 from dnnperf.hardware import HardwareProfile
 from dnnperf.inspection import Inspection, Row, inspect_graph, recomputed, recomputed_note
@@ -151,7 +151,7 @@ def analyze(insp: Inspection, hw: HardwareProfile, settings: Settings, with_fixe
         notes.append(f"{len(names)} convolution(s) with fewer input channels than the {units}' vector "
                      f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) run padded with zeros on the "
                      f"{units}, as TensorRT reformats them (the padding's MACs count as specialization loss)")
-    notes.extend(n for n in (_engine_wider_note(sc), conv_algorithm_note(sc)) if n)
+    notes.extend(n for n in (_engine_wider_note(sc), conv_algorithm_note(sc), dp4a_conv_note(sc)) if n)
     cpu = hw.kind == "cpu"
     notes.extend(runtime_notes(recomputed(insp) if cpu else insp, cpu, _engine_qdq(hw, settings)))
     inputs = held_inputs(insp.graph, tensor_size(sc.settings.precision))

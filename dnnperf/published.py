@@ -298,13 +298,30 @@ def stats(rows: list[dict]) -> dict:
     return out
 
 
+def group_of(k: Kernel, cost) -> str:
+    """The class of ``k`` as the model runs it, for a breakdown of the errors by class (``bench/published.py
+    --groups``): a convolution's window, stride, grouping and algorithm; a product's shape (thin: a side of at
+    most 128), split-K and whether its K loop's latency bounds it; an elementwise kernel's op."""
+    if k.kind == "conv":
+        r, s, sh = k.dims[5], k.dims[6], k.dims[9]
+        g = k.dims[11] if len(k.dims) > 11 else 1
+        kind = "" if g == 1 else " depthwise" if g == k.dims[1] else " grouped"
+        return f"conv {r}x{s} stride {sh}{kind} {cost.algorithm}"
+    if k.kind == "gemm":
+        plan = cost.plan
+        return "gemm " + ("thin" if min(k.dims[:2]) <= 128 else "wide") + (" batched" if len(k.dims) > 3 else "") \
+            + (" split-K" if plan is not None and plan.split_k > 1 else "") \
+            + (" latency-bound" if plan is not None and plan.latency_bound else "")
+    return k.op
+
+
 def validate_published(kernels: list[Kernel], hw: HardwareProfile) -> dict:
     rows = []
     for k in kernels:
         pred, cost = predict(k, hw)
         rows.append({"sheet": k.sheet, "kind": k.kind, "kernel": k.label, "precision": k.precision,
                      "held_out": k.held_out, "measured_s": k.measured_s, "predicted_s": pred,
-                     "ratio": pred / k.measured_s, "cause": cost.cause, "unit": cost.unit})
+                     "ratio": pred / k.measured_s, "cause": cost.cause, "unit": cost.unit, "group": group_of(k, cost)})
     return {"hardware": hw.name, "rows": rows, "all": stats(rows),
             "fit": stats([r for r in rows if not r["held_out"]]),
             "held_out": stats([r for r in rows if r["held_out"]])}

@@ -638,6 +638,33 @@ def conv_algorithm_note(sc: Score) -> str | None:
             "TensorRT's tactic timing); a library's heuristic pick may be slower")
 
 
+def dp4a_conv_note(sc: Score) -> str | None:
+    """The report's note on int8 convolutions a GPU runs on its CUDA cores' 4-way byte dot products
+    (DP4A: Pascal GP10x and Volta have no int8 tensor cores). They are costed as every implicit-GEMM
+    convolution is, at the DP4A rate, and no published time of such a kernel was used to set anything:
+    the only ones (DeepBench's README, four cuDNN 7 int8 convolutions on Pascal GPUs,
+    `bench/data/deepbench-pascal-readme.json`, a transfer check) took 1.4-15x their estimate. Four
+    kernels do not make a constant, so the figure is marked optimistic instead of corrected
+    (``tests/test_gpu.py`` keeps the quoted range true of the data)."""
+    from dnnperf import gpu
+
+    hw = sc.hw
+    if hw.kind != "gpu" or "int8" in gpu.library_of(hw).tensor_core_precisions.get("conv", ()) and any(
+            gpu.unit_class(u.name) == "tensor_cores" and "int8" in u.peak_tops for u in hw.units):
+        return None  # int8 tensor cores: a CUDA-core int8 layer is the library's fitted fallback (a stem)
+    names = [c.name for c in sc.layers if c.precision == "int8" and c.algorithm == "implicit_gemm"
+             and gpu.unit_class(c.unit) == "cuda_cores"]
+    if not names:
+        return None
+    engine = " (a TensorRT engine's own DP4A kernels were not checked either)" if sc.settings.runtime == "tensorrt" \
+        else ""
+    return (f"{len(names)} int8 convolution(s) run on the CUDA cores' DP4A dot products ({', '.join(names[:3])}"
+            f"{', ...' if len(names) > 3 else ''}; {hw.name}'s library has no int8 tensor-core convolutions): costed "
+            "like the other implicit-GEMM convolutions, which is likely optimistic — the only published times of "
+            f"such kernels (DeepBench, cuDNN 7 on Pascal GPUs, 4 convolutions) took 1.4-15x their estimate{engine}; "
+            "time them on the target")
+
+
 def _transforms_time(s: LayerState, sizes: tuple) -> float:
     """Each transformed tensor written by one kernel and read by the next: from the L2 when it fits
     there (``_l2_room``), else through DRAM at the bandwidth non-streaming kernels reach."""

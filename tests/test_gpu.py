@@ -771,6 +771,61 @@ def test_dp4a_int8_gemm_on_a_spec_sheet_pascal_profile():
     assert 41.4e-6 <= t <= 1.25 * 50e-6 and t >= 50e-6 / 1.25
 
 
+def test_dp4a_int8_convolutions_are_marked_optimistic():
+    """No int8 tensor cores (Pascal GP10x, Volta): an int8 convolution runs cuDNN's DP4A kernels on the CUDA
+    cores. The only published times of such kernels, DeepBench's README rows on Pascal GPUs (a transfer
+    check, never tuned on), are all slower than their estimate, by 1.4x to 15x: the report says so in a
+    note, quoting that range, which must stay true of the data. A GPU whose library runs int8 convolutions
+    on tensor cores (T4) gets no note, even for its stem's CUDA-core fallback; nor does a float precision."""
+    convs = [(k, os.path.join(SPEC, f"{name}.yaml")) for name in ("gtx1080ti", "titanxp", "titanx-pascal", "p100")
+             for k in sheets_for(load_published(PASCAL), load_profile(os.path.join(SPEC, f"{name}.yaml")))
+             if k.kind == "conv" and k.precision == "int8"]
+    slower = [k.measured_s / predict(k, load_profile(path))[0] for k, path in convs]
+    assert len(slower) == 4 and (round(min(slower), 1), round(max(slower))) == (1.4, 15)
+    insp = inspect_model(os.path.join(SAMPLES, "squeezenet1_1.onnx"))
+    notes = {}
+    for hw, p in (("v100", "int8"), (os.path.join(SPEC, "titanxp.yaml"), "int8"), ("t4", "int8"), ("v100", "fp16"),
+                  ("a100", "int8")):
+        rep = analyze(insp, load_profile(hw), Settings(precision=p), with_fixes=False, what_if=False)
+        notes[(os.path.basename(hw), p)] = [n for n in rep.notes if "DP4A" in n]
+    assert len(notes[("v100", "int8")]) == 1 and "1.4-15x" in notes[("v100", "int8")][0]
+    assert notes[("v100", "int8")][0].startswith("26 int8 convolution(s)")  # SqueezeNet 1.1: 26 convolutions
+    assert len(notes[("titanxp.yaml", "int8")]) == 1
+    assert notes[("t4", "int8")] == notes[("v100", "fp16")] == notes[("a100", "int8")] == []
+
+
+def test_published_errors_by_class_of_kernel(capsys):
+    """``bench/published.py --groups`` breaks the errors down by the class of kernel the model runs
+    (``published.group_of``): a grouped and a depthwise 3 x 3 convolution of the H200 sheets, a thin int8
+    product on a GTX 1080 Ti (35 rows, no split-K: DP4A kernels do not split K), an Add; then one line per
+    (profile, precision, class) with its fitted and held-out kernels counted apart."""
+    import importlib.util
+
+    from dnnperf.published import group_of
+
+    h200 = load_profile("h200")
+    by_label = {(k.precision, k.label): k for k in load_published(H200_KERNELS)}
+    cases = {("fp16", "conv N=8 C=256 H=28 W=28 K=256 3x3 pad 1,1 stride 1,1 group 32"):
+             "conv 3x3 stride 1 grouped implicit_gemm",
+             ("fp32", "conv N=8 C=144 H=56 W=56 K=144 3x3 pad 1,1 stride 1,1 group 144"):
+             "conv 3x3 stride 1 depthwise direct",
+             ("fp32", "Add of 4096 elements"): "Add"}
+    for key, want in cases.items():
+        assert group_of(by_label[key], predict(by_label[key], h200)[1]) == want
+    k = next(k for k in load_published(PASCAL) if k.dims == (35, 700, 2048))
+    got = group_of(k, predict(k, load_profile(os.path.join(SPEC, "gtx1080ti.yaml")))[1])
+    assert got.startswith("gemm thin") and "split-K" not in got
+    spec = importlib.util.spec_from_file_location("published_bench", os.path.join(ROOT, "bench", "published.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = [dict(r, hw="h200") for r in validate_published(load_published(H200_KERNELS), h200)["rows"]]
+    mod.print_groups(rows)
+    lines = capsys.readouterr().out.splitlines()
+    adds = [ln for ln in lines if ln.split()[:3] == ["h200", "fp32", "Add"]]
+    # 9 fp32 Add kernels, none of them in the held-out quarter
+    assert len(adds) == 1 and adds[0].split()[3] == "9" and adds[0].split()[-2] == "0"
+
+
 def test_streaming_kernels_on_hopper_against_the_h200_add_times(tmp_path):
     """bench/data/h200-kernels.json times Add kernels in a CUDA graph replay. A streaming kernel
     starts in graph_stream_kernel_us (1.2) and then moves its bytes at stream_efficiency (0.9) of the
