@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from dnnperf.hardware import load_profile  # noqa: E402
-from dnnperf.published import load_published, records, sheets_for, stats, validate_published  # noqa: E402
+from dnnperf.published import class_rows, load_published, records, sheets_for, stats, validate_published  # noqa: E402
 
 
 def line(name: str, s: dict) -> str:
@@ -91,29 +91,24 @@ def main() -> None:
         print(f"\nworst {args.worst} kernels:")
         for e, hwn, r in sorted(worst, key=lambda x: -x[0])[: args.worst]:
             print(f"  {e:5.2f}x  {hwn:<5} {r['precision']:<5} {r['kernel']:<62} predicted {r['predicted_s'] * 1e6:9.1f} us "
-                  f"measured {r['measured_s'] * 1e6:9.1f} us  cause {r['cause']}")
+                  f"measured {r['measured_s'] * 1e6:9.1f} us  cause {r['cause']}"
+                  f"{'  (held out)' if r['held_out'] else ''}")
 
 
 def print_groups(rows: list[dict]) -> None:
-    """Median predicted/measured and the share within 1.25x per (GPU, precision, class of kernel), the
-    fitted kernels and the held-out ones apart: a class the model gets wrong as a whole shows here, where
-    the worst-kernels list shows single kernels."""
-    classes: dict[tuple, list[dict]] = {}
-    for r in rows:
-        classes.setdefault((r["hw"], r["precision"], r["group"]), []).append(r)
+    """Median predicted/measured and the share within 1.25x per (profile, precision, class of kernel:
+    ``published.class_rows``), the fitted kernels and the held-out ones apart: a class the model gets
+    wrong as a whole shows here, where the worst-kernels list shows single kernels."""
     print(f"\n{'profile':<14} {'prec':<5} {'class of kernel (as the model runs it)':<46} {'fitted: n':>9} "
           f"{'pred/meas':>9} {'<=1.25x':>7}   {'held out: n':>11} {'pred/meas':>9}")
-    for key in sorted(classes):
-        fit = stats([r for r in classes[key] if not r["held_out"]]) if any(not r["held_out"] for r in classes[key]) \
-            else None
-        held = [r for r in classes[key] if r["held_out"]]
-        hs = stats(held) if held else None
-        mark = "  <<" if fit and fit["kernels"] >= 6 and not 0.87 <= fit["median_ratio"] <= 1.15 else ""
-        f_txt = f"{fit['kernels']:>9} {fit['median_ratio']:8.2f}x {fit['within_1_25'] * 100:6.1f}%" if fit \
-            else f"{0:>9} {'-':>9} {'-':>7}"
-        h_txt = f"{hs['kernels']:>11} {hs['median_ratio']:8.2f}x" if hs else f"{0:>11} {'-':>9}"
-        print(f"{key[0][:14]:<14} {key[1]:<5} {key[2][:46]:<46} {f_txt}   {h_txt}{mark}")
-
+    for hw in sorted({r["hw"] for r in rows}):
+        for c in class_rows([r for r in rows if r["hw"] == hw]):
+            n, med = c["kernels"], c["median_ratio"]
+            mark = "  <<" if n >= 6 and not 0.87 <= med <= 1.15 else ""
+            f_txt = f"{n:>9} {med:8.2f}x {c['within_1_25'] * 100:6.1f}%" if n else f"{0:>9} {'-':>9} {'-':>7}"
+            h = c["held_out_median_ratio"]
+            h_txt = f"{c['held_out_kernels']:>11} {h:8.2f}x" if h is not None else f"{0:>11} {'-':>9}"
+            print(f"{hw[:14]:<14} {c['precision']:<5} {c['class'][:46]:<46} {f_txt}   {h_txt}{mark}")
 
 if __name__ == "__main__":
     main()

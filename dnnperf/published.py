@@ -315,6 +315,23 @@ def group_of(k: Kernel, cost) -> str:
     return k.op
 
 
+def class_rows(rows: list[dict], digits: int | None = None) -> list[dict]:
+    """Per (precision, class of kernel: ``group_of``), sorted: the fitted kernels' count, median
+    predicted/measured and share within 1.25x, and the held-out kernels' count and median, apart
+    (figures rounded to ``digits``, or not)."""
+    out = []
+    r4 = (lambda v: v) if digits is None else (lambda v: round(v, digits))
+    for key in sorted({(r["precision"], r["group"]) for r in rows}):
+        mine = [r for r in rows if (r["precision"], r["group"]) == key]
+        fit, held = [r for r in mine if not r["held_out"]], [r for r in mine if r["held_out"]]
+        f, hs = stats(fit), stats(held)
+        out.append({"precision": key[0], "class": key[1], "kernels": f["kernels"],
+                    "median_ratio": r4(f["median_ratio"]) if fit else None,
+                    "within_1_25": r4(f["within_1_25"]) if fit else None, "held_out_kernels": hs["kernels"],
+                    "held_out_median_ratio": r4(hs["median_ratio"]) if held else None})
+    return out
+
+
 def validate_published(kernels: list[Kernel], hw: HardwareProfile) -> dict:
     rows = []
     for k in kernels:
@@ -392,10 +409,10 @@ def published_document(path: str, hw: HardwareProfile, worst: int = 10) -> dict:
     bad = sorted(res["rows"], key=lambda r: (-max(r["ratio"], 1 / r["ratio"]), r["kernel"]))[:worst]
     return {"schema_version": "dnnperf-published/1", "data": path, "hardware": hw.name,
             "convention": "ratio = predicted / measured device time; error = max(ratio, 1/ratio)",
-            "rows": rows,
+            "rows": rows, "classes": class_rows(res["rows"], 4),
             "worst": [{"sheet": r["sheet"], "kernel": r["kernel"], "precision": r["precision"],
                        "predicted_s": round(r["predicted_s"], 9), "measured_s": round(r["measured_s"], 9),
-                       "ratio": round(r["ratio"], 3), "cause": r["cause"]} for r in bad]}
+                       "ratio": round(r["ratio"], 3), "cause": r["cause"], "held_out": r["held_out"]} for r in bad]}
 
 
 def network_records(rows: list[tuple[str, float, float]], data_label: str, sheet: str) -> list[dict]:

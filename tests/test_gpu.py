@@ -824,6 +824,19 @@ def test_published_errors_by_class_of_kernel(capsys):
     adds = [ln for ln in lines if ln.split()[:3] == ["h200", "fp32", "Add"]]
     # 9 fp32 Add kernels, none of them in the held-out quarter
     assert len(adds) == 1 and adds[0].split()[3] == "9" and adds[0].split()[-2] == "0"
+    # `dnnperf validate --published` carries the same classes: the TITAN Xp's int8 stem (140 us published) is a
+    # class of one, its ratio the kernel's own; its two products (512 x 6000 x 2816, 3072 x 3000 x 1024) one class
+    r = run_cli("validate", "--published", PASCAL, "--hw", os.path.join(SPEC, "titanxp.yaml"), "-f", "json", "-q")
+    doc = json.loads(r.output)
+    classes = {(c["precision"], c["class"]): c for c in doc["classes"]}
+    stem = next(k for k in load_published(PASCAL) if k.gpu == "NVIDIA TITAN Xp" and k.dims[:2] == (1, 3))
+    assert stem.measured_s == pytest.approx(140e-6)
+    c = classes[("int8", "conv 7x7 stride 2 implicit_gemm")]
+    assert c["kernels"] == 1 and c["median_ratio"] == pytest.approx(predict(stem, load_profile(
+        os.path.join(SPEC, "titanxp.yaml")))[0] / 140e-6, abs=1e-4) and c["held_out_kernels"] == 0
+    assert classes[("int8", "gemm wide")]["kernels"] == 2 and all("held_out" in w for w in doc["worst"])
+    human = run_cli("validate", "--published", PASCAL, "--hw", os.path.join(SPEC, "titanxp.yaml"), "-q").output
+    assert "By class of kernel" in human and "conv 7x7 stride 2 implicit_gemm" in human
 
 
 def test_streaming_kernels_on_hopper_against_the_h200_add_times(tmp_path):

@@ -494,12 +494,18 @@ def _published(doc) -> list:
              x(r.get("median_ratio_elementwise")), x(r["median_error"]), pct(r["within_1_25"]), pct(r["within_2"]),
              f"{r['rho']:.3f}"]
             for r in d["rows"] if r.get("kernels")]
-    worst = [[r["kernel"], r["precision"], t(r["predicted_s"]), t(r["measured_s"]), f"{r['ratio']:.2f}x", r["cause"]]
-             for r in d["worst"]]
+    worst = [[r["kernel"], r["precision"], t(r["predicted_s"]), t(r["measured_s"]), f"{r['ratio']:.2f}x", r["cause"],
+              "yes" if r.get("held_out") else ""] for r in d["worst"]]
+    classes = [[c["precision"], c["class"], str(c["kernels"]), x(c["median_ratio"]),
+                "-" if c["within_1_25"] is None else pct(c["within_1_25"]), str(c["held_out_kernels"]),
+                x(c["held_out_median_ratio"])] for c in d.get("classes", ())]
     return [Tab(f"{d['hardware']} against published kernel times ({d['data']})",
                 ["set", "kernels", "pred/meas", "GEMM", "conv", "elementwise", "median error", "<=1.25x", "<=2x",
                  "rank rho"], rows, notes=[d["convention"]]),
-            Tab("Worst kernels", ["kernel", "precision", "predicted", "measured", "ratio", "cause"], worst, left=(0, 1, 5))]
+            Tab("By class of kernel, as the model runs it (fitted kernels, then the held-out quarter)",
+                ["precision", "class", "fitted", "pred/meas", "<=1.25x", "held out", "pred/meas"], classes, left=(0, 1)),
+            Tab("Worst kernels", ["kernel", "precision", "predicted", "measured", "ratio", "cause", "held out"], worst,
+                left=(0, 1, 5, 6))]
 
 
 def _hw_list(doc) -> list:
