@@ -482,6 +482,15 @@ def is_stem(w: Workload, hw: HardwareProfile, lib, precision: str) -> bool:
         and w.conv[0] < int(lib.misaligned_vector.get("fp16", 8)) and bool(_stem_units(hw, lib))
 
 
+def tensor_core_convs(hw: HardwareProfile, lib, precision: str) -> bool:
+    """Whether the GPU library (``lib``) runs ``precision`` convolutions on tensor cores and the profile has
+    a tensor-core unit for that precision."""
+    from dnnperf import gpu
+
+    return precision in lib.tensor_core_precisions.get("conv", ()) and any(
+        gpu.unit_class(u.name) == "tensor_cores" and precision in u.peak_tops for u in hw.units)
+
+
 def padded_channels(w: Workload, hw: HardwareProfile, lib, precision: str) -> int:
     """The input channels an ungrouped convolution needs to fill the tensor cores' channel vector in
     ``precision`` (the unit's `alignment`, else the library's ``misaligned_vector``): its own count
@@ -538,12 +547,10 @@ def _gpu_unit(s: LayerState) -> float:
     unit, run_prec, rate, _ = rules.pick_from(units, lib.stem_precision if s.stem else s.precision, matrix, w.gemm,
                                               check_alignment=conv)
     s.unit, s.unit_name, s.run_precision, s.rate = unit, unit.name, run_prec, rate
-    tensor_ok = s.precision in allowed and any(
-        gpu.unit_class(u.name) == "tensor_cores" and s.precision in u.peak_tops for u in hw.units)
     # a 16-bit or 8-bit convolution falls back to generic kernels that pad each pixel's channel vector;
     # a tf32 one to the plain fp32 kernels
-    s.misaligned = matrix and conv and tensor_ok and gpu.unit_class(unit.name) == "cuda_cores" \
-        and run_prec in lib.misaligned_vector
+    s.misaligned = matrix and conv and tensor_core_convs(hw, lib, s.precision) \
+        and gpu.unit_class(unit.name) == "cuda_cores" and run_prec in lib.misaligned_vector
     if conv and vec and gpu.unit_class(unit.name) == "tensor_cores" and not unit.alignment.get(run_prec):
         s.pad_fill = w.conv[0] / (ceil(w.conv[0] / vec) * vec)  # the padding does full work
     s.algorithm = "elementwise" if not w.is_matrix else ("direct" if not matrix else "gemm")
@@ -600,13 +607,16 @@ def _conv_algorithm(s: LayerState, r: int, shape: tuple) -> None:
     m = lib.winograd_tile + 3 - r
     # each algorithm's saving first (cheap); only the one this run takes gets its plan and transforms
     gains = {"implicit_gemm": 1.0}
+    tiling = gpu.winograd_tiling(m, r, out_h, out_w) if lib.winograd.get(prec) and m >= 1 else None
+    points = gpu.fft_points(out_h, out_w, r) if lib.fft.get(prec) and max(out_h, out_w) + r - 1 <= lib.fft_max \
+        else None
     if lib.winograd.get(prec) and r == 3 and lib.winograd_fused_tile:
         gains["winograd_fused"] = gpu.winograd_tiling(lib.winograd_fused_tile, 3, out_h, out_w)[2] \
             * lib.winograd_fused_efficiency
-    if lib.winograd.get(prec) and m >= 1:
-        gains["winograd"] = gpu.winograd_tiling(m, r, out_h, out_w)[2]
-    if lib.fft.get(prec) and max(out_h, out_w) + r - 1 <= lib.fft_max:
-        gains["fft"] = gpu.fft_points(out_h, out_w, r)[1]
+    if tiling:
+        gains["winograd"] = tiling[2]
+    if points:
+        gains["fft"] = points[1]
     s.algorithms = tuple(a for a, gain in gains.items() if gain > 1.0 or a == "implicit_gemm")
     s.algorithm = s.force if s.force in s.algorithms else "implicit_gemm"
     s.gain, s.transforms = gains[s.algorithm], ()
@@ -614,13 +624,12 @@ def _conv_algorithm(s: LayerState, r: int, shape: tuple) -> None:
         s.plan = _matrix_plan(s, w.gemm)
         return
     if s.algorithm == "winograd":
-        alpha, tiles, _gain = gpu.winograd_tiling(m, r, out_h, out_w)
+        alpha, tiles, _gain = tiling
         product = (images * tiles, k, c, alpha)
         s.transforms = gpu.winograd_transforms(alpha, tiles, images, c, k, gpu.precision_bytes(prec), filters)
     else:
-        points = gpu.fft_points(out_h, out_w, r)[0]
-        product = (images, k, 4 * c, points)  # a complex product: four real ones
-        s.transforms = gpu.fft_transforms(points, images, c, k, gpu.precision_bytes(prec), filters)
+        product = (images, k, 4 * c, points[0])  # a complex product: four real ones
+        s.transforms = gpu.fft_transforms(points[0], images, c, k, gpu.precision_bytes(prec), filters)
     s.plan = gpu.plan_gemm(*product, hw.compute_units, lib, gpu.unit_class(s.unit_name), s.rate,
                            gpu.clock_hz(hw, lib), prec, split_k=False, gemv=False)
 
@@ -649,8 +658,7 @@ def dp4a_conv_note(sc: Score) -> str | None:
     from dnnperf import gpu
 
     hw = sc.hw
-    if hw.kind != "gpu" or "int8" in gpu.library_of(hw).tensor_core_precisions.get("conv", ()) and any(
-            gpu.unit_class(u.name) == "tensor_cores" and "int8" in u.peak_tops for u in hw.units):
+    if hw.kind != "gpu" or tensor_core_convs(hw, gpu.library_of(hw), "int8"):
         return None  # int8 tensor cores: a CUDA-core int8 layer is the library's fitted fallback (a stem)
     names = [c.name for c in sc.layers if c.precision == "int8" and c.algorithm == "implicit_gemm"
              and gpu.unit_class(c.unit) == "cuda_cores"]
