@@ -41,14 +41,14 @@ def test_rules_by_hand():
 
 def test_elementwise_layer_time_by_hand(tmp_path):
     # Relu on 1x100x100x100 fp32 moves 8 MB, more than 75% of the V100's 6 MB L2, so from DRAM at
-    # the 75% of 900 GB/s streaming kernels reach on Volta (gpu_generations.yaml) = 11.85 us, after the
-    # kernel's 2 us start (graph_stream_kernel_us): 13.85 us; the eager runtime's host spends 5 us
-    # enqueueing it before the device can start: 18.85 us
+    # the 88% of 900 GB/s streaming kernels reach on Volta (a V100's published copy rate, 790 GB/s;
+    # gpu_generations.yaml) = 10.10 us, after the kernel's 2 us start (graph_stream_kernel_us): 12.10 us;
+    # the eager runtime's host spends 5 us enqueueing it before the device can start: 17.10 us
     big = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1, 100, 100, 100])], [vi("y", None)])
     c = run(tmp_path, big, name="big.onnx").score.layers[0]
-    assert c.t_memory == pytest.approx(8_000_000 / (900e9 * 0.75))
-    assert c.t_device == pytest.approx(2e-6 + 8_000_000 / (900e9 * 0.75))
-    assert c.time_s == pytest.approx(5e-6 + 2e-6 + 8_000_000 / (900e9 * 0.75))
+    assert c.t_memory == pytest.approx(8_000_000 / (900e9 * 0.88))
+    assert c.t_device == pytest.approx(2e-6 + 8_000_000 / (900e9 * 0.88))
+    assert c.time_s == pytest.approx(5e-6 + 2e-6 + 8_000_000 / (900e9 * 0.88))
     assert c.cause == "memory" and c.unit == "cuda_cores"
     # 1x100x50x50 moves 2 MB: it fits the L2 (its producer just wrote it), read at 2.5 x 900 GB/s =
     # 0.89 us; a kernel takes at least 5 us on the device (min_kernel_us), more than 2 + 0.89: 5 us
@@ -67,16 +67,16 @@ def test_elementwise_layer_time_by_hand(tmp_path):
 
 def test_report_gives_each_layers_device_time_apart_from_the_hosts(tmp_path):
     """The JSON layer's `device_s` is what a profiler's kernel row shows: the big Relu above on the V100
-    takes its 2 us start + 8 MB at 75% of 900 GB/s = 13.85 us on the device, and 5 us more of host
+    takes its 2 us start + 8 MB at 88% of 900 GB/s = 12.10 us on the device, and 5 us more of host
     enqueueing in its eager `latency_s`; in a captured graph the two are the same."""
     from dnnperf.documents import report_dict
 
     big = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1, 100, 100, 100])], [vi("y", None)])
     eager = report_dict(run(tmp_path, big, name="big.onnx"))["layers"][0]
-    assert eager["device_s"] == pytest.approx(2e-6 + 8_000_000 / 675e9, rel=1e-5)
-    assert eager["latency_s"] == pytest.approx(5e-6 + 2e-6 + 8_000_000 / 675e9, rel=1e-5)
+    assert eager["device_s"] == pytest.approx(2e-6 + 8_000_000 / 792e9, rel=1e-5)
+    assert eager["latency_s"] == pytest.approx(5e-6 + 2e-6 + 8_000_000 / 792e9, rel=1e-5)
     graph = report_dict(run(tmp_path, big, name="big.onnx", runtime="graph"))["layers"][0]
-    assert graph["device_s"] == graph["latency_s"] == pytest.approx(2e-6 + 8_000_000 / 675e9, rel=1e-5)
+    assert graph["device_s"] == graph["latency_s"] == pytest.approx(2e-6 + 8_000_000 / 792e9, rel=1e-5)
 
 
 def test_losses_sum_to_latency(tmp_path):
