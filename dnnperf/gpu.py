@@ -34,7 +34,7 @@ _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library
            "conv_split_k_precisions", "reorder_kernels", "reorder_traffic", "conv_bias_kernel",
            "strided_pointwise_sampled", "engine_fused_attention", "rnn_step_kernels", "sm_watts", "boost_clock_mhz",
            "l2_usable_fraction", "threads_per_sm",
-           "ga10x_threads_per_sm",
+           "ga10x_threads_per_sm", "shared_fp32_issue", "ga10x_shared_fp32_issue",
            "l2_bandwidth_factor", "l2_bytes_per_sm_clock", "l2_efficiency", "gemv_max", "gemv_precisions", "dies",
            "gemm_alignment_bytes", "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_efficiency",
            "grouped_efficiency", "stem_precision", "stem_efficiency", "matrix_overlap", "unverified", "integrated",
@@ -92,6 +92,8 @@ class GpuLibrary:
     rnn_step_kernels: int  # kernels per time step of a recurrent layer (cuDNN: the product and the gates)
     threads_per_sm: int  # resident threads per SM: lanes for a profile that gives only its SM count
     ga10x_threads_per_sm: int  # the same for an Ampere GA10x part (ampere_ga10x): 1536 where GA100 has 2048
+    shared_fp32_issue: float  # share of the quoted fp32 CUDA-core rate a product's FP32 issue reaches where
+    #                           half the FP32 lanes share their slots with INT32 (GA10x, Ada); 1: dedicated
     sm_watts: dict
     boost_clock_mhz: float
     l2_usable_fraction: float
@@ -133,10 +135,13 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary:
-    """The generation's defaults (``default`` filled in) with a profile's overrides on top."""
+def library(generation: str | None, overrides: dict | None = None, ga10x: bool = False) -> GpuLibrary:
+    """The generation's defaults (``default`` filled in) with a profile's overrides on top; ``ga10x``: an
+    Ampere GA10x part, which takes the entry's ``ga10x_shared_fp32_issue`` (before the overrides)."""
     table = generation_table()
     merged = _merge(table["default"], (table.get(generation) or {}) if generation else {})
+    if ga10x and "ga10x_shared_fp32_issue" in merged:
+        merged = _merge(merged, {"shared_fp32_issue": merged["ga10x_shared_fp32_issue"]})
     merged = _merge(merged, {k: v for k, v in (overrides or {}).items() if k in _FIELDS})
     return GpuLibrary(
         generation=generation or "default",
@@ -178,6 +183,7 @@ def library(generation: str | None, overrides: dict | None = None) -> GpuLibrary
         rnn_step_kernels=max(1, int(merged.get("rnn_step_kernels", 1))),
         threads_per_sm=int(merged.get("threads_per_sm", 2048)),
         ga10x_threads_per_sm=int(merged.get("ga10x_threads_per_sm", merged.get("threads_per_sm", 2048))),
+        shared_fp32_issue=float(merged.get("shared_fp32_issue", 1.0)),
         sm_watts=dict(merged["sm_watts"]),
         boost_clock_mhz=float(merged["boost_clock_mhz"]),
         l2_usable_fraction=float(merged["l2_usable_fraction"]),
@@ -267,14 +273,14 @@ _LIBS: dict = {}
 def library_of(hw) -> GpuLibrary:
     """The library knowledge for a GPU profile: its ``gpu.generation`` (or the one its title names),
     the generation's defaults, its own overrides."""
-    key = (hw.name, hw.path, repr(sorted(hw.gpu.items())))
+    key = (hw.name, hw.title, hw.path, repr(sorted(hw.gpu.items())))
     lib = _LIBS.get(key)
     if lib is None:
         g = dict(hw.gpu)
         gen = g.pop("generation", None) or infer_generation(hw.title, hw.name)
         if "integrated" not in g:
             g["integrated"] = soc_gpu(hw.title, hw.name)
-        lib = _LIBS[key] = library(gen, g)
+        lib = _LIBS[key] = library(gen, g, ga10x=gen == "ampere" and ampere_ga10x(hw.title, hw.name))
     return lib
 
 

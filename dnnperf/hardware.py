@@ -781,7 +781,8 @@ _GPU_BOOL = frozenset({"conv_split_k", "reorder_traffic", "conv_bias_kernel", "s
                        "engine_fused_attention", "unverified", "integrated"})
 _GPU_FRACTION = frozenset({"bandwidth_efficiency", "stream_efficiency", "winograd_fused_efficiency",
                            "conv_efficiency", "misaligned_efficiency", "gemm_misaligned_efficiency",
-                           "l2_usable_fraction", "matrix_overlap", "l2_efficiency", "stem_efficiency"})
+                           "l2_usable_fraction", "matrix_overlap", "l2_efficiency", "stem_efficiency",
+                           "shared_fp32_issue", "ga10x_shared_fp32_issue"})
 _GPU_ZERO_OK = frozenset({"matrix_overlap", "gemm_alignment_bytes", "gemv_max", "gemm_word_bytes",
                           "l2_bytes_per_sm_clock", "soc_launch_us", "winograd_fused_tile", "fft_max"})
 _GPU_INT = frozenset({"split_k_min", "ctas_per_sm_tile", "winograd_tile", "winograd_fused_tile", "threads_per_sm",

@@ -763,18 +763,31 @@ def _gpu_kernel_eff(s: LayerState) -> float:
     eff *= s.pad_fill
     if s.stem:
         eff *= lib.stem_efficiency
+    eff *= _fp32_issue(s)
     if w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops:
         eff = min(eff, s.hw.unoptimized_efficiency)
     return eff
 
 
+def _fp32_issue(s: LayerState) -> float:
+    """The share of the CUDA cores' quoted fp32 rate a matrix kernel's FP32 instructions issue at
+    (``shared_fp32_issue``: on GA10x and Ada SMs half the FP32 lanes take INT32 work too, and a product's
+    address and loop arithmetic takes those slots); 1 elsewhere and for streaming kernels."""
+    from dnnperf import gpu
+
+    if s.algorithm == "elementwise" or s.run_precision != "fp32" or gpu.unit_class(s.unit_name) != "cuda_cores":
+        return 1.0
+    return s.lib.shared_fp32_issue
+
+
 def _gpu_thermal(s: LayerState) -> float:
     """The clock a board holds under load: its profile's figure, or the generation's power model
-    (board watts per SM against what the unit draws at the kernel's activity)."""
+    (board watts per SM against what the unit draws at the kernel's activity; the INT32 work that takes
+    a shared datapath's slots, ``_fp32_issue``, draws power as the FP32 work would)."""
     from dnnperf import gpu
 
     hw = s.hw
-    busy = _gpu_kernel_eff(s) * (s.plan.tile_eff * s.plan.math_share if s.plan is not None else 1.0)
+    busy = _gpu_kernel_eff(s) / _fp32_issue(s) * (s.plan.tile_eff * s.plan.math_share if s.plan is not None else 1.0)
     f = hw.sustained_clock_fraction if hw.sustained_clock_given else gpu.sustained_clock_fraction(
         s.lib, hw.gpu.get("tdp_w"), hw.compute_units, gpu.unit_class(s.unit_name), s.run_precision, busy)
     s.clock = f
