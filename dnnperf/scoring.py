@@ -732,10 +732,11 @@ def _pointwise(w: Workload) -> bool:
     return _is_conv(w) and tuple(w.conv[1:5]) == (1, 1, 1, 1) and not w.conv[5]
 
 
-def _gpu_kernel_eff(s: LayerState) -> float:
+def _gpu_kernel_eff(s: LayerState, issue: bool = True) -> float:
     """The fraction of the unit's rate the library's kernels reach: large-kernel efficiency, the
-    implicit-GEMM gather of convolutions, and for misaligned channels a generic kernel that also
-    pads each pixel's channel vector."""
+    implicit-GEMM gather of convolutions, for misaligned channels a generic kernel that also pads each
+    pixel's channel vector, and (``issue``) the FP32 slots a shared datapath gives to INT32 work
+    (``_fp32_issue``; the power model leaves it out: that work draws power as FP32 work would)."""
     from dnnperf import gpu
 
     lib, w = s.lib, s.w
@@ -763,7 +764,8 @@ def _gpu_kernel_eff(s: LayerState) -> float:
     eff *= s.pad_fill
     if s.stem:
         eff *= lib.stem_efficiency
-    eff *= _fp32_issue(s)
+    if issue:
+        eff *= _fp32_issue(s)
     if w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops:
         eff = min(eff, s.hw.unoptimized_efficiency)
     return eff
@@ -787,7 +789,7 @@ def _gpu_thermal(s: LayerState) -> float:
     from dnnperf import gpu
 
     hw = s.hw
-    busy = _gpu_kernel_eff(s) / _fp32_issue(s) * (s.plan.tile_eff * s.plan.math_share if s.plan is not None else 1.0)
+    busy = _gpu_kernel_eff(s, issue=False) * (s.plan.tile_eff * s.plan.math_share if s.plan is not None else 1.0)
     f = hw.sustained_clock_fraction if hw.sustained_clock_given else gpu.sustained_clock_fraction(
         s.lib, hw.gpu.get("tdp_w"), hw.compute_units, gpu.unit_class(s.unit_name), s.run_precision, busy)
     s.clock = f
