@@ -91,7 +91,6 @@ class GpuLibrary:
     engine_fused_attention: bool  # a fusing engine runs attention as one kernel (TensorRT: Turing and later)
     rnn_step_kernels: int  # kernels per time step of a recurrent layer (cuDNN: the product and the gates)
     threads_per_sm: int  # resident threads per SM: lanes for a profile that gives only its SM count
-    ga10x_threads_per_sm: int  # the same for an Ampere GA10x part (ampere_ga10x): 1536 where GA100 has 2048
     shared_fp32_issue: float  # share of the quoted fp32 CUDA-core rate a product's FP32 issue reaches where
     #                           half the FP32 lanes share their slots with INT32 (GA10x, Ada); 1: dedicated
     sm_watts: dict
@@ -135,14 +134,20 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
+# the fields an Ampere GA10x part takes from the entry's ``ga10x_`` keys (ga10x_part)
+_GA10X_FIELDS = ("threads_per_sm", "shared_fp32_issue")
+
+
 def library(generation: str | None, overrides: dict | None = None, ga10x: bool = False) -> GpuLibrary:
     """The generation's defaults (``default`` filled in) with a profile's overrides on top; ``ga10x``: an
-    Ampere GA10x part, which takes the entry's ``ga10x_shared_fp32_issue`` (before the overrides)."""
+    Ampere GA10x part (``ga10x_part``), which takes the entry's ``ga10x_threads_per_sm`` and
+    ``ga10x_shared_fp32_issue`` where the profile does not give the field itself."""
     table = generation_table()
     merged = _merge(table["default"], (table.get(generation) or {}) if generation else {})
-    if ga10x and "ga10x_shared_fp32_issue" in merged:
-        merged = _merge(merged, {"shared_fp32_issue": merged["ga10x_shared_fp32_issue"]})
-    merged = _merge(merged, {k: v for k, v in (overrides or {}).items() if k in _FIELDS})
+    over = {k: v for k, v in (overrides or {}).items() if k in _FIELDS}
+    merged = _merge(merged, over)
+    if ga10x:
+        merged.update({k: merged[f"ga10x_{k}"] for k in _GA10X_FIELDS if f"ga10x_{k}" in merged and k not in over})
     return GpuLibrary(
         generation=generation or "default",
         tiles=tuple((int(a), int(b)) for a, b in merged["tiles"]),
@@ -182,7 +187,6 @@ def library(generation: str | None, overrides: dict | None = None, ga10x: bool =
         engine_fused_attention=bool(merged.get("engine_fused_attention", True)),
         rnn_step_kernels=max(1, int(merged.get("rnn_step_kernels", 1))),
         threads_per_sm=int(merged.get("threads_per_sm", 2048)),
-        ga10x_threads_per_sm=int(merged.get("ga10x_threads_per_sm", merged.get("threads_per_sm", 2048))),
         shared_fp32_issue=float(merged.get("shared_fp32_issue", 1.0)),
         sm_watts=dict(merged["sm_watts"]),
         boost_clock_mhz=float(merged["boost_clock_mhz"]),
@@ -232,8 +236,8 @@ def _names(tokens: list[str], hint: str) -> bool:
 
 
 # Ampere's GA10x chips (compute capability 8.6 / 8.7: GeForce RTX 30, RTX A2000-A6000, A2, A10, A16,
-# A40, Jetson Orin) keep fewer resident threads per SM than GA100 (A100, A800, A30): the ampere entry's
-# ga10x_threads_per_sm
+# A40, Jetson Orin) keep fewer resident threads per SM than GA100 (A100, A800, A30) and share half their FP32
+# lanes with INT32: the ampere entry's ga10x_threads_per_sm and ga10x_shared_fp32_issue (_GA10X_FIELDS)
 _GA10X_TOKENS = ("a2", "a10", "a10g", "a10m", "a16", "a40", "orin")
 _GA100_TOKENS = ("a100", "a800", "a30", "ga100")
 
@@ -243,6 +247,11 @@ def _title_tokens(title: str, name: str) -> list[str]:
     import re
 
     return re.sub(r"[^a-z0-9]+", " ", f"{title} {name}".lower()).split()
+
+
+def ga10x_part(generation: str | None, title: str, name: str) -> bool:
+    """Whether a profile of ``generation`` is an Ampere GA10x part (its library takes the ``ga10x_`` fields)."""
+    return generation == "ampere" and ampere_ga10x(title, name)
 
 
 def ampere_ga10x(title: str, name: str) -> bool:
@@ -280,7 +289,7 @@ def library_of(hw) -> GpuLibrary:
         gen = g.pop("generation", None) or infer_generation(hw.title, hw.name)
         if "integrated" not in g:
             g["integrated"] = soc_gpu(hw.title, hw.name)
-        lib = _LIBS[key] = library(gen, g, ga10x=gen == "ampere" and ampere_ga10x(hw.title, hw.name))
+        lib = _LIBS[key] = library(gen, g, ga10x=ga10x_part(gen, hw.title, hw.name))
     return lib
 
 

@@ -733,11 +733,10 @@ def _gpu_lanes(d: dict, sms: int, where: str) -> tuple[int, str]:
         _gpu_field("threads_per_sm", g["threads_per_sm"], f"{where}.gpu.threads_per_sm")  # before the section's own check
         per_sm = int(g["threads_per_sm"])
     else:
-        lib = gpu.library(gen if gen in gpu.GENERATIONS else None)
-        if gen == "ampere" and gpu.ampere_ga10x(str(d.get("title", "")), str(d.get("name", ""))):
-            per_sm = lib.ga10x_threads_per_sm
+        ga10x = gpu.ga10x_part(gen, str(d.get("title", "")), str(d.get("name", "")))
+        per_sm = gpu.library(gen if gen in gpu.GENERATIONS else None, ga10x=ga10x).threads_per_sm
+        if ga10x:
             return sms * per_sm, f"{sms} SMs x {per_sm} resident threads, an Ampere GA10x part (compute capability 8.6/8.7)"
-        per_sm = lib.threads_per_sm
     return sms * per_sm, f"{sms} SMs x {per_sm} resident threads, {gen or 'default'} generation"
 
 
