@@ -94,8 +94,10 @@ def _index_traffic(c: LayerCost, x: Ctx):
 def _raise_intensity(c: LayerCost, x: Ctx):
     w = c.layer.workload
     ridge = x.hw.ridge_point(c.precision)
-    if not ridge or w.intensity >= ridge or c.t_bias >= c.t_memory:
-        return None  # (a separate bias pass that outweighs the layer's own traffic: _layer_fusion says so)
+    if not ridge or w.intensity >= ridge or c.t_bias >= c.t_memory or c.t_compute > c.t_memory:
+        # (a separate bias pass that outweighs the layer's own traffic: _layer_fusion says so; a kernel
+        # slower than its traffic is not set by memory, whatever its intensity)
+        return None
     indexed = _index_traffic(c, x)
     if indexed is not None:
         return indexed
@@ -507,9 +509,28 @@ def _mish_as_silu(c: LayerCost, x: Ctx):
             "(fine-tune after the swap)", c.time_s - silu.time_s)
 
 
+def _framework_depthwise(c: LayerCost, x: Ctx):
+    """A depthwise convolution on a GPU framework's own kernel (``scoring._depthwise_eff``), slower than its
+    traffic: TensorRT's kernels, or in fp32 cuDNN's 16-bit ones, where the profile has them."""
+    w = c.layer.workload
+    if (x.hw.kind != "gpu" or c.algorithm != "direct" or w.family != "depthwise_conv" or c.t_compute <= c.t_memory
+            or c.losses["unoptimized"] <= 0 or x.settings.runtime == "tensorrt"):
+        return None
+    text = (f"the framework's own depthwise kernel multiplies at {w.macs / c.t_compute / 1e12:.2f} TMAC/s here: "
+            f"{fmt_time(c.t_compute)} where its {fmt_bytes(w.bytes_total)} of traffic take {fmt_time(c.t_memory)}; "
+            "TensorRT brings tuned depthwise kernels (--runtime tensorrt)")
+    if c.precision == "fp32" and any("fp16" in u.peak_tops for u in x.hw.units):
+        half = rescore(c, replace(c.layer, workload=with_precision(w, "fp16")), x.report.score, "fp16")
+        if half.time_s < 0.9 * c.time_s:
+            text += f", and in fp16 the library's kernels take {fmt_time(half.time_s)} (-p fp16)"
+    return text, c.losses["unoptimized"]
+
+
 def _replace_slow(c: LayerCost, x: Ctx):
     if (silu := _mish_as_silu(c, x)) is not None:
         return silu
+    if (dw := _framework_depthwise(c, x)) is not None:
+        return dw
     # only an op the profile says has no fast kernel (a misaligned convolution or a calibrated
     # family's low efficiency is a different problem, with its own fixes)
     if c.layer.op_type not in x.hw.unoptimized_ops:

@@ -36,7 +36,7 @@ _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library
            "l2_usable_fraction", "threads_per_sm",
            "ga10x_threads_per_sm", "shared_fp32_issue", "ga10x_shared_fp32_issue",
            "l2_bandwidth_factor", "l2_bytes_per_sm_clock", "l2_efficiency", "gemv_max", "gemv_precisions", "dies",
-           "gemm_alignment_bytes", "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_efficiency",
+           "gemm_alignment_bytes", "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_sm_macs",
            "grouped_efficiency", "stem_precision", "stem_efficiency", "matrix_overlap", "unverified", "integrated",
            "soc_launch_us")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
@@ -105,7 +105,7 @@ class GpuLibrary:
     gemm_alignment_bytes: int
     gemm_misaligned_efficiency: float
     gemm_word_bytes: int  # the narrowest load the misaligned kernels keep that factor at (0: any)
-    depthwise_efficiency: dict
+    depthwise_sm_macs: dict  # precision -> a framework depthwise kernel's MACs per SM per cycle
     grouped_efficiency: dict  # precision -> factor on a grouped (not depthwise) convolution's kernel efficiency
     stem_precision: str  # CUDA-core precision of the stem kernels (narrow-input convolutions; "": padded path)
     stem_efficiency: float  # factor on those kernels' efficiency
@@ -200,7 +200,7 @@ def library(generation: str | None, overrides: dict | None = None, ga10x: bool =
         gemm_alignment_bytes=int(merged.get("gemm_alignment_bytes") or 0),
         gemm_misaligned_efficiency=float(merged.get("gemm_misaligned_efficiency", 1.0)),
         gemm_word_bytes=int(merged.get("gemm_word_bytes") or 0),
-        depthwise_efficiency=dict(merged.get("depthwise_efficiency") or {}),
+        depthwise_sm_macs=dict(merged.get("depthwise_sm_macs") or {}),
         grouped_efficiency=dict(merged.get("grouped_efficiency") or {}),
         stem_precision=str(merged.get("stem_precision") or ""),
         stem_efficiency=float(merged.get("stem_efficiency", 1.0)),

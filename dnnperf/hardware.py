@@ -788,7 +788,7 @@ _GPU_INT = frozenset({"split_k_min", "ctas_per_sm_tile", "winograd_tile", "winog
                       "ga10x_threads_per_sm", "dies", "fft_max", "gemv_max", "rnn_step_kernels",
                       "gemm_alignment_bytes", "gemm_word_bytes"})
 _GPU_NUMBER_MAPS = {"feed_ops_per_element": None, "k_step": None, "gemm_k_step": None, "misaligned_vector": None,
-                    "sm_watts": None, "reorder_kernels": 16, "library_efficiency": 1.0, "depthwise_efficiency": 1.0,
+                    "sm_watts": None, "reorder_kernels": 16, "library_efficiency": 1.0, "depthwise_sm_macs": None,
                     "grouped_efficiency": 1.0}
 _GPU_STRING_LISTS = frozenset({"split_k_precisions", "conv_split_k_precisions", "gemv_precisions"})
 

@@ -752,11 +752,8 @@ def _gpu_kernel_eff(s: LayerState, issue: bool = True) -> float:
                                           latency_bound=s.plan is not None and s.plan.latency_bound)
     if w.family == "grouped_conv" and s.algorithm == "implicit_gemm":
         eff *= float(lib.grouped_efficiency.get(s.run_precision, 1.0))
-    if s.algorithm == "direct" and w.family == "depthwise_conv" and s.run_precision in lib.depthwise_efficiency:
-        strided = bool(w.conv) and (w.conv[3] > 1 or w.conv[4] > 1)
-        key = f"{s.run_precision}:strided" if strided and f"{s.run_precision}:strided" in lib.depthwise_efficiency \
-            else s.run_precision
-        eff = float(lib.depthwise_efficiency[key])
+    if s.algorithm == "direct" and w.family == "depthwise_conv":
+        eff = _depthwise_eff(s, eff)
     if s.misaligned and w.conv:
         vec = int(lib.misaligned_vector[s.run_precision])
         cin = w.conv[0]
@@ -769,6 +766,22 @@ def _gpu_kernel_eff(s: LayerState, issue: bool = True) -> float:
     if w.family == "control" or s.layer.op_type in s.hw.unoptimized_ops:
         eff = min(eff, s.hw.unoptimized_efficiency)
     return eff
+
+
+def _depthwise_eff(s: LayerState, eff: float) -> float:
+    """A framework's depthwise kernel (eager or in a CUDA graph) runs at the library's MACs per SM per
+    cycle (``depthwise_sm_macs``), SMs x boost clock x that, as a fraction of the unit's rate; TensorRT
+    brings its own kernels, and a precision the table lacks keeps ``eff``."""
+    from dnnperf import gpu
+
+    lib, w = s.lib, s.w
+    strided = bool(w.conv) and (w.conv[3] > 1 or w.conv[4] > 1)
+    key = f"{s.run_precision}:strided" if strided and f"{s.run_precision}:strided" in lib.depthwise_sm_macs \
+        else s.run_precision
+    if s.runtime == "tensorrt" or key not in lib.depthwise_sm_macs or not s.hw.compute_units or s.rate <= 0:
+        return eff
+    macs_per_s = float(lib.depthwise_sm_macs[key]) * s.hw.compute_units * gpu.clock_hz(s.hw, lib)
+    return min(eff, 2 * macs_per_s / s.rate)
 
 
 def _fp32_issue(s: LayerState) -> float:

@@ -18,7 +18,7 @@ from dnnperf.hardware import load_profile
 from dnnperf.published import load_published, predict, records, sheets_for, validate_published
 from dnnperf.scoring import Settings
 from helpers import SAMPLES, model, save, vi
-from onnx import helper
+from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
 from dnnperf.cli import app
@@ -513,21 +513,81 @@ def test_depthwise_conv_runs_at_the_direct_kernel_rate_on_hopper():
     from dnnperf.published import Kernel, predict
 
     h200 = load_profile("h200")
-    # 64 x 576 x 14 x 14, 3x3 depthwise, fp32: 64*576*196*9 = 65,028,096 MACs = 130.06 MFLOP at
-    # 3% of the 66.9 TFLOP/s CUDA-core peak (hopper depthwise_efficiency fp32 0.03) = 64.8 us; its
-    # 57.8 MB of traffic take ~13 us, so the kernel rate bounds it; in a CUDA graph its start (1.2 us,
-    # graph_stream_kernel_us) comes first: 66.0 us (measured on the H200: 67.9 us)
+    # 64 x 576 x 14 x 14, 3x3 depthwise, fp32: 64*576*196*9 = 65,028,096 MACs at 4.15 MACs per SM per
+    # cycle (depthwise_sm_macs fp32) x 132 SMs x 1.83 GHz = 1.0025 TMAC/s: 64.9 us (3% of the CUDA cores'
+    # 66.9 TFLOP/s); its 57.8 MB of traffic take ~13 us, so the kernel rate bounds it; in a CUDA graph
+    # its start (1.2 us, graph_stream_kernel_us) comes first: 66.1 us (measured on the H200: 67.9 us)
+    rate = 132 * 1.83e9
     k = Kernel("s", "g", "fp32", "conv", (64, 576, 14, 14, 576, 3, 3, 1, 1, 1, 1, 576), 1.0, False, "graph")
     t, cost = predict(k, h200)
-    assert t == pytest.approx(2 * 65_028_096 / (66.9e12 * 0.03) + 1.2e-6, rel=0.01)
+    assert t == pytest.approx(65_028_096 / (4.15 * rate) + 1.2e-6, rel=0.01)
     assert cost.algorithm == "direct"
-    # a strided fp16 depthwise runs at the fp32 kernels' pace ("fp16:strided" 0.015 of the 133.8
-    # TFLOP/s fp16 peak = 2.0 TFLOP/s): 64 x 96 x 112 x 112 stride 2 -> 56 x 56, 64*96*3136*9 =
-    # 173,408,256 MACs in 173.4 us (measured 196 us; fp32: 200 us); stride 1 keeps fp16's 0.05
+    # a strided fp16 depthwise runs at the fp32 kernels' pace ("fp16:strided" 4.15 a cycle): 64 x 96 x
+    # 112 x 112 stride 2 -> 56 x 56, 64*96*3136*9 = 173,408,256 MACs in 173.0 us (measured 196 us; fp32:
+    # 200 us); stride 1 keeps cuDNN's 13.8 a cycle (19.5 us + the start)
     s2 = Kernel("s", "g", "fp16", "conv", (64, 96, 112, 112, 96, 3, 3, 1, 1, 2, 2, 96), 1.0, False, "graph")
-    assert predict(s2, h200)[0] == pytest.approx(2 * 173_408_256 / (133.8e12 * 0.015), rel=0.01)
+    assert predict(s2, h200)[0] == pytest.approx(173_408_256 / (4.15 * rate), rel=0.01)
     s1 = Kernel("s", "g", "fp16", "conv", (64, 576, 14, 14, 576, 3, 3, 1, 1, 1, 1, 576), 1.0, False, "graph")
-    assert predict(s1, h200)[0] == pytest.approx(2 * 65_028_096 / (133.8e12 * 0.05) + 1.2e-6, rel=0.05)
+    assert predict(s1, h200)[0] == pytest.approx(65_028_096 / (13.8 * rate) + 1.2e-6, rel=0.05)
+
+
+DEPTHWISE = os.path.join(ROOT, "bench", "data", "depthwise-published.json")
+
+
+def _depthwise(tmp_path, n, c, h, r, stride, hw, runtime="eager"):
+    x = vi("x", [n, c, h, h])
+    wt = helper.make_tensor("w", TensorProto.FLOAT, [c, 1, r, r], [0.0] * (c * r * r))
+    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[r, r], strides=[stride, stride],
+                            pads=[r // 2] * 4, group=c)
+    m = model([node], [x], [vi("y", None)], [wt])
+    layer = analyze(inspect_model(save(m, tmp_path)), hw, Settings(precision="fp32", runtime=runtime)).score.layers[0]
+    assert layer.algorithm == "direct"
+    return layer
+
+
+def test_a_framework_depthwise_kernel_runs_at_a_per_sm_rate(tmp_path):
+    """A framework's depthwise kernel is bound by its SMs' issue slots (index arithmetic, a load per
+    multiply), not by FP32 lanes: the H200's 4.15 MACs per SM per cycle carry over to a V100, whose SMs
+    have half the lanes. 64 x 576 x 14 x 14, 3 x 3, fp32: 65,028,096 MACs / (4.15 x 80 SMs x 1.53 GHz)
+    = 128.0 us (0.065 of the 15.7 TFLOP/s; as a share of the peak, the H200's 0.03 would give 276 us).
+    Under TensorRT, which brings its own kernels, only rate and memory bound it (57.8 MB: ~85 us)."""
+    v100 = load_profile("v100")
+    eager = _depthwise(tmp_path, 64, 576, 14, 3, 1, v100)
+    assert eager.t_compute == pytest.approx(65_028_096 / (4.15 * 80 * 1.53e9), rel=0.01)
+    trt = _depthwise(tmp_path, 64, 576, 14, 3, 1, v100, runtime="tensorrt")
+    assert trt.t_compute < 0.2 * eager.t_compute
+
+
+def test_a_slow_depthwise_kernel_gets_its_own_fix_not_the_roofline_text(tmp_path):
+    """The V100 depthwise layer above takes 128.0 us on the framework's kernel (0.51 TMAC/s) where its 57.8 MB
+    take ~73-86 us: the fix names the kernel and what TensorRT or fp16 does (stride 1 in fp16: cuDNN's 13.8 a
+    cycle, 38.5 us of math on 28.9 MB), and never says that memory sets its time (it does not). Under
+    TensorRT the kernel is not the framework's, and that fix is gone."""
+    v100 = load_profile("v100")
+    layer = _depthwise(tmp_path, 64, 576, 14, 3, 1, v100)
+    assert layer.cause == "unoptimized" and layer.t_compute > layer.t_memory
+    ids = [f["id"] for f in layer.fixes]
+    assert "raise_intensity" not in ids
+    (fix,) = [f for f in layer.fixes if f["id"] == "replace_slow_op"]
+    assert "depthwise kernel multiplies at 0.51 TMAC/s" in fix["text"] and "128 us" in fix["text"]
+    assert "--runtime tensorrt" in fix["text"] and "-p fp16" in fix["text"]
+    assert fix["saving_s"] == pytest.approx(layer.losses["unoptimized"], rel=1e-3)
+    trt = _depthwise(tmp_path, 64, 576, 14, 3, 1, v100, runtime="tensorrt")
+    assert not any("depthwise kernel" in f["text"] for f in trt.fixes)
+
+
+@pytest.mark.parametrize("row", json.load(open(DEPTHWISE, encoding="utf-8"))["rows"], ids=lambda r: r["device"])
+def test_depthwise_convolutions_at_their_published_times(tmp_path, row):
+    """bench/data/depthwise-published.json (never used to set a figure): a TITAN Xp (30 SMs, written from
+    its spec sheet) ran PyTorch's fp32 depthwise 3 x 3 over 2 x 32 x 512 x 512 in 1.02 ms; 151 MMACs at
+    4.15 a cycle x 30 SMs x 1.48 GHz (Pascal's default clock) = 819 us, within 1.25x. Priced at memory
+    speed (134 MB at 0.75 x 547.7 GB/s), as before, it came out 0.33x."""
+    c = row["conv"]
+    assert c["group"] == c["C"] == c["K"] and c["H"] == c["W"] and c["pad"] == c["R"] // 2
+    hw = load_profile(os.path.join(ROOT, row["profile"]))
+    layer = _depthwise(tmp_path, c["N"], c["C"], c["H"], c["R"], c["stride"], hw)
+    measured = row["ms"] * 1e-3
+    assert measured / 1.25 <= layer.time_s <= 1.25 * measured, layer.time_s
 
 
 def test_published_sheets_may_be_grouped_and_timed_in_a_graph(tmp_path):

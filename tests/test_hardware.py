@@ -326,7 +326,7 @@ def test_every_gpu_library_field_is_checked_against_its_shape():
                        ({"gemm_k_step": {"tensor_cores:fp16": 0}}, "gpu.gemm_k_step.tensor_cores:fp16"),
                        ({"gemm_k_step": 32}, "gpu.gemm_k_step"),
                        ({"gemv_max": "one"}, "gpu.gemv_max"), ({"gemv_max": 1.5}, "gpu.gemv_max"),
-                       ({"depthwise_efficiency": {"fp16": 2}}, "gpu.depthwise_efficiency.fp16"),
+                       ({"depthwise_sm_macs": {"fp16": 0}}, "gpu.depthwise_sm_macs.fp16"),
                        ({"grouped_efficiency": 0.6}, "gpu.grouped_efficiency"),
                        ({"grouped_efficiency": {"fp32": 1.5}}, "gpu.grouped_efficiency.fp32"),
                        ({"l2_efficiency": 1.2}, "gpu.l2_efficiency"), ({"stem_precision": "fp31"}, "gpu.stem_precision"),
