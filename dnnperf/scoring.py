@@ -787,10 +787,11 @@ def _depthwise_eff(s: LayerState, eff: float) -> float:
 def _fp32_issue(s: LayerState) -> float:
     """The share of the CUDA cores' quoted fp32 rate a matrix kernel's FP32 instructions issue at
     (``shared_fp32_issue``: on GA10x and Ada SMs half the FP32 lanes take INT32 work too, and a product's
-    address and loop arithmetic takes those slots); 1 elsewhere and for streaming kernels."""
+    address and loop arithmetic takes those slots); 1 elsewhere, for streaming kernels and for a depthwise
+    kernel (``_depthwise_eff``: its per-SM rate counts every issue slot already)."""
     from dnnperf import gpu
 
-    if s.algorithm == "elementwise" or s.run_precision != "fp32" or gpu.unit_class(s.unit_name) != "cuda_cores":
+    if s.algorithm in ("elementwise", "direct") or s.run_precision != "fp32" or gpu.unit_class(s.unit_name) != "cuda_cores":
         return 1.0
     return s.lib.shared_fp32_issue
 
