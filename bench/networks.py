@@ -2,10 +2,12 @@
 
     python bench/networks.py [--data bench/data/networks-published.json]
     python bench/networks.py --records v100   # the v100 profile's `validation` records from the table
+    python bench/networks.py --data bench/data/timm-rtx-published.json   # timm's RTX 4090 / 3090 table
 
 For every published row (model, GPU, precision, batch, images/s; sources in the data file), dnnperf
-estimates the same configuration with the shipped profile (eager runtime, no fusion: the
-frameworks measured run one kernel per op) and prints predicted / measured time per image, the
+estimates the same configuration with the row's profile (a shipped name, or a spec-sheet profile's path
+under bench/; eager runtime, no fusion: the frameworks measured run one kernel per op; `overlap_input`
+where the benchmark made its input on the GPU) and prints predicted / measured time per image, the
 median error factor, the share within 1.5x, and whether the order of the rows by time is kept.
 The baseline of every ratio is the published measurement itself. Held-out rows were never tuned on.
 """
@@ -31,6 +33,12 @@ ROOT = os.path.dirname(HERE)
 DATA = os.path.join(HERE, "data", "networks-published.json")
 
 
+def profile_of(row: dict):
+    """A row's profile: a shipped name, or a spec-sheet profile's path relative to bench/."""
+    hw = row["hw"]
+    return load_profile(os.path.join(HERE, hw) if hw.endswith(".yaml") else hw)
+
+
 def estimate(rows: list[dict], runtime: str = "eager") -> list[tuple[dict, float, float]]:
     """(row, predicted seconds per image, published seconds per image) for each row."""
     samples = os.path.join(ROOT, "sample_models")
@@ -38,7 +46,9 @@ def estimate(rows: list[dict], runtime: str = "eager") -> list[tuple[dict, float
     for r in rows:
         path = os.path.join(HERE, r["path"]) if "path" in r else os.path.join(samples, r["model"] + ".onnx")
         insp = inspect_model(path, ShapeOverrides(batch=r["batch"]))
-        rep = analyze(insp, load_profile(r["hw"]), Settings(batch=r["batch"], precision=r["precision"], runtime=runtime))
+        settings = Settings(batch=r["batch"], precision=r["precision"], runtime=runtime,
+                            overlap_input=bool(r.get("overlap_input")))
+        rep = analyze(insp, profile_of(r), settings, with_fixes=False)
         out.append((r, rep.score.totals["latency_s"] / r["batch"], 1.0 / r["images_per_s"]))
     return out
 
@@ -70,9 +80,14 @@ def main() -> None:
     rows = estimate(data["rows"], args.runtime)
     for r, pred, meas in rows:
         tag = " (held out)" if r.get("held_out") else ""
-        print(f"{r['model']:<15} {r['hw']:<5} {r['precision']:<5} {r['batch']:>5}  {meas * 1e3:10.3f} ms {pred * 1e3:11.3f} ms"
+        hw = os.path.basename(r["hw"]).removesuffix(".yaml")
+        print(f"{r['model']:<15} {hw:<5} {r['precision']:<5} {r['batch']:>5}  {meas * 1e3:10.3f} ms {pred * 1e3:11.3f} ms"
               f"  {pred / meas:8.2f}x  {r['source']}{tag}")
-    for name, sel in (("all", rows), ("held out", [x for x in rows if x[0].get("held_out")])):
+    gpus = sorted({r["hw"] for r, _, _ in rows})
+    parts = [("all", rows), ("held out", [x for x in rows if x[0].get("held_out")])]
+    if len(gpus) > 1:
+        parts += [(os.path.basename(g).removesuffix(".yaml"), [x for x in rows if x[0]["hw"] == g]) for g in gpus]
+    for name, sel in parts:
         st = stats([{"predicted_s": p, "measured_s": m} for _, p, m in sel])
         print(f"{name}: {len(sel)} rows, median error {st['median_error']:.2f}x, within 1.25x {st['within_1_25']:.0%}, "
               f"within 1.5x {st['within_1_5']:.0%}, rank rho {st['rho']:.3f}")

@@ -691,11 +691,12 @@ def test_hw_show_and_list_print_the_validation():
 
 
 NETWORK_TABLES = {"7.1": ("trt_bert", "trt-bert-published.json"), "8.4": ("trt_bert", "trt-bert-8.4-published.json"),
-                  "dle": ("networks", "networks-published.json")}
+                  "dle": ("networks", "networks-published.json"), "timm": ("networks", "timm-rtx-published.json")}
 
 
 @pytest.mark.parametrize("name,table", [("t4", "7.1"), ("t4", "8.4"), ("a100-40gb", "7.1"), ("a100-40gb", "8.4"),
-                                        ("v100", "7.1"), ("v100", "dle"), ("t4", "dle"), ("a100", "dle")])
+                                        ("v100", "7.1"), ("v100", "dle"), ("t4", "dle"), ("a100", "dle"),
+                                        ("rtx4090", "timm")])
 def test_profile_network_validation_record_is_current(name, table):
     """A profile's whole-network records (BERT under TensorRT, DeepLearningExamples' CNN throughputs) are
     what the model gives today, and hw show says what they count."""
@@ -760,6 +761,32 @@ def test_whole_networks_hold_on_published_throughputs():
         pred.append(p)
         meas.append(m)
     assert spearman(pred, meas) >= 0.9
+
+
+def test_whole_networks_hold_on_timm_published_throughputs():
+    """bench/data/timm-rtx-published.json, held out (added after the model was fixed, nothing set from it):
+    timm's eager AMP throughputs at batch 1024 of 16 architectures on an RTX 4090 (shipped profile) and an
+    RTX 3090 (a profile written from its spec sheet). The issue's goals for GPUs and tables the model was not
+    fitted on: on each board the median error is within 1.2x, at least 90% of the rows are within 1.5x, and
+    the rows keep their order by time (rank rho >= 0.9 over both boards). The known miss is ViT-B/16, whose
+    attention timm runs as one fused kernel (1.5-1.6x slow)."""
+    import importlib.util
+
+    from dnnperf.published import spearman, stats
+
+    spec = importlib.util.spec_from_file_location("networks", os.path.join(ROOT, "bench", "networks.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with open(os.path.join(ROOT, "bench", "data", "timm-rtx-published.json"), encoding="utf-8") as fh:
+        rows = json.load(fh)["rows"]
+    assert len(rows) == 32 and all(r["held_out"] for r in rows)
+    res = mod.estimate(rows)
+    for gpu in ("rtx4090", "data/spec-profiles/rtx3090.yaml"):
+        st = stats([{"predicted_s": p, "measured_s": m} for r, p, m in res if r["hw"] == gpu])
+        assert st["median_error"] <= 1.2, (gpu, st)
+    within = [max(p / m, m / p) <= 1.5 for _, p, m in res]
+    assert sum(within) >= 0.9 * len(within)
+    assert spearman([p for _, p, _ in res], [m for _, _, m in res]) >= 0.9
 
 
 def test_a_misaligned_vocabulary_gets_the_padding_fix_and_graph_runs_no_host_launch_text():
