@@ -781,9 +781,9 @@ def test_whole_networks_hold_on_timm_published_throughputs():
         rows = json.load(fh)["rows"]
     assert len(rows) == 32 and all(r["held_out"] for r in rows)
     res = mod.estimate(rows)
-    for gpu in ("rtx4090", "data/spec-profiles/rtx3090.yaml"):
-        st = stats([{"predicted_s": p, "measured_s": m} for r, p, m in res if r["hw"] == gpu])
-        assert st["median_error"] <= 1.2, (gpu, st)
+    for board in ("rtx4090", "data/spec-profiles/rtx3090.yaml"):
+        st = stats([{"predicted_s": p, "measured_s": m} for r, p, m in res if r["hw"] == board])
+        assert st["median_error"] <= 1.2, (board, st)
     within = [max(p / m, m / p) <= 1.5 for _, p, m in res]
     assert sum(within) >= 0.9 * len(within)
     assert spearman([p for _, p, _ in res], [m for _, _, m in res]) >= 0.9
