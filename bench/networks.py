@@ -81,8 +81,8 @@ def main() -> None:
     for r, pred, meas in rows:
         tag = " (held out)" if r.get("held_out") else ""
         hw = os.path.basename(r["hw"]).removesuffix(".yaml")
-        print(f"{r['model']:<15} {hw:<5} {r['precision']:<5} {r['batch']:>5}  {meas * 1e3:10.3f} ms {pred * 1e3:11.3f} ms"
-              f"  {pred / meas:8.2f}x  {r['source']}{tag}")
+        print(f"{r['model']:<15} {hw:<5} {r['precision']:<5} {r['batch']:>5}  {meas * 1e3:10.3f} ms "
+              f"{pred * 1e3:11.3f} ms  {pred / meas:8.2f}x  {r['source']}{tag}")
     gpus = sorted({r["hw"] for r, _, _ in rows})
     parts = [("all", rows), ("held out", [x for x in rows if x[0].get("held_out")])]
     if len(gpus) > 1:

@@ -110,5 +110,6 @@ def print_groups(rows: list[dict]) -> None:
             h_txt = f"{c['held_out_kernels']:>11} {h:8.2f}x" if h is not None else f"{0:>11} {'-':>9}"
             print(f"{hw[:14]:<14} {c['precision']:<5} {c['class'][:46]:<46} {f_txt}   {h_txt}{mark}")
 
+
 if __name__ == "__main__":
     main()

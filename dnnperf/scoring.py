@@ -791,7 +791,8 @@ def _fp32_issue(s: LayerState) -> float:
     kernel (``_depthwise_eff``: its per-SM rate counts every issue slot already)."""
     from dnnperf import gpu
 
-    if s.algorithm in ("elementwise", "direct") or s.run_precision != "fp32" or gpu.unit_class(s.unit_name) != "cuda_cores":
+    if s.algorithm in ("elementwise", "direct") or s.run_precision != "fp32" \
+            or gpu.unit_class(s.unit_name) != "cuda_cores":
         return 1.0
     return s.lib.shared_fp32_issue
 

@@ -503,7 +503,8 @@ def _published(doc) -> list:
                 ["set", "kernels", "pred/meas", "GEMM", "conv", "elementwise", "median error", "<=1.25x", "<=2x",
                  "rank rho"], rows, notes=[d["convention"]]),
             Tab("By class of kernel, as the model runs it (fitted kernels, then the held-out quarter)",
-                ["precision", "class", "fitted", "pred/meas", "<=1.25x", "held out", "pred/meas"], classes, left=(0, 1)),
+                ["precision", "class", "fitted", "pred/meas", "<=1.25x", "held out", "pred/meas"], classes,
+                left=(0, 1)),
             Tab("Worst kernels", ["kernel", "precision", "predicted", "measured", "ratio", "cause", "held out"], worst,
                 left=(0, 1, 5, 6))]
 
