@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import lru_cache
-from math import ceil
+from math import ceil, log
 
 _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library_efficiency", "bandwidth_efficiency",
            "stream_efficiency", "split_k_min", "conv_split_k", "min_kernel_us", "graph_kernel_us",
@@ -38,7 +38,7 @@ _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library
            "l2_bandwidth_factor", "l2_bytes_per_sm_clock", "l2_efficiency", "gemv_max", "gemv_precisions", "dies",
            "gemm_alignment_bytes", "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_sm_macs",
            "grouped_efficiency", "stem_precision", "stem_efficiency", "matrix_overlap", "unverified", "integrated",
-           "soc_launch_us")
+           "soc_launch_us", "fp32_lanes_per_sm", "ga10x_fp32_lanes_per_sm")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 # the generation a profile's title implies when it names none
 _TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50", "blackwell")),
@@ -113,6 +113,7 @@ class GpuLibrary:
     unverified: bool
     integrated: bool = False  # a GPU on a system-on-chip (Jetson): see soc_launch_us
     soc_launch_us: float = 0.0  # such a GPU's launch, per kernel, that the device waits for (eager, TensorRT)
+    fp32_lanes_per_sm: tuple = ()  # the generation's SM designs' FP32 lanes (a profile's clock from its fp32 peak)
 
 
 @lru_cache(maxsize=1)
@@ -135,7 +136,7 @@ def _merge(base: dict, over: dict) -> dict:
 
 
 # the fields an Ampere GA10x part takes from the entry's ``ga10x_`` keys (ga10x_part)
-_GA10X_FIELDS = ("threads_per_sm", "shared_fp32_issue")
+_GA10X_FIELDS = ("threads_per_sm", "shared_fp32_issue", "fp32_lanes_per_sm")
 
 
 def library(generation: str | None, overrides: dict | None = None, ga10x: bool = False) -> GpuLibrary:
@@ -208,6 +209,7 @@ def library(generation: str | None, overrides: dict | None = None, ga10x: bool =
         unverified=bool(merged.get("unverified", True)),
         integrated=bool(merged.get("integrated", False)),
         soc_launch_us=float(merged.get("soc_launch_us") or 0.0),
+        fp32_lanes_per_sm=tuple(int(x) for x in merged.get("fp32_lanes_per_sm") or ()),
     )
 
 
@@ -307,6 +309,8 @@ def library_summary(hw) -> str | None:
     if lib.integrated and lib.soc_launch_us:
         text += (f"; a GPU on a system-on-chip: {lib.soc_launch_us:g} us a kernel launch the device waits for "
                  "(eager and TensorRT runtimes; not in a CUDA graph)")
+    mhz, where = clock_source(hw, lib)
+    text += f"; SM clock {mhz:,.0f} MHz ({where})"
     return text + (f"; the profile overrides {', '.join(own)}" if own else "")
 
 
@@ -325,7 +329,28 @@ def unit_words(unit_name: str) -> str:
 
 
 def clock_hz(hw, lib: GpuLibrary) -> float:
-    return float(hw.gpu.get("boost_clock_mhz") or lib.boost_clock_mhz) * 1e6
+    """The SM clock the per-clock figures (K-loop steps, the L2's bytes, depthwise MACs) run at: the
+    profile's ``gpu.boost_clock_mhz``, else its own fp32 peak over its SMs' FP32 lanes, else the
+    generation's clock (``clock_source`` says which)."""
+    return clock_source(hw, lib)[0] * 1e6
+
+
+def clock_source(hw, lib: GpuLibrary) -> tuple[float, str]:
+    """(MHz, where it comes from) for ``clock_hz``. From the fp32 peak: a spec sheet quotes it at the
+    boost clock (CUDA cores x 2 x clock), so peak / (2 x SMs x lanes per SM) is that clock; where a
+    generation shipped SMs of two widths (Pascal GP100 / GP10x, Ampere's default list) the width whose
+    clock lies nearest the generation's own is taken (the two are a factor 2 apart)."""
+    if hw.gpu.get("boost_clock_mhz"):
+        return float(hw.gpu["boost_clock_mhz"]), "gpu.boost_clock_mhz"
+    cuda = next((u for u in hw.units if unit_class(u.name) == "cuda_cores" and u.peak_tops.get("fp32")), None)
+    sms = hw.compute_units or 0
+    if cuda is not None and sms and lib.fp32_lanes_per_sm:
+        peak = float(cuda.peak_tops["fp32"]) * 1e12
+        lanes = min(lib.fp32_lanes_per_sm,
+                    key=lambda n: abs(log(peak / (2.0 * sms * n) / 1e6 / lib.boost_clock_mhz)))
+        mhz = peak / (2.0 * sms * lanes) / 1e6
+        return mhz, (f"its fp32 peak: {peak / 1e12:g} TFLOP/s / (2 x {sms} SMs x {lanes} FP32 lanes)")
+    return lib.boost_clock_mhz, f"the {lib.generation} entry's clock"
 
 
 def l2_bandwidth(hw, lib: GpuLibrary) -> float:

@@ -751,10 +751,38 @@ def _gpu_assumed(d: dict) -> list[str]:
         gen = gpu.infer_generation(str(d.get("title", "")), str(d.get("name", "")))
         out.append(f"gpu.generation {gen} (named by its title)" if gen else
                    "gpu.generation (none recognised in its title: the table's default entry)")
+    clock = _gpu_clock_assumed(d, g)
+    if clock:
+        out.append(clock)
     if not g.get("tdp_w") and "sustained_clock_fraction" not in d:
         out.append("gpu.tdp_w (none: the boost clock is taken as held under load; a low-power board, a 70 W T4, "
                    "throttles large kernels well below it)")
     return out
+
+
+def _gpu_clock_assumed(d: dict, g: dict) -> str:
+    """The assumed-note entry for a GPU profile whose clock is the generation table's (it gives no
+    gpu.boost_clock_mhz and no CUDA-core fp32 peak the table's lanes per SM turn into one); ''
+    otherwise."""
+    from dnnperf import gpu
+
+    if g.get("boost_clock_mhz"):
+        return ""
+    gen = g.get("generation") or gpu.infer_generation(str(d.get("title", "")), str(d.get("name", "")))
+    gen = gen if gen in gpu.GENERATIONS else None
+    table = gpu.generation_table()
+    entry = {**table["default"], **(table.get(gen) or {} if gen else {})}
+    lanes = g.get("fp32_lanes_per_sm", entry.get("fp32_lanes_per_sm"))
+    if gpu.ga10x_part(gen, str(d.get("title", "")), str(d.get("name", ""))) and "fp32_lanes_per_sm" not in g:
+        lanes = entry.get("ga10x_fp32_lanes_per_sm", lanes)
+    units = d.get("units") if isinstance(d.get("units"), list) else []
+    fp32 = any(isinstance(u, dict) and gpu.unit_class(str(u.get("name", ""))) == "cuda_cores"
+               and isinstance(u.get("peak_tops"), dict) and u["peak_tops"].get("fp32") for u in units)
+    if fp32 and lanes:
+        return ""
+    return (f"gpu.boost_clock_mhz {entry['boost_clock_mhz']:g} (the {gen or 'default'} entry's clock: "
+            + ("no CUDA-core fp32 peak to derive it from" if not fp32 else "the entry derives none from the fp32 peak")
+            + "; it sets the K loop's latency, the L2's rate and depthwise kernels' rate)")
 
 
 def _gpu_section(v, kind: str, where: str) -> dict:
@@ -826,6 +854,9 @@ def _gpu_field(k: str, v, where: str) -> None:
 
         if v not in ("", None) and v not in DTYPE_OF_PRECISION:
             raise DnnperfError(f"{where}: a precision name ({', '.join(sorted(DTYPE_OF_PRECISION))}) or empty, got {v!r}")
+    elif k in ("fp32_lanes_per_sm", "ga10x_fp32_lanes_per_sm"):
+        if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) or x <= 0 for x in v):
+            raise DnnperfError(f"{where}: a list of whole numbers of FP32 lanes per SM (e.g. [128]), got {v!r}")
     elif k in _GPU_STRING_LISTS:
         if not isinstance(v, list) or any(not isinstance(p, str) for p in v):
             raise DnnperfError(f"{where}: a list of precision names, got {v!r}")

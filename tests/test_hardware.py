@@ -58,6 +58,62 @@ def test_datasheet_peaks_agree_with_units_times_clock(name, unit, precision, cor
     assert u.peak_tops[precision] == pytest.approx(cores * 2 * ghz / 1000, rel=0.015)
 
 
+SPEC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "data", "spec-profiles")
+
+
+@pytest.mark.parametrize("profile,mhz", [
+    ("t4", 1590), ("a100", 1410), ("rtx4090", 2520), ("k80", 875),  # hardware facts A.2, A.3, A.5; K80 875
+    ("jetson-orin-nano", 625), ("l4", 2040), ("a10", 1695), ("p100", 1303),  # the datasheets cited above
+    ("spec:gtx1080ti", 1582), ("spec:titanx-pascal", 1531), ("spec:titanxp", 1582),  # Pascal GP102
+    ("spec:p100", 1480),  # Pascal GP100 (SXM2)
+    ("spec:jetson-nano", 921.6), ("spec:jetson-agx-xavier", 1377), ("spec:rtx3090", 1700),
+    ("spec:rtx4070super", 2480), ("spec:rtx5090", 2407), ("spec:a30", 1440), ("spec:l40s", 2520),
+])
+def test_a_profile_without_a_clock_runs_at_the_boost_clock_of_its_spec_sheet(profile, mhz):
+    """None of these profiles gives gpu.boost_clock_mhz: their clock comes from their own fp32 peak
+    over their SMs' FP32 lanes, which must land on the boost clock their spec sheet states (within the
+    rounding of the TFLOP/s figure). One clock per generation did not: the Orin Nano ran at the A100's
+    1,410 MHz, the L4 at the RTX 4090's 2,500, the RTX 5090 at the table default's 1,500; a GP100 (64
+    lanes per SM) and a GP102 (128) must each get their own width."""
+    from dnnperf import gpu
+
+    hw = load_profile(os.path.join(SPEC, profile[5:] + ".yaml") if profile.startswith("spec:") else profile)
+    assert "boost_clock_mhz" not in hw.gpu
+    assert gpu.clock_hz(hw, gpu.library_of(hw)) == pytest.approx(mhz * 1e6, rel=0.01)
+    assert "boost_clock_mhz" not in hw.assumed_note()
+
+
+def test_a_stated_clock_wins_and_a_clock_nothing_gives_is_noted(tmp_path):
+    """gpu.boost_clock_mhz is taken as given; a GPU of no known generation (its cores counted its own
+    way) keeps the table default's 1,500 MHz, and its assumed note says so."""
+    import yaml
+
+    from dnnperf import gpu
+
+    d = yaml.safe_load(open(os.path.join(SPEC, "rtx3090.yaml")))
+    d["gpu"]["boost_clock_mhz"] = 1395
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(d))
+    hw = load_profile(str(tmp_path / "a.yaml"))
+    assert gpu.clock_hz(hw, gpu.library_of(hw)) == 1395e6
+    assert gpu.clock_source(hw, gpu.library_of(hw))[1] == "gpu.boost_clock_mhz"
+    d["gpu"] = {"boost_clock_mhz": 1395, "fp32_lanes_per_sm": [64]}
+    d["title"] = d["name"] = "acme-gpu"
+    del d["gpu"]["boost_clock_mhz"]
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(d))
+    hw = load_profile(str(tmp_path / "b.yaml"))  # lanes given by the profile: 35.6e12 / (2 x 82 x 64)
+    assert gpu.clock_hz(hw, gpu.library_of(hw)) == pytest.approx(35.6e12 / (2 * 82 * 64), rel=1e-12)
+    del d["gpu"]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(d))
+    hw = load_profile(str(tmp_path / "c.yaml"))
+    assert gpu.clock_hz(hw, gpu.library_of(hw)) == 1500e6
+    assert "gpu.boost_clock_mhz 1500 (the default entry's clock" in hw.assumed_note()
+    assert "SM clock 1,500 MHz (the default entry's clock)" in gpu.library_summary(hw)
+    d["gpu"] = {"fp32_lanes_per_sm": [0]}
+    (tmp_path / "d.yaml").write_text(yaml.safe_dump(d))
+    with pytest.raises(DnnperfError, match="fp32_lanes_per_sm: a list of whole numbers"):
+        load_profile(str(tmp_path / "d.yaml"))
+
+
 def test_sibling_parts_differ_only_where_their_sheets_do():
     """The 40 GB A100 is the 80 GB one with HBM2 at 1,555 GB/s; the L4 keeps 48 MB of L2 on 300 GB/s."""
     a, b = load_profile("a100"), load_profile("a100-40gb")
