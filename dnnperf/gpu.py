@@ -38,7 +38,7 @@ _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library
            "l2_bandwidth_factor", "l2_bytes_per_sm_clock", "l2_efficiency", "gemv_max", "gemv_precisions", "dies",
            "gemm_alignment_bytes", "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_sm_macs",
            "grouped_efficiency", "stem_precision", "stem_efficiency", "matrix_overlap", "unverified", "integrated",
-           "soc_launch_us", "fp32_lanes_per_sm", "ga10x_fp32_lanes_per_sm")
+           "soc_launch_us", "fp32_lanes_per_sm", "ga10x_fp32_lanes_per_sm", "gb20x_threads_per_sm")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 # the generation a profile's title implies when it names none
 _TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50", "blackwell")),
@@ -135,20 +135,23 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-# the fields an Ampere GA10x part takes from the entry's ``ga10x_`` keys (ga10x_part)
-_GA10X_FIELDS = ("threads_per_sm", "shared_fp32_issue", "fp32_lanes_per_sm")
+# the fields an Ampere GA10x part takes from the entry's ``ga10x_`` keys (ga10x_part), and a Blackwell
+# GB20x part from its ``gb20x_`` keys (sm_part)
+_PART_FIELDS = {"ga10x": ("threads_per_sm", "shared_fp32_issue", "fp32_lanes_per_sm"), "gb20x": ("threads_per_sm",)}
 
 
-def library(generation: str | None, overrides: dict | None = None, ga10x: bool = False) -> GpuLibrary:
-    """The generation's defaults (``default`` filled in) with a profile's overrides on top; ``ga10x``: an
-    Ampere GA10x part (``ga10x_part``), which takes the entry's ``ga10x_threads_per_sm`` and
-    ``ga10x_shared_fp32_issue`` where the profile does not give the field itself."""
+def library(generation: str | None, overrides: dict | None = None, ga10x: bool = False, part: str = "") -> GpuLibrary:
+    """The generation's defaults (``default`` filled in) with a profile's overrides on top; ``part``
+    (``sm_part``; ``ga10x=True`` is part "ga10x"): an Ampere GA10x or Blackwell GB20x part, which takes
+    the entry's ``ga10x_`` / ``gb20x_`` fields (_PART_FIELDS) where the profile does not give the field
+    itself."""
     table = generation_table()
     merged = _merge(table["default"], (table.get(generation) or {}) if generation else {})
     over = {k: v for k, v in (overrides or {}).items() if k in _FIELDS}
     merged = _merge(merged, over)
-    if ga10x:
-        merged.update({k: merged[f"ga10x_{k}"] for k in _GA10X_FIELDS if f"ga10x_{k}" in merged and k not in over})
+    part = part or ("ga10x" if ga10x else "")
+    if part:
+        merged.update({k: merged[f"{part}_{k}"] for k in _PART_FIELDS[part] if f"{part}_{k}" in merged and k not in over})
     return GpuLibrary(
         generation=generation or "default",
         tiles=tuple((int(a), int(b)) for a, b in merged["tiles"]),
@@ -256,6 +259,21 @@ def ga10x_part(generation: str | None, title: str, name: str) -> bool:
     return generation == "ampere" and ampere_ga10x(title, name)
 
 
+def sm_part(generation: str | None, title: str, name: str) -> str:
+    """"ga10x" for an Ampere GA10x part, "gb20x" for a Blackwell GB20x part (GeForce RTX 50, RTX PRO
+    Blackwell: compute capability 12.x, 1,536 resident threads per SM where B100 / B200 have 2,048), else ""."""
+    import re
+
+    if ga10x_part(generation, title, name):
+        return "ga10x"
+    toks = _title_tokens(title, name)
+    if generation == "blackwell" and (any(re.fullmatch(r"gb20[2-7]", t) for t in toks)
+                                      or any(a == "rtx" and re.fullmatch(r"50\d\d", b) for a, b in zip(toks, toks[1:]))
+                                      or {"rtx", "pro"} <= set(toks)):
+        return "gb20x"
+    return ""
+
+
 def ampere_ga10x(title: str, name: str) -> bool:
     """Whether an Ampere profile's title or name names a GA10x part (see _GA10X_TOKENS)."""
     import re
@@ -291,7 +309,7 @@ def library_of(hw) -> GpuLibrary:
         gen = g.pop("generation", None) or infer_generation(hw.title, hw.name)
         if "integrated" not in g:
             g["integrated"] = soc_gpu(hw.title, hw.name)
-        lib = _LIBS[key] = library(gen, g, ga10x=ga10x_part(gen, hw.title, hw.name))
+        lib = _LIBS[key] = library(gen, g, part=sm_part(gen, hw.title, hw.name))
     return lib
 
 

@@ -733,10 +733,12 @@ def _gpu_lanes(d: dict, sms: int, where: str) -> tuple[int, str]:
         _gpu_field("threads_per_sm", g["threads_per_sm"], f"{where}.gpu.threads_per_sm")  # before the section's own check
         per_sm = int(g["threads_per_sm"])
     else:
-        ga10x = gpu.ga10x_part(gen, str(d.get("title", "")), str(d.get("name", "")))
-        per_sm = gpu.library(gen if gen in gpu.GENERATIONS else None, ga10x=ga10x).threads_per_sm
-        if ga10x:
-            return sms * per_sm, f"{sms} SMs x {per_sm} resident threads, an Ampere GA10x part (compute capability 8.6/8.7)"
+        part = gpu.sm_part(gen, str(d.get("title", "")), str(d.get("name", "")))
+        per_sm = gpu.library(gen if gen in gpu.GENERATIONS else None, part=part).threads_per_sm
+        if part:
+            what = {"ga10x": "an Ampere GA10x part (compute capability 8.6/8.7)",
+                    "gb20x": "a Blackwell GB20x part (compute capability 12.x)"}[part]
+            return sms * per_sm, f"{sms} SMs x {per_sm} resident threads, {what}"
     return sms * per_sm, f"{sms} SMs x {per_sm} resident threads, {gen or 'default'} generation"
 
 
@@ -813,7 +815,7 @@ _GPU_FRACTION = frozenset({"bandwidth_efficiency", "stream_efficiency", "winogra
 _GPU_ZERO_OK = frozenset({"matrix_overlap", "gemm_alignment_bytes", "gemv_max", "gemm_word_bytes",
                           "l2_bytes_per_sm_clock", "soc_launch_us", "winograd_fused_tile", "fft_max"})
 _GPU_INT = frozenset({"split_k_min", "ctas_per_sm_tile", "winograd_tile", "winograd_fused_tile", "threads_per_sm",
-                      "ga10x_threads_per_sm", "dies", "fft_max", "gemv_max", "rnn_step_kernels",
+                      "ga10x_threads_per_sm", "gb20x_threads_per_sm", "dies", "fft_max", "gemv_max", "rnn_step_kernels",
                       "gemm_alignment_bytes", "gemm_word_bytes"})
 _GPU_NUMBER_MAPS = {"feed_ops_per_element": None, "k_step": None, "gemm_k_step": None, "misaligned_vector": None,
                     "sm_watts": None, "reorder_kernels": 16, "library_efficiency": 1.0, "depthwise_sm_macs": None,

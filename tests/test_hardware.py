@@ -280,10 +280,13 @@ def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
             "memory": {"dram_gbs": 600, "onchip_mb": 6}, "parallelism": {"compute_units": 72},
             "sources": {"all": "a datasheet"}}
     # Ampere's GA100 keeps 2048 resident threads per SM, its GA10x parts 1536 (compute capability 8.0 vs
-    # 8.6: the A10 is a GA102, the RTX 3090 too; it was given 2048 before)
+    # 8.6: the A10 is a GA102, the RTX 3090 too; it was given 2048 before); Blackwell's GB20x parts (12.0:
+    # GeForce RTX 50) 1536, its B200 (10.0) 2048 (CUDA programming guide; the RTX 5090 was given 2048)
     for title, per_sm, gen in (("NVIDIA A100 (Ampere GA100)", 2048, "ampere"), ("NVIDIA A10 (Ampere GA102)", 1536, "ampere"),
                                ("NVIDIA GeForce RTX 3090", 1536, "ampere"), ("NVIDIA A30", 2048, "ampere"),
-                               ("NVIDIA T4", 1024, "turing"), ("NVIDIA L4 (Ada)", 1536, "ada")):
+                               ("NVIDIA T4", 1024, "turing"), ("NVIDIA L4 (Ada)", 1536, "ada"),
+                               ("NVIDIA GeForce RTX 5090", 1536, "blackwell"), ("NVIDIA RTX PRO 6000 Blackwell", 1536, "blackwell"),
+                               ("NVIDIA B200", 2048, "blackwell")):
         hw = profile_from_dict({**base, "name": "x", "title": title}, "x")
         assert hw.lanes == 72 * per_sm and hw.launch_overhead_us == 5 and hw.host_link_gbs is None, title
         assert len(hw.assumed) == 5 and hw.assumed[0].startswith(f"parallelism.lanes {72 * per_sm}")
