@@ -600,6 +600,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     if not isinstance(unopt, list) or any(not isinstance(x, str) for x in unopt):
         raise DnnperfError(f"{where}.unoptimized_ops: a list of op type names")
     if kind == "gpu":
+        _gpu_clock_check(d, _gpu_section(d.get("gpu"), kind, where), where)
         assumed += _gpu_assumed(d)
     if d.get("sources") is None:
         sources = {}
@@ -762,29 +763,67 @@ def _gpu_assumed(d: dict) -> list[str]:
     return out
 
 
-def _gpu_clock_assumed(d: dict, g: dict) -> str:
-    """The assumed-note entry for a GPU profile whose clock is the generation table's (it gives no
-    gpu.boost_clock_mhz and no CUDA-core fp32 peak the table's lanes per SM turn into one); ''
-    otherwise."""
+def _gpu_clock_figures(d: dict, g: dict) -> tuple[str | None, float, list, float]:
+    """(generation, the table's clock in MHz, FP32 lanes per SM of its SM designs, the profile's CUDA-core
+    fp32 peak in TFLOP/s or 0) for a GPU profile, as ``gpu.clock_source`` reads them."""
     from dnnperf import gpu
 
-    if g.get("boost_clock_mhz"):
-        return ""
-    gen = g.get("generation") or gpu.infer_generation(str(d.get("title", "")), str(d.get("name", "")))
+    title, name = str(d.get("title", "")), str(d.get("name", ""))
+    gen = g.get("generation") or gpu.infer_generation(title, name)
     gen = gen if gen in gpu.GENERATIONS else None
     table = gpu.generation_table()
     entry = {**table["default"], **(table.get(gen) or {} if gen else {})}
     lanes = g.get("fp32_lanes_per_sm", entry.get("fp32_lanes_per_sm"))
-    if gpu.ga10x_part(gen, str(d.get("title", "")), str(d.get("name", ""))) and "fp32_lanes_per_sm" not in g:
+    if gpu.ga10x_part(gen, title, name) and "fp32_lanes_per_sm" not in g:
         lanes = entry.get("ga10x_fp32_lanes_per_sm", lanes)
     units = d.get("units") if isinstance(d.get("units"), list) else []
-    fp32 = any(isinstance(u, dict) and gpu.unit_class(str(u.get("name", ""))) == "cuda_cores"
-               and isinstance(u.get("peak_tops"), dict) and u["peak_tops"].get("fp32") for u in units)
+    fp32 = next((float(u["peak_tops"]["fp32"]) for u in units
+                 if isinstance(u, dict) and gpu.unit_class(str(u.get("name", ""))) == "cuda_cores"
+                 and isinstance(u.get("peak_tops"), dict) and u["peak_tops"].get("fp32")), 0.0)
+    return gen, float(entry["boost_clock_mhz"]), list(lanes or []), fp32
+
+
+def _gpu_clock_assumed(d: dict, g: dict) -> str:
+    """The assumed-note entry for a GPU profile whose clock is the generation table's (it gives no
+    gpu.boost_clock_mhz and no CUDA-core fp32 peak the table's lanes per SM turn into one); ''
+    otherwise."""
+    if g.get("boost_clock_mhz"):
+        return ""
+    gen, mhz, lanes, fp32 = _gpu_clock_figures(d, g)
     if fp32 and lanes:
         return ""
-    return (f"gpu.boost_clock_mhz {entry['boost_clock_mhz']:g} (the {gen or 'default'} entry's clock: "
+    return (f"gpu.boost_clock_mhz {mhz:g} (the {gen or 'default'} entry's clock: "
             + ("no CUDA-core fp32 peak to derive it from" if not fp32 else "the entry derives none from the fp32 peak")
             + "; it sets the K loop's latency, the L2's rate and depthwise kernels' rate)")
+
+
+# the SM clocks a GPU profile's figures may imply (MHz): NVIDIA's boards run between a Jetson's ~600 MHz
+# and a GeForce's ~2.9 GHz; a figure far outside says a count is off (CUDA cores given as SMs)
+_CLOCK_RANGE_MHZ = (250.0, 4000.0)
+
+
+def _gpu_clock_check(d: dict, g: dict, where: str) -> None:
+    """Refuse a GPU profile whose fp32 peak, SM count and FP32 lanes per SM cannot go together: the
+    clock they imply (or, with gpu.boost_clock_mhz, the lanes per SM they imply) is off by far more
+    than a spec sheet's rounding. The usual cause: parallelism.compute_units given in CUDA cores."""
+    gen, _, lanes, fp32 = _gpu_clock_figures(d, g)
+    par = d.get("parallelism") if isinstance(d.get("parallelism"), dict) else {}
+    sms = par.get("compute_units")
+    if not (fp32 and lanes and isinstance(sms, int) and sms > 0):
+        return
+    hint = (f"parallelism.compute_units counts SMs, not CUDA cores (here CUDA cores / {max(lanes)})"
+            + ("" if g.get("boost_clock_mhz") else "; or give gpu.boost_clock_mhz") + ", or gpu.fp32_lanes_per_sm")
+    if g.get("boost_clock_mhz"):
+        per_sm = fp32 * 1e12 / (2.0 * sms * float(g["boost_clock_mhz"]) * 1e6)
+        if not min(lanes) / 2 <= per_sm <= 2 * max(lanes):
+            raise DnnperfError(f"{where}: fp32 {fp32:g} TFLOP/s over {sms} SMs at gpu.boost_clock_mhz "
+                               f"{g['boost_clock_mhz']:g} is {per_sm:.1f} FP32 lanes per SM, where the {gen or 'default'} "
+                               f"generation's SMs have {' or '.join(map(str, lanes))}: {hint}")
+        return
+    mhz = [fp32 * 1e12 / (2.0 * sms * n) / 1e6 for n in lanes]
+    if not any(_CLOCK_RANGE_MHZ[0] <= c <= _CLOCK_RANGE_MHZ[1] for c in mhz):
+        raise DnnperfError(f"{where}: fp32 {fp32:g} TFLOP/s over {sms} SMs of {' or '.join(map(str, lanes))} FP32 "
+                           f"lanes implies a {min(mhz, key=lambda c: abs(c - 1500)):,.0f} MHz clock: {hint}")
 
 
 def _gpu_section(v, kind: str, where: str) -> dict:

@@ -114,6 +114,29 @@ def test_a_stated_clock_wins_and_a_clock_nothing_gives_is_noted(tmp_path):
         load_profile(str(tmp_path / "d.yaml"))
 
 
+def test_a_gpu_profile_counting_cuda_cores_as_sms_is_refused(tmp_path):
+    """An RTX 3090 profile with parallelism.compute_units 10,496 (its CUDA cores) instead of 82 SMs:
+    35.6e12 / (2 x 10,496 x 128) = 13 MHz, a clock no GPU runs at; with gpu.boost_clock_mhz 1,695 it
+    is 35.6e12 / (2 x 10,496 x 1.695e9) = 1.0 FP32 lanes per SM where GA10x SMs have 128. Both are
+    refused in one line that names the count (exit 2 from the CLI); the true 82 SMs load (1,696 MHz)."""
+    from typer.testing import CliRunner
+
+    from dnnperf.cli import app
+
+    d = yaml.safe_load(open(os.path.join(SPEC, "rtx3090.yaml")))
+    d["parallelism"] = {"compute_units": 10496}
+    with pytest.raises(DnnperfError, match=r"implies a 13 MHz clock: parallelism.compute_units counts SMs"):
+        profile_from_dict(d, "x")
+    d["gpu"]["boost_clock_mhz"] = 1695
+    with pytest.raises(DnnperfError, match=r"is 1\.0 FP32 lanes per SM, where the ampere generation's SMs have 128"):
+        profile_from_dict(d, "x")
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(d))
+    res = CliRunner().invoke(app, ["hw", "show", str(tmp_path / "bad.yaml")])
+    assert res.exit_code == 2 and "compute_units counts SMs" in res.output and "Traceback" not in res.output
+    d["parallelism"] = {"compute_units": 82}
+    assert profile_from_dict(d, "x").lanes == 82 * 1536
+
+
 def test_sibling_parts_differ_only_where_their_sheets_do():
     """The 40 GB A100 is the 80 GB one with HBM2 at 1,555 GB/s; the L4 keeps 48 MB of L2 on 300 GB/s."""
     a, b = load_profile("a100"), load_profile("a100-40gb")
