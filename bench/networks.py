@@ -2,7 +2,7 @@
 
     python bench/networks.py [--data bench/data/networks-published.json]
     python bench/networks.py --records v100   # the v100 profile's `validation` records from the table
-    python bench/networks.py --data bench/data/timm-rtx-published.json   # timm's RTX 4090 / 3090 / 5090 / PRO 6000 Max-Q table
+    python bench/networks.py --data bench/data/timm-rtx-published.json   # timm's RTX 4090/3090/5090/PRO 6000 table
 
 For every published row (model, GPU, precision, batch, images/s; sources in the data file), dnnperf
 estimates the same configuration with the row's profile (a shipped name, or a spec-sheet profile's path

@@ -140,7 +140,8 @@ def _merge(base: dict, over: dict) -> dict:
 _PART_FIELDS = {"ga10x": ("threads_per_sm", "shared_fp32_issue", "fp32_lanes_per_sm"), "gb20x": ("threads_per_sm",)}
 
 
-def library(generation: str | None, overrides: dict | None = None, ga10x: bool = False, part: str = "") -> GpuLibrary:
+def library(generation: str | None, overrides: dict | None = None, ga10x: bool = False,
+            part: str = "") -> GpuLibrary:
     """The generation's defaults (``default`` filled in) with a profile's overrides on top; ``part``
     (``sm_part``; ``ga10x=True`` is part "ga10x"): an Ampere GA10x or Blackwell GB20x part, which takes
     the entry's ``ga10x_`` / ``gb20x_`` fields (_PART_FIELDS) where the profile does not give the field
@@ -151,7 +152,8 @@ def library(generation: str | None, overrides: dict | None = None, ga10x: bool =
     merged = _merge(merged, over)
     part = part or ("ga10x" if ga10x else "")
     if part:
-        merged.update({k: merged[f"{part}_{k}"] for k in _PART_FIELDS[part] if f"{part}_{k}" in merged and k not in over})
+        merged.update({k: merged[f"{part}_{k}"] for k in _PART_FIELDS[part]
+                       if f"{part}_{k}" in merged and k not in over})
     return GpuLibrary(
         generation=generation or "default",
         tiles=tuple((int(a), int(b)) for a, b in merged["tiles"]),

@@ -817,8 +817,8 @@ def _gpu_clock_check(d: dict, g: dict, where: str) -> None:
         per_sm = fp32 * 1e12 / (2.0 * sms * float(g["boost_clock_mhz"]) * 1e6)
         if not min(lanes) / 2 <= per_sm <= 2 * max(lanes):
             raise DnnperfError(f"{where}: fp32 {fp32:g} TFLOP/s over {sms} SMs at gpu.boost_clock_mhz "
-                               f"{g['boost_clock_mhz']:g} is {per_sm:.1f} FP32 lanes per SM, where the {gen or 'default'} "
-                               f"generation's SMs have {' or '.join(map(str, lanes))}: {hint}")
+                               f"{g['boost_clock_mhz']:g} is {per_sm:.1f} FP32 lanes per SM, where the "
+                               f"{gen or 'default'} generation's SMs have {' or '.join(map(str, lanes))}: {hint}")
         return
     mhz = [fp32 * 1e12 / (2.0 * sms * n) / 1e6 for n in lanes]
     if not any(_CLOCK_RANGE_MHZ[0] <= c <= _CLOCK_RANGE_MHZ[1] for c in mhz):

@@ -549,7 +549,8 @@ def test_a_framework_depthwise_kernel_runs_at_a_per_sm_rate(tmp_path):
     """A framework's depthwise kernel is bound by its SMs' issue slots (index arithmetic, a load per
     multiply), not by FP32 lanes: the H200's 4.15 MACs per SM per cycle carry over to a V100, whose SMs
     have half the lanes. 64 x 576 x 14 x 14, 3 x 3, fp32: 65,028,096 MACs / (4.15 x 80 SMs x 1.533 GHz, the
-    clock its 15.7 TFLOP/s imply) = 127.8 us (0.065 of the 15.7 TFLOP/s; as a share of the peak, the H200's 0.03 would give 276 us).
+    clock its 15.7 TFLOP/s imply) = 127.8 us (0.065 of the 15.7 TFLOP/s; as a share of the peak, the H200's 0.03
+    would give 276 us).
     Under TensorRT, which brings its own kernels, only rate and memory bound it (57.8 MB: ~85 us). On an
     RTX 4090 (Ada: 128 SMs, 2.52 GHz) 48.6 us: the per-SM rate counts every issue slot, so the INT32 share of
     Ada's FP32 lanes (shared_fp32_issue 0.8, which would give 60.7 us) does not apply on top."""

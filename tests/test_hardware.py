@@ -308,7 +308,8 @@ def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
     for title, per_sm, gen in (("NVIDIA A100 (Ampere GA100)", 2048, "ampere"), ("NVIDIA A10 (Ampere GA102)", 1536, "ampere"),
                                ("NVIDIA GeForce RTX 3090", 1536, "ampere"), ("NVIDIA A30", 2048, "ampere"),
                                ("NVIDIA T4", 1024, "turing"), ("NVIDIA L4 (Ada)", 1536, "ada"),
-                               ("NVIDIA GeForce RTX 5090", 1536, "blackwell"), ("NVIDIA RTX PRO 6000 Blackwell", 1536, "blackwell"),
+                               ("NVIDIA GeForce RTX 5090", 1536, "blackwell"),
+                               ("NVIDIA RTX PRO 6000 Blackwell", 1536, "blackwell"),
                                ("NVIDIA B200", 2048, "blackwell")):
         hw = profile_from_dict({**base, "name": "x", "title": title}, "x")
         assert hw.lanes == 72 * per_sm and hw.launch_overhead_us == 5 and hw.host_link_gbs is None, title
