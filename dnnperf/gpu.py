@@ -358,8 +358,9 @@ def clock_hz(hw, lib: GpuLibrary) -> float:
 def clock_source(hw, lib: GpuLibrary) -> tuple[float, str]:
     """(MHz, where it comes from) for ``clock_hz``. From the fp32 peak: a spec sheet quotes it at the
     boost clock (CUDA cores x 2 x clock), so peak / (2 x SMs x lanes per SM) is that clock; where a
-    generation shipped SMs of two widths (Pascal GP100 / GP10x, Ampere's default list) the width whose
-    clock lies nearest the generation's own is taken (the two are a factor 2 apart)."""
+    generation shipped SMs of two widths (Pascal's GP100 and GP10x; Ampere's GA10x parts take their own
+    list, ``ga10x_fp32_lanes_per_sm``) the width whose clock lies nearest the generation's own is taken (the
+    two are a factor 2 apart)."""
     if hw.gpu.get("boost_clock_mhz"):
         return float(hw.gpu["boost_clock_mhz"]), "gpu.boost_clock_mhz"
     cuda = next((u for u in hw.units if unit_class(u.name) == "cuda_cores" and u.peak_tops.get("fp32")), None)
