@@ -812,7 +812,8 @@ def _gpu_clock_check(d: dict, g: dict, where: str) -> None:
     if not (fp32 and lanes and isinstance(sms, int) and sms > 0):
         return
     hint = (f"parallelism.compute_units counts SMs, not CUDA cores (here CUDA cores / {max(lanes)})"
-            + ("" if g.get("boost_clock_mhz") else "; or give gpu.boost_clock_mhz") + ", or gpu.fp32_lanes_per_sm")
+            + ("; gpu.boost_clock_mhz is in MHz" if g.get("boost_clock_mhz") else "; or give gpu.boost_clock_mhz")
+            + "; or give gpu.fp32_lanes_per_sm")
     if g.get("boost_clock_mhz"):
         per_sm = fp32 * 1e12 / (2.0 * sms * float(g["boost_clock_mhz"]) * 1e6)
         if not min(lanes) / 2 <= per_sm <= 2 * max(lanes):
