@@ -38,7 +38,8 @@ _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library
            "l2_bandwidth_factor", "l2_bytes_per_sm_clock", "l2_efficiency", "gemv_max", "gemv_precisions", "dies",
            "gemm_alignment_bytes", "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_sm_macs",
            "grouped_efficiency", "stem_precision", "stem_efficiency", "matrix_overlap", "unverified", "integrated",
-           "soc_launch_us", "fp32_lanes_per_sm", "ga10x_fp32_lanes_per_sm", "gb20x_threads_per_sm")
+           "soc_launch_us", "fp32_lanes_per_sm", "ga10x_fp32_lanes_per_sm", "gb20x_threads_per_sm",
+           "gp100_fp32_lanes_per_sm")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 # the generation a profile's title implies when it names none
 _TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50", "blackwell")),
@@ -137,15 +138,16 @@ def _merge(base: dict, over: dict) -> dict:
 
 # the fields an Ampere GA10x part takes from the entry's ``ga10x_`` keys (ga10x_part), and a Blackwell
 # GB20x part from its ``gb20x_`` keys (sm_part)
-_PART_FIELDS = {"ga10x": ("threads_per_sm", "shared_fp32_issue", "fp32_lanes_per_sm"), "gb20x": ("threads_per_sm",)}
+_PART_FIELDS = {"ga10x": ("threads_per_sm", "shared_fp32_issue", "fp32_lanes_per_sm"), "gb20x": ("threads_per_sm",),
+                "gp100": ("fp32_lanes_per_sm",)}
 
 
 def library(generation: str | None, overrides: dict | None = None, ga10x: bool = False,
             part: str = "") -> GpuLibrary:
     """The generation's defaults (``default`` filled in) with a profile's overrides on top; ``part``
     (``sm_part``; ``ga10x=True`` is part "ga10x"): an Ampere GA10x or Blackwell GB20x part, which takes
-    the entry's ``ga10x_`` / ``gb20x_`` fields (_PART_FIELDS) where the profile does not give the field
-    itself."""
+    the entry's ``ga10x_`` / ``gb20x_`` / ``gp100_`` fields (_PART_FIELDS) where the profile does not give the
+    field itself."""
     table = generation_table()
     merged = _merge(table["default"], (table.get(generation) or {}) if generation else {})
     over = {k: v for k, v in (overrides or {}).items() if k in _FIELDS}
@@ -263,12 +265,15 @@ def ga10x_part(generation: str | None, title: str, name: str) -> bool:
 
 def sm_part(generation: str | None, title: str, name: str) -> str:
     """"ga10x" for an Ampere GA10x part, "gb20x" for a Blackwell GB20x part (GeForce RTX 50, RTX PRO
-    Blackwell: compute capability 12.x, 1,536 resident threads per SM where B100 / B200 have 2,048), else ""."""
+    Blackwell: compute capability 12.x, 1,536 resident threads per SM where B100 / B200 have 2,048), "gp100"
+    for Pascal's GP100 (Tesla P100, Quadro GP100: 64 FP32 lanes per SM where GP10x parts have 128), else ""."""
     import re
 
     if ga10x_part(generation, title, name):
         return "ga10x"
     toks = _title_tokens(title, name)
+    if generation == "pascal" and ("p100" in toks or "gp100" in toks):
+        return "gp100"
     if generation == "blackwell" and (any(re.fullmatch(r"gb20[2-7]", t) for t in toks)
                                       or any(a == "rtx" and re.fullmatch(r"50\d\d", b) for a, b in zip(toks, toks[1:]))
                                       or {"rtx", "pro"} <= set(toks)):
@@ -357,10 +362,10 @@ def clock_hz(hw, lib: GpuLibrary) -> float:
 
 def clock_source(hw, lib: GpuLibrary) -> tuple[float, str]:
     """(MHz, where it comes from) for ``clock_hz``. From the fp32 peak: a spec sheet quotes it at the
-    boost clock (CUDA cores x 2 x clock), so peak / (2 x SMs x lanes per SM) is that clock; where a
-    generation shipped SMs of two widths (Pascal's GP100 and GP10x; Ampere's GA10x parts take their own
-    list, ``ga10x_fp32_lanes_per_sm``) the width whose clock lies nearest the generation's own is taken (the
-    two are a factor 2 apart)."""
+    boost clock (CUDA cores x 2 x clock), so peak / (2 x SMs x lanes per SM) is that clock. The lanes per SM
+    come from the generation, or from the part its title names where a generation shipped two SM widths
+    (``sm_part``: Ampere's GA10x, Pascal's GP100); a list of two widths (a profile's own
+    ``gpu.fp32_lanes_per_sm``) takes the one whose clock lies nearest the entry's, the two being 2x apart."""
     if hw.gpu.get("boost_clock_mhz"):
         return float(hw.gpu["boost_clock_mhz"]), "gpu.boost_clock_mhz"
     cuda = next((u for u in hw.units if unit_class(u.name) == "cuda_cores" and u.peak_tops.get("fp32")), None)

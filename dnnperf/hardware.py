@@ -736,7 +736,7 @@ def _gpu_lanes(d: dict, sms: int, where: str) -> tuple[int, str]:
     else:
         part = gpu.sm_part(gen, str(d.get("title", "")), str(d.get("name", "")))
         per_sm = gpu.library(gen if gen in gpu.GENERATIONS else None, part=part).threads_per_sm
-        if part:
+        if part in ("ga10x", "gb20x"):  # the parts whose resident threads differ from their generation's
             what = {"ga10x": "an Ampere GA10x part (compute capability 8.6/8.7)",
                     "gb20x": "a Blackwell GB20x part (compute capability 12.x)"}[part]
             return sms * per_sm, f"{sms} SMs x {per_sm} resident threads, {what}"
@@ -771,16 +771,12 @@ def _gpu_clock_figures(d: dict, g: dict) -> tuple[str | None, float, list, float
     title, name = str(d.get("title", "")), str(d.get("name", ""))
     gen = g.get("generation") or gpu.infer_generation(title, name)
     gen = gen if gen in gpu.GENERATIONS else None
-    table = gpu.generation_table()
-    entry = {**table["default"], **(table.get(gen) or {} if gen else {})}
-    lanes = g.get("fp32_lanes_per_sm", entry.get("fp32_lanes_per_sm"))
-    if gpu.ga10x_part(gen, title, name) and "fp32_lanes_per_sm" not in g:
-        lanes = entry.get("ga10x_fp32_lanes_per_sm", lanes)
+    lib = gpu.library(gen, g, part=gpu.sm_part(gen, title, name))  # g: the validated gpu section
     units = d.get("units") if isinstance(d.get("units"), list) else []
     fp32 = next((float(u["peak_tops"]["fp32"]) for u in units
                  if isinstance(u, dict) and gpu.unit_class(str(u.get("name", ""))) == "cuda_cores"
                  and isinstance(u.get("peak_tops"), dict) and u["peak_tops"].get("fp32")), 0.0)
-    return gen, float(entry["boost_clock_mhz"]), list(lanes or []), fp32
+    return gen, lib.boost_clock_mhz, list(lib.fp32_lanes_per_sm), fp32
 
 
 def _gpu_clock_assumed(d: dict, g: dict) -> str:
@@ -896,7 +892,7 @@ def _gpu_field(k: str, v, where: str) -> None:
 
         if v not in ("", None) and v not in DTYPE_OF_PRECISION:
             raise DnnperfError(f"{where}: a precision name ({', '.join(sorted(DTYPE_OF_PRECISION))}) or empty, got {v!r}")
-    elif k in ("fp32_lanes_per_sm", "ga10x_fp32_lanes_per_sm"):
+    elif k in ("fp32_lanes_per_sm", "ga10x_fp32_lanes_per_sm", "gp100_fp32_lanes_per_sm"):
         if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) or x <= 0 for x in v):
             raise DnnperfError(f"{where}: a list of whole numbers of FP32 lanes per SM (e.g. [128]), got {v!r}")
     elif k in _GPU_STRING_LISTS:

@@ -108,6 +108,15 @@ def test_a_stated_clock_wins_and_a_clock_nothing_gives_is_noted(tmp_path):
     assert gpu.clock_hz(hw, gpu.library_of(hw)) == 1500e6
     assert "gpu.boost_clock_mhz 1500 (the default entry's clock" in hw.assumed_note()
     assert "SM clock 1,500 MHz (the default entry's clock)" in gpu.library_summary(hw)
+    # Pascal's two SM widths go by the part the title names, not by which clock looks likelier: a Tesla P4 at
+    # its 810 MHz base (GP104, 20 SMs x 128 lanes: 4.15 TFLOP/s) is not a 1,620 MHz part of 64 lanes, and a
+    # Quadro GP100 (56 SMs x 64 lanes, 10.3 TFLOP/s) runs at 1,437 MHz, not 719
+    for title, sms, tflops, mhz in (("NVIDIA Tesla P4 (Pascal GP104)", 20, 4.15, 4.15e12 / (2 * 20 * 128) / 1e6),
+                                    ("NVIDIA Quadro GP100", 56, 10.3, 10.3e12 / (2 * 56 * 64) / 1e6)):
+        p4 = {**d, "title": title, "name": "x", "parallelism": {"compute_units": sms}, "gpu": {"generation": "pascal"},
+              "units": [{"name": "cuda_cores", "serves": ["matrix", "vector"], "peak_tops": {"fp32": tflops}}]}
+        hw = profile_from_dict(p4, "x")
+        assert gpu.clock_hz(hw, gpu.library_of(hw)) == pytest.approx(mhz * 1e6, rel=1e-12), title
     d["gpu"] = {"fp32_lanes_per_sm": [0]}
     (tmp_path / "d.yaml").write_text(yaml.safe_dump(d))
     with pytest.raises(DnnperfError, match="fp32_lanes_per_sm: a list of whole numbers"):
