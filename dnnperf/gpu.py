@@ -335,8 +335,25 @@ def library_summary(hw) -> str | None:
         text += (f"; a GPU on a system-on-chip: {lib.soc_launch_us:g} us a kernel launch the device waits for "
                  "(eager and TensorRT runtimes; not in a CUDA graph)")
     mhz, where = clock_source(hw, lib)
-    text += f"; SM clock {mhz:,.0f} MHz ({where})"
+    text += f"; SM clock {mhz:,.0f} MHz ({where})" + power_summary(hw, lib)
     return text + (f"; the profile overrides {', '.join(own)}" if own else "")
+
+
+def power_summary(hw, lib: GpuLibrary) -> str:
+    """'; power: ...' for the library line: the board's watts per SM and the share of the clock each of
+    its unit classes holds when a kernel keeps it fully busy (``sustained_clock_fraction``, the power
+    model's ``sm_watts``); '' for a profile without ``gpu.tdp_w`` or with its own sustained clock (the
+    assumed note and the profile say which)."""
+    tdp, sms = hw.gpu.get("tdp_w"), hw.compute_units
+    if not tdp or not sms or hw.sustained_clock_given:
+        return ""
+    parts = []
+    for i, cls in enumerate(sorted({unit_class(u.name) for u in hw.units})):
+        need = float(lib.sm_watts.get(cls, lib.sm_watts.get("cuda_cores", 3.5)))
+        f = sustained_clock_fraction(lib, tdp, sms, cls)
+        parts.append(f"{unit_words(cls)} hold {f:.2f} of the clock (they need {need:g} W per SM)" if i == 0
+                     else f"{unit_words(cls)} {f:.2f} ({need:g} W)")
+    return f"; power: {tdp:g} W over {sms} SMs ({tdp / sms:.2f} W each): under full load " + ", ".join(parts)
 
 
 def unit_class(unit_name: str) -> str:

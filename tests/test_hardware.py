@@ -123,6 +123,22 @@ def test_a_stated_clock_wins_and_a_clock_nothing_gives_is_noted(tmp_path):
         load_profile(str(tmp_path / "d.yaml"))
 
 
+def test_the_library_line_states_the_power_model():
+    """`hw show` and the report's library line say what the power model does with a board: the T4's 70 W
+    over 40 SMs is 1.75 W per SM, against the 3.35 W (CUDA cores) and 2.9 W (tensor cores) per SM a unit
+    draws at full speed (gpu_generations.yaml, sm_watts): 1.75 / 3.35 = 0.52 and 1.75 / 2.9 = 0.60 of the
+    clock under full load. The V100 (300 W over 80 SMs, 3.75 W) holds its clock; a profile with its own
+    sustained_clock_fraction (the Adreno 640) gets no such line."""
+    from dnnperf import gpu
+
+    t4 = gpu.library_summary(load_profile("t4"))
+    assert ("power: 70 W over 40 SMs (1.75 W each): under full load CUDA cores hold 0.52 of the clock (they need "
+            "3.35 W per SM), tensor cores 0.60 (2.9 W)") in t4
+    assert "CUDA cores hold 1.00 of the clock (they need 3.35 W per SM), tensor cores 1.00" in gpu.library_summary(
+        load_profile("v100"))
+    assert "power:" not in gpu.library_summary(load_profile("adreno640"))
+
+
 def test_a_gpu_profile_counting_cuda_cores_as_sms_is_refused(tmp_path):
     """An RTX 3090 profile with parallelism.compute_units 10,496 (its CUDA cores) instead of 82 SMs:
     35.6e12 / (2 x 10,496 x 128) = 13 MHz, a clock no GPU runs at; with gpu.boost_clock_mhz 1,695 it
