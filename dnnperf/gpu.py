@@ -136,23 +136,20 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-# the fields an Ampere GA10x part takes from the entry's ``ga10x_`` keys (ga10x_part), and a Blackwell
-# GB20x part from its ``gb20x_`` keys (sm_part)
+# the fields a part takes from its entry's prefixed keys (sm_part): an Ampere GA10x part the ``ga10x_``
+# ones, a Blackwell GB20x part the ``gb20x_`` ones, Pascal's GP100 the ``gp100_`` ones
 _PART_FIELDS = {"ga10x": ("threads_per_sm", "shared_fp32_issue", "fp32_lanes_per_sm"), "gb20x": ("threads_per_sm",),
                 "gp100": ("fp32_lanes_per_sm",)}
 
 
-def library(generation: str | None, overrides: dict | None = None, ga10x: bool = False,
-            part: str = "") -> GpuLibrary:
+def library(generation: str | None, overrides: dict | None = None, part: str = "") -> GpuLibrary:
     """The generation's defaults (``default`` filled in) with a profile's overrides on top; ``part``
-    (``sm_part``; ``ga10x=True`` is part "ga10x"): an Ampere GA10x or Blackwell GB20x part, which takes
-    the entry's ``ga10x_`` / ``gb20x_`` / ``gp100_`` fields (_PART_FIELDS) where the profile does not give the
-    field itself."""
+    (``sm_part``): an Ampere GA10x, Blackwell GB20x or Pascal GP100 part, which takes the entry's prefixed
+    fields (_PART_FIELDS) where the profile does not give the field itself."""
     table = generation_table()
     merged = _merge(table["default"], (table.get(generation) or {}) if generation else {})
     over = {k: v for k, v in (overrides or {}).items() if k in _FIELDS}
     merged = _merge(merged, over)
-    part = part or ("ga10x" if ga10x else "")
     if part:
         merged.update({k: merged[f"{part}_{k}"] for k in _PART_FIELDS[part]
                        if f"{part}_{k}" in merged and k not in over})
@@ -246,7 +243,7 @@ def _names(tokens: list[str], hint: str) -> bool:
 
 # Ampere's GA10x chips (compute capability 8.6 / 8.7: GeForce RTX 30, RTX A2000-A6000, A2, A10, A16,
 # A40, Jetson Orin) keep fewer resident threads per SM than GA100 (A100, A800, A30) and share half their FP32
-# lanes with INT32: the ampere entry's ga10x_threads_per_sm and ga10x_shared_fp32_issue (_GA10X_FIELDS)
+# lanes with INT32: the ampere entry's ga10x_threads_per_sm and ga10x_shared_fp32_issue (_PART_FIELDS)
 _GA10X_TOKENS = ("a2", "a10", "a10g", "a10m", "a16", "a40", "orin")
 _GA100_TOKENS = ("a100", "a800", "a30", "ga100")
 
@@ -258,18 +255,13 @@ def _title_tokens(title: str, name: str) -> list[str]:
     return re.sub(r"[^a-z0-9]+", " ", f"{title} {name}".lower()).split()
 
 
-def ga10x_part(generation: str | None, title: str, name: str) -> bool:
-    """Whether a profile of ``generation`` is an Ampere GA10x part (its library takes the ``ga10x_`` fields)."""
-    return generation == "ampere" and ampere_ga10x(title, name)
-
-
 def sm_part(generation: str | None, title: str, name: str) -> str:
     """"ga10x" for an Ampere GA10x part, "gb20x" for a Blackwell GB20x part (GeForce RTX 50, RTX PRO
     Blackwell: compute capability 12.x, 1,536 resident threads per SM where B100 / B200 have 2,048), "gp100"
     for Pascal's GP100 (Tesla P100, Quadro GP100: 64 FP32 lanes per SM where GP10x parts have 128), else ""."""
     import re
 
-    if ga10x_part(generation, title, name):
+    if generation == "ampere" and ampere_ga10x(title, name):
         return "ga10x"
     toks = _title_tokens(title, name)
     if generation == "pascal" and ("p100" in toks or "gp100" in toks):
@@ -349,7 +341,7 @@ def power_summary(hw, lib: GpuLibrary) -> str:
         return ""
     parts = []
     for i, cls in enumerate(sorted({unit_class(u.name) for u in hw.units})):
-        need = float(lib.sm_watts.get(cls, lib.sm_watts.get("cuda_cores", 3.5)))
+        need = sm_watts_need(lib, cls)
         f = sustained_clock_fraction(lib, tdp, sms, cls)
         parts.append(f"{unit_words(cls)} hold {f:.2f} of the clock (they need {need:g} W per SM)" if i == 0
                      else f"{unit_words(cls)} {f:.2f} ({need:g} W)")
@@ -408,12 +400,19 @@ def l2_bandwidth(hw, lib: GpuLibrary) -> float:
     return hw.dram_bps * lib.l2_bandwidth_factor
 
 
+def sm_watts_need(lib: GpuLibrary, unit: str, precision: str = "") -> float:
+    """Board watts per SM ``unit`` draws flat out at the boost clock (``sm_watts``: "unit:precision", else
+    "unit", else the CUDA cores')."""
+    w = lib.sm_watts
+    return float(w.get(f"{unit}:{precision}", w.get(unit, w.get("cuda_cores", 3.5))))
+
+
 def sustained_clock_fraction(lib: GpuLibrary, tdp_w: float | None, sms: int, unit: str, precision: str = "",
                              busy: float = 1.0) -> float:
     """Boards with less power per SM than a unit draws at full load throttle their clock, in
     proportion to how busy the kernel keeps the unit (``busy``: its fraction of the unit's peak).
     A 70 W T4 runs large fp32 GEMMs at about half its boost clock, tensor-core work higher."""
-    need = float(lib.sm_watts.get(f"{unit}:{precision}", lib.sm_watts.get(unit, lib.sm_watts.get("cuda_cores", 3.5))))
+    need = sm_watts_need(lib, unit, precision)
     if not tdp_w or not sms or need <= 0 or busy <= 0:
         return 1.0
     return min(1.0, (tdp_w / sms) / (need * busy))

@@ -600,8 +600,10 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     if not isinstance(unopt, list) or any(not isinstance(x, str) for x in unopt):
         raise DnnperfError(f"{where}.unoptimized_ops: a list of op type names")
     if kind == "gpu":
-        _gpu_clock_check(d, _gpu_section(d.get("gpu"), kind, where), where)
-        assumed += _gpu_assumed(d)
+        g = _gpu_section(d.get("gpu"), kind, where)
+        clock = _gpu_clock_figures(d, g)
+        _gpu_clock_check(d, g, clock, where)
+        assumed += _gpu_assumed(d, _gpu_clock_assumed(g, clock))
     if d.get("sources") is None:
         sources = {}
         assumed.append("sources (none: its figures are taken as given, unchecked)")
@@ -743,9 +745,10 @@ def _gpu_lanes(d: dict, sms: int, where: str) -> tuple[int, str]:
     return sms * per_sm, f"{sms} SMs x {per_sm} resident threads, {gen or 'default'} generation"
 
 
-def _gpu_assumed(d: dict) -> list[str]:
+def _gpu_assumed(d: dict, clock: str) -> list[str]:
     """What a GPU profile leaves to the library table: the generation (named by its title or the
-    defaults) and the board power (without it the boost clock is taken as held under any load)."""
+    defaults), the clock (``clock``: its entry, or ''), and the board power (without it the boost clock
+    is taken as held under any load)."""
     from dnnperf import gpu
 
     g = d.get("gpu") if isinstance(d.get("gpu"), dict) else {}
@@ -754,8 +757,7 @@ def _gpu_assumed(d: dict) -> list[str]:
         gen = gpu.infer_generation(str(d.get("title", "")), str(d.get("name", "")))
         out.append(f"gpu.generation {gen} (named by its title)" if gen else
                    "gpu.generation (none recognised in its title: the table's default entry)")
-    clock = _gpu_clock_assumed(d, g)
-    if clock:
+    if clock:  # the clock's note (_gpu_clock_assumed), '' when the profile's figures give the clock
         out.append(clock)
     if not g.get("tdp_w") and "sustained_clock_fraction" not in d:
         out.append("gpu.tdp_w (none: the boost clock is taken as held under load; a low-power board, a 70 W T4, "
@@ -779,14 +781,12 @@ def _gpu_clock_figures(d: dict, g: dict) -> tuple[str | None, float, list, float
     return gen, lib.boost_clock_mhz, list(lib.fp32_lanes_per_sm), fp32
 
 
-def _gpu_clock_assumed(d: dict, g: dict) -> str:
+def _gpu_clock_assumed(g: dict, clock: tuple) -> str:
     """The assumed-note entry for a GPU profile whose clock is the generation table's (it gives no
     gpu.boost_clock_mhz and no CUDA-core fp32 peak the table's lanes per SM turn into one); ''
-    otherwise."""
-    if g.get("boost_clock_mhz"):
-        return ""
-    gen, mhz, lanes, fp32 = _gpu_clock_figures(d, g)
-    if fp32 and lanes:
+    otherwise. ``clock``: ``_gpu_clock_figures``."""
+    gen, mhz, lanes, fp32 = clock
+    if g.get("boost_clock_mhz") or (fp32 and lanes):
         return ""
     return (f"gpu.boost_clock_mhz {mhz:g} (the {gen or 'default'} entry's clock: "
             + ("no CUDA-core fp32 peak to derive it from" if not fp32 else "the entry derives none from the fp32 peak")
@@ -798,11 +798,12 @@ def _gpu_clock_assumed(d: dict, g: dict) -> str:
 _CLOCK_RANGE_MHZ = (250.0, 4000.0)
 
 
-def _gpu_clock_check(d: dict, g: dict, where: str) -> None:
+def _gpu_clock_check(d: dict, g: dict, clock: tuple, where: str) -> None:
     """Refuse a GPU profile whose fp32 peak, SM count and FP32 lanes per SM cannot go together: the
     clock they imply (or, with gpu.boost_clock_mhz, the lanes per SM they imply) is off by far more
-    than a spec sheet's rounding. The usual cause: parallelism.compute_units given in CUDA cores."""
-    gen, _, lanes, fp32 = _gpu_clock_figures(d, g)
+    than a spec sheet's rounding. The usual cause: parallelism.compute_units given in CUDA cores.
+    ``clock``: ``_gpu_clock_figures``."""
+    gen, _, lanes, fp32 = clock
     par = d.get("parallelism") if isinstance(d.get("parallelism"), dict) else {}
     sms = par.get("compute_units")
     if not (fp32 and lanes and isinstance(sms, int) and sms > 0):
