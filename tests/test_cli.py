@@ -509,3 +509,18 @@ def test_dims_written_as_arithmetic_on_symbols(tmp_path):
     for odd in ("__import__('os').getpid()", "a ** 2", "a if b else c", "f(a)", "a.b + 1", "1.5 * a", "a < b", "-1", "(3)"):
         assert dim_expr.value(odd, {"a": 1, "b": 2, "c": 3}) is None and dim_expr.names(odd) == {odd}, odd
     assert dim_expr.names("past_sequence_length + sequence_length") == {"past_sequence_length", "sequence_length"}
+
+
+def test_a_run_leaves_out_full_collections_and_keeps_young_ones():
+    """The CLI's entry point stops the cycle collector's full sweeps (dnnperf.cli.app._no_full_collections:
+    they walk the whole live graph of a big model and find nothing) and leaves the young generations'
+    thresholds as they were. Checked in a fresh process, as a user's run is."""
+    code = ("import gc, sys\nbefore = gc.get_threshold()\nsys.argv = ['dnnperf', 'hw', 'list', '-f', 'json']\n"
+            "from dnnperf.cli.app import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(before, gc.get_threshold(), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    before, after = (tuple(int(x) for x in part.strip(" ()").split(",")) for part in
+                     done.stderr.strip().splitlines()[-1].split(") ("))
+    assert after[:2] == before[:2]
+    assert after[2] >= 10**9 > before[2]
+    assert json.loads(done.stdout)  # the command itself ran
