@@ -406,9 +406,11 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     """Validate a parsed YAML document and build the profile; every error names the field."""
     d = _map(d, where)
     _check_keys(d, SCHEMA, where)
-    for k, (_, required, _) in SCHEMA.items():
+    for k, (_, required, what) in SCHEMA.items():
         if required and k not in d:
-            raise DnnperfError(f"{where}: missing required key '{k}' (see `dnnperf hw schema`)")
+            # what the key holds, where the schema says it in a few words (headline's example)
+            hint = f": {what}" if len(what) <= 80 else ""
+            raise DnnperfError(f"{where}: missing required key '{k}'{hint} (see `dnnperf hw schema`)")
     if d["schema"] != SCHEMA_ID:
         raise DnnperfError(f"{where}.schema: expected '{SCHEMA_ID}', got {d['schema']!r}")
     kind = _str(d["kind"], f"{where}.kind")

@@ -182,6 +182,9 @@ def _base():
 
 @pytest.mark.parametrize("mutate,needle", [
     (lambda d: d.pop("memory"), "memory"),
+    # a missing key's message says what it holds where the schema says it briefly: the quoted peak's form
+    (lambda d: d.pop("headline"), "missing required key 'headline': the quoted peak: {precision: fp16, tops: 125}"),
+    (lambda d: d.pop("title"), "missing required key 'title': human-readable device name"),
     (lambda d: d.update(bogus=1), "bogus"),
     (lambda d: d["memory"].update(dram_gbs="fast"), "dram_gbs"),
     (lambda d: d["memory"].update(dram_gbs=0), "dram_gbs"),
