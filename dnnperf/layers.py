@@ -28,7 +28,18 @@ def build_layers(insp: Inspection, fusion: str = "none", precision: str | None =
     ``dnnperf.functions``), ``attention`` (a fused attention kernel where the runtime has one),
     ``unsummed`` (CPU: residual Adds no convolution takes, ``dnnperf.layout.add_reorders``), ``upcast`` (a
     CPU that runs 16-bit layers in fp32: a Clip whose 16-bit bounds it casts every inference fuses into
-    nothing, ``dnnperf.upcast.cast_bound_clips``)."""
+    nothing, ``dnnperf.upcast.cast_bound_clips``). Built once per inspection and set of arguments: a report
+    builds them again for each precision what-if, and ``--hw all`` for each profile, with the same arguments
+    (a new list each call; the layers themselves are never changed in place)."""
+    key = ("layers", fusion, precision, chains, attention, unsummed, upcast)
+    layers = insp.derived.get(key)
+    if layers is None:
+        layers = insp.derived[key] = _layers(insp, fusion, precision, chains, attention, unsummed, upcast)
+    return list(layers)
+
+
+def _layers(insp: Inspection, fusion: str, precision: str | None, chains: bool, attention: bool,
+            unsummed: frozenset, upcast: bool) -> list[Layer]:
     layers = _built(insp, fusion, precision, chains, attention, unsummed, upcast)
     if chains:
         return layers

@@ -332,6 +332,28 @@ def test_typical_fusion_merges_conv_relu(tmp_path):
     assert relu.fixes and any(f["id"] == "layer_fusion" for f in relu.fixes)
 
 
+def test_layers_are_built_once_per_inspection_and_arguments(tmp_path, monkeypatch):
+    """A report builds its layers again for each precision what-if and `--hw all` for each profile, with the
+    same arguments: the second call reuses the first's layers (one build), other arguments build anew, and
+    each call gets a list of its own (changing one leaves the next call's as it was)."""
+    import dnnperf.layers as layers_mod
+
+    insp = inspect_model(save(conv_model(16, 16, 32, 32, 3, pads=[1, 1, 1, 1], relu=True), tmp_path))
+    calls = []
+    real = layers_mod._built
+    monkeypatch.setattr(layers_mod, "_built", lambda *a: calls.append(a[1:3]) or real(*a))
+    first = build_layers(insp, "typical")
+    first.clear()
+    again = build_layers(insp, "typical")
+    assert [la.op_type for la in again] == ["Conv+Relu"] and calls == [("typical", None)]
+    assert [la.op_type for la in build_layers(insp, "typical", "fp16")] == ["Conv+Relu"]
+    assert [la.op_type for la in build_layers(insp, "none")] == ["Conv", "Relu"]
+    assert calls == [("typical", None), ("typical", "fp16"), ("none", None)]
+    analyze(insp, load_profile("v100"), Settings())  # its what-ifs: the typical and fp16 builds above, reused
+    analyze(insp, load_profile("t4"), Settings())
+    assert len(calls) == len(set(calls)) and ("none", None) in calls
+
+
 def test_fusion_and_precision_whatif_compose(tmp_path):
     # Conv+Relu fused in an fp16 what-if: every byte figure is the fp16 one, the fp16 intermediate
     # (16 x 32 x 32 x 2 bytes) is neither written nor read back
