@@ -467,7 +467,7 @@ def _no_full_collections() -> None:
     alive until it ends (a 50,000-node graph's tensors, nodes, workloads, layers and costs) and makes
     almost no reference cycles, so each full collection, which Python starts every time the heap has
     grown by a quarter, walks every live object and finds nothing: 13 of them took a quarter of
-    `dnnperf analyze` on bench/bench_scale.py's 50,000-node graph (9.0 s -> 7.2 s without them; 500
+    `dnnperf analyze` on bench/bench_scale.py's 50,000-node graph (9-10 s -> 7.2 s without them; 500
     objects freed in all). Young collections still free what cycles a run does make."""
     import gc
 
