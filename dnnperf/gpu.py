@@ -221,8 +221,13 @@ def infer_generation(title: str, name: str) -> str | None:
     """The generation a profile's title (or name) implies: the architecture named outright wins ("RTX 5000
     Ada Generation" is Ada although "rtx 50" reads as Blackwell), then the Turing workstation cards
     ("Quadro RTX 4000" / "5000" are Turing although "rtx 40" / "rtx 50" read as Ada / Blackwell), then the
-    product-name hints. None when nothing matches (the defaults apply)."""
-    tokens = _title_tokens(title, name)  # "TITAN X (Pascal)", "V100-SXM2"
+    product-name hints. The title speaks first; the name only when the title names no generation (a
+    profile copied from a40.yaml and retitled "GeForce RTX 2080 Ti" is Turing). None when nothing matches (the
+    defaults apply)."""
+    return _generation_in(_words(title)) or _generation_in(_words(title, name))
+
+
+def _generation_in(tokens: list[str]) -> str | None:
     for gen in GENERATIONS:
         if gen in tokens:
             return gen
@@ -248,11 +253,21 @@ _GA10X_TOKENS = ("a2", "a10", "a10g", "a10m", "a16", "a40", "orin")
 _GA100_TOKENS = ("a100", "a800", "a30", "ga100")
 
 
-def _title_tokens(title: str, name: str) -> list[str]:
-    """A profile's title and name as lower-case words of letters and digits."""
+def _words(*texts: str) -> list[str]:
+    """``texts`` as lower-case words of letters and digits ("TITAN X (Pascal)", "V100-SXM2")."""
     import re
 
-    return re.sub(r"[^a-z0-9]+", " ", f"{title} {name}".lower()).split()
+    return re.sub(r"[^a-z0-9]+", " ", " ".join(texts).lower()).split()
+
+
+def _title_tokens(title: str, name: str) -> list[str]:
+    """The words that name a profile's part: its title's and name's together, or its title's alone where
+    the name names another generation than the title (a copied profile retitled, its name left)."""
+    words = _words(title)
+    own = _generation_in(words)
+    if own and _generation_in(_words(name)) not in (None, own):
+        return words
+    return _words(title, name)
 
 
 def sm_part(generation: str | None, title: str, name: str) -> str:

@@ -756,8 +756,10 @@ def _gpu_assumed(d: dict, clock: str) -> list[str]:
     g = d.get("gpu") if isinstance(d.get("gpu"), dict) else {}
     out = []
     if not g.get("generation"):
-        gen = gpu.infer_generation(str(d.get("title", "")), str(d.get("name", "")))
-        out.append(f"gpu.generation {gen} (named by its title)" if gen else
+        title = str(d.get("title", ""))
+        gen = gpu.infer_generation(title, str(d.get("name", "")))
+        by = "title" if gen and gpu.infer_generation(title, "") == gen else "name"
+        out.append(f"gpu.generation {gen} (named by its {by})" if gen else
                    "gpu.generation (none recognised in its title: the table's default entry)")
     if clock:  # the clock's note (_gpu_clock_assumed), '' when the profile's figures give the clock
         out.append(clock)

@@ -314,6 +314,24 @@ def test_every_kind_has_its_defaults():
         assert set(kind_defaults()[kind]) == {"launch_overhead_us", "host_link_gbs", "collective_latency_us"}, kind
 
 
+def test_the_title_names_the_part_before_the_name():
+    """A profile copied from another and retitled, its `name` left as it was, is the part its title names:
+    an 84-SM card titled "NVIDIA GeForce RTX 2080 Ti" (Turing: 1,024 resident threads per SM, CUDA
+    programming guide) under the name a40 was an Ampere GA10x part (1,536) and the note said "named by its
+    title". A title that names nothing leaves the name to decide, and the note says so."""
+    base = {"schema": "dnnperf-hw/1", "kind": "gpu", "name": "a40", "headline": {"precision": "fp16", "tops": 149.7},
+            "units": [{"name": "tensor_cores", "serves": ["matrix"], "peak_tops": {"fp16": 149.7}},
+                      {"name": "cuda_cores", "serves": ["matrix", "vector"], "peak_tops": {"fp32": 37.4}}],
+            "memory": {"dram_gbs": 696, "onchip_mb": 6}, "parallelism": {"compute_units": 84},
+            "sources": {"all": "a datasheet"}}
+    turing = profile_from_dict({**base, "title": "NVIDIA GeForce RTX 2080 Ti"}, "x")
+    assert turing.lanes == 84 * 1024 and "gpu.generation turing (named by its title)" in turing.assumed
+    plain = profile_from_dict({**base, "title": "my card"}, "x")
+    assert plain.lanes == 84 * 1536 and "gpu.generation ampere (named by its name)" in plain.assumed
+    a40 = profile_from_dict({**base, "title": "NVIDIA A40"}, "x")
+    assert a40.lanes == 84 * 1536 and "gpu.generation ampere (named by its title)" in a40.assumed
+
+
 def test_a_spec_sheet_profile_gets_documented_defaults_and_says_so(tmp_path):
     """A GPU profile with only spec-sheet figures (no lanes, launch cost or host link) loads: lanes
     are SMs x the generation's resident threads (Ampere's GA100 2048 and GA10x 1536, Turing 1024, Ada
