@@ -39,7 +39,7 @@ _FIELDS = ("tiles", "conv_tiles", "gemm_tiles", "feed_ops_per_element", "library
            "gemm_alignment_bytes", "gemm_misaligned_efficiency", "gemm_word_bytes", "depthwise_sm_macs",
            "grouped_efficiency", "stem_precision", "stem_efficiency", "matrix_overlap", "unverified", "integrated",
            "soc_launch_us", "fp32_lanes_per_sm", "ga10x_fp32_lanes_per_sm", "gb20x_threads_per_sm",
-           "gp100_fp32_lanes_per_sm")
+           "gp100_fp32_lanes_per_sm", "tensor_fp16_ops_per_sm_clock")
 GENERATIONS = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 # the generation a profile's title implies when it names none
 _TITLE_HINTS = (("blackwell", ("b100", "b200", "gb200", "rtx 50", "blackwell")),
@@ -96,6 +96,7 @@ class GpuLibrary:
     #                           half the FP32 lanes share their slots with INT32 (GA10x, Ada); 1: dedicated
     sm_watts: dict
     boost_clock_mhz: float
+    tensor_fp16_ops_per_sm_clock: float  # dense fp16 tensor-core ops an SM does per clock at most (0: unknown)
     l2_usable_fraction: float
     l2_bandwidth_factor: float
     l2_bytes_per_sm_clock: float  # L2 -> SM bytes per SM per clock (0: unknown, l2_bandwidth_factor applies)
@@ -195,6 +196,7 @@ def library(generation: str | None, overrides: dict | None = None, part: str = "
         shared_fp32_issue=float(merged.get("shared_fp32_issue", 1.0)),
         sm_watts=dict(merged["sm_watts"]),
         boost_clock_mhz=float(merged["boost_clock_mhz"]),
+        tensor_fp16_ops_per_sm_clock=float(merged.get("tensor_fp16_ops_per_sm_clock") or 0.0),
         l2_usable_fraction=float(merged["l2_usable_fraction"]),
         l2_bandwidth_factor=float(merged["l2_bandwidth_factor"]),
         l2_bytes_per_sm_clock=float(merged.get("l2_bytes_per_sm_clock") or 0.0),

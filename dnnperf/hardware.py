@@ -605,6 +605,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         g = _gpu_section(d.get("gpu"), kind, where)
         clock = _gpu_clock_figures(d, g)
         _gpu_clock_check(d, g, clock, where)
+        _gpu_tensor_check(d, g, clock, where)
         assumed += _gpu_assumed(d, _gpu_clock_assumed(g, clock))
     if d.get("sources") is None:
         sources = {}
@@ -828,6 +829,46 @@ def _gpu_clock_check(d: dict, g: dict, clock: tuple, where: str) -> None:
                            f"lanes implies a {min(mhz, key=lambda c: abs(c - 1500)):,.0f} MHz clock: {hint}")
 
 
+def _gpu_tensor_check(d: dict, g: dict, clock: tuple, where: str) -> None:
+    """Refuse a tensor-core fp16 or bf16 figure far above what an SM of the profile's generation does per
+    clock (``tensor_fp16_ops_per_sm_clock``, dense) at the profile's own clock: a spec sheet's 2:4-sparse
+    figure ("with sparsity", twice the dense rate), which would make every tensor-core estimate twice as
+    fast. Checked only where the clock is the profile's (stated, or from its fp32 peak as
+    ``gpu.clock_source`` reads it) and the generation is known; 1.5x leaves room for a figure quoted at a
+    higher clock than the fp32 one. ``clock``: ``_gpu_clock_figures``."""
+    from math import log
+
+    from dnnperf import gpu
+
+    gen, table_mhz, lanes, fp32 = clock
+    sms = (d.get("parallelism") if isinstance(d.get("parallelism"), dict) else {}).get("compute_units")
+    if gen is None or isinstance(sms, bool) or not isinstance(sms, int) or sms <= 0:
+        return
+    if g.get("boost_clock_mhz"):
+        mhz = float(g["boost_clock_mhz"])
+    elif fp32 and lanes:
+        mhz = min((fp32 * 1e12 / (2.0 * sms * n) / 1e6 for n in lanes), key=lambda c: abs(log(c / table_mhz)))
+    else:
+        return
+    most = gpu.library(gen, g).tensor_fp16_ops_per_sm_clock
+    if most <= 0:
+        return
+    for u in d.get("units") if isinstance(d.get("units"), list) else []:
+        if not isinstance(u, dict) or gpu.unit_class(str(u.get("name", ""))) != "tensor_cores":
+            continue
+        for p in ("fp16", "bf16"):
+            v = (u.get("peak_tops") if isinstance(u.get("peak_tops"), dict) else {}).get(p)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+                continue
+            per = v * 1e12 / (sms * mhz * 1e6)
+            if per > 1.5 * most:
+                raise DnnperfError(
+                    f"{where}: units[{u.get('name')}].peak_tops.{p} {v:g} TFLOP/s over {sms} SMs at {mhz:,.0f} MHz "
+                    f"is {per:,.0f} ops per SM per clock, {per / most:.1f}x the dense tensor-core rate of the {gen} "
+                    f"generation's SMs ({most:,.0f}): a spec sheet's 2:4-sparse figure (\"with sparsity\")? give the dense one "
+                    "(half of it); a part that does more per SM: gpu.tensor_fp16_ops_per_sm_clock")
+
+
 def _gpu_section(v, kind: str, where: str) -> dict:
     """Validate the optional ``gpu:`` section (generation, tdp_w, library overrides)."""
     if v is None:
@@ -854,7 +895,8 @@ _GPU_FRACTION = frozenset({"bandwidth_efficiency", "stream_efficiency", "winogra
                            "l2_usable_fraction", "matrix_overlap", "l2_efficiency", "stem_efficiency",
                            "shared_fp32_issue", "ga10x_shared_fp32_issue"})
 _GPU_ZERO_OK = frozenset({"matrix_overlap", "gemm_alignment_bytes", "gemv_max", "gemm_word_bytes",
-                          "l2_bytes_per_sm_clock", "soc_launch_us", "winograd_fused_tile", "fft_max"})
+                          "l2_bytes_per_sm_clock", "soc_launch_us", "winograd_fused_tile", "fft_max",
+                          "tensor_fp16_ops_per_sm_clock"})
 _GPU_INT = frozenset({"split_k_min", "ctas_per_sm_tile", "winograd_tile", "winograd_fused_tile", "threads_per_sm",
                       "ga10x_threads_per_sm", "gb20x_threads_per_sm", "dies", "fft_max", "gemv_max", "rnn_step_kernels",
                       "gemm_alignment_bytes", "gemm_word_bytes"})

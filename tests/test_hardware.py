@@ -162,6 +162,34 @@ def test_a_gpu_profile_counting_cuda_cores_as_sms_is_refused(tmp_path):
     assert profile_from_dict(d, "x").lanes == 82 * 1536
 
 
+def test_a_sparse_tensor_figure_is_refused(tmp_path):
+    """Spec sheets quote tensor rates "with sparsity" (2:4), twice the dense rate. The H100 SXM's fp16 is
+    989.4 dense and 1,978.9 sparse (hardware-facts A.4): at 1,830 MHz over 132 SMs the dense one is
+    989.4e12 / (132 x 1.83e9) = 4,096 ops per SM per clock, the sparse one 8,192. The A100's 312 dense
+    (624 sparse) over 108 SMs at the 1,411 MHz its 19.5 fp32 TFLOP/s imply: 2,047 and 4,095; the L4's 121
+    dense (242 sparse, its datasheet) over 58 SMs at the 30.3e12 / (2 x 58 x 128) = 2,040.7 MHz of its fp32
+    figure: 1,022 and 2,045. The sparse ones are
+    refused in one line (exit 2 from the CLI); a profile that says its part does more per SM loads."""
+    from typer.testing import CliRunner
+
+    from dnnperf.cli import app
+
+    for name, dense in (("h100", 989.4), ("a100", 312), ("l4", 121)):
+        d = yaml.safe_load(open(load_profile(name).path))
+        tc = next(u for u in d["units"] if u["name"] == "tensor_cores")
+        assert tc["peak_tops"]["fp16"] == dense
+        profile_from_dict(d, "x")  # the shipped dense figure loads
+        tc["peak_tops"]["fp16"] = 2 * dense
+        with pytest.raises(DnnperfError, match=r"peak_tops.fp16 .* ops per SM per clock, 2\.0x the dense tensor-core rate .*"
+                                               r"2:4-sparse figure"):
+            profile_from_dict(d, "x")
+    (tmp_path / "sparse.yaml").write_text(yaml.safe_dump(d))
+    res = CliRunner().invoke(app, ["hw", "show", str(tmp_path / "sparse.yaml")])
+    assert res.exit_code == 2 and "is 2,045 ops per SM per clock" in res.output and "Traceback" not in res.output
+    d.setdefault("gpu", {})["tensor_fp16_ops_per_sm_clock"] = 2048
+    assert profile_from_dict(d, "x").units
+
+
 def test_sibling_parts_differ_only_where_their_sheets_do():
     """The 40 GB A100 is the 80 GB one with HBM2 at 1,555 GB/s; the L4 keeps 48 MB of L2 on 300 GB/s."""
     a, b = load_profile("a100"), load_profile("a100-40gb")
