@@ -833,9 +833,10 @@ def _gpu_tensor_check(d: dict, g: dict, clock: tuple, where: str) -> None:
     """Refuse a tensor-core fp16 or bf16 figure far above what an SM of the profile's generation does per
     clock (``tensor_fp16_ops_per_sm_clock``, dense) at the profile's own clock: a spec sheet's 2:4-sparse
     figure ("with sparsity", twice the dense rate), which would make every tensor-core estimate twice as
-    fast. Checked only where the clock is the profile's (stated, or from its fp32 peak as
-    ``gpu.clock_source`` reads it) and the generation is known; 1.5x leaves room for a figure quoted at a
-    higher clock than the fp32 one. ``clock``: ``_gpu_clock_figures``."""
+    fast. The clock is the profile's (stated, or from its fp32 peak as ``gpu.clock_source`` reads it), else
+    its generation's (Hopper derives none); 1.5x leaves room for a figure quoted at a higher clock than the
+    fp32 one. A generation without the figure (none known, or no tensor cores) is not checked. ``clock``:
+    ``_gpu_clock_figures``."""
     from math import log
 
     from dnnperf import gpu
@@ -849,7 +850,7 @@ def _gpu_tensor_check(d: dict, g: dict, clock: tuple, where: str) -> None:
     elif fp32 and lanes:
         mhz = min((fp32 * 1e12 / (2.0 * sms * n) / 1e6 for n in lanes), key=lambda c: abs(log(c / table_mhz)))
     else:
-        return
+        mhz = table_mhz
     most = gpu.library(gen, g).tensor_fp16_ops_per_sm_clock
     if most <= 0:
         return
@@ -865,8 +866,8 @@ def _gpu_tensor_check(d: dict, g: dict, clock: tuple, where: str) -> None:
                 raise DnnperfError(
                     f"{where}: units[{u.get('name')}].peak_tops.{p} {v:g} TFLOP/s over {sms} SMs at {mhz:,.0f} MHz "
                     f"is {per:,.0f} ops per SM per clock, {per / most:.1f}x the dense tensor-core rate of the {gen} "
-                    f"generation's SMs ({most:,.0f}): a spec sheet's 2:4-sparse figure (\"with sparsity\")? give the dense one "
-                    "(half of it); a part that does more per SM: gpu.tensor_fp16_ops_per_sm_clock")
+                    f"generation's SMs ({most:,.0f}): a spec sheet's 2:4-sparse figure (\"with sparsity\")? give "
+                    "the dense one (half of it); a part that does more per SM: gpu.tensor_fp16_ops_per_sm_clock")
 
 
 def _gpu_section(v, kind: str, where: str) -> dict:

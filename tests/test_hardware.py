@@ -183,6 +183,15 @@ def test_a_sparse_tensor_figure_is_refused(tmp_path):
         with pytest.raises(DnnperfError, match=r"peak_tops.fp16 .* ops per SM per clock, 2\.0x the dense tensor-core rate .*"
                                                r"2:4-sparse figure"):
             profile_from_dict(d, "x")
+    # a Hopper profile that states no clock derives none (no FP32 lanes per SM in its entry): the table's
+    # 1,830 MHz stands in, and the sparse figure is refused all the same
+    d = yaml.safe_load(open(load_profile("h100").path))
+    d["gpu"].pop("boost_clock_mhz")
+    next(u for u in d["units"] if u["name"] == "tensor_cores")["peak_tops"]["bf16"] = 1978.9
+    with pytest.raises(DnnperfError, match=r"peak_tops.bf16 1978.9 TFLOP/s over 132 SMs at 1,830 MHz is 8,192"):
+        profile_from_dict(d, "x")
+    d = yaml.safe_load(open(load_profile("l4").path))
+    next(u for u in d["units"] if u["name"] == "tensor_cores")["peak_tops"]["fp16"] = 242
     (tmp_path / "sparse.yaml").write_text(yaml.safe_dump(d))
     res = CliRunner().invoke(app, ["hw", "show", str(tmp_path / "sparse.yaml")])
     assert res.exit_code == 2 and "is 2,045 ops per SM per clock" in res.output and "Traceback" not in res.output
