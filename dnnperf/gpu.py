@@ -394,15 +394,29 @@ def clock_source(hw, lib: GpuLibrary) -> tuple[float, str]:
     ``gpu.fp32_lanes_per_sm``) takes the one whose clock lies nearest the entry's, the two being 2x apart."""
     if hw.gpu.get("boost_clock_mhz"):
         return float(hw.gpu["boost_clock_mhz"]), "gpu.boost_clock_mhz"
-    cuda = next((u for u in hw.units if unit_class(u.name) == "cuda_cores" and u.peak_tops.get("fp32")), None)
+    fp32 = cuda_fp32_tflops(hw.units)
     sms = hw.compute_units or 0
-    if cuda is not None and sms and lib.fp32_lanes_per_sm:
-        peak = float(cuda.peak_tops["fp32"]) * 1e12
-        lanes = min(lib.fp32_lanes_per_sm,
-                    key=lambda n: abs(log(peak / (2.0 * sms * n) / 1e6 / lib.boost_clock_mhz)))
-        mhz = peak / (2.0 * sms * lanes) / 1e6
-        return mhz, (f"its fp32 peak: {peak / 1e12:g} TFLOP/s / (2 x {sms} SMs x {lanes} FP32 lanes)")
+    found = fp32_clock(fp32, sms, lib)
+    if found is not None:
+        mhz, lanes = found
+        return mhz, (f"its fp32 peak: {fp32:g} TFLOP/s / (2 x {sms} SMs x {lanes} FP32 lanes)")
     return lib.boost_clock_mhz, f"the {lib.generation} entry's clock"
+
+
+def cuda_fp32_tflops(units) -> float:
+    """The CUDA cores' fp32 peak of a profile's units (TFLOP/s), 0 when none gives one."""
+    return next((float(u.peak_tops["fp32"]) for u in units
+                 if unit_class(u.name) == "cuda_cores" and u.peak_tops.get("fp32")), 0.0)
+
+
+def fp32_clock(fp32_tflops: float, sms: int, lib: GpuLibrary) -> tuple[float, int] | None:
+    """(MHz, FP32 lanes per SM) a CUDA-core fp32 peak implies over ``sms`` SMs of the library's widths (the one
+    whose clock lies nearest the entry's where it lists two); None without a peak, SMs or widths."""
+    if not fp32_tflops or not sms or not lib.fp32_lanes_per_sm:
+        return None
+    peak = fp32_tflops * 1e12
+    lanes = min(lib.fp32_lanes_per_sm, key=lambda n: abs(log(peak / (2.0 * sms * n) / 1e6 / lib.boost_clock_mhz)))
+    return peak / (2.0 * sms * lanes) / 1e6, lanes
 
 
 def l2_bandwidth(hw, lib: GpuLibrary) -> float:

@@ -603,9 +603,9 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         raise DnnperfError(f"{where}.unoptimized_ops: a list of op type names")
     if kind == "gpu":
         g = _gpu_section(d.get("gpu"), kind, where)
-        clock = _gpu_clock_figures(d, g)
-        _gpu_clock_check(d, g, clock, where)
-        _gpu_tensor_check(d, g, clock, where)
+        clock = _gpu_clock_figures(d, g, units, units_n)
+        _gpu_clock_check(g, clock, where)
+        _gpu_tensor_check(g, clock, units, where)
         assumed += _gpu_assumed(d, _gpu_clock_assumed(g, clock))
     if d.get("sources") is None:
         sources = {}
@@ -770,30 +770,26 @@ def _gpu_assumed(d: dict, clock: str) -> list[str]:
     return out
 
 
-def _gpu_clock_figures(d: dict, g: dict) -> tuple[str | None, float, list, float]:
-    """(generation, the table's clock in MHz, FP32 lanes per SM of its SM designs, the profile's CUDA-core
-    fp32 peak in TFLOP/s or 0) for a GPU profile, as ``gpu.clock_source`` reads them."""
+def _gpu_clock_figures(d: dict, g: dict, units: list, sms: int) -> tuple:
+    """(generation, its library, the CUDA cores' fp32 peak in TFLOP/s or 0, SMs) for a GPU profile, as
+    ``gpu.clock_source`` reads them: ``g`` the validated gpu section, ``units`` the validated units, ``sms``
+    the validated parallelism.compute_units. Built once for the checks and the assumed note."""
     from dnnperf import gpu
 
     title, name = str(d.get("title", "")), str(d.get("name", ""))
     gen = g.get("generation") or gpu.infer_generation(title, name)
     gen = gen if gen in gpu.GENERATIONS else None
-    lib = gpu.library(gen, g, part=gpu.sm_part(gen, title, name))  # g: the validated gpu section
-    units = d.get("units") if isinstance(d.get("units"), list) else []
-    fp32 = next((float(u["peak_tops"]["fp32"]) for u in units
-                 if isinstance(u, dict) and gpu.unit_class(str(u.get("name", ""))) == "cuda_cores"
-                 and isinstance(u.get("peak_tops"), dict) and u["peak_tops"].get("fp32")), 0.0)
-    return gen, lib.boost_clock_mhz, list(lib.fp32_lanes_per_sm), fp32
+    return gen, gpu.library(gen, g, part=gpu.sm_part(gen, title, name)), gpu.cuda_fp32_tflops(units), sms
 
 
 def _gpu_clock_assumed(g: dict, clock: tuple) -> str:
     """The assumed-note entry for a GPU profile whose clock is the generation table's (it gives no
     gpu.boost_clock_mhz and no CUDA-core fp32 peak the table's lanes per SM turn into one); ''
     otherwise. ``clock``: ``_gpu_clock_figures``."""
-    gen, mhz, lanes, fp32 = clock
-    if g.get("boost_clock_mhz") or (fp32 and lanes):
+    gen, lib, fp32, _ = clock
+    if g.get("boost_clock_mhz") or (fp32 and lib.fp32_lanes_per_sm):
         return ""
-    return (f"gpu.boost_clock_mhz {mhz:g} (the {gen or 'default'} entry's clock: "
+    return (f"gpu.boost_clock_mhz {lib.boost_clock_mhz:g} (the {gen or 'default'} entry's clock: "
             + ("no CUDA-core fp32 peak to derive it from" if not fp32 else "the entry derives none from the fp32 peak")
             + "; it sets the K loop's latency, the L2's rate and depthwise kernels' rate)")
 
@@ -803,15 +799,14 @@ def _gpu_clock_assumed(g: dict, clock: tuple) -> str:
 _CLOCK_RANGE_MHZ = (250.0, 4000.0)
 
 
-def _gpu_clock_check(d: dict, g: dict, clock: tuple, where: str) -> None:
+def _gpu_clock_check(g: dict, clock: tuple, where: str) -> None:
     """Refuse a GPU profile whose fp32 peak, SM count and FP32 lanes per SM cannot go together: the
     clock they imply (or, with gpu.boost_clock_mhz, the lanes per SM they imply) is off by far more
     than a spec sheet's rounding. The usual cause: parallelism.compute_units given in CUDA cores.
     ``clock``: ``_gpu_clock_figures``."""
-    gen, _, lanes, fp32 = clock
-    par = d.get("parallelism") if isinstance(d.get("parallelism"), dict) else {}
-    sms = par.get("compute_units")
-    if not (fp32 and lanes and isinstance(sms, int) and sms > 0):
+    gen, lib, fp32, sms = clock
+    lanes = lib.fp32_lanes_per_sm
+    if not (fp32 and lanes):
         return
     hint = (f"parallelism.compute_units counts SMs, not CUDA cores (here CUDA cores / {max(lanes)})"
             + ("; gpu.boost_clock_mhz is in MHz" if g.get("boost_clock_mhz") else "; or give gpu.boost_clock_mhz")
@@ -829,42 +824,33 @@ def _gpu_clock_check(d: dict, g: dict, clock: tuple, where: str) -> None:
                            f"lanes implies a {min(mhz, key=lambda c: abs(c - 1500)):,.0f} MHz clock: {hint}")
 
 
-def _gpu_tensor_check(d: dict, g: dict, clock: tuple, where: str) -> None:
+def _gpu_tensor_check(g: dict, clock: tuple, units: list, where: str) -> None:
     """Refuse a tensor-core fp16 or bf16 figure far above what an SM of the profile's generation does per
     clock (``tensor_fp16_ops_per_sm_clock``, dense) at the profile's own clock: a spec sheet's 2:4-sparse
     figure ("with sparsity", twice the dense rate), which would make every tensor-core estimate twice as
     fast. The clock is the profile's (stated, or from its fp32 peak as ``gpu.clock_source`` reads it), else
     its generation's (Hopper derives none); 1.5x leaves room for a figure quoted at a higher clock than the
     fp32 one. A generation without the figure (none known, or no tensor cores) is not checked. ``clock``:
-    ``_gpu_clock_figures``."""
-    from math import log
-
+    ``_gpu_clock_figures``; ``units``: the validated units."""
     from dnnperf import gpu
 
-    gen, table_mhz, lanes, fp32 = clock
-    sms = (d.get("parallelism") if isinstance(d.get("parallelism"), dict) else {}).get("compute_units")
-    if gen is None or isinstance(sms, bool) or not isinstance(sms, int) or sms <= 0:
+    gen, lib, fp32, sms = clock
+    most = lib.tensor_fp16_ops_per_sm_clock
+    if gen is None or most <= 0:
         return
-    if g.get("boost_clock_mhz"):
-        mhz = float(g["boost_clock_mhz"])
-    elif fp32 and lanes:
-        mhz = min((fp32 * 1e12 / (2.0 * sms * n) / 1e6 for n in lanes), key=lambda c: abs(log(c / table_mhz)))
-    else:
-        mhz = table_mhz
-    most = gpu.library(gen, g).tensor_fp16_ops_per_sm_clock
-    if most <= 0:
-        return
-    for u in d.get("units") if isinstance(d.get("units"), list) else []:
-        if not isinstance(u, dict) or gpu.unit_class(str(u.get("name", ""))) != "tensor_cores":
+    derived = gpu.fp32_clock(fp32, sms, lib)
+    mhz = float(g["boost_clock_mhz"]) if g.get("boost_clock_mhz") else derived[0] if derived else lib.boost_clock_mhz
+    for u in units:
+        if gpu.unit_class(u.name) != "tensor_cores":
             continue
         for p in ("fp16", "bf16"):
-            v = (u.get("peak_tops") if isinstance(u.get("peak_tops"), dict) else {}).get(p)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            v = u.peak_tops.get(p)
+            if not v:
                 continue
             per = v * 1e12 / (sms * mhz * 1e6)
             if per > 1.5 * most:
                 raise DnnperfError(
-                    f"{where}: units[{u.get('name')}].peak_tops.{p} {v:g} TFLOP/s over {sms} SMs at {mhz:,.0f} MHz "
+                    f"{where}: units[{u.name}].peak_tops.{p} {v:g} TFLOP/s over {sms} SMs at {mhz:,.0f} MHz "
                     f"is {per:,.0f} ops per SM per clock, {per / most:.1f}x the dense tensor-core rate of the {gen} "
                     f"generation's SMs ({most:,.0f}): a spec sheet's 2:4-sparse figure (\"with sparsity\")? give "
                     "the dense one (half of it); a part that does more per SM: gpu.tensor_fp16_ops_per_sm_clock")
