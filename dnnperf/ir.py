@@ -200,6 +200,9 @@ class Graph:
     # Slices at offsets known only at run time (node names, or the first output of an unnamed one):
     # costed at their input's size, an upper bound (``dnnperf.load.data_sized.bound_shapes``)
     bounded: frozenset = frozenset()
+    # the workloads of ``dnnperf.ops.PURE`` cost functions, by signature (``dnnperf.ops.cost_node``);
+    # a copy made with dataclasses.replace starts an empty one
+    costs: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def io(self) -> tuple[int, int]:

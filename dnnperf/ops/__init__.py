@@ -170,11 +170,22 @@ CostFn = Callable[[Ctx], Workload]
 REGISTRY: dict[str, CostFn] = {}
 ShapeFn = Callable[[dict, list, int], list]
 SHAPE_RULES: dict[str, ShapeFn] = {}
+# op keys whose cost function reads nothing of its node and graph but what ``_signature`` holds (the op,
+# its attributes, the opset, each input's shape, element type, weight status and small value, each
+# output's shape and element type, which inputs name one tensor): registered with ``pure=True``, their
+# workloads are computed once per graph and signature (a transformer's 12-80 repeated blocks ask for
+# the same few dozen). A function that reads anything else (node names, the graph's inputs, a large
+# value) must not be registered pure.
+PURE: set[str] = set()
 
 
-def register(table: dict[str, CostFn]) -> None:
+def register(table: dict[str, CostFn], pure: bool = False) -> None:
     for k, fn in table.items():
         REGISTRY[k] = fn
+        if pure:
+            PURE.add(k)
+        else:
+            PURE.discard(k)
 
 
 def register_shapes(table: dict[str, ShapeFn]) -> None:
@@ -278,12 +289,72 @@ def cost_node(graph: Graph, node: Node, fold: bool = True) -> Workload:
                 if check is not None:
                     check(Ctx(graph, node))
                 return _SHAPE_FLOAT32
-    fn = REGISTRY.get(key_of(node))
+    key = key_of(node)
+    fn = REGISTRY.get(key)
     if fn is None:
         if node.domain not in ("", "ai.onnx", "com.microsoft"):
             raise Unsupported(f"custom op {node.domain}:{node.op_type} has no cost model")
-        raise Unsupported(f"op {key_of(node)} has no cost model")
+        raise Unsupported(f"op {key} has no cost model")
+    if key in PURE:
+        sig = _signature(graph, node, key)
+        if sig is not None:
+            memo = graph.costs
+            try:
+                w = memo.get(sig)
+            except TypeError:  # an attribute or shape that is not hashable: computed as it comes
+                return fn(Ctx(graph, node))
+            if w is None:
+                w = fn(Ctx(graph, node))  # raises for a node it cannot cost: nothing kept
+                if len(memo) < _MEMO_MAX:
+                    memo[sig] = w
+            return w
     return fn(Ctx(graph, node))
+
+
+_MEMO_MAX = 100_000  # signatures kept per graph (a graph of distinct nodes gains nothing past this)
+_SMALL_VALUE = 64  # elements of an input value a signature holds; a larger one is costed as it comes
+
+
+def _frozen(v):
+    """An attribute value as a hashable one: lists as tuples, arrays by type, dims and bytes."""
+    if isinstance(v, list):
+        return tuple(_frozen(x) for x in v)
+    if hasattr(v, "tobytes"):
+        return ("array", str(getattr(v, "dtype", "")), getattr(v, "shape", ()), v.tobytes())
+    return v
+
+
+def _signature(graph: Graph, node: Node, key: str) -> tuple | None:
+    """Everything a ``PURE`` cost function may read, or None when an input's tensor is unknown or its
+    value is too large to hold: the op, the opset, the attributes; for each input its shape, element
+    type, whether it is a weight (``Ctx.is_weight``) and its value known at load time; the pattern of
+    inputs naming one tensor (``Ctx.byte_split`` counts a tensor once); each output's shape and type."""
+    attrs = node.attrs
+    parts: list = [key, graph.opset, tuple((k, _frozen(v)) for k, v in attrs.items()) if attrs else ()]
+    get = graph.tensors.get
+    values = graph.values
+    inits, constants, built = graph.initializers, graph.constants, graph.runtime_built
+    ins = node.inputs
+    for name in ins:
+        if not name:
+            parts.append(None)
+            continue
+        t = get(name)
+        if t is None:
+            return None
+        v = values.get(name)
+        if v is not None:
+            size = getattr(v, "size", None)
+            if size is None or size > _SMALL_VALUE or not hasattr(v, "tobytes"):
+                return None
+            v = (str(v.dtype), v.shape, v.tobytes())
+        parts.append((t.shape, t.dtype, name in inits or (name in constants and name not in built), v))
+    if len(ins) > 1 and len(set(ins)) != len(ins):
+        parts.append(tuple(ins.index(n) for n in ins))
+    for o in node.outputs:
+        t = get(o) if o else None
+        parts.append(False if not o else None if t is None else (t.shape, t.dtype))
+    return tuple(parts)
 
 
 def _shapes_known(graph: Graph, node: Node) -> bool:

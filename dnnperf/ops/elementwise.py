@@ -195,8 +195,8 @@ def _dyn_quant(ctx: Ctx):
     return ctx.workload("cast", other=5 * n, parallel=n)
 
 
-register({op: _make(w) for op, w in OPS_PER_ELEMENT.items()})
+register({op: _make(w) for op, w in OPS_PER_ELEMENT.items()}, pure=True)
 register_check({op: _check_broadcast for op in BROADCAST})
 register({"DynamicQuantizeLinear": _dyn_quant})
-register({f"com.microsoft:{op}": _make(w) for op, w in MS_OPS_PER_ELEMENT.items()})
+register({f"com.microsoft:{op}": _make(w) for op, w in MS_OPS_PER_ELEMENT.items()}, pure=True)
 register_shapes({f"com.microsoft:{op}": same_as_first for op in MS_OPS_PER_ELEMENT})

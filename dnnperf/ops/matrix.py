@@ -419,3 +419,4 @@ register({
     "com.microsoft:FusedGemm": fused_gemm,
     "com.microsoft:MatMulIntegerToFloat": matmul_integer,
 })
+register({"Conv": conv, "ConvTranspose": conv_transpose, "Gemm": gemm, "MatMul": matmul}, pure=True)

@@ -128,8 +128,8 @@ def lrn(ctx: Ctx):
     return ctx.workload("norm", other=(2 * size + 4) * n, kernel="LRN", loop_items=n)
 
 
-register({op: _make(w, "softmax" if "max" in op.lower() else "norm", op) for op, w in _PER_ELEMENT.items()})
-register({f"com.microsoft:{op}": _make(w, "norm", op) for op, w in _MS.items()})
+register({op: _make(w, "softmax" if "max" in op.lower() else "norm", op) for op, w in _PER_ELEMENT.items()}, pure=True)
+register({f"com.microsoft:{op}": _make(w, "norm", op) for op, w in _MS.items()}, pure=True)
 register({"LRN": lrn})
 def _skip_norm_shape(attrs, ins, n_out):
     """Skip(Simplified)LayerNormalization: output, mean, inv_std_var ([..., 1], fp32), the residual sum."""

@@ -85,3 +85,5 @@ register({
     "CumSum": cumsum,
     "Resize": resize, "Upsample": resize, "TopK": topk, "RoiAlign": roi, "MaxRoiPool": roi,
 })
+register({"MaxPool": pool, "AveragePool": pool, "GlobalAveragePool": global_pool, "GlobalMaxPool": global_pool,
+          "ReduceMean": reduce, "ReduceSum": reduce, "ReduceMax": reduce}, pure=True)

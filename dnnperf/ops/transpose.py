@@ -163,4 +163,4 @@ def copied_blocks(shape, perm: list[int], item: int = 4) -> int:
     return prod(moved[0]) // run
 
 
-register({"Transpose": transpose})
+register({"Transpose": transpose}, pure=True)
