@@ -315,22 +315,21 @@ _MEMO_MAX = 100_000  # signatures kept per graph (a graph of distinct nodes gain
 _SMALL_VALUE = 64  # elements of an input value a signature holds; a larger one is costed as it comes
 
 
-def _frozen(v):
-    """An attribute value as a hashable one: lists as tuples, arrays by type, dims and bytes."""
-    if isinstance(v, list):
-        return tuple(_frozen(x) for x in v)
-    if hasattr(v, "tobytes"):
-        return ("array", str(getattr(v, "dtype", "")), getattr(v, "shape", ()), v.tobytes())
-    return v
-
-
 def _signature(graph: Graph, node: Node, key: str) -> tuple | None:
     """Everything a ``PURE`` cost function may read, or None when an input's tensor is unknown or its
     value is too large to hold: the op, the opset, the attributes; for each input its shape, element
     type, whether it is a weight (``Ctx.is_weight``) and its value known at load time; the pattern of
-    inputs naming one tensor (``Ctx.byte_split`` counts a tensor once); each output's shape and type."""
+    inputs naming one tensor (``Ctx.byte_split`` counts a tensor once); each output's shape and type.
+    An attribute that stays unhashable (an array, a list of lists) makes the caller cost the node as
+    it comes."""
     attrs = node.attrs
-    parts: list = [key, graph.opset, tuple((k, _frozen(v)) for k, v in attrs.items()) if attrs else ()]
+    if attrs:
+        a = []
+        for k, v in attrs.items():
+            a.append((k, tuple(v) if type(v) is list else v))
+        parts: list = [key, graph.opset, tuple(a)]
+    else:
+        parts = [key, graph.opset, ()]
     get = graph.tensors.get
     values = graph.values
     inits, constants, built = graph.initializers, graph.constants, graph.runtime_built
@@ -344,10 +343,12 @@ def _signature(graph: Graph, node: Node, key: str) -> tuple | None:
             return None
         v = values.get(name)
         if v is not None:
-            size = getattr(v, "size", None)
-            if size is None or size > _SMALL_VALUE or not hasattr(v, "tobytes"):
+            try:
+                if v.size > _SMALL_VALUE:
+                    return None
+                v = (v.dtype, v.shape, v.tobytes())
+            except AttributeError:  # not an array
                 return None
-            v = (str(v.dtype), v.shape, v.tobytes())
         parts.append((t.shape, t.dtype, name in inits or (name in constants and name not in built), v))
     if len(ins) > 1 and len(set(ins)) != len(ins):
         parts.append(tuple(ins.index(n) for n in ins))
