@@ -2,7 +2,9 @@
 
 ``cost_node(graph, node)`` returns a Workload, or raises ``Unsupported`` with the reason. Every
 entry in ``REGISTRY`` maps an ONNX op type (``domain:op`` for non-default domains) to a function
-``fn(ctx) -> Workload``; ``ctx`` gives shapes, dtypes, attributes and the byte accounting.
+``fn(ctx) -> Workload``; ``ctx`` gives shapes, dtypes, attributes and the byte accounting. A function
+that reads nothing else (see ``PURE``) is registered with ``pure=True``: its workloads are kept per graph
+and signature, and a repeated block is costed once.
 
 Ops outside the default domain (ONNX Runtime's com.microsoft fused ops) also need a shape rule,
 since ONNX's shape inference does not know them: ``SHAPE_RULES`` maps the same keys to
