@@ -3,6 +3,9 @@
 Every expected figure is a hand count of the node's work; the memo may change no figure, so each
 pair below differs in exactly one thing the signature must hold and must cost differently."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -118,3 +121,96 @@ def test_the_outputs_asked_for_are_held():
     assert cost_node(g, _node("n1", "LayerNormalization", ("x", "s", "b"), ("y1",), axis=-1)).bytes_written == 64
     both = cost_node(g, _node("n2", "LayerNormalization", ("x", "s", "b"), ("y2", "m", "r"), axis=-1))
     assert both.bytes_written == 80
+
+
+class _Reads:
+    """A stand-in for a graph, a node or one of their tables that records what a cost function reads."""
+
+    def __init__(self, real, log: list, where: str):
+        object.__setattr__(self, "_real", real)
+        object.__setattr__(self, "_log", log)
+        object.__setattr__(self, "_where", where)
+
+    def __getattr__(self, name):
+        self._log.append((self._where, name))
+        value = getattr(self._real, name)
+        if self._where == "graph" and name in _GRAPH_TABLES:
+            return _Reads(value, self._log, name)
+        return value
+
+    def _tensor(self, value):
+        return _Reads(value, self._log, "tensor") if self._where == "tensors" and value is not None else value
+
+    def get(self, key, default=None):
+        self._log.append((self._where, key))
+        return self._tensor(self._real.get(key, default))
+
+    def __getitem__(self, key):
+        self._log.append((self._where, key))
+        return self._tensor(self._real[key])
+
+    def __contains__(self, key):
+        self._log.append((self._where, key))
+        return key in self._real
+
+
+_GRAPH_TABLES = ("tensors", "values", "initializers", "constants", "runtime_built")
+
+
+def _stray_reads(g, node) -> list:
+    """What ``node``'s PURE cost function reads beyond its signature: the graph's opset and its tables
+    looked up by the node's own inputs and outputs only, a tensor's shape, type and sizes; the node's op,
+    domain, inputs, outputs and attributes (never its name, a tensor's name, the graph's inputs, outputs,
+    nodes or notes)."""
+    log: list = []
+    try:
+        REGISTRY[key_of(node)](ops.Ctx(_Reads(g, log, "graph"), _Reads(node, log, "node")))
+    except ops.Unsupported:
+        pass
+    own = set(node.inputs) | set(node.outputs)
+    allowed = {"graph": ("opset",) + _GRAPH_TABLES, "node": ("op_type", "domain", "inputs", "outputs", "attrs"),
+               "tensor": ("shape", "dtype", "numel", "nbytes")}
+    return [(where, what) for where, what in log if what not in allowed.get(where, own)]
+
+
+@pytest.mark.parametrize("name", ["resnet50", "mobilenet_v2", "swin_t", "bert_base", "gpt2", "tiny_llama_kv"])
+def test_a_pure_cost_function_reads_only_what_the_signature_holds(name):
+    from dnnperf.load import load_graph
+
+    g = load_graph(f"sample_models/{name}.onnx", sample_overrides(name))
+    pure = [n for n in g.nodes if key_of(n) in ops.PURE]
+    assert len(pure) > 20
+    for node in pure:
+        assert not _stray_reads(g, node), (node.name, _stray_reads(g, node))
+
+
+def test_pure_cost_functions_over_the_onnx_node_suite(tmp_path):
+    # every test case of ONNX's own node suite (the installed onnx's; every attribute an op defines): no
+    # PURE cost function reads beyond its signature (~7,000 nodes, ~7 s)
+    import warnings
+
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import onnx_suite
+
+    from dnnperf.errors import DnnperfError
+    from dnnperf.ir import ShapeOverrides
+    from dnnperf.load import load_graph
+
+    path, checked, stray = str(tmp_path / "m.onnx"), 0, []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for case in onnx_suite.cases():
+            with open(path, "wb") as fh:
+                fh.write(case.model.SerializeToString())
+            try:
+                g = load_graph(path, ShapeOverrides(strict=False))
+            except DnnperfError:
+                continue
+            for node in g.nodes:
+                if key_of(node) in ops.PURE:
+                    checked += 1
+                    stray += [(case.name, node.op_type, r) for r in _stray_reads(g, node)]
+    assert checked > 5000
+    assert not stray, stray[:5]
