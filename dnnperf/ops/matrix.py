@@ -405,12 +405,8 @@ register_shapes({
 
 register({
     "com.microsoft:MatMulNBits": matmul_nbits,
-    "Conv": conv,
     "ConvInteger": conv_integer,
     "QLinearConv": qlinear_conv,
-    "ConvTranspose": conv_transpose,
-    "Gemm": gemm,
-    "MatMul": matmul,
     "MatMulInteger": matmul_integer,
     "QLinearMatMul": qlinear_matmul,
     "Einsum": einsum,

@@ -357,7 +357,7 @@ def compress(ctx: Ctx):
 
 register({op: movement for op in MOVEMENT})
 register({"Compress": compress})
-register({"Gather": gather, "Concat": concat, "Expand": expand, "Dropout": dropout})
+register({"Gather": gather, "Expand": expand, "Dropout": dropout})
 register({"Concat": concat}, pure=True)
 register({op: reads_what_it_keeps for op in ("GatherElements", "GatherND")})
 register({"Slice": _slice})

@@ -77,9 +77,7 @@ def roi(ctx: Ctx):
 
 
 register({
-    "MaxPool": pool, "AveragePool": pool, "LpPool": pool, "MaxUnpool": pool,
-    "GlobalAveragePool": global_pool, "GlobalMaxPool": global_pool, "GlobalLpPool": global_pool,
-    "ReduceMean": reduce, "ReduceSum": reduce, "ReduceMax": reduce, "ReduceMin": reduce,
+    "LpPool": pool, "MaxUnpool": pool, "GlobalLpPool": global_pool, "ReduceMin": reduce,
     "ReduceProd": reduce, "ReduceL1": reduce, "ReduceL2": reduce, "ReduceLogSum": reduce,
     "ReduceLogSumExp": reduce, "ReduceSumSquare": reduce, "ArgMax": argmax, "ArgMin": argmax,
     "CumSum": cumsum,
