@@ -302,3 +302,34 @@ def test_every_command_with_shape_flags_has_all_of_them():
     walk(group, [])
     assert {"analyze", "inspect", "compare", "sweep", "plot", "report", "baseline", "lut", "shapes", "diff",
             "validate"} <= set(seen)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_draws_on_stderr_without_a_thread(monkeypatch):
+    """The bar of a many-model run is drawn on stderr at a terminal, on each tick and by no thread of
+    its own: ``--jobs`` forks worker processes while it is up, and a fork taken while a refresh thread
+    holds the console's or stderr's lock leaves that lock held in the child."""
+    import threading
+
+    from dnnperf.cli.app import progress
+
+    err, out = _Terminal(), io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    monkeypatch.setattr("sys.stdout", out)
+    before = threading.active_count()
+    with progress(5, "analysing models", quiet=False) as tick:
+        assert tick is not None
+        assert threading.active_count() == before
+        drawn = len(err.getvalue())
+        tick()
+        tick()
+        assert len(err.getvalue()) > drawn  # redrawn by the tick itself
+        assert "40%" in err.getvalue()
+    assert out.getvalue() == ""
+    for total, quiet in ((3, False), (5, True)):  # a short run, or -q: no bar
+        with progress(total, "x", quiet=quiet) as tick:
+            assert tick is None

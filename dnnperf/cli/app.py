@@ -357,16 +357,20 @@ def check_output_path(output: str, inputs: list[str]) -> None:
 
 @contextmanager
 def progress(total: int, label: str, quiet: bool):
-    """A progress bar on stderr (never stdout) for long runs at a terminal; yields a tick function."""
+    """A progress bar on stderr (never stdout) for long runs at a terminal; yields a tick function.
+    Redrawn on each tick, never by a thread of its own: ``--jobs`` forks worker processes while the bar
+    is up, and a fork taken while a refresh thread holds the console's or stderr's lock leaves that
+    lock held for good in the child (Python 3.12 warns of it)."""
     if total <= 3 or quiet or not sys.stderr.isatty():
         yield None
         return
     from rich.console import Console
     from rich.progress import Progress
 
-    with Progress(transient=True, console=Console(file=sys.stderr)) as prog:
+    with Progress(transient=True, console=Console(file=sys.stderr), auto_refresh=False) as prog:
         task = prog.add_task(label, total=total)
-        yield lambda *_: prog.advance(task)
+        prog.refresh()
+        yield lambda *_: prog.update(task, advance=1, refresh=True)
 
 
 # -- the command decorator ----------------------------------------------------------------------
