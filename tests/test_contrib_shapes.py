@@ -11,6 +11,7 @@ from onnx import helper
 from dnnperf.api import inspect_model
 
 ort = pytest.importorskip("onnxruntime")
+ORT_VERSION = tuple(int(p) if p.isdigit() else 0 for p in ort.__version__.split(".")[:2])
 MS = "com.microsoft"
 RNG = np.random.default_rng(0)
 
@@ -41,7 +42,8 @@ def _compare(tmp_path, name, node, feeds, weights, outputs):
     path = _write(tmp_path, name, node, feeds, weights, outputs)
     real = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(outputs, feeds)
     tensors = inspect_model(path).graph.tensors
-    return [(o, tensors[o].shape, r.shape) for o, r in zip(outputs, real)]
+    # (an optional output an older ONNX Runtime computes no value for comes back as None)
+    return [(o, tensors[o].shape, r.shape if r is not None else None) for o, r in zip(outputs, real)]
 
 
 @pytest.mark.parametrize("b, s, heads, head_dim", [(1, 1, 1, 8), (2, 5, 2, 16), (3, 16, 4, 8)])
@@ -238,6 +240,12 @@ _DECODE_OPS = {
 }
 
 
+# the first ONNX Runtime seen running an op of _DECODE_OPS that an older one cannot: 1.23.2, the last
+# release for Python 3.10, dies with a segmentation fault (taking the test process with it) on
+# ExpandDims with a scalar int32 axis; 1.32.0 runs it
+_ORT_RUNS = {"ExpandDims": (1, 32)}
+
+
 @pytest.mark.parametrize("op", sorted(_DECODE_OPS))
 def test_decode_and_tool_chain_contrib_ops_have_the_shapes_onnx_runtime_gives(tmp_path, op):
     """Contrib ops that were listed as having no cost model (every layer after them unscored): now the
@@ -248,7 +256,11 @@ def test_decode_and_tool_chain_contrib_ops_have_the_shapes_onnx_runtime_gives(tm
     feeds = {n: a for n, a, w in inputs if n and not w}
     weights = {n: a for n, a, w in inputs if n and w}
     node = helper.make_node(op, [n for n, _, _ in inputs], outputs, domain=MS, **attrs)
-    got = _compare(tmp_path, op, node, feeds, weights, outputs)
+    if ORT_VERSION < _ORT_RUNS.get(op, (0,)):  # the hand-worked shapes alone
+        tensors = inspect_model(_write(tmp_path, op, node, feeds, weights, outputs)).graph.tensors
+        got = [(o, tensors[o].shape, tuple(w)) for o, w in zip(outputs, want)]
+    else:
+        got = _compare(tmp_path, op, node, feeds, weights, outputs)
     assert [g for _, g, _ in got] == want
     assert all(g == tuple(w) for _, g, w in got), got
     insp = inspect_model(os.path.join(str(tmp_path), op + ".onnx"))

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 from dnnperf.api import analyze, inspect_model
 from dnnperf.hardware import load_profile
 from dnnperf.scoring import Settings
-from helpers import ort_op_types, save
+from helpers import modelled_ort, ort_op_types, save
 
 
 def _one_op(op, shape, opset, inits=(), **attrs):
@@ -108,7 +108,7 @@ def test_the_kernels_of_a_group_normalizations_body_are_its_layer(tmp_path):
     """ONNX Runtime's profile of a GroupNormalization names each of its body's 25 kernels after the node it
     made ('ReduceMean_10'...): onnx builds that body for the node (its schema gives none without the node's
     attributes and input types), so validate maps all 25 to the layer and leaves none unmatched."""
-    pytest.importorskip("onnxruntime")
+    modelled_ort()
     from dnnperf.measure.ort import feeds_for, profiled_kernels
     from dnnperf.measure.validate import map_kernels
 

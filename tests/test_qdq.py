@@ -13,7 +13,7 @@ from onnx import helper, numpy_helper
 from dnnperf.api import analyze, inspect_model
 from dnnperf.hardware import load_profile
 from dnnperf.scoring import Settings
-from helpers import ROOT, model, save, vi
+from helpers import ROOT, model, modelled_ort, save, vi
 
 C, HW, K = 64, 28, 3
 
@@ -339,7 +339,7 @@ def _ort_runs(tmp_path, m) -> list[str]:
     """The op types of ONNX Runtime's CPU-optimised graph of ``m`` (what its QDQ fusions made of it)."""
     import onnx
 
-    ort = pytest.importorskip("onnxruntime")
+    ort = modelled_ort()
     so = ort.SessionOptions()
     so.optimized_model_filepath = str(tmp_path / "ort.onnx")
     so.log_severity_level = 3

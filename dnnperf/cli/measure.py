@@ -69,6 +69,10 @@ def calibrate(
         notes.append(_knee_note(prof["memory"]["onchip_mb"], *m["cache_knee_range_mb"]))
     if m.get("caches_apart"):
         notes.append(caches_apart_note("this profile", prof["memory"]["onchip_mb"], m["cache_reported_mb"]))
+    if m.get("int8_without_kernel"):
+        notes.append(f"ONNX Runtime {m['onnxruntime']} has no integer product of the 8-bit pairing(s) "
+                     f"{', '.join(m['int8_without_kernel'])} (data x weights): not timed, and int8_operands leaves "
+                     "them out (a model of that pairing does not run on this release)")
     notes.append(f"wrote {output}: fp32 {prof['units'][0]['peak_tops']['fp32']} TOP/s, {prof['memory']['dram_gbs']} GB/s, "
                  f"dispatch {prof['launch_overhead_us']} us ({m['seconds']} s)")
     return Document("calibration", prof, notes=tuple(notes))
