@@ -396,6 +396,10 @@ def test_check_with_a_yaml_profile_named_from_elsewhere_checks_it(tmp_path, monk
     assert r.exit_code == 2 and "--hw 't4' is not in the baseline" in r.stderr
 
 
+def _unwrapped(text: str) -> str:
+    return "".join(c for c in text if not c.isspace() and c not in "│╭╮╰╯─")
+
+
 def test_the_entry_point_builds_one_command_as_the_whole_app_would():
     # main() builds only the command a run names; its help, usage errors and exit codes must be the
     # ones the whole app gives (CliRunner below drives the whole app)
@@ -409,8 +413,9 @@ def test_the_entry_point_builds_one_command_as_the_whole_app_would():
     for name in ("analyze", "strip", "shapes", "validate"):
         p = subprocess.run([sys.executable, "-m", "dnnperf", name, "--help"], capture_output=True, text=True)
         whole = CliRunner().invoke(app, [name, "--help"], prog_name="dnnperf")
-        # the same text (wrapped to the terminal: compared word by word)
-        assert p.returncode == whole.exit_code == 0 and p.stdout.split() == whole.stdout.split(), name
+        # the same text, wrapped to the terminal: compared without the white space and panel borders the
+        # wrapping places (rich 13.0 also breaks a hyphenated word at the line's end)
+        assert p.returncode == whole.exit_code == 0 and _unwrapped(p.stdout) == _unwrapped(whole.stdout), name
     p = subprocess.run([sys.executable, "-m", "dnnperf", "analyze", RESNET, "--hw", "v100", "--bogus"],
                        capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.strip().endswith("(see `dnnperf analyze --help`)") and not p.stdout
