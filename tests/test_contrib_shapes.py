@@ -10,8 +10,10 @@ from onnx import helper
 
 from dnnperf.api import inspect_model
 
+from helpers import ort_version
+
 ort = pytest.importorskip("onnxruntime")
-ORT_VERSION = tuple(int(p) if p.isdigit() else 0 for p in ort.__version__.split(".")[:2])
+ORT_VERSION = ort_version(ort)
 MS = "com.microsoft"
 RNG = np.random.default_rng(0)
 

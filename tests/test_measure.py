@@ -682,17 +682,15 @@ def test_a_pairing_the_runtime_has_no_kernel_for_is_left_out_and_named(local_pro
     weights, and calibrate stopped there with exit 2. Such a pairing is left out of the table (the other
     three timed), and calibrate names it on stderr and in the profile."""
     import copy
-
-    from typer.testing import CliRunner
-
     import importlib
+
+    import onnx
+    from typer.testing import CliRunner
 
     import dnnperf.measure as measure
     from dnnperf.cli import app
 
     cal = importlib.import_module("dnnperf.measure.calibrate")  # (the package's ``calibrate`` is the function)
-
-    import onnx
 
     def refuses_s8u8(model_bytes, threads, profile_prefix=None):  # int8 data x uint8 weights
         g = onnx.load_from_string(model_bytes).graph
