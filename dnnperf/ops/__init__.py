@@ -115,8 +115,7 @@ class Ctx:
         weights to fp16, a transposed or dequantized weight, a Constant node's value): runtimes fold
         those once and layers read them as weights. Values a CPU runtime builds every inference
         (``Graph.runtime_built``: a mask from the shapes of symbolic input dims) are not."""
-        g = self.graph
-        return name in g.initializers or (name in g.constants and name not in g.runtime_built)
+        return weight_status(self.graph, name)
 
     def byte_split(self) -> tuple[int, int, int]:
         """(activation bytes read, weight bytes read, bytes written). Each distinct tensor once; weights
@@ -313,6 +312,11 @@ def cost_node(graph: Graph, node: Node, fold: bool = True) -> Workload:
     return fn(Ctx(graph, node))
 
 
+def weight_status(graph: Graph, name: str) -> bool:
+    """``Ctx.is_weight``'s rule, held by ``_signature`` too: one home, so a change to it reaches the memo."""
+    return name in graph.initializers or (name in graph.constants and name not in graph.runtime_built)
+
+
 _MEMO_MAX = 100_000  # signatures kept per graph (a graph of distinct nodes gains nothing past this)
 _SMALL_VALUE = 64  # elements of an input value a signature holds; a larger one is costed as it comes
 
@@ -334,7 +338,6 @@ def _signature(graph: Graph, node: Node, key: str) -> tuple | None:
         parts = [key, graph.opset, ()]
     get = graph.tensors.get
     values = graph.values
-    inits, constants, built = graph.initializers, graph.constants, graph.runtime_built
     ins = node.inputs
     for name in ins:
         if not name:
@@ -351,7 +354,7 @@ def _signature(graph: Graph, node: Node, key: str) -> tuple | None:
                 v = (v.dtype, v.shape, v.tobytes())
             except AttributeError:  # not an array
                 return None
-        parts.append((t.shape, t.dtype, name in inits or (name in constants and name not in built), v))
+        parts.append((t.shape, t.dtype, weight_status(graph, name), v))
     if len(ins) > 1 and len(set(ins)) != len(ins):
         parts.append(tuple(ins.index(n) for n in ins))
     for o in node.outputs:
