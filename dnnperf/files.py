@@ -19,23 +19,49 @@ def require_file(path: str, kind: str, not_found_hint: str, expected: str) -> No
 
 
 def atomic_write_bytes(dst: str, data: bytes) -> None:
-    """Write to a temp file in the same folder, then rename: no half-written file, ever."""
+    """Write to a temp file in the same folder, then rename: no half-written file, ever. A symbolic
+    link is written through (the link stays, its target gets the bytes, as a shell's ``>`` does); a
+    destination that exists and is not a regular file (``/dev/stdout``, ``/dev/null``, a named pipe,
+    a shell's ``>(...)``) is written into directly, never renamed over: a rename would put a plain
+    file in its place (as root, over ``/dev/null`` itself). A write that fails (no space left, no
+    permission) is one line, exit 2, and leaves no temp file behind."""
+    import stat
     import tempfile
 
-    folder = os.path.dirname(os.path.abspath(dst)) or "."
+    try:
+        mode = os.stat(dst).st_mode  # through any link (/dev/stdout -> /proc/self/fd/1 -> a pipe)
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        if stat.S_ISDIR(mode):
+            raise DnnperfError(f"cannot write '{dst}': it is a directory — pass a file name")
+        try:
+            with open(dst, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise DnnperfError(f"cannot write '{dst}': {exc.strerror or exc}") from None
+        return
+    real = os.path.realpath(dst)
+    folder = os.path.dirname(real) or "."
     if not os.path.isdir(folder):
-        raise DnnperfError(f"cannot write '{dst}': folder '{folder}' does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=".dnnperf-", dir=folder)
+        shown = folder if os.path.islink(dst) else os.path.dirname(os.path.abspath(dst))
+        raise DnnperfError(f"cannot write '{dst}': folder '{shown}' does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".dnnperf-", dir=folder)
+    except OSError as exc:
+        raise DnnperfError(f"cannot write '{dst}': {exc.strerror or exc} (folder '{folder}')") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         mask = os.umask(0)
         os.umask(mask)
         os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, dst)
-    except BaseException:
+        os.replace(tmp, real)
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise DnnperfError(f"cannot write '{dst}': {exc.strerror or exc}") from None
         raise

@@ -153,6 +153,71 @@ def test_output_to_a_directory_is_exit_2(tmp_path):
         assert r.stderr.startswith("dnnperf: error:") and r.stderr.count("\n") == 1
 
 
+def test_output_through_a_link_or_into_a_pipe_keeps_what_is_there(tmp_path):
+    """-o writes through a symbolic link (the link stays) and into a named pipe (it stays a pipe): a
+    rename over either would put a plain file in its place (as root, over /dev/null itself)."""
+    import stat
+    import threading
+
+    m = save(conv_model(8, 8, 8, 8, 3), tmp_path, "m.onnx")
+    target = tmp_path / "target.json"
+    target.write_text("{}")
+    link = tmp_path / "link.json"
+    link.symlink_to(target.name)
+    r = invoke("analyze", m, "--hw", "v100", "-f", "json", "-q", "-o", link)
+    assert r.exit_code == 0, r.output
+    assert link.is_symlink() and json.loads(target.read_text())["model"]["name"] == "m.onnx"
+    if not hasattr(os, "mkfifo"):
+        return
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
+    reader.start()
+    r = invoke("analyze", m, "--hw", "v100", "-f", "json", "-q", "-o", fifo)
+    reader.join(10)
+    assert r.exit_code == 0, r.output
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert json.loads(got[0])["model"]["name"] == "m.onnx"
+    assert sorted(os.listdir(tmp_path)) == ["link.json", "m.onnx", "pipe", "target.json"]  # no temp file left
+
+
+def test_a_failed_write_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    """A full disk or a folder without write permission is the user's to fix, not an internal error
+    (exit 3): one line, exit 2, and no temp file left in the folder."""
+    import errno
+    import subprocess
+    import sys
+    import tempfile
+
+    m = save(conv_model(8, 8, 8, 8, 3), tmp_path, "m.onnx")
+    real_replace = os.replace
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "replace", full)
+    r = invoke("analyze", m, "--hw", "v100", "-f", "json", "-o", tmp_path / "r.json")
+    assert r.exit_code == 2, r.output
+    assert r.stderr.count("\n") == 1 and "cannot write" in r.stderr and "No space left" in r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["m.onnx"]
+    monkeypatch.setattr(os, "replace", real_replace)
+
+    def denied(*a, **k):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    r = invoke("analyze", m, "--hw", "v100", "-f", "json", "-o", tmp_path / "r.json")
+    assert r.exit_code == 2 and "Permission denied" in r.stderr and r.stderr.count("\n") == 1, r.output
+    monkeypatch.undo()
+    if os.path.exists("/dev/full"):  # standard output on a full device (a redirection replaces nothing)
+        with open("/dev/full", "wb") as full_dev:
+            p = subprocess.run([sys.executable, "-m", "dnnperf", "analyze", str(m), "--hw", "v100", "-f", "json"],
+                               stdout=full_dev, stderr=subprocess.PIPE, text=True, timeout=120)
+        assert p.returncode == 2, p.stderr
+        assert p.stderr.startswith("dnnperf: error: cannot write to standard output") and p.stderr.count("\n") == 1
+
+
 def test_strip_in_place_only_with_the_flag(tmp_path):
     m = save(conv_model(8, 8, 8, 8, 3), tmp_path, "m.onnx")
     size = os.path.getsize(m)

@@ -321,9 +321,7 @@ class Out:
         else:
             if isinstance(body, bytes) and sys.stdout.isatty():
                 raise DnnperfError(f"{self.fmt} output is binary: pass -o FILE")
-            sys.stdout.flush()
-            sys.stdout.buffer.write(data) if hasattr(sys.stdout, "buffer") else sys.stdout.write(data.decode())
-            sys.stdout.flush()
+            _write_stdout(data)
         self.notes(doc.notes)
 
     def notes(self, notes) -> None:
@@ -331,6 +329,24 @@ class Out:
             return
         for n in dict.fromkeys(notes):  # once each, in order (a note repeated per profile is one note)
             sys.stderr.write(f"note: {' '.join(str(n).split())}\n")
+
+
+def _write_stdout(data: bytes) -> None:
+    """The document on standard output; a write that fails (a full disk, ``> /dev/full``) is one line and
+    exit 2, not an internal error (a closed pipe stays exit 0: ``run`` handles BrokenPipeError)."""
+    try:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data) if hasattr(sys.stdout, "buffer") else sys.stdout.write(data.decode())
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        try:  # what is left in the buffer would fail again (with a traceback) when Python exits
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        raise DnnperfError(f"cannot write to standard output: {exc.strerror or exc} — free space, or pass "
+                           "-o FILE on another disk") from None
 
 
 def check_output_path(output: str, inputs: list[str]) -> None:
