@@ -33,12 +33,15 @@ KEY_DOC = ("key = op|cin|cout|k|s|res|e|b|prec, e.g. 'conv|32|64|3|1|56|1|1|fp16
 
 
 def read_space(path: str) -> dict:
-    from dnnperf.files import require_file
+    from dnnperf.files import read_text, require_file
     from dnnperf.hardware import safe_yaml
 
     require_file(path, "search-space file", "check the path", "a .yaml file")
-    with open(path, encoding="utf-8") as fh:
-        d = safe_yaml(fh.read(1_000_001), f"space '{path}'")
+    try:
+        text = read_text(path, "search-space file", 2**20)
+    except UnicodeDecodeError:
+        raise DnnperfError(f"search-space file '{path}' is not UTF-8 text — pass a .yaml file") from None
+    d = safe_yaml(text, f"space '{path}'")
     if not isinstance(d, dict):
         raise DnnperfError(f"space '{path}': expected a mapping of {', '.join(SPACE_KEYS)}")
     out = {}

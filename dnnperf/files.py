@@ -18,6 +18,37 @@ def require_file(path: str, kind: str, not_found_hint: str, expected: str) -> No
         raise DnnperfError(f"{kind} path '{path}' is a directory — pass {expected}")
 
 
+def read_text(path: str, kind: str, limit: int) -> str:
+    """The text of a file the user gave (``kind`` names it in messages), refused past ``limit`` bytes: a
+    device or pipe that never ends (``/dev/zero``) or a file of the wrong sort is one line, not a read
+    that hangs or fills the memory. Decoding errors are left to the caller (it knows the format)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise DnnperfError(f"cannot read {kind} '{path}': {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise DnnperfError(f"{kind} '{path}' is larger than {_size(limit)} — is it the right file?")
+    return data.decode("utf-8")
+
+
+def _size(n: int) -> str:
+    return f"{n // 2**20} MB" if n >= 2**20 else f"{n} bytes"
+
+
+def require_regular(path: str, kind: str) -> None:
+    """A device or a pipe given as ``kind`` ("model file") is refused: its size is unknown to ``stat``."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # the reader says what is wrong
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise DnnperfError(f"{kind} '{path}' is not a regular file (a device or a pipe) — save it to a file and "
+                           "pass that path")
+
+
 def atomic_write_bytes(dst: str, data: bytes) -> None:
     """Write to a temp file in the same folder, then rename: no half-written file, ever. A symbolic
     link is written through (the link stays, its target gets the bytes, as a shell's ``>`` does); a

@@ -17,12 +17,15 @@ from dnnperf.api import Inspection, analyze, checked, inspect_graph, ranked
 from dnnperf.documents import coverage_dict, report_dict
 from dnnperf.errors import DnnperfError
 from dnnperf.fmt import sig as _r
-from dnnperf.files import require_file
+from dnnperf.files import read_text, require_file
 from dnnperf.ir import ShapeOverrides
 from dnnperf.load import parse_model, read_model, resolve
 from dnnperf.hardware import HardwareProfile, load_profile, shipped_names
 
 BASELINE_SCHEMA = "dnnperf-baseline/2"
+# a baseline larger than this is not one (swin_t records ~0.4 MB of layers per profile: 25 profiles of 25
+# such models fit)
+BASELINE_MAX_BYTES = 256 << 20
 
 
 class ModelSource:
@@ -358,8 +361,7 @@ def model_key(path: str) -> str:
 def read_baseline(path: str) -> dict:
     require_file(path, "baseline", f"create it with `dnnperf baseline MODEL --hw NAME -o {path}`", "the JSON file")
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = json.loads(read_text(path, "baseline", BASELINE_MAX_BYTES))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DnnperfError(f"baseline '{path}' is not valid JSON ({exc.__class__.__name__}) — regenerate it with `dnnperf baseline`") from None
     if not isinstance(data, dict) or data.get("schema_version") not in (BASELINE_SCHEMA, "dnnperf-baseline/1"):

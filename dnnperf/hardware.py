@@ -404,6 +404,9 @@ def _check_keys(d: dict, allowed, where: str) -> None:
 
 def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
     """Validate a parsed YAML document and build the profile; every error names the field."""
+    if d is None:  # an empty file (or only comments)
+        raise DnnperfError(f"{where}: the profile is empty — a profile is a YAML mapping of fields (name, kind, "
+                           "headline, ...): start from `dnnperf hw show v100`")
     d = _map(d, where)
     _check_keys(d, SCHEMA, where)
     for k, (_, required, what) in SCHEMA.items():

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 
 from dnnperf.errors import DnnperfError
-from dnnperf.files import require_file
+from dnnperf.files import read_text, require_file
 from dnnperf.hardware import HardwareProfile
 from dnnperf.ir import Graph, Node, Tensor
 
@@ -99,8 +99,7 @@ def load_published(path: str) -> list[Kernel]:
     """Every distinct kernel of every sheet (see the module docstring)."""
     require_file(path, "published data file", "pass a JSON file of published kernel timings", "the JSON file")
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = json.loads(read_text(path, "published data file", 64 * 2**20))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DnnperfError(f"'{path}' is not valid JSON ({exc.__class__.__name__})") from None
     sheets = data.get("sheets") if isinstance(data, dict) else None

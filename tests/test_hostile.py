@@ -57,6 +57,26 @@ def test_other_message_directory_missing(tmp_path):
     expect_exit2(["inspect", tmp_path / "missing.onnx"], "not found")
 
 
+def test_inputs_that_never_end_or_are_pipes_are_refused_not_read(tmp_path):
+    """A device or pipe as the model, and a stream with no end as a baseline, a published-data file or
+    a search space: one line each, never a read that hangs (a baseline of /dev/zero was read until the
+    memory ran out) and never 'empty (0 bytes)' for a device whose size stat cannot tell."""
+    if not os.path.exists("/dev/zero") or not hasattr(os, "mkfifo"):
+        pytest.skip("needs /dev/zero and named pipes")
+    fifo = tmp_path / "model.onnx"
+    os.mkfifo(fifo)  # opened for reading, it would block: the check comes before any open
+    for args in (["analyze", "/dev/zero", "--hw", "v100"], ["inspect", fifo], ["strip", "/dev/zero", "-o", tmp_path / "s.onnx"]):
+        expect_exit2(args, "not a regular file")
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * (2**20 + 1))  # a comment: valid YAML, one byte past the limit
+    for args, needle in ((["check", RESNET, "--baseline", "/dev/zero"], "baseline '/dev/zero' is larger than 256 MB"),
+                         (["validate", "--published", "/dev/zero", "--hw", "v100"], "larger than 64 MB"),
+                         (["lut", "--hw", "v100", "--space", "/dev/zero"], "larger than 1 MB"),
+                         (["lut", "--hw", "v100", "--space", big], "larger than 1 MB")):
+        expect_exit2(args, needle)
+    assert sorted(os.listdir(tmp_path)) == ["big.yaml", "model.onnx"]
+
+
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can read any file")
 def test_unreadable_file(tmp_path):
     p = write(tmp_path, "u.onnx", open(RESNET, "rb").read())
@@ -193,6 +213,7 @@ def test_one_gigabyte_doc_string_is_handled(tmp_path):
      "d: &d [*c,*c,*c,*c,*c,*c,*c,*c]\ne: [*d,*d,*d,*d,*d,*d,*d,*d]\n", "alias"),
     ("schema: dnnperf-hw/1\nname: x\n", "missing required key"),
     ("- just\n- a list\n", "mapping"),
+    ("# nothing but a comment\n", "the profile is empty"),
 ])
 def test_hostile_profiles(tmp_path, text, needle):
     p = tmp_path / "p.yaml"

@@ -18,7 +18,7 @@ import os
 import re
 
 from dnnperf.errors import DnnperfError
-from dnnperf.files import require_file
+from dnnperf.files import require_file, require_regular
 from dnnperf.ir import DTYPE_BITS, DTYPE_NAMES
 
 # Largest integer tensor (elements) kept or folded as a "shape value".
@@ -44,6 +44,7 @@ def read_model(path: str):
     if not path:
         raise DnnperfError("no model path given: pass the path of an .onnx file")
     require_file(path, "model file", "check the path", "the .onnx file inside it")
+    require_regular(path, "model file")
     try:
         size = os.path.getsize(path)
         if size == 0:
@@ -101,6 +102,7 @@ def read_model_bytes(path: str) -> bytes:
     if not path:
         raise DnnperfError("no model path given: pass the path of an .onnx file")
     require_file(path, "model file", "check the path", "the .onnx file inside it")
+    require_regular(path, "model file")
     try:
         with open(path, "rb") as fh:
             data = fh.read()
