@@ -86,6 +86,41 @@ def test_binary_op_with_one_input_is_left_to_onnx():
     assert RULES["Max"][0]({}, [(4, 1)], [None], 17) == [(4, 1)]  # Max of one input is valid
 
 
+def test_repeated_nodes_ask_their_shape_rule_once_and_attributes_tell_them_apart(monkeypatch, tmp_path):
+    """Ten MatMuls of the same shapes call the MatMul rule once (the memo of ``fast._node``); two
+    Transposes of one input with different ``perm`` are told apart by their attributes: (2, 3, 4)
+    by perm 2,0,1 is (4, 2, 3), by 1,2,0 (3, 4, 2) (taking the attributes out of the key gives the
+    second the first's shape)."""
+    from onnx import TensorProto, helper
+
+    from dnnperf.load import shapes
+
+    calls = []
+    rule, reads = shapes.RULES["MatMul"]
+
+    def counted(*a):
+        calls.append(1)
+        return rule(*a)
+
+    monkeypatch.setitem(shapes.RULES, "MatMul", (counted, reads))
+    nodes = [helper.make_node("MatMul", [f"x{i}", "w"], [f"x{i + 1}"], name=f"mm{i}") for i in range(10)]
+    nodes.append(helper.make_node("Transpose", ["t"], ["t1"], perm=[2, 0, 1]))
+    nodes.append(helper.make_node("Transpose", ["t"], ["t2"], perm=[1, 2, 0]))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x0", TensorProto.FLOAT, [8, 16]),
+                                       helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3, 4])],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("x10", "t1", "t2")],
+                          [helper.make_tensor("w", TensorProto.FLOAT, [16, 16], np.zeros(256, np.float32))])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    inspected = []
+    real = fast.python_shapes
+    monkeypatch.setattr(fast, "python_shapes", lambda *a: inspected.append(1) or real(*a))
+    graph = load_graph(str(path))
+    assert inspected and len(calls) == 1
+    assert graph.tensors["x10"].shape == (8, 16)
+    assert graph.tensors["t1"].shape == (4, 2, 3) and graph.tensors["t2"].shape == (3, 4, 2)
+
+
 @pytest.mark.parametrize("attrs,x,w,expected", [
     # 224 input, 7x7 stride 2 pad 3: (224 + 6 - 7) // 2 + 1 = 112
     ({"kernel_shape": [7, 7], "strides": [2, 2], "pads": [3, 3, 3, 3]}, (1, 3, 224, 224), (64, 3, 7, 7), (1, 64, 112, 112)),

@@ -53,6 +53,9 @@ def python_shapes(model, opset: int, ordered: list, weights: dict, shape_weights
                 return None
     res = Resolver(model, opset, ordered)
     types = res.types
+    # (op, input shapes, attributes) -> output shape, for the rules that read no values: a transformer's
+    # blocks ask the same questions block after block (the rules are functions of these and the opset)
+    memo: dict = {}
     for vi in g.input:
         dims, dtype = type_shape(vi.type)
         if dims is not None and static(dims) is None:
@@ -73,7 +76,7 @@ def python_shapes(model, opset: int, ordered: list, weights: dict, shape_weights
                     if t is None or t[0] is None or static(t[0]) is None:
                         return None
             continue
-        if n.domain not in ("", "ai.onnx") or not _node(n, res, types, opset):
+        if n.domain not in ("", "ai.onnx") or not _node(n, res, types, opset, memo):
             return None
         for o in n.output:  # the rules here give plain int tuples: set or not
             if o:
@@ -83,7 +86,7 @@ def python_shapes(model, opset: int, ordered: list, weights: dict, shape_weights
     return res
 
 
-def _node(n, res: Resolver, types: dict, opset: int) -> bool:
+def _node(n, res: Resolver, types: dict, opset: int, memo: dict) -> bool:
     op = n.op_type
     if op == "Constant":  # one tensor-valued attribute (read by ``views``, never decoded into a dict)
         t = n.const
@@ -155,16 +158,29 @@ def _node(n, res: Resolver, types: dict, opset: int) -> bool:
             return False
         dims = types[outs[0]][0]
     else:  # a rule that reads no values (MatMul, Add, Softmax...): called here, without the folding walk
+        shapes = tuple([t[0] if t is not None else None for t in ins])
+        if n.attribute:
+            a = res.attrs(n)
+            key = (op, shapes, tuple([(k, tuple(v) if type(v) is list else v) for k, v in a.items()]))
+        else:
+            a, key = _NO_ATTRS, (op, shapes)
         try:
-            out = fn(res.attrs(n) if n.attribute else _NO_ATTRS, [t[0] if t is not None else None for t in ins],
-                     [None] * len(ins), opset)
-        except (ArithmeticError, ValueError, TypeError, KeyError, IndexError):
-            return False
-        if not out or out[0] is None:
-            return False
-        dims = tuple(map(int, out[0]))
+            dims = memo.get(key)
+        except TypeError:  # an attribute that stays unhashable
+            dims, key = None, None
+        if dims is None:
+            try:
+                out = fn(a, list(shapes), [None] * len(ins), opset)
+            except (ArithmeticError, ValueError, TypeError, KeyError, IndexError):
+                return False
+            if not out or out[0] is None:
+                return False
+            dims = tuple(map(int, out[0]))
+            if key is not None and len(memo) < _MEMO_MAX:
+                memo[key] = dims
     types[outs[0]] = (dims, "bool" if op in BOOL_OUT else dtype)
     return True
 
 
 _NO_ATTRS: dict = {}  # a node without attributes (the rules only read them)
+_MEMO_MAX = 4096  # distinct (op, shapes, attributes) kept per graph
