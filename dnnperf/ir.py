@@ -210,6 +210,20 @@ class Graph:
         return len(self.inputs), len(self.outputs)
 
 
+# the largest size a flag may give one dimension (--batch, --dim, --input-shape, --prompt...): cuBLAS's
+# and cuDNN's sizes are 32-bit ints, and a size past 2^63 - 1 does not fit a model's int64 dims at all
+MAX_SIZE = 2**31 - 1
+
+
+def size_fits(value: int | None, what: str) -> None:
+    """One line, exit 2, for a size no library takes (it used to reach the protobuf writer: exit 3)."""
+    if value is not None and value > MAX_SIZE:
+        from dnnperf.errors import DnnperfError
+
+        raise DnnperfError(f"{what} {value:,} is larger than {MAX_SIZE:,} (2^31 - 1), the largest dimension the "
+                           "GPU libraries take — give a smaller size")
+
+
 @dataclass(frozen=True)
 class ShapeOverrides:
     """How the user resolves dynamic dims: --batch, --input-shape NAME=AxB, --dim SYMBOL=V, and the

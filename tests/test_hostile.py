@@ -280,6 +280,16 @@ def test_zero_tile(tmp_path):
     (["validate", RESNET, "--hw", "cpu-avx2", "--threads", "100000"], "logical CPU"),
     (["validate", RESNET, "--hw", "cpu-avx2", "--retry-unsteady", "-1"], "--retry-unsteady"),
     (["calibrate", "-o", "never-written.yaml", "--threads", "100000"], "logical CPU"),
+    # sizes past int64 reached the protobuf writer ('internal error (ValueError: Value out of range)', exit 3);
+    # every size a flag gives is held to 2^31 - 1, the largest dimension cuBLAS and cuDNN take
+    (["analyze", RESNET, "--hw", "v100", "--batch", str(2**63)], "--batch 9,223,372,036,854,775,808 is larger"),
+    (["analyze", RESNET, "--hw", "v100", "--batch", str(2**31)], "2,147,483,647"),
+    (["inspect", RESNET, "--input-shape", f"input=1x3x{2**64}x2"], "--input-shape"),
+    (["inspect", os.path.join(SAMPLES, "gpt2.onnx"), "--dim", f"sequence_length={10**20}"], "--dim"),
+    (["sweep", RESNET, "--hw", "v100", "--batch", f"1,4,{10**21}"], "--batch"),
+    (["analyze", os.path.join(SAMPLES, "tiny_llama_kv.onnx"), "--hw", "v100", "--phase", "decode", "--context",
+      str(10**20)], "--context"),
+    (["llm", "skeleton", "--preset", "tiny", "--vocab", str(10**20), "-o", "never-written.onnx"], "--vocab"),
 ])
 def test_bad_flags(args, needle):
     expect_exit2(args, needle)

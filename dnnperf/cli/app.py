@@ -116,10 +116,11 @@ def inspected(model: str, ov, phase: str | None, prompt: int = 512, context: int
 
 def overrides(batch, input_shape, dim, strict: bool = True, value=None):
     """--batch / --input-shape / --dim / --value -> ShapeOverrides (each value checked, one-line errors)."""
-    from dnnperf.ir import ShapeOverrides
+    from dnnperf.ir import ShapeOverrides, size_fits
 
     if batch is not None and batch < 1:
         raise DnnperfError(f"--batch must be >= 1, got {batch}")
+    size_fits(batch, "--batch")
     shapes = []
     for s in input_shape or []:
         name, dims = _assignment(s, "--input-shape", "NAME=1x3x224x224")
@@ -129,6 +130,8 @@ def overrides(batch, input_shape, dim, strict: bool = True, value=None):
             raise DnnperfError(f"--input-shape {s}: dims must be integers separated by 'x'") from None
         if not vals or any(v < 1 for v in vals):
             raise DnnperfError(f"--input-shape {s}: every dim must be >= 1")
+        for v in vals:
+            size_fits(v, f"--input-shape {s}: a dim")
         shapes.append((name, vals))
     dims = []
     for s in dim or []:
@@ -139,6 +142,7 @@ def overrides(batch, input_shape, dim, strict: bool = True, value=None):
             raise DnnperfError(f"--dim {s}: value must be an integer") from None
         if iv < 0:
             raise DnnperfError(f"--dim {s}: value must be >= 0 (0 only for an empty cache or sequence)")
+        size_fits(iv, f"--dim {s}: the value")
         dims.append((name, iv))
     values = []
     for s in value or []:

@@ -87,6 +87,9 @@ def sweep(
     batches = parse_list(batch, "--batch")
     if any(b < 1 for b in batches):
         raise DnnperfError("--batch values must be >= 1")
+    from dnnperf.ir import size_fits
+
+    size_fits(max(batches, default=None), "--batch")
     tp_needs_phase(tp, phase)
     if phase is not None:
         from dnnperf.llm.phases import PhaseRequest, sweep_document

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from dnnperf.errors import DnnperfError
-from dnnperf.ir import ShapeOverrides
+from dnnperf.ir import ShapeOverrides, size_fits
 from dnnperf.llm import parallel
 from dnnperf.llm.decoder import Decoder, find_decoder  # noqa: F401  (find_decoder re-exported: callers import it here)
 
@@ -48,6 +48,8 @@ class PhaseRequest:
                 raise DnnperfError(f"--{k} must be >= 1, got {getattr(self, k)}")
         if self.context is not None and self.context < 0:
             raise DnnperfError(f"--context must be >= 0, got {self.context}")
+        for k in ("prompt", "generate", "context", "tp"):
+            size_fits(getattr(self, k), f"--{k}")
 
 
 def _check_positions(dec: Decoder, req: PhaseRequest, ctx: int) -> None:

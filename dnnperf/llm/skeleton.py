@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from dnnperf.errors import DnnperfError
+from dnnperf.ir import size_fits
 
 
 # decoder layers a skeleton may have (Llama-3.1-405B has 126; each layer is ~30 ONNX nodes)
@@ -58,6 +59,8 @@ class LlamaConfig:
             v = getattr(self, k)
             if not isinstance(v, int) or v <= 0:
                 raise DnnperfError(f"--{k.replace('_', '-')} must be a positive integer, got {v!r}")
+            size_fits(v, f"--{k.replace('_', '-')}")
+        size_fits(self.experts, "--experts")
         if self.layers > MAX_LAYERS:
             raise DnnperfError(f"--layers {self.layers} is more than {MAX_LAYERS:,} (the deepest published decoders "
                                "have ~130): a skeleton that deep would take minutes and gigabytes to write")
