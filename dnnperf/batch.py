@@ -53,7 +53,8 @@ def analyze_many(paths: list[str], ov: ShapeOverrides, profile_specs: list[str],
     """(results in input order, notes). ``jobs``: worker processes (None = all cores, 1 = in-process)."""
     from dnnperf.errors import DnnperfError
 
-    jobs = jobs or os.cpu_count() or 1
+    # never more workers than files (--jobs 10**20 used to overflow the pool's C int: exit 3)
+    jobs = min(jobs or os.cpu_count() or 1, len(paths))
     tasks = [(p, ov, profile_specs, settings, totals_only) for p in paths]
     results: list = []
     if jobs == 1 or len(paths) == 1:

@@ -218,6 +218,20 @@ def test_a_failed_write_is_one_line_and_exit_2(tmp_path, monkeypatch):
         assert p.stderr.startswith("dnnperf: error: cannot write to standard output") and p.stderr.count("\n") == 1
 
 
+def test_worker_processes_give_what_one_process_gives_and_never_outnumber_the_files(tmp_path):
+    """``analyze`` of several files in worker processes: the same document as in one process, in the
+    files' order; --jobs far past the number of files runs one worker per file (10**20 overflowed the
+    pool's C int: 'internal error', exit 3)."""
+    a = save(conv_model(8, 16, 16, 16, 3), tmp_path, "a.onnx")
+    b = save(conv_model(16, 8, 8, 8, 1), tmp_path, "b.onnx")
+    one = invoke("analyze", a, b, "--hw", "v100", "-f", "json", "-q", "--jobs", "1")
+    assert one.exit_code == 0, one.output
+    for jobs in ("2", str(10**20)):
+        many = invoke("analyze", a, b, "--hw", "v100", "-f", "json", "-q", "--jobs", jobs)
+        assert many.exit_code == 0, (jobs, many.output)
+        assert many.stdout == one.stdout
+
+
 def test_strip_in_place_only_with_the_flag(tmp_path):
     m = save(conv_model(8, 8, 8, 8, 3), tmp_path, "m.onnx")
     size = os.path.getsize(m)
