@@ -55,7 +55,8 @@ def atomic_write_bytes(dst: str, data: bytes) -> None:
     destination that exists and is not a regular file (``/dev/stdout``, ``/dev/null``, a named pipe,
     a shell's ``>(...)``) is written into directly, never renamed over: a rename would put a plain
     file in its place (as root, over ``/dev/null`` itself). A write that fails (no space left, no
-    permission) is one line, exit 2, and leaves no temp file behind."""
+    permission) is one line, exit 2, and leaves no temp file behind. A file written over keeps its
+    permissions; a new one gets the umask's."""
     import stat
     import tempfile
 
@@ -84,9 +85,12 @@ def atomic_write_bytes(dst: str, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
+        if mode is not None:  # a file written over keeps its permissions (a private 0600 file stays private)
+            os.chmod(tmp, stat.S_IMODE(mode))
+        else:
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, real)
     except BaseException as exc:
         try:

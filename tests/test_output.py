@@ -182,6 +182,30 @@ def test_output_through_a_link_or_into_a_pipe_keeps_what_is_there(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["link.json", "m.onnx", "pipe", "target.json"]  # no temp file left
 
 
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_a_file_written_over_keeps_its_permissions(tmp_path):
+    """strip --in-place of a private model, and -o over a report readable by a group only: the file
+    keeps its mode (the rename put a 0644 file in its place: a private model became world-readable); a
+    new file gets the umask's mode."""
+    import stat
+
+    m = save(conv_model(8, 8, 8, 8, 3), tmp_path, "m.onnx")
+    m_mode = 0o600
+    os.chmod(m, m_mode)
+    assert invoke("strip", m, "--in-place", "-q").exit_code == 0
+    report = tmp_path / "r.json"
+    report.write_text("{}")
+    os.chmod(report, 0o640)
+    assert invoke("analyze", m, "--hw", "v100", "-f", "json", "-q", "-o", report).exit_code == 0
+    assert stat.S_IMODE(os.stat(m).st_mode) == m_mode and stat.S_IMODE(os.stat(report).st_mode) == 0o640
+    mask = os.umask(0o022)
+    try:
+        assert invoke("analyze", m, "--hw", "v100", "-f", "json", "-q", "-o", tmp_path / "new.json").exit_code == 0
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(os.stat(tmp_path / "new.json").st_mode) == 0o644
+
+
 def test_a_failed_write_is_one_line_and_exit_2(tmp_path, monkeypatch):
     """A full disk or a folder without write permission is the user's to fix, not an internal error
     (exit 3): one line, exit 2, and no temp file left in the folder."""
