@@ -393,6 +393,70 @@ def test_a_split_into_another_number_of_parts_than_outputs_is_refused(tmp_path, 
     expect_exit2(["analyze", save(m, tmp_path), "--hw", "t4"], f"num_outputs = {parts} but 3 outputs")
 
 
+def _attribute_of_type(node, name, value):
+    node.attribute.append(helper.make_attribute(name, value))
+    return node
+
+
+@pytest.mark.parametrize("node,attr,given", [
+    # a Transpose whose perm is floats came out a scalar of 4 bytes, without a word
+    (_attribute_of_type(helper.make_node("Transpose", ["x"], ["y"], name="t"), "perm", [1.0, 0.0]), "perm", "FLOATS"),
+    (_attribute_of_type(helper.make_node("LeakyRelu", ["x"], ["y"], name="t"), "alpha", 2), "alpha", "INT"),
+    (_attribute_of_type(helper.make_node("Softmax", ["x"], ["y"], name="t"), "axis", [1]), "axis", "INTS"),
+    (_attribute_of_type(helper.make_node("Constant", [], ["y"], name="t"), "value_float", 3), "value_float", "INT"),
+])
+def test_an_attribute_of_another_type_than_its_operator_defines_is_refused(tmp_path, node, attr, given):
+    """ONNX's checker and ONNX Runtime refuse such a file; read by the shape rules, it was priced as
+    something else. Next to a well-formed node of the same op, in either order (a memo of the
+    well-formed one's shape must not answer for it)."""
+    op = node.op_type
+    good = {"Transpose": dict(perm=[1, 0]), "LeakyRelu": dict(alpha=0.1), "Softmax": dict(axis=1),
+            "Constant": dict(value_float=3.0)}[op]
+    well = helper.make_node(op, [] if op == "Constant" else ["x"], ["z"], name="w", **good)
+    for nodes in ([well, node], [node, well]):
+        m = model(nodes, [vi("x", [4, 8])], [vi("y", None), vi("z", None)])
+        p = save(m, tmp_path, "m.onnx")
+        expect_exit2(["inspect", p], f"gives attribute '{attr}' as {given} where {op} defines")
+
+
+@pytest.mark.parametrize("node,x,reason", [
+    # each was priced as if valid, with no word (ONNX Runtime refuses every one of them)
+    (helper.make_node("Transpose", ["x"], ["y"], perm=[0]), [4, 8],
+     "perm [0] is not a permutation of the input's 2 axes"),
+    (helper.make_node("Softmax", ["x"], ["y"], axis=5), [4, 8], "axis 5 is out of range for a rank-2 input"),
+    (helper.make_node("LayerNormalization", ["x", "s"], ["y"], axis=-3), [4, 8], "axis -3 is out of range"),
+    (helper.make_node("Concat", ["x", "x"], ["y"], axis=2), [40, 80], "axis 2 is out of range"),
+    (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[0, 0]), [1, 4, 8, 8], "kernel_shape [0, 0]"),
+    (helper.make_node("LRN", ["x"], ["y"], size=0), [1, 4, 8, 8], "size 0"),
+])
+def test_an_attribute_its_input_contradicts_leaves_the_node_unscored_and_says_why(tmp_path, node, x, reason):
+    inits = [helper.make_tensor("s", T.FLOAT, [8], np.ones(8, np.float32))] if "s" in node.input else []
+    p = save(model([node], [vi("x", x)], [vi("y", None)], inits), tmp_path, "m.onnx")
+    r = runner.invoke(app, ["inspect", str(p), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    found = [(u["kind"], reason in u["reason"]) for u in d["unsupported_ops"]]
+    assert found == [("contradiction", True)], d["unsupported_ops"]
+    assert "PARTIAL" in r.stderr
+    # the same ops with valid attributes are scored (axis counted from the end, a 1 x 1 window)
+    for ok in (helper.make_node("Softmax", ["x"], ["y"], axis=-2),
+               helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 1]),
+               helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0])):
+        shape = [1, 4, 8, 8] if ok.op_type == "MaxPool" else [4, 8]
+        p = save(model([ok], [vi("x", shape)], [vi("y", None)]), tmp_path, "ok.onnx")
+        d = json.loads(runner.invoke(app, ["inspect", str(p), "-f", "json", "-q"]).stdout)
+        assert d["unsupported_ops"] == [], (ok.op_type, d["unsupported_ops"])
+
+
+def test_an_attribute_without_a_type_is_read_as_before(tmp_path):
+    """Files of before IR version 2 may leave an attribute's type out (0): not refused for it."""
+    node = helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0])
+    node.attribute[0].type = 0
+    p = save(model([node], [vi("x", [4, 8])], [vi("y", None)]), tmp_path, "m.onnx")
+    r = runner.invoke(app, ["inspect", str(p), "-f", "json", "-q"])
+    assert r.exit_code == 0, r.output
+
+
 def test_an_unknown_profile_key_names_the_keys_that_exist(tmp_path):
     """A spec-sheet profile written with a guessed key ('l2_mb' for the L2, a typo of 'dram_gbs') is told
     which key it meant, or the keys the section has, not only that its key is unknown."""

@@ -36,7 +36,7 @@ from dnnperf.load.read import (EIGHT_BIT_TYPES, FLOAT_TYPES, MAX_ELEMS, CorruptN
                                check_for_onnx_inference, check_opset, clear_payload, has_payload, is_shape_like,
                                parse_model, plain_attrs, quant_params, read_model, read_model_bytes, short,
                                sparse_weights, static, type_shape)
-from dnnperf.load.stated import check_types, mixed_types, unknown_attributes
+from dnnperf.load.stated import check_attribute_types, check_types, mixed_types, unknown_attributes
 from dnnperf.load.topology import (MAX_DEPTH, WITH_BODIES, check_bodies, node_subgraphs, topo_order, views,
                                    walk_graphs)
 from dnnperf.load.weights import skeleton_of, skeletonize_inplace
@@ -152,6 +152,7 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
             if vi.type.HasField("tensor_type") and vi.name not in before:
                 vi.type.tensor_type.ClearField("shape")
     notes += check_types(g, stored, opset, path, codes)  # unknown type codes, text or flags read as numbers: refused
+    check_attribute_types(stored, opset, path)  # an attribute of another type than its operator defines: refused
     if fed:
         notes.append(weight_inputs_note(list(fed)))
     stated = declared.declared_shapes(g, stored)  # what the file states for its unknown ops' outputs, before dropping it

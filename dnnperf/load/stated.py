@@ -54,8 +54,8 @@ def _schema(op: str, opset: int):
     """What ONNX's schema of default-domain ``op`` at ``opset`` says, read once per process: (per formal
     input, (the allowed type strings or None, variadic?); the attribute names it defines; per formal
     input, the type parameter it shares with others (None for a fixed type or one no other input has;
-    a variadic input's only where its values must all be of one type)), or None when ONNX has no
-    schema for it."""
+    a variadic input's only where its values must all be of one type); each attribute's type, as
+    AttributeProto numbers it), or None when ONNX has no schema for it."""
     from dnnperf.load import onnx_lite
 
     defs = onnx_lite.defs()
@@ -77,7 +77,8 @@ def _schema(op: str, opset: int):
     last_variadic = bool(inputs) and inputs[-1][1] and params[-1] is not None
     params = [p if p is not None and (counts[p] > 1 or (last_variadic and k == len(params) - 1)) else None
               for k, p in enumerate(params)]
-    return tuple(inputs), frozenset(schema.attributes), tuple(params)
+    return (tuple(inputs), frozenset(schema.attributes), tuple(params),
+            {name: int(a.type) for name, a in schema.attributes.items()})
 
 
 def _readers(nodes, stated: dict, opset: int, path: str) -> list:
@@ -118,6 +119,40 @@ def _readers(nodes, stated: dict, opset: int, path: str) -> list:
                     f"{n.op_type} does not accept at opset {opset} ({kinds}) — the file is inconsistent; re-export it")
             odd.append((n, name, dtype, kinds))
     return odd
+
+
+# AttributeProto's type numbers -> the names ONNX's checker gives them
+_ATTR_TYPES = {1: "FLOAT", 2: "INT", 3: "STRING", 4: "TENSOR", 5: "GRAPH", 6: "FLOATS", 7: "INTS", 8: "STRINGS",
+               9: "TENSORS", 10: "GRAPHS", 11: "SPARSE_TENSOR", 12: "SPARSE_TENSORS", 13: "TYPE_PROTO",
+               14: "TYPE_PROTOS"}
+
+
+def check_attribute_types(nodes, opset: int, path: str) -> None:
+    """Raises DnnperfError (exit 2) for a default-domain node (``nodes``: the top graph's NodeViews)
+    that gives an attribute its operator defines in another type (a Transpose's ``perm`` as floats):
+    ONNX's checker and ONNX Runtime refuse such a file, and the shape rules read it as something else
+    (that Transpose came out a scalar of 4 bytes). An attribute without a type (files of before IR
+    version 2 may leave it out) and ops ONNX has no schema for are skipped."""
+    ok: set = set()  # (op, attribute, type) seen to match
+    for n in nodes:
+        attrs = n.attribute
+        if not attrs or n.const is not None or n.domain not in ("", "ai.onnx"):
+            continue  # (a view's ``const``: a Constant's one attribute, a tensor named value, as defined)
+        op = n.op_type
+        for a in attrs:
+            key = (op, a.name, a.type)
+            if key in ok or not key[2]:
+                continue
+            schema = _schema(op, opset)
+            if schema is None:
+                break
+            want = schema[3].get(key[1])
+            if want is not None and want != key[2]:
+                raise DnnperfError(
+                    f"node '{n.name or op}' ({op}) in '{path}' gives attribute '{key[1]}' as "
+                    f"{_ATTR_TYPES.get(key[2], key[2])} where {op} defines {_ATTR_TYPES.get(want, want)} at opset "
+                    f"{opset} — ONNX Runtime refuses such a file; re-export it")
+            ok.add(key)
 
 
 def unknown_attributes(nodes, opset: int) -> list[str]:

@@ -103,6 +103,8 @@ def _make(weight: int, family: str, op: str = ""):
     softmax = op in _SOFTMAXES
 
     def cost(ctx: Ctx):
+        if (softmax or op == "LayerNormalization") and ctx.node.domain in ("", "ai.onnx"):
+            ctx.axis(len(ctx.in_shape(0)))
         if checked:
             _params_fit(ctx, op)
         extra = {"row": _row(ctx)} if rows else {}
@@ -124,6 +126,8 @@ def lrn(ctx: Ctx):
     against 0.1 and 0.2 estimated from the op count): a calibrated CPU times an element
     (``loop_ns`` 'LRN')."""
     size = int(ctx.attr("size", 5))
+    if size < 1:
+        raise Contradiction(f"size {size}: the window must hold at least one channel")
     n = ctx.in_numel(0)
     return ctx.workload("norm", other=(2 * size + 4) * n, kernel="LRN", loop_items=n)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from math import prod
 
 from dnnperf.ir import DTYPE_BITS
-from dnnperf.ops import Ctx, register
+from dnnperf.ops import Contradiction, Ctx, register
 from dnnperf.vocab import TRANSPOSE_BLOCKS, TRANSPOSE_ELEMENTS, TRANSPOSE_PLANES, TRANSPOSE_RESHAPE
 from dnnperf.workload import Workload
 
@@ -29,6 +29,8 @@ def transpose(ctx: Ctx):
     x = ctx.in_shape(0)
     perm = ctx.attr("perm", None)
     perm = list(range(len(x)))[::-1] if perm is None else [int(p) for p in perm]
+    if sorted(perm) != list(range(len(x))):
+        raise Contradiction(f"perm {perm} is not a permutation of the input's {len(x)} axes")
     how = copy_kind(x, perm, DTYPE_BITS.get(ctx.dtype(0), 32) // 8)
     if how is None:
         return Workload(family="view", dtype=ctx.dtype(0), launches=0)

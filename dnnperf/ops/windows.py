@@ -22,7 +22,7 @@ def windowed(op: str, a: dict, x: tuple, dims: list) -> tuple | None:
     else:
         kernel = a.get("kernel_shape")
         channels = x[1]
-    if not kernel or len(kernel) != r:
+    if not kernel or len(kernel) != r or min(kernel) < 1:
         return None
     strides = a.get("strides") or [1] * r
     dil = a.get("dilations") or [1] * r
