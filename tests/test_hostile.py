@@ -384,6 +384,21 @@ def test_an_axis_past_the_int32_range_is_refused(tmp_path, attrs):
     expect_exit2(["analyze", save(m, tmp_path), "--hw", "v100"], f"has axis = {attrs['axis']}, out of any tensor's rank")
 
 
+def test_a_negative_gathernd_batch_dims_is_refused_before_onnx_inference_ends_the_process(tmp_path):
+    """ONNX's C++ shape inference (onnx 1.23) dies with a segmentation fault on a GatherND whose batch_dims
+    is negative: the process ended with no message (exit -11). Run in a child process, so that a
+    regression fails this test rather than ending the suite."""
+    import subprocess
+    import sys
+
+    node = helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=-10)
+    m = model([node], [vi("x", [2, 2, 2]), helper.make_tensor_value_info("i", T.INT64, [2, 1])], [vi("y", None)])
+    p = subprocess.run([sys.executable, "-m", "dnnperf", "inspect", save(m, tmp_path)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "batch_dims = -10, which must be 0 or more" in p.stderr and p.stderr.count("\n") == 1
+
+
 @pytest.mark.parametrize("parts", [2, 2 ** 31])
 def test_a_split_into_another_number_of_parts_than_outputs_is_refused(tmp_path, parts):
     """ONNX's inference indexes its list of parts by output: 2 parts for 3 outputs aborted the process

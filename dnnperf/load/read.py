@@ -202,7 +202,7 @@ def check_for_onnx_inference(node_lists, versions: dict, path: str) -> None:
     position, and at least the schema's minimum count), and every axis-naming attribute fits an int32.
     Otherwise it reads out of bounds and ends the whole process (segmentation faults with onnx 1.23: a
     RegexFullMatch or an ai.onnx.ml TreeEnsemble whose input name is empty, a LayerNormalization whose
-    axis is 2^31). ``node_lists``: the nodes of the main graph (their views: ~3x faster to read) and of
+    axis is 2^31, a GatherND whose batch_dims is negative). ``node_lists``: the nodes of the main graph (their views: ~3x faster to read) and of
     each body; ``versions``: domain -> the model's opset."""
     from dnnperf.load import onnx_lite
 
@@ -245,6 +245,10 @@ def check_for_onnx_inference(node_lists, versions: dict, path: str) -> None:
                             # process, 2^31 parts take a minute
                             raise DnnperfError(f"node '{n.name or op}' (Split) in '{path}' has num_outputs = {a.i} "
                                                f"but {len(n.output)} outputs — the model is malformed; re-export it")
+                    elif name == "batch_dims" and op == "GatherND" and a.i < 0:
+                        # a negative count of batch dims: ONNX's inference (onnx 1.23) ends the process
+                        raise DnnperfError(f"node '{n.name or op}' (GatherND) in '{path}' has batch_dims = {a.i}, "
+                                           "which must be 0 or more — the model is malformed; re-export it")
                     elif any(not -2**31 <= v < 2**31 for v in (a.ints if a.ints else (a.i,))):
                         raise DnnperfError(f"node '{n.name or op}' ({op}) in '{path}' has {name} = "
                                            f"{list(a.ints) if a.ints else a.i}, out of any tensor's rank — the model "
