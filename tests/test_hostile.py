@@ -443,10 +443,28 @@ def test_an_attribute_of_another_type_than_its_operator_defines_is_refused(tmp_p
     (helper.make_node("Concat", ["x", "x"], ["y"], axis=2), [40, 80], "axis 2 is out of range"),
     (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[0, 0]), [1, 4, 8, 8], "kernel_shape [0, 0]"),
     (helper.make_node("LRN", ["x"], ["y"], size=0), [1, 4, 8, 8], "size 0"),
+    # found by mutating the attributes of ONNX's node-test models where ONNX Runtime refuses the result
+    (helper.make_node("Flatten", ["x"], ["y"], axis=3), [4, 8], "axis 3 is out of range for a rank-2 input"),
+    (helper.make_node("Gather", ["x", "i"], ["y"], axis=-3), [4, 8], "axis -3 is out of range"),
+    (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2]), [1, 4, 8, 8],
+     "kernel_shape [2] has 1 values where a 2-D window needs 2"),
+    (helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], pads=[2, 2, 2, 2]), [1, 4, 8, 8],
+     "pads [2, 2, 2, 2] are not all smaller than the window [2, 2]"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1]), [1, 4, 8, 8], "pads [1, 1, 1] has 3 values"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], strides=[0, 1]), [1, 4, 8, 8], "strides [0, 1]: each must be 1"),
+    (helper.make_node("ReduceSum", ["x"], ["y"], axes=[1, -1]), [4, 8], "axes [1, -1] name an axis twice"),
+    (helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=0), [1, 4, 8, 8], "blocksize 0 must be 1 or more"),
+    (helper.make_node("ConvTranspose", ["x", "w"], ["y"], group=3), [1, 4, 8, 8],
+     "group=3 does not divide the input's 4 channels"),
 ])
 def test_an_attribute_its_input_contradicts_leaves_the_node_unscored_and_says_why(tmp_path, node, x, reason):
+    opset = 11 if node.op_type == "ReduceSum" else 17  # (axes an attribute before opset 13)
     inits = [helper.make_tensor("s", T.FLOAT, [8], np.ones(8, np.float32))] if "s" in node.input else []
-    p = save(model([node], [vi("x", x)], [vi("y", None)], inits), tmp_path, "m.onnx")
+    if "w" in node.input:
+        inits.append(helper.make_tensor("w", T.FLOAT, [4, 4, 3, 3], np.zeros(144, np.float32)))
+    if "i" in node.input:
+        inits.append(helper.make_tensor("i", T.INT64, [2], [0, 1]))
+    p = save(model([node], [vi("x", x)], [vi("y", None)], inits, opset=opset), tmp_path, "m.onnx")
     r = runner.invoke(app, ["inspect", str(p), "-f", "json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
@@ -456,8 +474,10 @@ def test_an_attribute_its_input_contradicts_leaves_the_node_unscored_and_says_wh
     # the same ops with valid attributes are scored (axis counted from the end, a 1 x 1 window)
     for ok in (helper.make_node("Softmax", ["x"], ["y"], axis=-2),
                helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 1]),
-               helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0])):
-        shape = [1, 4, 8, 8] if ok.op_type == "MaxPool" else [4, 8]
+               helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0]),
+               helper.make_node("Flatten", ["x"], ["y"], axis=2),  # [-r, r]: after the last axis is valid
+               helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[2, 2, 2, 2])):
+        shape = [1, 4, 8, 8] if ok.op_type in ("MaxPool", "AveragePool") else [4, 8]
         p = save(model([ok], [vi("x", shape)], [vi("y", None)]), tmp_path, "ok.onnx")
         d = json.loads(runner.invoke(app, ["inspect", str(p), "-f", "json", "-q"]).stdout)
         assert d["unsupported_ops"] == [], (ok.op_type, d["unsupported_ops"])

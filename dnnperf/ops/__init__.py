@@ -315,13 +315,22 @@ def cost_node(graph: Graph, node: Node, fold: bool = True) -> Workload:
             try:
                 w = memo.get(sig)
             except TypeError:  # an attribute or shape that is not hashable: computed as it comes
-                return fn(Ctx(graph, node))
+                return _costed(fn, graph, node)
             if w is None:
-                w = fn(Ctx(graph, node))  # raises for a node it cannot cost: nothing kept
+                w = _costed(fn, graph, node)  # raises for a node it cannot cost: nothing kept
                 if len(memo) < _MEMO_MAX:
                     memo[sig] = w
             return w
-    return fn(Ctx(graph, node))
+    return _costed(fn, graph, node)
+
+
+def _costed(fn: CostFn, graph: Graph, node: Node) -> Workload:
+    """``fn``'s workload of ``node``, after its attributes are checked against its input
+    (``dnnperf.ops.attributes``: an axis past the rank, a window of the wrong length)."""
+    ctx = Ctx(graph, node)
+    if node.attrs and node.domain in ("", "ai.onnx"):
+        _check_attributes(ctx)
+    return fn(ctx)
 
 
 def weight_status(graph: Graph, name: str) -> bool:
@@ -395,3 +404,4 @@ def _load() -> None:
 
 
 _load()
+from dnnperf.ops.attributes import check as _check_attributes  # noqa: E402  (it builds on Ctx, above)

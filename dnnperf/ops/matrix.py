@@ -152,12 +152,14 @@ def conv_transpose(ctx: Ctx):
     _same_type(ctx, 3)
     x = ctx.in_shape(0)
     w = ctx.in_shape(1)
-    y = ctx.out_shape(0)
     groups = int(ctx.attr("group", 1))
     cin = x[1]
     cout_g = w[1]
     if len(x) >= 2 and len(w) >= 2 and w[0] != cin:
         raise Contradiction(f"input has {cin} channels but the weights {list(w)} expect {w[0]}")
+    if groups < 1 or cin % groups:  # (checked before the output, which such a node leaves unresolved)
+        raise Contradiction(f"group={groups} does not divide the input's {cin} channels")
+    y = ctx.out_shape(0)
     _kernel_fits(ctx, w)
     if ctx.has_input(2) and len(y) >= 2 and tuple(ctx.in_shape(2)) != (y[1],):
         raise Contradiction(f"bias {list(ctx.in_shape(2))} is not one value per output channel ({y[1]})")

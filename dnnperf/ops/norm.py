@@ -103,8 +103,6 @@ def _make(weight: int, family: str, op: str = ""):
     softmax = op in _SOFTMAXES
 
     def cost(ctx: Ctx):
-        if (softmax or op == "LayerNormalization") and ctx.node.domain in ("", "ai.onnx"):
-            ctx.axis(len(ctx.in_shape(0)))
         if checked:
             _params_fit(ctx, op)
         extra = {"row": _row(ctx)} if rows else {}
