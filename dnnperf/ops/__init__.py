@@ -103,18 +103,6 @@ class Ctx:
     def attr(self, name: str, default=None):
         return self.node.attrs.get(name, default)
 
-    def axis(self, rank: int, name: str = "axis") -> int | None:
-        """The node's ``name`` attribute as an axis of a rank-``rank`` input, counted from 0; None when
-        the node does not give it. One out of [-rank, rank - 1] raises Contradiction: ONNX Runtime
-        refuses the node, and the cost would price another axis (a Softmax over axis 5 of a 2-D input)."""
-        a = self.node.attrs.get(name)
-        if a is None or rank == 0:
-            return None
-        a = int(a)
-        if not -rank <= a < rank:
-            raise Contradiction(f"{name} {a} is out of range for a rank-{rank} input")
-        return a + rank if a < 0 else a
-
     def value(self, i: int):
         """Constant value of input ``i`` (initializer or folded shape value), or None."""
         if not self.has_input(i):

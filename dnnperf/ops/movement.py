@@ -78,8 +78,8 @@ def _concat_fits(ctx: Ctx) -> None:
     shapes = [tensors[n].shape if n in tensors else None for n in ctx.node.inputs if n]
     if shapes and all(s is not None for s in shapes):
         rank = len(shapes[0])
-        ax = ctx.axis(rank)
-        ax = 0 if ax is None else ax
+        ax = int(ctx.attr("axis", 0))  # (within the rank: dnnperf.ops.attributes)
+        ax = ax + rank if ax < 0 else ax
         for s in shapes[1:]:
             off = [k for k in range(min(rank, len(s))) if k != ax and s[k] != shapes[0][k]]
             if len(s) != rank or off:
