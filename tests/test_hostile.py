@@ -65,7 +65,8 @@ def test_inputs_that_never_end_or_are_pipes_are_refused_not_read(tmp_path):
         pytest.skip("needs /dev/zero and named pipes")
     fifo = tmp_path / "model.onnx"
     os.mkfifo(fifo)  # opened for reading, it would block: the check comes before any open
-    for args in (["analyze", "/dev/zero", "--hw", "v100"], ["inspect", fifo], ["strip", "/dev/zero", "-o", tmp_path / "s.onnx"]):
+    for args in (["analyze", "/dev/zero", "--hw", "v100"], ["inspect", fifo],
+                 ["strip", "/dev/zero", "-o", tmp_path / "s.onnx"]):
         expect_exit2(args, "not a regular file")
     big = tmp_path / "big.yaml"
     big.write_bytes(b"#" * (2**20 + 1))  # a comment: valid YAML, one byte past the limit

@@ -202,8 +202,8 @@ def check_for_onnx_inference(node_lists, versions: dict, path: str) -> None:
     position, and at least the schema's minimum count), and every axis-naming attribute fits an int32.
     Otherwise it reads out of bounds and ends the whole process (segmentation faults with onnx 1.23: a
     RegexFullMatch or an ai.onnx.ml TreeEnsemble whose input name is empty, a LayerNormalization whose
-    axis is 2^31, a GatherND whose batch_dims is negative). ``node_lists``: the nodes of the main graph (their views: ~3x faster to read) and of
-    each body; ``versions``: domain -> the model's opset."""
+    axis is 2^31, a GatherND whose batch_dims is negative). ``node_lists``: the nodes of the main graph
+    (their views: ~3x faster to read) and of each body; ``versions``: domain -> the model's opset."""
     from dnnperf.load import onnx_lite
 
     defs = onnx_lite.defs()

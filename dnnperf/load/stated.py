@@ -1,7 +1,8 @@
 """What a file states, checked against ONNX's operator schemas: the element types of its inputs and
 weights against what the ops that read them accept (``check_types``), its nodes' attributes against the
-ones their operators define (``unknown_attributes``), and the inputs an operator ties to one element
-type against each other (``mixed_types``).
+ones their operators define (``unknown_attributes``) and the types they define them in
+(``check_attribute_types``), and the inputs an operator ties to one element type against each other
+(``mixed_types``).
 
 Shape rules carry an element type forward from the tensors the file declares, so a type code that is
 not ONNX's would be read as float32, and text or flags fed to arithmetic would be priced at some
