@@ -484,6 +484,16 @@ def test_an_attribute_its_input_contradicts_leaves_the_node_unscored_and_says_wh
         assert d["unsupported_ops"] == [], (ok.op_type, d["unsupported_ops"])
 
 
+def test_an_attribute_of_another_type_inside_a_branch_is_refused(tmp_path):
+    """The same check reaches control-flow bodies: an If whose then-branch holds the float-perm Transpose."""
+    bad = _attribute_of_type(helper.make_node("Transpose", ["x"], ["t"], name="inner"), "perm", [1.0, 0.0])
+    then = helper.make_graph([bad], "then", [], [vi("t", None)])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [], [vi("e", None)])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)
+    m = model([node], [vi("x", [4, 8]), helper.make_tensor_value_info("c", T.BOOL, [])], [vi("y", None)])
+    expect_exit2(["inspect", save(m, tmp_path)], "node 'inner' (Transpose)")
+
+
 def test_an_attribute_without_a_type_is_read_as_before(tmp_path):
     """Files of before IR version 2 may leave an attribute's type out (0): not refused for it."""
     node = helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0])

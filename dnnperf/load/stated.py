@@ -20,6 +20,7 @@ from functools import lru_cache
 
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES
+from dnnperf.load.topology import MAX_DEPTH
 
 # dnnperf's dtype names -> the names ONNX's type constraints use
 _ONNX_NAME = {"float32": "float", "float64": "double"}
@@ -122,26 +123,31 @@ def _readers(nodes, stated: dict, opset: int, path: str) -> list:
     return odd
 
 
+_GRAPH, _GRAPHS = 5, 10
 # AttributeProto's type numbers -> the names ONNX's checker gives them
 _ATTR_TYPES = {1: "FLOAT", 2: "INT", 3: "STRING", 4: "TENSOR", 5: "GRAPH", 6: "FLOATS", 7: "INTS", 8: "STRINGS",
                9: "TENSORS", 10: "GRAPHS", 11: "SPARSE_TENSOR", 12: "SPARSE_TENSORS", 13: "TYPE_PROTO",
                14: "TYPE_PROTOS"}
 
 
-def check_attribute_types(nodes, opset: int, path: str) -> None:
-    """Raises DnnperfError (exit 2) for a default-domain node (``nodes``: the top graph's NodeViews)
-    that gives an attribute its operator defines in another type (a Transpose's ``perm`` as floats):
-    ONNX's checker and ONNX Runtime refuse such a file, and the shape rules read it as something else
-    (that Transpose came out a scalar of 4 bytes). An attribute without a type (files of before IR
-    version 2 may leave it out) and ops ONNX has no schema for are skipped."""
+def check_attribute_types(nodes, opset: int, path: str, depth: int = 0) -> None:
+    """Raises DnnperfError (exit 2) for a default-domain node (``nodes``: NodeViews of the top graph, or
+    a control-flow body's NodeProtos) that gives an attribute its operator defines in another type (a
+    Transpose's ``perm`` as floats): ONNX's checker and ONNX Runtime refuse such a file, and the shape
+    rules read it as something else (that Transpose came out a scalar of 4 bytes). An attribute without a type (files of before IR
+    version 2 may leave it out) and ops ONNX has no schema for are skipped. The bodies of control-flow
+    nodes are checked too, down to ``MAX_DEPTH`` levels (deeper nesting is refused elsewhere)."""
     ok: set = set()  # (op, attribute, type) seen to match
     for n in nodes:
         attrs = n.attribute
-        if not attrs or n.const is not None or n.domain not in ("", "ai.onnx"):
+        if not attrs or getattr(n, "const", None) is not None or n.domain not in ("", "ai.onnx"):
             continue  # (a view's ``const``: a Constant's one attribute, a tensor named value, as defined)
         op = n.op_type
         for a in attrs:
             key = (op, a.name, a.type)
+            if key[2] in (_GRAPH, _GRAPHS) and depth < MAX_DEPTH:  # an If's branches, a Loop's body
+                for g in ([a.g] if key[2] == _GRAPH else a.graphs):
+                    check_attribute_types(g.node, opset, path, depth + 1)
             if key in ok or not key[2]:
                 continue
             schema = _schema(op, opset)
