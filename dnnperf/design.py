@@ -38,7 +38,7 @@ def read_space(path: str) -> dict:
 
     require_file(path, "search-space file", "check the path", "a .yaml file")
     try:
-        text = read_text(path, "search-space file", 2**20)
+        text = read_text(path, "search-space file", 10**6)
     except UnicodeDecodeError:
         raise DnnperfError(f"search-space file '{path}' is not UTF-8 text — pass a .yaml file") from None
     d = safe_yaml(text, f"space '{path}'")

@@ -33,7 +33,7 @@ def read_text(path: str, kind: str, limit: int) -> str:
 
 
 def _size(n: int) -> str:
-    return f"{n // 2**20} MB" if n >= 2**20 else f"{n} bytes"
+    return f"{n // 10**6} MB" if n >= 10**6 else f"{n} bytes"
 
 
 def require_regular(path: str, kind: str) -> None:

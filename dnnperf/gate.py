@@ -24,8 +24,8 @@ from dnnperf.hardware import HardwareProfile, load_profile, shipped_names
 
 BASELINE_SCHEMA = "dnnperf-baseline/2"
 # a baseline larger than this is not one (swin_t records ~0.4 MB of layers per profile: 25 profiles of 25
-# such models fit)
-BASELINE_MAX_BYTES = 256 << 20
+# such models fit); sizes in decimal MB, as every bounded read of files.read_text
+BASELINE_MAX_BYTES = 256 * 10**6
 
 
 class ModelSource:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from dnnperf.errors import DnnperfError
-from dnnperf.files import require_file
+from dnnperf.files import read_text, require_file
 from dnnperf.vocab import EPILOGUE_ACTIVATIONS, INT8_OPERANDS, LOOP_KERNELS, PROFILE_FAMILIES
 
 SCHEMA_ID = "dnnperf-hw/1"
@@ -998,10 +998,7 @@ def _find_profile(spec: str) -> HardwareProfile:
 
 @lru_cache(maxsize=64)
 def _load_cached(path: str, mtime: float) -> HardwareProfile:
-    with open(path, "r", encoding="utf-8") as fh:
-        text = fh.read(1_000_001)
-    if len(text) > 1_000_000:
-        raise DnnperfError(f"profile '{path}' is larger than 1 MB — not a hardware profile")
+    text = read_text(path, "profile", 10**6)  # (a device that never ends, or a file of another sort: refused)
     data = safe_yaml(text, f"profile '{os.path.basename(path)}'")
     from dataclasses import replace
 
@@ -1014,8 +1011,6 @@ def _load_path(path: str) -> HardwareProfile:
         return _load_cached(os.path.abspath(path), os.path.getmtime(path))
     except UnicodeDecodeError:
         raise DnnperfError(f"profile '{path}' is not UTF-8 text — pass a YAML file") from None
-    except PermissionError:
-        raise DnnperfError(f"cannot read profile '{path}': permission denied") from None
 
 
 def load_profiles(specs: list[str]) -> list[HardwareProfile]:

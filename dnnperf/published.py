@@ -99,7 +99,7 @@ def load_published(path: str) -> list[Kernel]:
     """Every distinct kernel of every sheet (see the module docstring)."""
     require_file(path, "published data file", "pass a JSON file of published kernel timings", "the JSON file")
     try:
-        data = json.loads(read_text(path, "published data file", 64 * 2**20))
+        data = json.loads(read_text(path, "published data file", 64 * 10**6))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DnnperfError(f"'{path}' is not valid JSON ({exc.__class__.__name__})") from None
     sheets = data.get("sheets") if isinstance(data, dict) else None
