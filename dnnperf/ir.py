@@ -102,6 +102,13 @@ def legacy_operand(op_type: str, attrs: dict, a: tuple, b: tuple, opset: int) ->
     return (1,) * axis + b + (1,) * (len(a) - axis - len(b))
 
 
+def attrs_key(attrs: dict) -> tuple:
+    """A node's plain attributes as a hashable key (lists as tuples), for the memos that answer for
+    nodes alike: the loader's shape rules (``dnnperf.load.fast``) and the costs (``dnnperf.ops``). A value
+    that stays unhashable (a list of lists) makes the caller's lookup raise TypeError."""
+    return tuple([(k, tuple(v) if type(v) is list else v) for k, v in attrs.items()])
+
+
 def value_inputs(node) -> list:
     """The inputs whose values an op's output depends on: all of them, but CastLike's target, read
     for its element type alone (an unoptimised dynamo export builds every bias-free convolution's

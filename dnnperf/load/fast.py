@@ -16,7 +16,7 @@ tensor of every bundled model.
 
 from __future__ import annotations
 
-from dnnperf.ir import BOOL_OUT, DTYPE_NAMES, cast_target, op_key
+from dnnperf.ir import BOOL_OUT, DTYPE_NAMES, attrs_key, cast_target, op_key
 from dnnperf.load.fold import Resolver, tensor_value
 from dnnperf.load.read import static, type_shape
 from dnnperf.load.shapes import split
@@ -161,7 +161,7 @@ def _node(n, res: Resolver, types: dict, opset: int, memo: dict) -> bool:
         shapes = tuple([t[0] if t is not None else None for t in ins])
         if n.attribute:
             a = res.attrs(n)
-            key = (op, shapes, tuple([(k, tuple(v) if type(v) is list else v) for k, v in a.items()]))
+            key = (op, shapes, attrs_key(a))
         else:
             a, key = _NO_ATTRS, (op, shapes)
         try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES, NEVER_FOLDED, Graph, Node, op_key, value_inputs
+from dnnperf.ir import DTYPE_BITS, INDEX_DTYPES, NEVER_FOLDED, Graph, Node, attrs_key, op_key, value_inputs
 from dnnperf.workload import Workload
 
 
@@ -337,14 +337,7 @@ def _signature(graph: Graph, node: Node, key: str) -> tuple | None:
     inputs naming one tensor (``Ctx.byte_split`` counts a tensor once); each output's shape and type.
     An attribute that stays unhashable (an array, a list of lists) makes the caller cost the node as
     it comes."""
-    attrs = node.attrs
-    if attrs:
-        a = []
-        for k, v in attrs.items():
-            a.append((k, tuple(v) if type(v) is list else v))
-        parts: list = [key, graph.opset, tuple(a)]
-    else:
-        parts = [key, graph.opset, ()]
+    parts: list = [key, graph.opset, attrs_key(node.attrs)]
     get = graph.tensors.get
     values = graph.values
     ins = node.inputs
