@@ -11,8 +11,8 @@ one, not checked); ``axes`` within the same range and without repeats where they
 a windowed op's ``kernel_shape``, ``strides``, ``dilations`` and ``output_padding`` one value per
 spatial axis and ``pads`` two, windows, strides and dilations of 1 or more, pads of 0 or more (and a
 pooling window's pads smaller than the window: ONNX Runtime and cuDNN refuse it otherwise), a
-ConvTranspose's ``output_shape`` one value per spatial axis (or per axis); ``blocksize`` and ``num_groups``
-of 1 or more. Called by ``cost_node`` before the cost function (and
+ConvTranspose's ``output_shape`` one value per spatial axis (or per axis); ``blocksize``, ``num_groups``
+and LRN's ``size`` of 1 or more. Called by ``cost_node`` before the cost function (and
 memoised with it: the check reads the attributes and input shapes the memo's signature holds).
 """
 
@@ -57,7 +57,7 @@ def check(ctx: Ctx) -> None:
     elif op == "Col2Im":  # its window's rank is its image_shape input's length
         image = ctx.value(1)
         _window(attrs, None if image is None else image.size + 2, False)
-    for name in ("blocksize", "num_groups"):
+    for name in ("blocksize", "num_groups", "size"):  # (DepthToSpace/SpaceToDepth, GroupNormalization, LRN)
         v = attrs.get(name)
         if isinstance(v, int) and v < 1:
             raise Contradiction(f"{name} {v} must be 1 or more")
