@@ -1349,6 +1349,23 @@ def test_a_layer_norm_scale_of_the_rows_size_in_another_shape_is_taken(tmp_path)
     one_line_error(invoke("inspect", save(m, tmp_path), "--dim", "k=100"), 2, "'ln'", "its scale [1, 1, 64]")
 
 
+@pytest.mark.parametrize("op, scale", [("LayerNormalization", [4, 64]), ("LayerNormalization", [2, 4, 64]),
+                                       ("RMSNormalization", [2, 4, 64]), ("RMSNormalization", [2, 1, 64])])
+def test_a_row_norm_scale_that_broadcasts_to_the_whole_input_is_taken(tmp_path, op, scale):
+    """ONNX's definition multiplies the normalised input by the scale, so a scale that broadcasts to the
+    input ([2, 4, 64] or [4, 64] for [2, 4, 64] normalised over its last axis) is well formed, and ONNX
+    Runtime 1.20 on runs it: it was refused as not fitting the normalised axes. One whose axes differ
+    from the input's ([3, 64]) stays unscored, a contradiction."""
+    m = model([helper.make_node(op, ["x", "g"], ["y"], axis=-1, name="ln")], [vi("x", [2, 4, 64])],
+              [vi("y", None)], [weight("g", scale)], opset=23)
+    r = invoke("inspect", save(m, tmp_path), "-f", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["coverage"]["complete"], r.output
+    bad = model([helper.make_node(op, ["x", "g"], ["y"], axis=-1, name="ln")], [vi("x", [2, 4, 64])],
+                [vi("y", None)], [weight("g", [3, 64])], opset=23)
+    d = json.loads(invoke("inspect", save(bad, tmp_path), "-f", "json").stdout)["coverage"]
+    assert d["unscored_by_kind"]["contradiction"] == 1 and d["unscored_nodes"] == ["ln"]
+
+
 def test_split_sizes_that_do_not_add_up_are_refused(tmp_path):
     from helpers import ints
 

@@ -60,7 +60,7 @@ _SKIP_BIAS_INPUT = {"SkipLayerNormalization": 4, "SkipSimplifiedLayerNormalizati
 def _params_fit(ctx: Ctx, op: str) -> None:
     """A normalisation's parameters must fit its input (a runtime refuses them otherwise): one per
     channel for Batch/Instance norms (GroupNormalization: per channel, or per group before opset 21),
-    and a row norm's scale broadcast to the normalised axes. A --dim that changed the channels or
+    and a row norm's scale broadcast to the input. A --dim that changed the channels or
     the hidden size was costed at the input's new size, silently."""
     x = tuple(ctx.in_shape(0))
     if op in _PER_CHANNEL and len(x) >= 2:
@@ -75,8 +75,10 @@ def _params_fit(ctx: Ctx, op: str) -> None:
         for k, what in ((i, "scale"), (i + 1, "bias")) if op == "LayerNormalization" else ((i, "scale"),):
             if ctx.has_input(k):
                 s = tuple(ctx.in_shape(k))
-                # ORT takes any of the rows' size, of at most the input's rank
-                if len(s) > len(x) or (not broadcasts_to(s, rows) and ctx.numel(s) != ctx.numel(rows)):
+                # of at most the input's rank, broadcast to the input (ONNX's definition multiplies the
+                # normalised input by it: [4, 64] or the input's own shape for rows of 64 over [1, 4, 64]), or
+                # of the rows' size in another shape (ONNX Runtime before 1.20 took any such)
+                if len(s) > len(x) or (not broadcasts_to(s, x) and ctx.numel(s) != ctx.numel(rows)):
                     raise Contradiction(f"its {what} {list(s)} does not fit the normalised axes {list(rows)}")
 
 
