@@ -609,7 +609,7 @@ def profile_from_dict(d, where: str = "profile") -> HardwareProfile:
         clock = _gpu_clock_figures(d, g, units, units_n)
         _gpu_clock_check(g, clock, where)
         _gpu_tensor_check(g, clock, units, where)
-        assumed += _gpu_assumed(d, _gpu_clock_assumed(g, clock))
+        assumed += _gpu_assumed(d, g, clock)
     if d.get("sources") is None:
         sources = {}
         assumed.append("sources (none: its figures are taken as given, unchecked)")
@@ -751,22 +751,22 @@ def _gpu_lanes(d: dict, sms: int, where: str) -> tuple[int, str]:
     return sms * per_sm, f"{sms} SMs x {per_sm} resident threads, {gen or 'default'} generation"
 
 
-def _gpu_assumed(d: dict, clock: str) -> list[str]:
+def _gpu_assumed(d: dict, g: dict, clock: tuple) -> list[str]:
     """What a GPU profile leaves to the library table: the generation (named by its title or the
-    defaults), the clock (``clock``: its entry, or ''), and the board power (without it the boost clock
-    is taken as held under any load)."""
+    defaults), the clock (its entry, where its figures give none) and the board power (without it the
+    boost clock is taken as held under any load). ``g``: the validated gpu section; ``clock``:
+    ``_gpu_clock_figures``, whose generation is the one the title or name implies where ``g`` names none."""
     from dnnperf import gpu
 
-    g = d.get("gpu") if isinstance(d.get("gpu"), dict) else {}
     out = []
     if not g.get("generation"):
-        title = str(d.get("title", ""))
-        gen = gpu.infer_generation(title, str(d.get("name", "")))
-        by = "title" if gen and gpu.infer_generation(title, "") == gen else "name"
+        gen = clock[0]
+        by = "title" if gen and gpu.infer_generation(str(d.get("title", "")), "") == gen else "name"
         out.append(f"gpu.generation {gen} (named by its {by})" if gen else
                    "gpu.generation (none recognised in its title: the table's default entry)")
-    if clock:  # the clock's note (_gpu_clock_assumed), '' when the profile's figures give the clock
-        out.append(clock)
+    note = _gpu_clock_assumed(g, clock)
+    if note:  # '' when the profile's figures give the clock
+        out.append(note)
     if not g.get("tdp_w") and "sustained_clock_fraction" not in d:
         out.append("gpu.tdp_w (none: the boost clock is taken as held under load; a low-power board, a 70 W T4, "
                    "throttles large kernels well below it)")
