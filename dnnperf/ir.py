@@ -207,6 +207,8 @@ class Graph:
     # Slices at offsets known only at run time (node names, or the first output of an unnamed one):
     # costed at their input's size, an upper bound (``dnnperf.load.data_sized.bound_shapes``)
     bounded: frozenset = frozenset()
+    # nodes ONNX's shape inference refuses (their first output -> why; dnnperf.load.strict): left unscored
+    refused: dict = field(default_factory=dict)
     # the workloads of ``dnnperf.ops.PURE`` cost functions, by signature (``dnnperf.ops.cost_node``);
     # a copy made with dataclasses.replace starts an empty one
     costs: dict = field(default_factory=dict, init=False, repr=False, compare=False)

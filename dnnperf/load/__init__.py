@@ -28,7 +28,7 @@ from typing import Any
 
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor, op_key, value_inputs
-from dnnperf.load import bounds, declared, fast, gaps, hostshape
+from dnnperf.load import bounds, declared, fast, gaps, hostshape, strict
 from dnnperf.load.fold import Resolver, single_values, tensor_value
 from dnnperf.load.onnx_fixes import onnx_wrong_shapes
 from dnnperf.load.overrides import apply_overrides, batch_axes, user_values, weight_inputs, weight_inputs_note
@@ -177,10 +177,11 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
     ordered = topo_order(stored, available)
     del g.value_info[:]  # stale entries could disagree with the user's dims
     res = fast_res = fast.python_shapes(model, opset, ordered, {k: init_info[k] for k in codes}, shape_inits)
+    refused: dict[str, str] = {}  # nodes ONNX's inference refuses (first output -> why)
     if res is not None:  # every shape settled by the rules: ONNX's inference (and its registry) not needed
         inferred = model
     else:
-        inferred, res = _onnx_inference(model, path, opset, stored, ordered)
+        inferred, res, refused = _onnx_inference(model, path, opset, stored, ordered)
     ig = inferred.graph
     types = res.types
     # the Python path has read the inputs and weights already (a graph output no node makes is read here)
@@ -270,13 +271,15 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         symbolic_inputs=dynamic,
         subnormal=subnormal,
         bounded=frozenset(sliced),
+        refused=refused,
     )
 
 
 def _onnx_inference(model, path: str, opset: int, stored: list, ordered: list):
     """ONNX's own shape inference over ``model``: (the inferred copy, a Resolver over ``ordered``
-    seeded with nothing yet). ``stored``, the views of ``model``'s nodes in file order, are pointed
-    at the inferred copy's nodes (the same nodes, with control-flow bodies annotated by inference)."""
+    seeded with nothing yet, the nodes it refuses: ``strict.refused``). ``stored``, the views of
+    ``model``'s nodes in file order, are pointed at the inferred copy's nodes (the same nodes, with
+    control-flow bodies annotated by inference)."""
     import onnx
 
     versions = {("" if imp.domain == "ai.onnx" else imp.domain): int(imp.version) for imp in model.opset_import}
@@ -294,20 +297,23 @@ def _onnx_inference(model, path: str, opset: int, stored: list, ordered: list):
         except Exception as exc:
             raise DnnperfError(f"ONNX shape inference rejected '{path}': {short(exc)}") from None
 
-    inferred = infer()
+    inferred, report = strict.infer(model, infer)
+    if report and strict.outputs_disagree(report):  # a graph output declared otherwise: the node's shape wins
+        strict.drop_output_declarations(model)
+        inferred, report = strict.infer(model, infer)
     fixes = onnx_wrong_shapes(inferred, opset)
     if fixes:  # declared, ONNX's inference keeps them and carries them downstream: a second pass
         from onnx import helper
 
         model.graph.value_info.extend(helper.make_tensor_value_info(name, elem, dims) for name, elem, dims in fixes)
-        inferred = infer()
+        inferred, report = strict.infer(model, infer)
     inferred_nodes = inferred.graph.node
     if len(inferred_nodes) != len(stored):
         raise DnnperfError(f"ONNX shape inference changed the node count of '{path}' — please report this model")
     for view, node in zip(stored, inferred_nodes):
         view.attribute = node.attribute
         view.proto = node
-    return inferred, Resolver(inferred, opset, ordered)
+    return inferred, Resolver(inferred, opset, ordered), strict.refused(model, report) if report else {}
 
 
 def _downstream(nodes: list[Node], names: set[str]) -> set[str]:

@@ -245,9 +245,25 @@ _SHAPE_FLOAT32 = Workload(family="shape", dtype="float32", launches=0)
 _SHAPE_RUNTIME = Workload(family="shape_runtime", dtype="int64", launches=0)
 
 
+def _refused(graph: Graph, node: Node, fold: bool) -> None:
+    """Raise for a node ONNX's shape inference refuses (``graph.refused``): this module's own
+    contradiction where a check here finds one (it names the attribute or the sizes), else ONNX's."""
+    from dataclasses import replace
+
+    try:
+        cost_node(replace(graph, refused={}), node, fold)
+    except Contradiction:
+        raise
+    except Exception:  # noqa: BLE001 - any other failure: ONNX's reason is the better one
+        pass
+    raise Contradiction(graph.refused[node.outputs[0]])
+
+
 def cost_node(graph: Graph, node: Node, fold: bool = True) -> Workload:
     """The workload of ``node``; raises Unsupported when it cannot be costed. ``fold=False``: the
     kernel it is when run, even if its value is known at load time."""
+    if graph.refused and node.outputs and node.outputs[0] in graph.refused:
+        _refused(graph, node, fold)
     if fold and not node.subgraphs:
         values = graph.values
         constants = graph.constants  # values computed from a --value input are run-time work
@@ -316,7 +332,7 @@ def _costed(fn: CostFn, graph: Graph, node: Node) -> Workload:
     """``fn``'s workload of ``node``, after its attributes are checked against its input
     (``dnnperf.ops.attributes``: an axis past the rank, a window of the wrong length)."""
     ctx = Ctx(graph, node)
-    if node.attrs and node.domain in ("", "ai.onnx"):
+    if (node.attrs or node.op_type in _RANKED) and node.domain in ("", "ai.onnx"):
         _check_attributes(ctx)
     return fn(ctx)
 
@@ -385,4 +401,5 @@ def _load() -> None:
 
 
 _load()
-from dnnperf.ops.attributes import check as _check_attributes  # noqa: E402  (it builds on Ctx, above)
+from dnnperf.ops.attributes import RANKED as _RANKED  # noqa: E402  (it builds on Ctx, above)
+from dnnperf.ops.attributes import check as _check_attributes  # noqa: E402

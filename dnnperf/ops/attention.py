@@ -137,7 +137,10 @@ def gqa_ms(ctx: Ctx):
 
 
 def rotary(ctx: Ctx):
-    """RotaryEmbedding (opset 23, com.microsoft): x * cos + rotate(x) * sin, 3 ops per element."""
+    """RotaryEmbedding (opset 23, com.microsoft): x * cos + rotate(x) * sin, 3 ops per element. ONNX's
+    takes [batch, sequence, hidden] only with num_heads (it splits the hidden size into heads)."""
+    if ctx.node.domain in ("", "ai.onnx") and len(ctx.in_shape(0)) == 3 and not ctx.attr("num_heads", 0):
+        raise Contradiction("a 3-D input needs the num_heads attribute to split its hidden size into heads")
     return ctx.workload("elementwise", other=3 * ctx.in_numel(0), parallel=ctx.out_numel(0))
 
 

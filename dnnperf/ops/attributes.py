@@ -12,7 +12,10 @@ a windowed op's ``kernel_shape``, ``strides``, ``dilations`` and ``output_paddin
 spatial axis and ``pads`` two, windows, strides and dilations of 1 or more, pads of 0 or more (and a
 pooling window's pads smaller than the window: ONNX Runtime and cuDNN refuse it otherwise), a
 ConvTranspose's ``output_shape`` one value per spatial axis (or per axis); ``blocksize``, ``num_groups``
-and LRN's ``size`` of 1 or more. Called by ``cost_node`` before the cost function (and
+and LRN's ``size`` of 1 or more; and input 0's rank where the operator's definition bounds it (``_RANKS``:
+a Softmax or an ArgMax of a scalar, a Trilu of a vector, a DepthToSpace of a 3-D tensor, a pooling
+window over a 2-D one), as ONNX's shape inference does on the path that does not run it (``load.fast``).
+Called by ``cost_node`` before the cost function (and
 memoised with it: the check reads the attributes and input shapes the memo's signature holds).
 """
 
@@ -32,6 +35,14 @@ _WINDOWED = frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "M
                        "MaxUnpool", "DeformConv", "MaxRoiPool"})
 _POOLS = frozenset({"MaxPool", "AveragePool", "LpPool"})
 _AT_LEAST_ONE = ("kernel_shape", "strides", "dilations")
+# op -> (least, greatest or None) rank of input 0, as ONNX's shape inference requires it
+_RANKS = {**{op: (1, None) for op in ("Softmax", "LogSoftmax", "Hardmax", "ArgMax", "ArgMin", "TopK", "Compress",
+                                      "BatchNormalization", "LayerNormalization", "RMSNormalization")},
+          **{op: (2, None) for op in ("Trilu", "Det", "ReverseSequence", "MaxUnpool", "DFT", "GroupNormalization")},
+          **{op: (3, None) for op in ("MaxPool", "AveragePool", "LpPool", "DeformConv")},
+          "EyeLike": (2, 2), "DepthToSpace": (4, 4), "SpaceToDepth": (4, 4), "RotaryEmbedding": (3, 4),
+          "Col2Im": (3, 3), "TfIdfVectorizer": (1, 2), "StringNormalizer": (1, 2)}
+RANKED = frozenset(_RANKS)  # ops checked here even without attributes
 
 
 def check(ctx: Ctx) -> None:
@@ -40,6 +51,12 @@ def check(ctx: Ctx) -> None:
     op = node.op_type
     t = ctx.graph.tensors.get(node.inputs[0]) if node.inputs and node.inputs[0] else None
     rank = len(t.shape) if t is not None and t.shape is not None else None
+    bounds = _RANKS.get(op)
+    if bounds is not None and rank is not None and (rank < bounds[0] or (bounds[1] is not None and rank > bounds[1])):
+        least, most = bounds
+        need = f"rank {least}" if least == most else f"rank {least} or more" if most is None else \
+            f"rank {least} to {most}"
+        raise Contradiction(f"its input has rank {rank} where {op} takes {need}")
     if "axis" in attrs and rank is not None and op not in _AXIS_NOT_INPUT:
         below, above = _AXIS_RANGE.get(op, (0, 0))
         a = attrs["axis"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from math import log2, prod
 
-from dnnperf.ops import Ctx, Unsupported, register
+from dnnperf.ops import Contradiction, Ctx, Unsupported, register
 from dnnperf.workload import Gemm
 
 
@@ -34,12 +34,26 @@ def _numel(shape) -> int:
     return int(prod(shape)) if shape else 1
 
 
+def _loss_fit(ctx: Ctx) -> None:
+    """A loss's scores (N, C, d1..dk), target (N, d1..dk) and optional weight (C) must agree: ONNX's
+    inference refuses them otherwise (on SoftmaxCrossEntropyLoss only inside its function body, which
+    the loader does not hold against a node)."""
+    x, t = ctx.in_shape(0), ctx.in_shape(1)
+    if len(x) < 2 or tuple(t) != tuple(x[:1]) + tuple(x[2:]):
+        raise Contradiction(f"scores {list(x)} and target {list(t)} do not agree "
+                            "(scores N x C x d..., target N x d...)")
+    if ctx.has_input(2) and tuple(ctx.in_shape(2)) != (x[1],):
+        raise Contradiction(f"its class weights {list(ctx.in_shape(2))} are not one per class ({x[1]})")
+
+
 def nll_loss(ctx: Ctx):
+    _loss_fit(ctx)
     n = ctx.in_numel(1)  # target
     return ctx.workload("reduce", other=3 * n, parallel=max(1, ctx.out_numel()))
 
 
 def softmax_ce_loss(ctx: Ctx):
+    _loss_fit(ctx)
     scores = ctx.in_numel(0)
     n = ctx.in_numel(1)
     return ctx.workload("softmax", other=6 * scores + 3 * n, parallel=max(1, n))

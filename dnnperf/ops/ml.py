@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import replace
 from math import ceil, log2, prod
 
-from dnnperf.ops import Ctx, register, register_shapes
+from dnnperf.ops import Contradiction, Ctx, register, register_shapes
 
 _F32 = "float32"
 
@@ -142,6 +142,8 @@ def _tree_levels(a: dict) -> int:
 
 def tree_ensemble(ctx: Ctx):
     a = ctx.node.attrs
+    if ctx.node.op_type == "TreeEnsemble" and len(ctx.in_shape(0)) != 2:  # (ai.onnx.ml 5: samples x features)
+        raise Contradiction(f"its input has rank {len(ctx.in_shape(0))} where TreeEnsemble takes a 2-D one")
     n = _rows(ctx.in_shape(0))
     trees = len(set(a.get("nodes_treeids") or ())) or len(a.get("tree_roots") or ()) or 1
     outputs = max((ctx.out_numel(i) for i, o in enumerate(ctx.node.outputs) if o), default=0) // max(1, n)

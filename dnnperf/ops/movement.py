@@ -242,6 +242,21 @@ def _shape_vector(ctx: Ctx) -> None:
         raise Contradiction(f"its shape input '{ctx.node.inputs[i]}' is {list(t.shape)}, not a 1-D tensor")
 
 
+def _crop_pad_fits(ctx: Ctx) -> None:
+    """CenterCropPad's ``shape`` holds one size per axis it names (``axes``, else every axis of its
+    input): ONNX's function body refuses another length (a Max of mismatched vectors)."""
+    if not ctx.has_input(1):
+        return
+    x, s = ctx.graph.tensors.get(ctx.node.inputs[0]), ctx.graph.tensors.get(ctx.node.inputs[1])
+    if x is None or s is None or x.shape is None or s.shape is None:
+        return
+    axes = ctx.attr("axes", None)
+    want = len(axes) if axes else len(x.shape)
+    if len(s.shape) != 1 or s.shape[0] != want:
+        raise Contradiction(f"its shape input is {list(s.shape)} where {want} sizes are needed (one per axis "
+                            f"{'it names' if axes else 'of its input'})")
+
+
 def _check_expand(ctx: Ctx) -> None:
     """An Expand whose output is unknown because its input and target shape (both known) do not
     broadcast: a contradiction, not a lost shape."""
@@ -355,8 +370,15 @@ def compress(ctx: Ctx):
     return replace(w, note="data-dependent output: costed at its upper bound (every slice kept)", host_waits=1)
 
 
+def crop_pad(ctx: Ctx):
+    """CenterCropPad: a copy of the window it keeps, once its shape input is checked."""
+    _crop_pad_fits(ctx)
+    return movement(ctx)
+
+
 register({op: movement for op in MOVEMENT})
 register({"Compress": compress})
+register({"CenterCropPad": crop_pad})
 register({"Gather": gather, "Expand": expand, "Dropout": dropout})
 register({"Concat": concat}, pure=True)
 register({op: reads_what_it_keeps for op in ("GatherElements", "GatherND")})
@@ -366,7 +388,8 @@ register_check({op: _indices_in_range for op in ("Gather", "GatherElements")})
 register_check({"GatherND": _gather_nd_fits})
 register_check({"Expand": _check_expand, "Concat": _concat_fits, "ScatterND": _scatter_nd_fits})
 register_check({op: _same_count for op in ("Flatten", "Squeeze", "Unsqueeze", "Identity")})
-register_check({"Reshape": _reshape_fits, "ConstantOfShape": _shape_vector, "Tile": _shape_vector})
+register_check({"Reshape": _reshape_fits, "ConstantOfShape": _shape_vector, "Tile": _shape_vector,
+                "CenterCropPad": _crop_pad_fits})
 register({op: view for op in VIEWS})
 register({op: shape_only for op in SHAPE_ONLY})
 register({op: fill for op in FILL})
