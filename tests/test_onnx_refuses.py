@@ -109,3 +109,16 @@ def test_rules_onnx_checks_only_in_a_function_body_are_checked_on_the_node(tmp_p
     good = model([helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t"], ["y"], name="sce")],
                  [vi("x", [3, 5, 4]), vi("t", [3, 4], T.INT64)], [vi("y", None)], opset=13)
     assert _contradictions(save(good, tmp_path, "good.onnx")) == []
+
+
+@pytest.mark.parametrize("win, complete", [([16], True), ([], False), ([8], False), ([16, 1], False)])
+def test_an_stft_window_is_one_weight_per_sample_of_a_frame(tmp_path, win, complete):
+    """ONNX Runtime ends the whole process (abort) on an STFT window of another shape than [frame
+    length]; dnnperf scored it. A 1-D window of the frame's 16 samples is scored."""
+    m = model([helper.make_node("STFT", ["x", "step", "w", "len"], ["y"], name="stft")], [vi("x", [1, 128, 1])],
+              [vi("y", None)], [numpy_scalar("step", 8, "int64"), weight("w", win), numpy_scalar("len", 16, "int64")],
+              opset=17)
+    found = _contradictions(save(m, tmp_path))
+    assert (found == []) == complete, found
+    if not complete:
+        assert f"its window {win} is not one weight per sample of a frame (16)" in found[0][1], found
