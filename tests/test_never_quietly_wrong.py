@@ -1354,7 +1354,7 @@ def test_a_layer_norm_scale_of_the_rows_size_in_another_shape_is_taken(tmp_path)
 def test_a_row_norm_scale_that_broadcasts_to_the_whole_input_is_taken(tmp_path, op, scale):
     """ONNX's definition multiplies the normalised input by the scale, so a scale that broadcasts to the
     input ([2, 4, 64] or [4, 64] for [2, 4, 64] normalised over its last axis) is well formed, and ONNX
-    Runtime 1.20 on runs it: it was refused as not fitting the normalised axes. One whose axes differ
+    Runtime 1.32 runs it: it was refused as not fitting the normalised axes. One whose axes differ
     from the input's ([3, 64]) stays unscored, a contradiction."""
     m = model([helper.make_node(op, ["x", "g"], ["y"], axis=-1, name="ln")], [vi("x", [2, 4, 64])],
               [vi("y", None)], [weight("g", scale)], opset=23)

@@ -254,7 +254,7 @@ def _refused(graph: Graph, node: Node, fold: bool) -> None:
         cost_node(replace(graph, refused={}), node, fold)
     except Contradiction:
         raise
-    except Exception:  # noqa: BLE001 - any other failure: ONNX's reason is the better one
+    except Exception:  # any other failure: ONNX's reason is the better one
         pass
     raise Contradiction(graph.refused[node.outputs[0]])
 

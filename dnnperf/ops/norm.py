@@ -77,7 +77,7 @@ def _params_fit(ctx: Ctx, op: str) -> None:
                 s = tuple(ctx.in_shape(k))
                 # of at most the input's rank, broadcast to the input (ONNX's definition multiplies the
                 # normalised input by it: [4, 64] or the input's own shape for rows of 64 over [1, 4, 64]), or
-                # of the rows' size in another shape (ONNX Runtime before 1.20 took any such)
+                # of the rows' size in another shape (older ONNX Runtime releases took any such)
                 if len(s) > len(x) or (not broadcasts_to(s, x) and ctx.numel(s) != ctx.numel(rows)):
                     raise Contradiction(f"its {what} {list(s)} does not fit the normalised axes {list(rows)}")
 
