@@ -22,8 +22,44 @@ def _attn(ctx: Ctx, b: int, hq: int, s: int, l: int, d: int, dv: int, proj_macs:
     return ctx.workload("attention", macs=macs, other=other, gemm=gemm, parallel=max(scores, ctx.out_numel()))
 
 
+def _heads_view(shape, heads: int, what: str) -> tuple:
+    """(batch, heads, length, head size) of an ONNX Attention operand, 4-D as given or 3-D (B, L, H*D)."""
+    if len(shape) == 4:
+        return tuple(shape)
+    if len(shape) == 3 and heads > 0:
+        if shape[2] % heads:
+            raise Contradiction(f"its {what} {list(shape)} does not split into {heads} heads")
+        return shape[0], heads, shape[1], shape[2] // heads
+    raise Contradiction(f"its {what} {list(shape)} is neither (B, heads, length, size) nor (B, length, hidden)")
+
+
+def _attention_fits(ctx: Ctx) -> None:
+    """Q, K, V (and the past K / V) of one ONNX Attention must agree: one batch, K and V one head count
+    that divides Q's, Q and K one head size, K and V one length, the pasts 4-D (B, kv heads, P, size) of
+    one length. ONNX checks this only inside the operator's function body (which the loader does not
+    hold against the node); ONNX Runtime refuses the model."""
+    q, k, v = ctx.in_shape(0), ctx.in_shape(1), ctx.in_shape(2)
+    if len({len(q), len(k), len(v)}) != 1:
+        raise Contradiction(f"its query, key and value {list(q)}, {list(k)}, {list(v)} differ in rank")
+    qh, kh = int(ctx.attr("q_num_heads", 0)), int(ctx.attr("kv_num_heads", 0))
+    (bq, hq, _, dq), (bk, hk, lk, dk), (bv, hv, lv, _) = (
+        _heads_view(q, qh, "query"), _heads_view(k, kh, "key"), _heads_view(v, kh, "value"))
+    why = ("batch sizes differ" if len({bq, bk, bv}) != 1 else "key and value head counts differ" if hk != hv else
+           "the key's heads do not divide the query's" if hk < 1 or hq % hk else
+           "query and key head sizes differ" if dq != dk else "key and value lengths differ" if lk != lv else "")
+    if not why and ctx.has_input(4) and ctx.has_input(5):
+        pk, pv = ctx.in_shape(4), ctx.in_shape(5)
+        if len(pk) != 4 or len(pv) != 4 or tuple(pk[:2]) != (bk, hk) or tuple(pv[:2]) != (bk, hk) \
+                or pk[2] != pv[2] or pk[3] != dk:
+            why = f"its past key and value {list(pk)}, {list(pv)} do not fit the key {list(k)}"
+    if why:
+        raise Contradiction(why if why.startswith("its") else
+                            f"{why} (query {list(q)}, key {list(k)}, value {list(v)})")
+
+
 def attention_onnx(ctx: Ctx):
     """ONNX Attention (opset 23): Q (B,Hq,S,D) or (B,S,Hq*D); K/V (B,Hkv,L,D) or 3-D."""
+    _attention_fits(ctx)
     q, k, v = ctx.in_shape(0), ctx.in_shape(1), ctx.in_shape(2)
     if len(q) == 4:
         b, hq, s, d = q
