@@ -133,6 +133,7 @@ def test_an_stft_window_is_one_weight_per_sample_of_a_frame(tmp_path, win, compl
     ([2, 8, 16, 64], [2, 2, 32, 64], [2, 2, 24, 64], {}, "key and value lengths differ"),
     ([2, 8, 16, 64], [2, 32, 128], [2, 32, 128], {"kv_num_heads": 2}, "differ in rank"),
     ([2, 16, 500], [2, 32, 128], [2, 32, 128], {"q_num_heads": 8, "kv_num_heads": 2}, "does not split into 8 heads"),
+    ([2, 16, 512], [2, 32, 128], [2, 32, 128], {}, "is 3-D: q_num_heads and kv_num_heads must say"),
 ])
 def test_an_onnx_attention_s_query_key_and_value_must_agree(tmp_path, q, k, v, attrs, needle):
     """ONNX's Attention (opset 23) checks its operands only inside its function body; ONNX Runtime refuses

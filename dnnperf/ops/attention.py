@@ -26,7 +26,10 @@ def _heads_view(shape, heads: int, what: str) -> tuple:
     """(batch, heads, length, head size) of an ONNX Attention operand, 4-D as given or 3-D (B, L, H*D)."""
     if len(shape) == 4:
         return tuple(shape)
-    if len(shape) == 3 and heads > 0:
+    if len(shape) == 3:
+        if heads <= 0:
+            raise Contradiction(f"its {what} {list(shape)} is 3-D: q_num_heads and kv_num_heads must say how it "
+                                "splits into heads")
         if shape[2] % heads:
             raise Contradiction(f"its {what} {list(shape)} does not split into {heads} heads")
         return shape[0], heads, shape[1], shape[2] // heads
@@ -66,9 +69,7 @@ def attention_onnx(ctx: Ctx):
         l, dv = k[2], v[3]
     elif len(q) == 3:
         hq = int(ctx.attr("q_num_heads", 0))
-        hkv = int(ctx.attr("kv_num_heads", 0))
-        if hq <= 0 or hkv <= 0:
-            raise Unsupported("3-D Attention needs q_num_heads and kv_num_heads")
+        hkv = int(ctx.attr("kv_num_heads", 0))  # (both given: _attention_fits)
         b, s = q[0], q[1]
         d = q[2] // hq
         l = k[1]
