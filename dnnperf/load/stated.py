@@ -134,9 +134,10 @@ def check_attribute_types(nodes, opset: int, path: str, depth: int = 0) -> None:
     """Raises DnnperfError (exit 2) for a default-domain node (``nodes``: NodeViews of the top graph, or
     a control-flow body's NodeProtos) that gives an attribute its operator defines in another type (a
     Transpose's ``perm`` as floats): ONNX's checker and ONNX Runtime refuse such a file, and the shape
-    rules read it as something else (that Transpose came out a scalar of 4 bytes). An attribute without a type (files of before IR
-    version 2 may leave it out) and ops ONNX has no schema for are skipped. The bodies of control-flow
-    nodes are checked too, down to ``MAX_DEPTH`` levels (deeper nesting is refused elsewhere)."""
+    rules read it as something else (that Transpose came out a scalar of 4 bytes). An attribute without a
+    type (files of before IR version 2 may leave it out) and ops ONNX has no schema for are skipped. The
+    bodies of control-flow nodes are checked too, down to ``MAX_DEPTH`` levels (deeper nesting is refused
+    elsewhere)."""
     ok: set = set()  # (op, attribute, type) seen to match
     for n in nodes:
         attrs = n.attribute

@@ -36,17 +36,18 @@ def _heads_view(shape, heads: int, what: str) -> tuple:
     raise Contradiction(f"its {what} {list(shape)} is neither (B, heads, length, size) nor (B, length, hidden)")
 
 
-def _attention_fits(ctx: Ctx) -> None:
-    """Q, K, V (and the past K / V) of one ONNX Attention must agree: one batch, K and V one head count
-    that divides Q's, Q and K one head size, K and V one length, the pasts 4-D (B, kv heads, P, size) of
-    one length. ONNX checks this only inside the operator's function body (which the loader does not
-    hold against the node); ONNX Runtime refuses the model."""
+def _attention_fits(ctx: Ctx) -> tuple:
+    """Q, K and V of one ONNX Attention as (batch, heads, length, head size), once they are checked to
+    agree: one batch, K and V one head count that divides Q's, Q and K one head size, K and V one
+    length, and the past K / V 4-D (B, kv heads, P, size) of one length. ONNX checks this only inside
+    the operator's function body (which the loader does not hold against the node); ONNX Runtime
+    refuses the model."""
     q, k, v = ctx.in_shape(0), ctx.in_shape(1), ctx.in_shape(2)
     if len({len(q), len(k), len(v)}) != 1:
         raise Contradiction(f"its query, key and value {list(q)}, {list(k)}, {list(v)} differ in rank")
     qh, kh = int(ctx.attr("q_num_heads", 0)), int(ctx.attr("kv_num_heads", 0))
-    (bq, hq, _, dq), (bk, hk, lk, dk), (bv, hv, lv, _) = (
-        _heads_view(q, qh, "query"), _heads_view(k, kh, "key"), _heads_view(v, kh, "value"))
+    views = _heads_view(q, qh, "query"), _heads_view(k, kh, "key"), _heads_view(v, kh, "value")
+    (bq, hq, _, dq), (bk, hk, lk, dk), (bv, hv, lv, _) = views
     why = ("batch sizes differ" if len({bq, bk, bv}) != 1 else "key and value head counts differ" if hk != hv else
            "the key's heads do not divide the query's" if hk < 1 or hq % hk else
            "query and key head sizes differ" if dq != dk else "key and value lengths differ" if lk != lv else "")
@@ -58,24 +59,12 @@ def _attention_fits(ctx: Ctx) -> None:
     if why:
         raise Contradiction(why if why.startswith("its") else
                             f"{why} (query {list(q)}, key {list(k)}, value {list(v)})")
+    return views
 
 
 def attention_onnx(ctx: Ctx):
     """ONNX Attention (opset 23): Q (B,Hq,S,D) or (B,S,Hq*D); K/V (B,Hkv,L,D) or 3-D."""
-    _attention_fits(ctx)
-    q, k, v = ctx.in_shape(0), ctx.in_shape(1), ctx.in_shape(2)
-    if len(q) == 4:
-        b, hq, s, d = q
-        l, dv = k[2], v[3]
-    elif len(q) == 3:
-        hq = int(ctx.attr("q_num_heads", 0))
-        hkv = int(ctx.attr("kv_num_heads", 0))  # (both given: _attention_fits)
-        b, s = q[0], q[1]
-        d = q[2] // hq
-        l = k[1]
-        dv = v[2] // hkv
-    else:
-        raise Unsupported(f"Attention query rank {len(q)} not understood")
+    (b, hq, s, d), (_, _, l, _), (_, _, _, dv) = _attention_fits(ctx)
     if ctx.has_input(4):  # past_key (B, Hkv, P, D)
         l += ctx.in_shape(4)[2]
     return _attn(ctx, b, hq, s, l, d, dv)

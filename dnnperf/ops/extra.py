@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from math import log2, prod
 
-from dnnperf.ops import Contradiction, Ctx, Unsupported, register
+from dnnperf.ops import Contradiction, Ctx, Unsupported, register, scalar_int
 from dnnperf.workload import Gemm
 
 
@@ -107,10 +107,10 @@ def stft(ctx: Ctx):
     # its window, where given, is one weight per sample of a frame (ONNX Runtime aborts the process on
     # another shape, and its frame length is the window's when the frame_length input is left out)
     if ctx.has_input(2):
-        win, length = ctx.in_shape(2), ctx.value(3) if ctx.has_input(3) else None
-        if len(win) != 1 or win[0] < 1 or (length is not None and length.size == 1 and int(length) != win[0]):
+        win, length = ctx.in_shape(2), scalar_int(ctx.value(3)) if ctx.has_input(3) else None
+        if len(win) != 1 or win[0] < 1 or (length is not None and length != win[0]):
             raise Contradiction(f"its window {list(win)} is not one weight per sample of a frame"
-                                + (f" ({int(length)})" if length is not None and length.size == 1 else ""))
+                                + (f" ({length})" if length is not None else ""))
     out = ctx.out_shape()  # (batch, frames, bins, 2)
     frames, bins = out[1], out[2]
     # a real signal's one-sided spectrum keeps n // 2 + 1 of the n bins the transform computes
