@@ -28,7 +28,7 @@ from typing import Any
 
 from dnnperf.errors import DnnperfError
 from dnnperf.ir import DTYPE_NAMES, NEVER_FOLDED, Graph, Node, ShapeOverrides, Tensor, op_key, value_inputs
-from dnnperf.load import bounds, declared, fast, gaps, hostshape, strict
+from dnnperf.load import bounds, declared, fast, gaps, hostshape, sequences, strict
 from dnnperf.load.fold import Resolver, single_values, tensor_value
 from dnnperf.load.onnx_fixes import onnx_wrong_shapes
 from dnnperf.load.overrides import apply_overrides, batch_axes, user_values, weight_inputs, weight_inputs_note
@@ -215,6 +215,8 @@ def _graph_from_model(model, overrides: ShapeOverrides, path: str, dynamic: bool
         if gaps.any_open(types):
             gaps.empty_shapes(types)
     bounds.check(ordered, res, {k: t.shape for k, t in init_info.items()}, path)
+    if res is not fast_res and (untyped := sequences.untyped_counters(ordered)):  # (the fast path takes no Loop)
+        notes.append(sequences.untyped_note(untyped))
     if sliced:
         notes.append(f"{len(sliced)} Slice(s) at offsets known only at run time ({', '.join(sliced[:3])}"
                      f"{', ...' if len(sliced) > 3 else ''}) costed at their input's size: an upper bound")

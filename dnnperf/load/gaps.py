@@ -293,8 +293,8 @@ def body_shapes(node, res, bodies: dict, sliced: list | None = None) -> None:
     the enclosing graph (an Unsqueeze whose axes are an outer Constant) or the shapes of what the
     node feeds its body (a loop-carried state whose body input is untyped), and from them the node's
     own outputs. Scan: states as given, scan inputs without their scan axis. Loop: the iteration
-    number and condition are scalars, the states as given; a state whose shape changes in the body
-    (it grows each iteration) stays unknown outside."""
+    number and condition as ``sequences.counter_shape`` says, the states as given; a state whose shape
+    changes in the body (it grows each iteration) stays unknown outside."""
     body = next((a.g for a in node.attribute if a.name == "body"), None)
     if body is None:
         return
@@ -330,8 +330,8 @@ def body_shapes(node, res, bodies: dict, sliced: list | None = None) -> None:
                 return
     sub = _inner(res, body)
     if node.op_type == "Loop":
-        sub.types[body.input[0].name] = ((), "int64")
-        sub.types[body.input[1].name] = ((), "bool")
+        sub.types[body.input[0].name] = (sequences.counter_shape(body.input[0]), "int64")
+        sub.types[body.input[1].name] = (sequences.counter_shape(body.input[1], False), "bool")
     for k, (outer, inner) in enumerate(feeds):
         t = res.types.get(outer)
         dims = static(t[0]) if t is not None else None

@@ -27,6 +27,37 @@ MAX_UNROLL = 64  # trips of a Loop run one by one (tensor_split's loops run once
 _HANDLE = ((), "sequence")
 
 
+def counter_shape(vi, counter: bool = True) -> tuple:
+    """The shape a Loop feeds its body's iteration number (``counter``) or condition: the rank the body
+    declares, a scalar or [1] (ONNX Runtime hands the body that rank; torch.onnx declares the number
+    [1]). A body that leaves the number without a shape cannot run on ONNX Runtime at all
+    (``untyped_counters`` says so in a note): it is taken as [1], the form under which torch.onnx's
+    bodies index their tables (torchvision's MViT-V2 export leaves 48 of its 51 so); a condition left
+    so, as a scalar."""
+    t = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+    if t is None or not t.HasField("shape"):
+        return (1,) if counter else ()
+    return (1,) if len(t.shape.dim) == 1 else ()
+
+
+def untyped_counters(nodes) -> list[str]:
+    """The Loops among ``nodes`` whose body leaves its iteration number without a shape."""
+    out = []
+    for n in nodes:
+        if n.op_type == "Loop" and n.domain in ("", "ai.onnx"):
+            body = next((a.g for a in n.attribute if a.name == "body"), None)
+            t = body.input[0].type if body is not None and body.input else None
+            if t is not None and not (t.HasField("tensor_type") and t.tensor_type.HasField("shape")):
+                out.append(n.name or n.output[0])
+    return out
+
+
+def untyped_note(loops: list[str]) -> str:
+    return (f"{len(loops)} Loop(s) ({', '.join(loops[:3])}{', ...' if len(loops) > 3 else ''}) leave their body's "
+            "iteration number without a shape, which ONNX Runtime refuses to run: costed with it as [1], as "
+            "torch.onnx declares it")
+
+
 def _elem(res, name):
     t = res.types.get(name) if name else None
     dims = static(t[0]) if t is not None and t[1] != "sequence" else None
@@ -174,11 +205,12 @@ def unroll(node, res, body, trips: int, inner, settle) -> dict | None:
     cond = res.value(ins[1]) if len(ins) > 1 and ins[1] else np.array(True)
     for it in range(trips):
         sub = inner(res, body)
-        sub.types[body.input[0].name] = ((), "int64")
-        sub.values[body.input[0].name] = np.array(it, dtype=np.int64)
-        sub.types[body.input[1].name] = ((), "bool")
+        count, flag = counter_shape(body.input[0]), counter_shape(body.input[1], False)
+        sub.types[body.input[0].name] = (count, "int64")
+        sub.values[body.input[0].name] = np.array(it, dtype=np.int64).reshape(count)
+        sub.types[body.input[1].name] = (flag, "bool")
         if cond is not None:  # the condition each trip starts with (a body passing it on folds)
-            sub.values[body.input[1].name] = np.asarray(cond)
+            sub.values[body.input[1].name] = np.asarray(cond).reshape(flag)
         for k in range(n_state):
             name = body.input[2 + k].name
             if cur[k] is None or static(cur[k][0]) is None or (cur[k][1] == "sequence" and cur_seq[k] is None):

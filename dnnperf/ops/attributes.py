@@ -21,7 +21,7 @@ memoised with it: the check reads the attributes and input shapes the memo's sig
 
 from __future__ import annotations
 
-from dnnperf.ops import Contradiction, Ctx
+from dnnperf.ops import Contradiction, Ctx, operands
 
 # op -> (how far below -r, how far above r - 1 its axis may go)
 _AXIS_RANGE = {"Flatten": (0, 1), "OneHot": (1, 1)}
@@ -37,12 +37,13 @@ _POOLS = frozenset({"MaxPool", "AveragePool", "LpPool"})
 _AT_LEAST_ONE = ("kernel_shape", "strides", "dilations")
 # op -> (least, greatest or None) rank of input 0, as ONNX's shape inference requires it
 _RANKS = {**{op: (1, None) for op in ("Softmax", "LogSoftmax", "Hardmax", "ArgMax", "ArgMin", "TopK", "Compress",
-                                      "BatchNormalization", "LayerNormalization", "RMSNormalization")},
+                                      "BatchNormalization", "LayerNormalization", "RMSNormalization", "CumSum",
+                                      "CumProd")},
           **{op: (2, None) for op in ("Trilu", "Det", "ReverseSequence", "MaxUnpool", "DFT", "GroupNormalization")},
           **{op: (3, None) for op in ("MaxPool", "AveragePool", "LpPool", "DeformConv")},
           "EyeLike": (2, 2), "DepthToSpace": (4, 4), "SpaceToDepth": (4, 4), "RotaryEmbedding": (3, 4),
           "Col2Im": (3, 3), "TfIdfVectorizer": (1, 2), "StringNormalizer": (1, 2)}
-RANKED = frozenset(_RANKS)  # ops checked here even without attributes
+RANKED = frozenset(_RANKS) | operands.CHECKED  # ops checked here even without attributes
 
 
 def check(ctx: Ctx) -> None:
@@ -78,6 +79,8 @@ def check(ctx: Ctx) -> None:
         v = attrs.get(name)
         if isinstance(v, int) and v < 1:
             raise Contradiction(f"{name} {v} must be 1 or more")
+    if op in operands.CHECKED:
+        operands.check(ctx)
 
 
 def _window(attrs: dict, rank: int | None, pool: bool) -> None:

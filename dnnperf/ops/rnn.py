@@ -32,10 +32,37 @@ def recurrent(ctx: Ctx):
     if wi != i or gh != gates * hidden:
         raise Contradiction(f"input of {i} features but the weights {list(w)} take {wi} (and {gates} gates of "
                             f"{hidden})" if wi != i else f"weights {list(w)} are not {gates} gates of {hidden}")
+    _operands_fit(ctx, dirs, gates, hidden, b)
     # every step multiplies the recurrent weights R (input 2: dirs x gates*H x H) again: read once per step
     rec = ctx.in_shape(2) if ctx.has_input(2) else (dirs, gh, h)  # R is required; a malformed model without it
     step_reads = ctx.numel(rec) * DTYPE_BITS.get(ctx.dtype(2 if len(ctx.node.inputs) > 2 else 1), 32) // 8
     return _steps(ctx, s, b, i, h, dirs, gh, dirs * s * b * h * per_unit, step_reads)
+
+
+# input -> its name and shape, given (directions, gates, hidden size, batch): ONNX's definition of the
+# recurrent layers (input 3 the two biases of every gate, input 7 an LSTM's three peephole vectors; with
+# layout 1 the initial states put the batch first, as the input does)
+_OPERANDS = {2: ("R", lambda d, g, h, b: (d, g * h, h)), 3: ("B", lambda d, g, h, b: (d, 2 * g * h)),
+             4: ("sequence_lens", lambda d, g, h, b: (b,)), 5: ("initial_h", lambda d, g, h, b: (d, b, h)),
+             6: ("initial_c", lambda d, g, h, b: (d, b, h)), 7: ("P", lambda d, g, h, b: (d, 3 * h))}
+
+
+def _operands_fit(ctx: Ctx, dirs: int, gates: int, hidden: int, batch: int) -> None:
+    """The weights W fix every other input's shape (``_OPERANDS``), and ``direction`` their first
+    axis (two for a bidirectional layer): ONNX Runtime refuses a recurrent weight, bias, state or
+    peephole of another shape when it runs the layer, and the figures would be another layer's."""
+    direction = str(ctx.attr("direction", "forward"))
+    want = 2 if direction == "bidirectional" else 1
+    if dirs != want:
+        raise Contradiction(f"its weights hold {dirs} direction(s) where a {direction} layer has {want}")
+    batch_first = int(ctx.attr("layout", 0)) == 1
+    for i, (name, shape) in _OPERANDS.items():
+        if ctx.has_input(i):
+            got, need = tuple(ctx.in_shape(i)), shape(dirs, gates, hidden, batch)
+            if batch_first and i in (5, 6):
+                need = (batch, dirs, hidden)
+            if got != need:
+                raise Contradiction(f"its {name} is {list(got)} where its weights and input need {list(need)}")
 
 
 def _steps(ctx: Ctx, s: int, b: int, i: int, h: int, dirs: int, gh: int, other: int, step_reads: int):
