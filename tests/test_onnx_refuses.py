@@ -319,24 +319,29 @@ def test_a_recurrent_layer_s_other_inputs_must_fit_its_weights(tmp_path, op, gat
         assert len(found) == 1 and needle in found[0][1], found
 
 
-@pytest.mark.parametrize("counter, complete, note", [([1], True, False), ([], False, False), (None, True, True)])
-def test_a_loop_hands_its_body_the_iteration_number_of_the_rank_it_declares(tmp_path, counter, complete, note):
+@pytest.mark.parametrize("counter, complete, note, inits", [([1], True, False, False), ([], False, False, False),
+                                                        (None, True, True, False), (None, True, True, True)])
+def test_a_loop_hands_its_body_the_iteration_number_of_the_rank_it_declares(tmp_path, counter, complete, note,
+                                                                            inits):
     """A body that slices a table at its iteration number (torch.onnx's pattern in torchvision's MViT):
     ONNX Runtime hands the body the number as [1] where it declares [1] (the Slice's starts are then
     1-D), as a scalar where it declares a scalar (starts of [], which a Slice refuses), and refuses to
-    run a Loop whose body leaves it without a shape: costed as [1] with a note that says so."""
+    run a Loop whose body leaves it without a shape: costed as [1] with a note that says so. The table
+    held as a body initializer rather than a Constant node is read the same (it had no type in the
+    loader's pass over the body, and the Gather on it no shape)."""
     from onnx import numpy_helper as nh
     import numpy as np
     it = helper.make_tensor_value_info("it", T.INT64, counter) if counter is not None else \
         helper.make_value_info("it", helper.make_tensor_type_proto(T.INT64, None))
-    const = [helper.make_node("Constant", [], [name], value=nh.from_array(np.array(v, dtype=np.int64)))
-             for name, v in (("tab", [0, 2, 4]), ("one", 1))]
+    tables = [nh.from_array(np.array(v, dtype=np.int64), name) for name, v in (("tab", [0, 2, 4]), ("one", 1))]
+    const = [] if inits else [helper.make_node("Constant", [], [t.name], value=t) for t in tables]
     body = helper.make_graph(
         const + [helper.make_node("Gather", ["tab", "it"], ["st"]), helper.make_node("Add", ["st", "one"], ["en"]),
                  helper.make_node("Slice", ["x", "st", "en"], ["piece"], name="cut"),
                  helper.make_node("Identity", ["c"], ["co"])],
         "body", [it, helper.make_tensor_value_info("c", T.BOOL, [])],
-        [helper.make_tensor_value_info("co", T.BOOL, []), helper.make_tensor_value_info("piece", T.FLOAT, None)])
+        [helper.make_tensor_value_info("co", T.BOOL, []), helper.make_tensor_value_info("piece", T.FLOAT, None)],
+        tables if inits else [])
     m = model([helper.make_node("Loop", ["trips", "cond"], ["pieces"], name="loop", body=body)], [vi("x", [6, 8])],
               [vi("pieces", None)], [numpy_scalar("trips", 3, "int64"), numpy_scalar("cond", True, "bool")], opset=17)
     r = runner.invoke(app, ["inspect", save(m, tmp_path), "-f", "json"])

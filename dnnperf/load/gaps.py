@@ -20,10 +20,10 @@ Nothing here guesses: each rule fills a shape only where one size is possible.
 
 from __future__ import annotations
 
-from dnnperf.ir import taken_branch_label
+from dnnperf.ir import DTYPE_NAMES, taken_branch_label
 from dnnperf.load import sequences
 from dnnperf.load.data_sized import bound_shapes
-from dnnperf.load.read import static, type_shape
+from dnnperf.load.read import is_shape_like, static, type_shape
 from dnnperf.load.shapes import axis_index
 
 # ops whose first input has the output's shape
@@ -186,13 +186,19 @@ def _inner(res, body):
     """A Resolver for a subgraph: the enclosing graph's shapes and the outer-scope values its nodes
     read (folded on demand in the enclosing graph); the shapes the body declares are kept apart
     (``declared``) for ``_settle_body`` to use where inference leaves a gap."""
-    from dnnperf.load.fold import Resolver
+    from dnnperf.load.fold import Resolver, tensor_value
 
     sub = Resolver(res.model, res.opset, list(body.node))
     sub.types = dict(res.types)
     sub.values = dict(res.values)
     sub.seqs = dict(res.seqs)
-    local = {o for bn in body.node for o in bn.output} | {i.name for i in body.input}
+    for init in body.initializer:  # the body's own weights and constants (its shape vectors with their values)
+        sub.types[init.name] = (tuple(init.dims), DTYPE_NAMES.get(init.data_type, "float32"))
+        v = tensor_value(init) if is_shape_like(init) else None
+        if v is not None:
+            sub.values[init.name] = v
+    local = {o for bn in body.node for o in bn.output} | {i.name for i in body.input} | \
+        {init.name for init in body.initializer}
     for bn in body.node:
         for i in bn.input:
             if i and i not in local and i not in sub.values:
