@@ -241,6 +241,9 @@ def _att(mask, past=None):
     ("CumSum", [("x", [], T.FLOAT), ("a", [], I64)], 14, 1, {}, "its input has rank 0 where CumSum takes rank 1"),
     ("ScatterND", [("x", [4], T.FLOAT), ("i", [], I64), ("u", [], T.FLOAT)], 13, 1, {},
      "its data [4] and indices [] must each have an axis or more"),
+    # an attribute that contradicts the window an operand's length sets (Col2Im's image_shape at run time)
+    ("Col2Im", [("x", [1, 9, 4], T.FLOAT), ("img", [2], I64), ("blk", [2], I64)], 18, 1, {"strides": [1, 1, 1]},
+     "strides [1, 1, 1] has 3 values where a 2-D window needs 2"),
 ])
 def test_an_operand_of_a_shape_its_operator_does_not_take_is_a_contradiction(tmp_path, op, inputs, opset, n_out,
                                                                              attrs, needle):

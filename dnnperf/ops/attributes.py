@@ -72,9 +72,10 @@ def check(ctx: Ctx) -> None:
                 raise Contradiction(f"axes {list(axes)} name an axis twice")
     if op in _WINDOWED:
         _window(attrs, rank, op in _POOLS)
-    elif op == "Col2Im":  # its window's rank is its image_shape input's length
-        image = ctx.value(1)
-        _window(attrs, None if image is None else image.size + 2, False)
+    elif op == "Col2Im":  # its window's rank is its image_shape input's length (its value may come at run time)
+        t = ctx.graph.tensors.get(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] else None
+        length = t.shape[0] if t is not None and t.shape is not None and len(t.shape) == 1 else None
+        _window(attrs, None if length is None else length + 2, False)
     for name in ("blocksize", "num_groups", "size"):  # (DepthToSpace/SpaceToDepth, GroupNormalization, LRN)
         v = attrs.get(name)
         if isinstance(v, int) and v < 1:
