@@ -79,6 +79,14 @@ class Ctx:
             raise Unsupported(f"input {i} is missing")
         return self.shape(self.node.inputs[i])
 
+    def known_shape(self, i: int) -> tuple[int, ...] | None:
+        """Input ``i``'s shape, or None where it is absent or unresolved (a check that needs it then
+        checks nothing: a node is not unscored for an input its cost does not read)."""
+        if not self.has_input(i):
+            return None
+        t = self.graph.tensors.get(self.node.inputs[i])
+        return None if t is None or t.shape is None else tuple(t.shape)
+
     def out_shape(self, i: int = 0) -> tuple[int, ...]:
         return self.shape(self.node.outputs[i])
 

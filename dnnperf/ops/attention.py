@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dnnperf.ops import Contradiction, Ctx, Unsupported, length_value, register, register_shapes, takes_values
+from dnnperf.ops import (Contradiction, Ctx, Unsupported, broadcasts_to, length_value, register, register_shapes,
+                         takes_values)
 from dnnperf.ops.elementwise import same_as_first
 from dnnperf.workload import Gemm
 
@@ -59,7 +60,24 @@ def _attention_fits(ctx: Ctx) -> tuple:
     if why:
         raise Contradiction(why if why.startswith("its") else
                             f"{why} (query {list(q)}, key {list(k)}, value {list(v)})")
+    past = ctx.known_shape(4) or ()
+    _mask_fits(ctx, bq, hq, views[0][2], lk + (past[2] if len(past) == 4 else 0))
     return views
+
+
+def _mask_fits(ctx: Ctx, batch: int, heads: int, length: int, total: int) -> None:
+    """The attn_mask fits (batch, query heads, query length, total length), the total the key's length plus
+    the past's: its last axis holds up to the total (a shorter mask is padded, ONNX's reference masks the
+    keys past it; ONNX Runtime 1.32 refuses it, and its local-window path reads a longer 1-D one: the
+    definition wins), the others broadcast; the nonpad_kv_seqlen (opset 24) holds one length per sample."""
+    nonpad = ctx.known_shape(6)
+    if nonpad is not None and nonpad != (batch,):
+        raise Contradiction(f"its nonpad_kv_seqlen {list(nonpad)} is not one length per sample ({batch})")
+    m = ctx.known_shape(3) or ()
+    full = (batch, heads, length, total)
+    if m and not (len(m) <= 4 and m[-1] <= total and broadcasts_to(m[:-1], full[:-1])):
+        raise Contradiction(f"its attn_mask {list(m)} does not fit (batch, heads, query length, total length) "
+                            f"{list(full)}")
 
 
 def attention_onnx(ctx: Ctx):
@@ -165,9 +183,38 @@ def gqa_ms(ctx: Ctx):
 def rotary(ctx: Ctx):
     """RotaryEmbedding (opset 23, com.microsoft): x * cos + rotate(x) * sin, 3 ops per element. ONNX's
     takes [batch, sequence, hidden] only with num_heads (it splits the hidden size into heads)."""
-    if ctx.node.domain in ("", "ai.onnx") and len(ctx.in_shape(0)) == 3 and not ctx.attr("num_heads", 0):
-        raise Contradiction("a 3-D input needs the num_heads attribute to split its hidden size into heads")
+    if ctx.node.domain in ("", "ai.onnx"):
+        if len(ctx.in_shape(0)) == 3 and not ctx.attr("num_heads", 0):
+            raise Contradiction("a 3-D input needs the num_heads attribute to split its hidden size into heads")
+        _caches_fit(ctx)
     return ctx.workload("elementwise", other=3 * ctx.in_numel(0), parallel=ctx.out_numel(0))
+
+
+def _caches_fit(ctx: Ctx) -> None:
+    """ONNX's RotaryEmbedding: cos and sin caches of one shape, [positions, rotated size / 2] with
+    position_ids [batch, sequence], else [batch, sequence, rotated size / 2]; the rotated size is
+    rotary_embedding_dim, else the head size."""
+    x = ctx.known_shape(0)
+    if x is None or len(x) not in (3, 4):
+        return
+    heads = int(ctx.attr("num_heads", 0) or 0)
+    if len(x) == 4:
+        b, seq, head = x[0], x[2], x[3]
+    elif heads and x[2] % heads == 0:
+        b, seq, head = x[0], x[1], x[2] // heads
+    else:
+        return
+    half = (int(ctx.attr("rotary_embedding_dim", 0) or 0) or head) // 2
+    cos, sin, pos = ctx.known_shape(1), ctx.known_shape(2), ctx.known_shape(3)
+    if cos is not None and sin is not None and cos != sin:
+        raise Contradiction(f"its cos and sin caches {list(cos)} and {list(sin)} differ")
+    if pos is not None and pos != (b, seq):
+        raise Contradiction(f"its position_ids {list(pos)} are not [batch, sequence] ({[b, seq]})")
+    if cos is not None:
+        ok = (len(cos) == 2 and cos[1] == half) if ctx.has_input(3) else cos == (b, seq, half)
+        if not ok:
+            want = f"[positions, {half}]" if ctx.has_input(3) else str([b, seq, half])
+            raise Contradiction(f"its cos cache {list(cos)} is not {want}")
 
 
 register({

@@ -73,9 +73,8 @@ def check(ctx: Ctx) -> None:
     if op in _WINDOWED:
         _window(attrs, rank, op in _POOLS)
     elif op == "Col2Im":  # its window's rank is its image_shape input's length (its value may come at run time)
-        t = ctx.graph.tensors.get(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] else None
-        length = t.shape[0] if t is not None and t.shape is not None and len(t.shape) == 1 else None
-        _window(attrs, None if length is None else length + 2, False)
+        image = ctx.known_shape(1)
+        _window(attrs, image[0] + 2 if image is not None and len(image) == 1 else None, False)
     for name in ("blocksize", "num_groups", "size"):  # (DepthToSpace/SpaceToDepth, GroupNormalization, LRN)
         v = attrs.get(name)
         if isinstance(v, int) and v < 1:

@@ -30,19 +30,21 @@ def _split_fits(ctx: Ctx) -> None:
 
 
 def _scatter_nd_fits(ctx: Ctx) -> None:
-    """ScatterND's updates have the shape its indices pick (``indices.shape[:-1] + data.shape[k:]``, k the
-    indices' last axis); ONNX Runtime refuses other updates when it runs the node."""
-    if ctx.node.op_type != "ScatterND" or len(ctx.node.inputs) < 3 or not all(ctx.node.inputs[:3]):
+    """ScatterND's data and indices have an axis or more, and its updates the shape its indices pick
+    (``indices.shape[:-1] + data.shape[k:]``, k the indices' last axis); ONNX Runtime refuses others when
+    it runs the node."""
+    if ctx.node.op_type != "ScatterND":
         return
-    tensors = ctx.graph.tensors
-    data, idx, upd = (tensors.get(n) for n in ctx.node.inputs[:3])
-    if data is None or idx is None or upd is None or None in (data.shape, idx.shape, upd.shape) or not idx.shape:
+    data, idx, upd = (ctx.known_shape(i) for i in range(3))
+    if (data is not None and not data) or (idx is not None and not idx):
+        raise Contradiction(f"its data {list(data or ())} and indices {list(idx or ())} must each have an axis or more")
+    if data is None or idx is None or upd is None:
         return
-    k = idx.shape[-1]
-    want = tuple(idx.shape[:-1]) + tuple(data.shape[k:])
-    if k > len(data.shape) or tuple(upd.shape) != want:
-        raise Contradiction(f"its updates {list(upd.shape)} are not the shape its indices {list(idx.shape)} pick "
-                            f"from data {list(data.shape)} ({list(want)})")
+    k = idx[-1]
+    want = tuple(idx[:-1]) + tuple(data[k:])
+    if k > len(data) or tuple(upd) != want:
+        raise Contradiction(f"its updates {list(upd)} are not the shape its indices {list(idx)} pick "
+                            f"from data {list(data)} ({list(want)})")
 
 
 def movement(ctx: Ctx):
@@ -231,29 +233,31 @@ def _picked(ctx: Ctx, weights_only_data: bool = False, kernel: str = "", loop_it
 
 
 def _shape_vector(ctx: Ctx) -> None:
-    """An op's target shape (``ir.SHAPE_VECTOR_INPUT``) is a 1-D tensor."""
+    """An op's target shape (``ir.SHAPE_VECTOR_INPUT``) is a 1-D tensor; a Tile's repeats, one per axis of
+    its input."""
     i = SHAPE_VECTOR_INPUT.get(ctx.node.op_type)
     if i is None or ctx.node.domain not in ("", "ai.onnx") or not ctx.has_input(i):
         return
     if ctx.node.op_type == "Tile" and ctx.graph.opset < 6:
         return  # Tile-1's ``tiles`` is a one-element count (``dnnperf.load.uninferred``)
-    t = ctx.graph.tensors.get(ctx.node.inputs[i])
-    if t is not None and t.shape is not None and len(t.shape) != 1:
-        raise Contradiction(f"its shape input '{ctx.node.inputs[i]}' is {list(t.shape)}, not a 1-D tensor")
+    t = ctx.known_shape(i)
+    if t is not None and len(t) != 1:
+        raise Contradiction(f"its shape input '{ctx.node.inputs[i]}' is {list(t)}, not a 1-D tensor")
+    x = ctx.known_shape(0) if ctx.node.op_type == "Tile" else None
+    if t is not None and x is not None and t[0] != len(x):
+        raise Contradiction(f"its repeats hold {t[0]} values where {len(x)} are needed (one per axis of its input)")
 
 
 def _crop_pad_fits(ctx: Ctx) -> None:
     """CenterCropPad's ``shape`` holds one size per axis it names (``axes``, else every axis of its
     input): ONNX's function body refuses another length (a Max of mismatched vectors)."""
-    if not ctx.has_input(1):
-        return
-    x, s = ctx.graph.tensors.get(ctx.node.inputs[0]), ctx.graph.tensors.get(ctx.node.inputs[1])
-    if x is None or s is None or x.shape is None or s.shape is None:
+    x, s = ctx.known_shape(0), ctx.known_shape(1)
+    if x is None or s is None:
         return
     axes = ctx.attr("axes", None)
-    want = len(axes) if axes else len(x.shape)
-    if len(s.shape) != 1 or s.shape[0] != want:
-        raise Contradiction(f"its shape input is {list(s.shape)} where {want} sizes are needed (one per axis "
+    want = len(axes) if axes else len(x)
+    if len(s) != 1 or s[0] != want:
+        raise Contradiction(f"its shape input is {list(s)} where {want} sizes are needed (one per axis "
                             f"{'it names' if axes else 'of its input'})")
 
 

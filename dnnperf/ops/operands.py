@@ -10,14 +10,15 @@ with ``dnnperf.ops.attributes.check``, before the cost function.
 Only what the operator definitions state is checked, and each rule was tried on ONNX Runtime 1.32, which
 refuses the same shapes when it runs the node; it reads some inputs more loosely than their definition
 (a Pad's constant_value or a Resize's scales of any shape holding the right count) and those forms pass
-here too. Where the two differ the definition wins: an ONNX Attention mask may be shorter than the keys
-(ONNX's reference pads it; ONNX Runtime refuses it), and not longer (the local-window path of ONNX
-Runtime reads a 1-D one anyway).
+here too; where the two differ the definition wins. Rules an op's cost module already held stay there,
+beside the op's other checks: a Tile's repeats and ScatterND's operands (``ops.movement``), ONNX
+Attention's mask and RotaryEmbedding's caches (``ops.attention``), a recurrent layer's weights
+(``ops.rnn``).
 """
 
 from __future__ import annotations
 
-from dnnperf.ops import Contradiction, Ctx, broadcasts_to
+from dnnperf.ops import Contradiction, Ctx
 
 VECTOR, ONE, SHORT, ELEMENT = "a 1-D tensor", "one value", "a scalar or a 1-D tensor", "one element"
 _ONE_VECTOR = "a 1-D tensor of one value"
@@ -51,16 +52,8 @@ def _fits(form: str, shape: tuple) -> bool:
     return len(shape) <= 1 and (not shape or shape[0] == 1)  # ONE
 
 
-def _shape(ctx: Ctx, i: int) -> tuple | None:
-    """Input ``i``'s shape, None when it is absent or unresolved."""
-    if not ctx.has_input(i):
-        return None
-    t = ctx.graph.tensors.get(ctx.node.inputs[i])
-    return None if t is None or t.shape is None else tuple(t.shape)
-
-
 def _length(ctx: Ctx, i: int) -> int | None:
-    s = _shape(ctx, i)
+    s = ctx.known_shape(i)
     return s[0] if s is not None and len(s) == 1 else None
 
 
@@ -75,11 +68,11 @@ _NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Pad": ("data", 
           "TopK": ("X", "k"), "Split": ("input", "split"), "CumSum": ("x", "axis"), "CumProd": ("x", "axis"),
           "Range": ("start", "limit", "delta"),
           "MaxUnpool": ("X", "I", "output_shape"), "ReverseSequence": ("input", "sequence_lens"),
-          "OneHot": ("indices", "depth", "values"), "Tile": ("input", "repeats")}
+          "OneHot": ("indices", "depth", "values")}
 
 
 def _rank(ctx: Ctx) -> int | None:
-    s = _shape(ctx, 0)
+    s = ctx.known_shape(0)
     return None if s is None else len(s)
 
 
@@ -114,7 +107,7 @@ def _per_axis(ctx: Ctx) -> int | None:
 
 
 def _count(ctx: Ctx, i: int) -> int | None:
-    s = _shape(ctx, i)
+    s = ctx.known_shape(i)
     return None if s is None else ctx.numel(s)
 
 
@@ -137,24 +130,19 @@ def _resize(ctx: Ctx) -> None:
             raise Contradiction(f"its {name} hold {got} values where {want} are needed ({what})")
 
 
-def _tile(ctx: Ctx) -> None:
-    if ctx.graph.opset >= 6 and (r := _rank(ctx)) is not None:
-        _need(ctx, 1, r, "one per axis of its input")
-
-
 def _one_hot(ctx: Ctx) -> None:
     _need(ctx, 2, 2, "the off and on values")
 
 
 def _reverse_sequence(ctx: Ctx) -> None:
-    x = _shape(ctx, 0)
+    x = ctx.known_shape(0)
     axis = int(ctx.attr("batch_axis", 1))
     if x is not None and 0 <= axis < len(x):
         _need(ctx, 1, x[axis], f"one per sequence of batch axis {axis}")
 
 
 def _max_unpool(ctx: Ctx) -> None:
-    x, i = _shape(ctx, 0), _shape(ctx, 1)
+    x, i = ctx.known_shape(0), ctx.known_shape(1)
     if x is not None and i is not None and x != i:
         raise Contradiction(f"its indices {list(i)} are not the shape of its input {list(x)}")
     if x is not None:
@@ -163,7 +151,7 @@ def _max_unpool(ctx: Ctx) -> None:
 
 def _nms(ctx: Ctx) -> None:
     """boxes [batch, boxes, 4] and scores [batch, classes, boxes]."""
-    b, s = _shape(ctx, 0), _shape(ctx, 1)
+    b, s = ctx.known_shape(0), ctx.known_shape(1)
     if b is not None and (len(b) != 3 or b[2] != 4):
         raise Contradiction(f"its boxes {list(b)} are not [batch, boxes, 4]")
     if s is not None and len(s) != 3:
@@ -175,7 +163,7 @@ def _nms(ctx: Ctx) -> None:
 def _elements(ctx: Ctx) -> None:
     """GatherElements, ScatterElements and Scatter: indices of the data's rank, no longer than the data
     on any axis but ``axis``, and updates of the indices' shape."""
-    x, idx = _shape(ctx, 0), _shape(ctx, 1)
+    x, idx = ctx.known_shape(0), ctx.known_shape(1)
     if x is not None and idx is not None:
         if len(x) != len(idx):
             raise Contradiction(f"its indices {list(idx)} are not of its data's rank ({list(x)})")
@@ -183,13 +171,13 @@ def _elements(ctx: Ctx) -> None:
         axis = axis + len(x) if axis < 0 else axis
         if any(j != axis and i > d for j, (i, d) in enumerate(zip(idx, x))):
             raise Contradiction(f"its indices {list(idx)} reach past its data {list(x)} on an axis other than {axis}")
-    upd = _shape(ctx, 2) if ctx.node.op_type != "GatherElements" else None
+    upd = ctx.known_shape(2) if ctx.node.op_type != "GatherElements" else None
     if idx is not None and upd is not None and upd != idx:
         raise Contradiction(f"its updates {list(upd)} are not the shape of its indices {list(idx)}")
 
 
 def _space_to_depth(ctx: Ctx) -> None:
-    x, b = _shape(ctx, 0), ctx.attr("blocksize", None)
+    x, b = ctx.known_shape(0), ctx.attr("blocksize", None)
     if x is None or len(x) != 4 or not isinstance(b, int) or b < 1:
         return
     if ctx.node.op_type == "SpaceToDepth" and (x[2] % b or x[3] % b):
@@ -200,7 +188,7 @@ def _space_to_depth(ctx: Ctx) -> None:
 
 def _affine_grid(ctx: Ctx) -> None:
     """theta: [N, 2, 3] for a 2-D grid (a size of 4 values), [N, 3, 4] for a 3-D one, N the size's first."""
-    theta, n = _shape(ctx, 0), _length(ctx, 1)
+    theta, n = ctx.known_shape(0), _length(ctx, 1)
     if theta is None or n not in (4, 5):
         return
     want = (2, 3) if n == 4 else (3, 4)
@@ -214,56 +202,29 @@ def _affine_grid(ctx: Ctx) -> None:
 def _deform_conv(ctx: Ctx) -> None:
     """offset [N, offset_group x 2 x window, output H, W], mask likewise with one value a tap, bias one value
     per output channel."""
-    x, w = _shape(ctx, 0), _shape(ctx, 1)
+    x, w = ctx.known_shape(0), ctx.known_shape(1)
     t = ctx.graph.tensors.get(ctx.node.outputs[0]) if ctx.node.outputs else None
     if x is None or w is None or t is None or t.shape is None or len(w) < 3 or len(t.shape) != len(w):
         return
     taps = int(ctx.attr("offset_group", 1)) * ctx.numel(w[2:])
     for i, name, per in ((2, "offset", 2), (4, "mask", 1)):
-        s = _shape(ctx, i)
+        s = ctx.known_shape(i)
         need = (x[0], per * taps, *t.shape[2:])
         if s is not None and s != need:
             raise Contradiction(f"its {name} is {list(s)} where its window and output need {list(need)}")
-    b = _shape(ctx, 3)
+    b = ctx.known_shape(3)
     if b is not None and b != (w[0],):
         raise Contradiction(f"its bias {list(b)} is not one value per output channel ({w[0]})")
-
-
-def _rotary(ctx: Ctx) -> None:
-    """ONNX's RotaryEmbedding: cos and sin caches of one shape, [positions, rotated size / 2] with
-    position_ids [batch, sequence], else [batch, sequence, rotated size / 2]; the rotated size is
-    rotary_embedding_dim, else the head size."""
-    x = _shape(ctx, 0)
-    if x is None or len(x) not in (3, 4):
-        return
-    heads = int(ctx.attr("num_heads", 0) or 0)
-    if len(x) == 4:
-        b, seq, head = x[0], x[2], x[3]
-    elif heads and x[2] % heads == 0:
-        b, seq, head = x[0], x[1], x[2] // heads
-    else:
-        return
-    half = (int(ctx.attr("rotary_embedding_dim", 0) or 0) or head) // 2
-    cos, sin, pos = _shape(ctx, 1), _shape(ctx, 2), _shape(ctx, 3)
-    if cos is not None and sin is not None and cos != sin:
-        raise Contradiction(f"its cos and sin caches {list(cos)} and {list(sin)} differ")
-    if pos is not None and pos != (b, seq):
-        raise Contradiction(f"its position_ids {list(pos)} are not [batch, sequence] ({[b, seq]})")
-    if cos is not None:
-        ok = (len(cos) == 2 and cos[1] == half) if ctx.has_input(3) else cos == (b, seq, half)
-        if not ok:
-            want = f"[positions, {half}]" if ctx.has_input(3) else str([b, seq, half])
-            raise Contradiction(f"its cos cache {list(cos)} is not {want}")
 
 
 def _quantized(ctx: Ctx) -> None:
     """QLinearMatMul and QLinearConv: the input's and the output's scale and zero point one value each (per
     tensor), the weight's one value or one per output column (channel)."""
-    w = _shape(ctx, 3)
+    w = ctx.known_shape(3)
     per_column = None if w is None or not w else w[0] if ctx.node.op_type == "QLinearConv" else w[-1]
     for i, name in ((1, "x_scale"), (2, "x_zero_point"), (4, "w_scale"), (5, "w_zero_point"), (6, "y_scale"),
                     (7, "y_zero_point")):
-        s = _shape(ctx, i)
+        s = ctx.known_shape(i)
         if s is None or _fits(ONE, s) or (i in (4, 5) and s == (per_column,)):
             continue
         if ctx.node.op_type == "QLinearMatMul":
@@ -275,48 +236,15 @@ def _quantized(ctx: Ctx) -> None:
 
 def _dft(ctx: Ctx) -> None:
     """A signal's last axis holds 1 value (real) or 2 (complex) a sample."""
-    x = _shape(ctx, 0)
+    x = ctx.known_shape(0)
     if x and x[-1] not in (1, 2):
         raise Contradiction(f"its input {list(x)} ends in {x[-1]} values a sample where DFT takes 1 (real) or 2 "
                             "(complex)")
 
 
-def _scatter_nd(ctx: Ctx) -> None:
-    x, idx = _shape(ctx, 0), _shape(ctx, 1)
-    if (x is not None and not x) or (idx is not None and not idx):
-        raise Contradiction(f"its data {list(x or ())} and indices {list(idx or ())} must each have an axis or more")
-
-
-def _attention_mask(ctx: Ctx) -> None:
-    """ONNX Attention's attn_mask fits (batch, query heads, query length, total length), the total the key's
-    length plus the past's; its nonpad_kv_seqlen holds one length per sample."""
-    q, k, m = _shape(ctx, 0), _shape(ctx, 1), _shape(ctx, 3)
-    nonpad = _shape(ctx, 6)  # (opset 24) the valid length of each sample's key
-    if q and nonpad is not None and nonpad != (q[0],):
-        raise Contradiction(f"its nonpad_kv_seqlen {list(nonpad)} is not one length per sample ({q[0]})")
-    if q is None or k is None or m is None or len(q) != len(k) or len(q) not in (3, 4):
-        return
-    if len(q) == 4:
-        b, heads, length, total = q[0], q[1], q[2], k[2]
-    else:
-        b, heads, length, total = q[0], int(ctx.attr("q_num_heads", 0) or 0), q[1], k[1]
-    if not heads:
-        return  # a 3-D query without its head count: ONNX Attention's cost says so
-    past = _shape(ctx, 4)
-    total += past[2] if past is not None and len(past) == 4 else 0
-    full = (b, heads, length, total)
-    # its last axis holds up to the total (a shorter mask is padded: ONNX's reference masks the keys past
-    # it), the others broadcast to (batch, heads, query length)
-    fits = not m or (len(m) <= 4 and m[-1] <= total and broadcasts_to(m[:-1], full[:-1]))
-    if not fits:
-        raise Contradiction(f"its attn_mask {list(m)} does not fit (batch, heads, query length, total length) "
-                            f"{list(full)}")
-
-
 _RELATIONS = {"AffineGrid": _affine_grid, "QLinearMatMul": _quantized, "QLinearConv": _quantized, "DFT": _dft,
-              "ScatterND": _scatter_nd, "Attention": _attention_mask, "DeformConv": _deform_conv,
-              "RotaryEmbedding": _rotary, "Slice": _slice, "Pad": _pad, "Resize": _resize, "Upsample": _resize,
-              "Tile": _tile, "OneHot": _one_hot, "ReverseSequence": _reverse_sequence, "MaxUnpool": _max_unpool,
+              "DeformConv": _deform_conv, "Slice": _slice, "Pad": _pad, "Resize": _resize, "Upsample": _resize,
+              "OneHot": _one_hot, "ReverseSequence": _reverse_sequence, "MaxUnpool": _max_unpool,
               "NonMaxSuppression": _nms, "GatherElements": _elements, "ScatterElements": _elements,
               "Scatter": _elements, "SpaceToDepth": _space_to_depth, "DepthToSpace": _space_to_depth}
 CHECKED = frozenset(_FORMS) | frozenset(_RELATIONS)
@@ -326,7 +254,7 @@ def check(ctx: Ctx) -> None:
     op = ctx.node.op_type
     opset = ctx.graph.opset
     for i, since, form in _FORMS.get(op, ()):
-        s = _shape(ctx, i)
+        s = ctx.known_shape(i)
         if s is not None and opset >= since and not _fits(form, s):
             what = _NAMES[op][i]
             raise Contradiction(f"its {what} is {list(s)} where {op} takes {form}")

@@ -57,9 +57,9 @@ def _operands_fit(ctx: Ctx, dirs: int, gates: int, hidden: int, batch: int) -> N
         raise Contradiction(f"its weights hold {dirs} direction(s) where a {direction} layer has {want}")
     batch_first = int(ctx.attr("layout", 0)) == 1
     for i, (name, shape) in _OPERANDS.items():
-        t = ctx.graph.tensors.get(ctx.node.inputs[i]) if ctx.has_input(i) else None
-        if t is not None and t.shape is not None:  # (an unresolved one is not needed to price the layer)
-            got, need = tuple(t.shape), shape(dirs, gates, hidden, batch)
+        got = ctx.known_shape(i)
+        if got is not None:  # (an unresolved one is not needed to price the layer)
+            need = shape(dirs, gates, hidden, batch)
             if batch_first and i in (5, 6):
                 need = (batch, dirs, hidden)
             if got != need:
